@@ -1,0 +1,147 @@
+"""The normalised LLM interface the decision loop drives.
+
+Theory of operation
+-------------------
+Every model -- a provider adapter over HTTP (``adapters/``), the embedded demo
+model, a test double -- is an :class:`LLMClient`: ``complete(...)`` returns an
+async iterator of :data:`LLMStreamItem` values. The items are provider-neutral:
+
+* :class:`TextDelta` -- assistant text.
+* :class:`ReasoningDelta` -- reasoning text, optionally with a ``signature``
+  (Anthropic thinking) or ``encrypted`` content (OpenAI Responses), which must
+  reach the client as ``REASONING_ENCRYPTED_VALUE``.
+* :class:`ToolCallStart` / :class:`ToolCallArgsDelta` / :class:`ToolCallEnd` --
+  tool calls keyed by ``index`` (the provider's routing key mapped to a small
+  integer), so parallel calls interleave freely. ``ToolCallStart`` carries the
+  call id and tool name; argument deltas are raw JSON text fragments.
+* :class:`Usage` -- token counts (may arrive more than once; the last wins per field).
+* :class:`Finish` -- the model's finish reason, normalised to :data:`FinishReason`.
+* :class:`StreamError` -- an in-band error or a truncated stream. After it the
+  iterator ends; the consumer ends the run with ``RUN_ERROR``.
+
+A client must emit ``ToolCallStart`` before any delta of that index and
+``ToolCallEnd`` for every started call before the iterator ends normally.
+Cancelling the consumer (closing the async iterator) must abort the upstream
+request at once.
+
+This module does no IO; it only defines types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+import msgspec
+
+__all__ = [
+    "LLMTool",
+    "ToolChoice",
+    "FinishReason",
+    "TextDelta",
+    "ReasoningDelta",
+    "ToolCallStart",
+    "ToolCallArgsDelta",
+    "ToolCallEnd",
+    "Usage",
+    "Finish",
+    "StreamError",
+    "LLMStreamItem",
+    "LLMClient",
+]
+
+#: ``"auto"``, ``"required"``, ``"none"``, or the name of one tool the model must call.
+ToolChoice = str
+
+#: Normalised finish reasons. ``tool_calls``: the model stopped to let tools run.
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]
+
+
+class LLMTool(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool as sent to a model: a JSON Schema for its arguments.
+
+    ``strict`` asks providers that support it (OpenAI structured outputs) to
+    constrain the arguments to the schema; the schema must then be in strict
+    form (see :mod:`agui_engine.components`).
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict: bool = False
+
+
+class TextDelta(msgspec.Struct, frozen=True, kw_only=True, tag="text"):
+    text: str
+
+
+class ReasoningDelta(msgspec.Struct, frozen=True, kw_only=True, tag="reasoning"):
+    """Reasoning text; ``signature`` / ``encrypted`` carry opaque provider material."""
+
+    text: str = ""
+    signature: str | None = None
+    encrypted: str | None = None
+
+
+class ToolCallStart(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_start"):
+    index: int
+    id: str
+    name: str
+
+
+class ToolCallArgsDelta(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_args"):
+    index: int
+    delta: str
+
+
+class ToolCallEnd(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_end"):
+    index: int
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True, tag="usage"):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_input_tokens: int | None = None
+    provider: str | None = None
+    model: str | None = None
+
+
+class Finish(msgspec.Struct, frozen=True, kw_only=True, tag="finish"):
+    reason: FinishReason
+    raw_reason: str | None = None
+
+
+class StreamError(msgspec.Struct, frozen=True, kw_only=True, tag="error"):
+    """An in-band provider error or a stream that ended without its terminal marker."""
+
+    message: str
+    code: str | None = None
+    retryable: bool = False
+
+
+LLMStreamItem = Union[
+    TextDelta, ReasoningDelta, ToolCallStart, ToolCallArgsDelta, ToolCallEnd, Usage, Finish, StreamError
+]
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """Anything that streams a model's answer as :data:`LLMStreamItem` values.
+
+    ``messages`` are AG-UI message Structs (:mod:`agui_engine.events`), the system
+    prompt first. Raises :class:`~agui_engine.errors.UpstreamError` (or a subclass)
+    for a failure before the first item; failures after that are a
+    :class:`StreamError` item.
+    """
+
+    def complete(
+        self,
+        messages: Sequence[Any],
+        tools: Sequence[LLMTool],
+        tool_choice: ToolChoice = "auto",
+        *,
+        parallel_tool_calls: bool = True,
+        max_output_tokens: int | None = None,
+    ) -> AsyncIterator[LLMStreamItem]: ...
