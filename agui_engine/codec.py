@@ -1,0 +1,837 @@
+"""Wire codecs for AG-UI events: JSON, SSE frames and NDJSON lines, both directions.
+
+Theory of operation
+-------------------
+**Encoding** is one module-level :class:`msgspec.json.Encoder` over the event Structs of
+:mod:`agui_engine.events`: compact JSON, camelCase keys, unset optionals omitted, non-ASCII as
+raw UTF-8 -- byte for byte what the official SDK's ``EventEncoder`` writes. An SSE frame is
+``[id: <id>\\n][event: <name>\\n]data: <json>\\n\\n``: a JSON text never contains a raw CR or
+LF (they are escaped inside strings), so one ``data:`` line always carries the whole event and
+nothing a value contains can break the framing. Ids and event names are checked for CR, LF and
+NUL (:class:`~agui_engine.errors.UsageError`): they come from the caller, not the peer.
+
+**Decoding** is feed-style (h11 / wsproto): ``feed(bytes) -> list`` and an explicit
+``close() -> list``; an empty chunk is just an empty chunk. Every decoder gives the same output
+for any split of the same input, down to one byte at a time, because it only ever interprets
+*complete lines*: a partial line is held back as raw bytes (pieces are joined once, so feeding
+a large frame byte by byte stays linear) and is decoded when its terminator arrives.
+
+* :class:`SSEDecoder` follows the WHATWG ``text/event-stream`` rules (HTML §9.2): CR, LF and
+  CRLF line ends (a CR that ends one chunk and an LF that starts the next are one line end);
+  exactly one leading BOM stripped, even when split across chunks; ``:`` comment lines; the
+  field name is everything before the first colon and one leading space is dropped from the
+  value; multi-line ``data`` joined with LF; ``id`` containing NUL ignored; the last-event-ID
+  persists across events; ``retry`` only when all ASCII digits; a block without data
+  dispatches nothing; an unfinished event at the end of input is dropped. It splits on CR and
+  LF only -- never on U+2028, U+0085 or the other separators ``str.splitlines`` knows.
+  One deliberate deviation: invalid UTF-8 is an error naming its byte offset instead of
+  being replaced by U+FFFD, because a gateway must not silently corrupt an event.
+* :class:`NDJSONDecoder` yields one complete line per JSON text (LF ends a line, a CR before
+  it is dropped, blank lines are skipped); a final line without LF is returned by ``close()``.
+* :class:`EventStreamDecoder` puts either framing in front of :func:`decode_event`.
+
+**Errors.** Bad remote bytes raise :class:`EventDecodeError` (a ``RemoteInputError``) naming
+the byte offset, the frame index and, for a malformed event, the JSON path and why
+(``frame 3 at byte 120: $.delta: expected str, got int``). An oversized frame raises
+:class:`FrameTooLargeError` (a ``LimitExceededError``). Nothing accepted before the bad input
+is lost: when a ``feed`` call has already decoded items before hitting the error it returns
+them, and the error is raised by the next ``feed``/``close``; after an error the decoder stays
+failed and raises the same error again.
+
+**Tolerance.** Strict by default: an unknown event type is an error. ``tolerant=True``
+applies the AG-UI 1.1 processing rule ("unrecognised material is not an error, a malformed
+known value is"): an unknown event type becomes an :class:`~agui_engine.events.UnknownEvent`
+(re-encoded unchanged), unknown JSON Patch ops, unknown outcome types, messages with an
+unknown role and content parts of an unknown type are dropped with a warning; a wrong-typed
+known field is still an error. Unknown *fields* are dropped in both modes. The deprecated
+``THINKING_*`` events are accepted by :class:`EventStreamDecoder` in both modes and mapped to
+``REASONING_*`` as the TypeScript client's ``BackwardCompatibility_0_0_45`` middleware does
+(:class:`LegacyThinkingMapper`).
+
+Nothing here does IO.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any, Final, Literal
+
+import msgspec
+
+from .errors import LimitExceededError, RemoteInputError, UsageError
+from .events import (
+    AnyEvent,
+    Event,
+    EventType,
+    UnknownEvent,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "DEFAULT_MAX_LINE_BYTES",
+    "SSE_CONTENT_TYPE",
+    "NDJSON_CONTENT_TYPE",
+    "LEGACY_THINKING_TYPES",
+    "EventDecodeError",
+    "FrameTooLargeError",
+    "encode_event",
+    "encode_sse",
+    "encode_ndjson",
+    "encode_sse_comment",
+    "decode_event",
+    "SSEMessage",
+    "SSEDecoder",
+    "NDJSONDecoder",
+    "EventStreamDecoder",
+    "LegacyThinkingMapper",
+]
+
+#: Largest SSE event block (bytes of its lines, terminators excluded) a decoder accepts.
+#: One AG-UI event per frame; the largest legitimate ones are MESSAGES_SNAPSHOT /
+#: STATE_SNAPSHOT / RUN_STARTED.input of a long conversation, which can carry inline base64
+#: images (a few MB each). 16 MiB admits those with room to spare while bounding what one
+#: peer can make a connection buffer.
+DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+#: Largest NDJSON line (one event); same reasoning as :data:`DEFAULT_MAX_FRAME_BYTES`.
+DEFAULT_MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+
+SSE_CONTENT_TYPE: Final = "text/event-stream"
+NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
+
+#: The deprecated 0.x reasoning events (removed from the 1.0 enum), accepted on input.
+LEGACY_THINKING_TYPES: Final = frozenset(
+    {
+        "THINKING_START",
+        "THINKING_END",
+        "THINKING_TEXT_MESSAGE_START",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END",
+    }
+)
+
+_KNOWN_TYPES: Final = frozenset(t.value for t in EventType)
+_BOM: Final = b"\xef\xbb\xbf"
+# CRLF first so that it is one terminator, not CR then an empty line. Captured so that the
+# decoder knows each terminator's length (byte offsets stay exact).
+_EOL_SPLIT: Final = re.compile(rb"(\r\n|\r|\n)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+
+class EventDecodeError(RemoteInputError):
+    """Remote bytes that are not a valid AG-UI event or frame.
+
+    Attributes (``None`` where the raiser does not know them):
+    ``reason`` -- why, e.g. ``"expected str, got int"``;
+    ``path`` -- JSON path inside the event, e.g. ``"$.delta"``;
+    ``offset`` -- absolute byte offset in the stream (the bad byte for invalid UTF-8, the
+    frame's first byte otherwise);
+    ``frame_index`` -- 0-based index of the frame (SSE event / NDJSON line) in the stream.
+    """
+
+    default_code = "invalid_event"
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | None = None,
+        offset: int | None = None,
+        frame_index: int | None = None,
+        code: str | None = None,
+    ) -> None:
+        where = []
+        if frame_index is not None:
+            where.append(f"frame {frame_index}")
+        if offset is not None:
+            where.append(f"at byte {offset}")
+        prefix = " ".join(where)
+        detail = f"{path}: {reason}" if path else reason
+        super().__init__(f"{prefix}: {detail}" if prefix else detail, code=code)
+        self.reason = reason
+        self.path = path
+        self.offset = offset
+        self.frame_index = frame_index
+
+    def located(self, *, offset: int | None, frame_index: int | None) -> "EventDecodeError":
+        """A copy of this error that also says where in the stream it happened."""
+        return type(self)(
+            self.reason, path=self.path, offset=offset, frame_index=frame_index, code=self.code
+        )
+
+
+class FrameTooLargeError(LimitExceededError, EventDecodeError):
+    """A frame crossed ``max_frame_bytes`` / ``max_line_bytes``; ``offset`` is where it began."""
+
+    default_code = "frame_too_large"
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, UnknownEvent):
+        return obj.data
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+_ENCODER: Final = msgspec.json.Encoder(enc_hook=_enc_hook)
+_encode: Final = _ENCODER.encode
+
+
+def encode_event(event: AnyEvent) -> bytes:
+    """One event as compact JSON bytes (what goes in an SSE ``data:`` line or an NDJSON line).
+
+    Raises :class:`TypeError` for a value that is not encodable.
+    Non-finite floats inside free-form values are written as ``null`` (msgspec's rule, the
+    same output as the SDK's pydantic serializer).
+    """
+    return _encode(event)
+
+
+def _check_field(value: str, what: str) -> bytes:
+    if "\n" in value or "\r" in value or "\0" in value:
+        raise UsageError(f"SSE {what} must not contain CR, LF or NUL: {value!r}")
+    return value.encode()
+
+
+def encode_sse(
+    event_or_json: AnyEvent | bytes, *, id: str | None = None, event: str | None = None
+) -> bytes:
+    """One SSE frame: optional ``id:`` and ``event:`` lines, one ``data:`` line, LF endings.
+
+    ``event_or_json`` is an event or already-encoded JSON bytes (from :func:`encode_event`;
+    a transport that fans one event out to many subscribers encodes it once).
+    Raises :class:`UsageError` when ``id`` or ``event`` contains CR, LF or NUL, or when
+    pre-encoded bytes contain a raw CR or LF (they would split the frame).
+    """
+    if type(event_or_json) is bytes:
+        payload = event_or_json
+        if b"\n" in payload or b"\r" in payload:
+            raise UsageError("pre-encoded SSE payload contains a raw CR or LF")
+    else:
+        payload = _encode(event_or_json)
+    if id is None and event is None:
+        return b"data: " + payload + b"\n\n"
+    head = b""
+    if id is not None:
+        head = b"id: " + _check_field(id, "id") + b"\n"
+    if event is not None:
+        head += b"event: " + _check_field(event, "event name") + b"\n"
+    return head + b"data: " + payload + b"\n\n"
+
+
+def encode_sse_comment(text: str = "") -> bytes:
+    """An SSE comment frame (keep-alive): ``:<text>\\n\\n``; ignored by every SSE parser.
+
+    Raises :class:`UsageError` when ``text`` contains CR, LF or NUL.
+    """
+    return b":" + _check_field(text, "comment") + b"\n\n"
+
+
+def encode_ndjson(event: AnyEvent) -> bytes:
+    """One event as one NDJSON line (compact JSON + LF)."""
+    return _encode(event) + b"\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding one event
+# ---------------------------------------------------------------------------------------------
+
+_DECODER: Final = msgspec.json.Decoder(Event)
+_decode: Final = _DECODER.decode
+_ANY_DECODER: Final = msgspec.json.Decoder()
+
+
+def _describe(err: msgspec.ValidationError) -> tuple[str, str]:
+    """msgspec's ``Expected `str`, got `int` - at `$.delta``` -> ("$.delta", "expected str, got int")."""
+    message = str(err)
+    reason, sep, path = message.rpartition(" - at `")
+    if sep:
+        path = path[:-1]
+    else:
+        reason, path = message, "$"
+    reason = reason.replace("`", "")
+    return path, reason[:1].lower() + reason[1:]
+
+
+class LegacyThinkingMapper:
+    """Maps the deprecated ``THINKING_*`` events to ``REASONING_*`` (stateful, one per stream).
+
+    Mirrors the TypeScript client's ``BackwardCompatibility_0_0_45`` middleware:
+    ``THINKING_START`` -> ``REASONING_START`` with a fresh id (its ``title`` is dropped);
+    ``THINKING_TEXT_MESSAGE_START`` -> ``REASONING_MESSAGE_START`` with a fresh id and
+    ``role: "reasoning"``; ``..._CONTENT`` / ``..._END`` reuse the open message's id;
+    ``THINKING_END`` -> ``REASONING_END`` with the span's id. The 0.x events carry no ids, so
+    ids come from ``id_factory`` (default: random UUIDs, as the TS client does).
+    """
+
+    def __init__(self, id_factory: Callable[[], str] | None = None) -> None:
+        self._new_id = id_factory or (lambda: str(uuid.uuid4()))
+        self._reasoning_id: str | None = None
+        self._message_id: str | None = None
+
+    def map(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The ``REASONING_*`` JSON object for a ``THINKING_*`` one (a new dict).
+
+        Raises :class:`UsageError` when ``obj["type"]`` is not a legacy THINKING type.
+        """
+        kind = obj.get("type")
+        out = dict(obj)
+        if kind == "THINKING_START":
+            self._reasoning_id = self._new_id()
+            out.pop("title", None)
+            out["type"] = "REASONING_START"
+            out["messageId"] = self._reasoning_id
+        elif kind == "THINKING_TEXT_MESSAGE_START":
+            self._message_id = self._new_id()
+            out["type"] = "REASONING_MESSAGE_START"
+            out["messageId"] = self._message_id
+            out["role"] = "reasoning"
+        elif kind == "THINKING_TEXT_MESSAGE_CONTENT":
+            out["type"] = "REASONING_MESSAGE_CONTENT"
+            out["messageId"] = self._message_id or self._new_id()
+        elif kind == "THINKING_TEXT_MESSAGE_END":
+            out["type"] = "REASONING_MESSAGE_END"
+            out["messageId"] = self._message_id or self._new_id()
+        elif kind == "THINKING_END":
+            out["type"] = "REASONING_END"
+            out["messageId"] = self._reasoning_id or self._new_id()
+        else:
+            raise UsageError(f"not a legacy THINKING event type: {kind!r}")
+        return out
+
+
+# Known members of the open unions the tolerant mode prunes (AG-UI 1.1: "unknown union
+# member ⇒ dropped/stripped with a warning").
+_PATCH_OPS: Final = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+_RUN_OUTCOMES: Final = frozenset({"success", "interrupt", "cancelled"})
+_SUBAGENT_OUTCOMES: Final = frozenset({"success", "suspended"})
+_ROLES: Final = frozenset(
+    {"developer", "system", "assistant", "user", "tool", "activity", "reasoning"}
+)
+_PART_TYPES: Final = frozenset({"text", "image", "audio", "video", "document"})
+
+
+def _prune_list(items: Any, key: str, known: frozenset[str], where: str, warn: list[str]) -> Any:
+    if not isinstance(items, list):
+        return items
+    kept = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and isinstance(item.get(key), str) and item[key] not in known:
+            warn.append(f"{where}[{i}]: dropped unknown {key} {item[key]!r}")
+        else:
+            kept.append(item)
+    return kept
+
+
+def _prune_messages(messages: Any, where: str, warn: list[str]) -> Any:
+    messages = _prune_list(messages, "role", _ROLES, where, warn)
+    if isinstance(messages, list):
+        for i, m in enumerate(messages):
+            if isinstance(m, dict) and isinstance(m.get("content"), list):
+                m["content"] = _prune_list(
+                    m["content"], "type", _PART_TYPES, f"{where}[{i}].content", warn
+                )
+    return messages
+
+
+def _prune_unknown_members(obj: dict[str, Any], warn: list[str]) -> dict[str, Any]:
+    """Drop unknown union members from a known event's JSON object (in place); record why."""
+    kind = obj["type"]
+    if kind == "STATE_DELTA":
+        obj["delta"] = _prune_list(obj.get("delta"), "op", _PATCH_OPS, "$.delta", warn)
+    elif kind == "ACTIVITY_DELTA":
+        obj["patch"] = _prune_list(obj.get("patch"), "op", _PATCH_OPS, "$.patch", warn)
+    elif kind in ("RUN_FINISHED", "SUBAGENT_FINISHED"):
+        known = _RUN_OUTCOMES if kind == "RUN_FINISHED" else _SUBAGENT_OUTCOMES
+        outcome = obj.get("outcome")
+        if isinstance(outcome, dict) and isinstance(outcome.get("type"), str):
+            if outcome["type"] not in known:
+                warn.append(f"$.outcome: dropped unknown outcome type {outcome['type']!r}")
+                del obj["outcome"]
+    elif kind == "MESSAGES_SNAPSHOT":
+        obj["messages"] = _prune_messages(obj.get("messages"), "$.messages", warn)
+    elif kind == "RUN_STARTED" and isinstance(obj.get("input"), dict):
+        inp = obj["input"]
+        inp["messages"] = _prune_messages(inp.get("messages"), "$.input.messages", warn)
+    elif kind == "TOOL_CALL_RESULT" and isinstance(obj.get("content"), list):
+        obj["content"] = _prune_list(obj["content"], "type", _PART_TYPES, "$.content", warn)
+    return obj
+
+
+def decode_event(
+    data: bytes | str,
+    *,
+    tolerant: bool = False,
+    legacy: LegacyThinkingMapper | None = None,
+    warnings: list[str] | None = None,
+) -> AnyEvent:
+    """Decode one event from its JSON text.
+
+    ``tolerant``: see the module docstring (unknown types become :class:`UnknownEvent`,
+    unknown union members are dropped and a line is appended to ``warnings`` if given).
+    ``legacy``: a :class:`LegacyThinkingMapper` that turns ``THINKING_*`` into ``REASONING_*``
+    (without one they are unknown types).
+
+    Raises :class:`EventDecodeError` with the JSON path and the reason (no stream position:
+    the stream decoders add it).
+    """
+    try:
+        return _decode(data)
+    except msgspec.ValidationError as err:
+        first_error: msgspec.ValidationError = err
+    except msgspec.DecodeError as err:
+        raise EventDecodeError(f"not valid JSON: {err}", code="invalid_json") from None
+    except RecursionError:
+        raise EventDecodeError("JSON nested too deeply", code="invalid_json") from None
+    # Slow path, only for input the fast path rejected.
+    obj = _ANY_DECODER.decode(data)
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if isinstance(kind, str) and kind not in _KNOWN_TYPES:
+        if legacy is not None and kind in LEGACY_THINKING_TYPES:
+            mapped = legacy.map(obj)
+            if warnings is not None:
+                warnings.append(f"deprecated {kind} mapped to {mapped['type']}")
+            return _convert(mapped)
+        if tolerant:
+            return UnknownEvent(kind, obj)
+        raise EventDecodeError(f"unknown event type {kind!r}", path="$.type", code="unknown_event")
+    if tolerant and isinstance(kind, str):
+        warn: list[str] = []
+        event = _convert(_prune_unknown_members(obj, warn))
+        if warnings is not None:
+            warnings.extend(f"{kind} {w}" for w in warn)
+        return event
+    path, reason = _describe(first_error)
+    raise EventDecodeError(reason, path=path)
+
+
+def _convert(obj: dict[str, Any]) -> Event:
+    try:
+        return msgspec.convert(obj, Event)  # type: ignore[return-value]
+    except msgspec.ValidationError as err:
+        path, reason = _describe(err)
+        raise EventDecodeError(reason, path=path) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# SSE
+# ---------------------------------------------------------------------------------------------
+
+
+class SSEMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """One dispatched SSE event.
+
+    ``id`` is the stream's last-event-ID at dispatch (it persists across events, WHATWG), or
+    ``None`` when empty; ``retry`` is the reconnection time set inside this event's block.
+    """
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
+class _LineBuffer:
+    """Holds back the partial last line between feeds; shared by the SSE and NDJSON decoders.
+
+    ``take(data)`` returns the complete lines (with terminator lengths) now available and keeps
+    the rest. ``offset`` is the absolute stream offset of the first byte not yet returned.
+    """
+
+    __slots__ = ("_parts", "partial_len", "offset", "_skip_lf", "_cr_is_eol")
+
+    def __init__(self, *, cr_is_eol: bool) -> None:
+        self._parts: list[bytes] = []
+        self.partial_len = 0
+        self.offset = 0
+        self._skip_lf = False
+        self._cr_is_eol = cr_is_eol
+
+    def has_partial(self) -> bool:
+        return self.partial_len > 0
+
+    def partial(self) -> bytes:
+        return b"".join(self._parts)
+
+    def take(self, data: bytes) -> tuple[list[bytes], list[bytes] | None, int]:
+        """-> (complete lines, their terminators or None when all are LF, start offset)."""
+        if self._skip_lf:
+            # The previous chunk ended in CR: an LF starting this one completes that CRLF.
+            self._skip_lf = False
+            if data[:1] == b"\n":
+                data = data[1:]
+                self.offset += 1
+        has_cr = self._cr_is_eol and b"\r" in data
+        if not has_cr and b"\n" not in data:
+            if data:
+                self._parts.append(data)
+                self.partial_len += len(data)
+            return [], None, self.offset
+        if self._parts:
+            self._parts.append(data)
+            data = b"".join(self._parts)
+            self._parts = []
+        start = self.offset
+        if has_cr:
+            pieces = _EOL_SPLIT.split(data)
+            rest = pieces.pop()
+            lines = pieces[0::2]
+            terms: list[bytes] | None = pieces[1::2]
+            if not rest and data[-1:] == b"\r":
+                self._skip_lf = True
+        else:
+            lines = data.split(b"\n")
+            rest = lines.pop()
+            terms = None
+        if rest:
+            self._parts.append(rest)
+        self.partial_len = len(rest)
+        self.offset = start + len(data) - len(rest)
+        return lines, terms, start
+
+
+class SSEDecoder:
+    """Incremental WHATWG ``text/event-stream`` parser (see the module docstring).
+
+    ``feed(bytes) -> list[SSEMessage]``; ``close() -> list[SSEMessage]`` (always empty: an
+    unfinished event at the end of input is dropped, and :attr:`truncated` says whether one
+    was). :attr:`last_event_id` and :attr:`retry` track the stream-level values.
+
+    Raises :class:`EventDecodeError` (invalid UTF-8 in a used field, naming its byte offset),
+    :class:`FrameTooLargeError` (an event block over ``max_frame_bytes``), :class:`UsageError`
+    (non-bytes input, feed after close).
+    """
+
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.last_event_id = ""
+        self.retry: int | None = None
+        self.truncated = False
+        self._lines = _LineBuffer(cr_is_eol=True)
+        self._at_start = True
+        self._head = b""  # the first bytes while a BOM may still be arriving
+        self._data: list[str] = []
+        self._event = ""
+        self._id = ""
+        self._block_retry: int | None = None
+        self._block_len = 0
+        self._block_start = -1
+        self._frames = 0
+        self._offsets: list[int] = []
+        self._error: Exception | None = None
+        self._closed = False
+
+    # The public API -------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> list[SSEMessage]:
+        """Parse more bytes; return the events completed by them (see class docstring)."""
+        out, error = self._feed(data)
+        return _deliver(self, out, error)
+
+    def close(self) -> list[SSEMessage]:
+        """End of input: drop any unfinished event (WHATWG). Raises a pending error."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        self._closed = True
+        self.truncated = bool(
+            self._lines.has_partial() or self._head or self._block_start >= 0 or self._data
+        )
+        return []
+
+    # Internals ------------------------------------------------------------------------------
+
+    def _feed(self, data: bytes) -> tuple[list[SSEMessage], Exception | None]:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError("SSEDecoder.feed() after close()")
+        if type(data) is not bytes:
+            if not isinstance(data, (bytearray, memoryview)):
+                raise UsageError(f"SSEDecoder.feed() takes bytes, not {type(data).__name__}")
+            data = bytes(data)
+        self._offsets = []
+        if self._at_start:
+            data = self._head + data
+            if len(data) < len(_BOM) and _BOM.startswith(data):
+                self._head = data  # could still become a BOM
+                return [], None
+            self._head = b""
+            self._at_start = False
+            if data.startswith(_BOM):
+                data = data[len(_BOM) :]
+                self._lines.offset = len(_BOM)
+        if not data:
+            return [], None
+        lines, terms, pos = self._lines.take(data)
+        out: list[SSEMessage] = []
+        try:
+            self._process(lines, terms, pos, out)
+            pending = self._lines.partial_len
+            if pending and self._block_len + pending > self.max_frame_bytes:
+                start = self._block_start if self._block_start >= 0 else self._lines.offset
+                raise self._too_large(start)
+        except EventDecodeError as err:
+            return out, err
+        return out, None
+
+    def _too_large(self, start: int) -> FrameTooLargeError:
+        return FrameTooLargeError(
+            f"SSE event larger than max_frame_bytes={self.max_frame_bytes}",
+            offset=start,
+            frame_index=self._frames,
+        )
+
+    def _process(
+        self, lines: list[bytes], terms: list[bytes] | None, pos: int, out: list[SSEMessage]
+    ) -> None:
+        max_frame = self.max_frame_bytes
+        for i, line in enumerate(lines):
+            line_start = pos
+            pos += len(line) + (1 if terms is None else len(terms[i]))
+            if not line:
+                # Blank line: dispatch (WHATWG "dispatch the event").
+                self.last_event_id = self._id
+                if self._data:
+                    data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
+                    out.append(
+                        SSEMessage(
+                            data=data,
+                            event=self._event or "message",
+                            id=self._id or None,
+                            retry=self._block_retry,
+                        )
+                    )
+                    self._offsets.append(self._block_start)
+                    self._frames += 1
+                    self._data = []
+                self._event = ""
+                self._block_retry = None
+                self._block_len = 0
+                self._block_start = -1
+                continue
+            if self._block_start < 0:
+                self._block_start = line_start
+            self._block_len += len(line)
+            if self._block_len > max_frame:
+                raise self._too_large(self._block_start)
+            if line[0] == 0x3A:  # ":" comment
+                continue
+            colon = line.find(b":")
+            if colon < 0:
+                name, value, vstart = line, b"", len(line)
+            else:
+                name = line[:colon]
+                vstart = colon + 2 if line[colon + 1 : colon + 2] == b" " else colon + 1
+                value = line[vstart:]
+            if name == b"data":
+                self._data.append(self._text(value, line_start + vstart))
+            elif name == b"event":
+                self._event = self._text(value, line_start + vstart)
+            elif name == b"id":
+                if b"\0" not in value:
+                    self._id = self._text(value, line_start + vstart)
+            elif name == b"retry":
+                if value and value.isdigit():  # bytes.isdigit: ASCII digits only
+                    self.retry = self._block_retry = int(value)
+            # Any other field name is ignored (WHATWG).
+
+    def _text(self, value: bytes, offset: int) -> str:
+        try:
+            return value.decode()
+        except UnicodeDecodeError as err:
+            raise EventDecodeError(
+                "invalid UTF-8", offset=offset + err.start, frame_index=self._frames,
+                code="invalid_utf8",
+            ) from None
+
+
+def _deliver(decoder: Any, out: list[Any], error: Exception | None) -> list[Any]:
+    """Return what was decoded; raise the error now if nothing was, else on the next call."""
+    if error is not None:
+        decoder._error = error
+        if not out:
+            raise error
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# NDJSON
+# ---------------------------------------------------------------------------------------------
+
+_JSON_WS: Final = b" \t\r"
+
+
+class NDJSONDecoder:
+    """Incremental NDJSON splitter: ``feed(bytes) -> list[bytes]``, one JSON text per item.
+
+    LF ends a line (a CR before it is dropped); blank lines are skipped; ``close()`` returns a
+    final line that has no LF. Items are raw bytes, without the line end.
+
+    Raises :class:`FrameTooLargeError` for a line over ``max_line_bytes`` (naming its offset
+    and index) and :class:`UsageError` for non-bytes input or feed after close.
+    """
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._lines = _LineBuffer(cr_is_eol=False)
+        self._index = 0
+        self._offsets: list[int] = []
+        self._error: Exception | None = None
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Split more bytes; return the lines they complete."""
+        out, error = self._feed(data)
+        return _deliver(self, out, error)
+
+    def close(self) -> list[bytes]:
+        """End of input: return the last line if it had no LF. Raises a pending error."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        self._closed = True
+        self._offsets = []
+        rest = self._lines.partial()
+        out: list[bytes] = []
+        line = rest.rstrip(b"\r")
+        if line.strip(_JSON_WS):
+            out.append(line)
+            self._offsets.append(self._lines.offset)
+            self._index += 1
+        return out
+
+    def _feed(self, data: bytes) -> tuple[list[bytes], Exception | None]:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError("NDJSONDecoder.feed() after close()")
+        if type(data) is not bytes:
+            if not isinstance(data, (bytearray, memoryview)):
+                raise UsageError(f"NDJSONDecoder.feed() takes bytes, not {type(data).__name__}")
+            data = bytes(data)
+        self._offsets = []
+        if not data:
+            return [], None
+        lines, _, pos = self._lines.take(data)
+        out: list[bytes] = []
+        limit = self.max_line_bytes
+        for line in lines:
+            start = pos
+            pos += len(line) + 1
+            if line[-1:] == b"\r":
+                line = line[:-1]
+            if len(line) > limit:
+                return out, self._too_large(start)
+            if not line or not line.strip(_JSON_WS):
+                continue
+            out.append(line)
+            self._offsets.append(start)
+            self._index += 1
+        if self._lines.partial_len > limit + 1:  # + 1: the partial may end in the CR of CRLF
+            return out, self._too_large(self._lines.offset)
+        return out, None
+
+    def _too_large(self, start: int) -> FrameTooLargeError:
+        return FrameTooLargeError(
+            f"NDJSON line larger than max_line_bytes={self.max_line_bytes}",
+            offset=start,
+            frame_index=self._index,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Framing + events
+# ---------------------------------------------------------------------------------------------
+
+
+class EventStreamDecoder:
+    """Bytes of an SSE or NDJSON stream in, AG-UI events out.
+
+    ``feed(bytes) -> list[AnyEvent]``; ``close() -> list[AnyEvent]``. Every SSE event's
+    ``data`` is one AG-UI event (the SSE ``event`` name is ignored, as the TypeScript client
+    does). ``THINKING_*`` events are mapped to ``REASONING_*`` (:class:`LegacyThinkingMapper`,
+    ids from ``id_factory``). ``warnings`` collects what tolerant mode dropped and the legacy
+    mappings performed.
+
+    Raises :class:`EventDecodeError` / :class:`FrameTooLargeError` naming the frame index and
+    byte offset (deferred to the next call when items were already decoded in this one) and
+    :class:`UsageError` for misuse.
+    """
+
+    def __init__(
+        self,
+        format: Literal["sse", "ndjson"] = "sse",
+        *,
+        tolerant: bool = False,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        if format == "sse":
+            self._framer: SSEDecoder | NDJSONDecoder = SSEDecoder(max_frame_bytes=max_frame_bytes)
+        elif format == "ndjson":
+            self._framer = NDJSONDecoder(max_line_bytes=max_frame_bytes)
+        else:
+            raise UsageError(f"format must be 'sse' or 'ndjson', not {format!r}")
+        self.format = format
+        self.tolerant = tolerant
+        self.legacy = LegacyThinkingMapper(id_factory)
+        self.warnings: list[str] = []
+        self.events_decoded = 0
+        self._error: Exception | None = None
+
+    def feed(self, data: bytes) -> list[AnyEvent]:
+        """Decode the events completed by ``data``."""
+        if self._error is not None:
+            raise self._error
+        frames, error = self._framer._feed(data)
+        if error is not None:
+            self._framer._error = error
+        return self._decode_frames(frames, error)
+
+    def close(self) -> list[AnyEvent]:
+        """End of input (an unfinished SSE event is dropped; a last NDJSON line is decoded)."""
+        if self._error is not None:
+            raise self._error
+        frames = self._framer.close()
+        return self._decode_frames(frames, None)
+
+    @property
+    def truncated(self) -> bool:
+        """True after ``close()`` when the input ended inside a frame (SSE)."""
+        return getattr(self._framer, "truncated", False)
+
+    def _decode_frames(self, frames: list[Any], error: Exception | None) -> list[AnyEvent]:
+        out: list[AnyEvent] = []
+        offsets = self._framer._offsets
+        sse = self.format == "sse"
+        for i, frame in enumerate(frames):
+            payload = frame.data if sse else frame
+            try:
+                out.append(_decode(payload))
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                try:
+                    out.append(self._slow_decode(payload))
+                except EventDecodeError as err:
+                    error = err.located(offset=offsets[i], frame_index=self.events_decoded)
+                    break
+            self.events_decoded += 1
+        return _deliver(self, out, error)
+
+    def _slow_decode(self, payload: bytes | str) -> AnyEvent:
+        warn: list[str] = []
+        event = decode_event(payload, tolerant=self.tolerant, legacy=self.legacy, warnings=warn)
+        index = self.events_decoded
+        self.warnings.extend(f"frame {index}: {w}" for w in warn)
+        return event
