@@ -1,0 +1,1062 @@
+"""Incremental JSON tokenizer: tool-call argument fragments in, RFC 6902 operations out.
+
+Theory of operation
+-------------------
+A :class:`PatchStream` is a push parser. ``feed(chunk)`` hands it the next piece of
+a JSON document (``str``, or UTF-8 ``bytes`` split anywhere) and returns the JSON
+Patch operations that piece caused; ``close()`` marks the end of input. The
+document is parsed exactly once, left to right: no prefix is ever re-scanned, so
+the cost of a chunk depends on the chunk, not on how much came before it.
+
+Speed comes from letting C do the scanning. A run of plain string characters is
+found by one compiled regular expression and kept as one slice; whitespace runs,
+numbers and ``"key":`` pairs are each one ``match`` call; Python objects are
+touched once per *token*, never once per character. A chunk that lies wholly
+inside a string (the common case while a model types prose) takes a fast path
+in :meth:`PatchStream.feed` that costs a few C calls.
+
+State is a small table (``_S_*`` below) plus a stack of open containers. Each
+stack frame keeps its container and its escaped JSON Pointer, so the path of a
+new member is one string concatenation (``parent + "/" + key``), not a join over
+the stack. The bottom frame is a one-slot dict (``_rootbox``) holding the root
+value under the key ``""``, so the root needs no special case when a value is
+placed. At most one string is open at any time (JSON is sequential), so the
+"dirty strings" of a feed are that one string: its growth is emitted once, at the
+end of the feed or when it closes, whichever comes first. That is what makes
+"at most one op per path per feed" hold by construction.
+
+A token cut by the end of a chunk (a number, ``tru``, half an escape such as
+``\\ud83d`` waiting for its low surrogate) is kept as ``_pending`` text and parsed
+when the next chunk arrives. Pending text is bounded: at most
+``max_number_length`` characters for a number, 5 for a literal, 11 for an
+escape, so carrying it over keeps the whole parse linear. Strings and keys of any
+length are never pending: their characters are collected as slices as they come.
+
+Status (``started`` / ``streaming`` / ``done``) is not stored per value: it is
+derived on demand from the open-container stack and the open scalar, so the hot
+loop pays nothing for it. The exact rules are in ``spec/jsonstream.md``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+import re
+from typing import Any, Final
+
+from .errors import LimitExceededError, RemoteInputError, UsageError
+
+__all__ = [
+    "PatchStream",
+    "JSONStreamError",
+    "JSONStreamLimitError",
+    "MAX_DEPTH",
+    "MAX_BYTES",
+    "MAX_NUMBER_LENGTH",
+    "MAX_POINTER_LENGTH",
+    "escape_pointer_token",
+]
+
+# --------------------------------------------------------------------------- limits
+#: Deepest nesting of arrays/objects accepted. Real tool arguments and component
+#: props nest fewer than 20 levels; 512 still accepts JSONTestSuite's
+#: ``i_structure_500_nested_arrays`` (as ``json.loads`` does). The parser is
+#: iterative, so this is not about the C stack: it bounds the frame stack, whose
+#: pointer strings cost O(depth**2) characters (512 levels of ``/0`` = 262 K chars),
+#: and makes the 100,000-bracket nesting bomb fail after 513 brackets.
+MAX_DEPTH: Final = 512
+#: Total input accepted by one stream (bytes for a bytes stream, characters for a
+#: str stream). The largest single model response today is about 128 K output
+#: tokens (~0.5 MB of text); 4 MiB is 8x that, while keeping a hostile stream from
+#: growing the live document without bound.
+MAX_BYTES: Final = 4 * 1024 * 1024
+#: Longest number token, in characters. A float needs at most 25 (17 significant
+#: digits, sign, point, ``e-308``) and a 128-bit integer 40; 1,000 leaves room
+#: for exact big integers while staying far below CPython's 4,300-digit limit on
+#: int conversion (``sys.get_int_max_str_digits``), and keeps re-scanning a
+#: number cut into one-character chunks cheap (it is pending text, see above).
+MAX_NUMBER_LENGTH: Final = 1000
+#: Longest JSON Pointer of an open container or member, in characters. Every op
+#: carries its full path and every open frame keeps its own, so without a bound a
+#: 4 MiB document of long keys nested 512 deep could hold gigabytes of paths.
+#: Real pointers are under 200 characters; 8,192 is 40x that.
+MAX_POINTER_LENGTH: Final = 8192
+
+# --------------------------------------------------------------------------- states
+# The parser's states. Transitions (c = next non-whitespace character):
+#   VALUE        (root, after ':' , after ',' in an array) -- c starts a value
+#   VALUE_OR_END (just after '[')                      -- c starts a value, or ']'
+#   KEY_OR_END   (just after '{')                      -- '"' starts a key, or '}'
+#   KEY          (after ',' in an object)              -- '"' starts a key
+#   COLON        (after a key)                         -- ':' -> VALUE
+#   AFTER        (after a value inside a container)    -- ',' -> KEY | VALUE; closer pops
+#   STRING       (inside a value string)               -- '"' closes -> AFTER | DONE
+#   KEYSTR       (inside a key)                        -- '"' closes -> COLON
+#   DONE         (root value complete)                 -- whitespace only
+# A completed value moves to AFTER when a container is open, else to DONE.
+_S_VALUE: Final = 0
+_S_VALUE_OR_END: Final = 1
+_S_KEY_OR_END: Final = 2
+_S_KEY: Final = 3
+_S_COLON: Final = 4
+_S_AFTER: Final = 5
+_S_STRING: Final = 6
+_S_KEYSTR: Final = 7
+_S_DONE: Final = 8
+
+# What each state expects, for error messages ("expected X, got 'c'").
+_EXPECTED: Final = {
+    _S_VALUE: ("a value", ""),
+    _S_VALUE_OR_END: ("a value or ']'", ""),
+    _S_KEY_OR_END: ("'\"' or '}'", " at the start of an object"),
+    _S_KEY: ("'\"'", " (a key) after ','"),
+    _S_COLON: ("':'", " after key"),
+    _S_DONE: ("end of input", " after the JSON value"),
+}
+
+# --------------------------------------------------------------------------- scanners
+_WS: Final = re.compile(r"[ \t\n\r]*").match
+_WS_CHARS: Final = frozenset(" \t\n\r")
+#: A run of string characters that need no decoding: not a quote, not a backslash,
+#: not a control character (RFC 8259 requires those escaped), not a surrogate
+#: code point (only reachable from a str input; never valid Unicode text).
+_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*').match
+#: A complete simple key with its colon: the common case of an object member.
+_KEY_COLON: Final = re.compile(r'"([^"\\\x00-\x1f\ud800-\udfff]*)"[ \t\n\r]*:').match
+_NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?").match
+#: Characters that can continue a number: a number touching the end of the
+#: available text might still grow, so it waits for more input.
+_NUM_RUN: Final = re.compile(r"[-+.eE0-9]*").match
+_NUM_CONT: Final = frozenset("0123456789+-.eE")
+_NUM_START: Final = frozenset("-0123456789")
+_HEX4: Final = re.compile(r"[0-9a-fA-F]{4}").fullmatch
+_HEX_PART: Final = re.compile(r"[0-9a-fA-F]{0,3}").fullmatch
+_SIMPLE_ESCAPES: Final = {
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+_LITERALS: Final = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
+
+
+def escape_pointer_token(token: str) -> str:
+    """Escape one reference token for a JSON Pointer (RFC 6901 §3: ``~`` first, then ``/``)."""
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token
+
+
+def _unescape_pointer_token(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+class JSONStreamError(RemoteInputError):
+    """The JSON text is invalid (or incomplete at ``close()``).
+
+    Attributes say where and why: ``offset`` (bytes for a bytes stream, characters
+    for a str stream, 0-based), ``line`` and ``column`` (1-based, in characters;
+    lines end at LF), ``pointer`` (RFC 6901 pointer of the value or container being
+    parsed), ``expected`` (what would have been valid) and ``got`` (what arrived).
+    ``ops`` holds the operations the failing ``feed``/``close`` produced before the
+    error: with every op returned earlier they rebuild the stream's ``value``.
+    """
+
+    default_code = "invalid_json"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        offset: int = 0,
+        line: int = 1,
+        column: int = 1,
+        pointer: str = "",
+        expected: str = "",
+        got: str = "",
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code)
+        self.offset = offset
+        self.line = line
+        self.column = column
+        self.pointer = pointer
+        self.expected = expected
+        self.got = got
+        self.ops: list[dict[str, Any]] = []
+
+
+class JSONStreamLimitError(JSONStreamError, LimitExceededError):
+    """The JSON text crossed a documented limit (depth, size, number or pointer length)."""
+
+    default_code = "json_limit_exceeded"
+
+
+def _describe(c: str) -> str:
+    return repr(c)
+
+
+class PatchStream:
+    """Parse a JSON document incrementally into RFC 6902 operations.
+
+    ``PatchStream(append_strings=False, emit_root=True, max_depth=MAX_DEPTH,
+    max_bytes=MAX_BYTES, max_number_length=MAX_NUMBER_LENGTH,
+    max_pointer_length=MAX_POINTER_LENGTH)``
+
+    * ``append_strings``: grow strings with ``{"op": "append", ...}`` (the string
+      append operation of ``jsonpatch.JsonPatchWithAppend``) carrying only the new
+      characters, instead of re-sending the string with ``replace``.
+    * ``emit_root``: emit ``add ""`` for the root. With ``False`` the root must be
+      an object, it starts as ``{}`` and no op is emitted for it (component props).
+
+    One stream takes either ``str`` or ``bytes`` chunks, not both.
+    """
+
+    __slots__ = (
+        "_append",
+        "_emit_root",
+        "_max_depth",
+        "_max_bytes",
+        "_max_number",
+        "_max_pointer",
+        "_state",
+        "_pending",
+        "_rootbox",
+        "_conts",
+        "_ptrs",
+        "_key",
+        "_mpath",
+        "_parts",
+        "_mark",
+        "_s_holder",
+        "_s_slot",
+        "_s_path",
+        "_s_op",
+        "_s_announced",
+        "_size",
+        "_base",
+        "_line",
+        "_line_start",
+        "_mode",
+        "_decoder",
+        "_bytes_in",
+        "_error",
+        "_closed",
+    )
+
+    def __init__(
+        self,
+        *,
+        append_strings: bool = False,
+        emit_root: bool = True,
+        max_depth: int = MAX_DEPTH,
+        max_bytes: int = MAX_BYTES,
+        max_number_length: int = MAX_NUMBER_LENGTH,
+        max_pointer_length: int = MAX_POINTER_LENGTH,
+    ) -> None:
+        for name, limit in (
+            ("max_depth", max_depth),
+            ("max_bytes", max_bytes),
+            ("max_number_length", max_number_length),
+            ("max_pointer_length", max_pointer_length),
+        ):
+            if not isinstance(limit, int) or limit < 1:
+                raise UsageError(f"{name} must be a positive int, got {limit!r}")
+        self._append = bool(append_strings)
+        self._emit_root = bool(emit_root)
+        self._max_depth = max_depth
+        self._max_bytes = max_bytes
+        self._max_number = max_number_length
+        self._max_pointer = max_pointer_length
+        self._state = _S_VALUE
+        self._pending = ""
+        # The root lives in a one-slot dict so that placing it is like placing a member.
+        self._rootbox: dict[str, Any] = {} if emit_root else {"": {}}
+        self._conts: list[Any] = [self._rootbox]
+        self._ptrs: list[str] = [""]
+        self._key = ""  # key (in the top object) of the value being parsed
+        self._mpath = ""  # pointer of that value
+        # The one open string (or key): its decoded pieces, and how many were emitted.
+        self._parts: list[str] = []
+        self._mark = 0
+        self._s_holder: Any = None
+        self._s_slot: Any = None
+        self._s_path = ""
+        self._s_op = "add"
+        self._s_announced = False
+        self._size = 0
+        # Position of the first character of the text being parsed (pending + chunk).
+        self._base = 0
+        self._line = 1
+        self._line_start = 0
+        self._mode = 0  # 0 = no input yet, 1 = str, 2 = bytes
+        self._decoder: Any = None
+        self._bytes_in = 0
+        self._error: JSONStreamError | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+    def feed(self, chunk: str | bytes | bytearray | memoryview) -> list[dict[str, Any]]:
+        """Parse the next piece of the document; return the ops it caused, in order.
+
+        An empty chunk is just an empty chunk (end of input is :meth:`close`).
+        Raises :class:`JSONStreamError` on invalid input (and on every later call);
+        :class:`JSONStreamLimitError` when a limit is crossed; :class:`UsageError`
+        after ``close()`` or when str and bytes are mixed.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError("PatchStream.feed() called after close()")
+        size = self._size + len(chunk)
+        self._size = size
+        if type(chunk) is str:
+            if self._mode != 1:
+                self._set_mode(1)
+            if size > self._max_bytes:
+                self._limit_from_size()
+            text = chunk
+        else:
+            if not isinstance(chunk, (bytes, bytearray, memoryview)):
+                raise UsageError(f"PatchStream.feed() takes str or bytes, got {type(chunk).__name__}")
+            if self._mode != 2:
+                self._set_mode(2)
+            if size > self._max_bytes:
+                self._limit_from_size()
+            text = self._decode(chunk, False)
+        if not text:
+            return []
+        if self._state == _S_STRING and not self._pending and '"' not in text and "\\" not in text:
+            # Fast path: the whole chunk is inside a string.
+            if text.isprintable() or _PLAIN(text).end() == len(text):
+                self._base += len(text)
+                parts = self._parts
+                parts.append(text)
+                path = self._s_path
+                if not self._s_announced:
+                    return [self._announce_string()]
+                if self._append and path:
+                    self._mark += 1
+                    return [{"op": "append", "path": path, "value": text}]
+                cur = "".join(parts)
+                parts[:] = [cur]
+                self._mark = 1
+                self._s_holder[self._s_slot] = cur
+                return [{"op": "replace", "path": path, "value": cur}]
+        return self._run(text, False)
+
+    def close(self) -> list[dict[str, Any]]:
+        """End of input: return the last ops (a number at the root completes here).
+
+        Raises :class:`JSONStreamError` if the document is incomplete (or invalid
+        UTF-8 was cut off at the end). Calling ``close()`` again returns ``[]``.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        self._closed = True
+        text = ""
+        if self._mode == 2:
+            text = self._decode(b"", True)
+        ops = self._run(text, True)
+        if self._state != _S_DONE:
+            # _run reports most truncations itself; this catches the rest.
+            self._fail_end(ops)
+        return ops
+
+    @property
+    def value(self) -> Any:
+        """The document so far as plain Python values (``None`` before the root starts)."""
+        self._sync_string()
+        return self._rootbox.get("")
+
+    @property
+    def done(self) -> bool:
+        """Whether the whole value is complete (a root number completes at ``close()``)."""
+        return self._state == _S_DONE
+
+    @property
+    def status(self) -> dict[Any, str]:
+        """Status of each member of the root: ``{key: "started" | "streaming" | "done"}``.
+
+        For an array root the keys are the element indices; a scalar root has none.
+        A member whose key is complete and whose value has begun (even a number not
+        yet shown in ``value``) is listed.
+        """
+        root = self._rootbox.get("")
+        out: dict[Any, str] = {}
+        if isinstance(root, dict):
+            for key in root:
+                out[key] = self._status_at("/" + escape_pointer_token(key), True)  # type: ignore[assignment]
+        elif isinstance(root, list):
+            for index in range(len(root)):
+                out[index] = self._status_at("/" + str(index), True)  # type: ignore[assignment]
+        else:
+            return out
+        open_path = self._open_scalar_path()
+        if open_path is not None and open_path.count("/") == 1 and len(self._conts) == 2:
+            token = _unescape_pointer_token(open_path[1:])
+            out[token if isinstance(root, dict) else int(token)] = "started"
+        return out
+
+    def status_of(self, pointer: str) -> str | None:
+        """Status of the value at ``pointer``: ``"started"``, ``"streaming"``,
+        ``"done"``, or ``None`` if it has not begun. Raises :class:`UsageError`
+        for a malformed pointer."""
+        if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
+            raise UsageError(f"not a JSON pointer: {pointer!r}")
+        return self._status_at(pointer, False)
+
+    # ------------------------------------------------------------------ status helpers
+    def _open_scalar_path(self) -> str | None:
+        """Pointer of the scalar being parsed that is not yet shown (a number or literal)."""
+        state = self._state
+        if state in (_S_VALUE, _S_VALUE_OR_END) and self._pending:
+            return self._value_path()
+        return None
+
+    def _value_path(self) -> str:
+        top = self._conts[-1]
+        if type(top) is list:
+            return self._ptrs[-1] + "/" + str(len(top))
+        return self._mpath
+
+    def _status_at(self, pointer: str, known_present: bool) -> str | None:
+        conts, ptrs = self._conts, self._ptrs
+        for depth in range(1, len(ptrs)):
+            if ptrs[depth] == pointer:
+                return "streaming" if conts[depth] else "started"
+        if self._state in (_S_STRING,) and self._s_path == pointer:
+            return "streaming" if any(self._parts) else "started"
+        if pointer == self._open_scalar_path():
+            return "started"
+        if known_present or self._resolves(pointer):
+            return "done"
+        return None
+
+    def _resolves(self, pointer: str) -> bool:
+        node = self._rootbox
+        if "" not in node:
+            return False
+        node = node[""]
+        if pointer == "":
+            return True
+        for raw in pointer[1:].split("/"):
+            token = _unescape_pointer_token(raw)
+            if isinstance(node, dict):
+                if token not in node:
+                    return False
+                node = node[token]
+            elif isinstance(node, list):
+                if not token.isdigit() or (len(token) > 1 and token[0] == "0") or int(token) >= len(node):
+                    return False
+                node = node[int(token)]
+            else:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ input plumbing
+    def _set_mode(self, mode: int) -> None:
+        if self._mode:
+            raise UsageError("one PatchStream takes either str or bytes chunks, not both")
+        self._mode = mode
+        if mode == 2:
+            self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+
+    def _decode(self, data: bytes | bytearray | memoryview, final: bool) -> str:
+        before = self._bytes_in
+        self._bytes_in = before + len(data)
+        try:
+            return self._decoder.decode(data, final)  # type: ignore[no-any-return]
+        except UnicodeDecodeError as exc:
+            buffered = len(exc.object) - len(data)
+            good = bytes(exc.object[: exc.start]).decode("utf-8")
+            # Parse what was valid first: an earlier syntax error wins, and
+            # everything accepted before the bad byte is kept.
+            self._bytes_in = before - buffered + exc.start
+            self._decoder.reset()
+            ops = self._run(good, False) if good else []
+            err = self._make_error(
+                f"invalid UTF-8: {exc.reason} (byte {bytes(exc.object[exc.start:exc.start + 1])!r})",
+                self._pending,
+                len(self._pending),
+                expected="valid UTF-8",
+                got=repr(bytes(exc.object[exc.start : exc.end])),
+                pointer=self._where(),
+            )
+            err.offset = before - buffered + exc.start
+            self._raise(err, ops)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _limit_from_size(self) -> None:
+        unit = "bytes" if self._mode == 2 else "characters"
+        err = self._make_error(
+            f"input exceeds max_bytes ({self._max_bytes} {unit})",
+            self._pending,
+            len(self._pending),
+            expected=f"at most {self._max_bytes} {unit}",
+            got=f"{self._size} {unit}",
+            pointer=self._where(),
+            limit=True,
+        )
+        self._raise(err, [])
+
+    # ------------------------------------------------------------------ strings
+    def _announce_string(self) -> dict[str, Any]:
+        parts = self._parts
+        cur = "".join(parts)
+        parts[:] = [cur] if cur else []
+        self._mark = len(parts)
+        self._s_holder[self._s_slot] = cur
+        self._s_announced = True
+        return {"op": self._s_op, "path": self._s_path, "value": cur}
+
+    def _flush_string(self, ops: list[dict[str, Any]]) -> None:
+        """Emit the open string's growth since the last emission (one op at most)."""
+        if not self._s_announced:
+            ops.append(self._announce_string())
+            return
+        parts = self._parts
+        mark = self._mark
+        if len(parts) <= mark:
+            return
+        path = self._s_path
+        if self._append and path:
+            new = parts[mark] if len(parts) == mark + 1 else "".join(parts[mark:])
+            del parts[mark:]
+            parts.append(new)
+            self._mark = mark + 1
+            ops.append({"op": "append", "path": path, "value": new})
+        else:
+            cur = "".join(parts)
+            parts[:] = [cur]
+            self._mark = 1
+            self._s_holder[self._s_slot] = cur
+            ops.append({"op": "replace", "path": path, "value": cur})
+
+    def _sync_string(self) -> None:
+        """Bring the open string's slot in ``value`` up to date (append mode lags)."""
+        if self._state == _S_STRING and self._s_announced:
+            parts = self._parts
+            mark = self._mark
+            head = "".join(parts[:mark])
+            tail = parts[mark:]
+            parts[:] = [head, *tail] if head else tail
+            self._mark = 1 if head else 0
+            self._s_holder[self._s_slot] = head + "".join(tail)
+
+    # ------------------------------------------------------------------ the parser
+    def _run(self, chunk: str, final: bool) -> list[dict[str, Any]]:  # noqa: C901 - one loop on purpose
+        """Parse ``pending + chunk``; see the module docstring. ``final`` = end of input."""
+        ops: list[dict[str, Any]] = []
+        pending = self._pending
+        s = pending + chunk if pending else chunk
+        self._pending = ""
+        n = len(s)
+        i = 0
+        state = self._state
+        conts = self._conts
+        ptrs = self._ptrs
+        parts = self._parts
+        rootbox = self._rootbox
+        append_mode = self._append
+        try:
+            while i < n:
+                # ---------------------------------------------------- inside a string
+                if state == _S_STRING or state == _S_KEYSTR:
+                    j = _PLAIN(s, i).end()
+                    if j > i:
+                        parts.append(s[i:j])
+                    if j == n:
+                        i = n
+                        break
+                    c = s[j]
+                    if c == '"':
+                        i = j + 1
+                        if state == _S_KEYSTR:
+                            key = "".join(parts) if len(parts) != 1 else parts[0]
+                            parts.clear()
+                            self._key = key
+                            state = _S_COLON
+                            continue
+                        # The value string is complete.
+                        cur = "".join(parts) if len(parts) != 1 else parts[0]
+                        self._s_holder[self._s_slot] = cur
+                        if not self._s_announced:
+                            ops.append({"op": self._s_op, "path": self._s_path, "value": cur})
+                        elif len(parts) > self._mark:
+                            path = self._s_path
+                            if append_mode and path:
+                                mark = self._mark
+                                new = parts[mark] if len(parts) == mark + 1 else "".join(parts[mark:])
+                                ops.append({"op": "append", "path": path, "value": new})
+                            else:
+                                ops.append({"op": "replace", "path": path, "value": cur})
+                        parts.clear()
+                        self._mark = 0
+                        self._s_announced = False
+                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        continue
+                    if c == "\\":
+                        decoded, end = self._escape(s, j, n, state, ops)
+                        if decoded is None:
+                            # Cut in the middle: wait for the rest of the escape.
+                            self._pending = s[j:]
+                            i = n
+                            break
+                        parts.append(decoded)
+                        i = end
+                        continue
+                    self._state = state
+                    if "\ud800" <= c <= "\udfff":
+                        self._fail(s, j, ops, f"lone surrogate {c!r} in string", "a Unicode scalar value", c)
+                    self._fail(
+                        s, j, ops, f"unescaped control character {c!r} in string", "an escaped character", c
+                    )
+
+                c = s[i]
+                if c in _WS_CHARS:
+                    i = _WS(s, i).end()
+                    if i == n:
+                        break
+                    c = s[i]
+
+                # ---------------------------------------------------- after a value
+                if state == _S_AFTER:
+                    top = conts[-1]
+                    if type(top) is list:
+                        if c == ",":
+                            state = _S_VALUE
+                            i += 1
+                            continue
+                        if c == "]":
+                            conts.pop()
+                            ptrs.pop()
+                            if len(conts) == 1:
+                                state = _S_DONE
+                            i += 1
+                            continue
+                        self._state = state
+                        self._fail(s, i, ops, f"expected ',' or ']' after array element, got {c!r}", "',' or ']'", c)
+                    if c == ",":
+                        state = _S_KEY
+                        i += 1
+                        continue
+                    if c == "}":
+                        conts.pop()
+                        ptrs.pop()
+                        if len(conts) == 1:
+                            state = _S_DONE
+                        i += 1
+                        continue
+                    self._state = state
+                    self._fail(s, i, ops, f"expected ',' or '}}' after member, got {c!r}", "',' or '}'", c)
+
+                # ---------------------------------------------------- keys
+                if state == _S_KEY or state == _S_KEY_OR_END:
+                    if c == '"':
+                        m = _KEY_COLON(s, i)
+                        if m is not None:
+                            key = m.group(1)
+                            i = m.end()
+                            self._key = key
+                            state = _S_VALUE
+                        else:
+                            # Key cut by the chunk end, or with escapes: scan it as a string.
+                            state = _S_KEYSTR
+                            i += 1
+                            continue
+                    elif c == "}" and state == _S_KEY_OR_END:
+                        conts.pop()
+                        ptrs.pop()
+                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        i += 1
+                        continue
+                    else:
+                        self._state = state
+                        exp, ctx = _EXPECTED[state]
+                        self._fail(s, i, ops, f"expected {exp}{ctx}, got {c!r}", exp, c)
+                    # Fall through with the member's pointer computed once.
+                    key = self._key
+                    if "~" in key or "/" in key:
+                        mpath = ptrs[-1] + "/" + key.replace("~", "~0").replace("/", "~1")
+                    else:
+                        mpath = ptrs[-1] + "/" + key
+                    self._mpath = mpath
+                    if len(mpath) > self._max_pointer:
+                        self._state = state
+                        self._fail(
+                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                            f"a pointer of at most {self._max_pointer} characters", f"{len(mpath)} characters",
+                            limit=True,
+                        )
+                    if i == n:
+                        break
+                    c = s[i]
+                    if c in _WS_CHARS:
+                        i = _WS(s, i).end()
+                        if i == n:
+                            break
+                        c = s[i]
+                elif state == _S_COLON:
+                    if c != ":":
+                        self._state = state
+                        self._fail(s, i, ops, f"expected ':' after key, got {c!r}", "':'", c)
+                    key = self._key
+                    if "~" in key or "/" in key:
+                        mpath = ptrs[-1] + "/" + key.replace("~", "~0").replace("/", "~1")
+                    else:
+                        mpath = ptrs[-1] + "/" + key
+                    self._mpath = mpath
+                    state = _S_VALUE
+                    if len(mpath) > self._max_pointer:
+                        self._state = state
+                        self._fail(
+                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                            f"a pointer of at most {self._max_pointer} characters", f"{len(mpath)} characters",
+                            limit=True,
+                        )
+                    i += 1
+                    continue
+                elif state == _S_DONE:
+                    self._state = state
+                    self._fail(s, i, ops, f"unexpected data after the JSON value, got {c!r}", "end of input", c)
+
+                # ---------------------------------------------------- a value starts at s[i]
+                top = conts[-1]
+                if type(top) is list:
+                    if c == "]" and state == _S_VALUE_OR_END:
+                        conts.pop()
+                        ptrs.pop()
+                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        i += 1
+                        continue
+                    slot: Any = len(top)
+                    path = ptrs[-1] + "/" + str(slot)
+                    op = "add"
+                else:
+                    slot = self._key
+                    path = self._mpath
+                    op = "replace" if slot in top else "add"
+                    if top is rootbox and not self._emit_root:
+                        if c != "{":
+                            self._state = state
+                            self._fail(
+                                s, i, ops, "tool arguments must be a JSON object", "'{'", c,
+                            )
+                        conts.append(rootbox[""])
+                        ptrs.append("")
+                        state = _S_KEY_OR_END
+                        i += 1
+                        continue
+                if c == '"':
+                    if type(top) is list:
+                        top.append("")
+                    else:
+                        top[slot] = ""
+                    self._s_holder = top
+                    self._s_slot = slot
+                    self._s_path = path
+                    self._s_op = op
+                    self._s_announced = False
+                    self._mark = 0
+                    state = _S_STRING
+                    i += 1
+                    continue
+                if c == "{" or c == "[":
+                    if len(conts) > self._max_depth:
+                        self._state = state
+                        self._fail(
+                            s, i, ops, f"nesting deeper than max_depth ({self._max_depth})",
+                            f"at most {self._max_depth} levels", c, limit=True,
+                        )
+                    if len(path) > self._max_pointer:
+                        self._state = state
+                        self._fail(
+                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                            f"a pointer of at most {self._max_pointer} characters", f"{len(path)} characters",
+                            limit=True,
+                        )
+                    if c == "{":
+                        new: Any = {}
+                        if top is rootbox:
+                            if self._emit_root:
+                                ops.append({"op": op, "path": path, "value": {}})
+                        else:
+                            ops.append({"op": op, "path": path, "value": {}})
+                        state = _S_KEY_OR_END
+                    else:
+                        new = []
+                        if top is not rootbox or self._emit_root:
+                            ops.append({"op": op, "path": path, "value": []})
+                        state = _S_VALUE_OR_END
+                    if type(top) is list:
+                        top.append(new)
+                    else:
+                        top[slot] = new
+                    conts.append(new)
+                    ptrs.append(path)
+                    i += 1
+                    continue
+                if c in _NUM_START:
+                    m = _NUMBER(s, i)
+                    j = m.end() if m is not None else i
+                    if m is None or j == n or s[j] in _NUM_CONT:
+                        k = _NUM_RUN(s, i).end()
+                        if k - i > self._max_number:
+                            self._state = state
+                            self._fail(
+                                s, i, ops, f"number longer than max_number_length ({self._max_number})",
+                                f"at most {self._max_number} characters", f"{k - i} characters", limit=True,
+                            )
+                        if k == n and not final:
+                            self._pending = s[i:]
+                            i = n
+                            break
+                        if m is None or j != k or j == i:
+                            self._state = state
+                            self._number_error(s, i, m, n, ops)
+                    text = s[i:j]
+                    if len(text) > self._max_number:
+                        self._state = state
+                        self._fail(
+                            s, i, ops, f"number longer than max_number_length ({self._max_number})",
+                            f"at most {self._max_number} characters", f"{len(text)} characters", limit=True,
+                        )
+                    if m.lastindex:  # type: ignore[union-attr]
+                        number: Any = float(text)
+                        if number in (math.inf, -math.inf):
+                            self._state = state
+                            self._fail(s, i, ops, f"number out of range: {text[:40]}", "a finite number", text[:40])
+                    else:
+                        try:
+                            number = int(text)
+                        except ValueError:  # past sys.get_int_max_str_digits
+                            self._state = state
+                            self._fail(
+                                s, i, ops, "integer too long to convert", "a shorter integer",
+                                f"{len(text)} digits", limit=True,
+                            )
+                    if type(top) is list:
+                        top.append(number)
+                    else:
+                        top[slot] = number
+                    if top is not rootbox or self._emit_root:
+                        ops.append({"op": op, "path": path, "value": number})
+                    state = _S_AFTER if len(conts) > 1 else _S_DONE
+                    i = j
+                    continue
+                lit = _LITERALS.get(c)
+                if lit is not None:
+                    word, literal = lit
+                    if s.startswith(word, i):
+                        if type(top) is list:
+                            top.append(literal)
+                        else:
+                            top[slot] = literal
+                        if top is not rootbox or self._emit_root:
+                            ops.append({"op": op, "path": path, "value": literal})
+                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        i += len(word)
+                        continue
+                    rest = s[i : i + len(word)]
+                    if i + len(rest) == n and word.startswith(rest) and not final:
+                        self._pending = rest
+                        i = n
+                        break
+                    k = i
+                    while k < n and k - i < len(word) and s[k] == word[k - i]:
+                        k += 1
+                    self._state = state
+                    if k == n:
+                        self._fail(s, k, ops, f"unexpected end of input in literal {word!r}", repr(word), "end of input")
+                    self._fail(s, k, ops, f"invalid literal: expected {word!r}, got {s[k]!r}", repr(word), s[k])
+                self._state = state
+                exp = "a value or ']'" if state == _S_VALUE_OR_END else "a value"
+                self._fail(s, i, ops, f"expected {exp}, got {c!r}", exp, c)
+        finally:
+            self._state = state
+        # ---- end of the available text
+        if state == _S_STRING:
+            self._flush_string(ops)
+        consumed = n - len(self._pending)
+        newlines = s.count("\n", 0, consumed)
+        if newlines:
+            self._line += newlines
+            self._line_start = self._base + s.rindex("\n", 0, consumed) + 1
+        self._base += consumed
+        if final and state != _S_DONE:
+            self._fail_end(ops)
+        return ops
+
+    # ------------------------------------------------------------------ tokens
+    def _escape(self, s: str, j: int, n: int, state: int, ops: list[dict[str, Any]]) -> tuple[str | None, int]:
+        """Decode the escape at ``s[j]`` (a backslash). ``(None, j)`` if cut off."""
+        if j + 1 >= n:
+            return None, j
+        c = s[j + 1]
+        if c != "u":
+            decoded = _SIMPLE_ESCAPES.get(c)
+            if decoded is None:
+                self._state = state
+                self._fail(s, j, ops, f"invalid escape '\\{c}' in string", "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", "\\" + c)
+            return decoded, j + 2
+        hex1 = s[j + 2 : j + 6]
+        if len(hex1) < 4:
+            if not _HEX_PART(hex1):
+                self._bad_hex(s, j + 2, n, state, ops)
+            return None, j
+        if not _HEX4(hex1):
+            self._bad_hex(s, j + 2, n, state, ops)
+        code = int(hex1, 16)
+        if code < 0xD800 or code > 0xDFFF:
+            return chr(code), j + 6
+        if code >= 0xDC00:
+            self._state = state
+            self._fail(s, j, ops, f"lone low surrogate '\\u{hex1}' in string", "a high surrogate first", "\\u" + hex1)
+        # A high surrogate: the low half must follow at once.
+        tail = s[j + 6 : j + 12]
+        expect = "\\u"
+        if tail[:2] != expect[: len(tail[:2])]:
+            self._state = state
+            self._fail(
+                s, j, ops, f"lone high surrogate '\\u{hex1}' in string (no '\\u' low surrogate follows)",
+                "a low surrogate escape", tail[:2],
+            )
+        if len(tail) < 6:
+            if not _HEX_PART(tail[2:]):
+                self._bad_hex(s, j + 8, n, state, ops)
+            return None, j
+        hex2 = tail[2:]
+        if not _HEX4(hex2):
+            self._bad_hex(s, j + 8, n, state, ops)
+        low = int(hex2, 16)
+        if not 0xDC00 <= low <= 0xDFFF:
+            self._state = state
+            self._fail(
+                s, j, ops, f"high surrogate '\\u{hex1}' followed by '\\u{hex2}', not a low surrogate",
+                "a low surrogate escape", "\\u" + hex2,
+            )
+        return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), j + 12
+
+    def _bad_hex(self, s: str, k: int, n: int, state: int, ops: list[dict[str, Any]]) -> None:
+        while k < n and s[k] in "0123456789abcdefABCDEF":
+            k += 1
+        self._state = state
+        got = s[k] if k < n else "end of input"
+        self._fail(s, k, ops, f"expected 4 hex digits after '\\u', got {got!r}", "a hex digit", got)
+
+    def _number_error(self, s: str, i: int, m: Any, n: int, ops: list[dict[str, Any]]) -> None:
+        """Explain why the number at ``s[i:]`` is malformed (``m`` = the valid prefix, if any)."""
+        k = i + 1 if s[i] == "-" else i
+        if k == n:
+            self._fail(s, k, ops, "unexpected end of input in number", "a digit", "end of input")
+        if m is None:
+            self._fail(s, k, ops, f"expected a digit after '-', got {s[k]!r}", "a digit", s[k])
+        if s[k] == "0" and k + 1 < n and s[k + 1] in "0123456789":
+            self._fail(
+                s, k + 1, ops, "leading zeros are not allowed in numbers",
+                "'.', 'e' or the end of the number", s[k + 1],
+            )
+        # Say what is wrong with the character where the valid number stops.
+        j = m.end()
+        c = s[j] if j < n else ""
+        if c == "." and m.group(1) is None and m.group(2) is None:
+            got = s[j + 1] if j + 1 < n else "end of input"
+            self._fail(s, j + 1, ops, f"expected a digit after '.', got {got!r}", "a digit", got)
+        if c in ("e", "E") and m.group(2) is None:
+            k = j + 1
+            if k < n and s[k] in "+-":
+                k += 1
+            got = s[k] if k < n else "end of input"
+            self._fail(s, k, ops, f"expected a digit in the exponent, got {got!r}", "a digit", got)
+        got = c or "end of input"
+        self._fail(s, j, ops, f"unexpected {got!r} after number", "',' or the end of the container", got)
+
+    # ------------------------------------------------------------------ errors
+    def _where(self) -> str:
+        """The pointer to blame: the open string or scalar, else the innermost container."""
+        state = self._state
+        if state == _S_STRING:
+            return self._s_path
+        if state in (_S_VALUE, _S_VALUE_OR_END):
+            return self._value_path()
+        return self._ptrs[-1]
+
+    def _make_error(
+        self,
+        message: str,
+        s: str,
+        k: int,
+        *,
+        expected: str,
+        got: str,
+        pointer: str,
+        limit: bool = False,
+    ) -> JSONStreamError:
+        last_nl = s.rfind("\n", 0, k)
+        line = self._line + s.count("\n", 0, k)
+        column = k - last_nl if last_nl >= 0 else self._base + k - self._line_start + 1
+        if self._mode == 2:
+            decoded_total = self._bytes_in - len(self._decoder.getstate()[0])
+            offset = decoded_total - len(s[k:].encode("utf-8"))
+        else:
+            offset = self._base + k
+        cls = JSONStreamLimitError if limit else JSONStreamError
+        text = f"{message} (line {line}, column {column}, offset {offset}, pointer {pointer!r})"
+        return cls(text, offset=offset, line=line, column=column, pointer=pointer, expected=expected, got=got)
+
+    def _raise(self, err: JSONStreamError, ops: list[dict[str, Any]]) -> None:
+        if self._state == _S_STRING:
+            self._flush_string(ops)
+        err.ops = ops
+        self._error = err
+        raise err
+
+    def _fail(
+        self,
+        s: str,
+        k: int,
+        ops: list[dict[str, Any]],
+        message: str,
+        expected: str,
+        got: str,
+        *,
+        limit: bool = False,
+    ) -> None:
+        # ``_state`` is already up to date here (callers store it first), so the
+        # pointer names the value or container being parsed.
+        err = self._make_error(
+            message, s, k, expected=expected, got=got, pointer=self._where(), limit=limit
+        )
+        self._raise(err, ops)
+
+    def _fail_end(self, ops: list[dict[str, Any]]) -> None:
+        state = self._state
+        what = {
+            _S_STRING: "an unterminated string",
+            _S_KEYSTR: "an unterminated key",
+            _S_AFTER: "an unclosed " + ("array" if type(self._conts[-1]) is list else "object"),
+        }.get(state)
+        if what is None:
+            if self._pending:
+                what = "an incomplete value"
+            elif state == _S_VALUE and len(self._conts) == 1:
+                what = "no JSON value"
+            else:
+                what = "an incomplete " + ("array" if type(self._conts[-1]) is list else "object")
+        expected = {
+            _S_STRING: "'\"'",
+            _S_KEYSTR: "'\"'",
+            _S_AFTER: "',' or '" + ("]" if type(self._conts[-1]) is list else "}") + "'",
+        }.get(state) or _EXPECTED.get(state, ("more input", ""))[0]
+        pending = self._pending
+        self._fail(
+            pending, len(pending), ops, f"unexpected end of input: {what}, expected {expected}",
+            expected, "end of input",
+        )
