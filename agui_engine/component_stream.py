@@ -1,0 +1,492 @@
+"""Component streaming: a component tool call's argument fragments in, component events out.
+
+Theory of operation
+-------------------
+While the model writes the arguments of ``show_component_<Name>``, a
+:class:`ComponentStream` turns each fragment into at most one
+``CUSTOM tambo.component.props_delta`` event whose ``operations`` are RFC 6902
+operations on the component's props. The fragments go through one
+:class:`~agui_engine.jsonstream.PatchStream` (``emit_root=False``: the root must be
+an object and starts as ``{}``), so the arguments are parsed exactly once, left to
+right -- never re-parsed per chunk as the peer's tracker does. The tokenizer's
+operations are then filtered, in order:
+
+1. Any operation at or under a ``_tambo_*`` key is dropped. The standard
+   parameters feed :attr:`ComponentStream.status_messages` instead.
+2. A ``null`` that strict mode forced on an optional, non-nullable prop
+   (:class:`~agui_engine.components.NullPolicy` of the component's *original*
+   schema) is held back -- or, if the prop has a ``default``, sent as the default.
+   A later duplicate key that replaces a held-back ``null`` becomes an ``add``;
+   a duplicate ``null`` replacing a shown value becomes a ``remove``.
+
+``streamingStatus`` maps every top-level prop present in the props to
+``"started"`` | ``"streaming"`` | ``"done"``, straight from the tokenizer: a prop is
+``done`` the moment its closing token arrives, in the same event. A feed whose
+only effect is a status change (the closing quote of a string) still emits a
+props_delta, with no operations.
+
+Invariant (tested on random documents and random splits): after every event,
+applying all operations so far to ``{}`` gives :attr:`ComponentStream.props`; at
+``close()`` that equals ``finalProps`` of ``tambo.component.end``, which equals the
+un-strict final parse (:meth:`Component.unstrict_props`). No ``_tambo_*`` key and no
+held-back ``null`` ever appears in either.
+
+Events, in order: ``tambo.component.start {messageId, componentId, componentName}``
+(from :meth:`start`, or prepended by the first ``feed``/``close``), zero or more
+``tambo.component.props_delta {componentId, operations, streamingStatus}``, then
+``tambo.component.end {componentId, finalProps}`` from :meth:`close`. The decision
+loop emits the ``TOOL_CALL_*`` events itself.
+
+Errors (the run ends with ``RUN_ERROR``; every event already returned stays valid):
+malformed JSON -> :class:`~agui_engine.jsonstream.JSONStreamError`; a root that
+is not an object -> ``JSONStreamError`` (a :class:`RemoteInputError`) "tool
+arguments must be a JSON object", before any operation; arguments longer than
+:data:`MAX_COMPONENT_ARGS_CHARS` -> :class:`ComponentSizeError` (a
+:class:`LimitExceededError`). Arguments that are empty or only whitespace are the
+empty object ``{}`` (models send ``""`` for a call without arguments).
+
+:class:`InteractableUpdateStream` streams ``update_component_props_<id>`` /
+``update_component_state_<id>`` the same way, re-rooting ``/newProps/...`` (or
+``/newState/...``) onto the component's props (or state): a shallow merge
+expressed as operations on the existing instance.
+
+The accumulator handler (:func:`apply_component_event`) turns these events into
+content blocks ``{"type": "component", "id", "name", "props", "streamingState"}``
+on the assistant message.
+
+No IO happens here.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from .components import (
+    COMPLETION_STATUS_MESSAGE_PARAMETER,
+    DROP,
+    STANDARD_PARAMETER_PREFIX,
+    STATUS_MESSAGE_PARAMETER,
+    Component,
+    NullDefault,
+    StatusMessages,
+    unstrict_value,
+)
+from .errors import LimitExceededError, UsageError
+from .events import CustomEvent
+from .interactables import Interactable, UpdateKind, merge_update
+from .jsonstream import PatchStream
+
+__all__ = [
+    "COMPONENT_START",
+    "COMPONENT_PROPS_DELTA",
+    "COMPONENT_STATE_DELTA",
+    "COMPONENT_END",
+    "COMPONENT_EVENTS",
+    "MAX_COMPONENT_ARGS_CHARS",
+    "ComponentSizeError",
+    "ComponentStream",
+    "InteractableUpdateStream",
+    "strip_reserved_keys",
+]
+
+COMPONENT_START: Final = "tambo.component.start"
+COMPONENT_PROPS_DELTA: Final = "tambo.component.props_delta"
+COMPONENT_STATE_DELTA: Final = "tambo.component.state_delta"
+COMPONENT_END: Final = "tambo.component.end"
+COMPONENT_EVENTS: Final = (COMPONENT_START, COMPONENT_PROPS_DELTA, COMPONENT_STATE_DELTA, COMPONENT_END)
+
+#: Longest argument text of one component call, in characters. The largest model
+#: response today is about 128 K output tokens (~0.5 MB of text); 2 MiB is 4x
+#: that, so only a runaway or hostile stream reaches it -- and every client
+#: re-renders the component on every delta, so props that large are unusable
+#: anyway. It sits below the tokenizer's own stream limit (4 MiB), so this clearer
+#: error (naming the component) is the one raised.
+MAX_COMPONENT_ARGS_CHARS: Final = 2 * 1024 * 1024
+
+_RESERVED_TOKEN: Final = "/" + STANDARD_PARAMETER_PREFIX
+
+
+class ComponentSizeError(LimitExceededError):
+    """A component call's arguments crossed :data:`MAX_COMPONENT_ARGS_CHARS`."""
+
+    default_code = "component_too_large"
+
+
+def strip_reserved_keys(value: Any) -> Any:
+    """A copy of ``value`` without any ``_tambo_*`` key, at any depth."""
+    if isinstance(value, dict):
+        return {k: strip_reserved_keys(v) for k, v in value.items() if not k.startswith(STANDARD_PARAMETER_PREFIX)}
+    if isinstance(value, list):
+        return [strip_reserved_keys(v) for v in value]
+    return value
+
+
+def _tokens(pointer: str) -> tuple[str, ...]:
+    if "~" in pointer:
+        return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
+    return tuple(pointer[1:].split("/"))
+
+
+class _PropsFilter:
+    """Tokenizer ops -> component ops (shared by components and interactable updates).
+
+    ``prefix`` re-roots: only ops under it are kept, with the prefix removed
+    (``/newProps/title`` -> ``/title``); the op that creates the prefix itself is
+    dropped (an update merges into the existing object, it does not replace it).
+    """
+
+    __slots__ = ("decide", "prefix", "_plen", "dropped", "status_touched")
+
+    def __init__(self, decide: Callable[[tuple[str, ...]], Any], prefix: str = "") -> None:
+        self.decide = decide
+        self.prefix = prefix
+        self._plen = len(prefix)
+        #: Pointers (in the output space) of nulls held back.
+        self.dropped: set[str] = set()
+        #: Whether a standard parameter changed in the last batch.
+        self.status_touched = False
+
+    def filter(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        prefix, plen = self.prefix, self._plen
+        self.status_touched = False
+        for op in ops:
+            path = op["path"]
+            if plen:
+                if not path.startswith(prefix) or (len(path) > plen and path[plen] != "/"):
+                    if path.startswith(_RESERVED_TOKEN):
+                        self.status_touched = True
+                    continue
+                path = path[plen:]
+                if not path:
+                    continue
+                op = {**op, "path": path}
+            if _RESERVED_TOKEN in path:
+                if path.startswith(_RESERVED_TOKEN):
+                    self.status_touched = True
+                continue
+            if op["value"] is None and op["op"] != "append":
+                verdict = self.decide(_tokens(path))
+                if verdict is DROP:
+                    if op["op"] == "replace" and path not in self.dropped:
+                        out.append({"op": "remove", "path": path})
+                    self.dropped.add(path)
+                    continue
+                if isinstance(verdict, NullDefault):
+                    op = {"op": "add", "path": path, "value": copy.deepcopy(verdict.value)}
+                    self.dropped.discard(path)
+                    out.append(op)
+                    continue
+            if self.dropped and path in self.dropped:
+                # A duplicate key brings back a value for a held-back null.
+                self.dropped.discard(path)
+                if op["op"] == "replace":
+                    op = {**op, "op": "add"}
+            out.append(op)
+        return out
+
+
+class ComponentStream:
+    """Stream one component call's props as ``tambo.component.*`` CUSTOM events.
+
+    ``ComponentStream(component, *, message_id, component_id, append_strings=False,
+    max_chars=MAX_COMPONENT_ARGS_CHARS)``. ``append_strings`` makes growing strings
+    travel as ``{"op": "append"}`` operations carrying only the new characters
+    (the accumulator understands them; plain RFC 6902 clients need the default).
+    """
+
+    __slots__ = (
+        "component",
+        "message_id",
+        "component_id",
+        "max_chars",
+        "_stream",
+        "_filter",
+        "_size",
+        "_content",
+        "_started",
+        "_closed",
+        "_error",
+        "_last_status",
+        "_status_messages",
+        "_final_props",
+    )
+
+    def __init__(
+        self,
+        component: Component,
+        *,
+        message_id: str,
+        component_id: str,
+        append_strings: bool = False,
+        max_chars: int = MAX_COMPONENT_ARGS_CHARS,
+    ) -> None:
+        if not isinstance(component, Component):
+            raise UsageError(f"ComponentStream needs a Component, got {type(component).__name__}")
+        if not isinstance(max_chars, int) or max_chars < 1:
+            raise UsageError(f"max_chars must be a positive int, got {max_chars!r}")
+        self.component = component
+        self.message_id = message_id
+        self.component_id = component_id
+        self.max_chars = max_chars
+        # The tokenizer's own size limit is set just above ours so that ours, which
+        # names the component, is the one that fires.
+        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=max_chars + 1)
+        self._filter = _PropsFilter(component.null_policy.decide)
+        self._size = 0
+        self._content = False  # a non-whitespace character has arrived
+        self._started = False
+        self._closed = False
+        self._error: Exception | None = None
+        self._last_status: dict[str, str] = {}
+        self._status_messages = StatusMessages()
+        self._final_props: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ public API
+    def start(self) -> list[CustomEvent]:
+        """``[tambo.component.start]``. Raises :class:`UsageError` if already started."""
+        if self._started:
+            raise UsageError(f"component stream {self.component_id} already started")
+        self._started = True
+        return [
+            CustomEvent(
+                name=COMPONENT_START,
+                value={
+                    "messageId": self.message_id,
+                    "componentId": self.component_id,
+                    "componentName": self.component.name,
+                },
+            )
+        ]
+
+    def feed(self, args_fragment: str) -> list[CustomEvent]:
+        """The next fragment of the arguments -> ``[props_delta]`` or ``[]``.
+
+        The start event is prepended if :meth:`start` was not called. Raises
+        :class:`~agui_engine.jsonstream.JSONStreamError` (malformed JSON, or a root
+        that is not an object), :class:`ComponentSizeError` (too long), and
+        :class:`UsageError` after :meth:`close`; after an error every call raises it again.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(f"component stream {self.component_id}: feed() after close()")
+        if not isinstance(args_fragment, str):
+            raise UsageError(f"feed() takes str, got {type(args_fragment).__name__}")
+        events = [] if self._started else self.start()
+        size = self._size + len(args_fragment)
+        if size > self.max_chars:
+            self._error = ComponentSizeError(
+                f"component {self.component.name} ({self.component_id}): arguments exceed "
+                f"{self.max_chars} characters (MAX_COMPONENT_ARGS_CHARS)"
+            )
+            raise self._error
+        self._size = size
+        if not self._content:
+            if args_fragment.isspace() or not args_fragment:
+                return events
+            self._content = True
+        try:
+            raw = self._stream.feed(args_fragment)
+        except Exception as exc:
+            self._error = exc
+            raise
+        delta = self._delta(raw)
+        if delta is not None:
+            events.append(delta)
+        return events
+
+    def close(self) -> list[CustomEvent]:
+        """End of the arguments -> ``[props_delta?, tambo.component.end]``.
+
+        Raises :class:`~agui_engine.jsonstream.JSONStreamError` if the arguments
+        are incomplete or invalid. A second call returns ``[]``.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        events = [] if self._started else self.start()
+        self._closed = True
+        if self._content:
+            try:
+                raw = self._stream.close()
+            except Exception as exc:
+                self._error = exc
+                raise
+            delta = self._delta(raw)
+            if delta is not None:
+                events.append(delta)
+        self._final_props = self.props
+        events.append(
+            CustomEvent(name=COMPONENT_END, value={"componentId": self.component_id, "finalProps": self._final_props})
+        )
+        return events
+
+    @property
+    def props(self) -> dict[str, Any]:
+        """The props so far: what the operations emitted so far build (a fresh copy)."""
+        value = self._stream.value if self._content else {}
+        result: dict[str, Any] = unstrict_value(strip_reserved_keys(value), self.component.null_policy)
+        return result
+
+    @property
+    def final_props(self) -> dict[str, Any] | None:
+        """``finalProps`` of the end event, ``None`` before :meth:`close`."""
+        return self._final_props
+
+    @property
+    def status_messages(self) -> StatusMessages:
+        """The standard parameters as far as they have arrived."""
+        return self._status_messages
+
+    @property
+    def streaming_status(self) -> dict[str, str]:
+        """The last ``streamingStatus`` sent."""
+        return dict(self._last_status)
+
+    # ------------------------------------------------------------------ internals
+    def _status(self) -> dict[str, str]:
+        root = self._stream.value
+        dropped = self._filter.dropped
+        status = {}
+        for key, state in self._stream.status.items():
+            if key.startswith(STANDARD_PARAMETER_PREFIX) or key not in root:
+                continue
+            if dropped and "/" + key.replace("~", "~0").replace("/", "~1") in dropped:
+                continue
+            status[key] = state
+        return status
+
+    def _delta(self, raw: list[dict[str, Any]]) -> CustomEvent | None:
+        ops = self._filter.filter(raw)
+        status = self._status()  # after filtering: a held-back null is never listed
+        if self._filter.status_touched:
+            self._update_status_messages()
+        if not ops and status == self._last_status:
+            return None
+        self._last_status = status
+        return CustomEvent(
+            name=COMPONENT_PROPS_DELTA,
+            value={"componentId": self.component_id, "operations": ops, "streamingStatus": dict(status)},
+        )
+
+    def _update_status_messages(self) -> None:
+        root = self._stream.value
+        status = root.get(STATUS_MESSAGE_PARAMETER)
+        completion = root.get(COMPLETION_STATUS_MESSAGE_PARAMETER)
+        self._status_messages = StatusMessages(
+            status_message=status if isinstance(status, str) else None,
+            completion_status_message=completion if isinstance(completion, str) else None,
+        )
+
+
+class InteractableUpdateStream:
+    """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.
+
+    Operations under ``/newProps`` (``/newState``) are re-rooted onto the
+    component's props (state) and sent as ``tambo.component.props_delta``
+    (``tambo.component.state_delta``) with ``componentId`` = the interactable's
+    id; an ``add`` of a top-level key replaces it, which is the shallow merge.
+    :meth:`close` sends ``tambo.component.end`` with ``finalProps`` (or
+    ``finalState``): the current values from the context merged with the update.
+    Nulls of keys not being changed (strict mode) are held back as for components.
+    """
+
+    __slots__ = ("interactable", "kind", "_stream", "_filter", "_member", "_closed", "_error", "_size",
+                 "_content", "max_chars", "_policy", "_final")
+
+    def __init__(
+        self, interactable: Interactable, kind: UpdateKind, *, max_chars: int = MAX_COMPONENT_ARGS_CHARS
+    ) -> None:
+        if kind not in ("props", "state"):
+            raise UsageError(f"kind must be 'props' or 'state', got {kind!r}")
+        self.interactable = interactable
+        self.kind: UpdateKind = kind
+        self.max_chars = max_chars
+        self._member = "/newProps" if kind == "props" else "/newState"
+        self._policy = interactable.update_policy(kind)
+        self._stream = PatchStream(emit_root=False, max_bytes=max_chars + 1)
+        member = self._member[1:]
+        policy = self._policy
+        self._filter = _PropsFilter(lambda path: policy.decide((member, *path)), self._member)
+        self._closed = False
+        self._error: Exception | None = None
+        self._size = 0
+        self._content = False
+        self._final: dict[str, Any] | None = None
+
+    @property
+    def _event_name(self) -> str:
+        return COMPONENT_PROPS_DELTA if self.kind == "props" else COMPONENT_STATE_DELTA
+
+    def feed(self, args_fragment: str) -> list[CustomEvent]:
+        """Like :meth:`ComponentStream.feed`; the delta carries no ``streamingStatus``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(f"update stream {self.interactable.id}: feed() after close()")
+        size = self._size + len(args_fragment)
+        if size > self.max_chars:
+            self._error = ComponentSizeError(
+                f"update of component {self.interactable.id}: arguments exceed {self.max_chars} characters"
+            )
+            raise self._error
+        self._size = size
+        if not self._content:
+            if not args_fragment or args_fragment.isspace():
+                return []
+            self._content = True
+        try:
+            ops = self._filter.filter(self._stream.feed(args_fragment))
+        except Exception as exc:
+            self._error = exc
+            raise
+        if not ops:
+            return []
+        return [CustomEvent(name=self._event_name, value={"componentId": self.interactable.id, "operations": ops})]
+
+    def close(self) -> list[CustomEvent]:
+        """End of the arguments -> ``[delta?, tambo.component.end]``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        self._closed = True
+        events: list[CustomEvent] = []
+        if self._content:
+            try:
+                ops = self._filter.filter(self._stream.close())
+            except Exception as exc:
+                self._error = exc
+                raise
+            if ops:
+                events.append(
+                    CustomEvent(name=self._event_name, value={"componentId": self.interactable.id, "operations": ops})
+                )
+            args = self._stream.value
+        else:
+            args = {}
+        self._final = merge_update(self.interactable.current(self.kind),
+                                   self.interactable.prepare_update(self.kind, args))
+        key = "finalProps" if self.kind == "props" else "finalState"
+        events.append(CustomEvent(name=COMPONENT_END, value={"componentId": self.interactable.id, key: self._final}))
+        return events
+
+    @property
+    def update(self) -> dict[str, Any]:
+        """The partial update so far (held-back nulls and ``_tambo_*`` keys removed)."""
+        value = self._stream.value if self._content else {}
+        member = value.get(self._member[1:]) if isinstance(value, Mapping) else None
+        if not isinstance(member, dict):
+            return {}
+        result: dict[str, Any] = unstrict_value(strip_reserved_keys({self._member[1:]: member}), self._policy)
+        return result.get(self._member[1:], {})
+
+    @property
+    def final(self) -> dict[str, Any] | None:
+        """The merged props (or state) sent in the end event; ``None`` before :meth:`close`."""
+        return self._final
+
