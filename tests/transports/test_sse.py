@@ -1,0 +1,397 @@
+"""The SSE gateway and SSEAgent, against a real aiohttp server on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import msgspec
+import pytest
+from aiohttp import web
+
+from agui_engine.codec import SSEDecoder, decode_event, encode_event
+from agui_engine.events import RunAgentInput
+from transports.common import RemoteAgentError
+from transports.sse import REGISTRY_KEY, SSEAgent, create_app, negotiate, start_sse_server
+
+from .scripted import ScriptedAgent, make_input
+
+
+
+def body(run_id: str = "run-1") -> bytes:
+    return msgspec.json.encode(make_input(run_id))
+
+
+async def post(url: str, data: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    h = {"Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})}
+    async with httpx.AsyncClient(timeout=10) as c:
+        return await c.post(url, content=data, headers=h)
+
+
+def frames(raw: bytes) -> list:
+    d = SSEDecoder()
+    return d.feed(raw) + d.close()
+
+
+async def test_post_streams_every_event_with_ids_and_headers() -> None:
+    agent = ScriptedAgent(deltas=3)
+    async with await start_sse_server(agent) as srv:
+        r = await post(srv.url, body())
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "text/event-stream"
+    assert r.headers["cache-control"] == "no-cache"
+    assert r.headers["x-accel-buffering"] == "no"
+    assert b"\r" not in r.content
+    msgs = frames(r.content)
+    events = [decode_event(m.data) for m in msgs]
+    assert [m.id for m in msgs] == [f"run-1:{i}" for i in range(1, len(msgs) + 1)]
+    assert [e.type.value for e in events][:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
+    assert events[-1].type.value == "RUN_FINISHED"
+    # the stream is exactly what the agent produced, byte for byte per event
+    direct = [encode_event(e) async for e in ScriptedAgent(deltas=3).run(make_input())]
+    assert [m.data.encode() for m in msgs] == direct
+    assert "run-1" in agent.closed
+
+
+async def test_ndjson_when_asked() -> None:
+    async with await start_sse_server(ScriptedAgent(deltas=2)) as srv:
+        r = await post(srv.url, body(), {"Accept": "application/x-ndjson"})
+    assert r.headers["content-type"] == "application/x-ndjson"
+    lines = r.content.split(b"\n")
+    assert lines[-1] == b""
+    assert [decode_event(x).type.value for x in lines[:-1]][-1] == "RUN_FINISHED"
+
+
+def test_negotiate() -> None:
+    assert negotiate(None) == "sse"
+    assert negotiate("text/event-stream, application/x-ndjson") == "sse"
+    assert negotiate("application/x-ndjson") == "ndjson"
+    assert negotiate("text/event-stream;q=0.5, application/x-ndjson") == "ndjson"
+    assert negotiate("*/*") == "sse"
+    with pytest.raises(Exception) as ei:
+        negotiate("text/html")
+    assert ei.value.http_status == 406  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("data", "headers", "status", "code"),
+    [
+        (b'{"threadId": "t", ', {}, 400, "malformed_json"),
+        (b'{"threadId": "t", "runId": 5, "messages": []}', {}, 422, "invalid_input"),
+        (b'{"threadId": "t", "runId": "a\\nb", "messages": []}', {}, 422, "invalid_input"),
+        (b"x" * 2000, {}, 413, "limit_exceeded"),
+        (b"{}", {"Content-Type": "text/plain"}, 415, "unsupported_media_type"),
+        (None, {"Accept": "text/html"}, 406, "not_acceptable"),
+    ],
+)
+async def test_bad_requests_are_refused_before_the_stream(data, headers, status, code) -> None:  # type: ignore[no-untyped-def]
+    agent = ScriptedAgent()
+    async with await start_sse_server(agent, max_body_bytes=1000) as srv:
+        r = await post(srv.url, body() if data is None else data, headers)
+    assert r.status_code == status
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["error"]
+    assert err["code"] == code and err["message"]
+    assert agent.started == set()
+
+
+async def test_422_names_the_json_path() -> None:
+    async with await start_sse_server(ScriptedAgent()) as srv:
+        r = await post(srv.url, b'{"threadId": "t", "runId": "r", "messages": [{"role": "user", "id": 1, "content": "x"}]}')
+    assert r.status_code == 422
+    assert "$.messages[0].id" in r.json()["error"]["message"]
+
+
+async def test_busy_server_answers_503_with_retry_after_and_duplicate_run_409() -> None:
+    agent = ScriptedAgent(hang=True)
+    async with await start_sse_server(agent, max_runs=1) as srv:
+        async with httpx.AsyncClient(timeout=10) as c:
+            h = {"Content-Type": "application/json"}
+            async with c.stream("POST", srv.url, content=body("a"), headers=h) as first:
+                assert first.status_code == 200
+                second = await c.post(srv.url, content=body("b"), headers=h)
+                assert second.status_code == 503
+                assert second.headers["retry-after"] == "1"
+                assert second.json()["error"]["code"] == "server_busy"
+                dup = await c.post(srv.url, content=body("a"), headers=h)
+                assert dup.status_code in (409, 503)
+
+
+async def test_duplicate_run_id_is_409() -> None:
+    async with await start_sse_server(ScriptedAgent(hang=True)) as srv:
+        async with httpx.AsyncClient(timeout=10) as c:
+            h = {"Content-Type": "application/json"}
+            async with c.stream("POST", srv.url, content=body("a"), headers=h) as first:
+                assert first.status_code == 200
+                dup = await c.post(srv.url, content=body("a"), headers=h)
+                assert dup.status_code == 409
+                assert dup.json()["error"]["code"] == "run_exists"
+
+
+async def test_bearer_auth_refused_and_accepted() -> None:
+    async with await start_sse_server(ScriptedAgent(deltas=1), auth_token="s3cret") as srv:
+        missing = await post(srv.url, body("a"))
+        wrong = await post(srv.url, body("b"), {"Authorization": "Bearer nope"})
+        ok = await post(srv.url, body("c"), {"Authorization": "Bearer s3cret"})
+        delete = await httpx.AsyncClient().delete(srv.url + "runs/c")
+    assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthorized"
+    assert "s3cret" not in wrong.text and "nope" not in wrong.text
+    assert ok.status_code == 200 and frames(ok.content)
+    assert delete.status_code == 401
+
+
+async def test_cors_preflight_and_headers() -> None:
+    async with await start_sse_server(ScriptedAgent(deltas=1), cors_origins=["https://app.example"]) as srv:
+        async with httpx.AsyncClient() as c:
+            pre = await c.options(srv.url, headers={"Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+            bad = await c.options(srv.url, headers={"Origin": "https://evil.example"})
+        r = await post(srv.url, body(), {"Origin": "https://app.example"})
+    assert pre.status_code == 204
+    assert "POST" in pre.headers["access-control-allow-methods"]
+    assert "Last-Event-ID" in pre.headers["access-control-allow-headers"]
+    assert pre.headers["access-control-allow-origin"] == "https://app.example"
+    assert bad.status_code == 403
+    assert r.headers["access-control-allow-origin"] == "https://app.example"
+
+
+async def test_keepalive_comments_on_a_silent_run() -> None:
+    agent = ScriptedAgent(deltas=2, silence=0.5)
+    async with await start_sse_server(agent, keepalive_seconds=0.05) as srv:
+        r = await post(srv.url, body())
+    assert r.content.count(b": keep-alive\n\n") >= 3
+    # keep-alives never carry an id: they do not move the resume cursor
+    msgs = frames(r.content)
+    assert all(m.id for m in msgs)
+    assert decode_event(msgs[-1].data).type.value == "RUN_FINISHED"
+
+
+class Frames:
+    """Reads SSE frames from one streaming response, a few at a time."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self.it = resp.aiter_raw()
+        self.dec = SSEDecoder()
+        self.pending: list = []
+
+    async def take(self, n: int | None = None) -> list:
+        try:
+            while n is None or len(self.pending) < n:
+                self.pending += self.dec.feed(await self.it.__anext__())
+        except StopAsyncIteration:
+            pass
+        if n is None:
+            n = len(self.pending)
+        out, self.pending = self.pending[:n], self.pending[n:]
+        return out
+
+
+async def _read_until(resp: httpx.Response, n_frames: int) -> list:
+    return await Frames(resp).take(n_frames)
+
+
+async def test_disconnect_and_resume_loses_and_repeats_nothing() -> None:
+    agent = ScriptedAgent(deltas=30, pause=0.01)
+    async with await start_sse_server(agent, grace_seconds=5) as srv:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", srv.url, content=body(), headers=h) as r1:
+                first = await _read_until(r1, 5)
+            # the connection is gone; the run goes on within its grace period
+            await asyncio.sleep(0.05)
+            last = first[-1].id
+            r2 = await c.post(srv.url, content=body(), headers={**h, "Last-Event-ID": last})
+            rest = frames(r2.content)
+            # EventSource-style resume by GET, from the very beginning and from the middle
+            full = frames((await c.get(srv.url + "runs/run-1")).content)
+            mid = frames((await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:10"})).content)
+    ids = [m.id for m in first] + [m.id for m in rest]
+    seqs = [int(i.rpartition(":")[2]) for i in ids]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert [m.data for m in first + rest] == [m.data for m in full]
+    assert [m.id for m in mid] == [m.id for m in full][10:]
+    assert decode_event(rest[-1].data).type.value == "RUN_FINISHED"
+    assert agent.cancelled == set()
+
+
+async def test_expired_cursor_and_unknown_run_get_clear_answers() -> None:
+    from transports.eventlog import InMemoryEventLog
+
+    agent = ScriptedAgent(deltas=20)
+    async with await start_sse_server(agent, log=InMemoryEventLog(max_events=5)) as srv:
+        await post(srv.url, body())
+        async with httpx.AsyncClient() as c:
+            gone = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:3"})
+            unknown = await c.get(srv.url + "runs/nope")
+            wrong = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "other:3"})
+            tail = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:23"})
+    assert gone.status_code == 410
+    assert gone.json()["error"]["code"] == "cursor_expired"
+    assert "event 4" in gone.json()["error"]["message"] or "starts at" in gone.json()["error"]["message"]
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_run"
+    assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "bad_cursor"
+    assert [m.id for m in frames(tail.content)] == ["run-1:24", "run-1:25", "run-1:26", "run-1:27", "run-1:28"]
+
+
+async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    async with await start_sse_server(agent) as srv:
+        h = {"Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", srv.url, content=body(), headers=h) as r:
+                reader = Frames(r)
+                got = await reader.take(3)
+                d = await c.delete(srv.url + "runs/run-1")
+                assert d.status_code == 204
+                assert "run-1" in agent.cancelled  # closed before DELETE answered
+                rest = await reader.take()
+            again = await c.delete(srv.url + "runs/run-1")
+            missing = await c.delete(srv.url + "runs/zzz")
+    last = decode_event(rest[-1].data)
+    assert last.type.value == "RUN_ERROR" and last.code == "cancelled"
+    assert len(got) == 3
+    assert again.status_code == 409 and missing.status_code == 404
+
+
+async def test_grace_period_then_cancel_when_the_last_subscriber_leaves() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    async with await start_sse_server(agent, grace_seconds=0.2) as srv:
+        h = {"Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", srv.url, content=body(), headers=h) as r:
+                await _read_until(r, 3)
+        await asyncio.sleep(0.1)
+        assert agent.cancelled == set()  # still within the grace period
+        for _ in range(100):
+            if "run-1" in agent.cancelled:
+                break
+            await asyncio.sleep(0.02)
+        assert "run-1" in agent.cancelled
+        run = srv.registry.get("run-1")
+        assert run.terminal_code == "abandoned"
+
+
+async def test_graceful_shutdown_ends_open_streams_with_a_terminal_event() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    srv = await start_sse_server(agent)
+    h = {"Content-Type": "application/json"}
+    async with httpx.AsyncClient(timeout=10) as c:
+        async with c.stream("POST", srv.url, content=body(), headers=h) as r:
+            reader = Frames(r)
+            got = await reader.take(3)
+            closing = asyncio.create_task(srv.close())
+            got += await reader.take()
+            await closing
+    last = decode_event(got[-1].data)
+    assert last.type.value == "RUN_ERROR" and last.code == "shutdown"
+    assert "run-1" in agent.cancelled
+
+
+async def test_a_protocol_violation_by_the_agent_ends_the_run_with_run_error() -> None:
+    from agui_engine.events import RunStartedEvent, TextMessageContentEvent
+
+    class Broken:
+        closed = False
+
+        async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
+            try:
+                yield RunStartedEvent(thread_id="t", run_id=input.run_id)
+                yield TextMessageContentEvent(message_id="never-started", delta="x")
+                yield TextMessageContentEvent(message_id="never-started", delta="y")
+            finally:
+                Broken.closed = True
+
+    async with await start_sse_server(Broken()) as srv:
+        r = await post(srv.url, body())
+    events = [decode_event(m.data) for m in frames(r.content)]
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert Broken.closed
+
+
+async def test_an_agent_that_raises_gets_run_started_and_run_error_without_traceback() -> None:
+    class Raises:
+        async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
+            raise KeyError("secret-api-key-123")
+            yield  # pragma: no cover
+
+    async with await start_sse_server(Raises()) as srv:
+        r = await post(srv.url, body())
+    events = [decode_event(m.data) for m in frames(r.content)]
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[1].code == "agent_error"
+    assert "secret" not in r.text
+
+
+async def test_mountable_in_an_existing_aiohttp_app() -> None:
+    parent = web.Application()
+    parent.add_subapp("/agui", create_app(ScriptedAgent(deltas=1), path=""))
+    async with await start_sse_server(app=parent) as srv:
+        base = srv.url.rstrip("/")
+        r = await post(base + "/agui", body())
+        again = await httpx.AsyncClient().get(base + "/agui/runs/run-1")
+    assert r.status_code == 200 and frames(r.content)
+    assert frames(again.content)[-1].id == frames(r.content)[-1].id
+
+
+async def test_ag_ui_validate_accepts_the_live_endpoint() -> None:
+    from ag_ui_validate.pytest_plugin import assert_valid_agui_endpoint
+
+    async with await start_sse_server(ScriptedAgent(deltas=3)) as srv:
+        await assert_valid_agui_endpoint(srv.url, severity_overrides={"AGUI902": "off"})
+
+
+async def test_sse_agent_is_an_agent_and_matches_the_direct_stream() -> None:
+    agent = ScriptedAgent(deltas=4)
+    async with await start_sse_server(agent) as srv:
+        remote = [e async for e in SSEAgent(srv.url).run(make_input())]
+    direct = [e async for e in ScriptedAgent(deltas=4).run(make_input())]
+    assert remote == direct
+
+
+async def test_sse_agent_resumes_after_a_network_drop(drop_proxy) -> None:  # type: ignore[no-untyped-def]
+    agent = ScriptedAgent(deltas=40, pause=0.005)
+    async with await start_sse_server(agent) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        proxy = drop_proxy("127.0.0.1", port, cut_after=1500, drops=2)
+        await proxy.start()
+        client = SSEAgent(f"http://127.0.0.1:{proxy.port}/", backoff_initial=0.01)
+        remote = [e async for e in client.run(make_input())]
+    direct = [e async for e in ScriptedAgent(deltas=40).run(make_input())]
+    assert remote == direct  # nothing lost, nothing repeated
+    assert client.reconnects == 2
+    assert proxy.connections == 3
+
+
+async def test_sse_agent_typed_errors() -> None:
+    async with await start_sse_server(ScriptedAgent(), auth_token="t") as srv:
+        with pytest.raises(RemoteAgentError) as ei:
+            [e async for e in SSEAgent(srv.url).run(make_input())]
+        assert ei.value.status == 401 and ei.value.code == "unauthorized"
+        ok = [e async for e in SSEAgent(srv.url, headers={"Authorization": "Bearer t"}).run(make_input())]
+        assert ok[-1].type.value == "RUN_FINISHED"
+    from transports.common import ConnectionLostError
+
+    with pytest.raises(ConnectionLostError):
+        [e async for e in SSEAgent(srv.url, max_retries=0).run(make_input())]
+
+
+async def test_closing_the_sse_agent_early_cancels_the_remote_run() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    async with await start_sse_server(agent, grace_seconds=60) as srv:
+        gen = SSEAgent(srv.url).run(make_input())
+        async for e in gen:
+            if e.type.value == "TEXT_MESSAGE_CONTENT":
+                break
+        await gen.aclose()
+        for _ in range(100):
+            if "run-1" in agent.cancelled:
+                break
+            await asyncio.sleep(0.01)
+    assert "run-1" in agent.cancelled  # long before the 60 s grace period
+
+
+def test_registry_key_is_exposed() -> None:
+    app = create_app(ScriptedAgent())
+    assert app[REGISTRY_KEY].max_runs >= 1
+    json.dumps({})

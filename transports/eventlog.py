@@ -1,0 +1,274 @@
+"""The per-run event log that makes a stream resumable.
+
+Theory of operation
+-------------------
+Every event a run emits is encoded once (compact JSON bytes) and appended to the
+run's log, which numbers it: the first event of a run has ``seq`` 1, the next 2,
+and so on. Transports frame the stored bytes for their wire (SSE ``id:
+<runId>:<seq>``, the WebSocket envelope, an NDJSON line) and keep, per
+subscriber, a *cursor*: the ``seq`` of the last event that subscriber was sent.
+``read(run_id, after=cursor)`` returns what follows the cursor, so a subscriber
+that reconnects with ``Last-Event-ID: <runId>:<seq>`` gets the rest of the run
+with no event lost and none repeated, then the live tail.
+
+The log is bounded per run, by event count and by bytes (the two named
+constants below). When an append crosses either bound the oldest events are
+dropped; a cursor that points before the oldest retained event can no longer be
+served and ``read`` raises :class:`CursorExpiredError` -- a clear answer (HTTP
+410, WebSocket close code 4410) rather than a silent gap. The log is also the
+buffer between the producer and a slow subscriber (see ``spec/transports.md``,
+"Backpressure"): a subscriber's backlog is exactly the span of the log after its
+cursor, so a slow reader never makes the server buffer without bound.
+
+The interface (:class:`EventLog`) is async and keyed by run id only, so that a
+shared store (Redis streams, a database) can implement it and serve several
+gateway nodes; :class:`InMemoryEventLog` is the default and never suspends.
+
+States of one run's log::
+
+    (absent) --create--> open --append*--> open --finish--> finished --discard--> (absent)
+                           \\------------------------discard---------------------/
+
+``append`` on a finished log and ``create`` of an existing run raise
+:class:`~agui_engine.errors.UsageError` (a gateway bug, not a peer's fault).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from agui_engine.errors import RemoteInputError, UsageError
+
+__all__ = [
+    "DEFAULT_LOG_MAX_EVENTS",
+    "DEFAULT_LOG_MAX_BYTES",
+    "READ_MAX_EVENTS",
+    "READ_MAX_BYTES",
+    "EventLog",
+    "LogSlice",
+    "InMemoryEventLog",
+    "CursorExpiredError",
+    "UnknownRunError",
+    "BadCursorError",
+    "WS_CLOSE_CURSOR_EXPIRED",
+    "WS_CLOSE_UNKNOWN_RUN",
+]
+
+#: Events kept per run. A long LLM run with tool calls emits a few thousand
+#: events (one per token delta); 20,000 keeps a whole run of that size so that a
+#: reconnect at any point can resume, while bounding a pathological agent.
+DEFAULT_LOG_MAX_EVENTS = 20_000
+
+#: Bytes of encoded events kept per run. 4 MiB holds a very long answer with
+#: large state snapshots; with the default of 1,000 concurrent runs the log's
+#: worst case is 4 GiB, which an operator lowers with ``max_bytes`` (or by
+#: lowering the concurrent-run limit) on smaller machines.
+DEFAULT_LOG_MAX_BYTES = 4 * 1024 * 1024
+
+#: At most this many events per ``read``: the unit of write coalescing. 512
+#: frames of a typical 100-byte delta is ~50 KiB, one socket write that the
+#: kernel takes in one go, and short enough that one slow batch does not delay
+#: the event loop noticeably.
+READ_MAX_EVENTS = 512
+
+#: At most this many bytes per ``read`` (the first event is always returned,
+#: even when it alone is larger), for the same reason.
+READ_MAX_BYTES = 256 * 1024
+
+#: WebSocket close / error codes for the two resume failures (application range).
+WS_CLOSE_CURSOR_EXPIRED = 4410
+WS_CLOSE_UNKNOWN_RUN = 4404
+
+
+class CursorExpiredError(RemoteInputError):
+    """The resume cursor points before the oldest event the log still holds.
+
+    ``first_available`` is the ``seq`` of the oldest retained event; the events
+    ``cursor + 1 .. first_available - 1`` are gone for good.
+    """
+
+    http_status = 410
+    ws_close_code = WS_CLOSE_CURSOR_EXPIRED
+    default_code = "cursor_expired"
+
+    def __init__(self, run_id: str, cursor: int, first_available: int) -> None:
+        super().__init__(
+            f"run {run_id!r}: cannot resume after event {cursor}; the event log now starts at "
+            f"event {first_available} (events {cursor + 1}..{first_available - 1} were dropped "
+            "because the log is bounded)"
+        )
+        self.run_id = run_id
+        self.cursor = cursor
+        self.first_available = first_available
+
+
+class UnknownRunError(RemoteInputError):
+    """No log exists for this run id (never started here, or already discarded)."""
+
+    http_status = 404
+    ws_close_code = WS_CLOSE_UNKNOWN_RUN
+    default_code = "unknown_run"
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"unknown run {run_id!r}: it never ran here or its event log was discarded")
+        self.run_id = run_id
+
+
+class BadCursorError(RemoteInputError):
+    """A resume cursor that cannot be valid: malformed, or ahead of the log's head."""
+
+    default_code = "bad_cursor"
+
+
+@dataclass(slots=True)
+class LogSlice:
+    """What :meth:`EventLog.read` returns.
+
+    ``payloads[i]`` is the encoded event with ``seq == first_seq + i``.
+    ``finished`` is true when the run has ended and these are its last events
+    (nothing will follow ``first_seq + len(payloads) - 1``).
+    """
+
+    first_seq: int
+    payloads: list[bytes]
+    finished: bool
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.payloads) - 1
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """Storage of encoded events per run; see the module docstring."""
+
+    async def create(self, run_id: str) -> None:
+        """Open an empty log. Raises UsageError if one exists for ``run_id``."""
+        ...
+
+    async def append(self, run_id: str, payload: bytes) -> int:
+        """Store one encoded event; return its ``seq``. May drop the oldest events.
+        Raises UnknownRunError, or UsageError after ``finish``."""
+        ...
+
+    async def read(
+        self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
+    ) -> LogSlice:
+        """Events with ``seq > after``, oldest first, at most ``max_events`` /
+        ``max_bytes`` (at least one event when any is available). Raises
+        UnknownRunError, CursorExpiredError, BadCursorError (``after`` < 0 or past the head)."""
+        ...
+
+    async def head(self, run_id: str) -> int:
+        """The ``seq`` of the newest event (0 when empty). Raises UnknownRunError."""
+        ...
+
+    async def finish(self, run_id: str) -> None:
+        """Mark the run ended: no more appends. Idempotent. Raises UnknownRunError."""
+        ...
+
+    async def discard(self, run_id: str) -> None:
+        """Forget the run's log. Idempotent."""
+        ...
+
+
+class _RunLog:
+    __slots__ = ("payloads", "start", "first_seq", "nbytes", "finished")
+
+    def __init__(self) -> None:
+        # payloads[start:] are live; the dead prefix is compacted lazily so that
+        # dropping the oldest event is O(1) amortised.
+        self.payloads: list[bytes] = []
+        self.start = 0
+        self.first_seq = 1  # seq of payloads[start]
+        self.nbytes = 0
+        self.finished = False
+
+
+class InMemoryEventLog:
+    """The default :class:`EventLog`: per-run lists in this process's memory.
+
+    Never suspends, so a transport pays no more than a function call per event.
+    """
+
+    def __init__(self, *, max_events: int = DEFAULT_LOG_MAX_EVENTS, max_bytes: int = DEFAULT_LOG_MAX_BYTES) -> None:
+        if max_events < 1 or max_bytes < 1:
+            raise UsageError("InMemoryEventLog: max_events and max_bytes must be >= 1")
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._runs: dict[str, _RunLog] = {}
+
+    def _get(self, run_id: str) -> _RunLog:
+        log = self._runs.get(run_id)
+        if log is None:
+            raise UnknownRunError(run_id)
+        return log
+
+    async def create(self, run_id: str) -> None:
+        if run_id in self._runs:
+            raise UsageError(f"event log for run {run_id!r} already exists")
+        self._runs[run_id] = _RunLog()
+
+    async def append(self, run_id: str, payload: bytes) -> int:
+        log = self._get(run_id)
+        if log.finished:
+            raise UsageError(f"append to the finished event log of run {run_id!r}")
+        payloads = log.payloads
+        payloads.append(payload)
+        log.nbytes += len(payload)
+        seq = log.first_seq + len(payloads) - 1 - log.start
+        if len(payloads) - log.start > self.max_events or log.nbytes > self.max_bytes:
+            self._trim(log)
+        return seq
+
+    def _trim(self, log: _RunLog) -> None:
+        payloads = log.payloads
+        # Always keep the newest event, even if it alone is over max_bytes:
+        # a subscriber must be able to receive every event at least live.
+        while len(payloads) - log.start > 1 and (
+            len(payloads) - log.start > self.max_events or log.nbytes > self.max_bytes
+        ):
+            log.nbytes -= len(payloads[log.start])
+            payloads[log.start] = b""
+            log.start += 1
+            log.first_seq += 1
+        if log.start > 64 and log.start * 2 > len(payloads):
+            del payloads[: log.start]
+            log.start = 0
+
+    async def read(
+        self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
+    ) -> LogSlice:
+        log = self._get(run_id)
+        first = log.first_seq
+        head = first + len(log.payloads) - log.start - 1
+        if after < 0 or after > head:
+            raise BadCursorError(f"run {run_id!r}: resume cursor {after} is outside 0..{head}")
+        if after < first - 1:
+            raise CursorExpiredError(run_id, after, first)
+        begin = log.start + (after - first + 1)
+        end = min(len(log.payloads), begin + max_events)
+        out = log.payloads[begin:end]
+        total = 0
+        for i, p in enumerate(out):
+            total += len(p)
+            if total > max_bytes and i > 0:
+                del out[i:]
+                break
+        finished = log.finished and begin + len(out) == len(log.payloads)
+        return LogSlice(after + 1, out, finished)
+
+    async def head(self, run_id: str) -> int:
+        log = self._get(run_id)
+        return log.first_seq + len(log.payloads) - log.start - 1
+
+    async def finish(self, run_id: str) -> None:
+        self._get(run_id).finished = True
+
+    async def discard(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+    def __len__(self) -> int:
+        """Number of runs with a log (for tests and metrics)."""
+        return len(self._runs)

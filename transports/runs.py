@@ -1,0 +1,520 @@
+"""The run registry: one producer per run, any number of subscribers, resume,
+grace period, cancellation, concurrency limit, shutdown. Every transport (SSE,
+WebSocket, stdio) serves agents through it, so the gateway path is one piece of
+code.
+
+Theory of operation
+-------------------
+``RunRegistry.start(input)`` opens the run's :mod:`event log
+<transports.eventlog>` and starts a *producer* task that drives
+``agent.run(input)``. Each event the agent yields goes through the gateway path:
+
+1. the :class:`~agui_engine.verify.Verifier` (protocol rules; chunk events are
+   expanded). A violation ends the run with ``RUN_ERROR`` (code of the error)
+   and closes the agent's generator;
+2. :func:`~agui_engine.codec.encode_event`, once, to compact JSON bytes;
+3. ``log.append`` -- which numbers it (``seq``) and bounds the run's memory;
+4. a wake-up of the subscribers waiting for it.
+
+A *subscriber* (:class:`Subscription`) is a cursor into the log. It never has a
+queue of its own: ``next()`` returns every event after its cursor that is
+ready (up to the read batch limits), so a transport writes them all with one
+socket write (write coalescing), and a slow subscriber's backlog is the log
+itself, which is bounded. If the producer laps a subscriber (its cursor falls
+out of the log), ``next()`` raises :class:`~transports.eventlog.CursorExpiredError`
+and the transport ends that stream with a ``RUN_ERROR`` (code
+``cursor_expired``): the client learns it lost events instead of seeing a gap.
+
+Run states (``Run.state``)::
+
+    running --agent ends / error / cancel--> finished --retention expires--> discarded
+       |  \\__ last subscriber leaves --> (grace timer) --expires--> cancel("abandoned")
+       |  \\__ a subscriber arrives ---> grace timer stopped
+       \\__ cancel(reason) -> producer task cancelled -> agent generator aclose()d
+                           -> RUN_ERROR{code: reason} appended -> finished
+
+Every run ends with exactly one terminal event in the log (``RUN_FINISHED`` or
+``RUN_ERROR``): if the agent fails before ``RUN_STARTED``, the registry writes
+``RUN_STARTED`` first, so the stream is always valid AG-UI.
+
+Cancellation (explicit, grace expiry, shutdown) cancels the producer task; the
+``CancelledError`` is raised inside the agent's generator at the point where it
+is suspended (typically reading the model's HTTP stream), and the registry then
+calls ``aclose()`` on the generator, so the upstream call is aborted before
+``cancel()`` returns.
+
+Finished runs stay resumable for ``retention_seconds`` (at most
+``max_retained`` of them), then their logs are discarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agui_engine.agent import Agent
+from agui_engine.codec import encode_event
+from agui_engine.errors import AguiEngineError, RemoteInputError, UsageError
+from agui_engine.events import RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
+from agui_engine.verify import Verifier
+
+from .eventlog import (
+    READ_MAX_BYTES,
+    READ_MAX_EVENTS,
+    CursorExpiredError,
+    EventLog,
+    InMemoryEventLog,
+    LogSlice,
+    UnknownRunError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RUNS",
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_RETENTION_SECONDS",
+    "DEFAULT_MAX_RETAINED",
+    "DEFAULT_KEEPALIVE_SECONDS",
+    "CANCEL_WAIT_SECONDS",
+    "PRODUCER_YIELD_EVERY",
+    "WS_CLOSE_BUSY",
+    "WS_CLOSE_RUN_EXISTS",
+    "ServerBusyError",
+    "RunExistsError",
+    "RunFinishedError",
+    "Run",
+    "RunRegistry",
+    "Subscription",
+]
+
+logger = logging.getLogger("agui_engine.transports")
+
+#: Concurrent running runs per registry. Each holds an open model stream; 1,000
+#: is what one gateway process on a 2-core machine streams comfortably (see the
+#: transports benchmark) -- past it the server answers 503 + Retry-After.
+DEFAULT_MAX_RUNS = 1000
+
+#: How long a run keeps going after its last subscriber left, so that a client
+#: whose connection dropped can reconnect and resume. 30 s covers a mobile
+#: network change or a laptop waking up, without paying for abandoned runs long.
+DEFAULT_GRACE_SECONDS = 30.0
+
+#: How long a finished run's log stays available for resume (a client that lost
+#: the connection just before the terminal event must still get it).
+DEFAULT_RETENTION_SECONDS = 60.0
+
+#: At most this many finished runs are retained; the oldest is discarded first.
+DEFAULT_MAX_RETAINED = 1000
+
+#: Idle interval before a keep-alive is sent. The WHATWG SSE authoring notes
+#: recommend a comment "every 15 seconds or so" against idle-killing proxies.
+DEFAULT_KEEPALIVE_SECONDS = 15.0
+
+#: How long ``cancel()`` waits for the agent's generator to close before giving
+#: up on it (a generator that ignores cancellation must not hang the server).
+CANCEL_WAIT_SECONDS = 5.0
+
+#: The producer yields to the event loop after this many events even if the
+#: agent never suspended, so one agent that emits a burst cannot starve the
+#: other streams. 64 keeps the cost (one loop iteration) under 1% per event.
+PRODUCER_YIELD_EVERY = 64
+
+#: WebSocket close/error codes for the registry's refusals.
+WS_CLOSE_BUSY = 4503
+WS_CLOSE_RUN_EXISTS = 4409
+
+
+class ServerBusyError(AguiEngineError):
+    """The concurrent-run limit is reached; try again after ``retry_after`` seconds."""
+
+    http_status = 503
+    ws_close_code = WS_CLOSE_BUSY
+    default_code = "server_busy"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RunExistsError(RemoteInputError):
+    """A run with this ``runId`` is already known here (start it with a new id, or resume it)."""
+
+    http_status = 409
+    ws_close_code = WS_CLOSE_RUN_EXISTS
+    default_code = "run_exists"
+
+
+class RunFinishedError(RemoteInputError):
+    """The run has already ended; there is nothing left to cancel."""
+
+    http_status = 409
+    ws_close_code = WS_CLOSE_RUN_EXISTS
+    default_code = "run_finished"
+
+
+class Run:
+    """One run: its input, producer task, subscribers and state. Created by the registry."""
+
+    __slots__ = (
+        "run_id",
+        "thread_id",
+        "input",
+        "state",
+        "head",
+        "subscribers",
+        "terminal_code",
+        "_task",
+        "_waiters",
+        "_grace_handle",
+        "_cancel_reason",
+        "_started_sent",
+        "_terminal_sent",
+        "__weakref__",
+    )
+
+    def __init__(self, input: RunAgentInput) -> None:
+        self.run_id = input.run_id
+        self.thread_id = input.thread_id
+        self.input = input
+        self.state = "running"
+        #: seq of the newest event appended (0: none yet).
+        self.head = 0
+        self.subscribers = 0
+        #: ``None`` for RUN_FINISHED, else the RUN_ERROR code, once finished.
+        self.terminal_code: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._waiters: list[asyncio.Future[bool]] = []
+        self._grace_handle: asyncio.TimerHandle | None = None
+        self._cancel_reason: tuple[str, str] | None = None
+        self._started_sent = False
+        self._terminal_sent = False
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"
+
+    def _wake(self) -> None:
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(True)
+
+    async def wait_finished(self) -> None:
+        """Return once the producer has ended (the log holds the terminal event)."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+
+class Subscription:
+    """A cursor into one run's log. Use as an async context manager (or call
+    :meth:`close`) so that the registry knows when the last subscriber leaves."""
+
+    __slots__ = ("run", "cursor", "done", "_registry", "_closed")
+
+    def __init__(self, registry: RunRegistry, run: Run, cursor: int) -> None:
+        self._registry = registry
+        self.run = run
+        #: seq of the last event handed out.
+        self.cursor = cursor
+        #: True once the slice holding the run's last event was returned.
+        self.done = False
+        self._closed = False
+
+    async def next(self, timeout: float | None = None) -> LogSlice | None:
+        """The events after the cursor that are ready (waiting until at least one
+        is, or the run ends); ``None`` when ``timeout`` seconds passed without any
+        (time for a keep-alive). A returned slice with ``finished`` set is the last.
+
+        Raises CursorExpiredError when the producer lapped this subscriber, and
+        UsageError after the last slice was returned.
+        """
+        if self.done:
+            raise UsageError("Subscription.next() after the run's last events were returned")
+        run = self.run
+        log = self._registry.log
+        while True:
+            if run.head > self.cursor or run.state != "running":
+                sl = await log.read(run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
+                if sl.payloads:
+                    self.cursor = sl.first_seq + len(sl.payloads) - 1
+                if sl.finished:
+                    self.done = True
+                if sl.payloads or sl.finished:
+                    return sl
+            loop = asyncio.get_running_loop()
+            fut: asyncio.Future[bool] = loop.create_future()
+            run._waiters.append(fut)
+            handle = loop.call_later(timeout, _expire, fut) if timeout is not None else None
+            try:
+                woke = await fut
+            finally:
+                if handle is not None:
+                    handle.cancel()
+                if not fut.done() or not fut.result():
+                    try:
+                        run._waiters.remove(fut)
+                    except ValueError:
+                        pass
+            if not woke:
+                return None
+
+    async def events(self, timeout: float | None = None) -> AsyncIterator[LogSlice | None]:
+        """Iterate :meth:`next` until the run's last slice (inclusive)."""
+        while not self.done:
+            yield await self.next(timeout)
+
+    def close(self) -> None:
+        """Leave the run (idempotent). The last subscriber leaving starts the grace timer."""
+        if not self._closed:
+            self._closed = True
+            self._registry._unsubscribe(self.run)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
+class RunRegistry:
+    """Runs served by one gateway (one per server / app). See the module docstring.
+
+    ``verify``: run every event through the protocol Verifier (default on: the
+    gateway never forwards a stream a client would reject).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        log: EventLog | None = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        grace_seconds: float = DEFAULT_GRACE_SECONDS,
+        retention_seconds: float = DEFAULT_RETENTION_SECONDS,
+        max_retained: int = DEFAULT_MAX_RETAINED,
+        verify: bool = True,
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise UsageError(f"RunRegistry needs an Agent (an object with run(input)), got {type(agent).__name__}")
+        self.agent = agent
+        self.log: EventLog = log if log is not None else InMemoryEventLog()
+        self.max_runs = max_runs
+        self.grace_seconds = grace_seconds
+        self.retention_seconds = retention_seconds
+        self.max_retained = max_retained
+        self.verify = verify
+        self._runs: dict[str, Run] = {}
+        self._active = 0
+        self._retained: OrderedDict[str, asyncio.TimerHandle | None] = OrderedDict()
+        self._closing = False
+
+    # -- queries -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> int:
+        """Number of runs still running."""
+        return self._active
+
+    def get(self, run_id: str) -> Run:
+        """The run with this id. Raises UnknownRunError."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise UnknownRunError(run_id)
+        return run
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, input: RunAgentInput) -> Run:
+        """Start a run. Raises ServerBusyError (limit reached or shutting down),
+        RunExistsError (``runId`` already known)."""
+        if self._closing:
+            raise ServerBusyError("the server is shutting down", retry_after=5)
+        if self._active >= self.max_runs:
+            raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
+        if input.run_id in self._runs:
+            raise RunExistsError(
+                f"run {input.run_id!r} already exists here; start a run with a new runId, "
+                "or resume this one with Last-Event-ID"
+            )
+        run = Run(input)
+        await self.log.create(run.run_id)
+        self._runs[run.run_id] = run
+        self._active += 1
+        run._task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
+        return run
+
+    def subscribe(self, run: Run, after: int = 0) -> Subscription:
+        """A subscription that starts after event ``after`` (0: from the beginning).
+        The cursor is checked on the first ``next()`` (CursorExpiredError, BadCursorError)."""
+        run.subscribers += 1
+        if run._grace_handle is not None:
+            run._grace_handle.cancel()
+            run._grace_handle = None
+        return Subscription(self, run, after)
+
+    def _unsubscribe(self, run: Run) -> None:
+        run.subscribers -= 1
+        if run.subscribers == 0 and run.state == "running" and not self._closing:
+            loop = asyncio.get_running_loop()
+            run._grace_handle = loop.call_later(self.grace_seconds, self._grace_expired, run)
+
+    def _grace_expired(self, run: Run) -> None:
+        run._grace_handle = None
+        if run.subscribers == 0 and run.state == "running":
+            logger.info("run %s: no subscriber for %.1f s, cancelling", run.run_id, self.grace_seconds)
+            self._request_cancel(run, "abandoned", f"no client was connected for {self.grace_seconds:g} s")
+
+    def _request_cancel(self, run: Run, code: str, message: str) -> None:
+        if run.state == "running" and run._cancel_reason is None and run._task is not None:
+            run._cancel_reason = (code, message)
+            run._task.cancel()
+
+    async def cancel(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
+        """Cancel a running run at once: the agent's generator is closed (the upstream
+        call aborted) and ``RUN_ERROR{code}`` ends the stream. Returns when that is
+        done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError, RunFinishedError."""
+        run = self.get(run_id)
+        if run.state != "running":
+            raise RunFinishedError(f"run {run_id!r} has already finished")
+        self._request_cancel(run, code, message)
+        await self._wait(run, CANCEL_WAIT_SECONDS)
+        return run
+
+    async def _wait(self, run: Run, timeout: float) -> None:
+        if run._task is None:
+            return
+        done, _ = await asyncio.wait({run._task}, timeout=timeout)
+        if not done:
+            logger.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
+
+    async def shutdown(self, *, timeout: float = CANCEL_WAIT_SECONDS) -> None:
+        """Refuse new runs, cancel every running run with ``RUN_ERROR{code:
+        "shutdown"}`` and wait (up to ``timeout``) for their producers to end, so
+        that open streams can send the terminal event before the server closes."""
+        self._closing = True
+        running = [r for r in self._runs.values() if r.state == "running"]
+        for run in running:
+            self._request_cancel(run, "shutdown", "the server is shutting down")
+        tasks = {r._task for r in running if r._task is not None}
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+        for handle in self._retained.values():
+            if handle is not None:
+                handle.cancel()
+
+    # -- the producer: the gateway path ---------------------------------------------------
+
+    async def _append(self, run: Run, event: Any) -> None:
+        # Synthetic events (RUN_STARTED prelude, RUN_ERROR) and agent events share this.
+        seq = await self.log.append(run.run_id, encode_event(event))
+        run.head = seq
+        if run._waiters:
+            run._wake()
+
+    async def _produce(self, run: Run) -> None:
+        gen = self.agent.run(run.input)
+        verifier = Verifier() if self.verify else None
+        error: RunErrorEvent | None = None
+        count = 0
+        try:
+            async for event in gen:
+                out = verifier.feed(event) if verifier is not None else (event,)
+                for ev in out:
+                    cls = type(ev)
+                    if cls is RunStartedEvent:
+                        run._started_sent = True
+                    elif cls is RunFinishedEvent:
+                        run._terminal_sent = True
+                    elif cls is RunErrorEvent:
+                        run._terminal_sent = True
+                        run.terminal_code = ev.code or "run_error"
+                    await self._append(run, ev)
+                count += 1
+                if count % PRODUCER_YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            if verifier is not None:
+                verifier.close()
+            elif not run._terminal_sent:
+                raise RemoteInputError("the agent's stream ended without RUN_FINISHED or RUN_ERROR", code="truncated")
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            code, message = run._cancel_reason or ("cancelled", "the run was cancelled")
+            error = RunErrorEvent(message=message, code=code)
+        except AguiEngineError as exc:
+            logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
+            error = exc.to_run_error()
+        except Exception as exc:  # an agent bug must not take the gateway down; no traceback to the client
+            logger.exception("run %s: the agent raised", run.run_id)
+            error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
+        finally:
+            try:
+                await gen.aclose()
+            except BaseException:  # noqa: BLE001 - a generator that fails on close is the agent's bug
+                logger.exception("run %s: closing the agent's generator failed", run.run_id)
+        await self._finish(run, error)
+
+    async def _finish(self, run: Run, error: RunErrorEvent | None) -> None:
+        try:
+            if error is not None and not run._terminal_sent:
+                if not run._started_sent:
+                    await self._append(run, RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
+                await self._append(run, error)
+                run._terminal_sent = True
+                run.terminal_code = error.code
+            await self.log.finish(run.run_id)
+        finally:
+            run.state = "finished"
+            self._active -= 1
+            if run._grace_handle is not None:
+                run._grace_handle.cancel()
+                run._grace_handle = None
+            run._wake()
+            self._retain(run)
+
+    def _retain(self, run: Run) -> None:
+        loop = asyncio.get_running_loop()
+        handle = None if self._closing else loop.call_later(self.retention_seconds, self._discard_later, run.run_id)
+        self._retained[run.run_id] = handle
+        while len(self._retained) > self.max_retained:
+            old_id, old_handle = self._retained.popitem(last=False)
+            if old_handle is not None:
+                old_handle.cancel()
+            self._drop(old_id)
+
+    def _discard_later(self, run_id: str) -> None:
+        self._retained.pop(run_id, None)
+        self._drop(run_id)
+
+    def _drop(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        loop = asyncio.get_running_loop()
+        loop.create_task(self.log.discard(run_id))
+
+
+def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:
+    """Parse a ``<runId>:<seq>`` resume cursor (SSE ``Last-Event-ID``, the WebSocket
+    ``lastEventId``). Raises BadCursorError naming what is wrong."""
+    from .eventlog import BadCursorError
+
+    rid, sep, seq_text = last_event_id.rpartition(":")
+    if not sep or not rid or not seq_text.isdigit() or len(seq_text) > 18:
+        raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
+    if run_id is not None and rid != run_id:
+        raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")
+    return rid, int(seq_text)
+
+
+def event_id(run_id: str, seq: int) -> str:
+    """The id of event ``seq`` of a run, as carried by SSE ``id:`` and the WS envelope."""
+    return f"{run_id}:{seq}"

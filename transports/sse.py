@@ -1,0 +1,589 @@
+"""AG-UI over HTTP: the SSE (and NDJSON) gateway server and the SSE client agent.
+
+Theory of operation
+-------------------
+Server: :func:`create_app` builds an aiohttp application around a
+:class:`~transports.runs.RunRegistry`. Routes (``<path>`` defaults to ``/``)::
+
+    POST    <path>               start a run (or resume it, with Last-Event-ID)
+    GET     <path>/runs/<runId>  subscribe to a run (EventSource-style resume)
+    DELETE  <path>/runs/<runId>  cancel a run at once
+    OPTIONS *                    CORS preflight (when CORS is configured)
+
+A request is checked completely *before* any stream starts, and refused with a
+JSON body ``{"error": {"code", "message"}}``: 401 (bearer token), 415 (not
+JSON), 413 (body over the limit), 400 (malformed JSON, with the byte offset),
+422 (not a RunAgentInput, with the JSON path), 406 (unacceptable Accept), 409
+(runId already running), 404/410 (unknown run / resume cursor no longer in the
+log), 503 + ``Retry-After`` (concurrent-run limit). Then the answer is ``200
+text/event-stream`` (or ``application/x-ndjson`` when the client prefers it),
+one event per frame, each SSE frame carrying ``id: <runId>:<seq>``.
+
+The stream handler is a loop over a :class:`~transports.runs.Subscription`:
+every event that is ready is framed and the whole batch goes out in **one**
+write; when nothing arrives for ``keepalive_seconds`` a comment line (``:
+keep-alive``; a blank line in NDJSON) is written instead. A client that goes
+away unsubscribes (the registry's grace period then applies); on shutdown the
+registry ends every run with ``RUN_ERROR{code: "shutdown"}``, which each open
+stream writes before it closes.
+
+Client: :class:`SSEAgent` is an :class:`~agui_engine.agent.Agent` over httpx. It
+POSTs the input, decodes the stream with the codec's SSE decoder, remembers the
+last event id, and when the connection drops before the terminal event it POSTs
+again with ``Last-Event-ID`` (bounded retries, exponential backoff with jitter),
+skipping any event whose ``seq`` it has already delivered. Closing its
+generator early cancels the remote run (``DELETE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+import msgspec
+from aiohttp import web
+
+from agui_engine.agent import Agent
+from agui_engine.codec import SSEDecoder, decode_event, encode_sse
+from agui_engine.errors import AguiEngineError
+from agui_engine.events import Event, RunAgentInput
+
+from .common import (
+    DEFAULT_MAX_BODY_BYTES,
+    ConnectionLostError,
+    NotAcceptableError,
+    RemoteAgentError,
+    UnsupportedMediaTypeError,
+    check_bearer,
+    check_body_size,
+    decode_run_input,
+    remote_error_from_body,
+)
+from .eventlog import BadCursorError, CursorExpiredError, EventLog, LogSlice
+from .runs import (
+    DEFAULT_KEEPALIVE_SECONDS,
+    Run,
+    RunRegistry,
+    ServerBusyError,
+    Subscription,
+    resume_cursor,
+)
+
+__all__ = [
+    "SSE_CONTENT_TYPE",
+    "NDJSON_CONTENT_TYPE",
+    "KEEPALIVE_SSE",
+    "KEEPALIVE_NDJSON",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_BACKOFF_INITIAL",
+    "DEFAULT_BACKOFF_MAX",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "CORS_MAX_AGE",
+    "REGISTRY_KEY",
+    "create_app",
+    "frame_sse",
+    "frame_ndjson",
+    "negotiate",
+    "SSEServer",
+    "start_sse_server",
+    "SSEAgent",
+]
+
+logger = logging.getLogger("agui_engine.transports")
+
+SSE_CONTENT_TYPE = "text/event-stream"
+NDJSON_CONTENT_TYPE = "application/x-ndjson"
+_NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
+
+#: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
+#: included) and an empty NDJSON line (NDJSON readers skip blank lines).
+KEEPALIVE_SSE = b": keep-alive\n\n"
+KEEPALIVE_NDJSON = b"\n"
+
+#: Reconnect attempts of SSEAgent after a drop, before it gives up. 5 attempts
+#: with the backoff below span ~6 s: a server restart behind a load balancer or
+#: a brief network loss, not an outage (the run's grace period is 30 s).
+DEFAULT_MAX_RETRIES = 5
+#: First reconnect delay (seconds); doubles per attempt, with jitter.
+DEFAULT_BACKOFF_INITIAL = 0.2
+#: Ceiling of the reconnect delay (seconds).
+DEFAULT_BACKOFF_MAX = 5.0
+#: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
+#: minutes (the server's keep-alive shows the connection is alive).
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
+CORS_MAX_AGE = 600
+
+REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRegistry)
+
+
+def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
+    """One buffer holding an SSE frame (``id: <runId>:<seq>`` + ``data:``) per payload."""
+    return b"".join([encode_sse(p, id=f"{run_id}:{first_seq + i}") for i, p in enumerate(payloads)])
+
+
+def frame_ndjson(payloads: Sequence[bytes]) -> bytes:
+    """One buffer holding one NDJSON line per payload."""
+    return b"\n".join(payloads) + b"\n"
+
+
+def negotiate(accept: str | None) -> str:
+    """``"sse"`` or ``"ndjson"`` for an Accept header (q-values honoured; SSE on
+    ties, wildcards and a missing header). Raises NotAcceptableError."""
+    if not accept:
+        return "sse"
+    best_q = 0.0
+    best = ""
+    for part in accept.split(","):
+        media, *params = part.split(";")
+        media = media.strip().lower()
+        q = 1.0
+        for param in params:
+            key, _, val = param.strip().partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(val)
+                except ValueError:
+                    q = 0.0
+        if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
+            kind = "sse"
+        elif media in _NDJSON_TYPES:
+            kind = "ndjson"
+        else:
+            continue
+        if q > best_q or (q == best_q and kind == "sse" and q > 0):
+            best_q, best = q, kind
+    if not best:
+        raise NotAcceptableError(f"Accept {accept[:200]!r} admits neither {SSE_CONTENT_TYPE} nor {NDJSON_CONTENT_TYPE}")
+    return best
+
+
+def _error_response(exc: AguiEngineError) -> web.Response:
+    headers = {"Cache-Control": "no-store"}
+    if isinstance(exc, ServerBusyError):
+        headers["Retry-After"] = str(exc.retry_after)
+    if exc.http_status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="agui-engine"'
+    return web.json_response(exc.to_json(), status=exc.http_status, headers=headers)
+
+
+class _Gateway:
+    """The request handlers of one app (state: the registry and the options)."""
+
+    def __init__(
+        self,
+        registry: RunRegistry,
+        *,
+        keepalive_seconds: float,
+        max_body_bytes: int,
+        auth_token: str | None,
+        cors_origins: Sequence[str],
+    ) -> None:
+        self.registry = registry
+        self.keepalive = keepalive_seconds
+        self.max_body_bytes = max_body_bytes
+        self.auth_token = auth_token
+        self.cors_any = "*" in cors_origins
+        self.cors_origins = frozenset(cors_origins)
+
+    # -- CORS ----------------------------------------------------------------------------
+
+    def _origin_allowed(self, origin: str | None) -> bool:
+        return origin is not None and (self.cors_any or origin in self.cors_origins)
+
+    async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
+        origin = request.headers.get("Origin")
+        if self._origin_allowed(origin):
+            response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
+            response.headers["Vary"] = "Origin"
+            response.headers["Access-Control-Expose-Headers"] = "Retry-After, X-AGUI-Run-Id"
+
+    async def preflight(self, request: web.Request) -> web.StreamResponse:
+        if not self._origin_allowed(request.headers.get("Origin")):
+            return web.Response(status=403)
+        return web.Response(
+            status=204,
+            headers={
+                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Headers": "Content-Type, Accept, Authorization, Last-Event-ID",
+                "Access-Control-Max-Age": str(CORS_MAX_AGE),
+            },
+        )
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        ctype = request.headers.get("Content-Type", "")
+        if ctype.split(";")[0].strip().lower() != "application/json":
+            raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:100]!r}")
+        if request.content_length is not None:
+            check_body_size(request.content_length, self.max_body_bytes)
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in request.content.iter_chunked(64 * 1024):
+            total += len(chunk)
+            check_body_size(total, self.max_body_bytes)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request)
+            input = decode_run_input(body, max_bytes=self.max_body_bytes)
+            fmt = negotiate(request.headers.get("Accept"))
+            last_event_id = request.headers.get("Last-Event-ID")
+            if last_event_id:
+                _, cursor = resume_cursor(last_event_id, input.run_id)
+                run = self.registry.get(input.run_id)
+                sub = self.registry.subscribe(run, cursor)
+                first = await self._check(sub)
+            else:
+                run = await self.registry.start(input)
+                sub = self.registry.subscribe(run, 0)
+                first = None
+        except AguiEngineError as exc:
+            return _error_response(exc)
+        return await self._stream(request, sub, fmt, first)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        run_id = request.match_info["run_id"]
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            fmt = negotiate(request.headers.get("Accept"))
+            cursor = 0
+            last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
+            if last_event_id:
+                _, cursor = resume_cursor(last_event_id, run_id)
+            run = self.registry.get(run_id)
+            sub = self.registry.subscribe(run, cursor)
+            first = await self._check(sub)
+        except AguiEngineError as exc:
+            return _error_response(exc)
+        return await self._stream(request, sub, fmt, first)
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await self.registry.cancel(request.match_info["run_id"])
+        except AguiEngineError as exc:
+            return _error_response(exc)
+        return web.Response(status=204)
+
+    async def _check(self, sub: Subscription) -> LogSlice | None:
+        # Validate a resume cursor before the 200 goes out, so that an expired
+        # cursor is a 410 answer and not a broken stream.
+        try:
+            return await sub.next(timeout=0.0)
+        except BaseException:
+            sub.close()
+            raise
+
+    async def _stream(
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None
+    ) -> web.StreamResponse:
+        run = sub.run
+        sse = fmt == "sse"
+        resp = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+                "X-AGUI-Run-Id": run.run_id,
+            },
+        )
+        try:
+            await resp.prepare(request)
+            await _pump(resp.write, sub, sse, self.keepalive, first)
+            await resp.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            # The client went away (a write failed, or aiohttp cancelled the
+            # handler). The subscription closes below; the grace period decides.
+            logger.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
+            if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+        finally:
+            sub.close()
+        return resp
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        await self.registry.shutdown()
+
+
+async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, first: LogSlice | None) -> None:
+    """Write the subscription's events until the run's last one (the shared hot
+    loop of the HTTP streams): one ``write`` per ready batch."""
+    run_id = sub.run.run_id
+    sl = first
+    while True:
+        if sl is None:
+            try:
+                sl = await sub.next(keepalive)
+            except CursorExpiredError as exc:
+                # This subscriber fell further behind than the log holds: say so
+                # (no id: it does not move the client's cursor) and end the stream.
+                err = exc.to_run_error()
+                await write(encode_sse(msgspec.json.encode(err)) if sse else msgspec.json.encode(err) + b"\n")
+                return
+            if sl is None:
+                await write(KEEPALIVE_SSE if sse else KEEPALIVE_NDJSON)
+                continue
+        if sl.payloads:
+            await write(frame_sse(run_id, sl.first_seq, sl.payloads) if sse else frame_ndjson(sl.payloads))
+        if sl.finished:
+            return
+        sl = None
+
+
+def create_app(
+    agent: Agent | None = None,
+    *,
+    path: str = "/",
+    registry: RunRegistry | None = None,
+    log: EventLog | None = None,
+    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    auth_token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    **registry_options: Any,
+) -> web.Application:
+    """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
+
+    Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
+    or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
+    ``POST /agui`` and ``/agui/runs/<runId>``. ``registry_options`` go to
+    :class:`~transports.runs.RunRegistry` (``max_runs``, ``grace_seconds``,
+    ``retention_seconds``, ``verify``); pass ``registry`` to share one between
+    transports. ``auth_token``: require ``Authorization: Bearer <token>``.
+    ``cors_origins``: origins allowed by CORS (``"*"`` for any).
+
+    Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
+    so a client disconnect is noticed at once; otherwise it is noticed at the
+    next write (at the latest one keep-alive interval later).
+    Raises UsageError when neither ``agent`` nor ``registry`` is given.
+    """
+    if registry is None:
+        if agent is None:
+            from agui_engine.errors import UsageError
+
+            raise UsageError("create_app needs an agent or a registry")
+        registry = RunRegistry(agent, log=log, **registry_options)
+    gw = _Gateway(
+        registry,
+        keepalive_seconds=keepalive_seconds,
+        max_body_bytes=max_body_bytes,
+        auth_token=auth_token,
+        cors_origins=cors_origins,
+    )
+    # client_max_size is aiohttp's own cap for request.read(); the body is read
+    # by _read_body, which enforces max_body_bytes with a JSON 413.
+    app = web.Application(client_max_size=max_body_bytes)
+    app[REGISTRY_KEY] = registry
+    runs = path.rstrip("/") + "/runs/{run_id}"
+    app.router.add_post(path, gw.post)
+    app.router.add_get(runs, gw.get)
+    app.router.add_delete(runs, gw.delete)
+    if cors_origins:
+        app.router.add_route("OPTIONS", path, gw.preflight)
+        app.router.add_route("OPTIONS", runs, gw.preflight)
+        app.on_response_prepare.append(gw.on_prepare)
+    app.on_shutdown.append(gw.on_shutdown)
+    return app
+
+
+class SSEServer:
+    """A running SSE gateway (see :func:`start_sse_server`): ``url``, ``registry``, ``close()``."""
+
+    def __init__(self, runner: web.AppRunner, url: str, registry: RunRegistry | None) -> None:
+        self.runner = runner
+        self.url = url
+        self.registry = registry
+
+    async def close(self) -> None:
+        """Graceful shutdown: open streams get ``RUN_ERROR{code: "shutdown"}``, then close."""
+        await self.runner.cleanup()
+
+    async def __aenter__(self) -> SSEServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def start_sse_server(
+    agent: Agent | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    app: web.Application | None = None,
+    shutdown_timeout: float = 10.0,
+    **options: Any,
+) -> SSEServer:
+    """Start the gateway in this event loop (port 0: an ephemeral port) and return
+    it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint."""
+    if app is None:
+        app = create_app(agent, **options)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
+    await runner.setup()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    site = web.SockSite(runner, sock)
+    await site.start()
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]
+    return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY))
+
+
+# ---------------------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------------------
+
+_TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+
+class _Dropped(Exception):
+    """The stream ended before the run's terminal event."""
+
+
+class SSEAgent:
+    """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
+
+    ``run(input)`` raises, before its first event, :class:`~transports.common.RemoteAgentError`
+    (the server refused: status + remote error code) or
+    :class:`~transports.common.ConnectionLostError` (unreachable). After the
+    first event it never raises for transport reasons (Agent contract): a drop
+    is resumed with ``Last-Event-ID`` up to ``max_retries`` times, and when that
+    fails the stream ends with ``RUN_ERROR`` carrying the error's code
+    (``connection_lost``, ``cursor_expired`` ...). Malformed events raise
+    :class:`~agui_engine.errors.RemoteInputError` subclasses from the codec.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        client: httpx.AsyncClient | None = None,
+        tolerant: bool = False,
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.max_retries = max_retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.connect_timeout = connect_timeout
+        self.tolerant = tolerant
+        self._client = client
+        #: Reconnections made by the last run (for diagnostics and tests).
+        self.reconnects = 0
+
+    def _runs_url(self, run_id: str) -> str:
+        from urllib.parse import quote
+
+        return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        body = msgspec.json.encode(input)
+        client = self._client or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout))
+        owned = self._client is None
+        last_seq = 0
+        last_id: str | None = None
+        yielded = False
+        terminal = False
+        failures = 0
+        self.reconnects = 0
+        closed_early = True
+        try:
+            while True:
+                headers = {
+                    **self.headers,
+                    "Content-Type": "application/json",
+                    "Accept": SSE_CONTENT_TYPE,
+                }
+                if last_id is not None:
+                    headers["Last-Event-ID"] = last_id
+                try:
+                    async with client.stream("POST", self.url, content=body, headers=headers) as resp:
+                        if resp.status_code != 200:
+                            raw = await resp.aread()
+                            raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+                        decoder = SSEDecoder()
+                        async for chunk in resp.aiter_raw():
+                            for msg in decoder.feed(chunk):
+                                seq = 0
+                                if msg.id:
+                                    try:
+                                        seq = resume_cursor(msg.id)[1]
+                                    except BadCursorError:
+                                        seq = 0
+                                    if seq and seq <= last_seq:
+                                        continue  # already delivered before a reconnect
+                                if not msg.data:
+                                    continue
+                                event = decode_event(msg.data, tolerant=self.tolerant)
+                                if msg.id and seq:
+                                    last_seq, last_id = seq, msg.id
+                                failures = 0
+                                yielded = True
+                                yield event  # type: ignore[misc]
+                                if getattr(event, "type", None) in _TERMINAL:
+                                    terminal = True
+                        decoder.close()  # an incomplete last frame is discarded (WHATWG)
+                    if terminal:
+                        closed_early = False
+                        return
+                    raise _Dropped("the stream ended before RUN_FINISHED / RUN_ERROR")
+                except (httpx.TransportError, _Dropped) as exc:
+                    if terminal:
+                        closed_early = False
+                        return
+                    failures += 1
+                    if failures > self.max_retries or last_id is None:
+                        error = ConnectionLostError(
+                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
+                            f"after {failures - 1} retries"
+                            if last_id is not None
+                            else f"cannot reach {self.url} ({type(exc).__name__})"
+                        )
+                        if not yielded:
+                            closed_early = False
+                            raise error from None
+                        closed_early = False
+                        yield error.to_run_error()
+                        return
+                    delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
+                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                    self.reconnects += 1
+                except AguiEngineError as exc:
+                    closed_early = not isinstance(exc, RemoteAgentError)
+                    if not yielded:
+                        raise
+                    # After the first event the Agent contract forbids raising: a
+                    # refused resume (410 cursor expired, 404 unknown run) or a
+                    # malformed event ends the run with RUN_ERROR{code}.
+                    yield exc.to_run_error()
+                    return
+        finally:
+            if closed_early and last_id is not None and not terminal:
+                # The consumer stopped early: cancel the remote run now rather
+                # than leaving it to the server's grace period.
+                try:
+                    await client.delete(self._runs_url(last_id.rpartition(":")[0]), headers=self.headers, timeout=2.0)
+                except (httpx.HTTPError, RuntimeError):
+                    pass
+            if owned:
+                await client.aclose()
