@@ -393,7 +393,10 @@ def decode_event(
     except RecursionError:
         raise EventDecodeError("JSON nested too deeply", code="invalid_json") from None
     # Slow path, only for input the fast path rejected.
-    obj = _ANY_DECODER.decode(data)
+    try:
+        obj = _ANY_DECODER.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        obj = None  # the shape error found first is the one to report
     kind = obj.get("type") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind not in _KNOWN_TYPES:
         if legacy is not None and kind in LEGACY_THINKING_TYPES:
@@ -499,7 +502,53 @@ class _LineBuffer:
         return lines, terms, start
 
 
-class SSEDecoder:
+class _Framer:
+    """What the SSE and NDJSON splitters share: input checks, the failed and closed states,
+    deferred errors (see :func:`_deliver`) and the offsets of the frames last returned."""
+
+    _name = "decoder"
+
+    def __init__(self, *, cr_is_eol: bool) -> None:
+        self._lines = _LineBuffer(cr_is_eol=cr_is_eol)
+        self._offsets: list[int] = []  # stream offset of each frame the last call returned
+        self._error: Exception | None = None
+        self._closed = False
+
+    def feed(self, data: bytes) -> list[Any]:
+        """Parse more bytes; return the frames they complete (see the class docstring)."""
+        out, error = self._feed(data)
+        return _deliver(self, out, error)
+
+    def close(self) -> list[Any]:
+        """End of input (see the class docstring). Raises a pending error."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            return []
+        self._closed = True
+        self._offsets = []
+        return self._finish()
+
+    def _accept(self, data: bytes) -> bytes:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(f"{self._name}.feed() after close()")
+        self._offsets = []
+        if type(data) is bytes:
+            return data
+        if isinstance(data, (bytearray, memoryview)):
+            return bytes(data)
+        raise UsageError(f"{self._name}.feed() takes bytes, not {type(data).__name__}")
+
+    def _feed(self, data: bytes) -> tuple[list[Any], Exception | None]:
+        raise NotImplementedError
+
+    def _finish(self) -> list[Any]:
+        raise NotImplementedError
+
+
+class SSEDecoder(_Framer):
     """Incremental WHATWG ``text/event-stream`` parser (see the module docstring).
 
     ``feed(bytes) -> list[SSEMessage]``; ``close() -> list[SSEMessage]`` (always empty: an
@@ -511,12 +560,14 @@ class SSEDecoder:
     (non-bytes input, feed after close).
     """
 
+    _name = "SSEDecoder"
+
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        super().__init__(cr_is_eol=True)
         self.max_frame_bytes = max_frame_bytes
         self.last_event_id = ""
         self.retry: int | None = None
         self.truncated = False
-        self._lines = _LineBuffer(cr_is_eol=True)
         self._at_start = True
         self._head = b""  # the first bytes while a BOM may still be arriving
         self._data: list[str] = []
@@ -526,24 +577,9 @@ class SSEDecoder:
         self._block_len = 0
         self._block_start = -1
         self._frames = 0
-        self._offsets: list[int] = []
-        self._error: Exception | None = None
-        self._closed = False
 
-    # The public API -------------------------------------------------------------------------
-
-    def feed(self, data: bytes) -> list[SSEMessage]:
-        """Parse more bytes; return the events completed by them (see class docstring)."""
-        out, error = self._feed(data)
-        return _deliver(self, out, error)
-
-    def close(self) -> list[SSEMessage]:
-        """End of input: drop any unfinished event (WHATWG). Raises a pending error."""
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            return []
-        self._closed = True
+    def _finish(self) -> list[SSEMessage]:
+        # WHATWG: an unfinished event at the end of input is dropped, never dispatched.
         self.truncated = bool(
             self._lines.has_partial() or self._head or self._block_start >= 0 or self._data
         )
@@ -552,15 +588,7 @@ class SSEDecoder:
     # Internals ------------------------------------------------------------------------------
 
     def _feed(self, data: bytes) -> tuple[list[SSEMessage], Exception | None]:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise UsageError("SSEDecoder.feed() after close()")
-        if type(data) is not bytes:
-            if not isinstance(data, (bytearray, memoryview)):
-                raise UsageError(f"SSEDecoder.feed() takes bytes, not {type(data).__name__}")
-            data = bytes(data)
-        self._offsets = []
+        data = self._accept(data)
         if self._at_start:
             data = self._head + data
             if len(data) < len(_BOM) and _BOM.startswith(data):
@@ -672,7 +700,7 @@ def _deliver(decoder: Any, out: list[Any], error: Exception | None) -> list[Any]
 _JSON_WS: Final = b" \t\r"
 
 
-class NDJSONDecoder:
+class NDJSONDecoder(_Framer):
     """Incremental NDJSON splitter: ``feed(bytes) -> list[bytes]``, one JSON text per item.
 
     LF ends a line (a CR before it is dropped); blank lines are skipped; ``close()`` returns a
@@ -682,30 +710,18 @@ class NDJSONDecoder:
     and index) and :class:`UsageError` for non-bytes input or feed after close.
     """
 
+    _name = "NDJSONDecoder"
+
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        super().__init__(cr_is_eol=False)
         self.max_line_bytes = max_line_bytes
-        self._lines = _LineBuffer(cr_is_eol=False)
         self._index = 0
-        self._offsets: list[int] = []
-        self._error: Exception | None = None
-        self._closed = False
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """Split more bytes; return the lines they complete."""
-        out, error = self._feed(data)
-        return _deliver(self, out, error)
-
-    def close(self) -> list[bytes]:
-        """End of input: return the last line if it had no LF. Raises a pending error."""
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            return []
-        self._closed = True
-        self._offsets = []
+    def _finish(self) -> list[bytes]:
+        # The last line may lack its LF: it is complete at the end of input.
         rest = self._lines.partial()
         out: list[bytes] = []
-        line = rest.rstrip(b"\r")
+        line = rest[:-1] if rest[-1:] == b"\r" else rest
         if line.strip(_JSON_WS):
             out.append(line)
             self._offsets.append(self._lines.offset)
@@ -713,15 +729,7 @@ class NDJSONDecoder:
         return out
 
     def _feed(self, data: bytes) -> tuple[list[bytes], Exception | None]:
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise UsageError("NDJSONDecoder.feed() after close()")
-        if type(data) is not bytes:
-            if not isinstance(data, (bytearray, memoryview)):
-                raise UsageError(f"NDJSONDecoder.feed() takes bytes, not {type(data).__name__}")
-            data = bytes(data)
-        self._offsets = []
+        data = self._accept(data)
         if not data:
             return [], None
         lines, _, pos = self._lines.take(data)
@@ -779,7 +787,7 @@ class EventStreamDecoder:
         id_factory: Callable[[], str] | None = None,
     ) -> None:
         if format == "sse":
-            self._framer: SSEDecoder | NDJSONDecoder = SSEDecoder(max_frame_bytes=max_frame_bytes)
+            self._framer: _Framer = SSEDecoder(max_frame_bytes=max_frame_bytes)
         elif format == "ndjson":
             self._framer = NDJSONDecoder(max_line_bytes=max_frame_bytes)
         else:
