@@ -14,7 +14,10 @@ import sys
 from collections.abc import Sequence
 
 # name -> (module, one-line help). The module provides add_arguments() and run().
-SUBCOMMANDS: dict[str, tuple[str, str]] = {}
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("transports.serve_command", "Serve an agent over SSE, WebSocket or stdio (the AG-UI gateway)."),
+    "run": ("transports.run_command", "Run one message against a remote AG-UI endpoint and render it live."),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
