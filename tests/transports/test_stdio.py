@@ -1,0 +1,91 @@
+"""The stdio transport through a real subprocess (``agui-engine serve --transport stdio``)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import msgspec
+import pytest
+
+from agui_engine.codec import decode_event
+from transports.common import RemoteAgentError
+from transports.stdio import StdioAgent
+
+from .scripted import ScriptedAgent, make_input
+
+SERVE = [sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio"]
+
+
+def line(run_id: str) -> bytes:
+    return msgspec.json.encode(make_input(run_id)) + b"\n"
+
+
+def test_lines_in_events_out_errors_keep_serving_and_eof_exits_0() -> None:
+    stdin = (
+        line("a")
+        + b"not json\n"
+        + b'{"threadId": "t", "runId": 7, "messages": []}\n'
+        + b"\n"
+        + line("a")  # duplicate of a finished run: refused, the server goes on
+        + line("b")
+    )
+    proc = subprocess.run(
+        SERVE + ["--agent", "py:tests.transports.scripted:agent", "--log-level", "DEBUG"],
+        input=stdin,
+        capture_output=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    docs = [msgspec.json.decode(x) for x in proc.stdout.splitlines()]
+    errors = [d for d in docs if "error" in d]
+    events = [decode_event(msgspec.json.encode(d)) for d in docs if "type" in d]
+    assert [(e["line"], e["error"]["code"]) for e in errors] == [
+        (2, "malformed_json"),
+        (3, "invalid_input"),
+        (5, "run_exists"),
+    ]
+    assert errors[2]["runId"] == "a"
+    assert [e.type.value for e in events].count("RUN_FINISHED") == 2
+    assert all(b"Traceback" not in x for x in proc.stdout.splitlines())
+
+
+def test_concurrent_runs_are_tagged_and_eof_finishes_them() -> None:
+    stdin = line("a") + line("b")
+    proc = subprocess.run(
+        SERVE + ["--agent", "py:tests.transports.scripted:slow_agent"], input=stdin, capture_output=True, timeout=30
+    )
+    assert proc.returncode == 0
+    docs = [msgspec.json.decode(x) for x in proc.stdout.splitlines()]
+    tagged = [d for d in docs if "event" in d]
+    assert {d["id"].rpartition(":")[0] for d in tagged} == {"a", "b"}
+    for rid in ("a", "b"):
+        seqs = [int(d["id"].rpartition(":")[2]) for d in tagged if d["id"].startswith(rid + ":")]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        assert [d["event"]["type"] for d in tagged if d["id"].startswith(rid + ":")][-1] == "RUN_FINISHED"
+    # a run that was alone when it began started with bare lines, then was tagged
+    assert docs[0]["type"] == "RUN_STARTED"
+
+
+async def test_stdio_agent_spawns_the_server_and_matches_the_direct_stream() -> None:
+    agent = StdioAgent(SERVE + ["--agent", "py:tests.transports.scripted:agent"])
+    remote = [e async for e in agent.run(make_input("r1"))]
+    direct = [e async for e in ScriptedAgent(deltas=5).run(make_input("r1"))]
+    assert remote == direct
+
+
+async def test_stdio_agent_typed_error_and_cancel() -> None:
+    bad = make_input("x\u2028y")
+    bad_agent = StdioAgent(SERVE + ["--agent", "py:tests.transports.scripted:agent"])
+    events = [e async for e in bad_agent.run(make_input("ok"))]
+    assert events[-1].type.value == "RUN_FINISHED"
+    with pytest.raises(RemoteAgentError):
+        # an unusable run id (CR) is refused by the server with an error line
+        [e async for e in bad_agent.run(msgspec.structs.replace(bad, run_id="x\ry"))]
+    slow = StdioAgent(SERVE + ["--agent", "py:tests.transports.scripted:slow_agent"])
+    gen = slow.run(make_input("c"))
+    async for e in gen:
+        if e.type.value == "TEXT_MESSAGE_CONTENT":
+            break
+    await asyncio.wait_for(gen.aclose(), 10)  # sends cancel, the child exits

@@ -1,0 +1,52 @@
+"""Run an agent *through* the gateway, in-process: the function behind
+``agui-engine demo`` showing a run over a real loopback transport.
+
+:func:`run_via_gateway` starts the SSE (or WebSocket) gateway for ``agent`` on
+``127.0.0.1`` with an ephemeral port, in the current event loop, runs ``input``
+with the matching client agent against it and yields the events the client
+received; the server is shut down when the iteration ends (or is closed early,
+which cancels the run on the server). Every event has therefore crossed the
+whole gateway path: verification, the event log with ids, HTTP framing, the
+client's decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agui_engine.agent import Agent
+from agui_engine.errors import UsageError
+from agui_engine.events import Event, RunAgentInput
+
+__all__ = ["run_via_gateway"]
+
+
+async def run_via_gateway(
+    agent: Agent, input: RunAgentInput, *, transport: str = "sse", **server_options: Any
+) -> AsyncIterator[Event]:
+    """Yield the events of ``input`` run by ``agent`` behind a loopback gateway.
+
+    ``transport``: ``"sse"`` (default) or ``"ws"``. ``server_options`` go to
+    :func:`~transports.sse.start_sse_server` / :func:`~transports.websocket.start_ws_server`.
+    Raises UsageError for an unknown transport; the client's errors otherwise.
+    """
+    if transport == "sse":
+        from .sse import SSEAgent, start_sse_server
+
+        server: Any = await start_sse_server(agent, **server_options)
+        client: Agent = SSEAgent(server.url)
+    elif transport in ("ws", "websocket"):
+        from .websocket import WebSocketAgent, start_ws_server
+
+        server = await start_ws_server(agent, **server_options)
+        client = WebSocketAgent(server.url)
+    else:
+        raise UsageError(f"run_via_gateway: unknown transport {transport!r} (sse or ws)")
+    events = client.run(input)
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]  # cancels the run if we stopped early
+        await server.close()

@@ -1,0 +1,301 @@
+"""AG-UI over stdio (NDJSON): the server behind ``agui-engine serve --transport
+stdio`` and :class:`StdioAgent`, which runs such a server as a subprocess.
+
+Theory of operation
+-------------------
+In: one JSON object per line on stdin. A ``RunAgentInput`` starts a run;
+``{"type": "cancel", "runId": "..."}`` cancels one. Out: one JSON object per
+line on stdout, of three recognisable shapes:
+
+* a bare AG-UI event (it has ``"type"``) -- it belongs to the only run in flight;
+* ``{"id": "<runId>:<seq>", "event": {...}}`` -- an event of a run that is (or
+  was) in flight together with another one: as soon as a second run starts,
+  every run in flight is *tagged* and stays tagged until it ends, so a reader
+  can always tell runs apart;
+* ``{"error": {"code", "message"}, "line": n}`` (plus ``"runId"`` when the
+  error belongs to a run) -- a line that could not be served (malformed JSON,
+  not a RunAgentInput, duplicate run id, over the size limit). The server keeps
+  serving.
+
+Logs go to stderr only (stdout carries nothing but protocol lines). At the end
+of stdin the runs in flight finish (they are not cancelled), then the server
+exits with status 0.
+
+Runs go through the same :class:`~transports.runs.RunRegistry` as the network
+transports (verification, event log, cancellation). Backpressure: stdout is a
+pipe; each batch of ready events is one blocking write, so a slow reader stalls
+the server (the pipe is the buffer) and nothing is queued without bound.
+
+Stdin is read by a daemon thread (``readline`` on a regular file or a pipe,
+both of which the event loop's selector cannot always watch); the thread
+hands complete lines to the loop and never blocks interpreter exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shlex
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import IO, Any
+
+import msgspec
+
+from agui_engine.agent import Agent
+from agui_engine.codec import decode_event
+from agui_engine.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.events import Event, RunAgentInput
+
+from .common import DEFAULT_MAX_BODY_BYTES, ConnectionLostError, decode_run_input
+from .runs import RunRegistry, Subscription
+
+__all__ = ["serve_stdio", "StdioAgent", "STDIO_EXIT_TIMEOUT"]
+
+logger = logging.getLogger("agui_engine.transports")
+
+#: How long StdioAgent waits for the subprocess to exit after its run ended (or
+#: after a cancel) before it kills it. The server exits as soon as stdin closes
+#: and its runs are done, so this only matters for a stuck child.
+STDIO_EXIT_TIMEOUT = 5.0
+
+_EOF = object()
+
+
+def _reader_thread(stream: IO[bytes], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], limit: int) -> None:
+    try:
+        while True:
+            line = stream.readline(limit + 1)
+            if not line:
+                break
+            if len(line) > limit and not line.endswith(b"\n"):
+                # Over the limit: skip the rest of this line, report it as one error.
+                while True:
+                    rest = stream.readline(65536)
+                    if not rest or rest.endswith(b"\n"):
+                        break
+                line = None
+            loop.call_soon_threadsafe(queue.put_nowait, line)
+    except (OSError, ValueError) as exc:  # stdin closed under us
+        logger.debug("stdin reader stopped: %s", exc)
+    finally:
+        loop.call_soon_threadsafe(queue.put_nowait, _EOF)
+
+
+class _StdioServer:
+    def __init__(self, registry: RunRegistry, out: IO[bytes]) -> None:
+        self.registry = registry
+        self.out = out
+        self.in_flight: dict[str, bool] = {}  # run id -> tagged
+        self.pumps: set[asyncio.Task[None]] = set()
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.out.flush()
+
+    def error(self, exc: AguiEngineError, line_no: int, run_id: str | None = None) -> None:
+        doc: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}, "line": line_no}
+        if run_id is not None:
+            doc["runId"] = run_id
+        self.write(msgspec.json.encode(doc) + b"\n")
+
+    async def handle(self, line: bytes | None, line_no: int, max_bytes: int) -> None:
+        if line is None:
+            self.error(LimitExceededError(f"line {line_no} is longer than {max_bytes} bytes"), line_no)
+            return
+        if not line.strip():
+            return
+        try:
+            doc = msgspec.json.decode(line)
+        except msgspec.DecodeError as exc:
+            from .common import MalformedInputError
+
+            self.error(MalformedInputError(f"line {line_no} is not valid JSON: {exc}"), line_no)
+            return
+        if isinstance(doc, dict) and doc.get("type") == "cancel":
+            run_id = doc.get("runId")
+            try:
+                if not isinstance(run_id, str):
+                    raise RemoteInputError("a cancel message needs a string runId - at `$.runId`")
+                await self.registry.cancel(run_id)
+            except AguiEngineError as exc:
+                self.error(exc, line_no, run_id if isinstance(run_id, str) else None)
+            return
+        try:
+            input = decode_run_input(doc, max_bytes=max_bytes)
+            run = await self.registry.start(input)
+        except AguiEngineError as exc:
+            rid = doc.get("runId") if isinstance(doc, dict) and isinstance(doc.get("runId"), str) else None
+            self.error(exc, line_no, rid)
+            return
+        if self.in_flight:
+            for rid in self.in_flight:
+                self.in_flight[rid] = True
+        self.in_flight[run.run_id] = bool(self.in_flight)
+        task = asyncio.get_running_loop().create_task(self.pump(self.registry.subscribe(run)))
+        self.pumps.add(task)
+        task.add_done_callback(self.pumps.discard)
+
+    async def pump(self, sub: Subscription) -> None:
+        rid = sub.run.run_id
+        prefix = b'{"id":' + msgspec.json.encode(rid)[:-1]
+        async with sub:
+            while not sub.done:
+                sl = await sub.next()
+                if sl is None or not sl.payloads:
+                    continue
+                if self.in_flight.get(rid):
+                    data = b"".join(
+                        [b'%b:%d","event":%b}\n' % (prefix, sl.first_seq + i, p) for i, p in enumerate(sl.payloads)]
+                    )
+                else:
+                    data = b"\n".join(sl.payloads) + b"\n"
+                self.write(data)
+        self.in_flight.pop(rid, None)
+
+
+async def serve_stdio(
+    agent: Agent | None = None,
+    *,
+    registry: RunRegistry | None = None,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
+    max_line_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    **registry_options: Any,
+) -> int:
+    """Serve runs over stdin/stdout until the end of stdin; return the exit status (0).
+
+    ``registry_options`` go to :class:`~transports.runs.RunRegistry`. Raises
+    UsageError when neither ``agent`` nor ``registry`` is given.
+    """
+    if registry is None:
+        if agent is None:
+            raise UsageError("serve_stdio needs an agent or a registry")
+        # No subscriber ever leaves a stdio run early, so the grace period never applies.
+        registry = RunRegistry(agent, **registry_options)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    source = stdin if stdin is not None else sys.stdin.buffer
+    server = _StdioServer(registry, stdout if stdout is not None else sys.stdout.buffer)
+    threading.Thread(
+        target=_reader_thread, args=(source, loop, queue, max_line_bytes), name="agui-stdin", daemon=True
+    ).start()
+    line_no = 0
+    while True:
+        line = await queue.get()
+        if line is _EOF:
+            break
+        line_no += 1
+        await server.handle(line, line_no, max_line_bytes)
+    # End of input: let the runs in flight finish, then exit cleanly.
+    if server.pumps:
+        await asyncio.gather(*list(server.pumps), return_exceptions=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------------------
+
+
+class StdioAgent:
+    """An AG-UI stdio server run as a subprocess, as an :class:`~agui_engine.agent.Agent`.
+
+    ``command`` is an argv list or a shell-style string (split with ``shlex``, no
+    shell). Each ``run()`` starts the process, writes the input line, reads event
+    lines until the terminal event, then closes stdin so the process exits.
+    Closing the generator early sends ``{"type": "cancel"}`` and waits for the
+    process (killing it after STDIO_EXIT_TIMEOUT). The child's stderr is passed
+    through to ours (its logs). Raises, before the first event,
+    ConnectionLostError (the process exited without a terminal event) or
+    RemoteAgentError (it answered with an error line); after the first event such
+    failures end the stream with ``RUN_ERROR`` (Agent contract).
+    """
+
+    def __init__(self, command: str | Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not self.argv:
+            raise UsageError("StdioAgent needs a command")
+        self.env = env
+        self.cwd = cwd
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        from .common import RemoteAgentError
+
+        proc = await asyncio.create_subprocess_exec(
+            *self.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env={**os.environ, **self.env} if self.env is not None else None,
+            cwd=self.cwd,
+            limit=DEFAULT_MAX_BODY_BYTES + 1,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        terminal = False
+        yielded = False
+        try:
+            proc.stdin.write(msgspec.json.encode(input) + b"\n")
+            await proc.stdin.drain()
+            while True:
+                line = await proc.stdout.readline()
+                if not line:
+                    error: AguiEngineError = ConnectionLostError(
+                        f"the stdio agent {self.argv[0]!r} exited before the run ended"
+                    )
+                    if yielded:
+                        yield error.to_run_error()
+                        terminal = True
+                        return
+                    raise error
+                if not line.strip():
+                    continue
+                doc = msgspec.json.decode(line)
+                if "error" in doc and "type" not in doc:
+                    err = doc["error"]
+                    refused = RemoteAgentError(
+                        f"the stdio agent refused line {doc.get('line')}: {err.get('message')}",
+                        status=0,
+                        code=err.get("code"),
+                    )
+                    if yielded:
+                        yield refused.to_run_error()
+                        terminal = True
+                        return
+                    raise refused
+                payload = doc.get("event") if "type" not in doc else doc
+                event = decode_event(msgspec.json.encode(payload))
+                yielded = True
+                yield event  # type: ignore[misc]
+                if type(event).__name__ in ("RunFinishedEvent", "RunErrorEvent"):
+                    terminal = True
+                    return
+        finally:
+            await self._stop(proc, input.run_id, cancel=not terminal)
+
+    async def _stop(self, proc: asyncio.subprocess.Process, run_id: str, *, cancel: bool) -> None:
+        assert proc.stdin is not None
+        try:
+            if cancel and proc.returncode is None:
+                proc.stdin.write(msgspec.json.encode({"type": "cancel", "runId": run_id}) + b"\n")
+                await proc.stdin.drain()
+            proc.stdin.close()
+        except (ConnectionError, RuntimeError):
+            pass
+        assert proc.stdout is not None
+        stdout = proc.stdout
+
+        async def drain_and_wait() -> None:
+            # Read what the child still writes (e.g. the cancelled run's RUN_ERROR)
+            # so that it never blocks on a full pipe while exiting.
+            while await stdout.read(65536):
+                pass
+            await proc.wait()
+
+        try:
+            await asyncio.wait_for(drain_and_wait(), STDIO_EXIT_TIMEOUT)
+        except asyncio.TimeoutError:
+            logger.warning("stdio agent %r did not exit; killing it", self.argv[0])
+            proc.kill()
+            await proc.wait()

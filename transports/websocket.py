@@ -1,0 +1,467 @@
+"""AG-UI over WebSocket (on the ``websockets`` library): the server and
+:class:`WebSocketAgent`.
+
+Theory of operation
+-------------------
+One connection carries any number of runs. Client -> server, one JSON text
+message each::
+
+    {"type": "run",    "input": <RunAgentInput>}
+    {"type": "cancel", "runId": "..."}
+    {"type": "resume", "runId": "...", "lastEventId": "<runId>:<seq>"}
+
+Server -> client: text messages made of one or more *lines* (newline-separated
+JSON objects; several lines when several events were ready at once -- write
+coalescing; connect with ``?batch=0`` to get exactly one line per message)::
+
+    {"id": "<runId>:<seq>", "event": {...AG-UI event...}}
+    {"runId": "...", "error": {"code": "...", "message": "...", "status": 4xxx}}
+
+An error line tied to a run carries its ``runId``; an error about a message
+that names no run (malformed JSON, unknown type) has none. ``status`` is the
+error's application code (4000-4999, see ``spec/transports.md``). Per-message
+errors never close the connection, but after MAX_BAD_MESSAGES malformed
+messages in a row the server closes it with 4400.
+
+Each run started or resumed on a connection is a
+:class:`~transports.runs.Subscription` pumped by its own task; when the
+connection drops, its subscriptions close and the registry's grace period
+applies, so a client that reconnects quickly can ``resume``. Keep-alive is the
+WebSocket ping/pong (``ping_interval``); authentication happens in the opening
+handshake (``Authorization: Bearer`` header, or ``?access_token=`` for browsers,
+which cannot set headers): a refused handshake is an HTTP 401 with a JSON body.
+Messages over ``max_size`` close the connection with 1009 (the library's
+check). Compression is off: it costs ~50 KiB per connection and AG-UI frames
+are small.
+
+Backpressure: a pump awaits ``send``, which waits while the connection's write
+buffer is over its high-water mark; the run's event log is the buffer, so a
+slow client that falls out of the log gets a ``cursor_expired`` error line for
+that run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Mapping
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import msgspec
+import websockets
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from agui_engine.agent import Agent
+from agui_engine.codec import decode_event
+from agui_engine.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, RemoteInputError, UsageError
+from agui_engine.events import Event, RunAgentInput
+
+from .common import (
+    DEFAULT_MAX_BODY_BYTES,
+    ConnectionLostError,
+    RemoteAgentError,
+    UnauthorizedError,
+    check_bearer,
+    decode_run_input,
+)
+from .eventlog import BadCursorError, CursorExpiredError
+from .runs import RunRegistry, Subscription, resume_cursor
+from .sse import DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, DEFAULT_MAX_RETRIES
+
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "DEFAULT_PING_TIMEOUT",
+    "MAX_BAD_MESSAGES",
+    "MAX_RUNS_PER_CONNECTION",
+    "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
+    "WSServer",
+    "start_ws_server",
+    "WebSocketAgent",
+]
+
+logger = logging.getLogger("agui_engine.transports")
+
+#: Ping interval and pong timeout (seconds). The websockets default (20 s) is
+#: below the 30-60 s idle timeouts of common proxies and load balancers.
+DEFAULT_PING_INTERVAL = 20.0
+DEFAULT_PING_TIMEOUT = 20.0
+
+#: Malformed messages in a row before the connection is closed (4400). A client
+#: that sends this many in a row is broken; answering each forever costs the
+#: server for nothing.
+MAX_BAD_MESSAGES = 16
+
+#: Runs one connection may have in flight. A UI rarely has more than a handful;
+#: 64 bounds what one connection can make the server hold.
+MAX_RUNS_PER_CONNECTION = 64
+
+WS_CLOSE_TOO_MANY_BAD_MESSAGES = WS_CLOSE_BAD_INPUT
+#: The server is shutting down (RFC 6455 "going away").
+_CLOSE_GOING_AWAY = 1001
+
+
+class _TooManyRuns(AguiEngineError):
+    http_status = 429
+    ws_close_code = 4429
+    default_code = "too_many_runs"
+
+
+#: Error codes that count as a malformed message (towards MAX_BAD_MESSAGES).
+_MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded"})
+
+
+def _error_line(exc: AguiEngineError, run_id: str | None) -> bytes:
+    doc: dict[str, Any] = {}
+    if run_id is not None:
+        doc["runId"] = run_id
+    doc["error"] = {"code": exc.code, "message": exc.message, "status": exc.ws_close_code}
+    return msgspec.json.encode(doc)
+
+
+class _Connection:
+    def __init__(self, ws: ServerConnection, registry: RunRegistry, max_size: int) -> None:
+        self.ws = ws
+        self.registry = registry
+        self.max_size = max_size
+        query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
+        self.batch = query.get("batch", ["1"])[0] != "0"
+        self.pumps: dict[str, asyncio.Task[None]] = {}
+
+    async def send_lines(self, lines: list[bytes]) -> None:
+        if self.batch:
+            await self.ws.send(b"\n".join(lines), text=True)
+        else:
+            for line in lines:
+                await self.ws.send(line, text=True)
+
+    async def serve(self) -> None:
+        bad = 0
+        try:
+            async for message in self.ws:
+                if isinstance(message, bytes):
+                    await self.ws.close(1003, "binary messages are not supported; send JSON text")
+                    return
+                ok = await self.handle(message)
+                bad = 0 if ok else bad + 1
+                if bad >= MAX_BAD_MESSAGES:
+                    await self.ws.close(WS_CLOSE_TOO_MANY_BAD_MESSAGES, f"{bad} malformed messages in a row")
+                    return
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            for task in self.pumps.values():
+                task.cancel()
+            if self.pumps:
+                await asyncio.gather(*self.pumps.values(), return_exceptions=True)
+
+    async def handle(self, message: str) -> bool:
+        """Serve one message; False when it was malformed."""
+        run_id: str | None = None
+        try:
+            try:
+                doc = msgspec.json.decode(message)
+            except msgspec.DecodeError as exc:
+                raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
+            if not isinstance(doc, dict):
+                raise RemoteInputError("a message must be a JSON object with a \"type\"")
+            kind = doc.get("type")
+            rid = doc.get("runId")
+            run_id = rid if isinstance(rid, str) else None
+            if kind == "run":
+                if not isinstance(doc.get("input"), dict):
+                    raise RemoteInputError('a "run" message needs an "input" object - at `$.input`')
+                raw_rid = doc["input"].get("runId")
+                run_id = raw_rid if isinstance(raw_rid, str) else None
+                input = decode_run_input(doc["input"], max_bytes=self.max_size)
+                self._check_capacity()
+                run = await self.registry.start(input)
+                self._pump(self.registry.subscribe(run, 0))
+            elif kind == "cancel":
+                if run_id is None:
+                    raise RemoteInputError('a "cancel" message needs a string "runId" - at `$.runId`')
+                await self.registry.cancel(run_id)
+            elif kind == "resume":
+                last = doc.get("lastEventId")
+                if run_id is None or not isinstance(last, str):
+                    raise RemoteInputError('a "resume" message needs string "runId" and "lastEventId"')
+                _, cursor = resume_cursor(last, run_id)
+                self._check_capacity()
+                if run_id in self.pumps:
+                    raise RemoteInputError(f"run {run_id!r} is already streaming on this connection", code="run_exists")
+                sub = self.registry.subscribe(self.registry.get(run_id), cursor)
+                try:
+                    first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
+                except BaseException:
+                    sub.close()
+                    raise
+                self._pump(sub, first)
+            else:
+                raise RemoteInputError(f"unknown message type {kind!r}; expected run, cancel or resume - at `$.type`")
+        except AguiEngineError as exc:
+            await self.ws.send(_error_line(exc, run_id), text=True)
+            return exc.code not in _MALFORMED_CODES
+        return True
+
+    def _check_capacity(self) -> None:
+        if len(self.pumps) >= MAX_RUNS_PER_CONNECTION:
+            raise _TooManyRuns(f"this connection already has {MAX_RUNS_PER_CONNECTION} runs in flight")
+
+    def _pump(self, sub: Subscription, first: Any = None) -> None:
+        rid = sub.run.run_id
+        task = asyncio.get_running_loop().create_task(self._run_pump(sub, first))
+        self.pumps[rid] = task
+        task.add_done_callback(lambda _t: self.pumps.pop(rid, None))
+
+    async def _run_pump(self, sub: Subscription, first: Any) -> None:
+        rid = sub.run.run_id
+        prefix = b'{"id":' + msgspec.json.encode(rid)[:-1]
+        async with sub:
+            sl = first
+            while True:
+                if sl is None:
+                    try:
+                        sl = await sub.next()
+                    except CursorExpiredError as exc:
+                        await self.ws.send(_error_line(exc, rid), text=True)
+                        return
+                if sl.payloads:
+                    first_seq = sl.first_seq
+                    await self.send_lines(
+                        [b'%b:%d","event":%b}' % (prefix, first_seq + i, p) for i, p in enumerate(sl.payloads)]
+                    )
+                if sl.finished:
+                    return
+                sl = None
+
+
+class WSServer:
+    """A running WebSocket gateway: ``url``, ``registry``, ``close()`` (graceful)."""
+
+    def __init__(self, server: Server, url: str, registry: RunRegistry, connections: set[_Connection]) -> None:
+        self.server = server
+        self.url = url
+        self.registry = registry
+        self._connections = connections
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """End every run with ``RUN_ERROR{code: "shutdown"}``, let the pumps send
+        it, then close every connection with 1001 (going away)."""
+        await self.registry.shutdown(timeout=timeout)
+        pumps = [t for c in self._connections for t in c.pumps.values()]
+        if pumps:
+            await asyncio.wait(pumps, timeout=timeout)
+        self.server.close(close_connections=True)
+        await self.server.wait_closed()
+
+    async def __aenter__(self) -> WSServer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+async def start_ws_server(
+    agent: Agent | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    registry: RunRegistry | None = None,
+    auth_token: str | None = None,
+    max_size: int = DEFAULT_MAX_BODY_BYTES,
+    ping_interval: float | None = DEFAULT_PING_INTERVAL,
+    ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
+    **registry_options: Any,
+) -> WSServer:
+    """Start the WebSocket gateway in this event loop (port 0: ephemeral).
+
+    ``max_size``: largest incoming message (a ``run`` message carries a whole
+    RunAgentInput); larger closes with 1009. Raises UsageError when neither
+    ``agent`` nor ``registry`` is given.
+    """
+    if registry is None:
+        if agent is None:
+            raise UsageError("start_ws_server needs an agent or a registry")
+        registry = RunRegistry(agent, **registry_options)
+    connections: set[_Connection] = set()
+
+    def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        if auth_token is None:
+            return None
+        header = request.headers.get("Authorization")
+        if header is None:
+            token = parse_qs(urlsplit(request.path).query).get("access_token", [None])[0]
+            header = f"Bearer {token}" if token else None
+        try:
+            check_bearer(header, auth_token)
+        except UnauthorizedError as exc:
+            resp = conn.respond(HTTPStatus.UNAUTHORIZED, msgspec.json.encode(exc.to_json()).decode() + "\n")
+            del resp.headers["Content-Type"]
+            resp.headers["Content-Type"] = "application/json"
+            resp.headers["WWW-Authenticate"] = 'Bearer realm="agui-engine"'
+            return resp
+        return None
+
+    async def handler(ws: ServerConnection) -> None:
+        conn = _Connection(ws, registry, max_size)  # type: ignore[arg-type]
+        connections.add(conn)
+        try:
+            await conn.serve()
+        finally:
+            connections.discard(conn)
+
+    server = await serve(
+        handler,
+        host,
+        port,
+        process_request=process_request,
+        max_size=max_size,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        compression=None,
+    )
+    sock = next(iter(server.sockets))
+    bound = sock.getsockname()
+    return WSServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections)
+
+
+# ---------------------------------------------------------------------------------------
+# The client
+# ---------------------------------------------------------------------------------------
+
+
+class WebSocketAgent:
+    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.agent.Agent`.
+
+    Each ``run()`` opens a connection, sends ``run``, and yields the events of its
+    run. When the connection drops before the terminal event it reconnects and
+    sends ``resume`` with the last event id (``max_retries`` attempts, exponential
+    backoff with jitter), skipping any ``seq`` already delivered. Closing the
+    generator early sends ``cancel``. Errors: as :class:`~transports.sse.SSEAgent`
+    (RemoteAgentError / ConnectionLostError before the first event, ``RUN_ERROR``
+    after it).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+        max_size: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.max_retries = max_retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.max_size = max_size
+        self.reconnects = 0
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        run_id = input.run_id
+        first_message = msgspec.json.encode({"type": "run", "input": input})
+        last_seq = 0
+        last_id: str | None = None
+        yielded = False
+        failures = 0
+        self.reconnects = 0
+        ws = None
+        done = False
+        try:
+            while True:
+                try:
+                    ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
+                except websockets.InvalidStatus as exc:
+                    status = exc.response.status_code
+                    from .common import remote_error_from_body
+
+                    error = remote_error_from_body(status, exc.response.body or b"", where=f"WebSocket {self.url}")
+                    if yielded:
+                        done = True
+                        yield error.to_run_error()
+                        return
+                    done = True
+                    raise error from None
+                except (OSError, asyncio.TimeoutError, websockets.InvalidHandshake) as exc:
+                    if last_id is None or failures >= self.max_retries:
+                        done = True
+                        lost = ConnectionLostError(f"cannot reach {self.url} ({type(exc).__name__})")
+                        if yielded:
+                            yield lost.to_run_error()
+                            return
+                        raise lost from None
+                    failures += 1
+                    await self._sleep(failures)
+                    continue
+                try:
+                    if last_id is None:
+                        await ws.send(first_message, text=True)
+                    else:
+                        await ws.send(
+                            msgspec.json.encode({"type": "resume", "runId": run_id, "lastEventId": last_id}), text=True
+                        )
+                    async for message in ws:
+                        for line in (message.encode() if isinstance(message, str) else message).split(b"\n"):
+                            doc = msgspec.json.decode(line)
+                            if "error" in doc:
+                                if doc.get("runId") not in (None, run_id):
+                                    continue
+                                err = doc["error"]
+                                refused = RemoteAgentError(
+                                    f"WebSocket {self.url}: {err.get('message')}",
+                                    status=int(err.get("status") or 0),
+                                    code=err.get("code"),
+                                )
+                                done = True
+                                if yielded:
+                                    yield refused.to_run_error()
+                                    return
+                                raise refused
+                            rid, seq = resume_cursor(doc["id"])
+                            if rid != run_id or seq <= last_seq:
+                                continue
+                            event = decode_event(msgspec.json.encode(doc["event"]))
+                            last_seq, last_id = seq, doc["id"]
+                            failures = 0
+                            yielded = True
+                            yield event  # type: ignore[misc]
+                            if type(event).__name__ in ("RunFinishedEvent", "RunErrorEvent"):
+                                done = True
+                                return
+                    raise websockets.ConnectionClosedError(None, None)
+                except (websockets.ConnectionClosed, OSError) as exc:
+                    if last_id is None or failures >= self.max_retries:
+                        done = True
+                        lost = ConnectionLostError(
+                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed"
+                        )
+                        if yielded:
+                            yield lost.to_run_error()
+                            return
+                        raise lost from None
+                    failures += 1
+                    await self._sleep(failures)
+                    self.reconnects += 1
+                except (BadCursorError, KeyError, msgspec.DecodeError) as exc:
+                    done = True
+                    raise RemoteInputError(f"WebSocket {self.url} sent a malformed message: {exc}") from None
+        finally:
+            if ws is not None:
+                if not done:
+                    # The consumer stopped early: cancel the run on the server.
+                    try:
+                        await ws.send(msgspec.json.encode({"type": "cancel", "runId": run_id}), text=True)
+                    except (websockets.ConnectionClosed, OSError, RuntimeError):
+                        pass
+                await ws.close()
+
+    async def _sleep(self, failures: int) -> None:
+        delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
+        await asyncio.sleep(delay * random.uniform(0.5, 1.0))
