@@ -1,0 +1,184 @@
+"""The WebSocket gateway and WebSocketAgent over real loopback connections."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+import websockets
+from websockets.asyncio.client import connect
+
+from agui_engine.codec import decode_event
+from transports.common import RemoteAgentError
+from transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_ws_server
+
+from .scripted import ScriptedAgent, make_input
+
+
+def run_msg(run_id: str) -> str:
+    return msgspec.json.encode({"type": "run", "input": make_input(run_id)}).decode()
+
+
+async def read_lines(ws, until_terminal: set[str]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Lines until every run in ``until_terminal`` has sent its terminal event."""
+    out: list[dict] = []
+    pending = set(until_terminal)
+    while pending:
+        message = await asyncio.wait_for(ws.recv(), 5)
+        for line in message.split("\n"):
+            doc = msgspec.json.loads(line) if hasattr(msgspec.json, "loads") else msgspec.json.decode(line)
+            out.append(doc)
+            if "event" in doc and doc["event"]["type"] in ("RUN_FINISHED", "RUN_ERROR"):
+                pending.discard(doc["id"].rpartition(":")[0])
+            if "error" in doc and doc.get("runId") in pending:
+                pending.discard(doc["runId"])
+    return out
+
+
+async def test_one_connection_many_runs_with_ids() -> None:
+    async with await start_ws_server(ScriptedAgent(deltas=3, pause=0.001)) as srv:
+        async with connect(srv.url) as ws:
+            await ws.send(run_msg("a"))
+            await ws.send(run_msg("b"))
+            lines = await read_lines(ws, {"a", "b"})
+    for rid in ("a", "b"):
+        mine = [d for d in lines if d["id"].startswith(rid + ":")]
+        assert [int(d["id"].rpartition(":")[2]) for d in mine] == list(range(1, len(mine) + 1))
+        events = [decode_event(msgspec.json.encode(d["event"])) for d in mine]
+        assert events == [e async for e in ScriptedAgent(deltas=3).run(make_input(rid))]
+
+
+async def test_unbatched_mode_sends_one_line_per_message() -> None:
+    async with await start_ws_server(ScriptedAgent(deltas=3)) as srv:
+        async with connect(srv.url + "?batch=0") as ws:
+            await ws.send(run_msg("a"))
+            msgs = [await asyncio.wait_for(ws.recv(), 5) for _ in range(11)]
+    assert all("\n" not in m for m in msgs)
+    assert msgspec.json.decode(msgs[-1])["event"]["type"] == "RUN_FINISHED"
+
+
+async def test_malformed_messages_get_error_lines_and_the_connection_survives() -> None:
+    agent = ScriptedAgent(deltas=1)
+    async with await start_ws_server(agent) as srv:
+        async with connect(srv.url) as ws:
+            answers = []
+            for bad in ["{not json", "[1]", '{"type": "dance"}', '{"type": "run", "input": {"runId": 5}}',
+                        '{"type": "cancel"}', '{"type": "cancel", "runId": "nope"}',
+                        '{"type": "resume", "runId": "nope", "lastEventId": "nope:1"}']:
+                await ws.send(bad)
+                answers.append(msgspec.json.decode(await asyncio.wait_for(ws.recv(), 5)))
+            await ws.send(run_msg("ok"))
+            lines = await read_lines(ws, {"ok"})
+    codes = [a["error"]["code"] for a in answers]
+    assert codes == ["malformed_json", "bad_input", "bad_input", "invalid_input", "bad_input", "unknown_run", "unknown_run"]
+    assert all(4000 <= a["error"]["status"] <= 4999 for a in answers)
+    assert answers[5]["runId"] == "nope"
+    assert lines[-1]["event"]["type"] == "RUN_FINISHED"
+
+
+async def test_too_many_malformed_messages_close_with_4400_and_binary_with_1003() -> None:
+    async with await start_ws_server(ScriptedAgent()) as srv:
+        async with connect(srv.url) as ws:
+            for _ in range(MAX_BAD_MESSAGES):
+                await ws.send("nope")
+            with pytest.raises(websockets.ConnectionClosed) as ei:
+                while True:
+                    await asyncio.wait_for(ws.recv(), 5)
+            assert ei.value.rcvd.code == 4400
+        async with connect(srv.url) as ws:
+            await ws.send(b"\x00\x01")
+            with pytest.raises(websockets.ConnectionClosed) as ei:
+                await asyncio.wait_for(ws.recv(), 5)
+            assert ei.value.rcvd.code == 1003
+
+
+async def test_max_message_size_closes_with_1009() -> None:
+    async with await start_ws_server(ScriptedAgent(), max_size=1000) as srv:
+        async with connect(srv.url) as ws:
+            await ws.send("x" * 5000)
+            with pytest.raises(websockets.ConnectionClosed) as ei:
+                await asyncio.wait_for(ws.recv(), 5)
+            assert ei.value.rcvd.code == 1009
+
+
+async def test_auth_at_the_handshake() -> None:
+    async with await start_ws_server(ScriptedAgent(deltas=1), auth_token="tok") as srv:
+        with pytest.raises(websockets.InvalidStatus) as ei:
+            async with connect(srv.url):
+                pass
+        assert ei.value.response.status_code == 401
+        assert b"unauthorized" in ei.value.response.body
+        with pytest.raises(RemoteAgentError) as e2:
+            [e async for e in WebSocketAgent(srv.url, headers={"Authorization": "Bearer bad"}).run(make_input())]
+        assert e2.value.status == 401 and e2.value.code == "unauthorized"
+        ok = [e async for e in WebSocketAgent(srv.url, headers={"Authorization": "Bearer tok"}).run(make_input("h"))]
+        assert ok[-1].type.value == "RUN_FINISHED"
+        async with connect(srv.url + "?access_token=tok") as ws:  # browsers cannot set headers
+            await ws.send(run_msg("q"))
+            assert (await read_lines(ws, {"q"}))[-1]["event"]["type"] == "RUN_FINISHED"
+
+
+async def test_cancel_message_closes_the_agent_generator() -> None:
+    agent = ScriptedAgent(deltas=2, hang=True)
+    async with await start_ws_server(agent) as srv:
+        async with connect(srv.url) as ws:
+            await ws.send(run_msg("c"))
+            await asyncio.wait_for(ws.recv(), 5)
+            await ws.send('{"type": "cancel", "runId": "c"}')
+            lines = await read_lines(ws, {"c"})
+    assert lines[-1]["event"] == {"type": "RUN_ERROR", "message": "the run was cancelled", "code": "cancelled"}
+    assert "c" in agent.cancelled
+
+
+async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
+    from transports.eventlog import InMemoryEventLog
+
+    agent = ScriptedAgent(deltas=30, pause=0.005)
+    async with await start_ws_server(agent, grace_seconds=5, log=InMemoryEventLog(max_events=1000)) as srv:
+        first: list[dict] = []
+        async with connect(srv.url + "?batch=0") as ws:
+            await ws.send(run_msg("r"))
+            for _ in range(5):
+                first.append(msgspec.json.decode(await asyncio.wait_for(ws.recv(), 5)))
+        async with connect(srv.url) as ws:
+            await ws.send(msgspec.json.encode({"type": "resume", "runId": "r", "lastEventId": first[-1]["id"]}).decode())
+            rest = await read_lines(ws, {"r"})
+    seqs = [int(d["id"].rpartition(":")[2]) for d in first + rest]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert rest[-1]["event"]["type"] == "RUN_FINISHED"
+
+    small = ScriptedAgent(deltas=20, pause=0.001)  # the live subscriber keeps up with the tiny log
+    async with await start_ws_server(small, log=InMemoryEventLog(max_events=4)) as srv:
+        [e async for e in WebSocketAgent(srv.url).run(make_input("s"))]
+        async with connect(srv.url) as ws:
+            await ws.send('{"type": "resume", "runId": "s", "lastEventId": "s:2"}')
+            err = msgspec.json.decode(await asyncio.wait_for(ws.recv(), 5))
+    assert err["runId"] == "s" and err["error"]["code"] == "cursor_expired" and err["error"]["status"] == 4410
+
+
+async def test_websocket_agent_resumes_after_a_drop(drop_proxy) -> None:  # type: ignore[no-untyped-def]
+    agent = ScriptedAgent(deltas=40, pause=0.005)
+    async with await start_ws_server(agent) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        proxy = drop_proxy("127.0.0.1", port, cut_after=1200, drops=1)
+        await proxy.start()
+        client = WebSocketAgent(f"ws://127.0.0.1:{proxy.port}/?batch=0", backoff_initial=0.01)
+        remote = [e async for e in client.run(make_input())]
+    assert remote == [e async for e in ScriptedAgent(deltas=40).run(make_input())]
+    assert client.reconnects == 1
+
+
+async def test_shutdown_sends_terminal_events_then_going_away() -> None:
+    agent = ScriptedAgent(deltas=2, hang=True)
+    srv = await start_ws_server(agent)
+    async with connect(srv.url) as ws:
+        await ws.send(run_msg("z"))
+        await asyncio.wait_for(ws.recv(), 5)
+        closing = asyncio.create_task(srv.close())
+        lines = await read_lines(ws, {"z"})
+        with pytest.raises(websockets.ConnectionClosed) as ei:
+            await asyncio.wait_for(ws.recv(), 5)
+        await closing
+    assert lines[-1]["event"]["code"] == "shutdown"
+    assert ei.value.rcvd.code == 1001
