@@ -60,8 +60,11 @@ No IO happens here.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
+
+import jsonpatch
+import jsonpointer
 
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
@@ -73,7 +76,8 @@ from .components import (
     StatusMessages,
     unstrict_value,
 )
-from .errors import LimitExceededError, UsageError
+from .accumulator import Accumulator
+from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import CustomEvent
 from .interactables import Interactable, UpdateKind, merge_update
 from .jsonstream import PatchStream
@@ -89,6 +93,11 @@ __all__ = [
     "ComponentStream",
     "InteractableUpdateStream",
     "strip_reserved_keys",
+    "BLOCKS_KEY",
+    "find_component",
+    "component_blocks",
+    "seed_interactables",
+    "register_component_handlers",
 ]
 
 COMPONENT_START: Final = "tambo.component.start"
@@ -490,3 +499,166 @@ class InteractableUpdateStream:
         """The merged props (or state) sent in the end event; ``None`` before :meth:`close`."""
         return self._final
 
+
+
+# --------------------------------------------------------------------------- accumulator
+
+#: Key of the list of component blocks on an accumulated message dict. The
+#: message's ``content`` stays the AG-UI text string; blocks live beside it, so
+#: ``Accumulator.messages_as_structs()`` still validates (unknown keys are dropped).
+BLOCKS_KEY: Final = "contentBlocks"
+
+_INDEX_ATTR: Final = "_component_blocks"
+
+
+def _index(acc: Accumulator) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
+    index = acc.__dict__.get(_INDEX_ATTR)
+    if index is None:
+        index = {}
+        setattr(acc, _INDEX_ATTR, index)
+    return index
+
+
+def find_component(acc: Accumulator, component_id: str) -> dict[str, Any] | None:
+    """The component block with this id (on a message, or a seeded interactable), else ``None``."""
+    index = _index(acc)
+    found = index.get(component_id)
+    if found is not None:
+        message, block = found
+        if message is None or any(b is block for b in message.get(BLOCKS_KEY) or ()):
+            return block
+    # The message was replaced (MESSAGES_SNAPSHOT, add_message): look again.
+    for message in acc.messages:
+        for block in message.get(BLOCKS_KEY) or ():
+            if block.get("id") == component_id:
+                index[component_id] = (message, block)
+                return block
+    index.pop(component_id, None)
+    return None
+
+
+def component_blocks(acc: Accumulator) -> list[dict[str, Any]]:
+    """Every component block on the accumulated messages, in message order."""
+    return [block for message in acc.messages for block in message.get(BLOCKS_KEY) or ()]
+
+
+def seed_interactables(acc: Accumulator, interactables: Sequence[Interactable]) -> None:
+    """Make components that live on the front end's screen known to ``acc``.
+
+    A seeded component is not on any message; update events for it apply to it
+    like to a component shown by this thread. An id already known is left alone.
+    """
+    index = _index(acc)
+    for item in interactables:
+        if find_component(acc, item.id) is None:
+            block = {
+                "type": "component",
+                "id": item.id,
+                "name": item.component_name,
+                "props": copy.deepcopy(item.props),
+                "streamingState": "done",
+            }
+            if item.state is not None:
+                block["state"] = copy.deepcopy(item.state)
+            index[item.id] = (None, block)
+
+
+def _value(ev: CustomEvent, *keys: str) -> Mapping[str, Any]:
+    value = ev.value
+    if not isinstance(value, Mapping):
+        raise RemoteInputError(f"CUSTOM {ev.name}: value must be an object")
+    for key in keys:
+        if not isinstance(value.get(key), str):
+            raise RemoteInputError(f"CUSTOM {ev.name}: value.{key} must be a string")
+    return value
+
+
+def _block(acc: Accumulator, ev: CustomEvent, value: Mapping[str, Any]) -> dict[str, Any]:
+    block = find_component(acc, value["componentId"])
+    if block is None:
+        raise RemoteInputError(f"CUSTOM {ev.name}: unknown component {value['componentId']!r} (no start event)")
+    return block
+
+
+def _on_start(acc: Accumulator, ev: CustomEvent) -> None:
+    value = _value(ev, "messageId", "componentId", "componentName")
+    if find_component(acc, value["componentId"]) is not None:
+        raise RemoteInputError(f"CUSTOM {ev.name}: component {value['componentId']!r} already started")
+    message = acc.ensure_message(value["messageId"], "assistant")
+    block = {
+        "type": "component",
+        "id": value["componentId"],
+        "name": value["componentName"],
+        "props": {},
+        "streamingState": "started",
+    }
+    message.setdefault(BLOCKS_KEY, []).append(block)
+    _index(acc)[block["id"]] = (message, block)
+
+
+def _apply_ops(block: dict[str, Any], member: str, ev: CustomEvent, value: Mapping[str, Any]) -> None:
+    ops = value.get("operations")
+    if not isinstance(ops, list):
+        raise RemoteInputError(f"CUSTOM {ev.name}: value.operations must be a list")
+    target = block.get(member)
+    if not isinstance(target, (dict, list)):
+        target = {}
+    block["streamingState"] = "streaming"
+    try:
+        # In place: a copy per delta would make a long stream quadratic. On a
+        # failure the end event's final value repairs what was half applied.
+        block[member] = jsonpatch.JsonPatchWithAppend(ops).apply(target, in_place=True)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, ValueError) as exc:
+        block[member] = target
+        raise RemoteInputError(
+            f"CUSTOM {ev.name}: operations for component {block['id']!r} did not apply: {exc}"
+        ) from None
+
+
+def _on_props_delta(acc: Accumulator, ev: CustomEvent) -> None:
+    value = _value(ev, "componentId")
+    _apply_ops(_block(acc, ev, value), "props", ev, value)
+
+
+def _on_state_delta(acc: Accumulator, ev: CustomEvent) -> None:
+    value = _value(ev, "componentId")
+    _apply_ops(_block(acc, ev, value), "state", ev, value)
+
+
+def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
+    value = _value(ev, "componentId")
+    block = _block(acc, ev, value)
+    block["streamingState"] = "done"
+    for key, member in (("finalProps", "props"), ("finalState", "state")):
+        final = value.get(key)
+        if isinstance(final, dict) and final != block.get(member):
+            # The server guarantees equality; a difference means a delta was lost
+            # or failed, and the final value is the truth.
+            block[member] = copy.deepcopy(final)
+            acc.report_problem(
+                "component_final_mismatch",
+                f"component {block['id']!r}: {member} built from the deltas differ from {key}; {key} kept",
+                event=ev,
+            )
+
+
+_HANDLERS: Final = {
+    COMPONENT_START: _on_start,
+    COMPONENT_PROPS_DELTA: _on_props_delta,
+    COMPONENT_STATE_DELTA: _on_state_delta,
+    COMPONENT_END: _on_end,
+}
+
+
+def register_component_handlers(target: Any = None) -> None:
+    """Register the ``tambo.component.*`` handlers on an Accumulator class or instance.
+
+    Done for :class:`~agui_engine.accumulator.Accumulator` when this module is
+    imported; call it for an accumulator subclass with its own registry.
+    """
+    target = Accumulator if target is None else target
+    for name, handler in _HANDLERS.items():
+        target.register_custom_handler(name, handler, replace=True)
+
+
+register_component_handlers()
