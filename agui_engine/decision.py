@@ -1,0 +1,740 @@
+"""The decision loop: one model step, from prompt and tools to AG-UI events and a growing decision.
+
+Theory of operation
+-------------------
+:func:`run_decision_loop` makes **one** model call and turns its stream into
+:class:`DecisionStreamItem` values. Each item carries the decision *so far*
+(:class:`Decision`: the assistant text, reasoning, every tool call with its
+arguments so far, every component with its props so far, status messages,
+finish reason, usage) and the AG-UI events caused by the model item that was
+just consumed. Running several steps (server tools, tool results back to the
+model, client tools ending the run) is :class:`agui_engine.llm_agent.LLMAgent`'s
+job; this module knows nothing about runs.
+
+Before the model is called:
+
+1. The tools are built: each component becomes ``show_component_<name>``, each
+   information tool keeps its name, and all get the standard parameters
+   (``_tambo_statusMessage``, ``_tambo_completionStatusMessage``) and, when
+   ``strict`` and possible, the strict schema form (:mod:`agui_engine.components`).
+   Two tools with one name are a :class:`~agui_engine.errors.UsageError`.
+2. ``force_tool_choice`` is resolved (:func:`resolve_tool_choice`): ``None`` ->
+   ``"auto"``; ``"auto"``, ``"required"``, ``"none"`` pass through; a tool name
+   must be one of the tools, else :class:`UnknownToolChoiceError` -- before any
+   model call.
+3. The system prompt is rendered with every template variable filled
+   (:func:`agui_engine.prompts.build_system_prompt`) and put before the
+   conversation; user text is never templated.
+
+While the model streams, the step is a small state machine (:data:`_TRANSITIONS`
+lists it): reasoning span open or not, text message open or not, and a table of
+tool calls keyed by the model's ``index``. Every model item maps to events:
+
+=====================  ==============================================================
+model item             events
+=====================  ==============================================================
+ReasoningDelta text    (REASONING_START + REASONING_MESSAGE_START) REASONING_MESSAGE_CONTENT
+ReasoningDelta sig.    (open as above) REASONING_ENCRYPTED_VALUE {subtype: "message"}
+TextDelta              (close reasoning) (TEXT_MESSAGE_START) TEXT_MESSAGE_CONTENT
+ToolCallStart          (close reasoning, close text) TOOL_CALL_START {parentMessageId}
+                       + for a component: CUSTOM tambo.component.start
+ToolCallArgsDelta      TOOL_CALL_ARGS + for a component: CUSTOM tambo.component.props_delta
+ToolCallEnd            for a component: last props_delta + CUSTOM tambo.component.end;
+                       then TOOL_CALL_END
+Usage / Finish         none (the decision records them)
+StreamError            close reasoning and text -> :class:`ModelStreamError`
+=====================  ==============================================================
+
+Every argument fragment is parsed (a :class:`~agui_engine.component_stream.ComponentStream`
+for a component, a :class:`~agui_engine.jsonstream.PatchStream` for any other tool)
+*before* its ``TOOL_CALL_ARGS`` is emitted, so malformed or oversized arguments
+fail at the fragment that broke them and everything already emitted stays valid
+JSON-so-far. ``parentMessageId`` of a tool call is the assistant message id of
+the step (one id serves the text message, the tool calls and the components'
+``messageId``, so a client groups them into one message). Empty text and
+argument deltas are dropped (an empty ``TEXT_MESSAGE_CONTENT`` is legal in 1.0
+but flagged by validators and carries nothing).
+
+On any error the events that close what is open (reasoning span, text message;
+tool calls are left open because their arguments are not valid JSON) are
+yielded as a last item, then the error is raised: ``ModelStreamError``
+(:class:`~agui_engine.errors.UpstreamError`) for a ``StreamError`` item or a
+model that breaks the ``LLMClient`` contract, the parser's
+:class:`~agui_engine.errors.RemoteInputError` (wrapped in
+:class:`ToolCallArgumentsError`, naming the call) for bad arguments. Closing the
+iterator (``aclose()``) closes the model stream at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Final
+
+import msgspec
+
+from .component_stream import ComponentStream, InteractableUpdateStream
+from .components import (
+    Component,
+    NullPolicy,
+    ServerTool,
+    StatusMessages,
+    build_llm_tool,
+    is_standard_parameter,
+    split_standard_parameters,
+    unstrict_value,
+)
+from .errors import AguiEngineError, RemoteInputError, UpstreamError, UsageError
+from .events import (
+    CustomEvent,
+    Event,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    SystemMessage,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from .jsonstream import PatchStream
+from .llm import (
+    Finish,
+    FinishReason,
+    LLMClient,
+    LLMStreamItem,
+    LLMTool,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolChoice,
+    Usage,
+)
+from .interactables import Interactable, UpdateKind, interactable_tools
+from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
+
+__all__ = [
+    "TOOL_CHOICE_KEYWORDS",
+    "MAX_TOOL_CALLS_PER_STEP",
+    "ToolCallRequest",
+    "Decision",
+    "DecisionStreamItem",
+    "ModelStreamError",
+    "ToolCallArgumentsError",
+    "UnknownToolChoiceError",
+    "resolve_tool_choice",
+    "build_tools",
+    "run_decision_loop",
+    "new_id",
+]
+
+#: ``tool_choice`` values that are not tool names.
+TOOL_CHOICE_KEYWORDS: Final = frozenset({"auto", "required", "none"})
+
+#: Tool calls one model reply may open. Providers produce a handful of parallel
+#: calls (OpenAI caps a request at 128 tools, so 128 distinct calls is already
+#: every tool at once); the bound keeps a runaway or hostile stream from growing
+#: the per-call bookkeeping without end.
+MAX_TOOL_CALLS_PER_STEP: Final = 128
+
+
+def new_id() -> str:
+    """A fresh random id (uuid4 hex). Ids come from the caller; this is the default."""
+    return uuid.uuid4().hex
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class UnknownToolChoiceError(UsageError):
+    """``force_tool_choice`` names no tool that this step offers."""
+
+    default_code = "unknown_tool_choice"
+
+
+class ModelStreamError(UpstreamError):
+    """The model's stream failed (a ``StreamError`` item) or broke the ``LLMClient`` contract."""
+
+    default_code = "model_stream_error"
+
+
+class ToolCallArgumentsError(RemoteInputError):
+    """A tool call's arguments were malformed, too large, or not a JSON object.
+
+    ``tool_call_id`` / ``tool_name`` name the call; ``cause`` is the parser's error
+    (with its offset and JSON pointer). The code is the cause's code.
+    """
+
+    default_code = "invalid_tool_arguments"
+
+    def __init__(self, message: str, *, tool_call_id: str, tool_name: str, cause: AguiEngineError) -> None:
+        super().__init__(message, code=cause.code)
+        self.tool_call_id = tool_call_id
+        self.tool_name = tool_name
+        self.cause = cause
+        # a size limit stays a size limit for the transport (413 / its close code)
+        self.http_status = cause.http_status  # type: ignore[misc]
+        self.ws_close_code = cause.ws_close_code  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------- decision values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Everything the step has decided so far.
+
+    Building one per model item is O(1) in the length of the text: ``message``
+    and ``reasoning`` are joined only when read (from the step's part lists,
+    up to the parts that existed when this decision was made).
+    """
+
+    message_id: str
+    text_parts: Sequence[str] = field(default=(), repr=False)
+    text_count: int = field(default=0, repr=False)
+    reasoning_parts: Sequence[str] = field(default=(), repr=False)
+    reasoning_count: int = field(default=0, repr=False)
+    reasoning_id: str | None = None
+    reasoning_encrypted: str | None = None
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    components: tuple[ToolCallRequest, ...] = ()
+    status_message: str | None = None
+    completion_status_message: str | None = None
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+
+    @property
+    def message(self) -> str:
+        """The assistant text so far."""
+        return "".join(islice(self.text_parts, self.text_count))
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text so far."""
+        return "".join(islice(self.reasoning_parts, self.reasoning_count))
+
+    @property
+    def component_name(self) -> str | None:
+        """The latest component's name (Tambo's single-component view)."""
+        return self.components[-1].component_name if self.components else None
+
+    @property
+    def component_id(self) -> str | None:
+        return self.components[-1].component_id if self.components else None
+
+    @property
+    def props(self) -> dict[str, Any] | None:
+        return self.components[-1].props if self.components else None
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionStreamItem:
+    """The decision so far plus the AG-UI events of the model item just consumed."""
+
+    decision: Decision
+    events: tuple[Event, ...] = ()
+
+
+# --------------------------------------------------------------------------- tools and choice
+
+
+class _ToolSpec(msgspec.Struct, kw_only=True):
+    """How the step treats one tool name."""
+
+    llm_tool: LLMTool
+    component: Component | None = None
+    null_policy: NullPolicy | None = None
+    interactable: Interactable | None = None
+    update_kind: UpdateKind | None = None
+
+
+def build_tools(
+    components: Sequence[Component],
+    tools: Sequence[LLMTool | ServerTool],
+    *,
+    interactables: Sequence[Interactable] = (),
+    strict: bool = True,
+) -> dict[str, _ToolSpec]:
+    """The tools the model is offered, by name: standard parameters added, strict when possible.
+
+    ``tools`` are information tools as :class:`~agui_engine.llm.LLMTool` (original
+    schema, e.g. a client tool) or :class:`~agui_engine.components.ServerTool`;
+    each interactable adds its two update tools. Raises :class:`UsageError` for
+    two tools with one name or an invalid schema.
+    """
+    specs: dict[str, _ToolSpec] = {}
+
+    def add(name: str, spec: _ToolSpec) -> None:
+        if name in specs:
+            raise UsageError(f"two tools are named {name!r}; tool names must be unique in a step")
+        specs[name] = spec
+
+    for component in components:
+        add(component.tool_name, _ToolSpec(llm_tool=component.to_llm_tool(strict), component=component))
+    for tool in tools:
+        if isinstance(tool, ServerTool):
+            add(tool.name, _ToolSpec(llm_tool=tool.to_llm_tool(strict), null_policy=NullPolicy(tool.parameters)))
+            continue
+        parameters = tool.parameters or {"type": "object", "properties": {}}
+        llm_tool, _ = build_llm_tool(tool.name, tool.description, parameters, strict=strict and tool.strict)
+        add(tool.name, _ToolSpec(llm_tool=llm_tool, null_policy=NullPolicy(parameters)))
+    for interactable in interactables:
+        for kind, (llm_tool, _) in zip(("props", "state"), interactable_tools(interactable, strict=strict)):
+            add(llm_tool.name, _ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
+    return specs
+
+
+def resolve_tool_choice(force_tool_choice: str | None, tool_names: Sequence[str] | Mapping[str, Any]) -> ToolChoice:
+    """``None`` -> ``"auto"``; keywords pass; a name must be offered (else :class:`UnknownToolChoiceError`)."""
+    if force_tool_choice is None:
+        return "auto"
+    if force_tool_choice in TOOL_CHOICE_KEYWORDS:
+        return force_tool_choice
+    if force_tool_choice not in tool_names:
+        offered = ", ".join(sorted(tool_names)) or "none"
+        raise UnknownToolChoiceError(
+            f"tool choice {force_tool_choice!r} is not one of the tools offered to the model (offered: {offered})"
+        )
+    return force_tool_choice
+
+
+# --------------------------------------------------------------------------- per-call tracking
+
+
+class ToolCallRequest:
+    """One tool call of the step: a live view of the call as far as it has streamed.
+
+    Created once per call when it starts and updated in place, so reading it
+    costs nothing until a property is read. ``arguments`` has the standard
+    parameters taken out and strict-mode nulls undone against the tool's
+    original schema; while the call streams it is the partial object so far (a
+    fresh copy on every read), once ``done`` the final arguments.
+    ``arguments_text`` is the raw JSON text exactly as the model sent it (what
+    goes into the message history). A component call has ``component_id`` and
+    ``component_name`` (its ``props`` are its ``arguments``); an interactable
+    update has ``interactable_id`` and ``update_kind``.
+    """
+
+    __slots__ = ("index", "id", "name", "spec", "component_id", "_stream", "_update", "_parser", "_parts",
+                 "done", "_final")
+
+    def __init__(self, index: int, call_id: str, name: str, spec: _ToolSpec | None, component_id: str | None,
+                 message_id: str) -> None:
+        self.index = index
+        self.id = call_id
+        self.name = name
+        self.spec = spec
+        self.component_id = component_id
+        self._stream: ComponentStream | None = None
+        self._update: InteractableUpdateStream | None = None
+        self._parser: PatchStream | None = None
+        if spec is not None and spec.component is not None and component_id is not None:
+            self._stream = ComponentStream(spec.component, message_id=message_id, component_id=component_id)
+        elif spec is not None and spec.interactable is not None and spec.update_kind is not None:
+            self._update = InteractableUpdateStream(spec.interactable, spec.update_kind)
+        else:
+            self._parser = PatchStream(emit_root=False)
+        self._parts: list[str] = []
+        self.done = False
+        self._final: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"ToolCallRequest(id={self.id!r}, name={self.name!r}, done={self.done})"
+
+    # -- what consumers read
+
+    @property
+    def component_name(self) -> str | None:
+        return self.spec.component.name if self.spec is not None and self.spec.component is not None else None
+
+    @property
+    def interactable_id(self) -> str | None:
+        return self.spec.interactable.id if self.spec is not None and self.spec.interactable is not None else None
+
+    @property
+    def update_kind(self) -> UpdateKind | None:
+        return self.spec.update_kind if self.spec is not None else None
+
+    @property
+    def arguments_text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        if self._final is not None:
+            return self._final
+        if self._stream is not None:
+            return self._stream.props
+        if self._update is not None:
+            return {"componentId": self.interactable_id, _member(self.update_kind): self._update.update}
+        assert self._parser is not None
+        value = self._parser.value
+        return split_standard_parameters(value)[0] if isinstance(value, dict) else {}
+
+    @property
+    def props(self) -> dict[str, Any] | None:
+        """A component's props so far (``None`` for other calls)."""
+        return self.arguments if self._stream is not None else None
+
+    @property
+    def status(self) -> StatusMessages:
+        """The call's standard parameters as far as they have arrived."""
+        if self._stream is not None:
+            return self._stream.status_messages
+        value = self._update._stream.value if self._update is not None else self._parser.value  # type: ignore[union-attr]
+        if not isinstance(value, dict):
+            return StatusMessages()
+        return split_standard_parameters({k: v for k, v in value.items() if is_standard_parameter(k)})[1]
+
+    # -- driven by the step
+
+    def _wrap(self, exc: AguiEngineError) -> ToolCallArgumentsError:
+        return ToolCallArgumentsError(
+            f"tool call {self.id} ({self.name}): {exc.message}", tool_call_id=self.id, tool_name=self.name, cause=exc
+        )
+
+    def _start(self) -> list[Event]:
+        return list(self._stream.start()) if self._stream is not None else []
+
+    def _feed(self, delta: str) -> list[Event]:
+        """Parse ``delta``; the CUSTOM events it causes. Raises ToolCallArgumentsError."""
+        try:
+            if self._stream is not None:
+                events: list[Event] = list(self._stream.feed(delta))
+            elif self._update is not None:
+                events = list(self._update.feed(delta))
+            else:
+                assert self._parser is not None
+                self._parser.feed(delta)
+                events = []
+        except RemoteInputError as exc:
+            raise self._wrap(exc) from exc
+        self._parts.append(delta)
+        return events
+
+    def _close(self) -> list[Event]:
+        """End of arguments: the last CUSTOM events; ``arguments`` becomes final."""
+        try:
+            if self._stream is not None:
+                events: list[Event] = list(self._stream.close())
+                self._final = self._stream.final_props or {}
+            elif self._update is not None:
+                events = list(self._update.close())
+                self._final = {"componentId": self.interactable_id, _member(self.update_kind): self._update.update}
+            else:
+                assert self._parser is not None
+                has_text = any(not p.isspace() for p in self._parts)
+                if has_text:
+                    self._parser.close()
+                raw = self._parser.value if has_text else {}
+                clean, _ = split_standard_parameters(raw)
+                policy = self.spec.null_policy if self.spec is not None else None
+                self._final = unstrict_value(clean, policy) if policy is not None else clean
+                events = []
+        except RemoteInputError as exc:
+            raise self._wrap(exc) from exc
+        self.done = True
+        return events
+
+
+def _member(kind: UpdateKind | None) -> str:
+    return "newState" if kind == "state" else "newProps"
+
+# --------------------------------------------------------------------------- the step state machine
+
+#: States of the step's text/reasoning lanes and what moves them. Tool calls are
+#: tracked per index beside this (any number open at once).
+#:   idle      --ReasoningDelta--> reasoning   (REASONING_START, REASONING_MESSAGE_START)
+#:   idle      --TextDelta------> text         (TEXT_MESSAGE_START)
+#:   reasoning --TextDelta------> text         (REASONING_MESSAGE_END, REASONING_END, TEXT_MESSAGE_START)
+#:   reasoning --ToolCallStart--> idle         (REASONING_MESSAGE_END, REASONING_END)
+#:   text      --ReasoningDelta-> reasoning    (TEXT_MESSAGE_END, REASONING_START, ...)
+#:   text      --ToolCallStart--> idle         (TEXT_MESSAGE_END)
+#:   any       --end/error------> idle         (close whatever is open)
+_TRANSITIONS: Final = (
+    ("idle", "reasoning", "reasoning"),
+    ("idle", "text", "text"),
+    ("reasoning", "text", "text"),
+    ("reasoning", "tool_call_start", "idle"),
+    ("text", "reasoning", "reasoning"),
+    ("text", "tool_call_start", "idle"),
+)
+
+
+class _Step:
+    def __init__(self, specs: Mapping[str, _ToolSpec], message_id: str, make_id: Callable[[], str]) -> None:
+        self.specs = specs
+        self.message_id = message_id  # the assistant message of this step
+        self.text_id: str | None = None  # the open text message, if any
+        self.text_ids: list[str] = []
+        self.make_id = make_id
+        self.lane = "idle"
+        self.reasoning_id: str | None = None
+        self.reasoning_parts: list[str] = []
+        self.reasoning_encrypted: str | None = None
+        self.first_reasoning_id: str | None = None
+        self.text_parts: list[str] = []
+        self.calls: dict[int, ToolCallRequest] = {}
+        self.call_list: tuple[ToolCallRequest, ...] = ()
+        self.component_list: tuple[ToolCallRequest, ...] = ()
+        self.status: StatusMessages = StatusMessages()
+        self.finish: FinishReason | None = None
+        self.usage: Usage | None = None
+
+    # -- lanes
+
+    def _close_lane(self, out: list[Event]) -> None:
+        if self.lane == "reasoning":
+            assert self.reasoning_id is not None
+            out.append(ReasoningMessageEndEvent(message_id=self.reasoning_id))
+            out.append(ReasoningEndEvent(message_id=self.reasoning_id))
+        elif self.lane == "text":
+            assert self.text_id is not None
+            out.append(TextMessageEndEvent(message_id=self.text_id))
+            self.text_id = None
+        self.lane = "idle"
+
+    def _enter(self, lane: str, out: list[Event]) -> None:
+        if self.lane == lane:
+            return
+        self._close_lane(out)
+        if lane == "reasoning":
+            self.reasoning_id = self.make_id()
+            if self.first_reasoning_id is None:
+                self.first_reasoning_id = self.reasoning_id
+            out.append(ReasoningStartEvent(message_id=self.reasoning_id))
+            out.append(ReasoningMessageStartEvent(message_id=self.reasoning_id))
+        elif lane == "text":
+            # the first text of the step is the step's message; text after tool
+            # calls is a new message (a closed id is not reopened: validators reject it)
+            self.text_id = self.message_id if not self.text_ids else self.make_id()
+            self.text_ids.append(self.text_id)
+            out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
+        self.lane = lane
+
+    # -- items
+
+    def on_item(self, item: LLMStreamItem) -> list[Event]:
+        out: list[Event] = []
+        if isinstance(item, TextDelta):
+            if item.text:
+                self._enter("text", out)
+                assert self.text_id is not None
+                self.text_parts.append(item.text)
+                out.append(TextMessageContentEvent(message_id=self.text_id, delta=item.text))
+        elif isinstance(item, ToolCallArgsDelta):
+            call = self._call(item.index, "ToolCallArgsDelta")
+            if item.delta:
+                out.extend(self._args(call, item.delta))
+        elif isinstance(item, ReasoningDelta):
+            if item.text or item.signature or item.encrypted:
+                self._enter("reasoning", out)
+                assert self.reasoning_id is not None
+                if item.text:
+                    self.reasoning_parts.append(item.text)
+                    out.append(ReasoningMessageContentEvent(message_id=self.reasoning_id, delta=item.text))
+                for blob in (item.signature, item.encrypted):
+                    if blob:
+                        self.reasoning_encrypted = blob
+                        out.append(
+                            ReasoningEncryptedValueEvent(
+                                subtype="message", entity_id=self.reasoning_id, encrypted_value=blob
+                            )
+                        )
+        elif isinstance(item, ToolCallStart):
+            out.extend(self._start_call(item))
+        elif isinstance(item, ToolCallEnd):
+            call = self._call(item.index, "ToolCallEnd")
+            if call.done:
+                raise ModelStreamError(f"model stream ended tool call index {item.index} twice")
+            custom = call._close()
+            out.append(ToolCallEndEvent(tool_call_id=call.id))
+            out.extend(custom)  # tambo.component.end after the call's END: the props are final
+            self._refresh(call)
+        elif isinstance(item, Usage):
+            self.usage = _merge_usage(self.usage, item)
+        elif isinstance(item, Finish):
+            self.finish = item.reason
+        elif isinstance(item, StreamError):
+            raise ModelStreamError(item.message, code=item.code, retryable=item.retryable)
+        else:  # pragma: no cover - the LLMStreamItem union is closed
+            raise ModelStreamError(f"model stream produced an unknown item {type(item).__name__}")
+        return out
+
+    def _call(self, index: int, what: str) -> ToolCallRequest:
+        call = self.calls.get(index)
+        if call is None:
+            raise ModelStreamError(f"model stream sent {what} for tool call index {index} before its ToolCallStart")
+        return call
+
+    def _start_call(self, item: ToolCallStart) -> list[Event]:
+        if item.index in self.calls:
+            raise ModelStreamError(f"model stream started tool call index {item.index} twice")
+        if len(self.calls) >= MAX_TOOL_CALLS_PER_STEP:
+            raise ModelStreamError(
+                f"model reply opened more than MAX_TOOL_CALLS_PER_STEP={MAX_TOOL_CALLS_PER_STEP} tool calls"
+            )
+        out: list[Event] = []
+        self._close_lane(out)
+        spec = self.specs.get(item.name)
+        is_component = spec is not None and spec.component is not None
+        component_id = self.make_id() if is_component else None
+        call = ToolCallRequest(item.index, item.id, item.name, spec, component_id, self.message_id)
+        self.calls[item.index] = call
+        self.call_list = (*self.call_list, call)
+        if component_id is not None:
+            self.component_list = (*self.component_list, call)
+        out.append(
+            ToolCallStartEvent(tool_call_id=item.id, tool_call_name=item.name, parent_message_id=self.message_id)
+        )
+        out.extend(call._start())
+        self._refresh(call)
+        return out
+
+    def _args(self, call: ToolCallRequest, delta: str) -> list[Event]:
+        if call.done:
+            raise ModelStreamError(f"model stream sent arguments for tool call {call.id} after its end")
+        custom = call._feed(delta)  # parse first: a bad fragment is never emitted
+        out: list[Event] = [ToolCallArgsEvent(tool_call_id=call.id, delta=delta)]
+        out.extend(custom)
+        self._refresh(call)
+        return out
+
+    def _refresh(self, call: ToolCallRequest) -> None:
+        status = call.status
+        if status.status_message is not None or status.completion_status_message is not None:
+            self.status = status
+
+    def end(self) -> list[Event]:
+        """Normal end of the model stream: close the lanes; every call must have ended."""
+        open_calls = [c.id for c in self.calls.values() if not c.done]
+        out: list[Event] = []
+        self._close_lane(out)
+        if open_calls:
+            raise ModelStreamError(f"model stream ended with tool calls still open: {', '.join(open_calls)}")
+        return out
+
+    def abort(self) -> list[Event]:
+        """Error path: close what can be closed cleanly (tool calls with partial JSON stay open)."""
+        out: list[Event] = []
+        self._close_lane(out)
+        return out
+
+    def decision(self) -> Decision:
+        return Decision(
+            message_id=self.message_id,
+            text_parts=self.text_parts,
+            text_count=len(self.text_parts),
+            reasoning_parts=self.reasoning_parts,
+            reasoning_count=len(self.reasoning_parts),
+            reasoning_id=self.first_reasoning_id,
+            reasoning_encrypted=self.reasoning_encrypted,
+            tool_calls=self.call_list,
+            components=self.component_list,
+            status_message=self.status.status_message,
+            completion_status_message=self.status.completion_status_message,
+            finish_reason=self.finish,
+            usage=self.usage,
+        )
+
+
+def _merge_usage(old: Usage | None, new: Usage) -> Usage:
+    """Usage may arrive more than once; the last value wins per field."""
+    if old is None:
+        return new
+    fields = {f: getattr(new, f) if getattr(new, f) is not None else getattr(old, f) for f in new.__struct_fields__}
+    return Usage(**fields)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+async def run_decision_loop(
+    llm: LLMClient,
+    messages: Sequence[Any],
+    *,
+    components: Sequence[Component] = (),
+    tools: Sequence[LLMTool | ServerTool] = (),
+    force_tool_choice: str | None = None,
+    custom_instructions: str | None = None,
+    memories: Sequence[str] | None = None,
+    context: Sequence[tuple[str, str]] | None = None,
+    interactables: Sequence[Interactable] = (),
+    message_id: str | None = None,
+    id_factory: Callable[[], str] = new_id,
+    strict: bool = True,
+    parallel_tool_calls: bool = True,
+    max_output_tokens: int | None = None,
+    system_prompt: str | None = None,
+) -> AsyncIterator[DecisionStreamItem]:
+    """Run one model step; yield the decision so far and the AG-UI events of each model item.
+
+    ``messages`` are AG-UI message Structs (the conversation; the system prompt is
+    added here, or ``system_prompt`` replaces the built one). ``message_id`` is the
+    assistant message id of this step (default: a fresh id). The last item's
+    decision is complete (``finish_reason`` set when the model sent one).
+
+    Raises, before the model is called: :class:`UsageError` for clashing tool
+    names, :class:`UnknownToolChoiceError`. While streaming (after yielding the
+    events that close the open text/reasoning): :class:`ModelStreamError`,
+    :class:`ToolCallArgumentsError`, or whatever ``llm.complete`` raises.
+    """
+    specs = build_tools(components, tools, interactables=interactables, strict=strict)
+    choice = resolve_tool_choice(force_tool_choice, specs)
+    prompt = system_prompt
+    if prompt is None:
+        prompt = build_system_prompt(
+            component_names=[c.name for c in components],
+            # the schemas are in the update tools already; the prompt lists ids, props and state
+            interactables=[
+                {k: v for k, v in msgspec.to_builtins(i).items() if not k.endswith("Schema")} for i in interactables
+            ],
+            context=context,
+            memories=memories,
+            custom_instructions=custom_instructions,
+        )
+    prompt_messages = [SystemMessage(id=SYSTEM_MESSAGE_ID, content=prompt), *messages]
+    step = _Step(specs, message_id or id_factory(), id_factory)
+    llm_tools = [spec.llm_tool for spec in specs.values()]
+
+    stream = llm.complete(
+        prompt_messages,
+        llm_tools,
+        choice,
+        parallel_tool_calls=parallel_tool_calls,
+        max_output_tokens=max_output_tokens,
+    )
+    try:
+        async with aclosing(_closable(stream)) as items:
+            async for item in items:
+                events = step.on_item(item)
+                yield DecisionStreamItem(decision=step.decision(), events=tuple(events))
+        yield DecisionStreamItem(decision=step.decision(), events=tuple(step.end()))
+    except Exception:
+        # close the text and reasoning lanes for the consumer, then let the error through
+        closing = step.abort()
+        if closing:
+            yield DecisionStreamItem(decision=step.decision(), events=tuple(closing))
+        raise
+
+
+async def _closable(stream: AsyncIterator[LLMStreamItem]) -> AsyncIterator[LLMStreamItem]:
+    """Wrap any async iterator so ``aclose()`` reaches the model's own ``aclose()``."""
+    try:
+        async for item in stream:
+            yield item
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
