@@ -1,0 +1,321 @@
+"""OpenAI Responses API as an :class:`LLMClient`.
+
+Theory of operation
+-------------------
+``POST {base_url}/responses`` with ``stream: true``; the answer is SSE with an
+``event:`` line per frame and the same name in ``data.type``. No ``[DONE]``: the
+stream ends with ``response.completed`` / ``response.incomplete`` /
+``response.failed`` (or an ``error`` event). :class:`ResponsesStreamParser` routes
+on ``data.type`` through its ``HANDLERS`` table:
+
+* ``response.output_item.added`` of a ``function_call`` starts a tool call keyed by
+  the item's ``id`` (``fc_...``) whose tool call id is the item's ``call_id``
+  (``call_...``, the id a ``function_call_output`` must reference);
+  ``response.function_call_arguments.delta`` is routed by ``item_id``;
+  ``...arguments.done`` / ``output_item.done`` deliver whatever the deltas did not and
+  end the call.
+* ``response.output_text.delta`` / ``response.refusal.delta`` -> ``TextDelta``.
+* ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` ->
+  ``ReasoningDelta`` (summary parts separated by a blank line);
+  ``output_item.done`` of a ``reasoning`` item with ``encrypted_content`` ->
+  ``ReasoningDelta(encrypted=...)``.
+* ``response.completed`` -> usage + ``Finish`` (``tool_calls`` when calls were made);
+  ``response.incomplete`` -> ``Finish`` with the reason (``length`` /
+  ``content_filter``); ``error`` / ``response.failed`` -> ``StreamError`` (whichever
+  comes first; a real stream may carry only one of them).
+
+Requests are stateless (``store: false``): reasoning goes back as ``reasoning``
+input items with their ``encrypted_content`` (requested with ``include``) when the
+caller configured ``reasoning``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from agui_engine.events import (
+    AssistantMessage,
+    DeveloperMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta
+
+from .openai_chat import OPENAI_DEFAULT_BASE_URL
+from .prompt import (
+    TextChunk,
+    content_parts,
+    data_url,
+    group_turns,
+    only_text,
+    resolve_tool_choice,
+    tool_result_text,
+)
+from .provider import (
+    CompletionRequest,
+    MalformedStream,
+    StreamingLLMClient,
+    StreamParser,
+)
+
+__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body"]
+
+
+class ResponsesStreamParser(StreamParser):
+    provider = "openai"
+    terminal_marker = "response.completed"
+
+    #: event type -> handler. Everything else (lifecycle, content parts, annotations,
+    #: built-in tool progress) carries nothing the engine needs and is skipped.
+    HANDLERS: ClassVar[dict[str, str]] = {
+        "response.created": "_on_response",
+        "response.in_progress": "_on_response",
+        "response.output_item.added": "_on_item_added",
+        "response.output_item.done": "_on_item_done",
+        "response.output_text.delta": "_on_text",
+        "response.refusal.delta": "_on_text",
+        "response.reasoning_summary_text.delta": "_on_summary",
+        "response.reasoning_text.delta": "_on_reasoning_text",
+        "response.function_call_arguments.delta": "_on_args",
+        "response.function_call_arguments.done": "_on_args_done",
+        "response.completed": "_on_completed",
+        "response.incomplete": "_on_incomplete",
+        "response.failed": "_on_failed",
+        "error": "_on_error",
+    }
+
+    def __init__(self, *, id_factory: Callable[[], str] | None = None) -> None:
+        super().__init__(id_factory=id_factory)
+        self._summary_seen: set[tuple[str, int]] = set()
+        self._last_sequence = -1
+
+    def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
+        payload = self.decode_json(data)
+        if not isinstance(payload, dict):
+            raise MalformedStream("event data is not a JSON object")
+        kind = payload.get("type") or event
+        if event not in ("message", kind):
+            raise MalformedStream(f"event line {event!r} disagrees with data.type {kind!r}")
+        sequence = payload.get("sequence_number")
+        if isinstance(sequence, int):
+            if sequence <= self._last_sequence:
+                raise MalformedStream(f"sequence_number {sequence} after {self._last_sequence}")
+            self._last_sequence = sequence
+        handler = self.HANDLERS.get(kind)
+        if handler is None:
+            return []
+        result: list[LLMStreamItem] = getattr(self, handler)(payload)
+        return result
+
+    # -- handlers
+    def _on_response(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        response = payload.get("response") or {}
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+        return []
+
+    def _on_item_added(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        item = payload.get("item") or {}
+        if item.get("type") != "function_call":
+            return []
+        key = item.get("id") or item.get("call_id")
+        if not key:
+            raise MalformedStream("function_call item without id")
+        items = self.tools.open(key, id=item.get("call_id") or None, name=item.get("name") or None)
+        if item.get("arguments"):
+            items += self.tools.args(key, item["arguments"])
+        return items
+
+    def _on_item_done(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        item = payload.get("item") or {}
+        kind = item.get("type")
+        if kind == "function_call":
+            key = item.get("id") or item.get("call_id")
+            if not self.tools.knows(key):  # done without added: take it whole
+                self.tools.open(key, id=item.get("call_id") or None, name=item.get("name") or None)
+            return self.tools.complete_args(key, item.get("arguments") or "") + self.tools.end(key)
+        if kind == "reasoning" and item.get("encrypted_content"):
+            return [ReasoningDelta(encrypted=item["encrypted_content"])]
+        return []
+
+    def _on_text(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        delta = payload.get("delta")
+        return [TextDelta(text=delta)] if isinstance(delta, str) and delta else []
+
+    def _on_summary(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        delta = payload.get("delta")
+        if not isinstance(delta, str) or not delta:
+            return []
+        part = (str(payload.get("item_id")), int(payload.get("summary_index") or 0))
+        first_of_part = part not in self._summary_seen
+        self._summary_seen.add(part)
+        if first_of_part and part[1] > 0:
+            delta = "\n\n" + delta  # summary parts are paragraphs
+        return [ReasoningDelta(text=delta)]
+
+    def _on_reasoning_text(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        delta = payload.get("delta")
+        return [ReasoningDelta(text=delta)] if isinstance(delta, str) and delta else []
+
+    def _on_args(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        delta = payload.get("delta")
+        return self.tools.args(payload.get("item_id"), delta) if isinstance(delta, str) else []
+
+    def _on_args_done(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        return self.tools.complete_args(payload.get("item_id"), payload.get("arguments") or "")
+
+    def _usage(self, response: dict[str, Any]) -> None:
+        usage = response.get("usage")
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+        if not isinstance(usage, dict):
+            return
+        self.set_usage(
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
+            total_tokens=usage.get("total_tokens"),
+            reasoning_tokens=(usage.get("output_tokens_details") or {}).get("reasoning_tokens"),
+            cached_input_tokens=(usage.get("input_tokens_details") or {}).get("cached_tokens"),
+        )
+
+    def _on_completed(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        self._usage(payload.get("response") or {})
+        reason: FinishReason = "tool_calls" if self.tools.count else "stop"
+        return self.finish(reason, "completed")
+
+    def _on_incomplete(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        response = payload.get("response") or {}
+        self._usage(response)
+        raw = (response.get("incomplete_details") or {}).get("reason") or "incomplete"
+        reason: FinishReason = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(raw, "other")  # type: ignore[assignment]
+        return self.finish(reason, raw)
+
+    def _on_failed(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        response = payload.get("response") or {}
+        self._usage(response)
+        error = response.get("error") or {}
+        return self.in_band_error(error.get("code") or "response_failed", error.get("message"))
+
+    def _on_error(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
+        error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+        return self.in_band_error(error.get("code") or error.get("type") or None, error.get("message"))
+
+
+def _input_parts(content: Any) -> str | list[dict[str, Any]]:
+    parts = content_parts(content)
+    text = only_text(parts)
+    if text is not None:
+        return text
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextChunk):
+            out.append({"type": "input_text", "text": part.text})
+        elif part.kind == "image":
+            if part.source == "file":
+                out.append({"type": "input_image", "file_id": part.value, "detail": "auto"})
+            else:
+                out.append({"type": "input_image", "image_url": data_url(part), "detail": "auto"})
+        elif part.kind == "document":
+            if part.source == "file":
+                out.append({"type": "input_file", "file_id": part.value})
+            elif part.source == "url":
+                out.append({"type": "input_file", "file_url": part.value})
+            else:
+                out.append({"type": "input_file", "filename": "document", "file_data": data_url(part)})
+        # audio and video: not accepted by the Responses API input; dropped.
+    return out
+
+
+def build_responses_input(messages: Sequence[Any], *, send_reasoning: bool) -> list[dict[str, Any]]:
+    """AG-UI messages as Responses ``input`` items."""
+    out: list[dict[str, Any]] = []
+    for turn in group_turns(messages):
+        message = turn.message
+        if turn.role == "assistant":
+            if send_reasoning:
+                for reasoning in turn.reasoning:
+                    if reasoning.encrypted_value:
+                        item: dict[str, Any] = {
+                            "type": "reasoning",
+                            "summary": [{"type": "summary_text", "text": reasoning.content}] if reasoning.content else [],
+                            "encrypted_content": reasoning.encrypted_value,
+                        }
+                        if reasoning.id.startswith("rs_"):
+                            item["id"] = reasoning.id
+                        out.append(item)
+            if isinstance(message, AssistantMessage):
+                if message.content:
+                    out.append({"role": "assistant", "content": message.content})
+                for call in message.tool_calls or ():
+                    out.append(
+                        {"type": "function_call", "call_id": call.id, "name": call.function.name, "arguments": call.function.arguments}
+                    )
+        elif isinstance(message, SystemMessage | DeveloperMessage):
+            out.append({"role": turn.role, "content": message.content})
+        elif isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _input_parts(message.content)})
+        elif isinstance(message, ToolMessage):
+            out.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": tool_result_text(message)})
+    return out
+
+
+def build_responses_body(
+    model: str, request: CompletionRequest, *, reasoning: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The JSON body of a streaming Responses request (stateless: ``store: false``)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "input": build_responses_input(request.messages, send_reasoning=reasoning is not None),
+        "stream": True,
+        "store": False,
+    }
+    tools = request.tools
+    if tools:
+        mode, name = resolve_tool_choice(request.tool_choice, tools)
+        entries = []
+        for tool in tools:
+            entry: dict[str, Any] = {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": tool.strict,  # the Responses API defaults strict to true: always say
+            }
+            entries.append(entry)
+        body["tools"] = entries
+        body["tool_choice"] = mode if name is None else {"type": "function", "name": name}
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.max_output_tokens is not None:
+        body["max_output_tokens"] = request.max_output_tokens
+    if reasoning is not None:
+        body["reasoning"] = dict(reasoning)
+        body["include"] = ["reasoning.encrypted_content"]
+    return body
+
+
+class OpenAIResponsesClient(StreamingLLMClient):
+    """OpenAI Responses API. Key from ``OPENAI_API_KEY``, base URL from
+    ``OPENAI_BASE_URL``. ``reasoning`` (e.g. ``{"effort": "medium", "summary": "auto"}``)
+    is for reasoning models: it asks for summaries and encrypted reasoning, which the
+    next request sends back."""
+
+    provider: ClassVar[str] = "openai"
+    label: ClassVar[str] = "OpenAI"
+    key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
+    default_base_url: ClassVar[str | None] = OPENAI_DEFAULT_BASE_URL
+
+    def __init__(self, model: str, *, reasoning: Mapping[str, Any] | None = None, **options: Any) -> None:
+        super().__init__(model, **options)
+        self.reasoning = dict(reasoning) if reasoning is not None else None
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"}
+
+    def new_parser(self) -> StreamParser:
+        return ResponsesStreamParser(id_factory=self.id_factory)
+
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        return f"{self.base_url}/responses", build_responses_body(self.model, request, reasoning=self.reasoning)
