@@ -1,0 +1,454 @@
+"""``agui-engine demo``: a whole run with the embedded model, rendered live in the terminal.
+
+Theory of operation
+-------------------
+:func:`demo_agent` builds an :class:`~agui_engine.llm_agent.LLMAgent` over the
+:class:`~agui_engine.embedded.EmbeddedModel` with two demo components
+(``WeatherCard``, ``Dashboard``) and one demo server tool (``get_weather``, a
+fixed table of illustrative numbers). :func:`run` streams a run (or, with no
+message, one run per built-in scenario) and pipes every event through the same
+path a client takes: the :class:`~agui_engine.verify.Verifier` (a protocol
+violation fails the demo, exit status 1), the
+:class:`~agui_engine.accumulator.Accumulator` (components become content blocks
+whose props are rebuilt from the streamed JSON Patch operations), then the
+:class:`Renderer`:
+
+* text and reasoning stream as they arrive;
+* tool calls are shown with their arguments and status message when they end,
+  and their results when they arrive;
+* each component is a box whose props fill in, with a status per prop
+  (``·`` started, ``…`` streaming, ``✓`` done).
+
+On a terminal (``live``) the component boxes are redrawn in place with ANSI
+cursor movement and colour. Without a terminal (a pipe, CI) the output is plain
+lines: a line per prop when it is done, nothing redrawn, no escape codes.
+``--format ndjson`` prints the raw AG-UI events instead, one JSON per line,
+ready for ``ag-ui-validate -``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any, Final, TextIO
+
+import msgspec
+
+from .accumulator import Accumulator
+from .codec import encode_ndjson
+from .component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA, COMPONENT_START, find_component
+from .components import Component, is_ui_tool, split_standard_parameters
+from .embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
+from .errors import AguiEngineError
+from .events import (
+    CustomEvent,
+    Event,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from .llm_agent import LLMAgent
+from .verify import ProtocolViolation, Verifier
+
+__all__ = [
+    "SCENARIOS",
+    "DEFAULT_PACE_SECONDS",
+    "demo_components",
+    "get_weather",
+    "demo_agent",
+    "Renderer",
+    "add_arguments",
+    "run",
+]
+
+#: The prompts ``agui-engine demo`` runs when it is given none: every scenario
+#: of the embedded model.
+SCENARIOS: Final = (
+    "What's the weather in Tokyo?",
+    "Compare the weather in Tokyo and Paris",
+    "Show me the Q3 dashboard",
+    "Hello! What can you do?",
+)
+
+#: Pause between model chunks on a terminal: ~60 chunks a second, about the
+#: speed of a fast hosted model, slow enough to watch props fill in.
+DEFAULT_PACE_SECONDS: Final = 0.015
+
+#: Lines a component box may take in live mode. Redrawing moves the cursor up
+#: over the box; a box taller than the screen could not be reached, so longer
+#: boxes are cut (the whole tree is printed when the component is done).
+_MIN_LIVE_LINES: Final = 6
+
+
+def get_weather(city: Annotated[str, msgspec.Meta(description="City name, e.g. Tokyo")]) -> dict[str, Any]:
+    """Look up the current weather for a city (demo data: a fixed table, not a forecast)."""
+    return demo_weather(city)
+
+
+def demo_components() -> list[Component]:
+    """The demo's components: ``WeatherCard`` and ``Dashboard``."""
+    return [
+        Component("WeatherCard", "Shows the current weather for one city: temperature, condition, humidity, wind.",
+                  WEATHER_CARD_SCHEMA),
+        Component("Dashboard", "A business dashboard: titled sections of metric, chart, table and note blocks.",
+                  DASHBOARD_SCHEMA),
+    ]
+
+
+def demo_agent(*, pace_seconds: float = 0.0) -> LLMAgent:
+    """The demo's agent: embedded model, demo components, the ``get_weather`` server tool."""
+    return LLMAgent(EmbeddedModel(pace_seconds=pace_seconds), components=demo_components(), tools=[get_weather])
+
+
+# --------------------------------------------------------------------------- rendering
+
+_STATUS_MARK: Final = {"started": "·", "streaming": "…", "done": "✓"}
+
+
+def _short(value: Any, width: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\n", "⏎ ").replace("\t", " ")
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def _tree(value: Any, indent: str, width: int) -> list[str]:
+    """Nested props as indented lines; short lists and scalars stay on one line."""
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            if isinstance(sub, (dict, list)) and sub and len(json.dumps(sub, ensure_ascii=False)) > width - len(indent) - len(key) - 2:
+                lines.append(f"{indent}{key}:")
+                lines.extend(_tree(sub, indent + "  ", width))
+            else:
+                lines.append(_short(f"{indent}{key}: {_short(sub, width)}", width))
+    elif isinstance(value, list):
+        for sub in value:
+            if isinstance(sub, (dict, list)) and sub and len(json.dumps(sub, ensure_ascii=False)) > width - len(indent) - 2:
+                inner = _tree(sub, indent + "  ", width)
+                lines.append(indent + "- " + inner[0].lstrip())
+                lines.extend(inner[1:])
+            else:
+                lines.append(_short(f"{indent}- {_short(sub, width)}", width))
+    else:
+        lines.append(_short(indent + _short(value, width), width))
+    return lines
+
+
+class _ComponentView:
+    def __init__(self, name: str, component_id: str, ordinal: int) -> None:
+        self.name = name
+        self.id = component_id
+        self.label = f"{name} #{ordinal}"
+        self.status: dict[str, str] = {}
+        self.printed: set[str] = set()
+        self.done = False
+        self.note = ""
+
+
+class Renderer:
+    """Turns a run's events into terminal output (see the module docstring).
+
+    ``live``: redraw component boxes in place (a terminal); otherwise plain lines.
+    ``color``: ANSI colours. ``width``: the line width to fit.
+    """
+
+    def __init__(self, out: TextIO, *, live: bool, color: bool, width: int = 100, height: int = 40) -> None:
+        self.out = out
+        self.live = live
+        self.color = color
+        self.width = max(width, 40)
+        self.max_box_lines = max(height - 4, _MIN_LIVE_LINES)
+        self.acc = Accumulator()
+        self.components: dict[str, _ComponentView] = {}
+        self.active: list[_ComponentView] = []  # boxes in the live region, in order
+        self.drawn = 0  # lines the live region takes on screen now
+        self.inline = False  # a text or reasoning line is open
+        self.tool_names: dict[str, str] = {}
+        self.last_tool_call: str | None = None
+        self.by_tool_call: dict[str, _ComponentView] = {}
+        self.ordinal = 0
+
+    # -- output primitives
+
+    def _c(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def _clear_region(self) -> None:
+        if self.live and self.drawn:
+            self.out.write(f"\x1b[{self.drawn}F\x1b[J")
+            self.drawn = 0
+
+    def _line(self, text: str) -> None:
+        """Write one permanent line (above the live region)."""
+        self._end_inline()
+        self._clear_region()
+        self.out.write(text + "\n")
+        self._draw_region()
+
+    def _end_inline(self) -> None:
+        if self.inline:
+            self.out.write("\n")
+            self.inline = False
+
+    def _inline(self, prefix: str, delta: str) -> None:
+        if not self.inline:
+            self._clear_region()
+            self.out.write(prefix)
+            self.inline = True
+        self.out.write(delta.replace("\n", "\n    "))
+
+    def _box(self, view: _ComponentView) -> list[str]:
+        block = find_component(self.acc, view.id)
+        props = block.get("props", {}) if block else {}
+        state = "done" if view.done else ("streaming" if view.status else "started")
+        head = f"  ┌ {view.label} · {state}"
+        lines = [self._c("1;36", head)]
+        inner = self.width - 8
+        for key, value in props.items():
+            mark = _STATUS_MARK.get(view.status.get(key, "done" if view.done else "started"), "·")
+            sub = _tree({key: value}, "", inner)
+            lines.append(f"  │ {self._c('32' if mark == '✓' else '33', mark)} {sub[0]}")
+            lines.extend(f"  │   {s}" for s in sub[1:])
+        lines.append(self._c("36", "  └" + (f" {view.note}" if view.note else "")))
+        return lines
+
+    def _draw_region(self) -> None:
+        if not self.live or self.inline or not self.active:
+            return
+        lines: list[str] = []
+        for view in self.active:
+            box = self._box(view)
+            if len(box) > self.max_box_lines:
+                hidden = len(box) - self.max_box_lines + 1
+                box = box[: self.max_box_lines - 2] + [f"  │   … {hidden} more lines", box[-1]]
+            lines.extend(box)
+        self.out.write("".join(f"\x1b[2K{line}\n" for line in lines))
+        self.drawn = len(lines)
+
+    def _redraw(self) -> None:
+        if self.live and not self.inline:
+            self._clear_region()
+            self._draw_region()
+
+    # -- events
+
+    def handle(self, event: Event) -> None:
+        """Apply ``event`` to the accumulator and render it."""
+        self.acc.apply(event)
+        if isinstance(event, RunStartedEvent):
+            self._line(self._c("1", f"● run {event.run_id} (thread {event.thread_id})"))
+        elif isinstance(event, ReasoningMessageStartEvent):
+            pass
+        elif isinstance(event, ReasoningMessageContentEvent):
+            self._inline(self._c("2", "  thinking › "), self._c("2", event.delta) if self.color else event.delta)
+        elif isinstance(event, ReasoningMessageEndEvent):
+            self._end_inline()
+            self._redraw()
+        elif isinstance(event, TextMessageStartEvent):
+            pass
+        elif isinstance(event, TextMessageContentEvent):
+            self._inline(self._c("1;34", "  assistant › "), event.delta)
+        elif isinstance(event, TextMessageEndEvent):
+            self._end_inline()
+            self._redraw()
+        elif isinstance(event, ToolCallStartEvent):
+            self.tool_names[event.tool_call_id] = event.tool_call_name
+            self.last_tool_call = event.tool_call_id
+        elif isinstance(event, ToolCallEndEvent):
+            self._tool_end(event.tool_call_id)
+        elif isinstance(event, ToolCallResultEvent):
+            self._tool_result(event)
+        elif isinstance(event, CustomEvent):
+            self._custom(event)
+        elif isinstance(event, RunFinishedEvent):
+            self._finished(event)
+        elif isinstance(event, RunErrorEvent):
+            self._line(self._c("1;31", f"✖ run error [{event.code}]: {event.message}"))
+        self.out.flush()
+
+    def _arguments(self, tool_call_id: str) -> dict[str, Any]:
+        for message in self.acc.messages:
+            for call in message.get("toolCalls") or ():
+                if call["id"] == tool_call_id:
+                    try:
+                        value = json.loads(call["function"]["arguments"] or "{}")
+                    except ValueError:
+                        return {}
+                    return value if isinstance(value, dict) else {}
+        return {}
+
+    def _tool_end(self, tool_call_id: str) -> None:
+        name = self.tool_names.get(tool_call_id, "?")
+        args, status = split_standard_parameters(self._arguments(tool_call_id))
+        if is_ui_tool(name):
+            view = self.by_tool_call.get(tool_call_id)
+            if view is not None:
+                view.note = status.completion_status_message or ""
+            return
+        shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+        note = f"  — {status.status_message}" if status.status_message else ""
+        self._line(self._c("35", f"  ⚙ {name}({_short(shown, self.width - 20)})") + self._c("2", note))
+
+    def _tool_result(self, event: ToolCallResultEvent) -> None:
+        name = self.tool_names.get(event.tool_call_id, "?")
+        content = event.content if isinstance(event.content, str) else json.dumps(msgspec.to_builtins(event.content))
+        if is_ui_tool(name):
+            return  # the component box already says it is shown
+        failed = content.startswith("Error:")
+        text = f"    ↳ {name} → {_short(content, self.width - 12 - len(name))}"
+        self._line(self._c("31" if failed else "2", text))
+
+    def _custom(self, event: CustomEvent) -> None:
+        value = event.value if isinstance(event.value, dict) else {}
+        if event.name == COMPONENT_START:
+            self.ordinal += 1
+            view = _ComponentView(str(value.get("componentName")), str(value.get("componentId")), self.ordinal)
+            self.components[view.id] = view
+            if self.last_tool_call is not None:
+                # the engine sends tambo.component.start right after its call's TOOL_CALL_START
+                self.by_tool_call[self.last_tool_call] = view
+            if self.live:
+                self._end_inline()
+                self.active.append(view)
+                self._redraw()
+            else:
+                self._line(self._c("1;36", f"  ▣ {view.label} started"))
+        elif event.name == COMPONENT_PROPS_DELTA:
+            view = self.components.get(str(value.get("componentId")))
+            if view is None:
+                return
+            status = value.get("streamingStatus") or {}
+            view.status = dict(status)
+            if self.live:
+                self._redraw()
+            else:
+                self._print_done_props(view)
+        elif event.name == COMPONENT_END:
+            view = self.components.get(str(value.get("componentId")))
+            if view is None:
+                return
+            view.done = True
+            view.status = {k: "done" for k in view.status}
+            if self.live:
+                self._clear_region()
+                if view in self.active:
+                    self.active.remove(view)
+                self.out.write("\n".join(self._box(view)) + "\n")
+                self._draw_region()
+            else:
+                self._print_done_props(view)
+                note = f" · {view.note}" if view.note else ""
+                self._line(self._c("1;36", f"  ▣ {view.label} done{note}"))
+
+    def _print_done_props(self, view: _ComponentView) -> None:
+        block = find_component(self.acc, view.id)
+        props = block.get("props", {}) if block else {}
+        for key, value in props.items():
+            if key in view.printed or (view.status.get(key) != "done" and not view.done):
+                continue
+            view.printed.add(key)
+            tree = _tree({key: value}, "", self.width - 10)
+            self._line(f"    {self._c('32', '✓')} {view.label} {tree[0]}")
+            for line in tree[1:]:
+                self._line(f"      {line}")
+
+    def _finished(self, event: RunFinishedEvent) -> None:
+        parts = ["● finished"]
+        if event.outcome is not None and getattr(event.outcome, "pending_tool_call_ids", None):
+            parts.append(f"waiting for client tools {', '.join(event.outcome.pending_tool_call_ids)}")  # type: ignore[union-attr]
+        for usage in event.usage or ():
+            parts.append(f"{usage.model}: {usage.input_tokens} in / {usage.output_tokens} out tokens")
+        self._line(self._c("1", " · ".join(parts)))
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("message", nargs="*", help="what the user says (default: every built-in scenario in turn)")
+    parser.add_argument("--pace", type=float, default=None, metavar="SECONDS",
+                        help=f"pause between model chunks (default {DEFAULT_PACE_SECONDS} on a terminal, 0 otherwise)")
+    parser.add_argument("--format", choices=("pretty", "ndjson"), default="pretty",
+                        help="pretty: render the run; ndjson: print the AG-UI events, one JSON per line")
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+    parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
+
+
+async def _run_one(agent: LLMAgent, text: str, index: int, out: TextIO, args: argparse.Namespace,
+                   live: bool, color: bool) -> int:
+    run_input = RunAgentInput(
+        thread_id=f"demo-thread-{index}",
+        run_id=f"demo-run-{index}",
+        messages=[UserMessage(id=f"demo-user-{index}", content=text)],
+    )
+    verifier = Verifier()
+    size = shutil.get_terminal_size((100, 40))
+    renderer = Renderer(out, live=live, color=color, width=min(size.columns, 120), height=size.lines)
+    if args.format == "pretty":
+        out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
+    count = 0
+    try:
+        async for event in agent.run(run_input):
+            for checked in verifier.feed(event):
+                count += 1
+                if args.format == "ndjson":
+                    out.write(encode_ndjson(checked).decode())
+                else:
+                    renderer.handle(checked)
+        verifier.close()
+    except ProtocolViolation as exc:
+        sys.stderr.write(f"agui-engine demo: the run broke the AG-UI protocol: {exc}\n")
+        return 1
+    except AguiEngineError as exc:
+        sys.stderr.write(f"agui-engine demo: {exc.message}\n")
+        return 1
+    if args.format == "pretty":
+        out.write(renderer._c("2", f"  ({count} AG-UI events, verified)") + "\n")
+    problems = [p for p in renderer.acc.problems]
+    if problems:
+        sys.stderr.write(f"agui-engine demo: the accumulator reported problems: {problems}\n")
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    reconfigure = getattr(out, "reconfigure", None)
+    if reconfigure is not None:
+        # box-drawing and status marks must never crash a run on a narrow (e.g. latin-1) console
+        reconfigure(errors="replace")
+    tty = out.isatty() and not args.plain and args.format == "pretty"
+    color = tty and not args.no_color and not os.environ.get("NO_COLOR")
+    pace = args.pace if args.pace is not None else (DEFAULT_PACE_SECONDS if tty else 0.0)
+    if pace < 0:
+        sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
+        return 2
+    messages: Sequence[str] = [" ".join(args.message)] if args.message else SCENARIOS
+    agent = demo_agent(pace_seconds=pace)
+
+    async def main() -> int:
+        status = 0
+        for index, text in enumerate(messages):
+            status = max(status, await _run_one(agent, text, index, out, args, tty, color))
+        return status
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 130

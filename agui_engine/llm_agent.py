@@ -1,0 +1,410 @@
+"""``LLMAgent``: the decision loop as an AG-UI agent, a whole run from RUN_STARTED to the end.
+
+Theory of operation
+-------------------
+:meth:`LLMAgent.run` takes a ``RunAgentInput`` and drives the model step by step
+with :func:`agui_engine.decision.run_decision_loop`, passing every event of every
+step through. Between steps it does what the model asked for:
+
+==========================  ==================================================================
+tool call of a step         what happens
+==========================  ==================================================================
+component                   ``TOOL_CALL_RESULT`` "shown" (keeps the client's message history
+(``show_component_<Name>``) valid: every tool call has its result) -> the model continues
+interactable update         ``TOOL_CALL_RESULT`` :data:`~agui_engine.interactables.UPDATE_RESULT`
+                            -> the model continues
+server tool                 the Python function runs (sync inline, async awaited; parallel
+                            calls of one step run concurrently); its result, or the error it
+                            raised, becomes ``TOOL_CALL_RESULT`` -> the model continues
+client tool                 pending: after the step the run ends with ``RUN_FINISHED``
+(``RunAgentInput.tools``)   ``outcome {type: "success", pendingToolCallIds}``; the client runs
+                            the tools and starts the next run with their results
+unknown tool                ``TOOL_CALL_RESULT`` with an error naming the tool -> the model
+                            continues (it can recover; a hallucinated name is not fatal)
+==========================  ==================================================================
+
+A step without tool calls ends the run (``RUN_FINISHED``). More than
+``max_steps`` model calls end it with ``RUN_ERROR`` code ``step_limit_exceeded``
+(results already emitted stay valid).
+
+Components and tools of a run: the server's (constructor) merged with the
+client's -- ``RunAgentInput.tools`` entries named ``show_component_<Name>`` and
+``forwardedProps.availableComponents`` (Tambo's ``name``, ``description``,
+``propsSchema``) are components; every other ``RunAgentInput.tools`` entry is a
+client tool. On a name clash the client wins (the client renders the component
+or runs the tool); within the client, a ``tools`` entry beats an
+``availableComponents`` entry. Interactables come from the ``interactables``
+context entry; other context entries go into the system prompt.
+
+Errors: an invalid input (bad client tool or component, bad interactables) is a
+:class:`~agui_engine.errors.RemoteInputError` raised *before* ``RUN_STARTED``,
+so a transport can refuse it with a 4xx. After ``RUN_STARTED`` every failure is
+a ``RUN_ERROR`` event that ends the stream (the error's ``to_run_error()``; an
+unexpected exception becomes code ``internal_error`` with no traceback), after
+the decision loop has closed the open text and reasoning. Usage of all steps is
+summed per (provider, model) into ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage``.
+
+Cancellation: closing the event iterator (``aclose()``, or cancelling the task
+awaiting it) closes the decision loop, which closes the model stream at once;
+running tool coroutines are cancelled with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from typing import Any, Final
+
+import msgspec
+
+from .components import (
+    Component,
+    ServerTool,
+    check_tool_name,
+    component_from_tool,
+    components_from_available,
+    is_ui_tool,
+    tool_from_callable,
+)
+from .decision import Decision, ToolCallRequest, build_tools, new_id, run_decision_loop
+from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from .events import (
+    AssistantMessage,
+    Event,
+    FunctionCall,
+    Message,
+    ReasoningMessage,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    TokenUsage,
+    ToolCall,
+    ToolCallResultEvent,
+    ToolMessage,
+)
+from .interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, Interactable, interactables_from_context
+from .llm import LLMClient, LLMTool, Usage
+
+__all__ = [
+    "LLMAgent",
+    "DEFAULT_MAX_STEPS",
+    "MAX_TOOL_RESULT_CHARS",
+    "StepLimitExceededError",
+    "format_tool_result",
+]
+
+#: Model calls one run may make. The longest built-in flow -- tools, then a
+#: component, then text, one city at a time for a few cities without parallel
+#: calls -- takes 7; 10 leaves headroom while stopping a model that keeps
+#: calling tools forever (each step costs a full model call).
+DEFAULT_MAX_STEPS: Final = 10
+
+#: Longest tool result (characters) sent to the client and back to the model.
+#: 1 MiB is about 250 K tokens -- more than any model context holds -- and the
+#: same bound Tambo puts on client tool arguments; a larger result becomes an
+#: error result instead of an oversized event and a failing model call.
+MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
+
+#: ``forwardedProps`` key of Tambo-style client components.
+AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
+
+
+class StepLimitExceededError(LimitExceededError):
+    """The model was still calling tools after ``max_steps`` model calls."""
+
+    default_code = "step_limit_exceeded"
+
+
+def format_tool_result(value: Any) -> str:
+    """The string content of a tool result: a ``str`` as is, anything else as compact JSON.
+
+    AG-UI 1.0 also allows content parts, but strings are what every client and
+    validator accepts. Values msgspec cannot encode fall back to ``str()``.
+    """
+    if isinstance(value, str):
+        return value
+    return msgspec.json.encode(value, enc_hook=str).decode()
+
+
+class _RunSetup(msgspec.Struct, kw_only=True):
+    components: list[Component]
+    server_tools: list[ServerTool]
+    client_tools: list[LLMTool]
+    interactables: list[Interactable]
+    context: list[tuple[str, str]]
+
+
+class LLMAgent:
+    """An :class:`~agui_engine.agent.Agent` that runs the decision loop over an :class:`LLMClient`.
+
+    ``tools`` are :class:`~agui_engine.components.ServerTool` values or plain
+    functions (sync or ``async def``; their schema comes from the signature,
+    see :func:`~agui_engine.components.tool_from_callable`). A sync function runs
+    on the event loop: keep it quick, or make it ``async``.
+
+    ``force_tool_choice`` applies to the first model call of each run only (the
+    forced tool then runs and the model continues freely). ``id_factory`` makes
+    every message, component and result id (default: random uuid4 hex).
+
+    Raises :class:`UsageError` for a tool that cannot be described, or two
+    server tools / components with one name.
+    """
+
+    def __init__(
+        self,
+        llm: LLMClient,
+        *,
+        components: Sequence[Component] = (),
+        tools: Sequence[ServerTool | Callable[..., Any]] = (),
+        max_steps: int = DEFAULT_MAX_STEPS,
+        strict: bool = True,
+        parallel_tool_calls: bool = True,
+        force_tool_choice: str | None = None,
+        custom_instructions: str | None = None,
+        memories: Sequence[str] | None = None,
+        max_output_tokens: int | None = None,
+        id_factory: Callable[[], str] = new_id,
+    ) -> None:
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
+        self.llm = llm
+        self.components = list(components)
+        self.tools = [t if isinstance(t, ServerTool) else tool_from_callable(t) for t in tools]
+        _unique([c.tool_name for c in self.components] + [t.name for t in self.tools], "server")
+        self.max_steps = max_steps
+        self.strict = strict
+        self.parallel_tool_calls = parallel_tool_calls
+        self.force_tool_choice = force_tool_choice
+        self.custom_instructions = custom_instructions
+        self.memories = list(memories) if memories else None
+        self.max_output_tokens = max_output_tokens
+        self.id_factory = id_factory
+
+    # ------------------------------------------------------------------ setup
+
+    def _setup(self, input: RunAgentInput) -> _RunSetup:
+        """Merge the server's and the client's components and tools. Raises RemoteInputError."""
+        client_components: dict[str, Component] = {}
+        forwarded = input.forwarded_props
+        if isinstance(forwarded, Mapping) and forwarded.get(AVAILABLE_COMPONENTS_KEY) is not None:
+            for component in components_from_available(forwarded[AVAILABLE_COMPONENTS_KEY]):
+                client_components[component.name] = component
+        client_tools: dict[str, LLMTool] = {}
+        for i, tool in enumerate(input.tools):
+            if is_ui_tool(tool.name):
+                component = component_from_tool(tool.name, tool.description, tool.parameters)
+                client_components[component.name] = component
+                continue
+            try:
+                check_tool_name(tool.name)
+            except UsageError as exc:
+                raise RemoteInputError(f"tools[{i}].name: {exc.message}") from None
+            if tool.name in client_tools:
+                raise RemoteInputError(f"tools[{i}].name: duplicate tool name {tool.name!r}")
+            parameters = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
+            if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+                raise RemoteInputError(f"tools[{i}].parameters: expected a JSON Schema of type object")
+            client_tools[tool.name] = LLMTool(
+                name=tool.name, description=tool.description, parameters=dict(parameters), strict=True
+            )
+        components = [c for c in self.components if c.name not in client_components]
+        components.extend(client_components.values())
+        server_tools = [t for t in self.tools if t.name not in client_tools]
+        context = [(c.description, c.value) for c in input.context if c.description != INTERACTABLES_CONTEXT]
+        return _RunSetup(
+            components=components,
+            server_tools=server_tools,
+            client_tools=list(client_tools.values()),
+            interactables=interactables_from_context(input.context),
+            context=context,
+        )
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """Stream one run's events. Raises only before the first event (invalid input)."""
+        setup = self._setup(input)
+        # a client tool list or schema that cannot be turned into model tools is the client's fault
+        try:
+            build_tools(
+                setup.components,
+                [*setup.server_tools, *setup.client_tools],
+                interactables=setup.interactables,
+                strict=self.strict,
+            )
+        except UsageError as exc:
+            raise RemoteInputError(f"run tools: {exc.message}") from None
+
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id, parent_run_id=input.parent_run_id)
+        usage: dict[tuple[str | None, str | None], TokenUsage] = {}
+        try:
+            pending: list[str] = []
+            async with aclosing(self._steps(input, setup, usage, pending)) as events:
+                async for event in events:
+                    yield event
+            yield RunFinishedEvent(
+                thread_id=input.thread_id,
+                run_id=input.run_id,
+                outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=pending) if pending else None,
+                usage=list(usage.values()) or None,
+            )
+        except AguiEngineError as exc:
+            error = exc.to_run_error()
+            yield RunErrorEvent(message=error.message, code=error.code, usage=list(usage.values()) or None)
+        except Exception as exc:  # noqa: BLE001 - a run must end with RUN_ERROR, never a traceback
+            yield RunErrorEvent(
+                message=f"internal error in the agent ({type(exc).__name__})",
+                code="internal_error",
+                usage=list(usage.values()) or None,
+            )
+
+    async def _steps(
+        self,
+        input: RunAgentInput,
+        setup: _RunSetup,
+        usage: dict[tuple[str | None, str | None], TokenUsage],
+        pending: list[str],
+    ) -> AsyncIterator[Event]:
+        """The events of every step; fills ``usage`` and the ``pending`` client tool call ids."""
+        history: list[Message] = list(input.messages)
+        server = {t.name: t for t in setup.server_tools}
+        client = {t.name for t in setup.client_tools}
+        for step in range(self.max_steps):
+            decision: Decision | None = None
+            loop = run_decision_loop(
+                self.llm,
+                history,
+                components=setup.components,
+                tools=[*setup.server_tools, *setup.client_tools],
+                interactables=setup.interactables,
+                context=setup.context,
+                force_tool_choice=self.force_tool_choice if step == 0 else None,
+                custom_instructions=self.custom_instructions,
+                memories=self.memories,
+                id_factory=self.id_factory,
+                strict=self.strict,
+                parallel_tool_calls=self.parallel_tool_calls,
+                max_output_tokens=self.max_output_tokens,
+            )
+            try:
+                async with aclosing(loop) as items:
+                    async for item in items:
+                        decision = item.decision
+                        for event in item.events:
+                            yield event
+            finally:
+                if decision is not None and decision.usage is not None:
+                    _add_usage(usage, decision.usage)
+            assert decision is not None  # the loop always yields a final item
+            history.extend(_assistant_messages(decision))
+            if not decision.tool_calls:
+                return
+            runnable: list[ToolCallRequest] = []
+            for call in decision.tool_calls:
+                if call.component_id is not None or call.interactable_id is not None:
+                    continue
+                if call.name in server:
+                    runnable.append(call)
+                elif call.name in client:
+                    pending.append(call.id)
+            results = await self._run_tools(runnable, server)
+            for call in decision.tool_calls:
+                if call.id in pending:
+                    continue
+                if call.component_id is not None:
+                    content, error = f"Component {call.component_name} is shown on the user's screen.", None
+                elif call.interactable_id is not None:
+                    content, error = UPDATE_RESULT, None
+                elif call.name in server:
+                    content, error = results[call.id]
+                else:
+                    error = f"unknown tool {call.name!r}: it is not one of the tools offered"
+                    content = f"Error: {error}"
+                message_id = self.id_factory()
+                yield ToolCallResultEvent(message_id=message_id, tool_call_id=call.id, content=content, role="tool")
+                history.append(ToolMessage(id=message_id, tool_call_id=call.id, content=content, error=error))
+            if pending:
+                return
+        raise StepLimitExceededError(
+            f"the model was still calling tools after max_steps={self.max_steps} model calls"
+        )
+
+    async def _run_tools(
+        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool]
+    ) -> dict[str, tuple[str, str | None]]:
+        """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
+
+        async def one(call: ToolCallRequest) -> tuple[str, str | None]:
+            tool = server[call.name]
+            try:
+                result = tool.call(call.arguments)
+                if inspect.isawaitable(result):
+                    result = await result
+                content = format_tool_result(result)
+            except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+                error = f"{type(exc).__name__}: {exc}"
+                return f"Error: {error}", error
+            if len(content) > MAX_TOOL_RESULT_CHARS:
+                error = (
+                    f"the result of {call.name} is {len(content)} characters, more than "
+                    f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
+                )
+                return f"Error: {error}", error
+            return content, None
+
+        if not calls:
+            return {}
+        outcomes = await asyncio.gather(*(one(call) for call in calls))
+        return {call.id: outcome for call, outcome in zip(calls, outcomes)}
+
+
+def _assistant_messages(decision: Decision) -> list[Message]:
+    """The messages the step adds to the history (what the model said, for the next call)."""
+    out: list[Message] = []
+    if decision.reasoning_id is not None:
+        # kept byte-exact: providers reject a modified thinking signature in a tool loop
+        out.append(
+            ReasoningMessage(
+                id=decision.reasoning_id,
+                content=decision.reasoning,
+                encrypted_value=decision.reasoning_encrypted,
+            )
+        )
+    tool_calls = [
+        ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments_text or "{}"))
+        for c in decision.tool_calls
+    ]
+    text = decision.message
+    if text or tool_calls:
+        out.append(AssistantMessage(id=decision.message_id, content=text or None, tool_calls=tool_calls or None))
+    return out
+
+
+def _add_usage(totals: dict[tuple[str | None, str | None], TokenUsage], usage: Usage) -> None:
+    key = (usage.provider, usage.model)
+    old = totals.get(key)
+
+    def add(a: int | None, b: int | None) -> int | None:
+        return b if a is None else a if b is None else a + b
+
+    totals[key] = TokenUsage(
+        provider=usage.provider,
+        model=usage.model,
+        input_tokens=add(old.input_tokens if old else None, usage.input_tokens),
+        output_tokens=add(old.output_tokens if old else None, usage.output_tokens),
+        total_tokens=add(old.total_tokens if old else None, usage.total_tokens),
+        reasoning_tokens=add(old.reasoning_tokens if old else None, usage.reasoning_tokens),
+        cached_input_tokens=add(old.cached_input_tokens if old else None, usage.cached_input_tokens),
+    )
+
+
+def _unique(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise UsageError(f"two {what} tools or components are named {name!r}")
+        seen.add(name)

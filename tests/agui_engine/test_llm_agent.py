@@ -1,0 +1,347 @@
+"""LLMAgent: whole runs -- server tools, client tools, components from both sides, limits, errors, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from ag_ui_validate import ValidatorOptions, create_validator
+
+from agui_engine.accumulator import Accumulator
+from agui_engine.agent import Agent
+from agui_engine.codec import encode_event
+from agui_engine.component_stream import COMPONENT_END, find_component
+from agui_engine.components import Component
+from agui_engine.demo import SCENARIOS, demo_components, get_weather
+from agui_engine.embedded import EmbeddedModel, demo_weather
+from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.events import (
+    AssistantMessage,
+    Context,
+    CustomEvent,
+    FunctionCall,
+    ReasoningMessage,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageEndEvent,
+    TokenUsage,
+    Tool,
+    ToolCall,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
+from agui_engine.llm import Finish, ReasoningDelta, StreamError, TextDelta, Usage
+from agui_engine.llm_agent import DEFAULT_MAX_STEPS, MAX_TOOL_RESULT_CHARS, LLMAgent, format_tool_result
+from agui_engine.verify import Verifier
+
+from .scripted_llm import ScriptedLLM, call, counter_ids, text
+
+#: ag-ui-validate findings every run of this engine may produce (spec/decision.md):
+#: AGUI902 -- no timestamps (the core has no clock; a transport may stamp events);
+#: AGUI208 -- a tool call's parentMessageId names the step's assistant message, which
+#: has no TEXT_MESSAGE_* events when the step has no text (clients create it on demand).
+ACCEPTED_FINDINGS = {"AGUI902", "AGUI208"}
+
+
+def run_input(text_: str = "hello", *, tools: list[Tool] | None = None, **kw: Any) -> RunAgentInput:
+    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content=text_)],
+                         tools=tools or [], **kw)
+
+
+async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
+    return [e async for e in agent.run(input_)]
+
+
+def check_run(events: list[Any]) -> Accumulator:
+    """The run passes the verifier, ag-ui-validate (accepted findings only) and accumulates cleanly."""
+    verifier = Verifier()
+    validator = create_validator(ValidatorOptions())
+    acc = Accumulator()
+    for event in events:
+        verifier.feed(event)
+        validator.feed(encode_event(event).decode())
+        acc.apply(event)
+    verifier.close()
+    validator.finalize()
+    findings = {d.rule for d in validator.report().diagnostics}
+    assert findings <= ACCEPTED_FINDINGS, validator.report().diagnostics
+    assert acc.problems == []
+    return acc
+
+
+def demo_agent(**kw: Any) -> LLMAgent:
+    return LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], id_factory=counter_ids(), **kw)
+
+
+def test_is_an_agent() -> None:
+    assert isinstance(demo_agent(), Agent)
+
+
+async def test_weather_run_calls_the_server_tool_then_shows_the_card_then_answers() -> None:
+    events = await collect(demo_agent(), run_input("What's the weather in Tokyo?"))
+    acc = check_run(events)
+    assert isinstance(events[0], RunStartedEvent) and isinstance(events[-1], RunFinishedEvent)
+    results = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert json.loads(results[0].content) == demo_weather("Tokyo")
+    assert results[1].content.startswith("Component WeatherCard is shown")
+    (end,) = [e.value for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
+    assert end["finalProps"]["city"] == "Tokyo" and end["finalProps"]["temperature"] == 18.5
+    block = find_component(acc, end["componentId"])
+    assert block is not None and block["props"] == end["finalProps"] and block["streamingState"] == "done"
+    assert "18.5°C" in acc.messages[-1]["content"]
+    usage = events[-1].usage
+    assert usage and usage[0].model == "embedded-demo-1" and usage[0].input_tokens > 0
+    assert events[-1].outcome is None
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+async def test_every_demo_scenario_verifies(scenario: str) -> None:
+    check_run(await collect(demo_agent(), run_input(scenario)))
+
+
+async def test_sequential_cities_without_parallel_calls() -> None:
+    events = await collect(demo_agent(parallel_tool_calls=False), run_input("weather in Tokyo and Paris"))
+    check_run(events)
+    cards = [e for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
+    assert [c.value["finalProps"]["city"] for c in cards] == ["Tokyo", "Paris"]
+
+
+async def test_client_tool_ends_the_run_with_pending_ids() -> None:
+    llm = ScriptedLLM([TextDelta(text="Booking."), *call(0, "c1", "book", '{"when":"noon"}'),
+                       *call(1, "c2", "get_weather", '{"city":"Paris"}'), Finish(reason="tool_calls")])
+    agent = LLMAgent(llm, tools=[get_weather], id_factory=counter_ids())
+    book = Tool(name="book", description="Book a table", parameters={"type": "object",
+                                                                     "properties": {"when": {"type": "string"}}})
+    events = await collect(agent, run_input("book", tools=[book]))
+    check_run(events)
+    results = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert [r.tool_call_id for r in results] == ["c2"]  # the server tool ran, the client one is pending
+    final = events[-1]
+    assert isinstance(final, RunFinishedEvent)
+    assert final.outcome is not None and final.outcome.pending_tool_call_ids == ["c1"]
+    assert len(llm.calls) == 1
+    # the client tool was offered with standard parameters and strict form
+    offered = {t.name: t for t in llm.calls[0].tools}
+    assert offered["book"].strict and "_tambo_statusMessage" in offered["book"].parameters["properties"]
+
+
+async def test_next_run_with_the_client_result_continues() -> None:
+    llm = ScriptedLLM(text("Booked for noon."))
+    history = [
+        UserMessage(id="u1", content="book"),
+        AssistantMessage(id="a1", tool_calls=[ToolCall(id="c1", function=FunctionCall(name="book",
+                                                                                    arguments='{"when":"noon"}'))]),
+        ToolMessage(id="t1", tool_call_id="c1", content="ok"),
+    ]
+    events = await collect(LLMAgent(llm), RunAgentInput(thread_id="t", run_id="r2", messages=history))
+    check_run(events)
+    assert llm.calls[0].messages[1:] == history
+
+
+async def test_components_from_the_client_merge_and_win() -> None:
+    server_card = Component("Card", "server", {"type": "object", "properties": {"a": {"type": "string"}}})
+    llm = ScriptedLLM(text("ok"))
+    agent = LLMAgent(llm, components=[server_card, Component("Other", "", {"type": "object", "properties": {}})])
+    client_tool = Tool(name="show_component_Card", description="client card",
+                       parameters={"type": "object", "properties": {"b": {"type": "number"}}})
+    available = [{"name": "Chart", "description": "A chart", "propsSchema": {"type": "object",
+                                                                               "properties": {"s": {"type": "array"}}}},
+                 {"name": "Card", "description": "loses to the tools entry",
+                  "propsSchema": {"type": "object", "properties": {"c": {"type": "string"}}}}]
+    events = await collect(agent, run_input("x", tools=[client_tool], forwarded_props={"availableComponents": available}))
+    check_run(events)
+    offered = {t.name: t for t in llm.calls[0].tools}
+    assert set(offered) == {"show_component_Card", "show_component_Other", "show_component_Chart"}
+    assert "b" in offered["show_component_Card"].parameters["properties"]
+    assert "client card" in offered["show_component_Card"].description
+
+
+async def test_client_component_call_streams_and_the_run_goes_on() -> None:
+    llm = ScriptedLLM([*call(0, "c1", "show_component_Card", '{"b":2}'), Finish(reason="tool_calls")],
+                      text("Shown."))
+    client_tool = Tool(name="show_component_Card", description="card",
+                       parameters={"type": "object", "properties": {"b": {"type": "number"}}})
+    events = await collect(LLMAgent(llm, id_factory=counter_ids()), run_input("x", tools=[client_tool]))
+    check_run(events)
+    assert events[-1].outcome is None and len(llm.calls) == 2
+    assert [e.value["finalProps"] for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END] == [{"b": 2}]
+
+
+async def test_a_raising_tool_becomes_an_error_result() -> None:
+    def explode(x: int) -> str:
+        """Always fails."""
+        raise ValueError(f"bad x {x}")
+
+    llm = ScriptedLLM([*call(0, "c1", "explode", '{"x":3}'), Finish(reason="tool_calls")], text("Sorry."))
+    events = await collect(LLMAgent(llm, tools=[explode]), run_input())
+    check_run(events)
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content == "Error: ValueError: bad x 3"
+    tool_message = llm.calls[1].messages[-1]
+    assert isinstance(tool_message, ToolMessage) and tool_message.error == "ValueError: bad x 3"
+    assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_bad_arguments_for_a_server_tool_are_an_error_result() -> None:
+    def need_int(x: int) -> int:
+        """Doubles."""
+        return 2 * x
+
+    llm = ScriptedLLM([*call(0, "c1", "need_int", '{"x":"nope"}'), Finish(reason="tool_calls")], text("ok"))
+    events = await collect(LLMAgent(llm, tools=[need_int]), run_input())
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content.startswith("Error: ToolArgumentsError") and "x" in result.content
+
+
+async def test_async_tools_of_one_step_run_concurrently() -> None:
+    ready = asyncio.Event()
+
+    async def waiter() -> str:
+        """Waits for the other tool."""
+        await ready.wait()
+        return "waited"
+
+    async def setter() -> str:
+        """Releases the other tool."""
+        ready.set()
+        return "set"
+
+    llm = ScriptedLLM([*call(0, "a", "waiter"), *call(1, "b", "setter"), Finish(reason="tool_calls")], text("done"))
+    events = await asyncio.wait_for(collect(LLMAgent(llm, tools=[waiter, setter]), run_input()), timeout=10)
+    assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["waited", "set"]
+
+
+async def test_step_limit_ends_with_run_error() -> None:
+    llm = ScriptedLLM(lambda messages: [*call(0, f"c{len(messages)}", "lookup_again"), Finish(reason="tool_calls")])
+
+    def lookup_again() -> str:
+        """Loops."""
+        return "again"
+
+    events = await collect(LLMAgent(llm, tools=[lookup_again], max_steps=3), run_input())
+    check_run(events)
+    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "step_limit_exceeded"
+    assert len(llm.calls) == 3 and DEFAULT_MAX_STEPS >= 7
+
+
+async def test_unknown_tool_gets_an_error_result_and_the_model_continues() -> None:
+    llm = ScriptedLLM([*call(0, "c1", "nope", "{}"), Finish(reason="tool_calls")], text("ok"))
+    events = await collect(LLMAgent(llm), run_input())
+    check_run(events)
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert "unknown tool 'nope'" in result.content and len(llm.calls) == 2
+
+
+async def test_stream_error_becomes_run_error_after_closing_the_text() -> None:
+    llm = ScriptedLLM([TextDelta(text="Hal"), Usage(input_tokens=5, output_tokens=1),
+                       StreamError(message="upstream overloaded", code="overloaded")])
+    events = await collect(LLMAgent(llm, id_factory=counter_ids()), run_input())
+    check_run(events)
+    assert isinstance(events[-2], TextMessageEndEvent)
+    assert events[-1] == RunErrorEvent(message="upstream overloaded", code="overloaded",
+                                       usage=[TokenUsage(input_tokens=5, output_tokens=1)])
+
+
+async def test_unexpected_exception_is_an_internal_error_without_details() -> None:
+    llm = ScriptedLLM([TextDelta(text="x"), RuntimeError("secret sk-123 leaked")])
+    events = await collect(LLMAgent(llm), run_input())
+    check_run(events)
+    last = events[-1]
+    assert isinstance(last, RunErrorEvent) and last.code == "internal_error" and "sk-123" not in last.message
+
+
+async def test_invalid_client_input_raises_before_run_started() -> None:
+    agent = LLMAgent(ScriptedLLM(text("x")))
+    bad_name = Tool(name="bad name!", description="", parameters={"type": "object"})
+    with pytest.raises(RemoteInputError, match=r"tools\[0\]\.name"):
+        await collect(agent, run_input(tools=[bad_name]))
+    not_object = Tool(name="t", description="", parameters={"type": "array"})
+    with pytest.raises(RemoteInputError, match="object"):
+        await collect(agent, run_input(tools=[not_object]))
+    with pytest.raises(RemoteInputError, match="availableComponents"):
+        await collect(agent, run_input(forwarded_props={"availableComponents": "nope"}))
+    with pytest.raises(RemoteInputError, match="context"):
+        await collect(agent, run_input(context=[Context(description="interactables", value="{not json")]))
+
+
+def test_server_side_misconfiguration_is_a_usage_error() -> None:
+    def f() -> None:
+        """x"""
+
+    with pytest.raises(UsageError):
+        LLMAgent(ScriptedLLM(), tools=[f, f])
+    with pytest.raises(UsageError):
+        LLMAgent(ScriptedLLM(), max_steps=0)
+
+
+async def test_cancelling_the_consumer_closes_the_model_stream() -> None:
+    llm = ScriptedLLM(text(*["word "] * 100))
+    stream = LLMAgent(llm).run(run_input())
+    seen = [await stream.__anext__() for _ in range(4)]
+    assert isinstance(seen[0], RunStartedEvent)
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert llm.closed == 1 and llm.finished == 0
+
+
+async def test_force_tool_choice_applies_to_the_first_step_only() -> None:
+    llm = ScriptedLLM([*call(0, "c1", "get_weather", '{"city":"Oslo"}'), Finish(reason="tool_calls")], text("ok"))
+    events = await collect(LLMAgent(llm, tools=[get_weather], force_tool_choice="get_weather"), run_input("weather"))
+    assert [c.tool_choice for c in llm.calls] == ["get_weather", "auto"]
+    result = next(e for e in events if isinstance(e, ToolCallResultEvent))
+    assert result.content.startswith("Error: LookupError")  # Oslo is not in the demo table
+
+
+async def test_history_of_the_next_step_keeps_reasoning_signature_and_tool_calls() -> None:
+    llm = ScriptedLLM([ReasoningDelta(text="think"), ReasoningDelta(signature="SIG"), TextDelta(text="Let me see."),
+                       *call(0, "c1", "get_weather", '{"city":"Tokyo"}'), Finish(reason="tool_calls")],
+                      text("Done."))
+    await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    second = llm.calls[1].messages
+    reasoning, assistant, tool = second[-3:]
+    assert isinstance(reasoning, ReasoningMessage) and reasoning.content == "think" and reasoning.encrypted_value == "SIG"
+    assert isinstance(assistant, AssistantMessage) and assistant.content == "Let me see."
+    assert assistant.tool_calls and assistant.tool_calls[0].function.arguments == '{"city":"Tokyo"}'
+    assert isinstance(tool, ToolMessage) and tool.tool_call_id == "c1"
+
+
+async def test_tool_call_parent_is_the_step_message() -> None:
+    events = await collect(demo_agent(), run_input("What's the weather in Tokyo?"))
+    text_ids = {e.message_id for e in events if isinstance(e, TextMessageEndEvent)}
+    parents = [e.parent_message_id for e in events if isinstance(e, ToolCallStartEvent)]
+    assert parents[0] in text_ids
+
+
+async def test_interactables_from_context_get_update_tools() -> None:
+    value = json.dumps({"components": [{"id": "Note-1", "componentName": "Note", "props": {"text": "a"}}]})
+    args = '{"componentId":"Note-1","newProps":{"text":"b"}}'
+    llm = ScriptedLLM([*call(0, "c1", "update_component_props_Note-1", args), Finish(reason="tool_calls")],
+                      text("Updated."))
+    events = await collect(LLMAgent(llm, id_factory=counter_ids()),
+                           run_input(context=[Context(description="interactables", value=value),
+                                              Context(description="page", value="/notes")]))
+    result = next(e for e in events if isinstance(e, ToolCallResultEvent))
+    assert result.content == "Updated successfully"
+    assert "/notes" in llm.calls[0].messages[0].content
+
+
+def test_format_tool_result() -> None:
+    assert format_tool_result("x") == "x"
+    assert format_tool_result({"a": [1, None]}) == '{"a":[1,null]}'
+    assert format_tool_result(object()).startswith('"<object')
+
+
+async def test_oversized_tool_result_is_an_error() -> None:
+    def big() -> str:
+        """Too much."""
+        return "x" * (MAX_TOOL_RESULT_CHARS + 1)
+
+    llm = ScriptedLLM([*call(0, "c1", "big"), Finish(reason="tool_calls")], text("ok"))
+    events = await collect(LLMAgent(llm, tools=[big]), run_input())
+    result = next(e for e in events if isinstance(e, ToolCallResultEvent))
+    assert "MAX_TOOL_RESULT_CHARS" in result.content
