@@ -1,0 +1,215 @@
+"""The servers the transport benchmark measures, each run in its own process:
+
+    python benchmarks/transport_servers.py <stack>     (prints "PORT <n>" and "STATS <n>")
+
+Stacks:
+
+* ``engine-sse`` -- this project's gateway (``transports.sse.create_app``) with the
+  whole gateway path on: verification, event ids, the resume log, keep-alive.
+* ``ref-sse`` -- the reference stack: FastAPI + uvicorn + the official SDK's
+  ``EventEncoder``, one ``StreamingResponse`` chunk per event.
+* ``engine-ws`` -- this project's WebSocket gateway (``transports.websocket``).
+* ``ref-ws`` -- FastAPI + uvicorn WebSocket, one text message per event
+  (``model_dump_json(by_alias=True, exclude_none=True)``, what EventEncoder writes).
+
+Both stacks stream *the same events*, produced the same way: the run input's
+``forwardedProps`` says how many events (``events``), how many are ready at
+once (``burst``: the agent yields to the event loop after each burst, as a real
+model stream delivers several tokens per network read) and whether the run
+stays silent after ``RUN_STARTED`` (``idle``: for the memory-per-open-stream
+measurement). Each stack builds its own native event objects (msgspec Structs
+here, pydantic models in the SDK).
+
+``GET /__stats`` answers ``{"cpu": <process CPU seconds>, "rss": <bytes>}``
+measured inside the server process.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the route
+# signatures at run time.
+
+
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+DELTA = "token "  # ~ one LLM token per delta
+
+
+def stats() -> dict[str, float]:
+    with open("/proc/self/statm") as f:
+        rss_pages = int(f.read().split()[1])
+    return {"cpu": time.process_time(), "rss": rss_pages * resource.getpagesize(), "time": time.monotonic()}
+
+
+def plan(props: Any) -> tuple[int, int, bool]:
+    props = props or {}
+    return int(props.get("events", 100)), max(1, int(props.get("burst", 20))), bool(props.get("idle", False))
+
+
+# ---------------------------------------------------------------------------------------
+# this engine
+# ---------------------------------------------------------------------------------------
+
+
+class BenchAgent:
+    async def run(self, input: Any) -> Any:
+        from agui_engine.events import (
+            RunFinishedEvent,
+            RunStartedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        n, burst, idle = plan(input.forwarded_props)
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        if idle:
+            await asyncio.sleep(3600)
+        mid = "m-" + input.run_id
+        yield TextMessageStartEvent(message_id=mid, role="assistant")
+        for i in range(n - 4):
+            if i % burst == 0:
+                await asyncio.sleep(0)
+            yield TextMessageContentEvent(message_id=mid, delta=DELTA)
+        yield TextMessageEndEvent(message_id=mid)
+        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+
+async def engine_sse() -> None:
+    from aiohttp import web
+
+    from transports.sse import create_app, start_sse_server
+
+    app = create_app(BenchAgent(), max_runs=100_000)
+
+    async def stats_handler(request: web.Request) -> web.Response:
+        return web.json_response(stats())
+
+    app.router.add_get("/__stats", stats_handler)
+    server = await start_sse_server(app=app)
+    port = server.url.rstrip("/").rpartition(":")[2]
+    print("PORT", port, flush=True)
+    print("STATS", port, flush=True)
+    await asyncio.Event().wait()
+
+
+async def engine_ws() -> None:
+    from aiohttp import web
+
+    from transports.sse import start_sse_server
+    from transports.websocket import start_ws_server
+
+    server = await start_ws_server(BenchAgent(), max_runs=100_000)
+    # The stats endpoint lives on a second, plain HTTP port of the same process.
+    stats_app = web.Application()
+
+    async def stats_handler(request: web.Request) -> web.Response:
+        return web.json_response(stats())
+
+    stats_app.router.add_get("/__stats", stats_handler)
+    stats_server = await start_sse_server(app=stats_app)
+    print("PORT", server.url.rstrip("/").rpartition(":")[2], flush=True)
+    print("STATS", stats_server.url.rstrip("/").rpartition(":")[2], flush=True)
+    await asyncio.Event().wait()
+
+
+# ---------------------------------------------------------------------------------------
+# the reference stack
+# ---------------------------------------------------------------------------------------
+
+
+def ref_events(input: Any) -> Any:
+    from ag_ui.core import (
+        RunFinishedEvent,
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
+
+    async def gen() -> Any:
+        n, burst, idle = plan(input.forwarded_props)
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        if idle:
+            await asyncio.sleep(3600)
+        mid = "m-" + input.run_id
+        yield TextMessageStartEvent(message_id=mid, role="assistant")
+        for i in range(n - 4):
+            if i % burst == 0:
+                await asyncio.sleep(0)
+            yield TextMessageContentEvent(message_id=mid, delta=DELTA)
+        yield TextMessageEndEvent(message_id=mid)
+        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+    return gen()
+
+
+def ref_app() -> Any:
+    from ag_ui.core import RunAgentInput
+    from ag_ui.encoder import EventEncoder
+    from fastapi import FastAPI, Request, WebSocket
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    app = FastAPI()
+
+    @app.post("/")
+    async def run(input: RunAgentInput, request: Request) -> StreamingResponse:
+        encoder = EventEncoder(accept=request.headers.get("accept"))
+
+        async def body() -> Any:
+            async for event in ref_events(input):
+                yield encoder.encode(event)
+
+        return StreamingResponse(body(), media_type=encoder.get_content_type())
+
+    @app.get("/__stats")
+    async def stats_route() -> JSONResponse:
+        return JSONResponse(stats())
+
+    @app.websocket("/")
+    async def ws(websocket: WebSocket) -> None:
+        await websocket.accept()
+        message = json.loads(await websocket.receive_text())
+        input = RunAgentInput.model_validate(message["input"])
+        async for event in ref_events(input):
+            await websocket.send_text(event.model_dump_json(by_alias=True, exclude_none=True))
+        await websocket.close()
+
+    return app
+
+
+async def ref_server() -> None:
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    config = uvicorn.Config(ref_app(), log_level="warning", access_log=False, lifespan="off", ws_ping_interval=None)
+    server = uvicorn.Server(config)
+    print("PORT", sock.getsockname()[1], flush=True)
+    print("STATS", sock.getsockname()[1], flush=True)
+    await server.serve(sockets=[sock])
+
+
+def main() -> None:
+    stack = sys.argv[1]
+    # One core for the server, as the issue's figures assume.
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    runner = {"engine-sse": engine_sse, "engine-ws": engine_ws, "ref-sse": ref_server, "ref-ws": ref_server}[stack]
+    asyncio.run(runner())
+
+
+if __name__ == "__main__":
+    main()
