@@ -56,6 +56,8 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from itertools import accumulate, repeat
+from operator import add
 from typing import Any, Final, Literal
 
 import msgspec
@@ -116,6 +118,10 @@ _BOM: Final = b"\xef\xbb\xbf"
 # CRLF first so that it is one terminator, not CR then an empty line. Captured so that the
 # decoder knows each terminator's length (byte offsets stay exact).
 _EOL_SPLIT: Final = re.compile(rb"(\r\n|\r|\n)")
+# The shapes every AG-UI producer writes (ours with ids, the SDK's EventEncoder without):
+# a run of these is decoded in bulk, at C speed, by SSEDecoder._bulk.
+_ID_DATA_FRAMES: Final = re.compile(rb"(?:id: [^\n\0]*\ndata: [^\n]*\n\n)+")
+_ID_DATA_FRAME: Final = re.compile(rb"id: ([^\n\0]*)\ndata: ([^\n]*)\n\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,16 +222,16 @@ def encode_sse(
         payload = event_or_json
         if b"\n" in payload or b"\r" in payload:
             raise UsageError("pre-encoded SSE payload contains a raw CR or LF")
+    elif id is None and event is None:
+        return b"data: %b\n\n" % _encode(event_or_json)  # the hot path: one allocation
     else:
         payload = _encode(event_or_json)
-    if id is None and event is None:
-        return b"data: " + payload + b"\n\n"
     head = b""
     if id is not None:
         head = b"id: " + _check_field(id, "id") + b"\n"
     if event is not None:
         head += b"event: " + _check_field(event, "event name") + b"\n"
-    return head + b"data: " + payload + b"\n\n"
+    return b"%bdata: %b\n\n" % (head, payload)
 
 
 def encode_sse_comment(text: str = "") -> bytes:
@@ -465,8 +471,9 @@ class _LineBuffer:
     def partial(self) -> bytes:
         return b"".join(self._parts)
 
-    def take(self, data: bytes) -> tuple[list[bytes], list[bytes] | None, int]:
-        """-> (complete lines, their terminators or None when all are LF, start offset)."""
+    def take(self, data: bytes) -> tuple[bytes, bool, int]:
+        """-> (the complete lines now available, as one buffer ending with a line end;
+        whether it holds a CR line end; its stream offset). Keeps the partial rest."""
         if self._skip_lf:
             # The previous chunk ended in CR: an LF starting this one completes that CRLF.
             self._skip_lf = False
@@ -474,32 +481,41 @@ class _LineBuffer:
                 data = data[1:]
                 self.offset += 1
         has_cr = self._cr_is_eol and b"\r" in data
-        if not has_cr and b"\n" not in data:
+        last = data.rfind(b"\n")
+        if has_cr:
+            last = max(last, data.rfind(b"\r"))
+        if last < 0:
             if data:
                 self._parts.append(data)
                 self.partial_len += len(data)
-            return [], None, self.offset
+            return b"", False, self.offset
         if self._parts:
+            last += self.partial_len
             self._parts.append(data)
             data = b"".join(self._parts)
             self._parts = []
         start = self.offset
-        if has_cr:
-            pieces = _EOL_SPLIT.split(data)
-            rest = pieces.pop()
-            lines = pieces[0::2]
-            terms: list[bytes] | None = pieces[1::2]
-            if not rest and data[-1:] == b"\r":
-                self._skip_lf = True
-        else:
-            lines = data.split(b"\n")
-            rest = lines.pop()
-            terms = None
+        end = last + 1
+        complete = data[:end] if end < len(data) else data
+        rest = data[end:]
         if rest:
             self._parts.append(rest)
+        elif has_cr and data[last] == 0x0D:
+            self._skip_lf = True
         self.partial_len = len(rest)
-        self.offset = start + len(data) - len(rest)
-        return lines, terms, start
+        self.offset = start + end
+        return complete, has_cr, start
+
+
+def _split_lines(complete: bytes, has_cr: bool) -> tuple[list[bytes], list[bytes] | None]:
+    """Complete lines and their terminators (``None``: every terminator is one LF)."""
+    if has_cr:
+        pieces = _EOL_SPLIT.split(complete)
+        pieces.pop()  # b"": ``complete`` ends with a terminator
+        return pieces[0::2], pieces[1::2]
+    lines = complete.split(b"\n")
+    lines.pop()
+    return lines, None
 
 
 class _Framer:
@@ -511,6 +527,9 @@ class _Framer:
     def __init__(self, *, cr_is_eol: bool) -> None:
         self._lines = _LineBuffer(cr_is_eol=cr_is_eol)
         self._offsets: list[int] = []  # stream offset of each frame the last call returned
+        # (first index, stream offset, frame lengths) of frames decoded in bulk: resolved into
+        # ``_offsets`` by frame_offsets() only when an error needs them.
+        self._lazy_offsets: list[tuple[int, int, Any]] = []
         self._error: Exception | None = None
         self._closed = False
 
@@ -527,7 +546,17 @@ class _Framer:
             return []
         self._closed = True
         self._offsets = []
+        self._lazy_offsets = []
         return self._finish()
+
+    def frame_offsets(self) -> list[int]:
+        """The stream offset of each frame the last ``feed``/``close`` returned."""
+        for first, pos, frame_lens in self._lazy_offsets:
+            offsets = list(accumulate(frame_lens, initial=pos))
+            offsets.pop()
+            self._offsets[first : first + len(offsets)] = offsets
+        self._lazy_offsets = []
+        return self._offsets
 
     def _accept(self, data: bytes) -> bytes:
         if self._error is not None:
@@ -535,6 +564,7 @@ class _Framer:
         if self._closed:
             raise UsageError(f"{self._name}.feed() after close()")
         self._offsets = []
+        self._lazy_offsets = []
         if type(data) is bytes:
             return data
         if isinstance(data, (bytearray, memoryview)):
@@ -545,6 +575,19 @@ class _Framer:
         raise NotImplementedError
 
     def _finish(self) -> list[Any]:
+        raise NotImplementedError
+
+    # The one-frame-per-read fast path (see EventStreamDecoder.feed): ``_simple_frame`` says
+    # whether ``data`` is exactly one frame of the common shape, arriving between frames, and
+    # returns its payload (and SSE id) without changing any state; ``_commit_simple`` then
+    # records it as consumed. When decoding the payload fails, nothing was committed and the
+    # general path parses ``data`` again from the same state, so results never depend on
+    # which path ran.
+
+    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
+        return None
+
+    def _commit_simple(self, size: int, ident: str | None) -> None:
         raise NotImplementedError
 
 
@@ -577,6 +620,40 @@ class SSEDecoder(_Framer):
         self._block_len = 0
         self._block_start = -1
         self._frames = 0
+        # EventStreamDecoder sets this: yield each event's data as a plain str (no SSEMessage).
+        self._raw = False
+
+    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
+        if (
+            self._block_start >= 0
+            or self._data
+            or self._at_start
+            or self._closed
+            or self._error is not None
+            or self._lines.partial_len
+            or self._lines._skip_lf
+            or len(data) > self.max_frame_bytes
+            or data[-2:] != b"\n\n"
+        ):
+            return None
+        if data[:6] == b"data: ":
+            return (data[6:-2], None) if data.count(b"\n") == 2 else None
+        if data[:4] == b"id: ":
+            nl = data.find(b"\n")
+            if data[nl + 1 : nl + 7] != b"data: " or data.count(b"\n") != 3 or b"\0" in data[4:nl]:
+                return None
+            try:
+                return data[nl + 7 : -2], data[4:nl].decode()
+            except UnicodeDecodeError:
+                return None
+        return None
+
+    def _commit_simple(self, size: int, ident: str | None) -> None:
+        self._lines.offset += size
+        if ident is not None:
+            self._id = ident
+        self.last_event_id = self._id
+        self._frames += 1
 
     def _finish(self) -> list[SSEMessage]:
         # WHATWG: an unfinished event at the end of input is dropped, never dispatched.
@@ -601,10 +678,14 @@ class SSEDecoder(_Framer):
                 self._lines.offset = len(_BOM)
         if not data:
             return [], None
-        lines, terms, pos = self._lines.take(data)
-        out: list[SSEMessage] = []
+        complete, has_cr, pos = self._lines.take(data)
+        out: list[Any] = []
         try:
-            self._process(lines, terms, pos, out)
+            if has_cr:
+                lines, terms = _split_lines(complete, True)
+                self._process(lines, terms, pos, out)
+            elif complete:
+                self._process_lf(complete, pos, out)
             pending = self._lines.partial_len
             if pending and self._block_len + pending > self.max_frame_bytes:
                 start = self._block_start if self._block_start >= 0 else self._lines.offset
@@ -620,8 +701,107 @@ class SSEDecoder(_Framer):
             frame_index=self._frames,
         )
 
+    def _process_lf(self, complete: bytes, pos: int, out: list[Any]) -> None:
+        """LF-only input: split into event blocks at blank lines and take the common shapes --
+        ``data: <json>`` and ``id: <id>`` + ``data: <json>`` -- without going line by line.
+        Anything else goes through :meth:`_process`, which gives the same result (the fast path
+        is an optimisation, never a different parser)."""
+        if self._block_start < 0 and not self._data and self._bulk(complete, pos, out):
+            return
+        blocks = complete.split(b"\n\n")
+        tail = blocks.pop()  # after the last blank line; ends with LF (or is empty)
+        max_frame = self.max_frame_bytes
+        raw = self._raw
+        for block in blocks:
+            size = len(block)
+            if self._block_start < 0 and not self._data and 6 <= size <= max_frame:
+                data_at = -1
+                if block[:6] == b"data: " and b"\n" not in block:
+                    data_at = 6
+                elif block[:4] == b"id: ":
+                    nl = block.find(b"\n")
+                    if (
+                        nl > 0
+                        and block[nl + 1 : nl + 7] == b"data: "
+                        and block.find(b"\n", nl + 1) < 0
+                        and b"\0" not in block[4:nl]
+                        and size - 1 <= max_frame  # content bytes, the LF excluded
+                    ):
+                        try:
+                            self._id = block[4:nl].decode()
+                        except UnicodeDecodeError:
+                            pass  # the line-by-line path reports it with its offset
+                        else:
+                            data_at = nl + 7
+                if data_at > 0:
+                    try:
+                        text = block[data_at:].decode()
+                    except UnicodeDecodeError:
+                        pass
+                    else:
+                        self.last_event_id = self._id
+                        out.append(
+                            text if raw else SSEMessage(data=text, id=self._id or None)
+                        )
+                        self._offsets.append(pos)
+                        self._frames += 1
+                        pos += size + 2
+                        continue
+            lines = block.split(b"\n")
+            lines.append(b"")  # the blank line that ended the block
+            self._process(lines, None, pos, out)
+            pos += size + 2
+        if tail:
+            lines = tail.split(b"\n")
+            lines.pop()
+            self._process(lines, None, pos, out)
+
+    def _bulk(self, complete: bytes, pos: int, out: list[Any]) -> bool:
+        """Decode ``complete`` at once if it is nothing but ``[id: X\\n]data: Y\\n\\n`` frames
+        (checked by one regex), all valid UTF-8 and within the size limit; else return False
+        and leave everything to the general path (which then reports any error exactly)."""
+        if complete[:6] == b"data: " and complete[-2:] == b"\n\n":
+            ids: list[bytes] | None = None
+            payloads = complete[6:-2].split(b"\n\ndata: ")
+            if complete.count(b"\n") != 2 * len(payloads):
+                return False  # some frame is not a single data line: not this shape
+            frame_lens: Any = map(add, map(len, payloads), repeat(8))
+            if len(complete) > self.max_frame_bytes and 6 + max(map(len, payloads)) > self.max_frame_bytes:
+                return False
+        elif _ID_DATA_FRAMES.fullmatch(complete):
+            pairs = _ID_DATA_FRAME.findall(complete)
+            ids = [pair[0] for pair in pairs]
+            payloads = [pair[1] for pair in pairs]
+            lens = list(map(add, map(len, ids), map(len, payloads)))
+            frame_lens = map(add, lens, repeat(13))
+            if 10 + max(lens) > self.max_frame_bytes:
+                return False
+        else:
+            return False
+        try:
+            complete.decode()  # validates every byte at once
+        except UnicodeDecodeError:
+            return False
+        if ids is not None:
+            self._id = ids[-1].decode()
+            self.last_event_id = self._id
+        if self._raw:
+            out.extend(payloads)  # msgspec decodes the (validated) UTF-8 bytes directly
+        elif ids is None:
+            last_id = self._id or None
+            out.extend(SSEMessage(data=p.decode(), id=last_id) for p in payloads)
+        else:
+            out.extend(
+                SSEMessage(data=p.decode(), id=i.decode() or None) for i, p in zip(ids, payloads)
+            )
+        # Frame offsets are only needed to locate an error: computed when asked for.
+        self._lazy_offsets.append((len(self._offsets), pos, frame_lens))
+        self._offsets.extend(repeat(-1, len(payloads)))
+        self._frames += len(payloads)
+        return True
+
     def _process(
-        self, lines: list[bytes], terms: list[bytes] | None, pos: int, out: list[SSEMessage]
+        self, lines: list[bytes], terms: list[bytes] | None, pos: int, out: list[Any]
     ) -> None:
         max_frame = self.max_frame_bytes
         for i, line in enumerate(lines):
@@ -633,7 +813,9 @@ class SSEDecoder(_Framer):
                 if self._data:
                     data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
                     out.append(
-                        SSEMessage(
+                        data
+                        if self._raw
+                        else SSEMessage(
                             data=data,
                             event=self._event or "message",
                             id=self._id or None,
@@ -717,6 +899,22 @@ class NDJSONDecoder(_Framer):
         self.max_line_bytes = max_line_bytes
         self._index = 0
 
+    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
+        if (
+            self._closed
+            or self._error is not None
+            or self._lines.partial_len
+            or data[-1:] != b"\n"
+            or len(data) > self.max_line_bytes
+            or data.count(b"\n") != 1
+        ):
+            return None
+        return data, None  # msgspec skips the trailing whitespace (LF, CR)
+
+    def _commit_simple(self, size: int, ident: str | None) -> None:
+        self._lines.offset += size
+        self._index += 1
+
     def _finish(self) -> list[bytes]:
         # The last line may lack its LF: it is complete at the end of input.
         rest = self._lines.partial()
@@ -732,7 +930,8 @@ class NDJSONDecoder(_Framer):
         data = self._accept(data)
         if not data:
             return [], None
-        lines, _, pos = self._lines.take(data)
+        complete, _, pos = self._lines.take(data)
+        lines, _ = _split_lines(complete, False)
         out: list[bytes] = []
         limit = self.max_line_bytes
         for line in lines:
@@ -787,7 +986,9 @@ class EventStreamDecoder:
         id_factory: Callable[[], str] | None = None,
     ) -> None:
         if format == "sse":
-            self._framer: _Framer = SSEDecoder(max_frame_bytes=max_frame_bytes)
+            sse = SSEDecoder(max_frame_bytes=max_frame_bytes)
+            sse._raw = True
+            self._framer: _Framer = sse
         elif format == "ndjson":
             self._framer = NDJSONDecoder(max_line_bytes=max_frame_bytes)
         else:
@@ -803,6 +1004,18 @@ class EventStreamDecoder:
         """Decode the events completed by ``data``."""
         if self._error is not None:
             raise self._error
+        if type(data) is bytes:
+            # Fast path: a read that carries exactly one frame of the usual shape.
+            simple = self._framer._simple_frame(data)
+            if simple is not None:
+                try:
+                    event = _decode(simple[0])
+                except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                    pass  # the general path below reports it, located
+                else:
+                    self._framer._commit_simple(len(data), simple[1])
+                    self.events_decoded += 1
+                    return [event]
         frames, error = self._framer._feed(data)
         if error is not None:
             self._framer._error = error
@@ -816,16 +1029,28 @@ class EventStreamDecoder:
         return self._decode_frames(frames, None)
 
     @property
+    def last_event_id(self) -> str | None:
+        """SSE: the stream's last-event-ID so far (what a reconnect sends as ``Last-Event-ID``),
+        ``None`` when none was set. NDJSON: always ``None``."""
+        return getattr(self._framer, "last_event_id", None) or None
+
+    @property
     def truncated(self) -> bool:
         """True after ``close()`` when the input ended inside a frame (SSE)."""
         return getattr(self._framer, "truncated", False)
 
     def _decode_frames(self, frames: list[Any], error: Exception | None) -> list[AnyEvent]:
-        out: list[AnyEvent] = []
-        offsets = self._framer._offsets
-        sse = self.format == "sse"
-        for i, frame in enumerate(frames):
-            payload = frame.data if sse else frame
+        if error is None:
+            try:
+                out = list(map(_decode, frames))
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                pass  # redo one by one to locate it (or to apply tolerance / legacy mapping)
+            else:
+                self.events_decoded += len(out)
+                return out
+        out = []
+        offsets = self._framer.frame_offsets()
+        for i, payload in enumerate(frames):
             try:
                 out.append(_decode(payload))
             except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):

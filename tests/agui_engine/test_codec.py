@@ -482,3 +482,22 @@ def test_event_stream_decoder_usage() -> None:
     decoder = EventStreamDecoder("ndjson")
     assert decoder.feed(encode_ndjson(CustomEvent(name="a", value=None))[:-1]) == []
     assert decoder.close() == [CustomEvent(name="a", value=None)]
+
+
+@pytest.mark.parametrize("fmt", ["sse", "ndjson"])
+def test_one_frame_per_feed_gives_the_same_events_and_errors_as_whole_input(fmt: str) -> None:
+    encode = (lambda e, i: encode_sse(e, id=f"r:{i}")) if fmt == "sse" else (lambda e, i: encode_ndjson(e))
+    frames = [encode(e, i) for i, e in enumerate(EVENTS)]
+    bad = (b"data: " if fmt == "sse" else b"") + b'{"type":"CUSTOM","name":1,"value":2}' + (b"\n\n" if fmt == "sse" else b"\n")
+    legacy = (b"data: " if fmt == "sse" else b"") + b'{"type":"THINKING_START"}' + (b"\n\n" if fmt == "sse" else b"\n")
+    frames[3:3] = [legacy]
+    frames.append(bad)
+    whole = run(EventStreamDecoder(fmt, id_factory=lambda: "t1"), [b"".join(frames)])  # type: ignore[arg-type]
+    framewise = run(EventStreamDecoder(fmt, id_factory=lambda: "t1"), frames)  # type: ignore[arg-type]
+    assert framewise == whole
+    assert whole[0] == EVENTS[:3] + [ReasoningStartEvent(message_id="t1")] + EVENTS[3:]
+    assert whole[1] is not None and f"frame {len(EVENTS) + 1} at byte {sum(map(len, frames[:-1]))}: $.name" in whole[1]
+    stream = EventStreamDecoder(fmt)  # type: ignore[arg-type]
+    for f in frames[:-1]:
+        stream.feed(f)
+    assert stream.last_event_id == (f"r:{len(EVENTS) - 1}" if fmt == "sse" else None)
