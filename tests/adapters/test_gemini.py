@@ -1,0 +1,139 @@
+"""Gemini: whole function calls with minted ids, thought signatures, requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from adapters.gemini import (
+    MINTED_ID_PREFIX,
+    GeminiClient,
+    GeminiStreamParser,
+    build_gemini_body,
+)
+from adapters.provider import CompletionRequest, ProviderStream
+from adapters.replay import load_fixture
+from agui_engine.errors import UsageError
+from agui_engine.events import (
+    AssistantMessage,
+    DataSource,
+    FunctionCall,
+    ImagePart,
+    ReasoningMessage,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from agui_engine.llm import (
+    LLMTool,
+    ReasoningDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+
+from .conftest import digest, parse_chunks
+
+W = "show_component_WeatherCard"
+
+
+def run(name: str) -> dict[str, Any]:
+    return digest(parse_chunks("gemini", [load_fixture("gemini", name).body]))
+
+
+def test_whole_function_calls_get_minted_ids_and_their_arguments() -> None:
+    d = run("tool_calls")
+    assert d["text"] == "I'll show both cities."
+    assert d["calls"] == [("minted_0", W, {"city": "Paris", "tempC": 18}), ("minted_1", W, {"city": "Oslo", "tempC": -3.5})]
+    assert d["end"] == ("finish", "tool_calls", "STOP")
+
+
+def test_thought_summary_and_signature_before_its_call() -> None:
+    items = parse_chunks("gemini", [load_fixture("gemini", "reasoning").body])
+    d = digest(items)
+    assert d["reasoning"] == "**Checking the forecast**\nThe user wants two cities."
+    assert d["signatures"] == ["CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2"]
+    at = items.index(ReasoningDelta(signature="CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2"))
+    assert isinstance(items[at + 1], ToolCallStart)
+    assert d["usage"] == (42, 124, 166, 88, None)  # output = candidates + thoughts
+
+
+def test_usage_errors_truncation_blocked() -> None:
+    assert run("usage")["usage"] == (2048, 5, 2053, None, 1920)
+    assert run("usage")["end"] == ("finish", "length", "MAX_TOKENS")
+    assert run("error_midstream")["end"] == ("error", "UNAVAILABLE", True)
+    assert run("truncated")["end"] == ("error", "truncated", True)
+    assert run("blocked")["end"] == ("error", "prompt_blocked", False)
+
+
+def test_provider_ids_are_kept_and_default_ids_are_marked_minted() -> None:
+    chunk = {"candidates": [{"content": {"parts": [{"functionCall": {"id": "fc-9", "name": "f"}}]}, "finishReason": "STOP"}]}
+    stream = ProviderStream(GeminiStreamParser())
+    items = stream.feed(b"data: " + msgspec.json.encode(chunk) + b"\r\n\r\n") + stream.close()
+    assert items[:3] == [ToolCallStart(index=0, id="fc-9", name="f"), ToolCallArgsDelta(index=0, delta="{}"), ToolCallEnd(index=0)]
+    chunk["candidates"][0]["content"]["parts"][0]["functionCall"].pop("id")  # type: ignore[index]
+    stream = ProviderStream(GeminiStreamParser())
+    items = stream.feed(b"data: " + msgspec.json.encode(chunk) + b"\n\n") + stream.close()
+    assert isinstance(items[0], ToolCallStart) and items[0].id.startswith(MINTED_ID_PREFIX)
+
+
+def test_request_body() -> None:
+    minted = MINTED_ID_PREFIX + "abc"
+    history = [
+        SystemMessage(id="s", content="Be brief."),
+        UserMessage(id="u", content=[TextPart(text="Weather?"), ImagePart(source=DataSource(value="AAAA", mime_type="image/png"))]),
+        ReasoningMessage(id="r", content="summary", encrypted_value="sig-turn"),
+        AssistantMessage(
+            id="a",
+            tool_calls=[
+                ToolCall(id=minted, function=FunctionCall(name="get_weather", arguments='{"city":"Paris"}')),
+                ToolCall(id="fc-2", function=FunctionCall(name="get_weather", arguments='{"city":"Oslo"}'), encrypted_value="sig-call"),
+            ],
+        ),
+        ToolMessage(id="t1", tool_call_id=minted, content='{"tempC": 18}'),
+        ToolMessage(id="t2", tool_call_id="fc-2", content="cold"),
+        ReasoningMessage(id="r2", content="", encrypted_value="sig-text"),
+        AssistantMessage(id="a2", content="Done."),
+    ]
+    tools = [LLMTool(name="get_weather", description="Weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})]
+    body = build_gemini_body(CompletionRequest(messages=history, tools=tools, tool_choice="required", max_output_tokens=99))
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert body["tools"] == [{"functionDeclarations": [{"name": "get_weather", "description": "Weather", "parametersJsonSchema": tools[0].parameters}]}]
+    assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY"}}
+    assert body["generationConfig"] == {"maxOutputTokens": 99}
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "Weather?"}, {"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]},
+        {
+            "role": "model",
+            "parts": [
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": "sig-turn"},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc-2"}, "thoughtSignature": "sig-call"},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "get_weather", "response": {"tempC": 18}}},
+                {"functionResponse": {"name": "get_weather", "response": {"result": "cold"}, "id": "fc-2"}},
+            ],
+        },
+        {"role": "model", "parts": [{"text": "Done.", "thoughtSignature": "sig-text"}]},
+    ]
+    forced = build_gemini_body(CompletionRequest(messages=[], tools=tools, tool_choice="get_weather"))
+    assert forced["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
+
+
+def test_tool_result_for_an_unknown_call_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown tool call"):
+        build_gemini_body(CompletionRequest(messages=[ToolMessage(id="t", tool_call_id="x", content="")], tools=[]))
+
+
+def test_client_url_and_header() -> None:
+    client = GeminiClient("gemini-2.5-flash", api_key="k", base_url="http://h")
+    url, _ = client.build_request(CompletionRequest(messages=[], tools=[]))
+    assert url == "http://h/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    assert client.auth_headers() == {"x-goog-api-key": "k"} and "k" not in url

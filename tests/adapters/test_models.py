@@ -1,0 +1,77 @@
+"""Model specs: one string picks the provider, the model and where keys come from."""
+
+from __future__ import annotations
+
+import pytest
+
+from adapters.anthropic import AnthropicClient
+from adapters.gemini import GeminiClient
+from adapters.models import ModelSpec, client_from_spec, parse_model_spec
+from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
+from adapters.openai_responses import OpenAIResponsesClient
+from agui_engine.errors import UsageError
+from agui_engine.llm import LLMClient
+
+ENV = {
+    "OPENAI_API_KEY": "sk-o",
+    "ANTHROPIC_API_KEY": "sk-a",
+    "GEMINI_API_KEY": "g-key",
+    "ANTHROPIC_BASE_URL": "http://proxy.local",
+}
+
+
+def test_parse() -> None:
+    assert parse_model_spec("openai:gpt-4o") == ModelSpec(provider="openai", model="gpt-4o")
+    assert parse_model_spec("openai-compatible:http://localhost:11434/v1#qwen2.5:7b") == ModelSpec(
+        provider="openai-compatible", model="qwen2.5:7b", base_url="http://localhost:11434/v1"
+    )
+    assert parse_model_spec(" embedded ").provider == "embedded"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("gpt-4o", "not <provider>:<model>"),
+        ("openai:", "not <provider>:<model>"),
+        ("cohere:command", "unknown provider 'cohere'"),
+        ("openai-compatible:http://x/v1", "<base_url>#<model>"),
+        ("openai-compatible:localhost/v1#m", "http:// or https://"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(spec: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        parse_model_spec(spec)
+
+
+def test_clients_from_specs_and_environment() -> None:
+    chat = client_from_spec("openai:gpt-4o", env=ENV)
+    assert isinstance(chat, OpenAIChatClient) and chat.model == "gpt-4o"
+    assert isinstance(client_from_spec("openai-responses:o4-mini", env=ENV), OpenAIResponsesClient)
+    claude = client_from_spec("anthropic:claude-sonnet-4-5", env=ENV)
+    assert isinstance(claude, AnthropicClient) and claude.base_url == "http://proxy.local"
+    gemini = client_from_spec("gemini:gemini-2.5-flash", env=ENV)
+    assert isinstance(gemini, GeminiClient) and gemini.auth_headers() == {"x-goog-api-key": "g-key"}
+    # GOOGLE_API_KEY wins over GEMINI_API_KEY, as in google-genai.
+    both = client_from_spec("google:gemini-2.5-pro", env={**ENV, "GOOGLE_API_KEY": "google"})
+    assert both.auth_headers() == {"x-goog-api-key": "google"}  # type: ignore[attr-defined]
+    local = client_from_spec("openai-compatible:http://localhost:8000/v1#llama", env=ENV)
+    assert isinstance(local, OpenAICompatibleClient) and local.base_url == "http://localhost:8000/v1"
+    assert local.auth_headers() == {}
+    for client in (chat, claude, gemini, local):
+        assert isinstance(client, LLMClient)
+
+
+def test_missing_keys_fail_at_construction_naming_the_variable() -> None:
+    with pytest.raises(UsageError, match="OPENAI_API_KEY"):
+        client_from_spec("openai:gpt-4o", env={})
+    with pytest.raises(UsageError, match="ANTHROPIC_API_KEY"):
+        client_from_spec("anthropic:claude", env={})
+    with pytest.raises(UsageError, match="GOOGLE_API_KEY or GEMINI_API_KEY"):
+        client_from_spec("gemini:flash", env={})
+
+
+def test_embedded_and_options() -> None:
+    embedded = client_from_spec("embedded")
+    assert isinstance(embedded, LLMClient)
+    tuned = client_from_spec("openai:o4-mini", env=ENV, reasoning_effort="low", max_retries=0)
+    assert tuned.reasoning_effort == "low" and tuned.max_retries == 0  # type: ignore[attr-defined]
