@@ -1,0 +1,81 @@
+"""JSON Schemas of the AG-UI types, generated from the Structs in :mod:`agui_engine.events`.
+
+The checked-in copies live in ``spec/schema/``; ``tests/agui_engine/test_schema.py`` fails when
+they differ from what this module generates. Regenerate with::
+
+    python -m agui_engine.schema spec/schema
+
+Each document is self-contained (JSON Schema 2020-12, definitions under ``$defs``). They
+describe the wire form (camelCase names, tags always present). Unknown properties are
+allowed, because decoders drop them (AG-UI 1.1 processing rule; see ``spec/events.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from .events import PROTOCOL_VERSION, Event, Message, RunAgentInput
+
+__all__ = ["SCHEMA_DOCUMENTS", "schemas", "render", "write"]
+
+_DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
+
+#: file name -> (root type, title)
+SCHEMA_DOCUMENTS: Final[dict[str, tuple[Any, str]]] = {
+    "event.schema.json": (Event, "AG-UI 1.0 event (any of the 31 types, tagged on `type`)"),
+    "message.schema.json": (Message, "AG-UI 1.0 message (tagged on `role`)"),
+    "run-agent-input.schema.json": (RunAgentInput, "AG-UI 1.0 RunAgentInput"),
+}
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """file name -> JSON Schema document, generated from the Structs (no IO)."""
+    out = {}
+    for name, (root, title) in SCHEMA_DOCUMENTS.items():
+        (top,), defs = msgspec.json.schema_components([root], ref_template="#/$defs/{name}")
+        out[name] = {
+            "$schema": _DIALECT,
+            "$id": f"https://agui-engine.dev/spec/schema/{name}",
+            "title": title,
+            "description": f"Generated from agui_engine.events (AG-UI protocol {PROTOCOL_VERSION}) "
+            "by `python -m agui_engine.schema spec/schema`. Do not edit.",
+            **top,
+            "$defs": dict(sorted(defs.items())),
+        }
+    return out
+
+
+def render(document: dict[str, Any]) -> str:
+    """The exact text checked in: 2-space indent, UTF-8, trailing newline."""
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def write(directory: Path) -> list[Path]:
+    """Write every schema document into ``directory``; returns the paths written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, document in schemas().items():
+        path = directory / name
+        path.write_text(render(document), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m agui_engine.schema <directory>", file=sys.stderr)
+        return 2
+    for path in write(Path(args[0])):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
