@@ -597,3 +597,9 @@ def test_chunk_free_output_and_one_row_per_event(stream: list[Any]) -> None:
                        for e in out)
     verifier.close()
     assert all(v.event_index <= len(stream) for v in verifier.violations)
+
+
+def test_spec_lists_every_rule_with_its_severity() -> None:
+    spec = (Path(__file__).resolve().parents[2] / "spec" / "verifier.md").read_text(encoding="utf-8")
+    for rule in RULES.values():
+        assert f"| `{rule.id}` | {rule.severity} |" in spec, rule.id
