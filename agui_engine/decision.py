@@ -26,8 +26,8 @@ Before the model is called:
    (:func:`agui_engine.prompts.build_system_prompt`) and put before the
    conversation; user text is never templated.
 
-While the model streams, the step is a small state machine (:data:`_TRANSITIONS`
-lists it): reasoning span open or not, text message open or not, and a table of
+While the model streams, the step is a small state machine (:data:`_LANE_OF_ITEM`
+states it): reasoning span open or not, text message open or not, and a table of
 tool calls keyed by the model's ``index``. Every model item maps to events:
 
 =====================  ==============================================================
@@ -453,23 +453,18 @@ def _member(kind: UpdateKind | None) -> str:
 
 # --------------------------------------------------------------------------- the step state machine
 
-#: States of the step's text/reasoning lanes and what moves them. Tool calls are
-#: tracked per index beside this (any number open at once).
-#:   idle      --ReasoningDelta--> reasoning   (REASONING_START, REASONING_MESSAGE_START)
-#:   idle      --TextDelta------> text         (TEXT_MESSAGE_START)
-#:   reasoning --TextDelta------> text         (REASONING_MESSAGE_END, REASONING_END, TEXT_MESSAGE_START)
-#:   reasoning --ToolCallStart--> idle         (REASONING_MESSAGE_END, REASONING_END)
-#:   text      --ReasoningDelta-> reasoning    (TEXT_MESSAGE_END, REASONING_START, ...)
-#:   text      --ToolCallStart--> idle         (TEXT_MESSAGE_END)
-#:   any       --end/error------> idle         (close whatever is open)
-_TRANSITIONS: Final = (
-    ("idle", "reasoning", "reasoning"),
-    ("idle", "text", "text"),
-    ("reasoning", "text", "text"),
-    ("reasoning", "tool_call_start", "idle"),
-    ("text", "reasoning", "reasoning"),
-    ("text", "tool_call_start", "idle"),
-)
+#: The step's lane state machine. At most one of the reasoning span and the text
+#: message is open (the *lane*: ``idle``, ``reasoning`` or ``text``); tool calls
+#: are tracked per index beside it. Each content-bearing model item needs one lane;
+#: entering a lane other than the current one closes the current one first
+#: (``REASONING_MESSAGE_END`` + ``REASONING_END``, or ``TEXT_MESSAGE_END``) and then
+#: opens the new one (``REASONING_START`` + ``REASONING_MESSAGE_START``, or
+#: ``TEXT_MESSAGE_START``). The end of the stream and every error enter ``idle``.
+_LANE_OF_ITEM: Final[dict[type, str]] = {
+    ReasoningDelta: "reasoning",
+    TextDelta: "text",
+    ToolCallStart: "idle",
+}
 
 
 class _Step:
@@ -529,7 +524,7 @@ class _Step:
         out: list[Event] = []
         if isinstance(item, TextDelta):
             if item.text:
-                self._enter("text", out)
+                self._enter(_LANE_OF_ITEM[TextDelta], out)
                 assert self.text_id is not None
                 self.text_parts.append(item.text)
                 out.append(TextMessageContentEvent(message_id=self.text_id, delta=item.text))
@@ -539,7 +534,7 @@ class _Step:
                 out.extend(self._args(call, item.delta))
         elif isinstance(item, ReasoningDelta):
             if item.text or item.signature or item.encrypted:
-                self._enter("reasoning", out)
+                self._enter(_LANE_OF_ITEM[ReasoningDelta], out)
                 assert self.reasoning_id is not None
                 if item.text:
                     self.reasoning_parts.append(item.text)
@@ -586,7 +581,7 @@ class _Step:
                 f"model reply opened more than MAX_TOOL_CALLS_PER_STEP={MAX_TOOL_CALLS_PER_STEP} tool calls"
             )
         out: list[Event] = []
-        self._close_lane(out)
+        self._enter(_LANE_OF_ITEM[ToolCallStart], out)
         spec = self.specs.get(item.name)
         is_component = spec is not None and spec.component is not None
         component_id = self.make_id() if is_component else None
@@ -620,7 +615,7 @@ class _Step:
         """Normal end of the model stream: close the lanes; every call must have ended."""
         open_calls = [c.id for c in self.calls.values() if not c.done]
         out: list[Event] = []
-        self._close_lane(out)
+        self._enter("idle", out)
         if open_calls:
             raise ModelStreamError(f"model stream ended with tool calls still open: {', '.join(open_calls)}")
         return out
@@ -628,7 +623,7 @@ class _Step:
     def abort(self) -> list[Event]:
         """Error path: close what can be closed cleanly (tool calls with partial JSON stay open)."""
         out: list[Event] = []
-        self._close_lane(out)
+        self._enter("idle", out)
         return out
 
     def decision(self) -> Decision:

@@ -315,6 +315,7 @@ _WEATHER_WORDS = ("weather", "temperature", "forecast", "raining", "sunny")
 
 
 def _cities(text: str) -> list[str]:
+    """City names: capitalised words after in/for/at/and/or/vs, else known demo cities in any case."""
     found: list[str] = []
     for match in _CITY_RE.finditer(text):
         # "Tokyo and Paris" is caught as "Tokyo" by one match and "Paris" by the next
@@ -322,6 +323,10 @@ def _cities(text: str) -> list[str]:
             name = name.strip(" ?.!,")
             if name and name.lower() not in {c.lower() for c in found}:
                 found.append(name)
+    if not found:  # "weather in tokyo": a lower-case name of a city the demo knows
+        lowered = text.lower()
+        hits = [(lowered.find(key), entry["city"]) for key, entry in DEMO_WEATHER.items() if key in lowered]
+        found = [city for _, city in sorted(hits)]
     return found
 
 

@@ -68,7 +68,7 @@ from .components import (
     is_ui_tool,
     tool_from_callable,
 )
-from .decision import Decision, ToolCallRequest, build_tools, new_id, run_decision_loop
+from .decision import Decision, ToolCallRequest, build_tools, new_id, resolve_tool_choice, run_decision_loop
 from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from .events import (
     AssistantMessage,
@@ -151,7 +151,9 @@ class LLMAgent:
     every message, component and result id (default: random uuid4 hex).
 
     Raises :class:`UsageError` for a tool that cannot be described, or two
-    server tools / components with one name.
+    server tools / components with one name; :meth:`run` raises
+    :class:`~agui_engine.decision.UnknownToolChoiceError` before ``RUN_STARTED`` when
+    ``force_tool_choice`` names no tool of that run.
     """
 
     def __init__(
@@ -230,7 +232,7 @@ class LLMAgent:
         setup = self._setup(input)
         # a client tool list or schema that cannot be turned into model tools is the client's fault
         try:
-            build_tools(
+            specs = build_tools(
                 setup.components,
                 [*setup.server_tools, *setup.client_tools],
                 interactables=setup.interactables,
@@ -238,6 +240,8 @@ class LLMAgent:
             )
         except UsageError as exc:
             raise RemoteInputError(f"run tools: {exc.message}") from None
+        # a forced tool this run does not offer is the server's misconfiguration: refuse before any event
+        resolve_tool_choice(self.force_tool_choice, specs)
 
         yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id, parent_run_id=input.parent_run_id)
         usage: dict[tuple[str | None, str | None], TokenUsage] = {}

@@ -273,3 +273,8 @@ def test_dict_messages_work_too() -> None:
     plan = plan_reply([{"id": "u", "role": "user", "content": [{"type": "text", "text": "weather in Berlin"}]}], TOOLS)
     assert json.loads(plan.calls[0].arguments) == {"city": "Berlin"}
 
+
+
+def test_lower_case_known_cities_are_found() -> None:
+    plan = plan_reply([user("how's the weather in paris and tokyo")], TOOLS)
+    assert [json.loads(c.arguments)["city"] for c in plan.calls] == ["Paris", "Tokyo"]

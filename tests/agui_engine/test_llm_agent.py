@@ -345,3 +345,16 @@ async def test_oversized_tool_result_is_an_error() -> None:
     events = await collect(LLMAgent(llm, tools=[big]), run_input())
     result = next(e for e in events if isinstance(e, ToolCallResultEvent))
     assert "MAX_TOOL_RESULT_CHARS" in result.content
+
+
+async def test_forced_tool_the_run_does_not_offer_is_refused_before_run_started() -> None:
+    from agui_engine.decision import UnknownToolChoiceError
+
+    llm = ScriptedLLM(text("x"))
+    with pytest.raises(UnknownToolChoiceError):
+        await collect(LLMAgent(llm, force_tool_choice="missing"), run_input())
+    assert llm.calls == []
+    # a client tool of the run satisfies it
+    offered = Tool(name="missing", description="", parameters={"type": "object", "properties": {}})
+    events = await collect(LLMAgent(ScriptedLLM(text("x")), force_tool_choice="missing"), run_input(tools=[offered]))
+    assert isinstance(events[-1], RunFinishedEvent)
