@@ -89,7 +89,6 @@ from .components import (
 )
 from .errors import AguiEngineError, RemoteInputError, UpstreamError, UsageError
 from .events import (
-    CustomEvent,
     Event,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
@@ -105,6 +104,7 @@ from .events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from .interactables import Interactable, UpdateKind, interactable_tools
 from .jsonstream import PatchStream
 from .llm import (
     Finish,
@@ -121,22 +121,21 @@ from .llm import (
     ToolChoice,
     Usage,
 )
-from .interactables import Interactable, UpdateKind, interactable_tools
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
 __all__ = [
-    "TOOL_CHOICE_KEYWORDS",
     "MAX_TOOL_CALLS_PER_STEP",
-    "ToolCallRequest",
+    "TOOL_CHOICE_KEYWORDS",
     "Decision",
     "DecisionStreamItem",
     "ModelStreamError",
     "ToolCallArgumentsError",
+    "ToolCallRequest",
     "UnknownToolChoiceError",
-    "resolve_tool_choice",
     "build_tools",
-    "run_decision_loop",
     "new_id",
+    "resolve_tool_choice",
+    "run_decision_loop",
 ]
 
 #: ``tool_choice`` values that are not tool names.
@@ -326,8 +325,19 @@ class ToolCallRequest:
     update has ``interactable_id`` and ``update_kind``.
     """
 
-    __slots__ = ("index", "id", "name", "spec", "component_id", "_stream", "_update", "_parser", "_parts",
-                 "done", "_final")
+    __slots__ = (
+        "_final",
+        "_parser",
+        "_parts",
+        "_stream",
+        "_update",
+        "component_id",
+        "done",
+        "id",
+        "index",
+        "name",
+        "spec",
+    )
 
     def __init__(self, index: int, call_id: str, name: str, spec: _ToolSpec | None, component_id: str | None,
                  message_id: str) -> None:

@@ -41,7 +41,12 @@ import msgspec
 
 from .accumulator import Accumulator
 from .codec import encode_ndjson
-from .component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA, COMPONENT_START, find_component
+from .component_stream import (
+    COMPONENT_END,
+    COMPONENT_PROPS_DELTA,
+    COMPONENT_START,
+    find_component,
+)
 from .components import Component, is_ui_tool, split_standard_parameters
 from .embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
 from .errors import AguiEngineError
@@ -67,13 +72,13 @@ from .llm_agent import LLMAgent
 from .verify import ProtocolViolation, Verifier
 
 __all__ = [
-    "SCENARIOS",
     "DEFAULT_PACE_SECONDS",
-    "demo_components",
-    "get_weather",
-    "demo_agent",
+    "SCENARIOS",
     "Renderer",
     "add_arguments",
+    "demo_agent",
+    "demo_components",
+    "get_weather",
     "run",
 ]
 

@@ -70,18 +70,18 @@ from .llm import (
 )
 
 __all__ = [
+    "DASHBOARD_SCHEMA",
+    "DEMO_WEATHER",
+    "EMBEDDED_MODEL_NAME",
+    "GET_WEATHER_TOOL",
+    "MAX_CHUNK_CHARS",
+    "WEATHER_CARD_SCHEMA",
     "EmbeddedModel",
     "PlannedCall",
     "PlannedReply",
-    "plan_reply",
     "chunk_text",
     "demo_weather",
-    "DEMO_WEATHER",
-    "WEATHER_CARD_SCHEMA",
-    "DASHBOARD_SCHEMA",
-    "GET_WEATHER_TOOL",
-    "MAX_CHUNK_CHARS",
-    "EMBEDDED_MODEL_NAME",
+    "plan_reply",
 ]
 
 #: Largest chunk the model emits. Real tokenizers produce tokens of 1-8
@@ -372,7 +372,7 @@ def _example(schema: Any, depth: int = 0) -> Any:
     """A plausible value for ``schema`` (used when a tool is forced and no scenario fits)."""
     if not isinstance(schema, dict) or depth > 6:
         return "example"
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     if "const" in schema:
         return schema["const"]

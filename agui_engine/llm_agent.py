@@ -68,7 +68,14 @@ from .components import (
     is_ui_tool,
     tool_from_callable,
 )
-from .decision import Decision, ToolCallRequest, build_tools, new_id, resolve_tool_choice, run_decision_loop
+from .decision import (
+    Decision,
+    ToolCallRequest,
+    build_tools,
+    new_id,
+    resolve_tool_choice,
+    run_decision_loop,
+)
 from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from .events import (
     AssistantMessage,
@@ -86,13 +93,18 @@ from .events import (
     ToolCallResultEvent,
     ToolMessage,
 )
-from .interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, Interactable, interactables_from_context
+from .interactables import (
+    INTERACTABLES_CONTEXT,
+    UPDATE_RESULT,
+    Interactable,
+    interactables_from_context,
+)
 from .llm import LLMClient, LLMTool, Usage
 
 __all__ = [
-    "LLMAgent",
     "DEFAULT_MAX_STEPS",
     "MAX_TOOL_RESULT_CHARS",
+    "LLMAgent",
     "StepLimitExceededError",
     "format_tool_result",
 ]

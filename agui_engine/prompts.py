@@ -35,8 +35,8 @@ __all__ = [
     "DECISION_LOOP_TEMPLATE",
     "SYSTEM_MESSAGE_ID",
     "TEMPLATE_VARIABLES",
-    "render_template",
     "build_system_prompt",
+    "render_template",
 ]
 
 #: Id of the system message the decision loop puts first. It is never persisted

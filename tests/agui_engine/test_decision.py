@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -9,7 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_engine.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA, COMPONENT_START
+from agui_engine.component_stream import (
+    COMPONENT_END,
+    COMPONENT_PROPS_DELTA,
+    COMPONENT_START,
+)
 from agui_engine.components import Component, tool_from_callable
 from agui_engine.decision import (
     MAX_TOOL_CALLS_PER_STEP,
@@ -30,7 +35,6 @@ from agui_engine.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallStartEvent,
     UserMessage,
 )
@@ -356,7 +360,7 @@ PROPS = st.fixed_dictionaries(
 
 def _split(text_: str, cuts: list[int]) -> list[str]:
     points = sorted({c % (len(text_) + 1) for c in cuts} | {0, len(text_)})
-    return [text_[a:b] for a, b in zip(points, points[1:]) if b > a]
+    return [text_[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
 @settings(max_examples=60, deadline=None)

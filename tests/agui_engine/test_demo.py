@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agui_engine", "demo", *args],
+        check=False,
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -75,7 +76,7 @@ def test_ndjson_output_passes_ag_ui_validate_cli() -> None:
     validate = subprocess.run(
         [sys.executable, "-c", "from ag_ui_validate.cli import main; raise SystemExit(main())", "-",
          "--json", "--fail-on", "warning"],
-        input=done.stdout, capture_output=True, text=True, timeout=120,
+        input=done.stdout, capture_output=True, text=True, timeout=120, check=False,
     )
     assert validate.returncode == 0, validate.stdout + validate.stderr
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -18,7 +19,13 @@ from agui_engine.embedded import (
     demo_weather,
     plan_reply,
 )
-from agui_engine.events import AssistantMessage, FunctionCall, ToolCall, ToolMessage, UserMessage
+from agui_engine.events import (
+    AssistantMessage,
+    FunctionCall,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from agui_engine.llm import (
     Finish,
     LLMClient,
@@ -101,7 +108,7 @@ def test_dashboard_chunks_split_escapes_and_numbers() -> None:
     chunks = chunk_text(args, seed="show_component_Dashboard")
     # some chunk ends inside an escape sequence, some inside a number
     assert any(c.endswith("\\") for c in chunks)
-    assert any(c[-1].isdigit() and n[0] in "0123456789.e" for c, n in zip(chunks, chunks[1:]))
+    assert any(c[-1].isdigit() and n[0] in "0123456789.e" for c, n in itertools.pairwise(chunks))
 
 
 async def test_weather_scenario_calls_tool_then_card_then_summarises() -> None:
@@ -222,7 +229,7 @@ async def test_contract_every_started_call_ends_and_usage_then_finish_close() ->
         started = [i.index for i in items if isinstance(i, ToolCallStart)]
         ended = [i.index for i in items if isinstance(i, ToolCallEnd)]
         assert started == ended
-        for index, (_, _, args) in calls_of(items).items():
+        for (_, _, args) in calls_of(items).values():
             json.loads(args)
         assert isinstance(items[-2], Usage) and isinstance(items[-1], Finish)
         for item in items:

@@ -37,7 +37,12 @@ from agui_engine.events import (
     UserMessage,
 )
 from agui_engine.llm import Finish, ReasoningDelta, StreamError, TextDelta, Usage
-from agui_engine.llm_agent import DEFAULT_MAX_STEPS, MAX_TOOL_RESULT_CHARS, LLMAgent, format_tool_result
+from agui_engine.llm_agent import (
+    DEFAULT_MAX_STEPS,
+    MAX_TOOL_RESULT_CHARS,
+    LLMAgent,
+    format_tool_result,
+)
 from agui_engine.verify import Verifier
 
 from .scripted_llm import ScriptedLLM, call, counter_ids, text

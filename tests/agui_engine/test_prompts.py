@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from agui_engine.prompts import DECISION_LOOP_TEMPLATE, TEMPLATE_VARIABLES, build_system_prompt, render_template
+from agui_engine.prompts import (
+    DECISION_LOOP_TEMPLATE,
+    TEMPLATE_VARIABLES,
+    build_system_prompt,
+    render_template,
+)
 
 
 def test_render_is_one_pass_and_leaves_unknown_braces() -> None:
