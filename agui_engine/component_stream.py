@@ -176,7 +176,7 @@ class _PropsFilter:
                 if path.startswith(_RESERVED_TOKEN):
                     self.status_touched = True
                 continue
-            if op["value"] is None and op["op"] != "append":
+            if op.get("value", 0) is None and op["op"] != "append":
                 verdict = self.decide(_tokens(path))
                 if verdict is DROP:
                     if op["op"] == "replace" and path not in self.dropped:
@@ -197,7 +197,53 @@ class _PropsFilter:
         return out
 
 
-class ComponentStream:
+class _ArgumentStream:
+    """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
+
+    __slots__ = ()
+    _stream: PatchStream
+    _size: int
+    _content: bool
+    _closed: bool
+    _error: Exception | None
+    max_chars: int
+
+    def _describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _feed_ops(self, fragment: str) -> list[dict[str, Any]]:
+        """Raw tokenizer ops for one fragment (the caller checked ``_error``/``_closed``)."""
+        if not isinstance(fragment, str):
+            raise UsageError(f"feed() takes str, got {type(fragment).__name__}")
+        size = self._size + len(fragment)
+        if size > self.max_chars:
+            self._error = ComponentSizeError(
+                f"{self._describe()}: arguments exceed {self.max_chars} characters (MAX_COMPONENT_ARGS_CHARS)"
+            )
+            raise self._error
+        self._size = size
+        if not self._content and fragment and not fragment.isspace():
+            self._content = True
+        try:
+            # Leading whitespace goes in too, so that error offsets count it.
+            return self._stream.feed(fragment)
+        except Exception as exc:
+            self._error = exc
+            raise
+
+    def _close_ops(self) -> list[dict[str, Any]]:
+        """The tokenizer's last ops; nothing for empty arguments (they are ``{}``)."""
+        self._closed = True
+        if not self._content:
+            return []
+        try:
+            return self._stream.close()
+        except Exception as exc:
+            self._error = exc
+            raise
+
+
+class ComponentStream(_ArgumentStream):
     """Stream one component call's props as ``tambo.component.*`` CUSTOM events.
 
     ``ComponentStream(component, *, message_id, component_id, append_strings=False,
@@ -286,26 +332,8 @@ class ComponentStream:
             raise self._error
         if self._closed:
             raise UsageError(f"component stream {self.component_id}: feed() after close()")
-        if not isinstance(args_fragment, str):
-            raise UsageError(f"feed() takes str, got {type(args_fragment).__name__}")
+        raw = self._feed_ops(args_fragment)
         events = [] if self._started else self.start()
-        size = self._size + len(args_fragment)
-        if size > self.max_chars:
-            self._error = ComponentSizeError(
-                f"component {self.component.name} ({self.component_id}): arguments exceed "
-                f"{self.max_chars} characters (MAX_COMPONENT_ARGS_CHARS)"
-            )
-            raise self._error
-        self._size = size
-        if not self._content:
-            if args_fragment.isspace() or not args_fragment:
-                return events
-            self._content = True
-        try:
-            raw = self._stream.feed(args_fragment)
-        except Exception as exc:
-            self._error = exc
-            raise
         delta = self._delta(raw)
         if delta is not None:
             events.append(delta)
@@ -322,13 +350,8 @@ class ComponentStream:
         if self._closed:
             return []
         events = [] if self._started else self.start()
-        self._closed = True
-        if self._content:
-            try:
-                raw = self._stream.close()
-            except Exception as exc:
-                self._error = exc
-                raise
+        raw = self._close_ops()
+        if raw:
             delta = self._delta(raw)
             if delta is not None:
                 events.append(delta)
@@ -361,6 +384,9 @@ class ComponentStream:
         return dict(self._last_status)
 
     # ------------------------------------------------------------------ internals
+    def _describe(self) -> str:
+        return f"component {self.component.name} ({self.component_id})"
+
     def _delta(self, raw: list[dict[str, Any]]) -> CustomEvent | None:
         ops = self._filter.filter(raw)
         if self._filter.status_touched:
@@ -411,7 +437,7 @@ class ComponentStream:
         )
 
 
-class InteractableUpdateStream:
+class InteractableUpdateStream(_ArgumentStream):
     """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.
 
     Operations under ``/newProps`` (``/newState``) are re-rooted onto the
@@ -446,32 +472,16 @@ class InteractableUpdateStream:
         self._content = False
         self._final: dict[str, Any] | None = None
 
+    def _describe(self) -> str:
+        return f"update of component {self.interactable.id}"
+
     @property
     def _event_name(self) -> str:
         return COMPONENT_PROPS_DELTA if self.kind == "props" else COMPONENT_STATE_DELTA
 
     def feed(self, args_fragment: str) -> list[CustomEvent]:
         """Like :meth:`ComponentStream.feed`; the delta carries no ``streamingStatus``."""
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise UsageError(f"update stream {self.interactable.id}: feed() after close()")
-        size = self._size + len(args_fragment)
-        if size > self.max_chars:
-            self._error = ComponentSizeError(
-                f"update of component {self.interactable.id}: arguments exceed {self.max_chars} characters"
-            )
-            raise self._error
-        self._size = size
-        if not self._content:
-            if not args_fragment or args_fragment.isspace():
-                return []
-            self._content = True
-        try:
-            ops = self._filter.filter(self._stream.feed(args_fragment))
-        except Exception as exc:
-            self._error = exc
-            raise
+        ops = self._filter.filter(self._feed_ops(args_fragment))
         if not ops:
             return []
         return [CustomEvent(name=self._event_name, value={"componentId": self.interactable.id, "operations": ops})]
@@ -482,14 +492,10 @@ class InteractableUpdateStream:
             raise self._error
         if self._closed:
             return []
-        self._closed = True
         events: list[CustomEvent] = []
-        if self._content:
-            try:
-                ops = self._filter.filter(self._stream.close())
-            except Exception as exc:
-                self._error = exc
-                raise
+        content = self._content
+        ops = self._filter.filter(self._close_ops())
+        if content:
             if ops:
                 events.append(
                     CustomEvent(name=self._event_name, value={"componentId": self.interactable.id, "operations": ops})

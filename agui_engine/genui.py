@@ -294,7 +294,7 @@ class GenUIStream:
     :class:`~agui_engine.jsonstream.JSONStreamError` for malformed JSON.
     """
 
-    __slots__ = ("_names", "_fallback", "_stream", "_open", "_known", "_named", "_nodes", "_closed", "tree")
+    __slots__ = ("_names", "_fallback", "_stream", "_open", "_known", "_named", "_nodes", "_closed", "_error", "tree")
 
     def __init__(self, allowlist: Mapping[str, Any] | Iterable[Any], *, fallback: str | None = None) -> None:
         self._names = _names(allowlist)
@@ -307,6 +307,7 @@ class GenUIStream:
         self._named: set[str] = set()
         self._nodes = 0
         self._closed = False
+        self._error: Exception | None = None
         #: The validated tree after :meth:`close`.
         self.tree: tuple[UIChild, ...] | None = None
 
@@ -363,20 +364,32 @@ class GenUIStream:
         return done
 
     def feed(self, chunk: str | bytes) -> list[UINode]:
-        """The nodes the chunk completed, innermost first."""
+        """The nodes the chunk completed, innermost first. After an error, raises it again."""
+        if self._error is not None:
+            raise self._error
         if self._closed:
             raise UsageError("GenUIStream.feed() after close()")
-        self._track(self._stream.feed(chunk))
-        return self._completed() if self._open else []
+        try:
+            self._track(self._stream.feed(chunk))
+            return self._completed() if self._open else []
+        except RemoteInputError as exc:
+            self._error = exc
+            raise
 
     def close(self) -> list[UINode]:
         """End of the spec: the last completed nodes; validates the whole spec into :attr:`tree`."""
+        if self._error is not None:
+            raise self._error
         if self._closed:
             return []
         self._closed = True
-        self._track(self._stream.close())
-        last = self._completed()
-        self.tree = validate_spec(self._stream.value, self._names, fallback=self._fallback)
+        try:
+            self._track(self._stream.close())
+            last = self._completed()
+            self.tree = validate_spec(self._stream.value, self._names, fallback=self._fallback)
+        except RemoteInputError as exc:
+            self._error = exc
+            raise
         return last
 
     def snapshot(self) -> tuple[UIChild, ...]:

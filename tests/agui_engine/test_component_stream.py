@@ -267,6 +267,14 @@ def test_malformed_arguments(text: str) -> None:
     assert info.value.offset > 0
 
 
+def test_error_offsets_count_leading_whitespace() -> None:
+    stream = ComponentStream(WEATHER, message_id="m1", component_id="c1")
+    stream.feed("  \n ")
+    with pytest.raises(JSONStreamError) as info:
+        stream.feed('{"title" 1}')
+    assert (info.value.offset, info.value.line) == (13, 2)
+
+
 def test_truncated_arguments_fail_at_close_and_streamed_ops_stay_valid() -> None:
     stream = ComponentStream(WEATHER, message_id="m1", component_id="c1")
     events = stream.start() + stream.feed('{"title": "He')
@@ -524,6 +532,27 @@ def test_interactable_updates_stream_as_shallow_merges() -> None:
     assert events[-1].value == {"componentId": "Note-1", "finalState": {"pinned": True, "color": "red"}}
     acc.apply_all(events)
     assert find_component(acc, "Note-1")["state"] == {"pinned": True, "color": "red"}
+    assert acc.problems == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(update=st.fixed_dictionaries({}, optional={"title": maybe(text), "body": maybe(text),
+                                                  "tags": maybe(st.lists(text, max_size=3))}),
+       cuts=st.lists(st.integers(min_value=0, max_value=10**6), max_size=10))
+def test_random_interactable_updates(update: dict[str, Any], cuts: list[int]) -> None:
+    note = Interactable(id="N-1", component_name="Note", props={"title": "t", "body": "b", "tags": []},
+                        props_schema=obj({"title": S, "body": S, "tags": {"type": "array", "items": S}},
+                                         ["title", "body", "tags"]))
+    data = json.dumps({"_tambo_statusMessage": "s", "componentId": "N-1", "newProps": update})
+    stream = InteractableUpdateStream(note, "props")
+    acc = Accumulator()
+    seed_interactables(acc, [note])
+    for piece in _split(data, cuts):
+        acc.apply_all(stream.feed(piece))
+        assert find_component(acc, "N-1")["props"] == {**note.props, **stream.update}
+    acc.apply_all(stream.close())
+    merged = {**note.props, **{k: v for k, v in update.items() if v is not None}}
+    assert stream.final == merged == find_component(acc, "N-1")["props"]
     assert acc.problems == []
 
 

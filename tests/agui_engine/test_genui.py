@@ -192,6 +192,10 @@ def test_stream_fails_fast_on_unknown_component() -> None:
     with pytest.raises(UnknownComponentError, match="'Evil'") as info:
         stream.feed('", "props": {')
     assert info.value.pointer == "/root/children/0"
+    with pytest.raises(UnknownComponentError):  # the stream stays failed
+        stream.feed("}")
+    with pytest.raises(UnknownComponentError):
+        stream.close()
 
 
 def test_stream_fallback_and_errors() -> None:
