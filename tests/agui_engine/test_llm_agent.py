@@ -363,3 +363,26 @@ async def test_forced_tool_the_run_does_not_offer_is_refused_before_run_started(
     offered = Tool(name="missing", description="", parameters={"type": "object", "properties": {}})
     events = await collect(LLMAgent(ScriptedLLM(text("x")), force_tool_choice="missing"), run_input(tools=[offered]))
     assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_cancelling_during_a_tool_cancels_the_tool() -> None:
+    started = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def slow() -> str:
+        """Never finishes on its own."""
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "never"
+
+    llm = ScriptedLLM([*call(0, "c1", "slow"), Finish(reason="tool_calls")], text("x"))
+    task = asyncio.ensure_future(collect(LLMAgent(llm, tools=[slow]), run_input()))
+    await asyncio.wait_for(started.wait(), timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cancelled == [True] and llm.closed == 1
