@@ -56,40 +56,40 @@ from .errors import RemoteInputError, UsageError
 from .llm import LLMTool
 
 __all__ = [
-    "UI_TOOL_PREFIX",
-    "MAX_TOOL_NAME_LENGTH",
+    "COMPLETION_STATUS_MESSAGE_PARAMETER",
+    "DROP",
+    "HINTED_KEYWORDS",
+    "KEEP",
     "MAX_COMPONENT_NAME_LENGTH",
     "MAX_SCHEMA_DEPTH",
+    "MAX_TOOL_NAME_LENGTH",
+    "STANDARD_PARAMETERS",
     "STANDARD_PARAMETER_PREFIX",
     "STATUS_MESSAGE_PARAMETER",
-    "COMPLETION_STATUS_MESSAGE_PARAMETER",
-    "STANDARD_PARAMETERS",
     "STRICT_KEYWORDS",
     "STRIPPED_KEYWORDS",
-    "HINTED_KEYWORDS",
+    "UI_TOOL_PREFIX",
+    "Component",
+    "NullDefault",
+    "NullPolicy",
+    "ServerTool",
     "StatusMessages",
     "StrictResult",
-    "NullPolicy",
-    "NullDefault",
-    "KEEP",
-    "DROP",
-    "Component",
-    "ServerTool",
     "ToolArgumentsError",
-    "check_tool_name",
-    "component_tool_name",
-    "is_ui_tool",
-    "component_from_tool_name",
     "add_standard_parameters",
-    "split_standard_parameters",
-    "is_standard_parameter",
-    "to_strict_schema",
-    "unstrict_value",
-    "schema_from_struct",
     "build_llm_tool",
-    "tool_from_callable",
+    "check_tool_name",
     "component_from_tool",
+    "component_from_tool_name",
+    "component_tool_name",
     "components_from_available",
+    "is_standard_parameter",
+    "is_ui_tool",
+    "schema_from_struct",
+    "split_standard_parameters",
+    "to_strict_schema",
+    "tool_from_callable",
+    "unstrict_value",
 ]
 
 # --------------------------------------------------------------------------- names
@@ -406,7 +406,7 @@ class _Strictifier:
 
         out: dict[str, Any] = {k: s[k] for k in ("title", "description") if k in s}
         hints = []
-        for key in s:
+        for key, value in s.items():
             if key in _STRUCTURAL or key in ("title", "description"):
                 continue
             if key in ("$defs", "definitions") and path == "#":
@@ -414,8 +414,8 @@ class _Strictifier:
             if key in ("$defs", "definitions"):
                 raise _NotStrictable(f"{path}/{key}: definitions are only supported at the root")
             self.stripped.append(f"{path}/{_esc(key)}")
-            if key in HINTED_KEYWORDS and not (key == "default" and s[key] is None):
-                hints.append(f"{key}: {_dump(s[key])}")
+            if key in HINTED_KEYWORDS and not (key == "default" and value is None):
+                hints.append(f"{key}: {_dump(value)}")
         if hints:
             note = "(" + "; ".join(hints) + ")"
             out["description"] = f"{out['description']} {note}" if out.get("description") else note
@@ -644,7 +644,7 @@ class NullPolicy:
     value, so a streamed and a whole value get the same answer.
     """
 
-    __slots__ = ("_root", "_checker", "_cache")
+    __slots__ = ("_cache", "_checker", "_root")
 
     #: Distinct paths remembered per policy; beyond it verdicts are recomputed
     #: (paths with array indices are unbounded in number; the walk is cheap).
@@ -858,7 +858,7 @@ class Component(_ToolSource):
     property.
     """
 
-    __slots__ = ("name", "description", "props_schema", "struct_type", "_policy", "_tools")
+    __slots__ = ("_policy", "_tools", "description", "name", "props_schema", "struct_type")
 
     def __init__(
         self, name: str, description: str, props_schema: Mapping[str, Any] | type[msgspec.Struct]
@@ -983,7 +983,7 @@ class ServerTool(_ToolSource):
     caller awaits.
     """
 
-    __slots__ = ("name", "description", "parameters", "fn", "_args_type", "_struct_param", "_policy", "_tools")
+    __slots__ = ("_args_type", "_policy", "_struct_param", "_tools", "description", "fn", "name", "parameters")
 
     def __init__(
         self,
@@ -1056,7 +1056,7 @@ def tool_from_callable(
     signature = inspect.signature(fn)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # an unresolvable forward reference
+    except (NameError, TypeError, AttributeError) as exc:  # an unresolvable forward reference
         raise UsageError(f"tool {tool_name}: cannot resolve the type hints: {exc}") from None
     params = list(signature.parameters.values())
     for p in params:

@@ -40,7 +40,7 @@ No IO happens here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Union
+from typing import Any, Final
 
 import msgspec
 
@@ -50,14 +50,14 @@ from .jsonstream import PatchStream
 __all__ = [
     "MAX_SPEC_DEPTH",
     "MAX_SPEC_NODES",
-    "GenUISpecError",
-    "UnknownComponentError",
     "GenUILimitError",
-    "UINode",
+    "GenUISpecError",
+    "GenUIStream",
     "UIChild",
+    "UINode",
+    "UnknownComponentError",
     "validate_spec",
     "validate_tree",
-    "GenUIStream",
 ]
 
 #: Deepest component nesting accepted (text leaves do not count). assistant-ui's
@@ -117,7 +117,7 @@ class UINode(msgspec.Struct, frozen=True, kw_only=True):
     fallback_for: str | None = None
 
 
-UIChild = Union[UINode, str]
+UIChild = UINode | str
 
 
 def _names(allowlist: Mapping[str, Any] | Iterable[Any]) -> frozenset[str]:
@@ -134,7 +134,7 @@ class _Builder:
     """Validates (part of) a spec value. ``is_done(pointer)`` says whether a value is
     complete; ``None`` means everything is (a whole spec)."""
 
-    __slots__ = ("names", "fallback", "is_done", "count")
+    __slots__ = ("count", "fallback", "is_done", "names")
 
     def __init__(
         self, names: frozenset[str], fallback: str | None, is_done: Callable[[str], bool] | None = None
@@ -294,7 +294,7 @@ class GenUIStream:
     :class:`~agui_engine.jsonstream.JSONStreamError` for malformed JSON.
     """
 
-    __slots__ = ("_names", "_fallback", "_stream", "_open", "_known", "_named", "_nodes", "_closed", "_error", "tree")
+    __slots__ = ("_closed", "_error", "_fallback", "_known", "_named", "_names", "_nodes", "_open", "_stream", "tree")
 
     def __init__(self, allowlist: Mapping[str, Any] | Iterable[Any], *, fallback: str | None = None) -> None:
         self._names = _names(allowlist)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import msgspec
 import pytest
@@ -37,6 +37,7 @@ from agui_engine.components import (
     unstrict_value,
 )
 from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.events import Context
 from agui_engine.interactables import (
     Interactable,
     interactable_tools,
@@ -44,7 +45,6 @@ from agui_engine.interactables import (
     merge_update,
     parse_interactable_tool_name,
 )
-from agui_engine.events import Context
 
 NULL = {"type": "null"}
 S = {"type": "string"}
@@ -287,7 +287,7 @@ class Node(msgspec.Struct):
 
     label: str
     weight: int = 3
-    inner: Optional[Inner] = None
+    inner: Inner | None = None
     children: list[Node] = []
 
 
@@ -483,7 +483,7 @@ def test_interactables_from_context_and_tools() -> None:
     free = {"id": "Free-1", "componentName": "Free", "propsSchema": "Available - use component-specific update tools"}
     found = interactables_from_context(_ctx([note, free]))
     assert [i.id for i in found] == ["Note-k3x", "Free-1"]
-    (props_tool, props_result), (state_tool, state_result) = interactable_tools(found[0])
+    (props_tool, _), (state_tool, state_result) = interactable_tools(found[0])
     assert props_tool.name == "update_component_props_Note-k3x" and props_tool.strict
     new_props = props_tool.parameters["properties"]["newProps"]
     assert new_props["properties"]["title"] == {"anyOf": [NULL, S]}  # nothing required inside

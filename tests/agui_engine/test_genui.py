@@ -199,7 +199,7 @@ def test_stream_fails_fast_on_unknown_component() -> None:
 
 
 def test_stream_fallback_and_errors() -> None:
-    completed, stream = stream_all([json.dumps({"root": {"component": "Evil"}})], ["Card"], fallback="Box")
+    completed, _ = stream_all([json.dumps({"root": {"component": "Evil"}})], ["Card"], fallback="Box")
     assert completed[0].component == "Box" and completed[0].fallback_for == "Evil"
     with pytest.raises(JSONStreamError):
         stream_all(['{"root": [}'])
