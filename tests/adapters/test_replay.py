@@ -1,0 +1,92 @@
+"""The replay server: exact provider framing, odd write boundaries, scripts, errors."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
+from agui_engine.errors import UsageError
+
+
+async def _post(url: str, json: object = None) -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.post(url, json=json if json is not None else {"model": "m"})
+
+
+@pytest.mark.parametrize("provider", list(PROVIDERS))
+async def test_bodies_arrive_byte_exact_in_many_odd_writes(provider: str) -> None:
+    name = "text"
+    expected = load_fixture(provider, name).body
+    async with ReplayServer() as server, httpx.AsyncClient() as client:
+        base = server.base_url(provider, name)
+        url = base + PROVIDERS[provider][0] + ("?alt=sse" if provider == "gemini" else "")
+        url = url.replace(":streamGenerateContent", "/models/m:streamGenerateContent") if provider == "gemini" else url
+        async with client.stream("POST", url, json={"x": 1}) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            assert response.headers.get("transfer-encoding") == "chunked"
+            received = b"".join([chunk async for chunk in response.aiter_raw()])
+    assert received == expected
+    assert server.requests[0].json == {"x": 1}
+
+
+def test_fixture_framing_is_each_providers_own() -> None:
+    assert b"\r\n\r\n" in load_fixture("gemini", "text").body
+    assert b"\n\n" not in load_fixture("gemini", "text").body.replace(b"\r\n\r\n", b"")
+    assert load_fixture("openai_chat", "text").body.endswith(b"data: [DONE]\n\n")
+    assert b"[DONE]" not in load_fixture("openai_chat", "error_midstream").body
+    for provider in ("anthropic", "openai_responses"):
+        for name in fixture_names(provider):
+            fixture = load_fixture(provider, name)
+            if fixture.is_stream:
+                blocks = [b for b in fixture.body.split(b"\n\n") if b]
+                assert all(b.startswith(b"event: ") for b in blocks), (provider, name)
+
+
+def test_every_provider_has_the_required_fixtures() -> None:
+    required = {"text", "tool_calls", "reasoning", "usage", "error_midstream", "rate_limited", "truncated"}
+    for provider in PROVIDERS:
+        assert required <= set(fixture_names(provider)), provider
+        assert load_fixture(provider, "rate_limited").status == 429
+
+
+async def test_scripts_serve_in_order_and_repeat_the_last() -> None:
+    async with ReplayServer() as server:
+        base = server.base_url("openai_chat", "rate_limited", "text")
+        statuses = [(await _post(base + "/chat/completions")).status_code for _ in range(3)]
+        first = await _post(base + "/chat/completions")
+    assert statuses == [429, 200, 200]
+    assert first.status_code == 200
+    assert len(server.requests) == 4
+
+
+async def test_wrong_endpoint_and_missing_alt_sse_are_refused() -> None:
+    async with ReplayServer() as server:
+        base = server.base_url("openai_chat", "text")
+        assert (await _post(base + "/responses")).status_code == 404
+        gemini = server.base_url("gemini", "text")
+        assert (await _post(gemini + "/v1beta/models/m:streamGenerateContent")).status_code == 400
+        assert (await _post(server.url + "/s/nope/v1/chat/completions")).status_code == 404
+        async with httpx.AsyncClient() as client:
+            bad = await client.post(base + "/chat/completions", content=b"{not json")
+        assert bad.status_code == 400
+
+
+async def test_http_error_fixture_carries_its_headers() -> None:
+    async with ReplayServer() as server:
+        response = await _post(server.base_url("anthropic", "rate_limited") + "/v1/messages")
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_usage_errors() -> None:
+    with pytest.raises(UsageError, match="unknown provider"):
+        load_fixture("cohere", "text")
+    with pytest.raises(UsageError, match="no fixture"):
+        load_fixture("gemini", "nope")
+    with pytest.raises(UsageError):
+        ReplayServer(write_sizes=[0])
+    with pytest.raises(UsageError, match="not started"):
+        ReplayServer().url
