@@ -66,38 +66,38 @@ from typing import Any, Final
 import jsonpatch
 import jsonpointer
 
+from .accumulator import Accumulator
 from .components import (
-    COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
     STANDARD_PARAMETER_PREFIX,
-    STATUS_MESSAGE_PARAMETER,
     Component,
     NullDefault,
     StatusMessages,
+    status_messages_of,
+    strip_reserved_keys,
     unstrict_value,
 )
-from .accumulator import Accumulator
 from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import CustomEvent
 from .interactables import Interactable, UpdateKind, merge_update
 from .jsonstream import PatchStream
 
 __all__ = [
-    "COMPONENT_START",
-    "COMPONENT_PROPS_DELTA",
-    "COMPONENT_STATE_DELTA",
+    "BLOCKS_KEY",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
+    "COMPONENT_PROPS_DELTA",
+    "COMPONENT_START",
+    "COMPONENT_STATE_DELTA",
     "MAX_COMPONENT_ARGS_CHARS",
     "ComponentSizeError",
     "ComponentStream",
     "InteractableUpdateStream",
-    "strip_reserved_keys",
-    "BLOCKS_KEY",
-    "find_component",
     "component_blocks",
-    "seed_interactables",
+    "find_component",
     "register_component_handlers",
+    "seed_interactables",
+    "strip_reserved_keys",
 ]
 
 COMPONENT_START: Final = "tambo.component.start"
@@ -123,15 +123,6 @@ class ComponentSizeError(LimitExceededError):
     default_code = "component_too_large"
 
 
-def strip_reserved_keys(value: Any) -> Any:
-    """A copy of ``value`` without any ``_tambo_*`` key, at any depth."""
-    if isinstance(value, dict):
-        return {k: strip_reserved_keys(v) for k, v in value.items() if not k.startswith(STANDARD_PARAMETER_PREFIX)}
-    if isinstance(value, list):
-        return [strip_reserved_keys(v) for v in value]
-    return value
-
-
 def _tokens(pointer: str) -> tuple[str, ...]:
     if "~" in pointer:
         return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
@@ -146,7 +137,7 @@ class _PropsFilter:
     dropped (an update merges into the existing object, it does not replace it).
     """
 
-    __slots__ = ("decide", "prefix", "_plen", "dropped", "status_touched")
+    __slots__ = ("_plen", "decide", "dropped", "prefix", "status_touched")
 
     def __init__(self, decide: Callable[[tuple[str, ...]], Any], prefix: str = "") -> None:
         self.decide = decide
@@ -253,22 +244,22 @@ class ComponentStream(_ArgumentStream):
     """
 
     __slots__ = (
-        "component",
-        "message_id",
-        "component_id",
-        "max_chars",
-        "_stream",
-        "_filter",
-        "_size",
-        "_content",
-        "_started",
         "_closed",
-        "_error",
-        "_last_status",
+        "_content",
         "_current",
         "_current_pointer",
-        "_status_messages",
+        "_error",
+        "_filter",
         "_final_props",
+        "_last_status",
+        "_size",
+        "_started",
+        "_status_messages",
+        "_stream",
+        "component",
+        "component_id",
+        "max_chars",
+        "message_id",
     )
 
     def __init__(
@@ -428,13 +419,7 @@ class ComponentStream(_ArgumentStream):
         )
 
     def _update_status_messages(self) -> None:
-        root = self._stream.value
-        status = root.get(STATUS_MESSAGE_PARAMETER)
-        completion = root.get(COMPLETION_STATUS_MESSAGE_PARAMETER)
-        self._status_messages = StatusMessages(
-            status_message=status if isinstance(status, str) else None,
-            completion_status_message=completion if isinstance(completion, str) else None,
-        )
+        self._status_messages = status_messages_of(self._stream.value)
 
 
 class InteractableUpdateStream(_ArgumentStream):
@@ -449,8 +434,20 @@ class InteractableUpdateStream(_ArgumentStream):
     Nulls of keys not being changed (strict mode) are held back as for components.
     """
 
-    __slots__ = ("interactable", "kind", "_stream", "_filter", "_member", "_closed", "_error", "_size",
-                 "_content", "max_chars", "_policy", "_final")
+    __slots__ = (
+        "_closed",
+        "_content",
+        "_error",
+        "_filter",
+        "_final",
+        "_member",
+        "_policy",
+        "_size",
+        "_stream",
+        "interactable",
+        "kind",
+        "max_chars",
+    )
 
     def __init__(
         self, interactable: Interactable, kind: UpdateKind, *, max_chars: int = MAX_COMPONENT_ARGS_CHARS

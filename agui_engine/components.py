@@ -87,6 +87,8 @@ __all__ = [
     "is_ui_tool",
     "schema_from_struct",
     "split_standard_parameters",
+    "status_messages_of",
+    "strip_reserved_keys",
     "to_strict_schema",
     "tool_from_callable",
     "unstrict_value",
@@ -211,22 +213,32 @@ def add_standard_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def strip_reserved_keys(value: Any) -> Any:
+    """A copy of ``value`` without any ``_tambo_*`` key, at any depth."""
+    if isinstance(value, dict):
+        return {k: strip_reserved_keys(v) for k, v in value.items() if not k.startswith(STANDARD_PARAMETER_PREFIX)}
+    if isinstance(value, list):
+        return [strip_reserved_keys(v) for v in value]
+    return value
+
+
 def split_standard_parameters(args: Mapping[str, Any]) -> tuple[dict[str, Any], StatusMessages]:
-    """Split tool arguments into (arguments without any ``_tambo_*`` key, status messages).
+    """Split tool arguments into (a copy without any ``_tambo_*`` key at any depth, status messages).
 
     A status message that is not a string (a model's mistake) is ignored.
     """
-    clean: dict[str, Any] = {}
-    status = completion = None
-    for key, value in args.items():
-        if key.startswith(STANDARD_PARAMETER_PREFIX):
-            if key == STATUS_MESSAGE_PARAMETER and isinstance(value, str):
-                status = value
-            elif key == COMPLETION_STATUS_MESSAGE_PARAMETER and isinstance(value, str):
-                completion = value
-            continue
-        clean[key] = value
-    return clean, StatusMessages(status_message=status, completion_status_message=completion)
+    clean: dict[str, Any] = strip_reserved_keys(dict(args))
+    return clean, status_messages_of(args)
+
+
+def status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
+    """The standard parameters in (partial) tool arguments; a non-string value is ignored."""
+    status = args.get(STATUS_MESSAGE_PARAMETER)
+    completion = args.get(COMPLETION_STATUS_MESSAGE_PARAMETER)
+    return StatusMessages(
+        status_message=status if isinstance(status, str) else None,
+        completion_status_message=completion if isinstance(completion, str) else None,
+    )
 
 
 def _check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
