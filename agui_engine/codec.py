@@ -192,14 +192,22 @@ _ENCODER: Final = msgspec.json.Encoder(enc_hook=_enc_hook)
 _encode: Final = _ENCODER.encode
 
 
+def _unencodable(event: Any, err: Exception) -> UsageError:
+    kind = getattr(event, "type", type(event).__name__)
+    return UsageError(f"cannot encode {kind} event: {err}")
+
+
 def encode_event(event: AnyEvent) -> bytes:
     """One event as compact JSON bytes (what goes in an SSE ``data:`` line or an NDJSON line).
 
-    Raises :class:`TypeError` for a value that is not encodable.
-    Non-finite floats inside free-form values are written as ``null`` (msgspec's rule, the
-    same output as the SDK's pydantic serializer).
+    Raises :class:`UsageError` (a ``TypeError``) for a value that cannot be JSON: an object of
+    an unsupported type, a string with a lone surrogate. Non-finite floats inside free-form
+    values are written as ``null`` (msgspec's rule, the same output as the SDK's serializer).
     """
-    return _encode(event)
+    try:
+        return _encode(event)
+    except (TypeError, UnicodeEncodeError) as err:
+        raise _unencodable(event, err) from None
 
 
 def _check_field(value: str, what: str) -> bytes:
@@ -215,17 +223,21 @@ def encode_sse(
 
     ``event_or_json`` is an event or already-encoded JSON bytes (from :func:`encode_event`;
     a transport that fans one event out to many subscribers encodes it once).
-    Raises :class:`UsageError` when ``id`` or ``event`` contains CR, LF or NUL, or when
-    pre-encoded bytes contain a raw CR or LF (they would split the frame).
+    Raises :class:`UsageError` when ``id`` or ``event`` contains CR, LF or NUL, when
+    pre-encoded bytes contain a raw CR or LF (they would split the frame), or when the event
+    cannot be encoded (see :func:`encode_event`).
     """
     if type(event_or_json) is bytes:
         payload = event_or_json
         if b"\n" in payload or b"\r" in payload:
             raise UsageError("pre-encoded SSE payload contains a raw CR or LF")
     elif id is None and event is None:
-        return b"data: %b\n\n" % _encode(event_or_json)  # the hot path: one allocation
+        try:
+            return b"data: %b\n\n" % _encode(event_or_json)  # the hot path: one allocation
+        except (TypeError, UnicodeEncodeError) as err:
+            raise _unencodable(event_or_json, err) from None
     else:
-        payload = _encode(event_or_json)
+        payload = encode_event(event_or_json)
     head = b""
     if id is not None:
         head = b"id: " + _check_field(id, "id") + b"\n"
@@ -243,8 +255,8 @@ def encode_sse_comment(text: str = "") -> bytes:
 
 
 def encode_ndjson(event: AnyEvent) -> bytes:
-    """One event as one NDJSON line (compact JSON + LF)."""
-    return _encode(event) + b"\n"
+    """One event as one NDJSON line (compact JSON + LF). Raises as :func:`encode_event`."""
+    return encode_event(event) + b"\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -501,3 +501,40 @@ def test_one_frame_per_feed_gives_the_same_events_and_errors_as_whole_input(fmt:
     for f in frames[:-1]:
         stream.feed(f)
     assert stream.last_event_id == (f"r:{len(EVENTS) - 1}" if fmt == "sse" else None)
+
+
+def test_unencodable_events_are_usage_errors() -> None:
+    for bad in (TextMessageContentEvent(message_id="m", delta="\ud800"), CustomEvent(name="x", value=object())):
+        for encode in (encode_event, encode_sse, encode_ndjson, lambda e: encode_sse(e, id="1")):
+            with pytest.raises(UsageError, match="cannot encode"):
+                encode(bad)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(), value=JSON_VALUES, ts=st.none() | st.integers(-(2**53 - 1), 2**53 - 1))
+def test_round_trip_with_the_sdk_property(text: str, value: Any, ts: int | None) -> None:
+    from pydantic import TypeAdapter
+
+    import ag_ui.core as sdk
+    from ag_ui.encoder import EventEncoder
+
+    adapter = TypeAdapter(sdk.Event)
+    for event in (
+        TextMessageContentEvent(message_id=text, delta=text, timestamp=ts),
+        CustomEvent(name=text, value=value, metadata={"k": value}),
+        StateDeltaEvent(delta=[AddOperation(path="/" + text.replace("~", "~0").replace("/", "~1"), value=value)]),
+    ):
+        model = adapter.validate_json(encode_event(event))
+        frame = EventEncoder().encode(model).encode()
+        # Same document (float spelling may differ: pydantic writes 1e+16, msgspec 1e16).
+        assert json.loads(frame[6:]) == json.loads(encode_event(event))
+        decoder = EventStreamDecoder()
+        assert decoder.feed(frame) == [event]
