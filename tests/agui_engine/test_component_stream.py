@@ -571,3 +571,16 @@ def test_interactable_update_of_a_streamed_component_and_errors() -> None:
         InteractableUpdateStream(note, "other")  # type: ignore[arg-type]
     empty = InteractableUpdateStream(note, "props")
     assert empty.close()[-1].value == {"componentId": "W-1", "finalProps": {"title": "Tokyo", "count": 3}}
+
+
+def test_events_round_trip_through_the_official_sdk() -> None:
+    from ag_ui.core import CustomEvent as SDKCustomEvent
+
+    from agui_engine.codec import decode_event, encode_event
+
+    events, _ = run(WEATHER, ['{"title": "Tok', 'yo", "count": 3}'])
+    for event in events:
+        wire = encode_event(event)
+        sdk = SDKCustomEvent.model_validate_json(wire)
+        assert (sdk.name, sdk.value) == (event.name, event.value)
+        assert decode_event(sdk.model_dump_json(by_alias=True, exclude_none=True)) == event
