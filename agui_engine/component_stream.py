@@ -137,7 +137,7 @@ class _PropsFilter:
     dropped (an update merges into the existing object, it does not replace it).
     """
 
-    __slots__ = ("_plen", "decide", "dropped", "prefix", "status_touched")
+    __slots__ = ("_plen", "decide", "dropped", "prefix")
 
     def __init__(self, decide: Callable[[tuple[str, ...]], Any], prefix: str = "") -> None:
         self.decide = decide
@@ -145,27 +145,20 @@ class _PropsFilter:
         self._plen = len(prefix)
         #: Pointers (in the output space) of nulls held back.
         self.dropped: set[str] = set()
-        #: Whether a standard parameter changed in the last batch.
-        self.status_touched = False
 
     def filter(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         prefix, plen = self.prefix, self._plen
-        self.status_touched = False
         for op in ops:
             path = op["path"]
             if plen:
                 if not path.startswith(prefix) or (len(path) > plen and path[plen] != "/"):
-                    if path.startswith(_RESERVED_TOKEN):
-                        self.status_touched = True
                     continue
                 path = path[plen:]
                 if not path:
                     continue
                 op = {**op, "path": path}
             if _RESERVED_TOKEN in path:
-                if path.startswith(_RESERVED_TOKEN):
-                    self.status_touched = True
                 continue
             if op.get("value", 0) is None and op["op"] != "append":
                 verdict = self.decide(_tokens(path))
@@ -201,6 +194,12 @@ class _ArgumentStream:
 
     def _describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @property
+    def status_messages(self) -> StatusMessages:
+        """The standard parameters as far as they have arrived (read on demand)."""
+        value = self._stream.value if self._content else None
+        return status_messages_of(value) if isinstance(value, dict) else StatusMessages()
 
     def _feed_ops(self, fragment: str) -> list[dict[str, Any]]:
         """Raw tokenizer ops for one fragment (the caller checked ``_error``/``_closed``)."""
@@ -254,7 +253,6 @@ class ComponentStream(_ArgumentStream):
         "_last_status",
         "_size",
         "_started",
-        "_status_messages",
         "_stream",
         "component",
         "component_id",
@@ -291,7 +289,6 @@ class ComponentStream(_ArgumentStream):
         self._last_status: dict[str, str] = {}
         self._current: str | None = None  # the top-level prop being parsed
         self._current_pointer = ""  # its JSON pointer
-        self._status_messages = StatusMessages()
         self._final_props: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ public API
@@ -354,7 +351,11 @@ class ComponentStream(_ArgumentStream):
 
     @property
     def props(self) -> dict[str, Any]:
-        """The props so far: what the operations emitted so far build (a fresh copy)."""
+        """The props so far: what the operations emitted so far build.
+
+        A fresh copy on every access (O(size of the props)): read it when it is
+        needed, not after every fragment.
+        """
         value = self._stream.value if self._content else {}
         result: dict[str, Any] = unstrict_value(strip_reserved_keys(value), self.component.null_policy)
         return result
@@ -363,11 +364,6 @@ class ComponentStream(_ArgumentStream):
     def final_props(self) -> dict[str, Any] | None:
         """``finalProps`` of the end event, ``None`` before :meth:`close`."""
         return self._final_props
-
-    @property
-    def status_messages(self) -> StatusMessages:
-        """The standard parameters as far as they have arrived."""
-        return self._status_messages
 
     @property
     def streaming_status(self) -> dict[str, str]:
@@ -380,8 +376,6 @@ class ComponentStream(_ArgumentStream):
 
     def _delta(self, raw: list[dict[str, Any]]) -> CustomEvent | None:
         ops = self._filter.filter(raw)
-        if self._filter.status_touched:
-            self._update_status_messages()
         # JSON is sequential: every top-level prop before the one being parsed is
         # complete, so only that one (``_current``) needs asking -- O(depth) per
         # feed instead of O(props). Held-back nulls never get here (no op).
@@ -417,10 +411,6 @@ class ComponentStream(_ArgumentStream):
             name=COMPONENT_PROPS_DELTA,
             value={"componentId": self.component_id, "operations": ops, "streamingStatus": dict(status)},
         )
-
-    def _update_status_messages(self) -> None:
-        self._status_messages = status_messages_of(self._stream.value)
-
 
 class InteractableUpdateStream(_ArgumentStream):
     """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.

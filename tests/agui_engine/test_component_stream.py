@@ -522,6 +522,7 @@ def test_interactable_updates_stream_as_shallow_merges() -> None:
     assert all(not o["path"].startswith(("/newProps", "/componentId", "/_tambo")) for o in ops)
     assert update.final == {"title": "New title", "body": "b", "tags": ["y", "z"]}
     assert update.update == {"title": "New title", "tags": ["y", "z"]}
+    assert update.status_messages == StatusMessages(status_message="Renaming")
     block = find_component(acc, "Note-1")
     assert block is not None and block["props"] == update.final and block["streamingState"] == "done"
     assert acc.problems == []
