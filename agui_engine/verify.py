@@ -58,7 +58,7 @@ failures), event shapes (the codec), and rules where AG-UI 1.0 allows what the
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple
 
 import msgspec
@@ -333,22 +333,6 @@ TRANSITIONS: Final[dict[tuple[Phase, str], Row]] = {
 del A
 
 
-def _compile(table: dict[tuple[Phase, str], Row]) -> tuple[list[dict[type, Row]], list[Row]]:
-    """Per phase, event class -> row, so that feed() does one dict lookup."""
-    by_class: list[dict[type, Row]] = []
-    default: list[Row] = []
-    for phase in Phase:
-        default.append(table[(phase, ANY)])
-        rows: dict[type, Row] = {}
-        for cls, type_name in _TYPE_BY_CLASS.items():
-            row = table.get((phase, type_name))
-            if row is not None:
-                rows[cls] = row
-        by_class.append(rows)
-    return by_class, default
-
-
-_DISPATCH, _DEFAULT = _compile(TRANSITIONS)
 
 
 # --------------------------------------------------------------------------- chunk expansion
@@ -426,8 +410,9 @@ class ChunkExpander:
     def open_lanes(self) -> int:
         return len(self._lanes)
 
-    def feed(self, event: Any) -> list[Any]:
-        self._index += 1
+    def feed(self, event: Any, index: int | None = None) -> list[Any]:
+        """Expand one event (``index``: its position in the stream, for errors; default: counted here)."""
+        self._index = self._index + 1 if index is None else index
         cls = type(event)
         policy = _POLICY_BY_CLASS.get(cls)
         if policy is not None:
@@ -656,19 +641,22 @@ class Verifier:
         if self._closed:
             raise UsageError("Verifier.feed() called after close()")
         self._index += 1
-        try:
-            out = self._expander.feed(event)
-        except ProtocolViolation as exc:
-            self._pending.extend(exc.violations)
-            self._flush()
-            return []
+        if self._expander._lanes or type(event) in _CHUNK_TYPES:
+            try:
+                out = self._expander.feed(event, self._index)
+            except ProtocolViolation as exc:
+                self._pending.extend(exc.violations)
+                self._flush()
+                return []
+        else:
+            out = [event]  # the common case: nothing to expand, no lane to close
         for ev in out:
-            row = _DISPATCH[self._phase].get(type(ev))
-            if row is None:
+            entry = _DISPATCH[self._phase].get(type(ev))
+            if entry is None:
                 if type(ev) not in _TYPE_BY_CLASS:
                     continue  # an unknown (tolerated) value: neutral
-                row = _DEFAULT[self._phase]
-            self._apply(row, ev)
+                entry = _DEFAULT[self._phase]
+            entry[0](self, entry[1], ev)
         if self._pending:
             self._flush()
         return out
@@ -754,45 +742,35 @@ class Verifier:
             else:
                 raise ProtocolViolation(errors)
 
-    def _apply(self, row: Row, ev: Any) -> None:
-        action = row.action
-        if action is Action.CONTINUE:
-            self._continue(row.kind, ev)  # type: ignore[arg-type]
-        elif action is Action.OPEN:
-            self._open_entity(row.kind, ev)  # type: ignore[arg-type]
-        elif action is Action.CLOSE:
-            self._close_entity(row.kind, ev)  # type: ignore[arg-type]
-        elif action is Action.ACCEPT:
-            pass
-        elif action is Action.TOOL_RESULT:
-            self._tool_result(ev)
-        elif action is Action.START_RUN:
-            self._start_run(ev)
-        elif action is Action.FINISH_RUN:
-            self._finish_run(ev)
-        elif action is Action.ERROR_RUN:
-            self._phase = Phase.ERRORED
-            self._run_ids = None
-            self._terminal_index = self._index
-        elif action is Action.SNAPSHOT:
-            self._known_tool_calls.update(_tool_call_ids_of(ev.messages))
-        elif action is Action.REJECT:
-            self._reject(row, ev)
-        elif action is Action.IMPLICIT_RUN:
-            self._report(
-                row.rule,  # type: ignore[arg-type]
-                f"the first event is {_TYPE_BY_CLASS[type(ev)]}; a stream must begin with RUN_STARTED or RUN_ERROR",
-                _TYPE_BY_CLASS[type(ev)],
-                {},
-            )
-            # Recover: judge the rest as the body of a run that was never announced.
-            self._phase = Phase.RUNNING
-            self._run_ids = None
-            self._run_index = self._index
-            next_row = _DISPATCH[Phase.RUNNING].get(type(ev), _DEFAULT[Phase.RUNNING])
-            self._apply(next_row, ev)
+    # -- one method per Action; the table's rows are compiled to (method, row) pairs below.
 
-    def _reject(self, row: Row, ev: Any) -> None:
+    def _do_accept(self, row: Row, ev: Any) -> None:
+        pass
+
+    def _do_error_run(self, row: Row, ev: Any) -> None:
+        self._phase = Phase.ERRORED
+        self._run_ids = None
+        self._terminal_index = self._index
+
+    def _do_messages_snapshot(self, row: Row, ev: Any) -> None:
+        self._known_tool_calls.update(_tool_call_ids_of(ev.messages))
+
+    def _do_implicit_run(self, row: Row, ev: Any) -> None:
+        type_name = _TYPE_BY_CLASS[type(ev)]
+        self._report(
+            row.rule,  # type: ignore[arg-type]
+            f"the first event is {type_name}; a stream must begin with RUN_STARTED or RUN_ERROR",
+            type_name,
+            {},
+        )
+        # Recover: judge the rest as the body of a run that was never announced.
+        self._phase = Phase.RUNNING
+        self._run_ids = None
+        self._run_index = self._index
+        handler, next_row = _DISPATCH[Phase.RUNNING].get(type(ev), _DEFAULT[Phase.RUNNING])
+        handler(self, next_row, ev)
+
+    def _do_reject(self, row: Row, ev: Any) -> None:
         type_name = _TYPE_BY_CLASS[type(ev)]
         if row.rule == "lifecycle.nested_run":
             running = self._run_ids[1] if self._run_ids else "(unannounced)"
@@ -821,7 +799,7 @@ class Verifier:
                 self._terminal_index,
             )
 
-    def _start_run(self, ev: RunStartedEvent) -> None:
+    def _do_start_run(self, row: Row, ev: RunStartedEvent) -> None:
         self._phase = Phase.RUNNING
         self._run_ids = (ev.thread_id, ev.run_id)
         self._run_index = self._index
@@ -829,7 +807,7 @@ class Verifier:
         if ev.input is not None:
             self._known_tool_calls.update(_tool_call_ids_of(ev.input.messages))
 
-    def _finish_run(self, ev: RunFinishedEvent) -> None:
+    def _do_finish_run(self, row: Row, ev: RunFinishedEvent) -> None:
         if self._run_ids is not None and (ev.thread_id, ev.run_id) != self._run_ids:
             thread_id, run_id = self._run_ids
             self._report(
@@ -852,7 +830,8 @@ class Verifier:
         self._phase = Phase.FINISHED
         self._terminal_index = self._index
 
-    def _open_entity(self, kind: Kind, ev: Any) -> None:
+    def _do_open(self, row: Row, ev: Any) -> None:
+        kind: Kind = row.kind  # type: ignore[assignment]
         key = getattr(ev, kind.id_attr)
         opened = self._open[kind.slot]
         if key in opened:
@@ -911,7 +890,8 @@ class Verifier:
                 del self._closed_subagents[key]  # resuming a suspended sub-agent
         opened[key] = _Open(self._index, owner, data)
 
-    def _continue(self, kind: Kind, ev: Any) -> None:
+    def _do_continue(self, row: Row, ev: Any) -> None:
+        kind: Kind = row.kind  # type: ignore[assignment]
         key = getattr(ev, kind.id_attr)
         entry = self._open[kind.slot].get(key)
         if entry is None:
@@ -923,7 +903,8 @@ class Verifier:
         if entry.data is not None and kind is TOOL:
             entry.data.append(ev.delta)
 
-    def _close_entity(self, kind: Kind, ev: Any) -> None:
+    def _do_close(self, row: Row, ev: Any) -> None:
+        kind: Kind = row.kind  # type: ignore[assignment]
         key = getattr(ev, kind.id_attr)
         entry = self._open[kind.slot].pop(key, None)
         if entry is None:
@@ -960,7 +941,7 @@ class Verifier:
                 entry.index,
             )
 
-    def _tool_result(self, ev: ToolCallResultEvent) -> None:
+    def _do_tool_result(self, row: Row, ev: ToolCallResultEvent) -> None:
         key = ev.tool_call_id
         entry = self._open[TOOL.slot].get(key)
         if entry is not None:
@@ -1001,6 +982,28 @@ class Verifier:
             {kind.id_wire: key, "subagentRunId": ev.subagent_run_id},
             entry.index,
         )
+
+
+_Entry = tuple[Callable[[Verifier, Row, Any], None], Row]
+
+
+def _compile(table: dict[tuple[Phase, str], Row]) -> tuple[list[dict[type, _Entry]], list[_Entry]]:
+    """Per phase, event class -> (the action's method, the row): feed() does one dict lookup."""
+    by_class: list[dict[type, _Entry]] = []
+    default: list[_Entry] = []
+    for phase in Phase:
+        row = table[(phase, ANY)]
+        default.append((getattr(Verifier, f"_do_{row.action.value}"), row))
+        entries: dict[type, _Entry] = {}
+        for cls, type_name in _TYPE_BY_CLASS.items():
+            row = table.get((phase, type_name))  # type: ignore[assignment]
+            if row is not None:
+                entries[cls] = (getattr(Verifier, f"_do_{row.action.value}"), row)
+        by_class.append(entries)
+    return by_class, default
+
+
+_DISPATCH, _DEFAULT = _compile(TRANSITIONS)
 
 
 def verify_events(

@@ -342,11 +342,11 @@ def test_class_level_custom_handler_and_helpers() -> None:
         message = acc.ensure_message(event.value["messageId"])
         message.setdefault("components", []).append({"id": event.value["componentId"], "props": {}})
 
-    Tambo.register_custom_handler("tambo.component.start", on_start)
+    Tambo.register_custom_handler("acme.card.start", on_start)
     try:
         acc = accumulate([TextMessageStartEvent(message_id="m"), TextMessageContentEvent(message_id="m", delta="Here:"),
-                          CustomEvent(name="tambo.component.start", value={"messageId": "m", "componentId": "c1"}),
-                          CustomEvent(name="tambo.component.start", value={"messageId": "m2", "componentId": "c2"}),
+                          CustomEvent(name="acme.card.start", value={"messageId": "m", "componentId": "c1"}),
+                          CustomEvent(name="acme.card.start", value={"messageId": "m2", "componentId": "c2"}),
                           CustomEvent(name="other.event", value=1)], Tambo())
         assert acc.messages == [
             {"id": "m", "role": "assistant", "content": "Here:", "components": [{"id": "c1", "props": {}}]},
@@ -354,13 +354,13 @@ def test_class_level_custom_handler_and_helpers() -> None:
         ]
         assert [e.name for e in acc.unhandled_custom] == ["other.event"]
         # Not registered on the base class.
-        assert [e.name for e in accumulate([CustomEvent(name="tambo.component.start", value={})]).unhandled_custom] == [
-            "tambo.component.start"]
+        assert [e.name for e in accumulate([CustomEvent(name="acme.card.start", value={})]).unhandled_custom] == [
+            "acme.card.start"]
         with pytest.raises(UsageError):
-            Tambo.register_custom_handler("tambo.component.start", lambda acc, event: None)
-        Tambo.register_custom_handler("tambo.component.start", on_start)  # the same handler again: fine
+            Tambo.register_custom_handler("acme.card.start", lambda acc, event: None)
+        Tambo.register_custom_handler("acme.card.start", on_start)  # the same handler again: fine
     finally:
-        Tambo.unregister_custom_handler("tambo.component.start")
+        Tambo.unregister_custom_handler("acme.card.start")
 
 
 def test_instance_handlers_win_and_decorator_form() -> None:
