@@ -83,26 +83,29 @@ MAX_NUMBER_LENGTH: Final = 1000
 MAX_POINTER_LENGTH: Final = 8192
 
 # --------------------------------------------------------------------------- states
-# The parser's states. Transitions (c = next non-whitespace character):
-#   VALUE        (root, after ':' , after ',' in an array) -- c starts a value
+# The parser's states (c = next non-whitespace character):
+#   VALUE        (root, after ':', after ',' in an array) -- c starts a value
 #   VALUE_OR_END (just after '[')                      -- c starts a value, or ']'
-#   KEY_OR_END   (just after '{')                      -- '"' starts a key, or '}'
+#   AFTER        (after a value inside a container)    -- ',' -> KEY | VALUE; the closer pops
 #   KEY          (after ',' in an object)              -- '"' starts a key
+#   KEY_OR_END   (just after '{')                      -- '"' starts a key, or '}'
 #   COLON        (after a key)                         -- ':' -> VALUE
-#   AFTER        (after a value inside a container)    -- ',' -> KEY | VALUE; closer pops
+#   DONE         (root value complete)                 -- whitespace only
 #   STRING       (inside a value string)               -- '"' closes -> AFTER | DONE
 #   KEYSTR       (inside a key)                        -- '"' closes -> COLON
-#   DONE         (root value complete)                 -- whitespace only
 # A completed value moves to AFTER when a container is open, else to DONE.
+# The numbering is part of the dispatch: the hot loop tests ``state >= 7`` (in a
+# string), ``state <= 1`` (a value starts) and so on with int literals, because
+# a literal compare is the cheapest test Python has; keep the two in step.
 _S_VALUE: Final = 0
 _S_VALUE_OR_END: Final = 1
-_S_KEY_OR_END: Final = 2
+_S_AFTER: Final = 2
 _S_KEY: Final = 3
-_S_COLON: Final = 4
-_S_AFTER: Final = 5
-_S_STRING: Final = 6
-_S_KEYSTR: Final = 7
-_S_DONE: Final = 8
+_S_KEY_OR_END: Final = 4
+_S_COLON: Final = 5
+_S_DONE: Final = 6
+_S_STRING: Final = 7
+_S_KEYSTR: Final = 8
 
 # What each state expects, for error messages ("expected X, got 'c'").
 _EXPECTED: Final = {
@@ -116,19 +119,20 @@ _EXPECTED: Final = {
 
 # --------------------------------------------------------------------------- scanners
 _WS: Final = re.compile(r"[ \t\n\r]*").match
-_WS_CHARS: Final = frozenset(" \t\n\r")
 #: A run of string characters that need no decoding: not a quote, not a backslash,
 #: not a control character (RFC 8259 requires those escaped), not a surrogate
 #: code point (only reachable from a str input; never valid Unicode text).
 _PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*').match
 #: A complete simple key with its colon: the common case of an object member.
-_KEY_COLON: Final = re.compile(r'"([^"\\\x00-\x1f\ud800-\udfff]*)"[ \t\n\r]*:').match
+#: No whitespace before the colon: newlines are only ever consumed by ``_WS``
+#: (which counts them for line numbers), and no serialiser puts spaces there.
+_KEY_COLON: Final = re.compile(r'"([^"\\\x00-\x1f\ud800-\udfff]*)":').match
+#: The rest of a key cut by a chunk boundary, with its colon.
+_KEY_TAIL: Final = re.compile(r'([^"\\\x00-\x1f\ud800-\udfff]*)":').match
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?").match
 #: Characters that can continue a number: a number touching the end of the
 #: available text might still grow, so it waits for more input.
 _NUM_RUN: Final = re.compile(r"[-+.eE0-9]*").match
-_NUM_CONT: Final = frozenset("0123456789+-.eE")
-_NUM_START: Final = frozenset("-0123456789")
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}").fullmatch
 _HEX_PART: Final = re.compile(r"[0-9a-fA-F]{0,3}").fullmatch
 _SIMPLE_ESCAPES: Final = {
@@ -141,6 +145,7 @@ _SIMPLE_ESCAPES: Final = {
     "r": "\r",
     "t": "\t",
 }
+_INF: Final = math.inf
 _LITERALS: Final = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
 
 
@@ -312,11 +317,11 @@ class PatchStream:
             raise self._error
         if self._closed:
             raise UsageError("PatchStream.feed() called after close()")
-        size = self._size + len(chunk)
-        self._size = size
         if type(chunk) is str:
             if self._mode != 1:
                 self._set_mode(1)
+            size = self._size + len(chunk)
+            self._size = size
             if size > self._max_bytes:
                 self._limit_from_size()
             text = chunk
@@ -325,6 +330,8 @@ class PatchStream:
                 raise UsageError(f"PatchStream.feed() takes str or bytes, got {type(chunk).__name__}")
             if self._mode != 2:
                 self._set_mode(2)
+            size = self._size + len(chunk)
+            self._size = size
             if size > self._max_bytes:
                 self._limit_from_size()
             text = self._decode(chunk, False)
@@ -334,19 +341,10 @@ class PatchStream:
             # Fast path: the whole chunk is inside a string.
             if text.isprintable() or _PLAIN(text).end() == len(text):
                 self._base += len(text)
-                parts = self._parts
-                parts.append(text)
-                path = self._s_path
-                if not self._s_announced:
-                    return [self._announce_string()]
-                if self._append and path:
-                    self._mark += 1
-                    return [{"op": "append", "path": path, "value": text}]
-                cur = "".join(parts)
-                parts[:] = [cur]
-                self._mark = 1
-                self._s_holder[self._s_slot] = cur
-                return [{"op": "replace", "path": path, "value": cur}]
+                self._parts.append(text)
+                ops: list[dict[str, Any]] = []
+                self._flush_string(ops)
+                return ops
         return self._run(text, False)
 
     def close(self) -> list[dict[str, Any]]:
@@ -517,7 +515,12 @@ class PatchStream:
         return {"op": self._s_op, "path": self._s_path, "value": cur}
 
     def _flush_string(self, ops: list[dict[str, Any]]) -> None:
-        """Emit the open string's growth since the last emission (one op at most)."""
+        """Emit the open string's growth since the last emission: one op at most.
+
+        The one place that decides between ``add`` (first sight), ``append``
+        (append mode, not the root) and ``replace``; used at the end of a feed,
+        when the string closes, and before an error is raised.
+        """
         if not self._s_announced:
             ops.append(self._announce_string())
             return
@@ -552,345 +555,345 @@ class PatchStream:
 
     # ------------------------------------------------------------------ the parser
     def _run(self, chunk: str, final: bool) -> list[dict[str, Any]]:  # noqa: C901 - one loop on purpose
-        """Parse ``pending + chunk``; see the module docstring. ``final`` = end of input."""
+        """Parse ``pending + chunk``; see the module docstring. ``final`` = end of input.
+
+        Hot loop: states are compared as int literals (see the state table), and
+        a key, its colon and the start of its value are handled in one pass
+        through the loop body.
+        """
         ops: list[dict[str, Any]] = []
         pending = self._pending
-        s = pending + chunk if pending else chunk
-        self._pending = ""
+        if pending:
+            s = pending + chunk
+            self._pending = ""
+        else:
+            s = chunk
         n = len(s)
         i = 0
         state = self._state
         conts = self._conts
         ptrs = self._ptrs
         parts = self._parts
-        rootbox = self._rootbox
-        append_mode = self._append
-        try:
-            while i < n:
-                # ---------------------------------------------------- inside a string
-                if state == _S_STRING or state == _S_KEYSTR:
+        while i < n:
+            # ------------------------------------------------ inside a string or key
+            if state >= 7:  # _S_STRING, _S_KEYSTR
+                m = _KEY_TAIL(s, i) if state == 8 else None
+                if m is None:
                     j = _PLAIN(s, i).end()
                     if j > i:
                         parts.append(s[i:j])
                     if j == n:
-                        i = n
                         break
                     c = s[j]
                     if c == '"':
                         i = j + 1
-                        if state == _S_KEYSTR:
-                            key = "".join(parts) if len(parts) != 1 else parts[0]
+                        if state == 8:
+                            self._key = "".join(parts)
                             parts.clear()
-                            self._key = key
-                            state = _S_COLON
+                            state = 5  # _S_COLON
                             continue
-                        # The value string is complete.
-                        cur = "".join(parts) if len(parts) != 1 else parts[0]
-                        self._s_holder[self._s_slot] = cur
-                        if not self._s_announced:
-                            ops.append({"op": self._s_op, "path": self._s_path, "value": cur})
-                        elif len(parts) > self._mark:
-                            path = self._s_path
-                            if append_mode and path:
-                                mark = self._mark
-                                new = parts[mark] if len(parts) == mark + 1 else "".join(parts[mark:])
-                                ops.append({"op": "append", "path": path, "value": new})
-                            else:
-                                ops.append({"op": "replace", "path": path, "value": cur})
+                        # The value string is complete: one op for its growth in this feed.
+                        self._flush_string(ops)
+                        # (append mode leaves the slot in ``value`` behind until now)
+                        self._s_holder[self._s_slot] = parts[0] if len(parts) == 1 else "".join(parts)
                         parts.clear()
                         self._mark = 0
                         self._s_announced = False
-                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        state = 2 if len(conts) > 1 else 6  # _S_AFTER / _S_DONE
                         continue
                     if c == "\\":
                         decoded, end = self._escape(s, j, n, state, ops)
                         if decoded is None:
                             # Cut in the middle: wait for the rest of the escape.
                             self._pending = s[j:]
-                            i = n
                             break
                         parts.append(decoded)
                         i = end
                         continue
-                    self._state = state
                     if "\ud800" <= c <= "\udfff":
-                        self._fail(s, j, ops, f"lone surrogate {c!r} in string", "a Unicode scalar value", c)
+                        self._fail(state, s, j, ops, f"lone surrogate {c!r} in string", "a Unicode scalar value", c)
                     self._fail(
-                        s, j, ops, f"unescaped control character {c!r} in string", "an escaped character", c
+                        state, s, j, ops, f"unescaped control character {c!r} in string",
+                        "an escaped character", c,
                     )
+                # The rest of a key and its colon: fall through to the colon.
+                parts.append(m.group(1))
+                self._key = "".join(parts)
+                parts.clear()
+                state = 5  # _S_COLON
+                i = m.end() - 1
 
+            c = s[i]
+            if c in " \t\n\r":
+                j = _WS(s, i).end()
+                newlines = s.count("\n", i, j)
+                if newlines:
+                    self._line += newlines
+                    self._line_start = self._base + s.rindex("\n", i, j) + 1
+                i = j
+                if i == n:
+                    break
                 c = s[i]
-                if c in _WS_CHARS:
-                    i = _WS(s, i).end()
-                    if i == n:
-                        break
-                    c = s[i]
 
-                # ---------------------------------------------------- after a value
-                if state == _S_AFTER:
-                    top = conts[-1]
-                    if type(top) is list:
-                        if c == ",":
-                            state = _S_VALUE
-                            i += 1
-                            continue
-                        if c == "]":
-                            conts.pop()
-                            ptrs.pop()
-                            if len(conts) == 1:
-                                state = _S_DONE
-                            i += 1
-                            continue
-                        self._state = state
-                        self._fail(s, i, ops, f"expected ',' or ']' after array element, got {c!r}", "',' or ']'", c)
+            # ------------------------------------------------ after a value
+            if state == 2:  # _S_AFTER
+                if type(conts[-1]) is list:
                     if c == ",":
-                        state = _S_KEY
+                        state = 0  # _S_VALUE
                         i += 1
                         continue
-                    if c == "}":
+                    if c == "]":
                         conts.pop()
                         ptrs.pop()
                         if len(conts) == 1:
-                            state = _S_DONE
+                            state = 6  # _S_DONE
                         i += 1
                         continue
-                    self._state = state
-                    self._fail(s, i, ops, f"expected ',' or '}}' after member, got {c!r}", "',' or '}'", c)
-
-                # ---------------------------------------------------- keys
-                if state == _S_KEY or state == _S_KEY_OR_END:
-                    if c == '"':
-                        m = _KEY_COLON(s, i)
-                        if m is not None:
-                            key = m.group(1)
-                            i = m.end()
-                            self._key = key
-                            state = _S_VALUE
-                        else:
-                            # Key cut by the chunk end, or with escapes: scan it as a string.
-                            state = _S_KEYSTR
-                            i += 1
-                            continue
-                    elif c == "}" and state == _S_KEY_OR_END:
-                        conts.pop()
-                        ptrs.pop()
-                        state = _S_AFTER if len(conts) > 1 else _S_DONE
-                        i += 1
-                        continue
-                    else:
-                        self._state = state
-                        exp, ctx = _EXPECTED[state]
-                        self._fail(s, i, ops, f"expected {exp}{ctx}, got {c!r}", exp, c)
-                    # Fall through with the member's pointer computed once.
-                    key = self._key
-                    if "~" in key or "/" in key:
-                        mpath = ptrs[-1] + "/" + key.replace("~", "~0").replace("/", "~1")
-                    else:
-                        mpath = ptrs[-1] + "/" + key
-                    self._mpath = mpath
-                    if len(mpath) > self._max_pointer:
-                        self._state = state
-                        self._fail(
-                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
-                            f"a pointer of at most {self._max_pointer} characters", f"{len(mpath)} characters",
-                            limit=True,
-                        )
+                    self._fail(
+                        state, s, i, ops, f"expected ',' or ']' after array element, got {c!r}", "',' or ']'", c
+                    )
+                if c == ",":
+                    state = 3  # _S_KEY
+                    i += 1
                     if i == n:
                         break
                     c = s[i]
-                    if c in _WS_CHARS:
-                        i = _WS(s, i).end()
-                        if i == n:
-                            break
-                        c = s[i]
-                elif state == _S_COLON:
-                    if c != ":":
-                        self._state = state
-                        self._fail(s, i, ops, f"expected ':' after key, got {c!r}", "':'", c)
-                    key = self._key
-                    if "~" in key or "/" in key:
-                        mpath = ptrs[-1] + "/" + key.replace("~", "~0").replace("/", "~1")
-                    else:
-                        mpath = ptrs[-1] + "/" + key
-                    self._mpath = mpath
-                    state = _S_VALUE
-                    if len(mpath) > self._max_pointer:
-                        self._state = state
-                        self._fail(
-                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
-                            f"a pointer of at most {self._max_pointer} characters", f"{len(mpath)} characters",
-                            limit=True,
-                        )
+                    if c in " \t\n\r":
+                        continue
+                elif c == "}":
+                    conts.pop()
+                    ptrs.pop()
+                    if len(conts) == 1:
+                        state = 6  # _S_DONE
                     i += 1
                     continue
-                elif state == _S_DONE:
-                    self._state = state
-                    self._fail(s, i, ops, f"unexpected data after the JSON value, got {c!r}", "end of input", c)
+                else:
+                    self._fail(state, s, i, ops, f"expected ',' or '}}' after member, got {c!r}", "',' or '}'", c)
 
-                # ---------------------------------------------------- a value starts at s[i]
-                top = conts[-1]
-                if type(top) is list:
-                    if c == "]" and state == _S_VALUE_OR_END:
+            # ------------------------------------------------ keys: on to the value
+            if state >= 3:
+                if state <= 4:  # _S_KEY, _S_KEY_OR_END
+                    if c == '"':
+                        m = _KEY_COLON(s, i)
+                        if m is None:
+                            # A key cut by the chunk end, with escapes, or spaced from its colon.
+                            state = 8  # _S_KEYSTR
+                            i += 1
+                            continue
+                        self._key = m.group(1)
+                        i = m.end()
+                    elif c == "}" and state == 4:
                         conts.pop()
                         ptrs.pop()
-                        state = _S_AFTER if len(conts) > 1 else _S_DONE
+                        state = 2 if len(conts) > 1 else 6
                         i += 1
                         continue
-                    slot: Any = len(top)
-                    path = ptrs[-1] + "/" + str(slot)
-                    op = "add"
+                    else:
+                        exp, ctx = _EXPECTED[state]
+                        self._fail(state, s, i, ops, f"expected {exp}{ctx}, got {c!r}", exp, c)
+                elif state == 5:  # _S_COLON
+                    if c != ":":
+                        self._fail(state, s, i, ops, f"expected ':' after key, got {c!r}", "':'", c)
+                    i += 1
+                else:  # _S_DONE
+                    self._fail(state, s, i, ops, f"unexpected data after the JSON value, got {c!r}", "end of input", c)
+                # The key and its colon are in: the member's pointer, computed once.
+                key = self._key
+                if "~" in key or "/" in key:
+                    key = key.replace("~", "~0").replace("/", "~1")
+                mpath = ptrs[-1] + "/" + key
+                self._mpath = mpath
+                state = 0  # _S_VALUE
+                if len(mpath) > self._max_pointer:
+                    self._fail(
+                        state, s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                        f"a pointer of at most {self._max_pointer} characters", f"{len(mpath)} characters",
+                        limit=True,
+                    )
+                if i == n:
+                    break
+                c = s[i]
+                if c in " \t\n\r":
+                    continue
+
+            # ------------------------------------------------ a value starts at s[i]
+            top = conts[-1]
+            if type(top) is list:
+                if c == "]" and state == 1:
+                    conts.pop()
+                    ptrs.pop()
+                    state = 2 if len(conts) > 1 else 6
+                    i += 1
+                    continue
+                slot: Any = len(top)
+                path = ptrs[-1] + "/" + str(slot)
+                op = "add"
+            else:
+                slot = self._key
+                path = self._mpath
+                op = "replace" if slot in top else "add"
+                if top is self._rootbox and not self._emit_root:
+                    # Component props: the root object already exists and is not announced.
+                    if c != "{":
+                        self._fail(state, s, i, ops, "tool arguments must be a JSON object", "'{'", c)
+                    conts.append(top[""])
+                    ptrs.append("")
+                    state = 4  # _S_KEY_OR_END
+                    i += 1
+                    continue
+            if c == '"':
+                j = _PLAIN(s, i + 1).end()
+                if j < n and s[j] == '"':
+                    # The whole string is in this chunk: one op, no open-string bookkeeping.
+                    value = s[i + 1 : j]
+                    if type(top) is list:
+                        top.append(value)
+                    else:
+                        top[slot] = value
+                    ops.append({"op": op, "path": path, "value": value})
+                    state = 2 if len(conts) > 1 else 6
+                    i = j + 1
+                    continue
+                self._s_holder = top
+                self._s_slot = slot
+                self._s_path = path
+                self._s_op = op
+                state = 7  # _S_STRING
+                value = s[i + 1 : j]
+                if type(top) is list:
+                    top.append(value)
                 else:
-                    slot = self._key
-                    path = self._mpath
-                    op = "replace" if slot in top else "add"
-                    if top is rootbox and not self._emit_root:
-                        if c != "{":
-                            self._state = state
-                            self._fail(
-                                s, i, ops, "tool arguments must be a JSON object", "'{'", c,
-                            )
-                        conts.append(rootbox[""])
-                        ptrs.append("")
-                        state = _S_KEY_OR_END
-                        i += 1
-                        continue
-                if c == '"':
-                    if type(top) is list:
-                        top.append("")
-                    else:
-                        top[slot] = ""
-                    self._s_holder = top
-                    self._s_slot = slot
-                    self._s_path = path
-                    self._s_op = op
-                    self._s_announced = False
-                    self._mark = 0
-                    state = _S_STRING
-                    i += 1
-                    continue
-                if c == "{" or c == "[":
-                    if len(conts) > self._max_depth:
-                        self._state = state
-                        self._fail(
-                            s, i, ops, f"nesting deeper than max_depth ({self._max_depth})",
-                            f"at most {self._max_depth} levels", c, limit=True,
-                        )
-                    if len(path) > self._max_pointer:
-                        self._state = state
-                        self._fail(
-                            s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
-                            f"a pointer of at most {self._max_pointer} characters", f"{len(path)} characters",
-                            limit=True,
-                        )
-                    if c == "{":
-                        new: Any = {}
-                        if top is rootbox:
-                            if self._emit_root:
-                                ops.append({"op": op, "path": path, "value": {}})
-                        else:
-                            ops.append({"op": op, "path": path, "value": {}})
-                        state = _S_KEY_OR_END
-                    else:
-                        new = []
-                        if top is not rootbox or self._emit_root:
-                            ops.append({"op": op, "path": path, "value": []})
-                        state = _S_VALUE_OR_END
-                    if type(top) is list:
-                        top.append(new)
-                    else:
-                        top[slot] = new
-                    conts.append(new)
-                    ptrs.append(path)
-                    i += 1
-                    continue
-                if c in _NUM_START:
-                    m = _NUMBER(s, i)
-                    j = m.end() if m is not None else i
-                    if m is None or j == n or s[j] in _NUM_CONT:
-                        k = _NUM_RUN(s, i).end()
+                    top[slot] = value
+                if j == n:
+                    # The chunk ends inside the string: announce it now with what we have.
+                    ops.append({"op": op, "path": path, "value": value})
+                    if value:
+                        parts.append(value)
+                    self._mark = len(parts)
+                    self._s_announced = True
+                    i = n
+                    break
+                if value:
+                    parts.append(value)
+                self._s_announced = False
+                self._mark = 0
+                i = j
+                continue
+            if c in "-0123456789":
+                if s[-1] in "0123456789+-.eE":
+                    # The chunk may end inside this number: if so, wait for the rest.
+                    k = _NUM_RUN(s, i).end()
+                    if k == n and not final:
                         if k - i > self._max_number:
-                            self._state = state
                             self._fail(
-                                s, i, ops, f"number longer than max_number_length ({self._max_number})",
+                                state, s, i, ops, f"number longer than max_number_length ({self._max_number})",
                                 f"at most {self._max_number} characters", f"{k - i} characters", limit=True,
                             )
-                        if k == n and not final:
-                            self._pending = s[i:]
-                            i = n
-                            break
-                        if m is None or j != k or j == i:
-                            self._state = state
-                            self._number_error(s, i, m, n, ops)
-                    text = s[i:j]
-                    if len(text) > self._max_number:
-                        self._state = state
-                        self._fail(
-                            s, i, ops, f"number longer than max_number_length ({self._max_number})",
-                            f"at most {self._max_number} characters", f"{len(text)} characters", limit=True,
-                        )
-                    if m.lastindex:  # type: ignore[union-attr]
-                        number: Any = float(text)
-                        if number in (math.inf, -math.inf):
-                            self._state = state
-                            self._fail(s, i, ops, f"number out of range: {text[:40]}", "a finite number", text[:40])
-                    else:
-                        try:
-                            number = int(text)
-                        except ValueError:  # past sys.get_int_max_str_digits
-                            self._state = state
-                            self._fail(
-                                s, i, ops, "integer too long to convert", "a shorter integer",
-                                f"{len(text)} digits", limit=True,
-                            )
-                    if type(top) is list:
-                        top.append(number)
-                    else:
-                        top[slot] = number
-                    if top is not rootbox or self._emit_root:
-                        ops.append({"op": op, "path": path, "value": number})
-                    state = _S_AFTER if len(conts) > 1 else _S_DONE
-                    i = j
-                    continue
-                lit = _LITERALS.get(c)
-                if lit is not None:
-                    word, literal = lit
-                    if s.startswith(word, i):
-                        if type(top) is list:
-                            top.append(literal)
-                        else:
-                            top[slot] = literal
-                        if top is not rootbox or self._emit_root:
-                            ops.append({"op": op, "path": path, "value": literal})
-                        state = _S_AFTER if len(conts) > 1 else _S_DONE
-                        i += len(word)
-                        continue
-                    rest = s[i : i + len(word)]
-                    if i + len(rest) == n and word.startswith(rest) and not final:
-                        self._pending = rest
-                        i = n
+                        self._pending = s[i:]
                         break
-                    k = i
-                    while k < n and k - i < len(word) and s[k] == word[k - i]:
-                        k += 1
-                    self._state = state
-                    if k == n:
-                        self._fail(s, k, ops, f"unexpected end of input in literal {word!r}", repr(word), "end of input")
-                    self._fail(s, k, ops, f"invalid literal: expected {word!r}, got {s[k]!r}", repr(word), s[k])
-                self._state = state
-                exp = "a value or ']'" if state == _S_VALUE_OR_END else "a value"
-                self._fail(s, i, ops, f"expected {exp}, got {c!r}", exp, c)
-        finally:
-            self._state = state
+                m = _NUMBER(s, i)
+                j = m.end() if m is not None else i
+                if m is None or j == n or s[j] in "0123456789+-.eE":
+                    k = _NUM_RUN(s, i).end()
+                    if k - i > self._max_number:
+                        self._fail(
+                            state, s, i, ops, f"number longer than max_number_length ({self._max_number})",
+                            f"at most {self._max_number} characters", f"{k - i} characters", limit=True,
+                        )
+                    if k == n and not final:
+                        # It may go on in the next chunk: numbers appear only when complete.
+                        self._pending = s[i:]
+                        break
+                    if m is None or j != k:
+                        self._number_error(state, s, i, m, n, ops)
+                text = s[i:j]
+                if j - i > self._max_number:
+                    self._fail(
+                        state, s, i, ops, f"number longer than max_number_length ({self._max_number})",
+                        f"at most {self._max_number} characters", f"{j - i} characters", limit=True,
+                    )
+                if m.lastindex:  # type: ignore[union-attr]  # a fraction or an exponent
+                    number: Any = float(text)
+                    if number == _INF or number == -_INF:
+                        self._fail(
+                            state, s, i, ops, f"number out of range: {text[:40]}", "a finite number", text[:40]
+                        )
+                else:
+                    try:
+                        number = int(text)
+                    except ValueError:  # past sys.get_int_max_str_digits
+                        self._fail(
+                            state, s, i, ops, "integer too long to convert", "a shorter integer",
+                            f"{j - i} digits", limit=True,
+                        )
+                if type(top) is list:
+                    top.append(number)
+                else:
+                    top[slot] = number
+                ops.append({"op": op, "path": path, "value": number})
+                state = 2 if len(conts) > 1 else 6
+                i = j
+                continue
+            if c == "{" or c == "[":
+                if len(conts) > self._max_depth:
+                    self._fail(
+                        state, s, i, ops, f"nesting deeper than max_depth ({self._max_depth})",
+                        f"at most {self._max_depth} levels", c, limit=True,
+                    )
+                if len(path) > self._max_pointer:
+                    self._fail(
+                        state, s, i, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                        f"a pointer of at most {self._max_pointer} characters", f"{len(path)} characters",
+                        limit=True,
+                    )
+                if c == "{":
+                    new: Any = {}
+                    ops.append({"op": op, "path": path, "value": {}})
+                    state = 4  # _S_KEY_OR_END
+                else:
+                    new = []
+                    ops.append({"op": op, "path": path, "value": []})
+                    state = 1  # _S_VALUE_OR_END
+                if type(top) is list:
+                    top.append(new)
+                else:
+                    top[slot] = new
+                conts.append(new)
+                ptrs.append(path)
+                i += 1
+                continue
+            lit = _LITERALS.get(c)
+            if lit is not None:
+                word, literal = lit
+                if s.startswith(word, i):
+                    if type(top) is list:
+                        top.append(literal)
+                    else:
+                        top[slot] = literal
+                    ops.append({"op": op, "path": path, "value": literal})
+                    state = 2 if len(conts) > 1 else 6
+                    i += len(word)
+                    continue
+                rest = s[i : i + len(word)]
+                if i + len(rest) == n and word.startswith(rest) and not final:
+                    self._pending = rest
+                    break
+                k = i
+                while k < n and k - i < len(word) and s[k] == word[k - i]:
+                    k += 1
+                if k == n:
+                    self._fail(
+                        state, s, k, ops, f"unexpected end of input in literal {word!r}", repr(word), "end of input"
+                    )
+                self._fail(state, s, k, ops, f"invalid literal: expected {word!r}, got {s[k]!r}", repr(word), s[k])
+            exp = "a value or ']'" if state == 1 else "a value"
+            self._fail(state, s, i, ops, f"expected {exp}, got {c!r}", exp, c)
         # ---- end of the available text
-        if state == _S_STRING:
+        self._state = state
+        self._base += n - len(self._pending)
+        if state == 7:
             self._flush_string(ops)
-        consumed = n - len(self._pending)
-        newlines = s.count("\n", 0, consumed)
-        if newlines:
-            self._line += newlines
-            self._line_start = self._base + s.rindex("\n", 0, consumed) + 1
-        self._base += consumed
-        if final and state != _S_DONE:
+        if final and state != 6:
             self._fail_end(ops)
         return ops
 
@@ -903,8 +906,7 @@ class PatchStream:
         if c != "u":
             decoded = _SIMPLE_ESCAPES.get(c)
             if decoded is None:
-                self._state = state
-                self._fail(s, j, ops, f"invalid escape '\\{c}' in string", "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", "\\" + c)
+                self._fail(state, s, j, ops, f"invalid escape '\\{c}' in string", "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX", "\\" + c)
             return decoded, j + 2
         hex1 = s[j + 2 : j + 6]
         if len(hex1) < 4:
@@ -917,15 +919,13 @@ class PatchStream:
         if code < 0xD800 or code > 0xDFFF:
             return chr(code), j + 6
         if code >= 0xDC00:
-            self._state = state
-            self._fail(s, j, ops, f"lone low surrogate '\\u{hex1}' in string", "a high surrogate first", "\\u" + hex1)
+            self._fail(state, s, j, ops, f"lone low surrogate '\\u{hex1}' in string", "a high surrogate first", "\\u" + hex1)
         # A high surrogate: the low half must follow at once.
         tail = s[j + 6 : j + 12]
         expect = "\\u"
         if tail[:2] != expect[: len(tail[:2])]:
-            self._state = state
             self._fail(
-                s, j, ops, f"lone high surrogate '\\u{hex1}' in string (no '\\u' low surrogate follows)",
+                state, s, j, ops, f"lone high surrogate '\\u{hex1}' in string (no '\\u' low surrogate follows)",
                 "a low surrogate escape", tail[:2],
             )
         if len(tail) < 6:
@@ -937,9 +937,8 @@ class PatchStream:
             self._bad_hex(s, j + 8, n, state, ops)
         low = int(hex2, 16)
         if not 0xDC00 <= low <= 0xDFFF:
-            self._state = state
             self._fail(
-                s, j, ops, f"high surrogate '\\u{hex1}' followed by '\\u{hex2}', not a low surrogate",
+                state, s, j, ops, f"high surrogate '\\u{hex1}' followed by '\\u{hex2}', not a low surrogate",
                 "a low surrogate escape", "\\u" + hex2,
             )
         return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), j + 12
@@ -947,20 +946,19 @@ class PatchStream:
     def _bad_hex(self, s: str, k: int, n: int, state: int, ops: list[dict[str, Any]]) -> None:
         while k < n and s[k] in "0123456789abcdefABCDEF":
             k += 1
-        self._state = state
         got = s[k] if k < n else "end of input"
-        self._fail(s, k, ops, f"expected 4 hex digits after '\\u', got {got!r}", "a hex digit", got)
+        self._fail(state, s, k, ops, f"expected 4 hex digits after '\\u', got {got!r}", "a hex digit", got)
 
-    def _number_error(self, s: str, i: int, m: Any, n: int, ops: list[dict[str, Any]]) -> None:
+    def _number_error(self, state: int, s: str, i: int, m: Any, n: int, ops: list[dict[str, Any]]) -> None:
         """Explain why the number at ``s[i:]`` is malformed (``m`` = the valid prefix, if any)."""
         k = i + 1 if s[i] == "-" else i
         if k == n:
-            self._fail(s, k, ops, "unexpected end of input in number", "a digit", "end of input")
+            self._fail(state, s, k, ops, "unexpected end of input in number", "a digit", "end of input")
         if m is None:
-            self._fail(s, k, ops, f"expected a digit after '-', got {s[k]!r}", "a digit", s[k])
+            self._fail(state, s, k, ops, f"expected a digit after '-', got {s[k]!r}", "a digit", s[k])
         if s[k] == "0" and k + 1 < n and s[k + 1] in "0123456789":
             self._fail(
-                s, k + 1, ops, "leading zeros are not allowed in numbers",
+                state, s, k + 1, ops, "leading zeros are not allowed in numbers",
                 "'.', 'e' or the end of the number", s[k + 1],
             )
         # Say what is wrong with the character where the valid number stops.
@@ -968,15 +966,15 @@ class PatchStream:
         c = s[j] if j < n else ""
         if c == "." and m.group(1) is None and m.group(2) is None:
             got = s[j + 1] if j + 1 < n else "end of input"
-            self._fail(s, j + 1, ops, f"expected a digit after '.', got {got!r}", "a digit", got)
+            self._fail(state, s, j + 1, ops, f"expected a digit after '.', got {got!r}", "a digit", got)
         if c in ("e", "E") and m.group(2) is None:
             k = j + 1
             if k < n and s[k] in "+-":
                 k += 1
             got = s[k] if k < n else "end of input"
-            self._fail(s, k, ops, f"expected a digit in the exponent, got {got!r}", "a digit", got)
+            self._fail(state, s, k, ops, f"expected a digit in the exponent, got {got!r}", "a digit", got)
         got = c or "end of input"
-        self._fail(s, j, ops, f"unexpected {got!r} after number", "',' or the end of the container", got)
+        self._fail(state, s, j, ops, f"unexpected {got!r} after number", "',' or the end of the container", got)
 
     # ------------------------------------------------------------------ errors
     def _where(self) -> str:
@@ -999,9 +997,11 @@ class PatchStream:
         pointer: str,
         limit: bool = False,
     ) -> JSONStreamError:
-        last_nl = s.rfind("\n", 0, k)
-        line = self._line + s.count("\n", 0, k)
-        column = k - last_nl if last_nl >= 0 else self._base + k - self._line_start + 1
+        # Newlines only ever occur in whitespace, which the parser counts as it
+        # skips it; so the line is current and the column is the distance from
+        # the last line start.
+        line = self._line
+        column = self._base + k - self._line_start + 1
         if self._mode == 2:
             decoded_total = self._bytes_in - len(self._decoder.getstate()[0])
             offset = decoded_total - len(s[k:].encode("utf-8"))
@@ -1020,6 +1020,7 @@ class PatchStream:
 
     def _fail(
         self,
+        state: int,
         s: str,
         k: int,
         ops: list[dict[str, Any]],
@@ -1029,11 +1030,9 @@ class PatchStream:
         *,
         limit: bool = False,
     ) -> None:
-        # ``_state`` is already up to date here (callers store it first), so the
-        # pointer names the value or container being parsed.
-        err = self._make_error(
-            message, s, k, expected=expected, got=got, pointer=self._where(), limit=limit
-        )
+        """Raise (and remember) the error at ``s[k]``, parsing in ``state``."""
+        self._state = state  # so that the pointer names the value or container being parsed
+        err = self._make_error(message, s, k, expected=expected, got=got, pointer=self._where(), limit=limit)
         self._raise(err, ops)
 
     def _fail_end(self, ops: list[dict[str, Any]]) -> None:
@@ -1057,6 +1056,6 @@ class PatchStream:
         }.get(state) or _EXPECTED.get(state, ("more input", ""))[0]
         pending = self._pending
         self._fail(
-            pending, len(pending), ops, f"unexpected end of input: {what}, expected {expected}",
+            state, pending, len(pending), ops, f"unexpected end of input: {what}, expected {expected}",
             expected, "end of input",
         )

@@ -1,0 +1,533 @@
+"""``agui-engine bench``: incremental JSON-to-patch throughput against the alternatives.
+
+Theory of operation
+-------------------
+The benchmark answers one question: what does it cost to follow a tool call's
+arguments while a model streams them, and how does that cost grow with the
+document? It has three parts, shared by this command and by
+``benchmarks/bench_jsonstream.py`` (one piece of code serves both):
+
+* **Documents** (:func:`make_documents`): realistic tool-argument JSON built
+  from a seeded ``random.Random`` so every run sees the same bytes: a 200 B
+  weather card, a dashboard (nested blocks: metrics, charts, tables, markdown
+  with escapes and non-ASCII) at 1, 4, 5, 16 and 64 KB, a 50 KB markdown
+  string, a 200 KB table, and nesting 50 and 200 levels deep.
+* **Chunks** (:func:`split_chunks`): LLM-token-sized pieces, 1-8 characters
+  from a seeded generator, so escapes, numbers and literals are cut anywhere.
+* **Contenders** (:data:`CONTENDERS`): each is a factory returning a fresh
+  ``feed(chunk) -> patch_bytes`` closure plus a ``close()``. The loop that
+  drives them is the same for all, so the per-chunk figures are comparable.
+  Contenders whose package is not installed are skipped, not faked.
+
+This module is an entry point (a CLI subcommand), not part of the IO-free
+core: it reads the clock (``time.perf_counter``) and prints. The tokenizer
+itself (:mod:`agui_engine.jsonstream`) never does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .jsonstream import PatchStream
+
+__all__ = [
+    "DOCUMENT_SEED",
+    "CHUNK_SEED",
+    "make_documents",
+    "split_chunks",
+    "Contender",
+    "CONTENDERS",
+    "available_contenders",
+    "Measurement",
+    "measure",
+    "growth",
+    "add_arguments",
+    "run",
+]
+
+#: Seeds for the documents and the chunking: fixed so every run (and every
+#: machine) measures the same input.
+DOCUMENT_SEED = 20240601
+CHUNK_SEED = 7
+#: Chunk sizes in characters: a model's token is 1-8 characters of JSON.
+CHUNK_MIN = 1
+CHUNK_MAX = 8
+
+_WORDS = (
+    "revenue growth quarter region active users churn latency p95 conversion funnel cohort retention "
+    "pipeline forecast budget spend margin orders refunds tickets backlog deploys incidents uptime "
+    "north south east west café naïve résumé 東京 Zürich São Paulo"
+).split()
+_EMOJI = ("📈", "✅", "⚠️", "🚀")
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    text = " ".join(rng.choice(_WORDS) for _ in range(words))
+    return text[0].upper() + text[1:]
+
+
+def _markdown(rng: random.Random, size: int) -> str:
+    """Markdown prose with headings, lists, quotes, code and emoji: many escapes once JSON-encoded."""
+    out: list[str] = []
+    total = 0
+    while total < size:
+        kind = rng.random()
+        if kind < 0.15:
+            piece = f"## {_sentence(rng, rng.randint(2, 5))}\n\n"
+        elif kind < 0.35:
+            piece = "".join(f"- {_sentence(rng, rng.randint(3, 8))} {rng.choice(_EMOJI)}\n" for _ in range(3)) + "\n"
+        elif kind < 0.45:
+            piece = f'```python\nprint("{_sentence(rng, 3)}")\t# \\ path\n```\n\n'
+        else:
+            piece = f'{_sentence(rng, rng.randint(8, 25))}, "quoted" and **bold** ({rng.randint(1, 999)}%).\n\n'
+        out.append(piece)
+        total += len(piece)
+    return "".join(out)
+
+
+def _block(rng: random.Random, index: int) -> dict[str, Any]:
+    kind = index % 4
+    if kind == 0:
+        return {
+            "type": "metric",
+            "id": f"m{index}",
+            "label": _sentence(rng, 2),
+            "value": round(rng.uniform(-1000, 100000), 2),
+            "delta": round(rng.uniform(-30, 30), 1),
+            "trend": rng.choice(["up", "down", "flat"]),
+            "highlighted": rng.random() < 0.5,
+            "note": None,
+        }
+    if kind == 1:
+        return {
+            "type": "chart",
+            "id": f"c{index}",
+            "title": _sentence(rng, 4),
+            "kind": rng.choice(["line", "bar", "area"]),
+            "series": [
+                {
+                    "name": rng.choice(_WORDS),
+                    "points": [{"x": month, "y": round(rng.uniform(0, 500), 1)} for month in range(6)],
+                }
+                for _ in range(2)
+            ],
+            "options": {"stacked": False, "legend": {"position": "bottom", "visible": True}},
+        }
+    if kind == 2:
+        return {
+            "type": "table",
+            "id": f"t{index}",
+            "columns": ["name", "region", "amount", "active"],
+            "rows": [
+                [_sentence(rng, 2), rng.choice(["EU", "US", "APAC"]), rng.randint(-5000, 99999), rng.random() < 0.7]
+                for _ in range(4)
+            ],
+        }
+    return {"type": "text", "id": f"x{index}", "markdown": _markdown(rng, 160)}
+
+
+def _dashboard(rng: random.Random, size: int) -> str:
+    doc: dict[str, Any] = {
+        "title": "Q3 operations dashboard",
+        "layout": {"columns": 3, "gap": 12, "theme": "dark"},
+        "blocks": [],
+    }
+    length = len(json.dumps(doc, ensure_ascii=False))
+    index = 0
+    while length < size:
+        block = _block(rng, index)
+        doc["blocks"].append(block)
+        length += len(json.dumps(block, ensure_ascii=False)) + 2  # ", " between blocks
+        index += 1
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def _table(rng: random.Random, size: int) -> str:
+    rows: list[list[Any]] = []
+    doc = {"columns": ["id", "customer", "country", "amount", "paid", "note"], "rows": rows}
+    length = 60
+    while length < size:
+        row = [
+            len(rows) + 1,
+            _sentence(rng, 2),
+            rng.choice(["DE", "FR", "US", "JP", "BR"]),
+            round(rng.uniform(0, 10000), 2),
+            rng.random() < 0.8,
+            None if rng.random() < 0.7 else _sentence(rng, 3),
+        ]
+        rows.append(row)
+        length += len(json.dumps(row, ensure_ascii=False)) + 1
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def _deep(rng: random.Random, depth: int) -> str:
+    node: dict[str, Any] = {"leaf": _sentence(rng, 3), "values": [1, 2.5, True, None]}
+    for level in range(depth - 1, 0, -1):
+        node = {"level": level, "name": _sentence(rng, 2), "child": node}
+    return json.dumps(node, ensure_ascii=False)
+
+
+def make_documents(seed: int = DOCUMENT_SEED) -> dict[str, str]:
+    """The benchmark documents, by name; the same text for the same seed."""
+    rng = random.Random(seed)
+    docs = {
+        "weather-200B": json.dumps(
+            {
+                "location": "San Francisco, CA",
+                "temperature": 18.5,
+                "unit": "celsius",
+                "conditions": "Partly cloudy",
+                "humidity": 72,
+                "wind": {"speed": 14.2, "direction": "NW"},
+                "forecast": [{"day": "Tue", "high": 21, "low": 12}, {"day": "Wed", "high": 19, "low": 11}],
+                "alert": None,
+            }
+        ),
+        "dashboard-5KB": _dashboard(rng, 5 * 1024),
+        "markdown-50KB": json.dumps({"title": "Report", "content": _markdown(rng, 50 * 1024)}, ensure_ascii=False),
+        "table-200KB": _table(rng, 200 * 1024),
+        "deep-50": _deep(rng, 50),
+        "deep-200": _deep(rng, 200),
+    }
+    for kb in (1, 4, 16, 64):
+        docs[f"dashboard-{kb}KB"] = _dashboard(rng, kb * 1024)
+    return docs
+
+
+def split_chunks(text: str, seed: int = CHUNK_SEED) -> list[str]:
+    """Cut ``text`` into 1-8 character pieces, the same way for the same seed."""
+    rng = random.Random(seed)
+    chunks = []
+    i = 0
+    n = len(text)
+    while i < n:
+        step = rng.randint(CHUNK_MIN, CHUNK_MAX)
+        chunks.append(text[i : i + step])
+        i += step
+    return chunks
+
+
+# --------------------------------------------------------------------------- contenders
+@dataclass(frozen=True)
+class Contender:
+    """One way of following a streamed document.
+
+    ``make()`` returns ``(feed, close)``: ``feed(chunk)`` returns how many bytes
+    of patch (or update) output the chunk produced, 0 when the contender only
+    parses. ``requires`` names the module that must be importable.
+    """
+
+    name: str
+    requires: str | None
+    make: Callable[[], tuple[Callable[[str], int], Callable[[], int]]]
+    note: str = ""
+
+
+def _ops_size(ops: list[dict[str, Any]]) -> int:
+    # Patch bytes are counted as the size of the compact JSON a transport would send.
+    return len(json.dumps(ops, ensure_ascii=False, separators=(",", ":")).encode()) if ops else 0
+
+
+def _patchstream(append: bool, count: bool) -> Callable[[], tuple[Callable[[str], int], Callable[[], int]]]:
+    def make() -> tuple[Callable[[str], int], Callable[[], int]]:
+        stream = PatchStream(append_strings=append)
+        if not count:
+            feed = stream.feed
+
+            def feed_only(chunk: str) -> int:
+                feed(chunk)
+                return 0
+
+            return feed_only, lambda: len(stream.close()) * 0
+
+        def feed_counted(chunk: str) -> int:
+            return _ops_size(stream.feed(chunk))
+
+        return feed_counted, lambda: _ops_size(stream.close())
+
+    return make
+
+
+def _jiter_reparse(diff: bool) -> Callable[[], tuple[Callable[[str], int], Callable[[], int]]]:
+    def make() -> tuple[Callable[[str], int], Callable[[], int]]:
+        import jiter
+
+        from_json = jiter.from_json
+        buf: list[str] = []
+        state: dict[str, Any] = {"prev": None}
+        if diff:
+            import jsonpatch
+
+        def feed(chunk: str) -> int:
+            buf.append(chunk)
+            text = "".join(buf)
+            buf[:] = [text]
+            try:
+                value = from_json(text.encode(), partial_mode="trailing-strings")
+            except ValueError:
+                return 0  # a prefix jiter cannot complete yet (e.g. a lone '-')
+            if not diff:
+                return 0
+            patch = jsonpatch.make_patch(state["prev"], value)
+            state["prev"] = value
+            ops = patch.patch
+            return _ops_size(ops)
+
+        return feed, lambda: 0
+
+    return make
+
+
+def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
+    from partial_json_parser import loads
+
+    buf: list[str] = []
+
+    def feed(chunk: str) -> int:
+        buf.append(chunk)
+        text = "".join(buf)
+        buf[:] = [text]
+        try:
+            loads(text)
+        except Exception:  # noqa: BLE001 - partial_json_parser raises several types on odd prefixes
+            pass
+        return 0
+
+    return feed, lambda: 0
+
+
+def _ijson_push() -> tuple[Callable[[str], int], Callable[[], int]]:
+    import ijson
+
+    events = ijson.sendable_list()
+    coro = ijson.basic_parse_coro(events)
+
+    def feed(chunk: str) -> int:
+        coro.send(chunk.encode())
+        del events[:]
+        return 0
+
+    def close() -> int:
+        coro.close()
+        return 0
+
+    return feed, close
+
+
+def _msgspec_whole() -> tuple[Callable[[str], int], Callable[[], int]]:
+    import msgspec
+
+    decode = msgspec.json.decode
+    buf: list[str] = []
+
+    def feed(chunk: str) -> int:
+        buf.append(chunk)
+        return 0
+
+    def close() -> int:
+        decode("".join(buf).encode())
+        return 0
+
+    return feed, close
+
+
+CONTENDERS: tuple[Contender, ...] = (
+    Contender("PatchStream", None, _patchstream(False, False), "default mode, RFC 6902 replace"),
+    Contender("PatchStream append", None, _patchstream(True, False), "append_strings=True"),
+    Contender("jiter re-parse", "jiter", _jiter_reparse(False), "from_json(prefix) after every chunk"),
+    Contender("jiter+make_patch", "jsonpatch", _jiter_reparse(True), "re-parse + jsonpatch.make_patch"),
+    Contender("partial_json_parser", "partial_json_parser", _partial_json, "loads(prefix) after every chunk"),
+    Contender("ijson push (yajl2_c)", "ijson", _ijson_push, "events only, no partial strings"),
+    Contender("msgspec whole", "msgspec", _msgspec_whole, "one decode at the end: the floor"),
+)
+
+
+def available_contenders(names: Iterable[str] | None = None) -> list[Contender]:
+    """The contenders whose packages are importable (optionally only those named)."""
+    import importlib.util
+
+    wanted = set(names) if names is not None else None
+    out = []
+    for contender in CONTENDERS:
+        if wanted is not None and contender.name not in wanted:
+            continue
+        if contender.requires and importlib.util.find_spec(contender.requires) is None:
+            continue
+        if contender.requires == "jsonpatch" and importlib.util.find_spec("jiter") is None:
+            continue
+        out.append(contender)
+    return out
+
+
+@dataclass(frozen=True)
+class Measurement:
+    contender: str
+    document: str
+    size: int  # bytes of the document (UTF-8)
+    chunks: int
+    seconds: float  # best of the repeats, whole stream
+    patch_bytes: int
+
+    @property
+    def us_per_chunk(self) -> float:
+        return self.seconds * 1e6 / self.chunks
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.size / self.seconds / 1e6 if self.seconds else float("inf")
+
+    @property
+    def ns_per_byte(self) -> float:
+        return self.seconds * 1e9 / self.size
+
+    @property
+    def patch_ratio(self) -> float:
+        return self.patch_bytes / self.size
+
+
+def measure(contender: Contender, name: str, text: str, chunks: Sequence[str], *, repeat: int = 3,
+            budget_s: float | None = None) -> Measurement:
+    """Stream ``chunks`` through a fresh ``contender`` ``repeat`` times; keep the best time.
+
+    Patch bytes are counted in one extra, untimed pass so that serialising the
+    ops does not pollute the timing. ``budget_s`` stops repeating once spent.
+    """
+    clock = time.perf_counter
+    best = float("inf")
+    spent = 0.0
+    for _ in range(max(1, repeat)):
+        feed, close = contender.make()
+        start = clock()
+        for chunk in chunks:
+            feed(chunk)
+        close()
+        elapsed = clock() - start
+        best = min(best, elapsed)
+        spent += elapsed
+        if budget_s is not None and spent > budget_s:
+            break
+    patch_bytes = 0
+    if contender.name.startswith("PatchStream"):
+        append = contender.name.endswith("append")
+        feed, close = _patchstream(append, True)()
+        for chunk in chunks:
+            patch_bytes += feed(chunk)
+        patch_bytes += close()
+    elif contender.name == "jiter+make_patch" and (budget_s is None or spent < budget_s):
+        feed, close = contender.make()
+        for chunk in chunks:
+            patch_bytes += feed(chunk)
+    return Measurement(contender.name, name, len(text.encode()), len(chunks), best, patch_bytes)
+
+
+def growth(results: dict[str, Measurement], names: Sequence[str]) -> float:
+    """Worst ratio of cost per byte between successive sizes of one shape (1.0 = linear)."""
+    worst = 0.0
+    for small, big in zip(names, names[1:]):
+        if small in results and big in results:
+            worst = max(worst, results[big].ns_per_byte / results[small].ns_per_byte)
+    return worst
+
+
+# --------------------------------------------------------------------------- CLI
+DEFAULT_DOCUMENTS = (
+    "weather-200B",
+    "dashboard-1KB",
+    "dashboard-4KB",
+    "dashboard-5KB",
+    "dashboard-16KB",
+    "dashboard-64KB",
+    "markdown-50KB",
+    "table-200KB",
+    "deep-50",
+    "deep-200",
+)
+#: The sizes compared for "growth per 4x": dashboard 1 -> 4 -> 16 -> 64 KB, deep 50 -> 200 levels.
+GROWTH_SERIES = (("dashboard-1KB", "dashboard-4KB", "dashboard-16KB", "dashboard-64KB"), ("deep-50", "deep-200"))
+#: Quadratic contenders on big documents would take minutes; above this many
+#: bytes they are measured once, and skipped past ``--max-quadratic-bytes``.
+QUADRATIC = frozenset({"jiter re-parse", "jiter+make_patch", "partial_json_parser"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--documents", nargs="*", default=list(DEFAULT_DOCUMENTS), metavar="NAME",
+                        help="documents to measure (default: all)")
+    parser.add_argument("--contenders", nargs="*", default=None, metavar="NAME",
+                        help="contenders to run (default: every installed one)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is kept")
+    parser.add_argument("--max-quadratic-bytes", type=int, default=70_000,
+                        help="skip re-parsing contenders on documents larger than this (they are quadratic)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON lines")
+
+
+def _progress(out: TextIO, done: int, total: int, label: str) -> None:
+    if not out.isatty():
+        return
+    width = 30
+    filled = width * done // max(total, 1)
+    out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:50]:<50}")
+    out.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    docs = make_documents()
+    unknown = [name for name in args.documents if name not in docs]
+    if unknown:
+        print(f"unknown document(s): {', '.join(unknown)}; choose from {', '.join(docs)}", file=sys.stderr)
+        return 2
+    contenders = available_contenders(args.contenders)
+    if not contenders:
+        print("no contender available", file=sys.stderr)
+        return 2
+    jobs = [(c, d) for d in args.documents for c in contenders
+            if not (c.name in QUADRATIC and len(docs[d]) > args.max_quadratic_bytes)]
+    results: dict[tuple[str, str], Measurement] = {}
+    chunked = {name: split_chunks(docs[name]) for name in args.documents}
+    for done, (contender, name) in enumerate(jobs):
+        _progress(sys.stderr, done, len(jobs), f"{contender.name} on {name}")
+        repeat = 1 if contender.name in QUADRATIC and len(docs[name]) > 20_000 else args.repeat
+        results[(contender.name, name)] = measure(contender, name, docs[name], chunked[name], repeat=repeat)
+    _progress(sys.stderr, len(jobs), len(jobs), "done")
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    if args.json:
+        for m in results.values():
+            print(json.dumps({"contender": m.contender, "document": m.document, "bytes": m.size,
+                              "chunks": m.chunks, "us_per_chunk": round(m.us_per_chunk, 3),
+                              "mb_per_s": round(m.mb_per_s, 3), "patch_bytes_per_byte": round(m.patch_ratio, 3)}))
+        return 0
+    print(format_table(results, args.documents, [c.name for c in contenders]))
+    return 0
+
+
+def format_table(results: dict[tuple[str, str], Measurement], documents: Sequence[str],
+                 contenders: Sequence[str]) -> str:
+    """A plain-text table: µs/chunk, MB/s, patch bytes per input byte, ratio to PatchStream."""
+    lines = [f"{'document':<16} {'contender':<22} {'us/chunk':>9} {'MB/s':>8} {'patch B/B':>10} {'x PatchStream':>14}"]
+    for doc in documents:
+        base = results.get(("PatchStream", doc))
+        for name in contenders:
+            m = results.get((name, doc))
+            if m is None:
+                continue
+            ratio = f"{m.seconds / base.seconds:.2f}" if base else "-"
+            patch = f"{m.patch_ratio:.2f}" if m.patch_bytes else "-"
+            lines.append(f"{doc:<16} {name:<22} {m.us_per_chunk:>9.2f} {m.mb_per_s:>8.2f} {patch:>10} {ratio:>14}")
+    lines.append("")
+    lines.append("growth of cost per byte per 4x size (1.00 = linear):")
+    for name in contenders:
+        per_doc = {d: m for (c, d), m in results.items() if c == name}
+        cells = []
+        for series in GROWTH_SERIES:
+            if all(s in per_doc for s in series):
+                cells.append(f"{series[0].split('-')[0]} {growth(per_doc, series):.2f}x")
+        if cells:
+            lines.append(f"  {name:<22} " + ", ".join(cells))
+    return "\n".join(lines)
