@@ -544,11 +544,23 @@ class _Framer:
         self._lazy_offsets: list[tuple[int, int, Any]] = []
         self._error: Exception | None = None
         self._closed = False
+        # True while the decoder sits exactly between frames with nothing pending: the only
+        # state in which the one-frame fast path may run. Recomputed after every general feed.
+        self._idle = False
 
     def feed(self, data: bytes) -> list[Any]:
         """Parse more bytes; return the frames they complete (see the class docstring)."""
-        out, error = self._feed(data)
+        out, error = self._general_feed(data)
         return _deliver(self, out, error)
+
+    def _general_feed(self, data: bytes) -> tuple[list[Any], Exception | None]:
+        self._idle = False
+        out, error = self._feed(data)
+        self._idle = error is None and self._is_idle()
+        return out, error
+
+    def _is_idle(self) -> bool:
+        return not self._lines.partial_len and not self._lines._skip_lf
 
     def close(self) -> list[Any]:
         """End of input (see the class docstring). Raises a pending error."""
@@ -557,6 +569,7 @@ class _Framer:
         if self._closed:
             return []
         self._closed = True
+        self._idle = False
         self._offsets = []
         self._lazy_offsets = []
         return self._finish()
@@ -635,18 +648,13 @@ class SSEDecoder(_Framer):
         # EventStreamDecoder sets this: yield each event's data as a plain str (no SSEMessage).
         self._raw = False
 
+    def _is_idle(self) -> bool:
+        return (
+            super()._is_idle() and self._block_start < 0 and not self._data and not self._at_start
+        )
+
     def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
-        if (
-            self._block_start >= 0
-            or self._data
-            or self._at_start
-            or self._closed
-            or self._error is not None
-            or self._lines.partial_len
-            or self._lines._skip_lf
-            or len(data) > self.max_frame_bytes
-            or data[-2:] != b"\n\n"
-        ):
+        if not self._idle or len(data) > self.max_frame_bytes or data[-2:] != b"\n\n":
             return None
         if data[:6] == b"data: ":
             return (data[6:-2], None) if data.count(b"\n") == 2 else None
@@ -913,9 +921,7 @@ class NDJSONDecoder(_Framer):
 
     def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
         if (
-            self._closed
-            or self._error is not None
-            or self._lines.partial_len
+            not self._idle
             or data[-1:] != b"\n"
             or len(data) > self.max_line_bytes
             or data.count(b"\n") != 1
@@ -1005,6 +1011,8 @@ class EventStreamDecoder:
             self._framer = NDJSONDecoder(max_line_bytes=max_frame_bytes)
         else:
             raise UsageError(f"format must be 'sse' or 'ndjson', not {format!r}")
+        self._simple = self._framer._simple_frame
+        self._commit = self._framer._commit_simple
         self.format = format
         self.tolerant = tolerant
         self.legacy = LegacyThinkingMapper(id_factory)
@@ -1018,17 +1026,17 @@ class EventStreamDecoder:
             raise self._error
         if type(data) is bytes:
             # Fast path: a read that carries exactly one frame of the usual shape.
-            simple = self._framer._simple_frame(data)
+            simple = self._simple(data)
             if simple is not None:
                 try:
                     event = _decode(simple[0])
                 except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
                     pass  # the general path below reports it, located
                 else:
-                    self._framer._commit_simple(len(data), simple[1])
+                    self._commit(len(data), simple[1])
                     self.events_decoded += 1
                     return [event]
-        frames, error = self._framer._feed(data)
+        frames, error = self._framer._general_feed(data)
         if error is not None:
             self._framer._error = error
         return self._decode_frames(frames, error)

@@ -538,3 +538,34 @@ def test_round_trip_with_the_sdk_property(text: str, value: Any, ts: int | None)
         assert json.loads(frame[6:]) == json.loads(encode_event(event))
         decoder = EventStreamDecoder()
         assert decoder.feed(frame) == [event]
+
+
+GARBAGE = [
+    b"data: {\"type\":\"CUSTOM\",\"name\":5,\"value\":1}\n\n",
+    b"data: not json\n\n",
+    b"data: {\"type\":\"TEXT_MESSAGE_CONTENT\",\"messageId\":\"m\",\"delta\":\"\xff\"}\n\n",
+    b"id: \xff\ndata: {}\n\n",
+    b"data: {\"type\":\"THINKING_START\"}\n\n",
+    b"data: {\"type\":\"FUTURE\"}\n\n",
+    b"data: " + b"x" * 3000 + b"\n\n",
+    b"event: x\r\ndata: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":null}\r\n\r\n",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data(), st.sampled_from(["sse", "ndjson"]), st.booleans())
+def test_event_stream_errors_are_split_invariant_property(data: st.DataObject, fmt: str, tolerant: bool) -> None:
+    pieces = data.draw(
+        st.lists(st.sampled_from(range(len(EVENTS) + len(GARBAGE))), min_size=1, max_size=8)
+    )
+    if fmt == "sse":
+        raw = b"".join(encode_sse(EVENTS[i], id=str(i)) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)] for i in pieces)
+    else:
+        raw = b"".join(encode_ndjson(EVENTS[i]) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)][6:-1] for i in pieces)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=12)))
+    bounds = [0, *cuts, len(raw)]
+
+    def make() -> EventStreamDecoder:
+        return EventStreamDecoder(fmt, tolerant=tolerant, max_frame_bytes=2048, id_factory=lambda: "x")  # type: ignore[arg-type]
+
+    assert run(make(), [raw[a:b] for a, b in zip(bounds, bounds[1:])]) == run(make(), [raw])
