@@ -272,6 +272,47 @@ def validate_tree(
     return validate_spec({"root": root}, allowlist, fallback=fallback)
 
 
+def genui_spec_schema(allowlist: Mapping[str, Any] | Iterable[Any] | None = None) -> dict[str, Any]:
+    """A JSON Schema (draft 2020-12) of the spec, ``component`` pinned to the allowlist if given.
+
+    Usable as a tool's parameters when a model should answer with a spec. Its
+    ``props`` are free-form, so :func:`~agui_engine.components.to_strict_schema`
+    sends such a tool non-strict (and says so). ``spec/schema/genui-spec.schema.json``
+    is this function's output without an allowlist.
+    """
+    name: dict[str, Any] = {"type": "string", "minLength": 1, "description": "A component from the allowlist."}
+    if allowlist is not None:
+        name = {"type": "string", "enum": sorted(_names(allowlist)), "description": name["description"]}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Generative UI spec",
+        "description": "A tree of components: {root: node | [node, ...]}; a node is text or a component.",
+        "type": "object",
+        "properties": {
+            "root": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "array", "items": {"$ref": "#/$defs/node"}}]},
+        },
+        "required": ["root"],
+        "$defs": {
+            "node": {
+                "anyOf": [
+                    {"type": "string", "description": "Text."},
+                    {"type": "null", "description": "Nothing (skipped)."},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "component": name,
+                            "props": {"type": "object", "description": "The component's props."},
+                            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                            "key": {"type": ["string", "integer"], "description": "Stable identity among siblings."},
+                        },
+                        "required": ["component"],
+                    },
+                ]
+            }
+        },
+    }
+
+
 def _key_path(pointer: str) -> str:
     """The default key of the node at ``pointer``: its index path (``/root/1/children/0`` -> ``1/0``)."""
     tokens = _tokens(pointer)[1:]

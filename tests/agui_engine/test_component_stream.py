@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -585,3 +586,23 @@ def test_events_round_trip_through_the_official_sdk() -> None:
         sdk = SDKCustomEvent.model_validate_json(wire)
         assert (sdk.name, sdk.value) == (event.name, event.value)
         assert decode_event(sdk.model_dump_json(by_alias=True, exclude_none=True)) == event
+
+
+def test_events_match_the_checked_in_schema() -> None:
+    import jsonschema
+
+    from agui_engine.codec import encode_event
+
+    path = Path(__file__).resolve().parents[2] / "spec" / "schema" / "component-events.schema.json"
+    validator = jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+    validator.check_schema(validator.schema)
+    events, _ = run(ANY, ['{"_tambo_statusMessage": "x", "a/b": 1, "s": "a', 'b", "n": null}'])
+    events += run(ANY, ['{"s": "a', 'b"}'], append_strings=True)[0]
+    note = Interactable(id="N", component_name="Note", props={"a": 1})
+    update = InteractableUpdateStream(note, "state")
+    events += update.feed('{"componentId": "N", "newState": {"x": [1]}}') + update.close()
+    for event in events:
+        validator.validate(json.loads(encode_event(event)))
+    bad = {"type": "CUSTOM", "name": "tambo.component.end", "value": {"componentId": "c",
+                                                                     "finalProps": {"_tambo_statusMessage": "x"}}}
+    assert not validator.is_valid(bad)

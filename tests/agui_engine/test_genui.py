@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from agui_engine.genui import (
     GenUIStream,
     UINode,
     UnknownComponentError,
+    genui_spec_schema,
     validate_spec,
     validate_tree,
 )
@@ -251,3 +253,16 @@ def test_random_trees_stream_like_they_validate(root: list[Any], cuts: list[int]
 
     assert len(completed) == count(expected)
     assert len({n.pointer for n in completed}) == len(completed)
+
+
+def test_spec_schema_is_current_and_agrees_with_the_validator() -> None:
+    import jsonschema
+
+    path = Path(__file__).resolve().parents[2] / "spec" / "schema" / "genui-spec.schema.json"
+    assert path.read_text(encoding="utf-8") == json.dumps(genui_spec_schema(), indent=2, ensure_ascii=False) + "\n"
+    validator = jsonschema.Draft202012Validator(json.loads(path.read_text(encoding="utf-8")))
+    validator.check_schema(validator.schema)
+    validator.validate(DASHBOARD)
+    assert not validator.is_valid({"root": [{"props": {}}]})
+    pinned = jsonschema.Draft202012Validator(genui_spec_schema(ALLOW))
+    assert pinned.is_valid(DASHBOARD) and not pinned.is_valid({"root": {"component": "Evil"}})
