@@ -298,7 +298,8 @@ TRANSITIONS: Final[dict[tuple[Phase, str], Row]] = {
     # -- before anything: a stream opens a run, or reports that it could not.
     (_S, "RUN_STARTED"): Row(A.START_RUN, then=_R),
     (_S, "RUN_ERROR"): Row(A.ERROR_RUN, then=_E),
-    (_S, ANY): Row(A.IMPLICIT_RUN, then=_R, rule="lifecycle.first_event"),
+    # (report, then judge the event as the body of a run that was never announced)
+    (_S, ANY): Row(A.IMPLICIT_RUN, rule="lifecycle.first_event"),
     # -- inside a run.
     (_R, "RUN_STARTED"): Row(A.REJECT, rule="lifecycle.nested_run"),
     (_R, "RUN_FINISHED"): Row(A.FINISH_RUN, then=_F),
@@ -651,12 +652,7 @@ class Verifier:
         else:
             out = [event]  # the common case: nothing to expand, no lane to close
         for ev in out:
-            entry = _DISPATCH[self._phase].get(type(ev))
-            if entry is None:
-                if type(ev) not in _TYPE_BY_CLASS:
-                    continue  # an unknown (tolerated) value: neutral
-                entry = _DEFAULT[self._phase]
-            entry[0](self, entry[1], ev)
+            self._step(ev)
         if self._pending:
             self._flush()
         return out
@@ -742,13 +738,24 @@ class Verifier:
             else:
                 raise ProtocolViolation(errors)
 
+    def _step(self, ev: Any) -> None:
+        """Look the event up in the table, run the row's action, move to the row's phase."""
+        entry = _DISPATCH[self._phase].get(type(ev))
+        if entry is None:
+            if type(ev) not in _TYPE_BY_CLASS:
+                return  # an unknown (tolerated) value: neutral
+            entry = _DEFAULT[self._phase]
+        handler, row = entry
+        handler(self, row, ev)
+        if row.then is not None:
+            self._phase = row.then
+
     # -- one method per Action; the table's rows are compiled to (method, row) pairs below.
 
     def _do_accept(self, row: Row, ev: Any) -> None:
         pass
 
     def _do_error_run(self, row: Row, ev: Any) -> None:
-        self._phase = Phase.ERRORED
         self._run_ids = None
         self._terminal_index = self._index
 
@@ -767,8 +774,7 @@ class Verifier:
         self._phase = Phase.RUNNING
         self._run_ids = None
         self._run_index = self._index
-        handler, next_row = _DISPATCH[Phase.RUNNING].get(type(ev), _DEFAULT[Phase.RUNNING])
-        handler(self, next_row, ev)
+        self._step(ev)
 
     def _do_reject(self, row: Row, ev: Any) -> None:
         type_name = _TYPE_BY_CLASS[type(ev)]
@@ -800,7 +806,6 @@ class Verifier:
             )
 
     def _do_start_run(self, row: Row, ev: RunStartedEvent) -> None:
-        self._phase = Phase.RUNNING
         self._run_ids = (ev.thread_id, ev.run_id)
         self._run_index = self._index
         self._new_run_scope()
@@ -827,7 +832,6 @@ class Verifier:
                     {kind.id_wire: key},
                     entry.index,
                 )
-        self._phase = Phase.FINISHED
         self._terminal_index = self._index
 
     def _do_open(self, row: Row, ev: Any) -> None:
