@@ -464,8 +464,10 @@ class SSEMessage(msgspec.Struct, frozen=True, kw_only=True):
 class _LineBuffer:
     """Holds back the partial last line between feeds; shared by the SSE and NDJSON decoders.
 
-    ``take(data)`` returns the complete lines (with terminator lengths) now available and keeps
-    the rest. ``offset`` is the absolute stream offset of the first byte not yet returned.
+    ``take(data)`` returns everything up to the last line end now available and keeps the rest
+    (as a list of pieces, joined once when its line end arrives). ``offset`` is the absolute
+    stream offset of the first byte not yet returned. With ``cr_is_eol`` a CR ending one chunk
+    and an LF starting the next are one line end.
     """
 
     __slots__ = ("_parts", "partial_len", "offset", "_skip_lf", "_cr_is_eol")
@@ -938,6 +940,9 @@ class NDJSONDecoder(_Framer):
         rest = self._lines.partial()
         out: list[bytes] = []
         line = rest[:-1] if rest[-1:] == b"\r" else rest
+        if len(line) > self.max_line_bytes:
+            self._error = self._too_large(self._lines.offset)
+            raise self._error
         if line.strip(_JSON_WS):
             out.append(line)
             self._offsets.append(self._lines.offset)

@@ -569,3 +569,11 @@ def test_event_stream_errors_are_split_invariant_property(data: st.DataObject, f
         return EventStreamDecoder(fmt, tolerant=tolerant, max_frame_bytes=2048, id_factory=lambda: "x")  # type: ignore[arg-type]
 
     assert run(make(), [raw[a:b] for a, b in zip(bounds, bounds[1:])]) == run(make(), [raw])
+
+
+def test_ndjson_oversized_last_line_without_lf() -> None:
+    for data in (b'{"a":1}\n' + b"1" * 17, b'{"a":1}\n' + b"1" * 17 + b"\r"):
+        out, error = assert_split_invariant(lambda: NDJSONDecoder(max_line_bytes=16), data)
+        assert out == [b'{"a":1}']
+        assert error == "FrameTooLargeError: frame 1 at byte 8: NDJSON line larger than max_line_bytes=16"
+    assert run(NDJSONDecoder(max_line_bytes=16), [b"1" * 16 + b"\r"]) == ([b"1" * 16], None)
