@@ -67,6 +67,8 @@ iterator (``aclose()``) closes the model stream at once.
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -78,7 +80,13 @@ import msgspec
 
 from .component_stream import ComponentStream, InteractableUpdateStream
 from .components import (
+    COMPLETION_STATUS_MESSAGE_PARAMETER,
+    DROP,
+    KEEP,
+    STANDARD_PARAMETER_PREFIX,
+    STATUS_MESSAGE_PARAMETER,
     Component,
+    NullDefault,
     NullPolicy,
     ServerTool,
     StatusMessages,
@@ -89,6 +97,7 @@ from .components import (
 )
 from .errors import AguiEngineError, RemoteInputError, UpstreamError, UsageError
 from .events import (
+    CustomEvent,
     Event,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
@@ -125,10 +134,12 @@ from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
 __all__ = [
     "MAX_TOOL_CALLS_PER_STEP",
+    "TOOL_CALL_STATUS_EVENT",
     "TOOL_CHOICE_KEYWORDS",
     "Decision",
     "DecisionStreamItem",
     "ModelStreamError",
+    "StandardParameterFilter",
     "ToolCallArgumentsError",
     "ToolCallRequest",
     "UnknownToolChoiceError",
@@ -308,6 +319,192 @@ def resolve_tool_choice(force_tool_choice: str | None, tool_names: Sequence[str]
     return force_tool_choice
 
 
+# --------------------------------------------------------------------------- standard parameters on the wire
+
+#: CUSTOM event carrying a tool call's standard parameters once each is complete:
+#: ``{toolCallId, statusMessage?, completionStatusMessage?}`` (cumulative). The
+#: ``TOOL_CALL_ARGS`` stream never contains them (see :class:`StandardParameterFilter`).
+TOOL_CALL_STATUS_EVENT: Final = "agui_engine.tool_call.status"
+
+_STATUS_FIELDS: Final = {
+    STATUS_MESSAGE_PARAMETER: "statusMessage",
+    COMPLETION_STATUS_MESSAGE_PARAMETER: "completionStatusMessage",
+}
+_STRING_STOP = re.compile(r'["\\]')
+_STRUCTURAL = re.compile(r'["{}\[\],]')
+_KEY, _VALUE = 0, 1
+# what happens to the member being read: removed (a standard parameter), kept but
+# not yet written (its value may be a strict-mode null), held (its value is null),
+# written through
+_SKIP, _PROBE, _HOLD, _PASS = 0, 1, 2, 3
+
+
+class StandardParameterFilter:
+    """Rewrite a streamed JSON object for the wire: no standard parameters, no strict-mode nulls.
+
+    ``feed(fragment) -> str`` returns the rewritten text of the fragment (possibly
+    ``""``); the outputs concatenate to the input document with, at the root level,
+
+    * every ``_tambo_*`` member removed (:attr:`completed` collects ``(key, value)``
+      of each removed member once its value has ended), and
+    * every member whose value is ``null`` judged by ``null_verdict(key)`` (a
+      :class:`~agui_engine.components.NullPolicy` verdict): ``DROP`` removes it,
+      a ``NullDefault`` writes the default instead, ``KEEP`` keeps the ``null``.
+
+    Commas are repaired, so the result is valid JSON. Deeper levels pass through
+    unchanged (standard parameters are top-level; nested strict nulls are left to
+    the receiver). A member whose value starts with ``n`` is held back until its
+    value ends, so a dropped null is never sent.
+
+    The input must be a well-formed JSON object prefix: the decision loop parses
+    each fragment with the tokenizer *before* rewriting it, so a malformed
+    document never gets here. Scanning jumps between structural characters with
+    compiled regular expressions: Python code runs once per token, not per character.
+    """
+
+    __slots__ = (
+        "_depth",
+        "_escape",
+        "_in_string",
+        "_kept",
+        "_key",
+        "_member",
+        "_mode",
+        "_out",
+        "_phase",
+        "_value",
+        "_verdict",
+        "completed",
+    )
+
+    def __init__(self, null_verdict: Callable[[str], Any] | None = None) -> None:
+        self._depth = 0
+        self._in_string = False
+        self._escape = False
+        self._phase = _KEY
+        self._mode = _PASS
+        self._member: list[str] = []  # whitespace and key of the member being read
+        self._value: list[str] = []  # value text not written yet
+        self._key = ""
+        self._kept = 0
+        self._out: list[str] = []
+        self._verdict = null_verdict
+        self.completed: list[tuple[str, Any]] = []
+
+    def _write_member(self, value_text: str) -> None:
+        if self._kept:
+            self._out.append(",")
+        self._out.append("".join(self._member))
+        self._out.append(value_text)
+        self._kept += 1
+
+    def _take(self, text: str) -> None:
+        if self._depth == 0:
+            self._out.append(text)
+        elif self._phase == _KEY:
+            self._member.append(text)
+        elif self._mode == _PASS:
+            self._out.append(text)
+        else:
+            self._value.append(text)
+            if self._mode == _PROBE:
+                # the first character after the colon decides: a null is held back
+                head = "".join(self._value).lstrip().lstrip(":").lstrip()
+                if head:
+                    if head[0] == "n" and self._verdict is not None:
+                        self._mode = _HOLD
+                    else:
+                        self._mode = _PASS
+                        self._write_member("".join(self._value))
+                        self._value = []
+
+    def _key_done(self) -> None:
+        self._key = json.loads("".join(self._member).strip())
+        self._phase = _VALUE
+        self._mode = _SKIP if self._key.startswith(STANDARD_PARAMETER_PREFIX) else _PROBE
+
+    def _member_done(self) -> None:
+        if self._phase == _VALUE:
+            raw = "".join(self._value)
+            if self._mode == _SKIP:
+                text = raw.strip()
+                try:
+                    self.completed.append((self._key, json.loads(text.removeprefix(":"))))
+                except ValueError:  # pragma: no cover - the tokenizer accepted this value
+                    pass
+            elif self._mode == _HOLD:
+                verdict = self._verdict(self._key) if self._verdict is not None else KEEP
+                if isinstance(verdict, NullDefault):
+                    self._write_member(":" + json.dumps(verdict.value, ensure_ascii=False))
+                elif verdict != DROP:
+                    self._write_member(raw)
+            elif self._mode == _PROBE and raw:  # pragma: no cover - a value always has a first character
+                self._write_member(raw)
+        self._member = []
+        self._value = []
+        self._phase = _KEY
+        self._mode = _PASS
+
+    def feed(self, text: str) -> str:
+        """The rewritten text of the next fragment."""
+        i, n = 0, len(text)
+        while i < n:
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                    self._take(text[i])
+                    i += 1
+                    continue
+                m = _STRING_STOP.search(text, i)
+                if m is None:
+                    self._take(text[i:])
+                    break
+                j = m.start()
+                if text[j] == "\\":
+                    if j + 1 < n:
+                        self._take(text[i : j + 2])
+                        i = j + 2
+                    else:
+                        self._take(text[i:])
+                        self._escape = True
+                        i = n
+                    continue
+                self._take(text[i : j + 1])
+                i = j + 1
+                self._in_string = False
+                if self._depth == 1 and self._phase == _KEY:
+                    self._key_done()
+                continue
+            m = _STRUCTURAL.search(text, i)
+            if m is None:
+                self._take(text[i:])
+                break
+            j = m.start()
+            if j > i:
+                self._take(text[i:j])
+            ch = text[j]
+            i = j + 1
+            if ch == '"':
+                self._in_string = True
+                self._take(ch)
+            elif ch in "{[":
+                self._take(ch)
+                self._depth += 1
+            elif ch == ",":
+                if self._depth == 1:
+                    self._member_done()
+                else:
+                    self._take(ch)
+            else:  # } or ]
+                if self._depth == 1:
+                    self._member_done()
+                    self._member = []  # whitespace before an empty object's "}" is dropped
+                self._depth -= 1
+                self._take(ch)
+        out, self._out = self._out, []
+        return "".join(out)
+
+
 # --------------------------------------------------------------------------- per-call tracking
 
 
@@ -326,11 +523,13 @@ class ToolCallRequest:
     """
 
     __slots__ = (
+        "_filter",
         "_final",
         "_parser",
         "_parts",
         "_stream",
         "_update",
+        "_wire_status",
         "component_id",
         "done",
         "id",
@@ -356,6 +555,8 @@ class ToolCallRequest:
         else:
             self._parser = PatchStream(emit_root=False)
         self._parts: list[str] = []
+        self._filter = StandardParameterFilter(_null_verdict(spec))
+        self._wire_status: dict[str, str] = {}
         self.done = False
         self._final: dict[str, Any] | None = None
 
@@ -417,8 +618,11 @@ class ToolCallRequest:
     def _start(self) -> list[Event]:
         return list(self._stream.start()) if self._stream is not None else []
 
-    def _feed(self, delta: str) -> list[Event]:
-        """Parse ``delta``; the CUSTOM events it causes. Raises ToolCallArgumentsError."""
+    def _feed(self, delta: str) -> tuple[str, list[Event]]:
+        """Parse ``delta``: (its text without standard parameters, the CUSTOM events it causes).
+
+        Raises ToolCallArgumentsError; nothing is recorded for a fragment that fails.
+        """
         try:
             if self._stream is not None:
                 events: list[Event] = list(self._stream.feed(delta))
@@ -431,7 +635,14 @@ class ToolCallRequest:
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
         self._parts.append(delta)
-        return events
+        wire = self._filter.feed(delta)
+        if self._filter.completed:
+            for key, value in self._filter.completed:
+                if key in _STATUS_FIELDS and isinstance(value, str):
+                    self._wire_status[_STATUS_FIELDS[key]] = value
+            self._filter.completed = []
+            events.append(CustomEvent(name=TOOL_CALL_STATUS_EVENT, value={"toolCallId": self.id, **self._wire_status}))
+        return wire, events
 
     def _close(self) -> list[Event]:
         """End of arguments: the last CUSTOM events; ``arguments`` becomes final."""
@@ -456,6 +667,21 @@ class ToolCallRequest:
             raise self._wrap(exc) from exc
         self.done = True
         return events
+
+
+def _null_verdict(spec: _ToolSpec | None) -> Callable[[str], Any] | None:
+    """What a top-level ``null`` means for this tool (``None``: keep every null, unknown tool)."""
+    if spec is None:
+        return None
+    if spec.component is not None:
+        policy = spec.component.null_policy
+    elif spec.interactable is not None and spec.update_kind is not None:
+        policy = spec.interactable.update_policy(spec.update_kind)
+    elif spec.null_policy is not None:
+        policy = spec.null_policy
+    else:
+        return None
+    return lambda key: policy.decide((key,))
 
 
 def _member(kind: UpdateKind | None) -> str:
@@ -610,8 +836,8 @@ class _Step:
     def _args(self, call: ToolCallRequest, delta: str) -> list[Event]:
         if call.done:
             raise ModelStreamError(f"model stream sent arguments for tool call {call.id} after its end")
-        custom = call._feed(delta)  # parse first: a bad fragment is never emitted
-        out: list[Event] = [ToolCallArgsEvent(tool_call_id=call.id, delta=delta)]
+        wire, custom = call._feed(delta)  # parse first: a bad fragment is never emitted
+        out: list[Event] = [ToolCallArgsEvent(tool_call_id=call.id, delta=wire)] if wire else []
         out.extend(custom)
         self._refresh(call)
         return out

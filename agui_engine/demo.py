@@ -47,7 +47,8 @@ from .component_stream import (
     COMPONENT_START,
     find_component,
 )
-from .components import Component, is_ui_tool, split_standard_parameters
+from .components import Component, is_ui_tool
+from .decision import TOOL_CALL_STATUS_EVENT
 from .embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
 from .errors import AguiEngineError
 from .events import (
@@ -185,6 +186,7 @@ class Renderer:
         self.drawn = 0  # lines the live region takes on screen now
         self.inline = False  # a text or reasoning line is open
         self.tool_names: dict[str, str] = {}
+        self.status: dict[str, dict[str, str]] = {}  # tool call id -> its status messages
         self.last_tool_call: str | None = None
         self.by_tool_call: dict[str, _ComponentView] = {}
         self.ordinal = 0
@@ -300,14 +302,15 @@ class Renderer:
 
     def _tool_end(self, tool_call_id: str) -> None:
         name = self.tool_names.get(tool_call_id, "?")
-        args, status = split_standard_parameters(self._arguments(tool_call_id))
+        status = self.status.get(tool_call_id, {})
         if is_ui_tool(name):
             view = self.by_tool_call.get(tool_call_id)
             if view is not None:
-                view.note = status.completion_status_message or ""
+                view.note = status.get("completionStatusMessage", "")
             return
+        args = self._arguments(tool_call_id)
         shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-        note = f"  — {status.status_message}" if status.status_message else ""
+        note = f"  — {status['statusMessage']}" if status.get("statusMessage") else ""
         self._line(self._c("35", f"  ⚙ {name}({_short(shown, self.width - 20)})") + self._c("2", note))
 
     def _tool_result(self, event: ToolCallResultEvent) -> None:
@@ -321,7 +324,14 @@ class Renderer:
 
     def _custom(self, event: CustomEvent) -> None:
         value = event.value if isinstance(event.value, dict) else {}
-        if event.name == COMPONENT_START:
+        if event.name == TOOL_CALL_STATUS_EVENT:
+            call_id = str(value.get("toolCallId"))
+            self.status[call_id] = {k: v for k, v in value.items() if k != "toolCallId" and isinstance(v, str)}
+            view = self.by_tool_call.get(call_id)
+            if view is not None and not view.done and self.status[call_id].get("statusMessage"):
+                view.note = self.status[call_id]["statusMessage"] + "…"
+                self._redraw()
+        elif event.name == COMPONENT_START:
             self.ordinal += 1
             view = _ComponentView(str(value.get("componentName")), str(value.get("componentId")), self.ordinal)
             self.components[view.id] = view

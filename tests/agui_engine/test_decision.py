@@ -18,7 +18,9 @@ from agui_engine.component_stream import (
 from agui_engine.components import Component, tool_from_callable
 from agui_engine.decision import (
     MAX_TOOL_CALLS_PER_STEP,
+    TOOL_CALL_STATUS_EVENT,
     ModelStreamError,
+    StandardParameterFilter,
     ToolCallArgumentsError,
     UnknownToolChoiceError,
     resolve_tool_choice,
@@ -171,7 +173,7 @@ async def test_reasoning_then_text_with_signature() -> None:
 
 
 async def test_information_tool_call_filters_standard_parameters() -> None:
-    args = ['{"_tambo_statusMessage":"Looking up', ' tea","_tambo_completionStatusMessage":"Looked up tea",',
+    args = ['{"_tambo_statusMessage":"Looking up', ' tea",', '"_tambo_completionStatusMessage":"Looked up tea",',
             '"q":"tea","limit":null}']
     llm = ScriptedLLM([TextDelta(text="Let me look."), *call(0, "c1", "lookup", *args), Finish(reason="tool_calls")])
     events, decision = await run(llm, message_id="m1")
@@ -179,7 +181,12 @@ async def test_information_tool_call_filters_standard_parameters() -> None:
     assert start == ToolCallStartEvent(tool_call_id="c1", tool_call_name="lookup", parent_message_id="m1")
     # text closes before the tool call starts
     assert events.index(TextMessageEndEvent(message_id="m1")) < events.index(start)
-    assert "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent)) == "".join(args)
+    # on the wire: no standard parameters, no strict-mode null for the optional "limit"
+    assert "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent)) == '{"q":"tea"}'
+    assert customs(events, TOOL_CALL_STATUS_EVENT) == [
+        {"toolCallId": "c1", "statusMessage": "Looking up tea"},
+        {"toolCallId": "c1", "statusMessage": "Looking up tea", "completionStatusMessage": "Looked up tea"},
+    ]
     (request,) = decision.tool_calls
     assert request.done and request.arguments == {"q": "tea"}  # standard params out, strict null undone
     assert request.arguments_text == "".join(args)
@@ -251,8 +258,8 @@ async def test_malformed_arguments_fail_at_the_bad_fragment_and_close_the_text()
         async for item in run_decision_loop(ScriptedLLM(items), USER, tools=[LOOKUP]):
             events.extend(item.events)
     assert info.value.tool_call_id == "c1" and "lookup" in info.value.message
-    args = [e.delta for e in events if isinstance(e, ToolCallArgsEvent)]
-    assert args == ['{"q":']  # the bad fragment was never emitted
+    args = "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))
+    assert args == "{"  # the bad fragment was never emitted (and "q" waits for its value)
     assert isinstance(events[2], TextMessageEndEvent)  # the text closed when the call started
 
 
@@ -388,4 +395,50 @@ async def test_parallel_components_any_split_any_interleaving(a: dict[str, Any],
     finals = {e["componentId"]: e["finalProps"] for e in customs(events, COMPONENT_END)}
     for request in decision.tool_calls:
         assert finals[request.component_id] == expected[request.id] == request.props
+    verify(events)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = st.sampled_from(["_tambo_statusMessage", "_tambo_completionStatusMessage", "_tambo_other", "a", "b",
+                        "opt", "dflt", 'q"uo\\te', "ключ"])
+FILTER_POLICY_SCHEMA = {
+    "type": "object",
+    "properties": {"opt": {"type": "integer"}, "dflt": {"type": "string", "default": "D"}, "a": {"type": ["null", "string"]}},
+    "required": ["a"],
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=st.dictionaries(KEYS, JSON_VALUES, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=15),
+       style=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :  ")]))
+def test_standard_parameter_filter_any_document_any_split(doc: dict[str, Any], cuts: list[int],
+                                                          style: tuple[str, str]) -> None:
+    from agui_engine.components import DROP, NullDefault, NullPolicy
+
+    policy = NullPolicy(FILTER_POLICY_SCHEMA)
+    source = json.dumps(doc, separators=style, ensure_ascii=False)
+    expected: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key.startswith("_tambo_"):
+            continue
+        verdict = policy.decide((key,)) if value is None else None
+        if verdict == DROP:
+            continue
+        expected[key] = verdict.value if isinstance(verdict, NullDefault) else value
+    filt = StandardParameterFilter(lambda key: policy.decide((key,)))
+    out = "".join(filt.feed(part) for part in _split(source, cuts))
+    assert json.loads(out) == expected
+    assert dict(filt.completed) == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
+
+
+async def test_no_standard_parameter_or_dropped_null_ever_reaches_tool_call_args() -> None:
+    args = ['{"_tambo_statusMessage":"S","city":"Oslo","temperature":1,"no', 'te":nu', "ll}"]
+    llm = ScriptedLLM([*call(0, "c1", "show_component_WeatherCard", *args), Finish(reason="tool_calls")])
+    events, _ = await run(llm)
+    wire = "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))
+    assert json.loads(wire) == {"city": "Oslo", "temperature": 1}
     verify(events)

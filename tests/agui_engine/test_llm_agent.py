@@ -31,6 +31,7 @@ from agui_engine.events import (
     TokenUsage,
     Tool,
     ToolCall,
+    ToolCallArgsEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,
@@ -77,6 +78,8 @@ def check_run(events: list[Any]) -> Accumulator:
     findings = {d.rule for d in validator.report().diagnostics}
     assert findings <= ACCEPTED_FINDINGS, validator.report().diagnostics
     assert acc.problems == []
+    # standard parameters never reach the wire's tool arguments (they travel as status events)
+    assert not any("_tambo_" in e.delta for e in events if isinstance(e, ToolCallArgsEvent))
     return acc
 
 
