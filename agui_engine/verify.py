@@ -245,7 +245,7 @@ _N_KINDS = 6
 class _Open:
     """An open entity: where it opened, which sub-agent owns it, kind-specific data."""
 
-    __slots__ = ("index", "owner", "data")
+    __slots__ = ("data", "index", "owner")
 
     def __init__(self, index: int, owner: str | None, data: Any = None) -> None:
         self.index = index
@@ -342,7 +342,7 @@ del A
 class _Lane:
     """The chunk-opened entity of one attribution lane."""
 
-    __slots__ = ("kind", "id", "role", "name", "parent", "owner")
+    __slots__ = ("id", "kind", "name", "owner", "parent", "role")
 
     def __init__(self, kind: Kind, id: str, owner: str | None, *, role: Any = None, name: Any = None, parent: Any = None) -> None:
         self.kind, self.id, self.owner = kind, id, owner
@@ -401,7 +401,7 @@ class ChunkExpander:
     lanes (what a terminal event would flush).
     """
 
-    __slots__ = ("_lanes", "_index")
+    __slots__ = ("_index", "_lanes")
 
     def __init__(self) -> None:
         self._lanes: dict[str | None, _Lane] = {}
@@ -567,24 +567,24 @@ class Verifier:
     """
 
     __slots__ = (
-        "_phase",
-        "_index",
-        "_open",
+        "_check_args",
+        "_closed",
+        "_closed_subagents",
         "_closed_text",
         "_closed_tools",
-        "_closed_subagents",
+        "_collect",
+        "_expander",
+        "_index",
         "_known_tool_calls",
+        "_open",
+        "_pending",
+        "_phase",
+        "_relax",
         "_run_ids",
         "_run_index",
         "_terminal_index",
-        "_expander",
-        "_pending",
-        "_check_args",
-        "_relax",
-        "_closed",
         "violations",
         "warnings",
-        "_collect",
     )
 
     def __init__(

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import jsonpointer
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,8 +30,8 @@ from agui_engine.events import (
     ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
-    RunFinishedEvent,
     RunFinishedCancelledOutcome,
+    RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
@@ -443,7 +444,7 @@ def test_text_equals_the_concatenated_deltas_however_often_messages_are_read(str
     acc = Accumulator()
     for i, event in enumerate(stream):
         if i in reads:
-            acc.messages  # forces a flush mid-stream
+            _ = acc.messages  # forces a flush mid-stream
         acc.apply(event)
     contents = {m["id"]: m.get("content") for m in acc.messages if m["role"] in ("assistant", "user", "system",
                                                                                  "developer")}
@@ -477,7 +478,7 @@ def test_apply_json_patch_is_atomic_and_agrees_with_jsonpatch(document: dict[str
     before = copy.deepcopy(document)
     try:
         reference: Any = jsonpatch.apply_patch(copy.deepcopy(document), ops)
-    except Exception:
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError):
         reference = PatchError
     try:
         ours: Any = apply_json_patch(document, ops)

@@ -607,3 +607,15 @@ def test_spec_lists_every_rule_with_its_severity() -> None:
     spec = (Path(__file__).resolve().parents[2] / "spec" / "verifier.md").read_text(encoding="utf-8")
     for rule in RULES.values():
         assert f"| `{rule.id}` | {rule.severity} |" in spec, rule.id
+
+
+@PROPERTY
+@given(valid_streams())
+def test_expanded_output_is_a_fixed_point(stream: list[Any]) -> None:
+    # What the verifier forwards verifies again, unchanged: downstream verifiers agree with us.
+    first = Verifier()
+    expanded = [e for event in stream for e in first.feed(event)]
+    second = Verifier()
+    assert [e for event in expanded for e in second.feed(event)] == expanded
+    first.close()
+    second.close()
