@@ -375,10 +375,19 @@ class _Strictifier:
                 out[key] = {name: self.node(sub, f"#/{key}/{_esc(name)}", 1) for name, sub in defs.items()}
         return out
 
-    def nullable(self, schema: Any, depth: int = 0) -> bool:
-        """Whether ``schema`` (already strict or original) admits ``null``."""
-        if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
+    def nullable(self, schema: Any, seen: set[int] | None = None) -> bool:
+        """Whether ``schema`` (already strict or original) admits ``null``.
+
+        ``seen`` holds the schemas already visited, so a cycle of references
+        (``A = anyOf[$ref A, $ref A]``) costs one visit each, not 2**depth.
+        """
+        if not isinstance(schema, Mapping):
             return schema is True
+        if seen is None:
+            seen = set()
+        if id(schema) in seen:
+            return False
+        seen.add(id(schema))
         kind = schema.get("type")
         if kind == "null" or (isinstance(kind, list) and "null" in kind):
             return True
@@ -388,11 +397,11 @@ class _Strictifier:
             return True
         for key in ("anyOf", "oneOf"):
             alts = schema.get(key)
-            if isinstance(alts, list) and any(self.nullable(a, depth + 1) for a in alts):
+            if isinstance(alts, list) and any(self.nullable(a, seen) for a in alts):
                 return True
         if "$ref" in schema:
             try:
-                return self.nullable(_resolve_ref(self.root, schema["$ref"]), depth + 1)
+                return self.nullable(_resolve_ref(self.root, schema["$ref"]), seen)
             except KeyError:
                 return False
         return False
@@ -671,19 +680,28 @@ class NullPolicy:
     def schema(self) -> Mapping[str, Any]:
         return self._root
 
-    def _expand(self, schema: Any, out: list[Mapping[str, Any]], depth: int) -> None:
-        if depth > MAX_SCHEMA_DEPTH or not isinstance(schema, Mapping):
+    def _expand(self, schema: Any, out: list[Mapping[str, Any]], seen: set[int] | None = None) -> None:
+        """Append every schema ``schema`` may stand for (through ``$ref`` and unions) to ``out``.
+
+        Each schema is visited once (``seen``), so reference cycles stay linear.
+        """
+        if not isinstance(schema, Mapping):
             return
+        if seen is None:
+            seen = set()
+        if id(schema) in seen:
+            return
+        seen.add(id(schema))
         if "$ref" in schema:
             try:
-                self._expand(_resolve_ref(self._root, schema["$ref"]), out, depth + 1)
+                self._expand(_resolve_ref(self._root, schema["$ref"]), out, seen)
             except KeyError:
                 pass
         for key in ("anyOf", "oneOf", "allOf"):
             alts = schema.get(key)
             if isinstance(alts, list):
                 for alt in alts:
-                    self._expand(alt, out, depth + 1)
+                    self._expand(alt, out, seen)
         out.append(schema)
 
     def _verdict(self, parent: Mapping[str, Any], key: str, child: Any) -> Any:
@@ -711,18 +729,19 @@ class NullPolicy:
         if not path:
             return KEEP
         parents: list[Mapping[str, Any]] = []
-        self._expand(self._root, parents, 0)
+        self._expand(self._root, parents)
         for depth, token in enumerate(path):
             last = depth == len(path) - 1
             verdicts: list[Any] = []
             following: list[Mapping[str, Any]] = []
+            visited: set[int] = set()  # one per level: parents never multiply along the path
             for parent in parents:
                 props = parent.get("properties")
                 if isinstance(token, str) and isinstance(props, Mapping) and token in props:
                     if last:
                         verdicts.append(self._verdict(parent, token, props[token]))
                     else:
-                        self._expand(props[token], following, 0)
+                        self._expand(props[token], following, visited)
                     continue
                 items = parent.get("items")
                 index = isinstance(token, int) or (isinstance(token, str) and token.isdigit())
@@ -730,14 +749,14 @@ class NullPolicy:
                     if last:
                         verdicts.append(KEEP)
                     else:
-                        self._expand(items, following, 0)
+                        self._expand(items, following, visited)
                     continue
                 extra = parent.get("additionalProperties")
                 if isinstance(extra, Mapping) and isinstance(token, str):
                     if last:
                         verdicts.append(KEEP)
                     else:
-                        self._expand(extra, following, 0)
+                        self._expand(extra, following, visited)
             if last:
                 if not verdicts or any(v is KEEP for v in verdicts):
                     return KEEP

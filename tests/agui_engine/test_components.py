@@ -530,3 +530,21 @@ def test_interactables_context_not_json() -> None:
 
 def test_ui_prefix_constant() -> None:
     assert UI_TOOL_PREFIX == "show_component_"
+
+
+def test_reference_cycles_stay_linear() -> None:
+    """A hostile client schema (a union of references to itself) must not take 2**depth steps."""
+    cycle = {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}, {"type": "string"}]}
+    schema = {**obj({"a": {"$ref": "#/$defs/A"}, "n": {"$ref": "#/$defs/N"}}),
+              "$defs": {"A": cycle, "N": obj({"x": {"anyOf": [{"$ref": "#/$defs/N"}, {"$ref": "#/$defs/N"}]},
+                                              "y": S})}}
+    result = to_strict_schema(schema)
+    assert result.strict
+    deep: dict[str, Any] = {"y": None}
+    for _ in range(40):
+        deep = {"x": deep, "y": None}
+    assert unstrict_value({"a": None, "n": deep}, schema) == {"n": _strip_y(deep)}
+
+
+def _strip_y(value: dict[str, Any]) -> dict[str, Any]:
+    return {"x": _strip_y(value["x"])} if "x" in value else {}
