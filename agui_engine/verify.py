@@ -121,6 +121,7 @@ _RULE_LIST: tuple[Rule, ...] = (
     Rule("lifecycle.after_finished", "error", "after RUN_FINISHED only RUN_ERROR or RUN_STARTED may follow", "AGUI004"),
     Rule("lifecycle.after_error", "error", "after RUN_ERROR only RUN_STARTED may follow", "AGUI004"),
     Rule("lifecycle.run_ids", "error", "RUN_FINISHED must carry RUN_STARTED's threadId and runId", "AGUI008"),
+    Rule("lifecycle.thread_changed", "warning", "a later run in the stream names another threadId", ""),
     Rule("text.already_open", "error", "TEXT_MESSAGE_START for a message id that is open", "AGUI106"),
     Rule("text.not_open", "error", "TEXT_MESSAGE_CONTENT/END for a message id that is not open", "AGUI101 AGUI102"),
     Rule("text.unterminated", "error", "a text message is still open at RUN_FINISHED", "AGUI103"),
@@ -583,6 +584,7 @@ class Verifier:
         "_run_ids",
         "_run_index",
         "_terminal_index",
+        "_thread_id",
         "violations",
         "warnings",
     )
@@ -611,6 +613,7 @@ class Verifier:
         if input is not None:
             self._known_tool_calls.update(_tool_call_ids_of(input.messages))
         self._run_ids: tuple[str, str] | None = None
+        self._thread_id: str | None = None  # of the latest run
         self._run_index = -1
         self._terminal_index = -1
         self._new_run_scope()
@@ -806,6 +809,17 @@ class Verifier:
             )
 
     def _do_start_run(self, row: Row, ev: RunStartedEvent) -> None:
+        if self._thread_id is not None and ev.thread_id != self._thread_id:
+            # The draft spec makes this fatal ("carries the input's threadId"); 1.0 says nothing.
+            self._report(
+                "lifecycle.thread_changed",
+                f"RUN_STARTED for thread {ev.thread_id!r}, but the stream's earlier runs were on thread "
+                f"{self._thread_id!r}",
+                "RUN_STARTED",
+                {"threadId": ev.thread_id, "runId": ev.run_id},
+                self._run_index,
+            )
+        self._thread_id = ev.thread_id
         self._run_ids = (ev.thread_id, ev.run_id)
         self._run_index = self._index
         self._new_run_scope()

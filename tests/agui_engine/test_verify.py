@@ -228,6 +228,8 @@ RULE_CASES: dict[str, tuple[list[Any], int, dict[str, str]]] = {
     "lifecycle.after_error": ([START, RunErrorEvent(message="x"), RunErrorEvent(message="y")], 2, {}),
     "lifecycle.run_ids": ([START, RunFinishedEvent(thread_id="t1", run_id="r9")], 1,
                           {"threadId": "t1", "runId": "r9", "expectedThreadId": "t1", "expectedRunId": "r1"}),
+    "lifecycle.thread_changed": ([START, FINISH, RunStartedEvent(thread_id="t2", run_id="r2")], 2,
+                                 {"threadId": "t2", "runId": "r2"}),
     "text.already_open": ([START, TextMessageStartEvent(message_id="m"), TextMessageStartEvent(message_id="m")], 2,
                           {"messageId": "m"}),
     "text.not_open": ([START, TextMessageContentEvent(message_id="m", delta="x"), FINISH], 1, {"messageId": "m"}),
