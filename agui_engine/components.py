@@ -62,6 +62,7 @@ __all__ = [
     "KEEP",
     "MAX_COMPONENT_NAME_LENGTH",
     "MAX_SCHEMA_DEPTH",
+    "MAX_SCHEMA_NODES",
     "MAX_TOOL_NAME_LENGTH",
     "STANDARD_PARAMETERS",
     "STANDARD_PARAMETER_PREFIX",
@@ -267,6 +268,12 @@ def _check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
 #: props schema (OpenAI itself allows 10 levels of object nesting in strict mode).
 MAX_SCHEMA_DEPTH: Final = 64
 
+#: Most schema nodes the strict conversion produces. Inlining a ``$ref`` that has
+#: sibling keywords copies its target, so a hostile chain of definitions that each
+#: reference the next twice would grow as 2**n; real tool schemas have a few
+#: hundred nodes, so 20,000 leaves ample room and bounds the work.
+MAX_SCHEMA_NODES: Final = 20_000
+
 #: Keywords kept by the strict conversion (everything strict mode understands that
 #: carries meaning). Every other keyword is stripped.
 STRICT_KEYWORDS: Final = frozenset(
@@ -361,6 +368,7 @@ class _Strictifier:
     def __init__(self, root: Mapping[str, Any]) -> None:
         self.root = root
         self.stripped: list[str] = []
+        self.count = 0
 
     def convert(self) -> dict[str, Any]:
         root = self.root
@@ -407,6 +415,9 @@ class _Strictifier:
         return False
 
     def node(self, schema: Any, path: str, depth: int) -> dict[str, Any]:
+        self.count += 1
+        if self.count > MAX_SCHEMA_NODES:
+            raise _NotStrictable(f"{path}: the strict schema would exceed {MAX_SCHEMA_NODES} nodes")
         if depth > MAX_SCHEMA_DEPTH:
             raise _NotStrictable(f"{path}: schema nested deeper than {MAX_SCHEMA_DEPTH} levels")
         if isinstance(schema, bool):

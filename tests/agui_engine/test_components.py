@@ -548,3 +548,12 @@ def test_reference_cycles_stay_linear() -> None:
 
 def _strip_y(value: dict[str, Any]) -> dict[str, Any]:
     return {"x": _strip_y(value["x"])} if "x" in value else {}
+
+
+def test_inlining_blowup_is_bounded() -> None:
+    defs: dict[str, Any] = {"D30": S}
+    for i in range(30):  # each definition references the next twice, with a description: 2**30 inlines
+        ref = {"$ref": f"#/$defs/D{i + 1}", "description": "d"}
+        defs[f"D{i}"] = obj({"l": ref, "r": ref}, ["l", "r"])
+    result = to_strict_schema({**obj({"root": {"$ref": "#/$defs/D0", "description": "d"}}), "$defs": defs})
+    assert not result.strict and "would exceed" in (result.reason or "")
