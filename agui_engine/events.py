@@ -37,7 +37,7 @@ Nothing here does IO.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, Final, Literal, Union
+from typing import Annotated, Any, ClassVar, Final, Literal, Union
 
 import msgspec
 
@@ -506,14 +506,13 @@ class BaseEvent(
     """Fields every event carries. ``timestamp``: integer, milliseconds since the epoch by
     convention; ``raw_event``: the provider-native event it was translated from."""
 
+    #: The event's :class:`EventType` (its wire ``type``); a class attribute, set on every
+    #: event class below from its tag.
+    type: ClassVar[EventType]
+
     timestamp: Timestamp | None = None
     raw_event: Any = None
     metadata: Metadata | None = None
-
-    @property
-    def type(self) -> EventType:
-        """The event's :class:`EventType` (its wire ``type``)."""
-        return EventType(self.__struct_config__.tag)
 
 
 class _AttributableEvent(BaseEvent, kw_only=True):
@@ -755,6 +754,9 @@ EVENT_CLASSES: Final[dict[EventType, type[BaseEvent]]] = {
     EventType(cls.__struct_config__.tag): cls for cls in Event.__args__  # type: ignore[attr-defined]
 }
 assert len(EVENT_CLASSES) == len(EventType) == 31
+for _type, _cls in EVENT_CLASSES.items():
+    _cls.type = _type
+del _type, _cls
 
 
 class UnknownEvent:
