@@ -35,11 +35,18 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from agui_engine.errors import RemoteInputError
 from agui_engine.events import (
     AssistantMessage,
+    DataSource,
     DeveloperMessage,
+    FunctionCall,
+    ImagePart,
     SystemMessage,
+    TextPart,
+    ToolCall,
     ToolMessage,
+    UrlSource,
     UserMessage,
 )
 from agui_engine.llm import (
@@ -79,6 +86,7 @@ __all__ = [
     "ChatStreamParser",
     "build_chat_body",
     "encode_chat_stream",
+    "parse_chat_request",
     "OPENAI_DEFAULT_BASE_URL",
 ]
 
@@ -348,6 +356,89 @@ class OpenAICompatibleClient(OpenAIChatClient):
 
     def __init__(self, model: str, *, strict_tools: bool = False, **options: Any) -> None:
         super().__init__(model, strict_tools=strict_tools, **options)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def _parts_from_chat(content: Any, where: str) -> str | list[Any]:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise RemoteInputError(f"{where}: content must be a string or a list of parts")
+    parts: list[Any] = []
+    for index, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            parts.append(TextPart(text=part["text"]))
+        elif kind == "image_url" and isinstance((part.get("image_url") or {}).get("url"), str):
+            url = part["image_url"]["url"]
+            head, comma, data = url.partition(",")
+            if url.startswith("data:") and comma and head.endswith(";base64"):
+                parts.append(ImagePart(source=DataSource(value=data, mime_type=head[5:-7])))
+            else:
+                parts.append(ImagePart(source=UrlSource(value=url)))
+        else:
+            raise RemoteInputError(f"{where}.content[{index}]: unsupported part {kind!r}")
+    return parts
+
+
+def parse_chat_request(body: Any) -> tuple[str, CompletionRequest]:
+    """``(model, request)`` from a Chat Completions request body -- the inverse of
+    :func:`build_chat_body`, for serving an in-process :class:`LLMClient` over the
+    Chat Completions wire format. Raises :class:`RemoteInputError` naming the JSON path."""
+    if not isinstance(body, dict):
+        raise RemoteInputError("$: request body must be a JSON object")
+    model = body.get("model")
+    raw_messages = body.get("messages")
+    if not isinstance(model, str) or not isinstance(raw_messages, list):
+        raise RemoteInputError("$: model (string) and messages (array) are required")
+    messages: list[Any] = []
+    for index, raw in enumerate(raw_messages):
+        where = f"$.messages[{index}]"
+        if not isinstance(raw, dict):
+            raise RemoteInputError(f"{where}: must be an object")
+        role, mid = raw.get("role"), f"msg-{index}"
+        content = raw.get("content")
+        if role in ("system", "developer"):
+            text = _parts_from_chat(content, where)
+            cls = SystemMessage if role == "system" else DeveloperMessage
+            messages.append(cls(id=mid, content=text if isinstance(text, str) else "".join(p.text for p in text)))
+        elif role == "user":
+            messages.append(UserMessage(id=mid, content=_parts_from_chat(content, where)))
+        elif role == "assistant":
+            calls = [
+                ToolCall(id=c["id"], function=FunctionCall(name=c["function"]["name"], arguments=c["function"].get("arguments") or ""))
+                for c in raw.get("tool_calls") or ()
+            ]
+            messages.append(AssistantMessage(id=mid, content=content or None, tool_calls=calls or None))
+        elif role == "tool":
+            if not isinstance(raw.get("tool_call_id"), str):
+                raise RemoteInputError(f"{where}.tool_call_id: required for a tool message")
+            messages.append(ToolMessage(id=mid, tool_call_id=raw["tool_call_id"], content=_parts_from_chat(content, where)))
+        else:
+            raise RemoteInputError(f"{where}.role: unknown role {role!r}")
+    tools = [
+        LLMTool(
+            name=t["function"]["name"],
+            description=t["function"].get("description") or "",
+            parameters=t["function"].get("parameters") or {"type": "object", "properties": {}},
+            strict=bool(t["function"].get("strict")),
+        )
+        for t in body.get("tools") or ()
+        if isinstance(t, dict) and t.get("type") == "function"
+    ]
+    choice = body.get("tool_choice", "auto")
+    if isinstance(choice, dict):
+        choice = (choice.get("function") or {}).get("name") or "auto"
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    return model, CompletionRequest(
+        messages=messages,
+        tools=tools,
+        tool_choice=choice if isinstance(choice, str) else "auto",
+        parallel_tool_calls=body.get("parallel_tool_calls", True) is not False,
+        max_output_tokens=max_tokens if isinstance(max_tokens, int) else None,
+    )
 
 
 # --------------------------------------------------------------------------- rendering

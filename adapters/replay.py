@@ -22,6 +22,16 @@ client to go away (cancellation tests: :attr:`ReplayServer.disconnects` counts t
 disconnects the server saw), or cut the connection after ``cut_after`` bytes without
 finishing the chunked body (a dropped connection).
 
+:meth:`ReplayServer.serve_model` puts a live in-process :class:`LLMClient` (the
+embedded demo model, a scripted test model) behind the same server as an OpenAI Chat
+Completions endpoint: the request is read back into AG-UI messages
+(:func:`~adapters.openai_chat.parse_chat_request`) and the model's items are written
+as Chat SSE (:func:`~adapters.openai_chat.encode_chat_stream`). With
+:func:`serve_over_openai_chat` a model is reached through the production path --
+:class:`~adapters.openai_chat.OpenAIChatClient`, httpx, the engine's SSE decoder and
+the Chat parser -- instead of being called directly. A client that goes away closes
+the model's stream.
+
 Every request is recorded (:attr:`ReplayServer.requests`: path, query, headers, JSON
 body). The server never logs requests; recorded headers never appear in ``repr``.
 """
@@ -30,16 +40,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
-from agui_engine.errors import UsageError
+from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.llm import LLMClient
 
-__all__ = ["ReplayServer", "RecordedRequest", "Fixture", "load_fixture", "fixture_names", "FIXTURES_DIR", "PROVIDERS"]
+from .openai_chat import OpenAIChatClient, encode_chat_stream, parse_chat_request
+
+__all__ = ["serve_over_openai_chat", "ReplayServer", "RecordedRequest", "Fixture", "load_fixture", "fixture_names", "FIXTURES_DIR", "PROVIDERS"]
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 
@@ -136,6 +150,7 @@ class ReplayServer:
         self.disconnects = 0
         self._disconnected = asyncio.Event()
         self._scripts: dict[str, _Script] = {}
+        self._models: dict[str, LLMClient] = {}
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -148,6 +163,7 @@ class ReplayServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/s/{script}/{tail:.*}", self._handle)
+        app.router.add_post("/m/{model}/v1/chat/completions", self._handle_model)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
@@ -179,6 +195,13 @@ class ReplayServer:
         script_id = f"{provider}-{len(self._scripts)}"
         self._scripts[script_id] = _Script(provider=provider, fixtures=loaded, hold_after=hold_after, cut_after=cut_after)
         return f"{self.url}/s/{script_id}{PROVIDERS[provider][1]}"
+
+    def serve_model(self, llm: LLMClient) -> str:
+        """Serve ``llm`` as an OpenAI Chat Completions endpoint; returns the base URL
+        (``.../v1``) for an OpenAI client."""
+        model_id = f"model-{len(self._models)}"
+        self._models[model_id] = llm
+        return f"{self.url}/m/{model_id}/v1"
 
     async def wait_for_disconnect(self, timeout: float) -> bool:
         """Wait until the server has seen a client go away mid-stream."""
@@ -236,6 +259,36 @@ class ReplayServer:
             self._saw_disconnect()
         return response
 
+    async def _handle_model(self, request: web.Request) -> web.StreamResponse:
+        llm = self._models.get(request.match_info["model"])
+        if llm is None:
+            return web.json_response({"error": {"message": "unknown model route", "type": "not_found"}}, status=404)
+        try:
+            body = msgspec.json.decode(await request.read())
+            model, call = parse_chat_request(body)
+        except (msgspec.DecodeError, RemoteInputError, KeyError, TypeError) as exc:
+            message = exc.message if isinstance(exc, RemoteInputError) else f"bad request body ({type(exc).__name__})"
+            return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
+        self.requests.append(RecordedRequest(path=request.path, query=dict(request.query), headers=dict(request.headers), json=body))
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        items = llm.complete(
+            call.messages,
+            call.tools,
+            call.tool_choice,
+            parallel_tool_calls=call.parallel_tool_calls,
+            max_output_tokens=call.max_output_tokens,
+        )
+        try:
+            async with aclosing(items), aclosing(encode_chat_stream(items, model=model)) as frames:
+                async for frame in frames:
+                    await response.write(frame)
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            self._saw_disconnect()  # leaving the async-with closed the model's stream
+        return response
+
     async def _write_slices(self, response: web.StreamResponse, data: bytes) -> None:
         offset = 0
         for size in itertools.cycle(self.write_sizes):
@@ -255,3 +308,18 @@ class ReplayServer:
     def _saw_disconnect(self) -> None:
         self.disconnects += 1
         self._disconnected.set()
+
+
+@asynccontextmanager
+async def serve_over_openai_chat(llm: LLMClient, *, model: str = "served-model") -> AsyncIterator[OpenAIChatClient]:
+    """A real :class:`OpenAIChatClient` talking over loopback HTTP to ``llm``.
+
+    ``async with serve_over_openai_chat(EmbeddedModel()) as client: LLMAgent(client)``
+    runs the demo through the production adapter path.
+    """
+    async with ReplayServer() as server:
+        client = OpenAIChatClient(model, api_key="loopback", base_url=server.serve_model(llm), max_retries=0)
+        try:
+            yield client
+        finally:
+            await client.aclose()

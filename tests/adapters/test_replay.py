@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import re
+from typing import Any
+
 import httpx
+import msgspec
 import pytest
 
-from adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
+from adapters.replay import (
+    PROVIDERS,
+    ReplayServer,
+    fixture_names,
+    load_fixture,
+    serve_over_openai_chat,
+)
 from agui_engine.errors import UsageError
 
 
@@ -90,3 +102,88 @@ def test_usage_errors() -> None:
         ReplayServer(write_sizes=[0])
     with pytest.raises(UsageError, match="not started"):
         ReplayServer().url
+
+
+# --------------------------------------------------------------------------- live models
+
+DEMO_MESSAGES = ["Compare the weather in Tokyo and Paris", "Show me a dashboard", "hello there"]
+
+
+def _ids() -> Any:
+    counter = itertools.count()
+    return lambda: f"id{next(counter)}"
+
+
+def _comparable(events: list[Any]) -> list[Any]:
+    # Usage is re-counted by the Chat encoding (provider label, totals), and Chat has no
+    # field for a reasoning signature (the embedded model makes one up); all else must match.
+    from agui_engine.events import ReasoningEncryptedValueEvent
+
+    from agui_engine.codec import encode_event
+
+    kept = [
+        msgspec.structs.replace(e, usage=None) if hasattr(e, "usage") else e
+        for e in events
+        if not isinstance(e, ReasoningEncryptedValueEvent)
+    ]
+    # The embedded model derives tool call ids from the conversation, whose message ids
+    # do not travel over Chat: rename them in order of first appearance.
+    text = "\n".join(encode_event(e).decode() for e in kept)
+    names: dict[str, str] = {}
+    return re.sub(r"call_[0-9a-f_]+", lambda m: names.setdefault(m.group(0), f"call#{len(names)}"), text).splitlines()
+
+
+@pytest.mark.parametrize("message", DEMO_MESSAGES)
+async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run(message: str) -> None:
+    from agui_engine.demo import demo_components, get_weather
+    from agui_engine.embedded import EmbeddedModel
+    from agui_engine.events import RunAgentInput, RunFinishedEvent, UserMessage
+    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.verify import verify_events
+
+    run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content=message)])
+    direct = LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], id_factory=_ids())
+    expected = [e async for e in direct.run(run_input)]
+    async with serve_over_openai_chat(EmbeddedModel()) as client:
+        served = LLMAgent(client, components=demo_components(), tools=[get_weather], id_factory=_ids())
+        events = [e async for e in served.run(run_input)]
+    assert isinstance(events[-1], RunFinishedEvent) and verify_events(events) == []
+    assert _comparable(events) == _comparable(expected)
+
+
+async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None:
+    from agui_engine.embedded import EmbeddedModel
+    from agui_engine.events import UserMessage
+    from agui_engine.llm import TextDelta
+
+    closed = asyncio.Event()
+
+    class Watched:
+        def __init__(self) -> None:
+            self.inner = EmbeddedModel(pace_seconds=0.05)
+
+        async def complete(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                async for item in self.inner.complete(*args, **kwargs):
+                    yield item
+            finally:
+                closed.set()
+
+    async with ReplayServer() as server:
+        from adapters.openai_chat import OpenAIChatClient
+
+        client = OpenAIChatClient("m", api_key="x", base_url=server.serve_model(Watched()))
+        stream = client.complete([UserMessage(id="u", content="hello there")], [])
+        assert isinstance(await stream.__anext__(), TextDelta)
+        await stream.aclose()
+        await asyncio.wait_for(closed.wait(), 5)
+        await client.aclose()
+
+
+async def test_served_model_refuses_a_bad_request() -> None:
+    from agui_engine.embedded import EmbeddedModel
+
+    async with ReplayServer() as server:
+        base = server.serve_model(EmbeddedModel())
+        bad = await _post(base + "/chat/completions", {"model": "m", "messages": [{"role": "wizard"}]})
+        assert bad.status_code == 400 and "$.messages[0].role" in bad.json()["error"]["message"]
