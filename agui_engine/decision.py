@@ -447,6 +447,11 @@ class StandardParameterFilter:
 
     def feed(self, text: str) -> str:
         """The rewritten text of the next fragment."""
+        if self._in_string and not self._escape and '"' not in text and "\\" not in text:
+            # the common case while a model writes prose: the fragment stays inside one string
+            self._take(text)
+            out, self._out = self._out, []
+            return "".join(out)
         i, n = 0, len(text)
         while i < n:
             if self._in_string:
@@ -722,6 +727,8 @@ class _Step:
         self.status: StatusMessages = StatusMessages()
         self.finish: FinishReason | None = None
         self.usage: Usage | None = None
+        self._decision: Decision | None = None
+        self._decision_key: tuple[Any, ...] = ()
 
     # -- lanes
 
@@ -863,7 +870,14 @@ class _Step:
         return out
 
     def decision(self) -> Decision:
-        return Decision(
+        """The decision so far; the previous one is reused when nothing it holds changed
+        (an argument fragment only moves the live tool call views)."""
+        key = (len(self.text_parts), len(self.reasoning_parts), self.reasoning_encrypted, len(self.call_list),
+               self.status, self.finish, self.usage)
+        if self._decision is not None and key == self._decision_key:
+            return self._decision
+        self._decision_key = key
+        self._decision = Decision(
             message_id=self.message_id,
             text_parts=self.text_parts,
             text_count=len(self.text_parts),
@@ -878,6 +892,7 @@ class _Step:
             finish_reason=self.finish,
             usage=self.usage,
         )
+        return self._decision
 
 
 def _merge_usage(old: Usage | None, new: Usage) -> Usage:
@@ -947,7 +962,8 @@ async def run_decision_loop(
         max_output_tokens=max_output_tokens,
     )
     try:
-        async with aclosing(_closable(stream)) as items:
+        # an async generator closes itself; any other iterator is wrapped so that aclose() reaches it
+        async with aclosing(stream if hasattr(stream, "aclose") else _closable(stream)) as items:  # type: ignore[type-var]
             async for item in items:
                 events = step.on_item(item)
                 yield DecisionStreamItem(decision=step.decision(), events=tuple(events))

@@ -442,3 +442,30 @@ async def test_no_standard_parameter_or_dropped_null_ever_reaches_tool_call_args
     wire = "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))
     assert json.loads(wire) == {"city": "Oslo", "temperature": 1}
     verify(events)
+
+
+async def test_a_model_stream_that_is_not_a_generator_works_and_is_released() -> None:
+    class Plain:
+        """An async iterator without aclose()."""
+
+        def __init__(self, items: list[Any]) -> None:
+            self.items = iter(items)
+
+        def __aiter__(self) -> Plain:
+            return self
+
+        async def __anext__(self) -> Any:
+            try:
+                return next(self.items)
+            except StopIteration:
+                raise StopAsyncIteration from None
+
+    class PlainLLM:
+        def complete(self, messages: Any, tools: Any, tool_choice: str = "auto", **_: Any) -> Plain:
+            return Plain(text("a", "b"))
+
+    events: list[Any] = []
+    async for item in run_decision_loop(PlainLLM(), USER):
+        events.extend(item.events)
+    assert [type(e).__name__ for e in events] == [
+        "TextMessageStartEvent", "TextMessageContentEvent", "TextMessageContentEvent", "TextMessageEndEvent"]
