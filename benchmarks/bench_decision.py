@@ -109,7 +109,7 @@ def _tambo_style_loop(chunks: list[str]) -> dict[str, Any]:
         accumulated += chunk
         try:
             args = partial_json_parser.loads(accumulated)
-        except Exception:  # noqa: BLE001 - upstream ignores parse failures of a prefix
+        except Exception:  # noqa: BLE001, S112 - upstream ignores parse failures of a prefix
             continue
         if isinstance(args, dict):
             args.get("_tambo_statusMessage")
