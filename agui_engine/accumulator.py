@@ -155,6 +155,17 @@ def _copy_json(value: Any) -> Any:
         return copy.deepcopy(value)  # not plain JSON (a handler put something else there)
 
 
+#: What jsonpatch / jsonpointer raise for a patch that does not apply to a document.
+_PATCH_ERRORS: Final = (
+    jsonpatch.JsonPatchException,
+    jsonpointer.JsonPointerException,
+    TypeError,
+    KeyError,
+    IndexError,
+    ValueError,
+)
+
+
 def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
     """Apply RFC 6902 operations to a *copy* of ``document`` and return the result.
 
@@ -165,15 +176,20 @@ def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
     ops = operations if isinstance(operations, list) else list(operations)
     if ops and not isinstance(ops[0], dict):
         ops = msgspec.to_builtins(ops)
+    try:
+        return jsonpatch.JsonPatch(ops).apply(_copy_json(document), in_place=True)
+    except _PATCH_ERRORS:
+        pass
+    # Failed: replay one operation at a time on a fresh copy to say which one and why.
     doc = _copy_json(document)
     for index, op in enumerate(ops):
         try:
             doc = jsonpatch.apply_patch(doc, [op], in_place=True)
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError) as exc:
+        except _PATCH_ERRORS as exc:
             name = op.get("op") if isinstance(op, dict) else None
             path = op.get("path") if isinstance(op, dict) else None
             raise PatchError(f"operation {index} ({name} {path!r}) failed: {exc}", op_index=index) from None
-    return doc
+    raise PatchError("the patch failed as a whole but every operation applies alone", op_index=0)
 
 
 class _Hybrid:

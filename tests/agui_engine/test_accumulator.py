@@ -478,7 +478,8 @@ def test_apply_json_patch_is_atomic_and_agrees_with_jsonpatch(document: dict[str
     before = copy.deepcopy(document)
     try:
         reference: Any = jsonpatch.apply_patch(copy.deepcopy(document), ops)
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError):
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, IndexError,
+            ValueError):
         reference = PatchError
     try:
         ours: Any = apply_json_patch(document, ops)
