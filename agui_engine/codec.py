@@ -30,6 +30,14 @@ a large frame byte by byte stays linear) and is decoded when its terminator arri
   it is dropped, blank lines are skipped); a final line without LF is returned by ``close()``.
 * :class:`EventStreamDecoder` puts either framing in front of :func:`decode_event`.
 
+**Fast paths** (speed is the point of this module: see ``benchmarks/bench_codec.py``): input made
+only of ``data: <json>\n\n`` frames (the SDK's shape), optionally with an ``id:`` line (ours), is
+split in bulk by C-level bytes methods, and a ``feed`` that carries exactly one such frame skips
+the line parser. A fast path never decides anything the general parser would decide differently:
+it only runs from a clean state (between frames), and on anything unusual -- another shape,
+invalid UTF-8, an oversized frame, an event that does not decode -- it gives the input to the
+general parser from that same state, which produces the canonical result or error.
+
 **Errors.** Bad remote bytes raise :class:`EventDecodeError` (a ``RemoteInputError``) naming
 the byte offset, the frame index and, for a malformed event, the JSON path and why
 (``frame 3 at byte 120: $.delta: expected str, got int``). An oversized frame raises
