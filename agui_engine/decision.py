@@ -38,9 +38,11 @@ ReasoningDelta sig.    (open as above) REASONING_ENCRYPTED_VALUE {subtype: "mess
 TextDelta              (close reasoning) (TEXT_MESSAGE_START) TEXT_MESSAGE_CONTENT
 ToolCallStart          (close reasoning, close text) TOOL_CALL_START {parentMessageId}
                        + for a component: CUSTOM tambo.component.start
-ToolCallArgsDelta      TOOL_CALL_ARGS + for a component: CUSTOM tambo.component.props_delta
-ToolCallEnd            for a component: last props_delta + CUSTOM tambo.component.end;
-                       then TOOL_CALL_END
+ToolCallArgsDelta      TOOL_CALL_ARGS (the fragment rewritten for the wire, see below)
+                       + for a component: CUSTOM tambo.component.props_delta
+                       + when a standard parameter ended: CUSTOM agui_engine.tool_call.status
+ToolCallEnd            TOOL_CALL_END; for a component then the last props_delta and
+                       CUSTOM tambo.component.end {finalProps}
 Usage / Finish         none (the decision records them)
 StreamError            close reasoning and text -> :class:`ModelStreamError`
 =====================  ==============================================================
@@ -49,7 +51,10 @@ Every argument fragment is parsed (a :class:`~agui_engine.component_stream.Compo
 for a component, a :class:`~agui_engine.jsonstream.PatchStream` for any other tool)
 *before* its ``TOOL_CALL_ARGS`` is emitted, so malformed or oversized arguments
 fail at the fragment that broke them and everything already emitted stays valid
-JSON-so-far. ``parentMessageId`` of a tool call is the assistant message id of
+JSON-so-far. On the wire a fragment is rewritten by :class:`StandardParameterFilter`:
+no standard parameter and no root-level strict-mode ``null`` ever reaches a client
+(they surface as ``agui_engine.tool_call.status`` events and the decision's status
+messages); the decision keeps the model's raw text for the history. ``parentMessageId`` of a tool call is the assistant message id of
 the step (one id serves the text message, the tool calls and the components'
 ``messageId``, so a client groups them into one message). Empty text and
 argument deltas are dropped (an empty ``TEXT_MESSAGE_CONTENT`` is legal in 1.0

@@ -389,3 +389,15 @@ async def test_cancelling_during_a_tool_cancels_the_tool() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled == [True] and llm.closed == 1
+
+
+async def test_a_model_that_fails_before_streaming_is_a_run_error() -> None:
+    from agui_engine.errors import UpstreamError
+
+    class Down:
+        def complete(self, *args: Any, **kwargs: Any) -> Any:
+            raise UpstreamError("provider unavailable (HTTP 503)", code="provider_unavailable", retryable=True)
+
+    events = await collect(LLMAgent(Down()), run_input())
+    check_run(events)
+    assert events[-1] == RunErrorEvent(message="provider unavailable (HTTP 503)", code="provider_unavailable")
