@@ -50,9 +50,14 @@ empty object ``{}`` (models send ``""`` for a call without arguments).
 ``/newState/...``) onto the component's props (or state): a shallow merge
 expressed as operations on the existing instance.
 
-The accumulator handler (:func:`apply_component_event`) turns these events into
-content blocks ``{"type": "component", "id", "name", "props", "streamingState"}``
-on the assistant message.
+The accumulator handlers (registered on :class:`~agui_engine.accumulator.Accumulator`
+when this module is imported; :func:`register_component_handlers`) turn these
+events into content blocks ``{"type": "component", "id", "name", "props",
+"streamingState"}`` in the list :data:`BLOCKS_KEY` (``contentBlocks``) of the
+assistant message; :func:`find_component` looks one up.
+
+Only the prop being parsed can still change (JSON is sequential), so
+``streamingStatus`` costs one status query per fragment, not one per prop.
 
 No IO happens here.
 """
