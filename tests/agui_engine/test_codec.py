@@ -577,3 +577,26 @@ def test_ndjson_oversized_last_line_without_lf() -> None:
         assert out == [b'{"a":1}']
         assert error == "FrameTooLargeError: frame 1 at byte 8: NDJSON line larger than max_line_bytes=16"
     assert run(NDJSONDecoder(max_line_bytes=16), [b"1" * 16 + b"\r"]) == ([b"1" * 16], None)
+
+
+BYTE_SOUP = st.lists(
+    st.sampled_from([b"data: ", b"id: ", b"event: ", b"retry: 7", b":", b"\n", b"\r", b"\r\n", b"\n\n",
+                     b"\xef\xbb\xbf", b"\xff", b"\xc3", b"\xa9", b"\0", b'{"type":"CUSTOM","name":"n","value":1}', b"x"])
+    | st.binary(max_size=6),
+    max_size=30,
+).map(b"".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(BYTE_SOUP, st.data())
+def test_arbitrary_bytes_give_the_same_result_for_any_split(raw: bytes, data: st.DataObject) -> None:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=10)))
+    bounds = [0, *cuts, len(raw)]
+    chunks = [raw[a:b] for a, b in zip(bounds, bounds[1:])]
+    for make in (
+        lambda: SSEDecoder(max_frame_bytes=64),
+        lambda: NDJSONDecoder(max_line_bytes=64),
+        lambda: EventStreamDecoder("sse", max_frame_bytes=64, id_factory=lambda: "i"),
+        lambda: EventStreamDecoder("ndjson", tolerant=True, max_frame_bytes=64, id_factory=lambda: "i"),
+    ):
+        assert run(make(), chunks) == run(make(), [raw])
