@@ -5,7 +5,9 @@ Theory of operation
 A spec is ``{"root": node | [node, ...]}`` where a node is either text (a JSON
 string) or ``{"component": name, "props": {...}, "children": [node, ...],
 "key": "..."}`` (``props``, ``children`` and ``key`` optional) -- assistant-ui's
-``GenerativeUISpec``. The allowlist of component names is the security
+``GenerativeUISpec``. assistant-ui's newer flat node shape is accepted too:
+``{"$type": name, "$key": ..., "children": [...], ...props}`` (every key not
+starting with ``$`` other than ``children`` is a prop). The allowlist of component names is the security
 boundary: the model may compose only what the front end can render.
 
 :func:`validate_spec` checks a whole spec and returns the normalised tree of
@@ -144,11 +146,11 @@ class _Builder:
         self.is_done = is_done
         self.count = 0
 
-    def check_name(self, name: Any, pointer: str) -> str | None:
-        """The component that renders ``name`` (itself or the fallback); raises if unknown."""
+    def check_name(self, name: Any, pointer: str, member: str = "component") -> str | None:
+        """``None`` if the allowlist has ``name``; the name itself if the fallback renders it; else raises."""
         if not isinstance(name, str) or not name:
-            raise GenUISpecError(f"node at {pointer or '/'}: 'component' must be a non-empty string",
-                                 pointer=pointer + "/component")
+            raise GenUISpecError(f"node at {pointer or '/'}: {member!r} must be a non-empty string",
+                                 pointer=f"{pointer}/{member}")
         if name in self.names:
             return None
         if self.fallback is None:
@@ -188,33 +190,40 @@ class _Builder:
             raise GenUILimitError(f"{pointer}: components nest deeper than {MAX_SPEC_DEPTH} (MAX_SPEC_DEPTH)",
                                   pointer=pointer)
         is_done = self.is_done
-        if "component" not in value or (is_done is not None and not is_done(pointer + "/component")):
+        flat = "$type" in value  # assistant-ui's newer shape: {$type, $key, children, ...props}
+        name_member, key_member = ("$type", "$key") if flat else ("component", "key")
+        if name_member not in value or (is_done is not None and not is_done(pointer + "/" + name_member)):
             if is_done is None:
                 raise GenUISpecError(f"node at {pointer}: 'component' is missing", pointer=pointer)
             self.count -= 1
             return None  # held back until its name is complete
-        fallback_for = self.check_name(value["component"], pointer)
-        key = value.get("key")
+        name = value[name_member]
+        fallback_for = self.check_name(name, pointer, name_member)
+        key = value.get(key_member)
         if key is None:
             key = key_path
         else:
-            if is_done is not None and not is_done(pointer + "/key"):
+            if is_done is not None and not is_done(pointer + "/" + key_member):
                 self.count -= 1
                 return None  # a key that is still growing would remount the node
             if isinstance(key, bool) or not isinstance(key, (str, int)):
-                raise GenUISpecError(f"{pointer}/key: must be a string or an integer", pointer=pointer + "/key")
+                raise GenUISpecError(f"{pointer}/{key_member}: must be a string or an integer",
+                                     pointer=f"{pointer}/{key_member}")
             key = str(key)
-        props = value.get("props", {})
-        if props is None:
-            props = {}
-        if not isinstance(props, dict):
-            raise GenUISpecError(f"{pointer}/props: must be an object, got {_json_type(props)}",
-                                 pointer=pointer + "/props")
+        if flat:
+            props = {k: v for k, v in value.items() if not k.startswith("$") and k != "children"}
+        else:
+            props = value.get("props", {})
+            if props is None:
+                props = {}
+            if not isinstance(props, dict):
+                raise GenUISpecError(f"{pointer}/props: must be an object, got {_json_type(props)}",
+                                     pointer=pointer + "/props")
         raw_children = value.get("children")
         children = () if raw_children is None else self.children(raw_children, pointer + "/children", depth + 1,
                                                                  key_path)
         return UINode(
-            component=self.fallback if fallback_for is not None else value["component"],  # type: ignore[arg-type]
+            component=self.fallback if fallback_for is not None else name,  # type: ignore[arg-type]
             props=props,
             children=children,
             key=key,
@@ -388,11 +397,13 @@ class GenUIStream:
         done: list[UINode] = []
         still: list[str] = []
         for pointer in self._open:
-            if pointer not in self._named and self._done(pointer + "/component"):
-                _Builder(self._names, self._fallback).check_name(
-                    self._value_at(pointer + "/component"), pointer
-                )  # fail fast: before the node's props arrive
-                self._named.add(pointer)
+            if pointer not in self._named:
+                node = self._value_at(pointer)
+                member = "$type" if "$type" in node else "component"
+                if member in node and self._done(f"{pointer}/{member}"):
+                    # Fail fast: before the node's props arrive.
+                    _Builder(self._names, self._fallback).check_name(node[member], pointer, member)
+                    self._named.add(pointer)
             if self._done(pointer):
                 node = _Builder(self._names, self._fallback).node(self._value_at(pointer), pointer, pointer.count("/children/"), _key_path(pointer)
                 )

@@ -266,3 +266,32 @@ def test_spec_schema_is_current_and_agrees_with_the_validator() -> None:
     assert not validator.is_valid({"root": [{"props": {}}]})
     pinned = jsonschema.Draft202012Validator(genui_spec_schema(ALLOW))
     assert pinned.is_valid(DASHBOARD) and not pinned.is_valid({"root": {"component": "Evil"}})
+
+
+FLAT = {"root": [{"$type": "Card", "$key": "k", "title": "Hi", "$action": "x",
+                  "children": ["t", {"$type": "Chart", "data": [1]}]}]}
+
+
+def test_flat_node_shape() -> None:
+    (card,) = validate_spec(FLAT, ALLOW)
+    assert isinstance(card, UINode)
+    assert (card.component, card.key, card.props) == ("Card", "k", {"title": "Hi"})
+    chart = card.children[1]
+    assert isinstance(chart, UINode) and (chart.component, chart.key, chart.props) == ("Chart", "0/1", {"data": [1]})
+    with pytest.raises(UnknownComponentError):
+        validate_spec({"root": {"$type": "Evil"}}, ALLOW)
+    with pytest.raises(GenUISpecError) as info:
+        validate_spec({"root": {"$type": 3}}, ALLOW)
+    assert info.value.pointer == "/root/$type"
+    text = json.dumps(FLAT)
+    completed, stream = stream_all(list(text))
+    assert [n.pointer for n in completed] == ["/root/0/children/1", "/root/0"]
+    assert stream.tree == validate_spec(FLAT, ALLOW)
+    partial = GenUIStream(["Card"])
+    evil = json.dumps({"root": {"$type": "Evil", "x": "y" * 50}})
+    fed = 0
+    with pytest.raises(UnknownComponentError):
+        for ch in evil:
+            fed += 1
+            partial.feed(ch)
+    assert fed == evil.index('"Evil"') + len('"Evil"')  # at the closing quote, before any prop
