@@ -151,7 +151,7 @@ class AnthropicStreamParser(StreamParser):
         index = self._index(payload)
         block = payload.get("content_block") or {}
         kind = block.get("type")
-        self._blocks[index] = kind
+        self._blocks[index] = str(kind)
         if kind == "text" and block.get("text"):
             return [TextDelta(text=block["text"])]
         if kind == "thinking" and block.get("thinking"):

@@ -171,7 +171,7 @@ class GeminiStreamParser(StreamParser):
         return self.finish(reason, raw)
 
 
-def _media_part(part: Any) -> dict[str, Any] | None:
+def _media_part(part: Any) -> dict[str, Any]:
     if part.source == "data":
         return {"inlineData": {"mimeType": part.mime_type, "data": part.value}}
     file_data: dict[str, Any] = {"fileUri": part.value}
@@ -200,10 +200,7 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
             if message.content:
                 system.append({"text": message.content})
         elif isinstance(message, UserMessage):
-            parts = []
-            for part in content_parts(message.content):
-                parts.append({"text": part.text} if isinstance(part, TextChunk) else _media_part(part))
-            add("user", [p for p in parts if p is not None])
+            add("user", [{"text": p.text} if isinstance(p, TextChunk) else _media_part(p) for p in content_parts(message.content)])
         elif isinstance(message, ToolMessage):
             name = call_names.get(message.tool_call_id)
             if name is None:
@@ -223,7 +220,7 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
                 function_response["id"] = message.tool_call_id
             add("user", [{"functionResponse": function_response}])
         elif turn.role == "assistant":
-            parts = []
+            parts: list[dict[str, Any]] = []
             signatures = [r.encrypted_value for r in turn.reasoning if r.encrypted_value]
             if isinstance(message, AssistantMessage):
                 if message.content:

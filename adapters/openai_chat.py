@@ -30,7 +30,7 @@ server so that the production adapter path is exercised end to end).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Sequence
 from typing import Any, ClassVar
 
 import msgspec
@@ -448,7 +448,7 @@ _FINISH_OUT = {"stop": "stop", "tool_calls": "tool_calls", "length": "length", "
 
 async def encode_chat_stream(
     items: AsyncIterable[LLMStreamItem], *, model: str, completion_id: str = "chatcmpl-agui-engine", created: int = 0
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Render ``LLMStreamItem``s as Chat Completions SSE frames (the exact wire format
     :class:`ChatStreamParser` and the official SDK read), ending with ``[DONE]``;
     a ``StreamError`` becomes an in-band ``error`` chunk and no ``[DONE]``.

@@ -199,7 +199,8 @@ class ResponsesStreamParser(StreamParser):
         return self.in_band_error(error.get("code") or "response_failed", error.get("message"))
 
     def _on_error(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
-        error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+        nested = payload.get("error")
+        error: dict[str, Any] = nested if isinstance(nested, dict) else payload
         return self.in_band_error(error.get("code") or error.get("type") or None, error.get("message"))
 
 

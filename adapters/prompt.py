@@ -77,8 +77,8 @@ class Media(msgspec.Struct, frozen=True, kw_only=True):
 
 Part = Union[TextChunk, Media]
 
-_MEDIA_KIND = {ImagePart: "image", AudioPart: "audio", VideoPart: "video", DocumentPart: "document"}
-_SOURCE_KIND = {DataSource: "data", UrlSource: "url", FileSource: "file"}
+_MEDIA_KIND: dict[type, str] = {ImagePart: "image", AudioPart: "audio", VideoPart: "video", DocumentPart: "document"}
+_SOURCE_KIND: dict[type, str] = {DataSource: "data", UrlSource: "url", FileSource: "file"}
 
 
 def content_parts(content: Any) -> list[Part]:

@@ -41,7 +41,7 @@ import os
 import random
 import time
 from collections.abc import (
-    AsyncIterator,
+    AsyncGenerator,
     Awaitable,
     Callable,
     Hashable,
@@ -648,7 +648,7 @@ class StreamingLLMClient:
         *,
         parallel_tool_calls: bool = True,
         max_output_tokens: int | None = None,
-    ) -> AsyncIterator[LLMStreamItem]:
+    ) -> AsyncGenerator[LLMStreamItem, None]:
         """Stream the model's answer. Raises :class:`ProviderError` before the first
         item (after bounded retries); later failures are a ``StreamError`` item.
         Closing the iterator closes the HTTP response at once."""
@@ -765,7 +765,7 @@ class StreamingLLMClient:
             code=error_type or f"http_{status}",
         )
 
-    async def _attempt(self, url: str, payload: bytes) -> AsyncIterator[LLMStreamItem]:
+    async def _attempt(self, url: str, payload: bytes) -> AsyncGenerator[LLMStreamItem, None]:
         """One request: raises ProviderError before the stream, else yields items."""
         client = self._http()
         headers = {

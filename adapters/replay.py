@@ -170,7 +170,7 @@ class ReplayServer:
         await site.start()
         server = site._server  # aiohttp exposes the bound port only here
         assert server is not None
-        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr,attr-defined]
 
     async def close(self) -> None:
         if self._runner is not None:
@@ -281,12 +281,16 @@ class ReplayServer:
             max_output_tokens=call.max_output_tokens,
         )
         try:
-            async with aclosing(items), aclosing(encode_chat_stream(items, model=model)) as frames:
+            async with aclosing(encode_chat_stream(items, model=model)) as frames:
                 async for frame in frames:
                     await response.write(frame)
             await response.write_eof()
         except (ConnectionResetError, ConnectionError):
-            self._saw_disconnect()  # leaving the async-with closed the model's stream
+            self._saw_disconnect()
+        finally:
+            close = getattr(items, "aclose", None)  # an LLMClient's stream is an async generator
+            if close is not None:
+                await close()
         return response
 
     async def _write_slices(self, response: web.StreamResponse, data: bytes) -> None:

@@ -117,9 +117,8 @@ def _ids() -> Any:
 def _comparable(events: list[Any]) -> list[Any]:
     # Usage is re-counted by the Chat encoding (provider label, totals), and Chat has no
     # field for a reasoning signature (the embedded model makes one up); all else must match.
-    from agui_engine.events import ReasoningEncryptedValueEvent
-
     from agui_engine.codec import encode_event
+    from agui_engine.events import ReasoningEncryptedValueEvent
 
     kept = [
         msgspec.structs.replace(e, usage=None) if hasattr(e, "usage") else e
