@@ -260,25 +260,23 @@ def _jiter_reparse(diff: bool) -> Callable[[], tuple[Callable[[str], int], Calla
         import jiter
 
         from_json = jiter.from_json
-        buf: list[str] = []
-        state: dict[str, Any] = {"prev": None}
+        state: dict[str, Any] = {"buf": b"", "prev": None}
         if diff:
             import jsonpatch
 
         def feed(chunk: str) -> int:
-            buf.append(chunk)
-            text = "".join(buf)
-            buf[:] = [text]
+            # The fairest re-parse: keep the UTF-8 prefix as bytes (what jiter takes).
+            buf = state["buf"] + chunk.encode()
+            state["buf"] = buf
             try:
-                value = from_json(text.encode(), partial_mode="trailing-strings")
+                value = from_json(buf, partial_mode="trailing-strings")
             except ValueError:
                 return 0  # a prefix jiter cannot complete yet (e.g. a lone '-')
             if not diff:
                 return 0
             patch = jsonpatch.make_patch(state["prev"], value)
             state["prev"] = value
-            ops = patch.patch
-            return _ops_size(ops)
+            return _ops_size(patch.patch)
 
         return feed, lambda: 0
 

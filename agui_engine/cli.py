@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("transports.run_command", "Run one message against a remote AG-UI endpoint and render it live."),
     "demo": ("agui_engine.demo", "Run the embedded demo model (weather card, dashboard, chat) and render the run live."),
     "validate": ("agui_engine.validate_command", "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds."),
+    "bench": ("agui_engine.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }
 
 

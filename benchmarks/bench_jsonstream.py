@@ -1,0 +1,78 @@
+"""Incremental JSON -> JSON Patch: PatchStream against re-parsing the prefix, side by side in one run.
+
+Workloads (``agui_engine.bench.make_documents``, seeded): a 200 B weather card, the dashboard
+shape at 1, 4, 5, 16 and 64 KB, a 50 KB markdown string, a 200 KB table, nesting 50 and 200
+deep; each split into 1-8 character chunks by a seeded generator
+(``agui_engine.bench.split_chunks``), so escapes, numbers and literals are cut anywhere.
+
+Members of each group (one group per document):
+
+* ``ours``: ``PatchStream()`` (default mode: RFC 6902 only, strings re-sent with ``replace``);
+* ``append``: ``PatchStream(append_strings=True)``;
+* ``jiter``: ``jiter.from_json(prefix, partial_mode="trailing-strings")`` after every chunk;
+* ``jiter-make-patch``: the same plus ``jsonpatch.make_patch`` between successive values
+  (what a Tambo-style tracker does);
+* ``partial-json``: ``partial_json_parser.loads(prefix)`` after every chunk;
+* ``ijson``: ijson's push parser (``basic_parse_coro``, yajl2_c): events only, no partial strings;
+* ``msgspec-whole``: ``msgspec.json.decode`` of the whole document once: the floor.
+
+The re-parsing contenders are quadratic: they are measured up to ``QUADRATIC_LIMIT`` bytes
+(jiter alone up to 64 KB, where the issue sets the 100x target), with one round.
+
+Run: ``pytest benchmarks/bench_jsonstream.py --benchmark-enable --benchmark-only``; the summary
+prints every contender's ratio to ``ours`` per document (benchmarks/conftest.py). For the
+µs/chunk, MB/s, patch-bytes and growth table run ``agui-engine bench`` (same documents, same
+contenders, same code). In CI (``--benchmark-disable``) each runs once, on small documents
+only for the quadratic contenders, as a smoke test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agui_engine.bench import CONTENDERS, Contender, available_contenders, make_documents, split_chunks
+
+DOCUMENTS = make_documents()
+CHUNKS = {name: split_chunks(text) for name, text in DOCUMENTS.items()}
+
+IMPLS = {
+    "ours": "PatchStream",
+    "append": "PatchStream append",
+    "jiter": "jiter re-parse",
+    "jiter-make-patch": "jiter+make_patch",
+    "partial-json": "partial_json_parser",
+    "ijson": "ijson push (yajl2_c)",
+    "msgspec-whole": "msgspec whole",
+}
+BY_NAME: dict[str, Contender] = {c.name: c for c in CONTENDERS}
+INSTALLED = {c.name for c in available_contenders()}
+# Largest document each quadratic contender is measured on (bytes); None = no limit.
+QUADRATIC_LIMIT = {"jiter": 70_000, "jiter-make-patch": 6_000, "partial-json": 6_000}
+# In CI (benchmarks disabled) the quadratic contenders only smoke-test the small documents.
+SMOKE_LIMIT = 1_500
+
+
+def stream_through(contender: Contender, chunks: list[str]) -> int:
+    feed, close = contender.make()
+    out = 0
+    for chunk in chunks:
+        out += feed(chunk)
+    return out + close()
+
+
+@pytest.mark.parametrize("workload", list(DOCUMENTS))
+@pytest.mark.parametrize("impl", list(IMPLS))
+def test_jsonstream(benchmark: Any, impl: str, workload: str) -> None:
+    contender = BY_NAME[IMPLS[impl]]
+    if contender.name not in INSTALLED:
+        pytest.skip(f"{contender.requires} is not installed")
+    size = len(DOCUMENTS[workload].encode())
+    limit = QUADRATIC_LIMIT.get(impl)
+    if limit is not None and (size > limit or (benchmark.disabled and size > SMOKE_LIMIT)):
+        pytest.skip(f"{impl} re-parses the prefix after every chunk (quadratic); not run on {size} bytes")
+    benchmark.group = f"jsonstream-{workload}"
+    benchmark.extra_info.update(impl=impl, bytes=size, chunks=len(CHUNKS[workload]))
+    rounds = 1 if limit is not None and size > 4_000 else 5
+    benchmark.pedantic(stream_through, args=(contender, CHUNKS[workload]), rounds=rounds, iterations=1)
