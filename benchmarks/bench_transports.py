@@ -62,6 +62,7 @@ class LoadResult:
     events: int
     wall: float
     cpu: float
+    sys_cpu: float = 0.0
 
     @property
     def events_per_s(self) -> float:
@@ -190,7 +191,9 @@ async def measure_load(server: Server, kind: str, streams: int, events: int) -> 
     wall = time.perf_counter() - t0
     after = await server.stats()
     assert all(c == events for c in counts), f"{server.stack}: expected {events} events per stream, got {set(counts)}"
-    return LoadResult(server.stack, streams, sum(counts), wall, after["cpu"] - before["cpu"])
+    return LoadResult(
+        server.stack, streams, sum(counts), wall, after["cpu"] - before["cpu"], after["sys"] - before["sys"]
+    )
 
 
 async def measure_idle(server: Server, kind: str, n: int) -> float:
@@ -233,7 +236,8 @@ async def run_all(full: bool) -> Results:
 
 def report(results: Results) -> str:
     lines = [
-        f"{'stack':<11} {'streams':>7} {'events':>8} {'events/s':>10} {'server CPU us/event':>20} {'CPU ratio ref/engine':>21}"
+        f"{'stack':<11} {'streams':>7} {'events':>8} {'events/s':>10} {'server CPU us/event':>20} {'(of which kernel)':>17}"
+        f" {'CPU ratio ref/engine':>21}"
     ]
     by_key = {(r.stack, r.streams): r for r in results.load}
     for r in results.load:
@@ -241,7 +245,8 @@ def report(results: Results) -> str:
         ref = by_key.get((f"ref-{kind}", r.streams))
         ratio = f"{ref.cpu_us_per_event / r.cpu_us_per_event:.1f}x" if r.stack.startswith("engine") and ref else ""
         lines.append(
-            f"{r.stack:<11} {r.streams:>7} {r.events:>8} {r.events_per_s:>10.0f} {r.cpu_us_per_event:>20.2f} {ratio:>21}"
+            f"{r.stack:<11} {r.streams:>7} {r.events:>8} {r.events_per_s:>10.0f} {r.cpu_us_per_event:>20.2f}"
+            f" {r.sys_cpu / r.events * 1e6 if r.events else 0:>17.2f} {ratio:>21}"
         )
     lines.append("")
     lines.append("memory per idle open stream (server RSS growth / streams):")

@@ -44,7 +44,13 @@ DELTA = "token "  # ~ one LLM token per delta
 def stats() -> dict[str, float]:
     with open("/proc/self/statm") as f:
         rss_pages = int(f.read().split()[1])
-    return {"cpu": time.process_time(), "rss": rss_pages * resource.getpagesize(), "time": time.monotonic()}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "cpu": time.process_time(),
+        "user": usage.ru_utime,
+        "sys": usage.ru_stime,
+        "rss": rss_pages * resource.getpagesize(),
+    }
 
 
 def plan(props: Any) -> tuple[int, int, bool]:
@@ -57,28 +63,31 @@ def plan(props: Any) -> tuple[int, int, bool]:
 # ---------------------------------------------------------------------------------------
 
 
-class BenchAgent:
-    async def run(self, input: Any) -> Any:
-        from agui_engine.events import (
-            RunFinishedEvent,
-            RunStartedEvent,
-            TextMessageContentEvent,
-            TextMessageEndEvent,
-            TextMessageStartEvent,
-        )
+async def script(events: Any, input: Any) -> Any:
+    """The benchmark run, built from ``events`` (``agui_engine.events`` or
+    ``ag_ui.core``: both name their classes alike) so both stacks stream the same."""
+    n, burst, idle = plan(input.forwarded_props)
+    yield events.RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+    if idle:
+        await asyncio.sleep(3600)
+    mid = "m-" + input.run_id
+    yield events.TextMessageStartEvent(message_id=mid, role="assistant")
+    content = events.TextMessageContentEvent
+    for i in range(n - 4):
+        if i % burst == 0:
+            await asyncio.sleep(0)
+        yield content(message_id=mid, delta=DELTA)
+    yield events.TextMessageEndEvent(message_id=mid)
+    yield events.RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
 
-        n, burst, idle = plan(input.forwarded_props)
-        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
-        if idle:
-            await asyncio.sleep(3600)
-        mid = "m-" + input.run_id
-        yield TextMessageStartEvent(message_id=mid, role="assistant")
-        for i in range(n - 4):
-            if i % burst == 0:
-                await asyncio.sleep(0)
-            yield TextMessageContentEvent(message_id=mid, delta=DELTA)
-        yield TextMessageEndEvent(message_id=mid)
-        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+class BenchAgent:
+    """The benchmark run as an engine Agent."""
+
+    def run(self, input: Any) -> Any:
+        import agui_engine.events
+
+        return script(agui_engine.events, input)
 
 
 async def engine_sse() -> None:
@@ -125,29 +134,9 @@ async def engine_ws() -> None:
 
 
 def ref_events(input: Any) -> Any:
-    from ag_ui.core import (
-        RunFinishedEvent,
-        RunStartedEvent,
-        TextMessageContentEvent,
-        TextMessageEndEvent,
-        TextMessageStartEvent,
-    )
+    import ag_ui.core
 
-    async def gen() -> Any:
-        n, burst, idle = plan(input.forwarded_props)
-        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
-        if idle:
-            await asyncio.sleep(3600)
-        mid = "m-" + input.run_id
-        yield TextMessageStartEvent(message_id=mid, role="assistant")
-        for i in range(n - 4):
-            if i % burst == 0:
-                await asyncio.sleep(0)
-            yield TextMessageContentEvent(message_id=mid, delta=DELTA)
-        yield TextMessageEndEvent(message_id=mid)
-        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
-
-    return gen()
+    return script(ag_ui.core, input)
 
 
 def ref_app() -> Any:

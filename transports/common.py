@@ -1,5 +1,6 @@
 """What every transport shares: decoding a ``RunAgentInput`` from the wire,
-bearer-token checks, the transports' error types and the input limits.
+bearer-token checks, the transports' error types and the input limits, and the
+client agents' reconnect policy and failure rule.
 
 Theory of operation
 -------------------
@@ -15,13 +16,16 @@ mistake the same way (see ``spec/transports.md``).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import random
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
-from agui_engine.errors import LimitExceededError, RemoteInputError, UpstreamError
-from agui_engine.events import RunAgentInput
+from agui_engine.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError
+from agui_engine.events import RunAgentInput, RunErrorEvent, RunFinishedEvent
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -34,6 +38,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "NotAcceptableError",
     "decode_run_input",
+    "check_run_id",
     "check_bearer",
     "extract_bearer",
     "check_body_size",
@@ -41,6 +46,15 @@ __all__ = [
     "ConnectionLostError",
     "RETRYABLE_STATUSES",
     "remote_error_from_body",
+    "remote_error_from_line",
+    "end_or_raise",
+    "RetryPolicy",
+    "RemoteClientBase",
+    "TERMINAL_EVENTS",
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_BACKOFF_INITIAL",
+    "DEFAULT_BACKOFF_MAX",
+    "ServerHandle",
 ]
 
 #: Largest accepted RunAgentInput (HTTP body, WebSocket message, stdio line). A
@@ -120,13 +134,18 @@ def decode_run_input(data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BO
         raise InvalidInputError(f"not a valid RunAgentInput: {exc}") from None
     except msgspec.DecodeError as exc:
         raise MalformedInputError(f"the RunAgentInput is not valid JSON: {exc}") from None
-    run_id = value.run_id
+    check_run_id(value.run_id)
+    return value
+
+
+def check_run_id(run_id: str) -> None:
+    """Raise InvalidInputError unless ``run_id`` can be part of an event id
+    (``<runId>:<seq>`` in an SSE ``id:`` line, a URL, a log key)."""
     if not run_id or len(run_id) > MAX_RUN_ID_LENGTH or any(c in run_id for c in _RUN_ID_FORBIDDEN):
         raise InvalidInputError(
             f"runId must be 1..{MAX_RUN_ID_LENGTH} characters without CR, LF or NUL "
             "(it becomes part of every event id) - at `$.runId`"
         )
-    return value
 
 
 def extract_bearer(authorization: str | None) -> str | None:
@@ -195,3 +214,99 @@ def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAge
         message = body[:500].decode("utf-8", "replace")
     text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:500]}" if message else "")
     return RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
+
+
+#: The events that end a run.
+TERMINAL_EVENTS = (RunFinishedEvent, RunErrorEvent)
+
+#: Reconnect attempts of the client agents after a drop, before they give up.
+#: 5 attempts with the backoff below span ~6 s: a server restart behind a load
+#: balancer or a brief network loss, not an outage (the run's grace period is 30 s).
+DEFAULT_MAX_RETRIES = 5
+#: First reconnect delay (seconds); doubles per attempt, with jitter.
+DEFAULT_BACKOFF_INITIAL = 0.2
+#: Ceiling of the reconnect delay (seconds).
+DEFAULT_BACKOFF_MAX = 5.0
+
+
+class RetryPolicy:
+    """Bounded reconnects with exponential backoff and jitter, shared by the client agents."""
+
+    def __init__(
+        self,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+    ) -> None:
+        self.max_retries = max_retries
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait before attempt ``failures`` (1-based): initial * 2^(n-1),
+        capped, times a random factor in [0.5, 1] so that clients do not reconnect in step."""
+        base = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
+        return base * random.uniform(0.5, 1.0)
+
+    async def wait(self, failures: int) -> None:
+        await asyncio.sleep(self.delay(failures))
+
+
+class RemoteClientBase:
+    """What the network client agents share: the endpoint, extra headers (never
+    logged or put in error messages), the retry policy and a reconnect counter."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
+        backoff_max: float = DEFAULT_BACKOFF_MAX,
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.retry = RetryPolicy(max_retries, backoff_initial, backoff_max)
+        #: Reconnections made by the last run (for diagnostics and tests).
+        self.reconnects = 0
+
+
+def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
+    """How a client agent fails: before its first event it raises ``error``; after
+    it, the Agent contract forbids raising, so it returns the ``RUN_ERROR`` that
+    ends the stream (the caller yields it and returns)."""
+    if not yielded:
+        raise error
+    return error.to_run_error()
+
+
+def remote_error_from_line(doc: dict[str, Any], *, where: str) -> RemoteAgentError:
+    """The RemoteAgentError for an error line of the WebSocket / stdio protocols
+    (``{"error": {"code", "message", "status"?}, ...}``)."""
+    err = doc.get("error")
+    err = err if isinstance(err, dict) else {}
+    status = err.get("status")
+    code = err.get("code") if isinstance(err.get("code"), str) else None
+    return RemoteAgentError(
+        f"{where} refused: {str(err.get('message', ''))[:500]}",
+        status=status if isinstance(status, int) else 0,
+        code=code,
+        retryable=code in ("server_busy",),
+    )
+
+
+class ServerHandle:
+    """Base of the running-server handles (``url``, ``registry``, async ``close()``,
+    usable as ``async with``)."""
+
+    url: str
+
+    async def close(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def __aenter__(self) -> "ServerHandle":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

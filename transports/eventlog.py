@@ -22,7 +22,9 @@ cursor, so a slow reader never makes the server buffer without bound.
 
 The interface (:class:`EventLog`) is async and keyed by run id only, so that a
 shared store (Redis streams, a database) can implement it and serve several
-gateway nodes; :class:`InMemoryEventLog` is the default and never suspends.
+gateway nodes; :class:`InMemoryEventLog` is the default and never suspends. A
+log that never suspends may also offer ``append_nowait`` / ``read_nowait``
+(same contracts, plain functions); the registry then uses them on its hot path.
 
 States of one run's log::
 
@@ -174,7 +176,7 @@ class EventLog(Protocol):
 
 
 class _RunLog:
-    __slots__ = ("payloads", "start", "first_seq", "nbytes", "finished")
+    __slots__ = ("payloads", "start", "first_seq", "head", "nbytes", "finished")
 
     def __init__(self) -> None:
         # payloads[start:] are live; the dead prefix is compacted lazily so that
@@ -182,6 +184,7 @@ class _RunLog:
         self.payloads: list[bytes] = []
         self.start = 0
         self.first_seq = 1  # seq of payloads[start]
+        self.head = 0  # seq of the newest event
         self.nbytes = 0
         self.finished = False
 
@@ -211,14 +214,20 @@ class InMemoryEventLog:
         self._runs[run_id] = _RunLog()
 
     async def append(self, run_id: str, payload: bytes) -> int:
-        log = self._get(run_id)
+        return self.append_nowait(run_id, payload)
+
+    def append_nowait(self, run_id: str, payload: bytes) -> int:
+        """:meth:`append` without the coroutine: the registry's hot path uses it
+        when a log provides it (one fewer coroutine per event)."""
+        log = self._runs.get(run_id)
+        if log is None:
+            raise UnknownRunError(run_id)
         if log.finished:
             raise UsageError(f"append to the finished event log of run {run_id!r}")
-        payloads = log.payloads
-        payloads.append(payload)
+        log.payloads.append(payload)
         log.nbytes += len(payload)
-        seq = log.first_seq + len(payloads) - 1 - log.start
-        if len(payloads) - log.start > self.max_events or log.nbytes > self.max_bytes:
+        seq = log.head = log.head + 1
+        if seq - log.first_seq >= self.max_events or log.nbytes > self.max_bytes:
             self._trim(log)
         return seq
 
@@ -240,9 +249,15 @@ class InMemoryEventLog:
     async def read(
         self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
     ) -> LogSlice:
+        return self.read_nowait(run_id, after, max_events=max_events, max_bytes=max_bytes)
+
+    def read_nowait(
+        self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
+    ) -> LogSlice:
+        """:meth:`read` without the coroutine (see :meth:`append_nowait`)."""
         log = self._get(run_id)
         first = log.first_seq
-        head = first + len(log.payloads) - log.start - 1
+        head = log.head
         if after < 0 or after > head:
             raise BadCursorError(f"run {run_id!r}: resume cursor {after} is outside 0..{head}")
         if after < first - 1:
@@ -260,8 +275,7 @@ class InMemoryEventLog:
         return LogSlice(after + 1, out, finished)
 
     async def head(self, run_id: str) -> int:
-        log = self._get(run_id)
-        return log.first_seq + len(log.payloads) - log.start - 1
+        return self._get(run_id).head
 
     async def finish(self, run_id: str) -> None:
         self._get(run_id).finished = True

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -54,10 +53,17 @@ from agui_engine.errors import AguiEngineError
 from agui_engine.events import Event, RunAgentInput
 
 from .common import (
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_RETRIES,
+    TERMINAL_EVENTS,
     ConnectionLostError,
     NotAcceptableError,
     RemoteAgentError,
+    RemoteClientBase,
+    ServerHandle,
+    end_or_raise,
     UnsupportedMediaTypeError,
     check_bearer,
     check_body_size,
@@ -105,14 +111,6 @@ _NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "applic
 KEEPALIVE_SSE = b": keep-alive\n\n"
 KEEPALIVE_NDJSON = b"\n"
 
-#: Reconnect attempts of SSEAgent after a drop, before it gives up. 5 attempts
-#: with the backoff below span ~6 s: a server restart behind a load balancer or
-#: a brief network loss, not an outage (the run's grace period is 30 s).
-DEFAULT_MAX_RETRIES = 5
-#: First reconnect delay (seconds); doubles per attempt, with jitter.
-DEFAULT_BACKOFF_INITIAL = 0.2
-#: Ceiling of the reconnect delay (seconds).
-DEFAULT_BACKOFF_MAX = 5.0
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
 #: minutes (the server's keep-alive shows the connection is alive).
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -123,8 +121,14 @@ REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRe
 
 
 def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
-    """One buffer holding an SSE frame (``id: <runId>:<seq>`` + ``data:``) per payload."""
-    return b"".join([encode_sse(p, id=f"{run_id}:{first_seq + i}") for i, p in enumerate(payloads)])
+    """One buffer holding an SSE frame per payload: byte for byte
+    ``codec.encode_sse(payload, id=f"{run_id}:{seq}")`` (tested), built with one
+    bytes template per frame. The codec's per-frame checks are done once instead:
+    the run id was checked by ``check_run_id`` (no CR, LF, NUL) when the run
+    started, and payloads come from ``encode_event`` (JSON never holds a raw CR/LF).
+    This is the gateway's hottest loop, hence no per-frame function call."""
+    head = b"id: " + run_id.encode() + b":"
+    return b"".join([b"%b%d\ndata: %b\n\n" % (head, first_seq + i, p) for i, p in enumerate(payloads)])
 
 
 def frame_ndjson(payloads: Sequence[bytes]) -> bytes:
@@ -397,7 +401,7 @@ def create_app(
     return app
 
 
-class SSEServer:
+class SSEServer(ServerHandle):
     """A running SSE gateway (see :func:`start_sse_server`): ``url``, ``registry``, ``close()``."""
 
     def __init__(self, runner: web.AppRunner, url: str, registry: RunRegistry | None) -> None:
@@ -408,12 +412,6 @@ class SSEServer:
     async def close(self) -> None:
         """Graceful shutdown: open streams get ``RUN_ERROR{code: "shutdown"}``, then close."""
         await self.runner.cleanup()
-
-    async def __aenter__(self) -> SSEServer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 async def start_sse_server(
@@ -448,24 +446,22 @@ async def start_sse_server(
 # The client
 # ---------------------------------------------------------------------------------------
 
-_TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
-
-
 class _Dropped(Exception):
     """The stream ended before the run's terminal event."""
 
 
-class SSEAgent:
+class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
 
     ``run(input)`` raises, before its first event, :class:`~transports.common.RemoteAgentError`
     (the server refused: status + remote error code) or
     :class:`~transports.common.ConnectionLostError` (unreachable). After the
-    first event it never raises for transport reasons (Agent contract): a drop
-    is resumed with ``Last-Event-ID`` up to ``max_retries`` times, and when that
-    fails the stream ends with ``RUN_ERROR`` carrying the error's code
-    (``connection_lost``, ``cursor_expired`` ...). Malformed events raise
-    :class:`~agui_engine.errors.RemoteInputError` subclasses from the codec.
+    first event it never raises (Agent contract): a drop is resumed with
+    ``Last-Event-ID`` up to ``max_retries`` times (backoff: see
+    :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
+    with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
+    ``cursor_expired`` ...). Closing the generator early cancels the remote run
+    (``DELETE <url>/runs/<runId>``).
     """
 
     def __init__(
@@ -480,16 +476,12 @@ class SSEAgent:
         client: httpx.AsyncClient | None = None,
         tolerant: bool = False,
     ) -> None:
-        self.url = url
-        self.headers = dict(headers or {})
-        self.max_retries = max_retries
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        super().__init__(
+            url, headers=headers, max_retries=max_retries, backoff_initial=backoff_initial, backoff_max=backoff_max
+        )
         self.connect_timeout = connect_timeout
         self.tolerant = tolerant
         self._client = client
-        #: Reconnections made by the last run (for diagnostics and tests).
-        self.reconnects = 0
 
     def _runs_url(self, run_id: str) -> str:
         from urllib.parse import quote
@@ -503,17 +495,13 @@ class SSEAgent:
         last_seq = 0
         last_id: str | None = None
         yielded = False
-        terminal = False
         failures = 0
         self.reconnects = 0
-        closed_early = True
+        # True until the run ended or failed on its own: then the consumer stopped early.
+        abandoned = True
         try:
             while True:
-                headers = {
-                    **self.headers,
-                    "Content-Type": "application/json",
-                    "Accept": SSE_CONTENT_TYPE,
-                }
+                headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE}
                 if last_id is not None:
                     headers["Last-Event-ID"] = last_id
                 try:
@@ -535,50 +523,38 @@ class SSEAgent:
                                 if not msg.data:
                                     continue
                                 event = decode_event(msg.data, tolerant=self.tolerant)
-                                if msg.id and seq:
+                                if seq:
                                     last_seq, last_id = seq, msg.id
                                 failures = 0
                                 yielded = True
                                 yield event  # type: ignore[misc]
-                                if getattr(event, "type", None) in _TERMINAL:
-                                    terminal = True
+                                if isinstance(event, TERMINAL_EVENTS):
+                                    abandoned = False
+                                    return
                         decoder.close()  # an incomplete last frame is discarded (WHATWG)
-                    if terminal:
-                        closed_early = False
-                        return
                     raise _Dropped("the stream ended before RUN_FINISHED / RUN_ERROR")
                 except (httpx.TransportError, _Dropped) as exc:
-                    if terminal:
-                        closed_early = False
-                        return
                     failures += 1
-                    if failures > self.max_retries or last_id is None:
-                        error = ConnectionLostError(
+                    if failures > self.retry.max_retries or last_id is None:
+                        abandoned = False
+                        lost = ConnectionLostError(
                             f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
                             f"after {failures - 1} retries"
                             if last_id is not None
                             else f"cannot reach {self.url} ({type(exc).__name__})"
                         )
-                        if not yielded:
-                            closed_early = False
-                            raise error from None
-                        closed_early = False
-                        yield error.to_run_error()
+                        yield end_or_raise(lost, yielded)
                         return
-                    delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
-                    await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                    await self.retry.wait(failures)
                     self.reconnects += 1
                 except AguiEngineError as exc:
-                    closed_early = not isinstance(exc, RemoteAgentError)
-                    if not yielded:
-                        raise
-                    # After the first event the Agent contract forbids raising: a
-                    # refused resume (410 cursor expired, 404 unknown run) or a
-                    # malformed event ends the run with RUN_ERROR{code}.
-                    yield exc.to_run_error()
+                    # A refused (re)connection (410 cursor expired, 404 unknown run)
+                    # or a malformed event.
+                    abandoned = not isinstance(exc, RemoteAgentError)
+                    yield end_or_raise(exc, yielded)
                     return
         finally:
-            if closed_early and last_id is not None and not terminal:
+            if abandoned and last_id is not None:
                 # The consumer stopped early: cancel the remote run now rather
                 # than leaving it to the server's grace period.
                 try:

@@ -49,7 +49,14 @@ from agui_engine.codec import decode_event
 from agui_engine.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from agui_engine.events import Event, RunAgentInput
 
-from .common import DEFAULT_MAX_BODY_BYTES, ConnectionLostError, decode_run_input
+from .common import (
+    DEFAULT_MAX_BODY_BYTES,
+    TERMINAL_EVENTS,
+    ConnectionLostError,
+    decode_run_input,
+    end_or_raise,
+    remote_error_from_line,
+)
 from .runs import RunRegistry, Subscription
 
 __all__ = ["serve_stdio", "StdioAgent", "STDIO_EXIT_TIMEOUT"]
@@ -222,8 +229,6 @@ class StdioAgent:
         self.cwd = cwd
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        from .common import RemoteAgentError
-
         proc = await asyncio.create_subprocess_exec(
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
@@ -233,46 +238,34 @@ class StdioAgent:
             limit=DEFAULT_MAX_BODY_BYTES + 1,
         )
         assert proc.stdin is not None and proc.stdout is not None
-        terminal = False
+        ended = False
         yielded = False
+        where = f"the stdio agent {self.argv[0]!r}"
         try:
             proc.stdin.write(msgspec.json.encode(input) + b"\n")
             await proc.stdin.drain()
             while True:
                 line = await proc.stdout.readline()
                 if not line:
-                    error: AguiEngineError = ConnectionLostError(
-                        f"the stdio agent {self.argv[0]!r} exited before the run ended"
-                    )
-                    if yielded:
-                        yield error.to_run_error()
-                        terminal = True
-                        return
-                    raise error
+                    ended = True
+                    yield end_or_raise(ConnectionLostError(f"{where} exited before the run ended"), yielded)
+                    return
                 if not line.strip():
                     continue
                 doc = msgspec.json.decode(line)
                 if "error" in doc and "type" not in doc:
-                    err = doc["error"]
-                    refused = RemoteAgentError(
-                        f"the stdio agent refused line {doc.get('line')}: {err.get('message')}",
-                        status=0,
-                        code=err.get("code"),
-                    )
-                    if yielded:
-                        yield refused.to_run_error()
-                        terminal = True
-                        return
-                    raise refused
+                    ended = True
+                    yield end_or_raise(remote_error_from_line(doc, where=where), yielded)
+                    return
                 payload = doc.get("event") if "type" not in doc else doc
                 event = decode_event(msgspec.json.encode(payload))
                 yielded = True
                 yield event  # type: ignore[misc]
-                if type(event).__name__ in ("RunFinishedEvent", "RunErrorEvent"):
-                    terminal = True
+                if isinstance(event, TERMINAL_EVENTS):
+                    ended = True
                     return
         finally:
-            await self._stop(proc, input.run_id, cancel=not terminal)
+            await self._stop(proc, input.run_id, cancel=not ended)
 
     async def _stop(self, proc: asyncio.subprocess.Process, run_id: str, *, cancel: bool) -> None:
         assert proc.stdin is not None

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -62,16 +61,23 @@ from agui_engine.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, RemoteInputE
 from agui_engine.events import Event, RunAgentInput
 
 from .common import (
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_RETRIES,
+    TERMINAL_EVENTS,
     ConnectionLostError,
-    RemoteAgentError,
+    RemoteClientBase,
+    ServerHandle,
     UnauthorizedError,
     check_bearer,
     decode_run_input,
+    end_or_raise,
+    remote_error_from_body,
+    remote_error_from_line,
 )
 from .eventlog import BadCursorError, CursorExpiredError
 from .runs import RunRegistry, Subscription, resume_cursor
-from .sse import DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, DEFAULT_MAX_RETRIES
 
 __all__ = [
     "DEFAULT_PING_INTERVAL",
@@ -239,7 +245,7 @@ class _Connection:
                 sl = None
 
 
-class WSServer:
+class WSServer(ServerHandle):
     """A running WebSocket gateway: ``url``, ``registry``, ``close()`` (graceful)."""
 
     def __init__(self, server: Server, url: str, registry: RunRegistry, connections: set[_Connection]) -> None:
@@ -257,12 +263,6 @@ class WSServer:
             await asyncio.wait(pumps, timeout=timeout)
         self.server.close(close_connections=True)
         await self.server.wait_closed()
-
-    async def __aenter__(self) -> WSServer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 async def start_ws_server(
@@ -334,16 +334,16 @@ async def start_ws_server(
 # ---------------------------------------------------------------------------------------
 
 
-class WebSocketAgent:
+class WebSocketAgent(RemoteClientBase):
     """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.agent.Agent`.
 
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
     run. When the connection drops before the terminal event it reconnects and
-    sends ``resume`` with the last event id (``max_retries`` attempts, exponential
-    backoff with jitter), skipping any ``seq`` already delivered. Closing the
-    generator early sends ``cancel``. Errors: as :class:`~transports.sse.SSEAgent`
-    (RemoteAgentError / ConnectionLostError before the first event, ``RUN_ERROR``
-    after it).
+    sends ``resume`` with the last event id (``max_retries`` attempts, backoff:
+    :class:`~transports.common.RetryPolicy`), skipping any ``seq`` already
+    delivered. Closing the generator early sends ``cancel``. Errors: as
+    :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
+    before the first event, ``RUN_ERROR`` after it).
     """
 
     def __init__(
@@ -356,13 +356,10 @@ class WebSocketAgent:
         backoff_max: float = DEFAULT_BACKOFF_MAX,
         max_size: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
-        self.url = url
-        self.headers = dict(headers or {})
-        self.max_retries = max_retries
-        self.backoff_initial = backoff_initial
-        self.backoff_max = backoff_max
+        super().__init__(
+            url, headers=headers, max_retries=max_retries, backoff_initial=backoff_initial, backoff_max=backoff_max
+        )
         self.max_size = max_size
-        self.reconnects = 0
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         run_id = input.run_id
@@ -373,34 +370,12 @@ class WebSocketAgent:
         failures = 0
         self.reconnects = 0
         ws = None
-        done = False
+        # True until the run ended or failed on its own: then the consumer stopped early.
+        abandoned = True
         try:
             while True:
                 try:
                     ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
-                except websockets.InvalidStatus as exc:
-                    status = exc.response.status_code
-                    from .common import remote_error_from_body
-
-                    error = remote_error_from_body(status, exc.response.body or b"", where=f"WebSocket {self.url}")
-                    if yielded:
-                        done = True
-                        yield error.to_run_error()
-                        return
-                    done = True
-                    raise error from None
-                except (OSError, asyncio.TimeoutError, websockets.InvalidHandshake) as exc:
-                    if last_id is None or failures >= self.max_retries:
-                        done = True
-                        lost = ConnectionLostError(f"cannot reach {self.url} ({type(exc).__name__})")
-                        if yielded:
-                            yield lost.to_run_error()
-                            return
-                        raise lost from None
-                    failures += 1
-                    await self._sleep(failures)
-                    continue
-                try:
                     if last_id is None:
                         await ws.send(first_message, text=True)
                     else:
@@ -413,55 +388,56 @@ class WebSocketAgent:
                             if "error" in doc:
                                 if doc.get("runId") not in (None, run_id):
                                     continue
-                                err = doc["error"]
-                                refused = RemoteAgentError(
-                                    f"WebSocket {self.url}: {err.get('message')}",
-                                    status=int(err.get("status") or 0),
-                                    code=err.get("code"),
-                                )
-                                done = True
-                                if yielded:
-                                    yield refused.to_run_error()
-                                    return
-                                raise refused
+                                abandoned = False
+                                yield end_or_raise(remote_error_from_line(doc, where=f"WebSocket {self.url}"), yielded)
+                                return
                             rid, seq = resume_cursor(doc["id"])
                             if rid != run_id or seq <= last_seq:
-                                continue
+                                continue  # another run's, or already delivered before a reconnect
                             event = decode_event(msgspec.json.encode(doc["event"]))
                             last_seq, last_id = seq, doc["id"]
                             failures = 0
                             yielded = True
                             yield event  # type: ignore[misc]
-                            if type(event).__name__ in ("RunFinishedEvent", "RunErrorEvent"):
-                                done = True
+                            if isinstance(event, TERMINAL_EVENTS):
+                                abandoned = False
                                 return
                     raise websockets.ConnectionClosedError(None, None)
-                except (websockets.ConnectionClosed, OSError) as exc:
-                    if last_id is None or failures >= self.max_retries:
-                        done = True
+                except websockets.InvalidStatus as exc:
+                    abandoned = False
+                    refused = remote_error_from_body(
+                        exc.response.status_code, exc.response.body or b"", where=f"WebSocket {self.url}"
+                    )
+                    yield end_or_raise(refused, yielded)
+                    return
+                except (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError, asyncio.TimeoutError) as exc:
+                    failures += 1
+                    if last_id is None or failures > self.retry.max_retries:
+                        abandoned = False
                         lost = ConnectionLostError(
                             f"connection to {self.url} lost ({type(exc).__name__}) and not resumed"
+                            if last_id is not None
+                            else f"cannot reach {self.url} ({type(exc).__name__})"
                         )
-                        if yielded:
-                            yield lost.to_run_error()
-                            return
-                        raise lost from None
-                    failures += 1
-                    await self._sleep(failures)
+                        yield end_or_raise(lost, yielded)
+                        return
+                    await self.retry.wait(failures)
                     self.reconnects += 1
-                except (BadCursorError, KeyError, msgspec.DecodeError) as exc:
-                    done = True
-                    raise RemoteInputError(f"WebSocket {self.url} sent a malformed message: {exc}") from None
+                except (BadCursorError, KeyError, TypeError, msgspec.DecodeError) as exc:
+                    abandoned = False
+                    bad = RemoteInputError(f"WebSocket {self.url} sent a malformed message: {exc}")
+                    yield end_or_raise(bad, yielded)
+                    return
+                except AguiEngineError as exc:  # a malformed event (codec)
+                    abandoned = False
+                    yield end_or_raise(exc, yielded)
+                    return
         finally:
             if ws is not None:
-                if not done:
+                if abandoned:
                     # The consumer stopped early: cancel the run on the server.
                     try:
                         await ws.send(msgspec.json.encode({"type": "cancel", "runId": run_id}), text=True)
                     except (websockets.ConnectionClosed, OSError, RuntimeError):
                         pass
                 await ws.close()
-
-    async def _sleep(self, failures: int) -> None:
-        delay = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
-        await asyncio.sleep(delay * random.uniform(0.5, 1.0))

@@ -395,3 +395,12 @@ def test_registry_key_is_exposed() -> None:
     app = create_app(ScriptedAgent())
     assert app[REGISTRY_KEY].max_runs >= 1
     json.dumps({})
+
+
+def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
+    from agui_engine.codec import encode_sse
+
+    from transports.sse import frame_sse
+
+    payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']
+    assert frame_sse("r:x", 7, payloads) == encode_sse(payloads[0], id="r:x:7") + encode_sse(payloads[1], id="r:x:8")
