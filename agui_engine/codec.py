@@ -273,6 +273,7 @@ def encode_ndjson(event: AnyEvent) -> bytes:
 
 _DECODER: Final = msgspec.json.Decoder(Event)
 _decode: Final = _DECODER.decode
+_DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 _ANY_DECODER: Final = msgspec.json.Decoder()
 
 
@@ -612,18 +613,14 @@ class _Framer:
     def _finish(self) -> list[Any]:
         raise NotImplementedError
 
-    # The one-frame-per-read fast path (see EventStreamDecoder.feed): ``_simple_frame`` says
-    # whether ``data`` is exactly one frame of the common shape, arriving between frames, and
-    # returns its payload (and SSE id) without changing any state; ``_commit_simple`` then
-    # records it as consumed. When decoding the payload fails, nothing was committed and the
-    # general path parses ``data`` again from the same state, so results never depend on
-    # which path ran.
+    # The one-frame-per-read fast path (see EventStreamDecoder.feed): when ``data`` is exactly
+    # one frame of the common shape, arriving between frames, and its payload decodes, record
+    # the frame as consumed and return the event; otherwise return None having changed
+    # nothing, and the general path parses ``data`` from the same state -- so results never
+    # depend on which path ran. One method call: per-call overhead is what this path saves.
 
-    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
+    def _decode_one(self, data: bytes) -> Event | None:
         return None
-
-    def _commit_simple(self, size: int, ident: str | None) -> None:
-        raise NotImplementedError
 
 
 class SSEDecoder(_Framer):
@@ -663,27 +660,35 @@ class SSEDecoder(_Framer):
             super()._is_idle() and self._block_start < 0 and not self._data and not self._at_start
         )
 
-    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
-        if not self._idle or len(data) > self.max_frame_bytes or data[-2:] != b"\n\n":
+    def _decode_one(self, data: bytes) -> Event | None:
+        if not self._idle or data[-2:] != b"\n\n" or len(data) > self.max_frame_bytes:
             return None
+        ident = None
         if data[:6] == b"data: ":
-            return (data[6:-2], None) if data.count(b"\n") == 2 else None
-        if data[:4] == b"id: ":
+            if data.count(b"\n") != 2:
+                return None
+            payload = data[6:-2]
+        elif data[:4] == b"id: ":
             nl = data.find(b"\n")
             if data[nl + 1 : nl + 7] != b"data: " or data.count(b"\n") != 3 or b"\0" in data[4:nl]:
                 return None
             try:
-                return data[nl + 7 : -2], data[4:nl].decode()
+                ident = data[4:nl].decode()
             except UnicodeDecodeError:
                 return None
-        return None
-
-    def _commit_simple(self, size: int, ident: str | None) -> None:
-        self._lines.offset += size
+            payload = data[nl + 7 : -2]
+        else:
+            return None
+        try:
+            event = _decode(payload)
+        except _DECODE_ERRORS:
+            return None
+        self._lines.offset += len(data)
         if ident is not None:
             self._id = ident
         self.last_event_id = self._id
         self._frames += 1
+        return event  # type: ignore[no-any-return]
 
     def _finish(self) -> list[SSEMessage]:
         # WHATWG: an unfinished event at the end of input is dropped, never dispatched.
@@ -929,7 +934,7 @@ class NDJSONDecoder(_Framer):
         self.max_line_bytes = max_line_bytes
         self._index = 0
 
-    def _simple_frame(self, data: bytes) -> tuple[bytes, str | None] | None:
+    def _decode_one(self, data: bytes) -> Event | None:
         if (
             not self._idle
             or data[-1:] != b"\n"
@@ -937,11 +942,13 @@ class NDJSONDecoder(_Framer):
             or data.count(b"\n") != 1
         ):
             return None
-        return data, None  # msgspec skips the trailing whitespace (LF, CR)
-
-    def _commit_simple(self, size: int, ident: str | None) -> None:
-        self._lines.offset += size
+        try:
+            event = _decode(data)  # msgspec skips the trailing whitespace (LF, CR)
+        except _DECODE_ERRORS:
+            return None
+        self._lines.offset += len(data)
         self._index += 1
+        return event  # type: ignore[no-any-return]
 
     def _finish(self) -> list[bytes]:
         # The last line may lack its LF: it is complete at the end of input.
@@ -1024,8 +1031,7 @@ class EventStreamDecoder:
             self._framer = NDJSONDecoder(max_line_bytes=max_frame_bytes)
         else:
             raise UsageError(f"format must be 'sse' or 'ndjson', not {format!r}")
-        self._simple = self._framer._simple_frame
-        self._commit = self._framer._commit_simple
+        self._decode_one = self._framer._decode_one
         self.format = format
         self.tolerant = tolerant
         self.legacy = LegacyThinkingMapper(id_factory)
@@ -1039,16 +1045,10 @@ class EventStreamDecoder:
             raise self._error
         if type(data) is bytes:
             # Fast path: a read that carries exactly one frame of the usual shape.
-            simple = self._simple(data)
-            if simple is not None:
-                try:
-                    event = _decode(simple[0])
-                except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-                    pass  # the general path below reports it, located
-                else:
-                    self._commit(len(data), simple[1])
-                    self.events_decoded += 1
-                    return [event]
+            event = self._decode_one(data)
+            if event is not None:
+                self.events_decoded += 1
+                return [event]
         frames, error = self._framer._general_feed(data)
         if error is not None:
             self._framer._error = error
@@ -1076,7 +1076,7 @@ class EventStreamDecoder:
         if error is None:
             try:
                 out = list(map(_decode, frames))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            except _DECODE_ERRORS:
                 pass  # redo one by one to locate it (or to apply tolerance / legacy mapping)
             else:
                 self.events_decoded += len(out)
@@ -1086,7 +1086,7 @@ class EventStreamDecoder:
         for i, payload in enumerate(frames):
             try:
                 out.append(_decode(payload))
-            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            except _DECODE_ERRORS:
                 try:
                     out.append(self._slow_decode(payload))
                 except EventDecodeError as err:
