@@ -7,8 +7,11 @@ import copy
 import json
 from typing import Annotated, Any
 
+import jsonschema
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_engine.components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
@@ -17,6 +20,7 @@ from agui_engine.components import (
     MAX_COMPONENT_NAME_LENGTH,
     MAX_TOOL_NAME_LENGTH,
     STATUS_MESSAGE_PARAMETER,
+    STRICT_KEYWORDS,
     STRIPPED_KEYWORDS,
     UI_TOOL_PREFIX,
     Component,
@@ -557,3 +561,68 @@ def test_inlining_blowup_is_bounded() -> None:
         defs[f"D{i}"] = obj({"l": ref, "r": ref}, ["l", "r"])
     result = to_strict_schema({**obj({"root": {"$ref": "#/$defs/D0", "description": "d"}}), "$defs": defs})
     assert not result.strict and "would exceed" in (result.reason or "")
+
+
+# --------------------------------------------------------------------------- strict: property
+
+_keys = st.text(alphabet="abcxyz_/~", min_size=1, max_size=4)
+_primitive = st.one_of(
+    st.sampled_from(["string", "number", "integer", "boolean"]).map(lambda t: {"type": t}),
+    st.just({"type": "string", "minLength": 1, "description": "d"}),
+    st.just({"type": "integer", "minimum": 0, "default": 2}),
+    st.just({"enum": ["a", "b"]}),
+    st.just({"type": ["string", "null"]}),
+    st.just({"const": 3}),
+)
+
+
+def _object(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.dictionaries(_keys, children, max_size=4).flatmap(
+        lambda props: st.lists(st.sampled_from(sorted(props)) if props else st.nothing(), unique=True).map(
+            lambda required: obj(props, required)
+        )
+    )
+
+
+_schemas = st.recursive(
+    _primitive,
+    lambda children: st.one_of(
+        _object(children),
+        children.map(lambda c: {"type": "array", "items": c}),
+        st.lists(children, min_size=1, max_size=3).map(lambda alts: {"anyOf": alts}),
+        st.lists(children, min_size=1, max_size=2).map(lambda alts: {"oneOf": alts}),
+        st.just({"type": "object", "additionalProperties": True}),
+        st.just({}),
+    ),
+    max_leaves=15,
+)
+
+
+def _check_strict_form(node: Any) -> None:
+    assert set(node) <= STRICT_KEYWORDS, set(node) - STRICT_KEYWORDS
+    if node.get("type") == "object":
+        assert node["additionalProperties"] is False
+        assert node["required"] == list(node["properties"])
+    for key in ("properties", "$defs"):
+        for sub in node.get(key, {}).values():
+            _check_strict_form(sub)
+    for sub in node.get("anyOf", []):
+        _check_strict_form(sub)
+        assert "anyOf" not in sub or set(sub) != {"anyOf"}  # no union directly inside a union
+    if "items" in node:
+        _check_strict_form(node["items"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(props=st.dictionaries(_keys, _schemas, max_size=5), data=st.data())
+def test_random_schemas_strict_form_and_idempotence(props: dict[str, Any], data: st.DataObject) -> None:
+    required = data.draw(st.lists(st.sampled_from(sorted(props)), unique=True) if props else st.just([]))
+    schema = obj(props, required)
+    result = to_strict_schema(schema)
+    jsonschema.Draft202012Validator.check_schema(result.schema)
+    if result.strict:
+        _check_strict_form(result.schema)
+        assert to_strict_schema(result.schema).schema == result.schema
+    else:
+        assert result.reason and result.schema == schema
+        assert to_strict_schema(result.schema) == result
