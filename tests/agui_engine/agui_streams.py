@@ -231,5 +231,7 @@ _SOUP_EVENTS = st.one_of(
 
 
 def event_soup(max_size: int = 25) -> st.SearchStrategy[list[Any]]:
-    """Arbitrary event sequences over tiny id alphabets: mostly invalid, good for fuzzing."""
-    return st.lists(_SOUP_EVENTS, max_size=max_size)
+    """Arbitrary event sequences over tiny id alphabets, usually opening with RUN_STARTED (so that
+    the run body is exercised, not only the first-event rule): mostly invalid, good for fuzzing."""
+    opening = st.sampled_from([[RunStartedEvent(thread_id="t", run_id="r1")]] * 4 + [[]])
+    return st.builds(lambda head, body: head + body, opening, st.lists(_SOUP_EVENTS, max_size=max_size))

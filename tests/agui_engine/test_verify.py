@@ -621,3 +621,127 @@ def test_expanded_output_is_a_fixed_point(stream: list[Any]) -> None:
     assert [e for event in expanded for e in second.feed(event)] == expanded
     first.close()
     second.close()
+
+
+# ----------------------------------------------------------------------------- an independent oracle
+
+_OPEN = {"TEXT_MESSAGE_START": "text", "TOOL_CALL_START": "tool_call", "REASONING_START": "reasoning",
+         "REASONING_MESSAGE_START": "reasoning_message", "STEP_STARTED": "step", "SUBAGENT_STARTED": "subagent"}
+_CONTINUE = {"TEXT_MESSAGE_CONTENT": "text", "TOOL_CALL_ARGS": "tool_call", "REASONING_MESSAGE_CONTENT":
+             "reasoning_message"}
+_CLOSE = {"TEXT_MESSAGE_END": "text", "TOOL_CALL_END": "tool_call", "REASONING_END": "reasoning",
+          "REASONING_MESSAGE_END": "reasoning_message", "STEP_FINISHED": "step", "SUBAGENT_FINISHED": "subagent",
+          "SUBAGENT_ERROR": "subagent"}
+_ORDER = ["step", "text", "tool_call", "reasoning_message", "reasoning", "subagent"]
+
+
+def _key(event: Any) -> str:
+    for attr in ("tool_call_id", "step_name", "message_id", "subagent_run_id"):
+        if hasattr(event, attr) and not (attr == "subagent_run_id" and hasattr(event, "message_id")):
+            return getattr(event, attr)
+    raise AssertionError(event)
+
+
+def oracle(stream: list[Any]) -> list[tuple[str, int]]:
+    """spec/verifier.md section 2 restated as straight-line code, for chunk-free streams of the soup
+    (no sub-agent attribution, no tool arguments that could be JSON-checked differently)."""
+    found: list[tuple[str, int]] = []
+    phase, ids = "start", None
+    opened: dict[str, dict[str, int]] = {}
+    ended_tools: set[str] = set()
+    ended_subagents: set[str] = set()
+    ended_text: dict[str, str] = {}  # id -> role (closed, not sealed: a re-open must keep it)
+    roles: dict[str, str] = {}
+    known_tools: set[str] = set()
+    args: dict[str, str] = {}
+
+    def new_scope() -> None:
+        nonlocal opened, ended_tools, ended_subagents, ended_text
+        opened = {kind: {} for kind in _ORDER}
+        ended_tools, ended_subagents, ended_text = set(), set(), {}
+
+    new_scope()
+    for i, event in enumerate(stream):
+        t = event.type.value
+        if phase == "start":
+            if t == "RUN_STARTED":
+                phase, ids = "running", (event.thread_id, event.run_id)
+                continue
+            if t == "RUN_ERROR":
+                phase = "errored"
+                continue
+            found.append(("lifecycle.first_event", i))
+            phase, ids = "running", None
+        if phase in ("finished", "errored"):
+            if t == "RUN_STARTED":
+                phase, ids = "running", (event.thread_id, event.run_id)
+                new_scope()
+            elif t == "RUN_ERROR" and phase == "finished":
+                phase = "errored"
+            else:
+                found.append(("lifecycle.after_finished" if phase == "finished" else "lifecycle.after_error", i))
+            continue
+        if t == "RUN_STARTED":
+            found.append(("lifecycle.nested_run", i))
+        elif t == "RUN_ERROR":
+            phase = "errored"
+        elif t == "RUN_FINISHED":
+            if ids is not None and (event.thread_id, event.run_id) != ids:
+                found.append(("lifecycle.run_ids", i))
+            found += [(f"{kind}.unterminated", i) for kind in _ORDER for _ in opened[kind]]
+            phase = "finished"
+        elif t in _OPEN:
+            kind, key = _OPEN[t], _key(event)
+            if key in opened[kind]:
+                found.append((f"{kind}.already_open", i))
+            elif kind == "tool_call" and key in ended_tools:
+                found.append(("tool_call.id_reused", i))
+            elif kind == "subagent" and key in ended_subagents:
+                found.append(("subagent.id_reused", i))
+            elif kind == "text" and ended_text.get(key, event.role or "assistant") != (event.role or "assistant"):
+                found.append(("text.reopen_conflict", i))
+            else:
+                opened[kind][key] = i
+                if kind == "text":
+                    ended_text.pop(key, None)
+                    roles[key] = event.role or "assistant"
+                if kind == "tool_call":
+                    known_tools.add(key)
+                    args[key] = ""
+        elif t in _CONTINUE:
+            kind, key = _CONTINUE[t], _key(event)
+            if key not in opened[kind]:
+                found.append((f"{kind}.not_open", i))
+            elif kind == "tool_call":
+                args[key] += event.delta
+        elif t in _CLOSE:
+            kind, key = _CLOSE[t], _key(event)
+            if key not in opened[kind]:
+                found.append((f"{kind}.not_open", i))
+                continue
+            del opened[kind][key]
+            if kind == "tool_call":
+                ended_tools.add(key)
+                if args[key]:
+                    try:
+                        json.loads(args[key])
+                    except ValueError:
+                        found.append(("tool_call.args_not_json", i))
+            elif kind == "subagent":
+                ended_subagents.add(key)
+            elif kind == "text":
+                ended_text[key] = roles[key]
+        elif t == "TOOL_CALL_RESULT" and event.tool_call_id not in opened["tool_call"] and \
+                event.tool_call_id not in known_tools:
+            found.append(("tool_call.result_unknown", i))
+    if phase == "running" or not stream:
+        found.append(("lifecycle.truncated", len(stream)))
+    return found
+
+
+@PROPERTY
+@given(event_soup(max_size=30))
+def test_the_verifier_agrees_with_a_straight_line_oracle(stream: list[Any]) -> None:
+    chunk_free = [e for e in stream if not isinstance(e, (TextMessageChunkEvent, ToolCallChunkEvent,
+                                                          ReasoningMessageChunkEvent))]
+    assert errors(chunk_free) == oracle(chunk_free)
