@@ -1008,7 +1008,9 @@ class PatchStream:
         else:
             offset = self._base + k
         cls = JSONStreamLimitError if limit else JSONStreamError
-        text = f"{message} (line {line}, column {column}, offset {offset}, pointer {pointer!r})"
+        # A pointer can be kilobytes long (deep nesting); the message shows its ends.
+        shown = pointer if len(pointer) <= 120 else pointer[:60] + "..." + pointer[-57:]
+        text = f"{message} (line {line}, column {column}, offset {offset}, pointer {shown!r})"
         return cls(text, offset=offset, line=line, column=column, pointer=pointer, expected=expected, got=got)
 
     def _raise(self, err: JSONStreamError, ops: list[dict[str, Any]]) -> None:
