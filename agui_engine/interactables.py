@@ -52,19 +52,19 @@ from .errors import RemoteInputError, UsageError
 from .llm import LLMTool
 
 __all__ = [
-    "UPDATE_PROPS_TOOL_PREFIX",
-    "UPDATE_STATE_TOOL_PREFIX",
-    "MAX_INTERACTABLE_ID_LENGTH",
     "INTERACTABLES_CONTEXT",
+    "MAX_INTERACTABLE_ID_LENGTH",
+    "UPDATE_PROPS_TOOL_PREFIX",
     "UPDATE_RESULT",
-    "UpdateKind",
+    "UPDATE_STATE_TOOL_PREFIX",
     "Interactable",
     "InteractableToolCall",
-    "interactables_from_context",
+    "UpdateKind",
     "interactable_tools",
+    "interactables_from_context",
+    "merge_update",
     "parse_interactable_tool_name",
     "update_tool_schema",
-    "merge_update",
 ]
 
 UPDATE_PROPS_TOOL_PREFIX: Final = "update_component_props_"
