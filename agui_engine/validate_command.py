@@ -143,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"agui-engine validate: cannot read {args.path}: {exc.strerror or exc}", file=sys.stderr)
             return 2
     out = sys.stdout
+    if hasattr(out, "reconfigure"):
+        # A terminal that cannot show a character gets an escape, not a crash at the last line.
+        out.reconfigure(errors="backslashreplace")
     if args.json:
         json.dump(_as_json(label, result), out, ensure_ascii=False, indent=2)
         out.write("\n")
