@@ -233,18 +233,22 @@ class InMemoryEventLog:
 
     def _trim(self, log: _RunLog) -> None:
         payloads = log.payloads
+        start = log.start
+        first = log.first_seq
+        nbytes = log.nbytes
         # Always keep the newest event, even if it alone is over max_bytes:
         # a subscriber must be able to receive every event at least live.
-        while len(payloads) - log.start > 1 and (
-            len(payloads) - log.start > self.max_events or log.nbytes > self.max_bytes
-        ):
-            log.nbytes -= len(payloads[log.start])
-            payloads[log.start] = b""
-            log.start += 1
-            log.first_seq += 1
-        if log.start > 64 and log.start * 2 > len(payloads):
-            del payloads[: log.start]
-            log.start = 0
+        while first < log.head and (log.head - first >= self.max_events or nbytes > self.max_bytes):
+            nbytes -= len(payloads[start])
+            payloads[start] = b""
+            start += 1
+            first += 1
+        log.nbytes = nbytes
+        log.first_seq = first
+        if start > 64 and start * 2 > len(payloads):
+            del payloads[:start]
+            start = 0
+        log.start = start
 
     async def read(
         self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -29,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--header", action="append", default=[], metavar="NAME: VALUE", help="extra request header")
     parser.add_argument("--thread-id", default=None)
     parser.add_argument("--raw", action="store_true", help="print the events as NDJSON instead of rendering them")
+    parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
+    parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
 
 
 def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
@@ -40,14 +41,24 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
     )
 
 
-def _renderer() -> Any:
-    """The demo renderer of ``agui_engine.demo`` (an async callable taking the
-    event stream), or None when it is not available."""
-    try:
-        demo = importlib.import_module("agui_engine.demo")
-    except ImportError:
-        return None
-    return getattr(demo, "render_stream", None)
+async def _render(events: AsyncIterator[Event], *, plain: bool, no_color: bool) -> None:
+    """Render the stream with the demo's renderer (one renderer for demo and run)."""
+    import os
+    import shutil
+
+    from agui_engine.demo import Renderer
+
+    out = sys.stdout
+    reconfigure = getattr(out, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")  # box drawing must not crash on a latin-1 console
+    live = out.isatty() and not plain
+    color = live and not no_color and not os.environ.get("NO_COLOR")
+    size = shutil.get_terminal_size((100, 40))
+    renderer = Renderer(out, live=live, color=color, width=min(size.columns, 120), height=size.lines)
+    async for event in events:
+        renderer.handle(event)
+    out.flush()
 
 
 async def _raw(events: AsyncIterator[Event]) -> None:
@@ -80,11 +91,10 @@ def run(args: argparse.Namespace) -> int:
                     outcome["error"] = event
                 yield event
 
-        render = None if args.raw else _renderer()
-        if render is None:
+        if args.raw:
             await _raw(tap())
         else:
-            await render(tap())
+            await _render(tap(), plain=args.plain, no_color=args.no_color)
 
     try:
         asyncio.run(main())
