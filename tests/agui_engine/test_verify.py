@@ -636,8 +636,10 @@ _ORDER = ["step", "text", "tool_call", "reasoning_message", "reasoning", "subage
 
 
 def _key(event: Any) -> str:
+    # In this order: every attributable event also has a subagent_run_id, which is only the key
+    # of the SUBAGENT_* events.
     for attr in ("tool_call_id", "step_name", "message_id", "subagent_run_id"):
-        if hasattr(event, attr) and not (attr == "subagent_run_id" and hasattr(event, "message_id")):
+        if hasattr(event, attr):
             return getattr(event, attr)
     raise AssertionError(event)
 
