@@ -105,8 +105,8 @@ def test_unreadable_path_and_conflicting_arguments_exit_2(tmp_path: Path, capsys
     assert code == 2
 
 
-def test_stdin_through_the_installed_console_script() -> None:
-    # A real subprocess: the entry point, stdin, and the exit status as a shell sees them.
+def test_stdin_and_exit_status_in_a_real_subprocess() -> None:
+    # A real subprocess: `python -m agui_engine`, stdin, and the exit status as a shell sees them.
     data = (CORPUS / "invalid" / "AGUI001-first-event-not-run-started" / "stream.jsonl").read_bytes()
     proc = subprocess.run([sys.executable, "-m", "agui_engine", "validate", "-", "--quiet"], input=data,
                           capture_output=True, timeout=60, check=False)
