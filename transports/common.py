@@ -133,7 +133,8 @@ def decode_run_input(data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BO
     except msgspec.ValidationError as exc:
         raise InvalidInputError(f"not a valid RunAgentInput: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise MalformedInputError(f"the RunAgentInput is not valid JSON: {exc}") from None
+        where = "" if "byte" in str(exc) else f" (at byte {len(data)}, the end of the input)"  # type: ignore[arg-type]
+        raise MalformedInputError(f"the RunAgentInput is not valid JSON: {exc}{where}") from None
     check_run_id(value.run_id)
     return value
 

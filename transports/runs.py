@@ -411,14 +411,14 @@ class RunRegistry:
         RunExistsError (``runId`` already known)."""
         if self._closing:
             raise ServerBusyError("the server is shutting down", retry_after=5)
-        if self._active >= self.max_runs:
-            raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         check_run_id(input.run_id)
         if input.run_id in self._runs:
             raise RunExistsError(
                 f"run {input.run_id!r} already exists here; start a run with a new runId, "
                 "or resume this one with Last-Event-ID"
             )
+        if self._active >= self.max_runs:
+            raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         run = Run(input)
         await self.log.create(run.run_id)
         self._runs[run.run_id] = run

@@ -404,3 +404,16 @@ def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
 
     payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']
     assert frame_sse("r:x", 7, payloads) == encode_sse(payloads[0], id="r:x:7") + encode_sse(payloads[1], id="r:x:8")
+
+
+async def test_a_client_slower_than_the_bounded_log_gets_a_clear_cursor_expired() -> None:
+    from transports.eventlog import InMemoryEventLog
+
+    # The agent emits 60 events without ever suspending; the log keeps 8: the
+    # stream's first read finds its cursor gone and says so, without an id.
+    async with await start_sse_server(ScriptedAgent(deltas=50), log=InMemoryEventLog(max_events=8)) as srv:
+        r = await post(srv.url, body())
+    msgs = frames(r.content)
+    last = decode_event(msgs[-1].data)
+    assert last.type.value == "RUN_ERROR" and last.code == "cursor_expired"
+    assert msgs[-1].id is None

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from agui_engine.errors import LimitExceededError
+from agui_engine.events import RunErrorEvent
+from transports.common import (
+    ConnectionLostError,
+    InvalidInputError,
+    MalformedInputError,
+    RetryPolicy,
+    UnauthorizedError,
+    check_bearer,
+    decode_run_input,
+    end_or_raise,
+    extract_bearer,
+    remote_error_from_body,
+    remote_error_from_line,
+)
+
+from .scripted import make_input
+
+
+def test_decode_run_input_accepts_text_bytes_and_decoded_values() -> None:
+    raw = msgspec.json.encode(make_input("r"))
+    assert decode_run_input(raw) == decode_run_input(raw.decode()) == decode_run_input(msgspec.json.decode(raw))
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "where"),
+    [
+        (b'{"threadId": "t",', MalformedInputError, "byte"),
+        (b'{"threadId": "t", "runId": "r", "messages": [{"role": "robot", "id": "1"}]}', InvalidInputError, "$.messages[0]"),
+        (b'{"threadId": "t", "messages": []}', InvalidInputError, "runId"),
+        (b'{"threadId": "t", "runId": "", "messages": []}', InvalidInputError, "$.runId"),
+        (b'{"threadId": "t", "runId": "' + b"r" * 300 + b'", "messages": []}', InvalidInputError, "$.runId"),
+    ],
+)
+def test_decode_run_input_errors_say_where(data: bytes, error: type, where: str) -> None:
+    with pytest.raises(error) as ei:
+        decode_run_input(data)
+    assert where in str(ei.value)
+
+
+def test_size_limit() -> None:
+    with pytest.raises(LimitExceededError) as ei:
+        decode_run_input(b" " * 101, max_bytes=100)
+    assert ei.value.http_status == 413 and "101" in str(ei.value)
+
+
+def test_bearer_checks() -> None:
+    assert extract_bearer("Bearer abc") == "abc"
+    assert extract_bearer("bearer  abc ") == "abc"
+    assert extract_bearer("Basic abc") is None and extract_bearer(None) is None and extract_bearer("Bearer ") is None
+    check_bearer(None, None)
+    check_bearer("Bearer s", "s")
+    for header in (None, "Bearer t", "Basic s", "Bearer s2"):
+        with pytest.raises(UnauthorizedError) as ei:
+            check_bearer(header, "s")
+        assert "s2" not in str(ei.value) and ei.value.http_status == 401
+
+
+def test_retry_policy_is_bounded_and_jittered() -> None:
+    policy = RetryPolicy(max_retries=3, backoff_initial=0.1, backoff_max=0.5)
+    for n, cap in [(1, 0.1), (2, 0.2), (3, 0.4), (4, 0.5), (10, 0.5)]:
+        delays = [policy.delay(n) for _ in range(50)]
+        assert all(cap * 0.5 <= d <= cap for d in delays)
+
+
+def test_failure_rule_and_remote_errors() -> None:
+    lost = ConnectionLostError("gone")
+    with pytest.raises(ConnectionLostError):
+        end_or_raise(lost, yielded=False)
+    assert end_or_raise(lost, yielded=True) == RunErrorEvent(message="gone", code="connection_lost")
+    e = remote_error_from_body(503, b'{"error": {"code": "server_busy", "message": "full"}}', where="POST x")
+    assert (e.status, e.code, e.retryable) == (503, "server_busy", True) and "full" in e.message
+    e = remote_error_from_body(500, b"<html>oops</html>", where="POST x")
+    assert e.code == "remote_refused" and "oops" in e.message
+    e = remote_error_from_line({"error": {"code": "cursor_expired", "message": "m", "status": 4410}}, where="ws")
+    assert (e.status, e.code) == (4410, "cursor_expired")

@@ -1,0 +1,130 @@
+"""The run registry directly: subscriptions, keep-alive clock, cancellation, limits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agui_engine.codec import decode_event
+from agui_engine.errors import UsageError
+from agui_engine.events import RunAgentInput, TextMessageChunkEvent
+from transports.common import InvalidInputError
+from transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
+from transports.runs import RunExistsError, RunFinishedError, RunRegistry, ServerBusyError, resume_cursor
+
+from .scripted import ScriptedAgent, make_input
+
+
+async def drain(registry: RunRegistry, run_id: str, after: int = 0) -> list:
+    run = registry.get(run_id)
+    out = []
+    async with registry.subscribe(run, after) as sub:
+        async for sl in sub.events(timeout=5):
+            if sl is not None:
+                out += [decode_event(p) for p in sl.payloads]
+    return out
+
+
+async def test_every_subscriber_gets_the_whole_run_and_late_ones_from_their_cursor() -> None:
+    reg = RunRegistry(ScriptedAgent(deltas=10, pause=0.001))
+    run = await reg.start(make_input("r"))
+    a, b = await asyncio.gather(drain(reg, "r"), drain(reg, "r"))
+    late = await drain(reg, "r", after=5)
+    assert a == b == [e async for e in ScriptedAgent(deltas=10).run(make_input("r"))]
+    assert late == a[5:]
+    assert run.finished and run.terminal_code is None and reg.active == 0
+
+
+async def test_keepalive_returns_none_when_idle_and_not_when_busy() -> None:
+    reg = RunRegistry(ScriptedAgent(deltas=2, silence=0.2))
+    run = await reg.start(make_input("k"))
+    results = []
+    async with reg.subscribe(run) as sub:
+        async for sl in sub.events(timeout=0.03):
+            results.append(None if sl is None else len(sl.payloads))
+    assert results.count(None) >= 3
+    assert sum(r for r in results if r) == 10
+
+
+async def test_chunks_are_expanded_by_the_verifier_before_they_are_logged() -> None:
+    class Chunky:
+        async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
+            from agui_engine.events import RunFinishedEvent, RunStartedEvent
+
+            yield RunStartedEvent(thread_id="t", run_id=input.run_id)
+            yield TextMessageChunkEvent(message_id="m", role="assistant", delta="hi")
+            yield RunFinishedEvent(thread_id="t", run_id=input.run_id)
+
+    reg = RunRegistry(Chunky())
+    await reg.start(make_input("c"))
+    types = [e.type.value for e in await drain(reg, "c")]
+    assert types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+
+
+async def test_limits_duplicates_and_bad_run_ids() -> None:
+    reg = RunRegistry(ScriptedAgent(hang=True), max_runs=1)
+    await reg.start(make_input("a"))
+    with pytest.raises(ServerBusyError) as ei:
+        await reg.start(make_input("b"))
+    assert ei.value.http_status == 503 and ei.value.retry_after >= 1
+    with pytest.raises(RunExistsError):  # 409 before 503: the more precise answer
+        await reg.start(make_input("a"))
+    with pytest.raises(InvalidInputError):
+        await RunRegistry(ScriptedAgent()).start(make_input("bad\nid"))
+    with pytest.raises(UnknownRunError):
+        reg.get("zzz")
+    await reg.shutdown(timeout=2)
+    with pytest.raises(ServerBusyError):
+        await reg.start(make_input("c"))
+    with pytest.raises(UsageError):
+        RunRegistry(object())  # type: ignore[arg-type]
+
+
+async def test_cancel_closes_the_generator_and_ends_with_run_error() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    reg = RunRegistry(agent)
+    await reg.start(make_input("x"))
+    await asyncio.sleep(0.01)
+    run = await reg.cancel("x")
+    assert "x" in agent.cancelled and run.terminal_code == "cancelled"
+    events = await drain(reg, "x")
+    assert events[-1].type.value == "RUN_ERROR" and events[-1].code == "cancelled"
+    with pytest.raises(RunFinishedError):
+        await reg.cancel("x")
+
+
+async def test_a_subscriber_lapped_by_the_producer_gets_cursor_expired() -> None:
+    reg = RunRegistry(ScriptedAgent(deltas=50), log=InMemoryEventLog(max_events=8))
+    run = await reg.start(make_input("s"))
+    sub = reg.subscribe(run)
+    await run.wait_finished()
+    with pytest.raises(CursorExpiredError):
+        await sub.next(timeout=1)
+    sub.close()
+
+
+async def test_retention_discards_finished_runs() -> None:
+    log = InMemoryEventLog()
+    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, retention_seconds=0.05, max_retained=1)
+    r1 = await reg.start(make_input("one"))
+    await r1.wait_finished()
+    r2 = await reg.start(make_input("two"))
+    await r2.wait_finished()
+    with pytest.raises(UnknownRunError):
+        reg.get("one")  # over max_retained: dropped at once
+    await asyncio.sleep(0.15)
+    with pytest.raises(UnknownRunError):
+        reg.get("two")  # retention expired
+    assert len(log) == 0
+
+
+def test_resume_cursor() -> None:
+    from transports.eventlog import BadCursorError
+
+    assert resume_cursor("run:with:colons:12") == ("run:with:colons", 12)
+    for bad in ("12", "run:", "run:x", ":3", "r:" + "9" * 30):
+        with pytest.raises(BadCursorError):
+            resume_cursor(bad)
+    with pytest.raises(BadCursorError):
+        resume_cursor("a:1", "b")
