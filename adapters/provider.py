@@ -442,6 +442,13 @@ class StreamParser:
             return self._handle(event, data)
         except MalformedStream as exc:
             return self.fail(f"{self.provider} stream, frame {self.frames}: {exc}", code="malformed_stream")
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            # Handlers read remote JSON of a known shape; valid JSON of another shape
+            # (a string where an object belongs ...) surfaces here and is bad input too.
+            return self.fail(
+                f"{self.provider} stream, frame {self.frames}: unexpected JSON shape ({type(exc).__name__}: {exc})",
+                code="malformed_stream",
+            )
 
     def close(self) -> list[LLMStreamItem]:
         if self.done:

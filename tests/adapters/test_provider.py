@@ -85,6 +85,41 @@ def test_garbage_never_raises_and_ends_with_one_terminal_item(provider: str, gar
     check_contract(parse_chunks(provider, [garbage]))
 
 
+_KEYS = [
+    "type", "choices", "delta", "content", "tool_calls", "index", "function", "arguments", "name", "id", "error",
+    "candidates", "parts", "functionCall", "args", "item", "item_id", "response", "usage", "message",
+    "content_block", "partial_json", "finish_reason", "finishReason", "text", "thought", "thoughtSignature",
+    "output_tokens", "input_tokens", "usageMetadata", "promptFeedback", "blockReason", "summary_index",
+]
+_EVENT_TYPES = [
+    "response.output_item.added", "response.output_item.done", "response.output_text.delta",
+    "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.completed",
+    "response.incomplete", "response.failed", "response.reasoning_summary_text.delta", "error", "message_start",
+    "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop",
+]
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=5),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    provider=st.sampled_from(sorted(PARSERS)),
+    frames=st.lists(st.tuples(st.sampled_from(_EVENT_TYPES), _JSON), max_size=6),
+)
+def test_valid_json_of_any_shape_never_raises(provider: str, frames: list[tuple[str, Any]]) -> None:
+    import msgspec
+
+    data = b""
+    for kind, value in frames:
+        if isinstance(value, dict) and provider in ("openai_responses", "anthropic"):
+            value = {**value, "type": kind}
+        data += b"data: " + msgspec.json.encode(value) + b"\n\n"
+    check_contract(parse_chunks(provider, [data]))
+
+
 @pytest.mark.parametrize("provider", sorted(PARSERS))
 def test_truncating_any_fixture_anywhere_is_an_error_never_a_finish(provider: str) -> None:
     from adapters.replay import fixture_names
