@@ -83,3 +83,35 @@ def test_cli_serve_sse_and_run_against_it() -> None:
         server.terminate()
         assert server.wait(timeout=15) == 0
     msgspec.json.encode({})
+
+
+async def test_delete_aborts_the_upstream_model_http_request() -> None:
+    """The whole chain: a provider adapter streaming from a (replayed) model over
+    HTTP, the LLM agent, the SSE gateway; DELETE closes the agent's generator and
+    the model's HTTP response is closed at once."""
+    import httpx
+
+    from adapters.openai_chat import OpenAIChatClient
+    from adapters.replay import ReplayServer, load_fixture
+    from agui_engine.llm_agent import LLMAgent
+
+    data = load_fixture("openai_chat", "text").body
+    async with ReplayServer() as model_server:
+        llm = OpenAIChatClient(
+            "m", api_key="k", base_url=model_server.base_url("openai_chat", "text", hold_after=len(data) * 2 // 3)
+        )
+        async with await start_sse_server(LLMAgent(llm), grace_seconds=60) as srv:
+            h = {"Content-Type": "application/json"}
+            async with httpx.AsyncClient(timeout=10) as c:
+                async with c.stream("POST", srv.url, content=msgspec.json.encode(make_input("up")), headers=h) as r:
+                    seen = b""
+                    async for chunk in r.aiter_raw():
+                        seen += chunk
+                        if b"TEXT_MESSAGE_CONTENT" in seen:
+                            break
+                    assert model_server.disconnects == 0
+                    d = await c.delete(srv.url + "runs/up")
+                    assert d.status_code == 204
+                    assert await model_server.wait_for_disconnect(timeout=5)
+        await llm.aclose()
+    assert model_server.disconnects == 1

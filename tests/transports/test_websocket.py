@@ -182,3 +182,25 @@ async def test_shutdown_sends_terminal_events_then_going_away() -> None:
         await closing
     assert lines[-1]["event"]["code"] == "shutdown"
     assert ei.value.rcvd.code == 1001
+
+
+async def test_ping_keepalive_closes_a_peer_that_never_answers() -> None:
+    """A raw client that completes the handshake and then never answers pings:
+    the server pings it (opcode 0x9) and, without a pong, closes the connection."""
+    import base64
+    import os
+
+    async with await start_ws_server(ScriptedAgent(), ping_interval=0.05, ping_timeout=0.05) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        key = base64.b64encode(os.urandom(16))
+        writer.write(
+            b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 101")
+        rest = await asyncio.wait_for(reader.read(), 5)  # until the server closes
+        writer.close()
+    assert rest[0] == 0x89  # a ping frame came first
+    assert b"\x88" in rest  # then a close frame
