@@ -243,7 +243,8 @@ class PatchStream:
         "_s_op",
         "_s_announced",
         "_size",
-        "_base",
+        "_chars",
+        "_ready",
         "_line",
         "_line_start",
         "_mode",
@@ -294,8 +295,8 @@ class PatchStream:
         self._s_op = "add"
         self._s_announced = False
         self._size = 0
-        # Position of the first character of the text being parsed (pending + chunk).
-        self._base = 0
+        self._chars = 0  # characters decoded so far (bytes streams; str streams use _size)
+        self._ready = False  # a str stream that has not failed or closed: feed's fast check
         self._line = 1
         self._line_start = 0
         self._mode = 0  # 0 = no input yet, 1 = str, 2 = bytes
@@ -311,41 +312,43 @@ class PatchStream:
         An empty chunk is just an empty chunk (end of input is :meth:`close`).
         Raises :class:`JSONStreamError` on invalid input (and on every later call);
         :class:`JSONStreamLimitError` when a limit is crossed; :class:`UsageError`
-        after ``close()`` or when str and bytes are mixed.
+        after ``close()``, when str and bytes are mixed, or for another type.
         """
+        # ``_ready``: a str stream that has neither failed nor been closed. Every
+        # other case (first chunk, bytes, errors, misuse) takes the slow path.
+        if type(chunk) is str and self._ready:
+            size = self._size + len(chunk)
+            self._size = size
+            if size > self._max_bytes:
+                self._limit_from_size(len(chunk))
+            if self._state == 7 and not self._pending and '"' not in chunk and "\\" not in chunk and chunk:
+                # Fast path: the whole chunk is inside a string (7 = _S_STRING).
+                if chunk.isprintable() or _PLAIN(chunk).end() == len(chunk):
+                    self._parts.append(chunk)
+                    ops: list[dict[str, Any]] = []
+                    self._flush_string(ops)
+                    return ops
+            return self._run(chunk, False)
+        return self._feed_slow(chunk)
+
+    def _feed_slow(self, chunk: str | bytes | bytearray | memoryview) -> list[dict[str, Any]]:
         if self._error is not None:
             raise self._error
         if self._closed:
             raise UsageError("PatchStream.feed() called after close()")
         if type(chunk) is str:
-            if self._mode != 1:
-                self._set_mode(1)
-            size = self._size + len(chunk)
-            self._size = size
-            if size > self._max_bytes:
-                self._limit_from_size()
-            text = chunk
-        else:
-            if not isinstance(chunk, (bytes, bytearray, memoryview)):
-                raise UsageError(f"PatchStream.feed() takes str or bytes, got {type(chunk).__name__}")
-            if self._mode != 2:
-                self._set_mode(2)
-            size = self._size + len(chunk)
-            self._size = size
-            if size > self._max_bytes:
-                self._limit_from_size()
-            text = self._decode(chunk, False)
-        if not text:
-            return []
-        if self._state == _S_STRING and not self._pending and '"' not in text and "\\" not in text:
-            # Fast path: the whole chunk is inside a string.
-            if text.isprintable() or _PLAIN(text).end() == len(text):
-                self._base += len(text)
-                self._parts.append(text)
-                ops: list[dict[str, Any]] = []
-                self._flush_string(ops)
-                return ops
-        return self._run(text, False)
+            self._set_mode(1)
+            return self.feed(chunk)
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise UsageError(f"PatchStream.feed() takes str or bytes, got {type(chunk).__name__}")
+        if self._mode != 2:
+            self._set_mode(2)
+        self._size += len(chunk)
+        if self._size > self._max_bytes:
+            self._limit_from_size(len(chunk))
+        text = self._decode(chunk, False)
+        self._chars += len(text)
+        return self._run(text, False) if text else []
 
     def close(self) -> list[dict[str, Any]]:
         """End of input: return the last ops (a number at the root completes here).
@@ -358,9 +361,11 @@ class PatchStream:
         if self._closed:
             return []
         self._closed = True
+        self._ready = False
         text = ""
         if self._mode == 2:
             text = self._decode(b"", True)
+            self._chars += len(text)
         ops = self._run(text, True)
         if self._state != _S_DONE:
             # _run reports most truncations itself; this catches the rest.
@@ -463,8 +468,14 @@ class PatchStream:
         if self._mode:
             raise UsageError("one PatchStream takes either str or bytes chunks, not both")
         self._mode = mode
-        if mode == 2:
+        if mode == 1:
+            self._ready = True
+        else:
             self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+
+    def _chars_total(self) -> int:
+        """Characters handed to the parser so far (a str stream counts them in ``_size``)."""
+        return self._size if self._mode == 1 else self._chars
 
     def _decode(self, data: bytes | bytearray | memoryview, final: bool) -> str:
         before = self._bytes_in
@@ -478,6 +489,7 @@ class PatchStream:
             # everything accepted before the bad byte is kept.
             self._bytes_in = before - buffered + exc.start
             self._decoder.reset()
+            self._chars += len(good)
             ops = self._run(good, False) if good else []
             err = self._make_error(
                 f"invalid UTF-8: {exc.reason} (byte {bytes(exc.object[exc.start:exc.start + 1])!r})",
@@ -491,14 +503,17 @@ class PatchStream:
             self._raise(err, ops)
             raise AssertionError("unreachable")  # pragma: no cover
 
-    def _limit_from_size(self) -> None:
+    def _limit_from_size(self, extra: int) -> None:
+        """Refuse the chunk of ``extra`` units that took the input past ``max_bytes``."""
         unit = "bytes" if self._mode == 2 else "characters"
+        total = self._size
+        self._size -= extra  # the refused chunk is not part of the input: positions end before it
         err = self._make_error(
             f"input exceeds max_bytes ({self._max_bytes} {unit})",
             self._pending,
             len(self._pending),
             expected=f"at most {self._max_bytes} {unit}",
-            got=f"{self._size} {unit}",
+            got=f"{total} {unit}",
             pointer=self._where(),
             limit=True,
         )
@@ -574,65 +589,63 @@ class PatchStream:
         conts = self._conts
         ptrs = self._ptrs
         parts = self._parts
-        while i < n:
-            # ------------------------------------------------ inside a string or key
-            if state >= 7:  # _S_STRING, _S_KEYSTR
-                m = _KEY_TAIL(s, i) if state == 8 else None
-                if m is None:
-                    j = _PLAIN(s, i).end()
-                    if j > i:
-                        parts.append(s[i:j])
-                    if j == n:
-                        break
-                    c = s[j]
-                    if c == '"':
-                        i = j + 1
-                        if state == 8:
-                            self._key = "".join(parts)
-                            parts.clear()
-                            state = 5  # _S_COLON
-                            continue
-                        # The value string is complete: one op for its growth in this feed.
-                        self._flush_string(ops)
-                        # (append mode leaves the slot in ``value`` behind until now)
-                        self._s_holder[self._s_slot] = parts[0] if len(parts) == 1 else "".join(parts)
-                        parts.clear()
-                        self._mark = 0
-                        self._s_announced = False
-                        state = 2 if len(conts) > 1 else 6  # _S_AFTER / _S_DONE
-                        continue
-                    if c == "\\":
-                        decoded, end = self._escape(s, j, n, state, ops)
-                        if decoded is None:
-                            # Cut in the middle: wait for the rest of the escape.
-                            self._pending = s[j:]
-                            break
-                        parts.append(decoded)
-                        i = end
-                        continue
-                    if "\ud800" <= c <= "\udfff":
-                        self._fail(state, s, j, ops, f"lone surrogate {c!r} in string", "a Unicode scalar value", c)
-                    self._fail(
-                        state, s, j, ops, f"unescaped control character {c!r} in string",
-                        "an escaped character", c,
-                    )
-                # The rest of a key and its colon: fall through to the colon.
+        if state == 8:  # _S_KEYSTR: a key cut by the last chunk; most often its rest and ':' are here
+            m = _KEY_TAIL(s)
+            if m is not None:
                 parts.append(m.group(1))
                 self._key = "".join(parts)
                 parts.clear()
-                state = 5  # _S_COLON
+                state = 5  # _S_COLON, at the ':'
                 i = m.end() - 1
+        while i < n:
+            # ------------------------------------------------ inside a string or key
+            if state >= 7:  # _S_STRING, _S_KEYSTR
+                j = _PLAIN(s, i).end()
+                if j > i:
+                    parts.append(s[i:j])
+                if j == n:
+                    break
+                c = s[j]
+                if c == '"':
+                    i = j + 1
+                    if state == 8:
+                        self._key = "".join(parts)
+                        parts.clear()
+                        state = 5  # _S_COLON
+                        continue
+                    # The value string is complete: one op for its growth in this feed.
+                    self._flush_string(ops)
+                    # (append mode leaves the slot in ``value`` behind until now)
+                    self._s_holder[self._s_slot] = parts[0] if len(parts) == 1 else "".join(parts)
+                    parts.clear()
+                    self._mark = 0
+                    self._s_announced = False
+                    state = 2 if len(conts) > 1 else 6  # _S_AFTER / _S_DONE
+                    continue
+                if c == "\\":
+                    decoded, end = self._escape(s, j, n, state, ops)
+                    if decoded is None:
+                        # Cut in the middle: wait for the rest of the escape.
+                        self._pending = s[j:]
+                        break
+                    parts.append(decoded)
+                    i = end
+                    continue
+                if "\ud800" <= c <= "\udfff":
+                    self._fail(state, s, j, ops, f"lone surrogate {c!r} in string", "a Unicode scalar value", c)
+                self._fail(
+                    state, s, j, ops, f"unescaped control character {c!r} in string",
+                    "an escaped character", c,
+                )
 
             c = s[i]
             if c in " \t\n\r":
-                j = _WS(s, i).end()
-                newlines = s.count("\n", i, j)
-                if newlines:
-                    self._line += newlines
-                    self._line_start = self._base + s.rindex("\n", i, j) + 1
-                i = j
-                if i == n:
-                    break
+                if c == " " and i + 1 < n and s[i + 1] not in " \t\n\r":
+                    i += 1  # one space, the common case (", " and ": " separators)
+                else:
+                    i = self._skip_ws(s, i, n)
+                    if i == n:
+                        break
                 c = s[i]
 
             # ------------------------------------------------ after a value
@@ -659,7 +672,13 @@ class PatchStream:
                         break
                     c = s[i]
                     if c in " \t\n\r":
-                        continue
+                        if c == " " and i + 1 < n and s[i + 1] not in " \t\n\r":
+                            i += 1
+                        else:
+                            i = self._skip_ws(s, i, n)
+                            if i == n:
+                                break
+                        c = s[i]
                 elif c == "}":
                     conts.pop()
                     ptrs.pop()
@@ -714,7 +733,13 @@ class PatchStream:
                     break
                 c = s[i]
                 if c in " \t\n\r":
-                    continue
+                    if c == " " and i + 1 < n and s[i + 1] not in " \t\n\r":
+                        i += 1
+                    else:
+                        i = self._skip_ws(s, i, n)
+                        if i == n:
+                            break
+                    c = s[i]
 
             # ------------------------------------------------ a value starts at s[i]
             top = conts[-1]
@@ -890,12 +915,21 @@ class PatchStream:
             self._fail(state, s, i, ops, f"expected {exp}, got {c!r}", exp, c)
         # ---- end of the available text
         self._state = state
-        self._base += n - len(self._pending)
         if state == 7:
             self._flush_string(ops)
         if final and state != 6:
             self._fail_end(ops)
         return ops
+
+    def _skip_ws(self, s: str, i: int, n: int) -> int:
+        """Skip the whitespace run at ``s[i]``, counting its newlines; return where it ends."""
+        j = _WS(s, i).end()
+        newlines = s.count("\n", i, j)
+        if newlines:
+            self._line += newlines
+            # ``s`` ends at the end of the input so far, so its start is total - len(s).
+            self._line_start = self._chars_total() - n + s.rindex("\n", i, j) + 1
+        return j
 
     # ------------------------------------------------------------------ tokens
     def _escape(self, s: str, j: int, n: int, state: int, ops: list[dict[str, Any]]) -> tuple[str | None, int]:
@@ -1000,13 +1034,14 @@ class PatchStream:
         # Newlines only ever occur in whitespace, which the parser counts as it
         # skips it; so the line is current and the column is the distance from
         # the last line start.
+        base = self._chars_total() - len(s)  # ``s`` always ends at the end of the input so far
         line = self._line
-        column = self._base + k - self._line_start + 1
+        column = base + k - self._line_start + 1
         if self._mode == 2:
             decoded_total = self._bytes_in - len(self._decoder.getstate()[0])
             offset = decoded_total - len(s[k:].encode("utf-8"))
         else:
-            offset = self._base + k
+            offset = base + k
         cls = JSONStreamLimitError if limit else JSONStreamError
         # A pointer can be kilobytes long (deep nesting); the message shows its ends.
         shown = pointer if len(pointer) <= 120 else pointer[:60] + "..." + pointer[-57:]
@@ -1018,6 +1053,7 @@ class PatchStream:
             self._flush_string(ops)
         err.ops = ops
         self._error = err
+        self._ready = False
         raise err
 
     def _fail(
