@@ -19,7 +19,7 @@ from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
 from agui_engine.events import Event, RunAgentInput
 
-__all__ = ["run_via_gateway"]
+__all__ = ["run_via_gateway", "GatewayAgent"]
 
 
 async def run_via_gateway(
@@ -50,3 +50,19 @@ async def run_via_gateway(
     finally:
         await events.aclose()  # type: ignore[attr-defined]  # cancels the run if we stopped early
         await server.close()
+
+
+class GatewayAgent:
+    """An :class:`~agui_engine.agent.Agent` that runs every input through a
+    loopback gateway in front of ``agent`` (see :func:`run_via_gateway`): a
+    drop-in wrapper for the demo, ``GatewayAgent(demo_agent())``."""
+
+    def __init__(self, agent: Agent, *, transport: str = "sse", **server_options: Any) -> None:
+        if transport not in ("sse", "ws", "websocket"):
+            raise UsageError(f"GatewayAgent: unknown transport {transport!r} (sse or ws)")
+        self.agent = agent
+        self.transport = transport
+        self.server_options = server_options
+
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        return run_via_gateway(self.agent, input, transport=self.transport, **self.server_options)

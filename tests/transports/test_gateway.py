@@ -115,3 +115,14 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
                     assert await model_server.wait_for_disconnect(timeout=5)
         await llm.aclose()
     assert model_server.disconnects == 1
+
+
+async def test_gateway_agent_wraps_the_demo_agent() -> None:
+    from transports.agent_spec import embedded_agent
+    from transports.gateway import GatewayAgent
+
+    text = "What's the weather in Tokyo?"
+    direct = [e async for e in embedded_agent().run(make_input("g", text))]
+    for transport in ("sse", "ws"):
+        through = [e async for e in GatewayAgent(embedded_agent(), transport=transport).run(make_input("g", text))]
+        assert [e.type for e in through] == [e.type for e in direct]
