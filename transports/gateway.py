@@ -48,7 +48,9 @@ async def run_via_gateway(
         async for event in events:
             yield event
     finally:
-        await events.aclose()  # type: ignore[attr-defined]  # cancels the run if we stopped early
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()  # cancels the run on the server if we stopped early
         await server.close()
 
 

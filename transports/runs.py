@@ -547,10 +547,20 @@ class RunRegistry:
             logger.exception("run %s: the agent raised", run.run_id)
             error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
         finally:
-            try:
-                await gen.aclose()
-            except BaseException:  # noqa: BLE001 - a generator that fails on close is the agent's bug
-                logger.exception("run %s: closing the agent's generator failed", run.run_id)
+            # An Agent returns an async iterator; an async generator (the usual
+            # case) must be closed so that it releases the model stream now.
+            aclose = getattr(gen, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except asyncio.CancelledError:
+                    # Cancelled again while closing: the generator is closed as far
+                    # as it lets us; the run must still get its terminal event.
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                except Exception:  # a generator that fails on close is the agent's bug; the run is over anyway
+                    logger.exception("run %s: closing the agent's generator failed", run.run_id)
         await self._finish(run, error)
 
     async def _finish(self, run: Run, error: RunErrorEvent | None) -> None:

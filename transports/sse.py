@@ -48,7 +48,7 @@ import msgspec
 from aiohttp import web
 
 from agui_engine.agent import Agent
-from agui_engine.codec import SSEDecoder, decode_event, encode_sse
+from agui_engine.codec import SSEDecoder, decode_event, encode_ndjson, encode_sse
 from agui_engine.errors import AguiEngineError
 from agui_engine.events import Event, RunAgentInput
 
@@ -306,12 +306,15 @@ class _Gateway:
             await resp.prepare(request)
             await _pump(resp.write, sub, sse, self.keepalive, first)
             await resp.write_eof()
-        except (ConnectionError, asyncio.CancelledError):
-            # The client went away (a write failed, or aiohttp cancelled the
-            # handler). The subscription closes below; the grace period decides.
+        except ConnectionError:
+            # The client went away (a write failed). The subscription closes
+            # below; the grace period decides what happens to the run.
             logger.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
-            if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                raise
+        except asyncio.CancelledError:
+            # aiohttp cancels the handler when the client disconnects
+            # (handler_cancellation=True) or at shutdown.
+            logger.debug("run %s: stream handler cancelled at event %d", run.run_id, sub.cursor)
+            raise
         finally:
             sub.close()
         return resp
@@ -333,7 +336,7 @@ async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, firs
                 # This subscriber fell further behind than the log holds: say so
                 # (no id: it does not move the client's cursor) and end the stream.
                 err = exc.to_run_error()
-                await write(encode_sse(msgspec.json.encode(err)) if sse else msgspec.json.encode(err) + b"\n")
+                await write(encode_sse(err) if sse else encode_ndjson(err))
                 return
             if sl is None:
                 await write(KEEPALIVE_SSE if sse else KEEPALIVE_NDJSON)
