@@ -328,9 +328,13 @@ class Renderer:
             call_id = str(value.get("toolCallId"))
             self.status[call_id] = {k: v for k, v in value.items() if k != "toolCallId" and isinstance(v, str)}
             view = self.by_tool_call.get(call_id)
-            if view is not None and not view.done and self.status[call_id].get("statusMessage"):
-                view.note = self.status[call_id]["statusMessage"] + "…"
-                self._redraw()
+            message = self.status[call_id].get("statusMessage")
+            if view is not None and not view.done and message and view.note != message + "…":
+                view.note = message + "…"
+                if self.live:
+                    self._redraw()
+                else:
+                    self._line(self._c("2", f"    {view.label}: {view.note}"))
         elif event.name == COMPONENT_START:
             self.ordinal += 1
             view = _ComponentView(str(value.get("componentName")), str(value.get("componentId")), self.ordinal)

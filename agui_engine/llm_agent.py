@@ -78,6 +78,7 @@ from .decision import (
 )
 from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from .events import (
+    PROTOCOL_VERSION,
     AssistantMessage,
     Event,
     FunctionCall,
@@ -255,7 +256,13 @@ class LLMAgent:
         # a forced tool this run does not offer is the server's misconfiguration: refuse before any event
         resolve_tool_choice(self.force_tool_choice, specs)
 
-        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id, parent_run_id=input.parent_run_id)
+        yield RunStartedEvent(
+            thread_id=input.thread_id,
+            run_id=input.run_id,
+            parent_run_id=input.parent_run_id,
+            # the SDK leaves it to the producer; a 1.x client warns on a newer peer, older ones ignore it
+            protocol_version=PROTOCOL_VERSION,
+        )
         usage: dict[tuple[str | None, str | None], TokenUsage] = {}
         try:
             pending: list[str] = []
