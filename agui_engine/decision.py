@@ -285,8 +285,9 @@ def build_tools(
 
     ``tools`` are information tools as :class:`~agui_engine.llm.LLMTool` (original
     schema, e.g. a client tool) or :class:`~agui_engine.components.ServerTool`;
-    each interactable adds its two update tools. Raises :class:`UsageError` for
-    two tools with one name or an invalid schema.
+    each interactable adds its two update tools, unless ``tools`` already has one
+    of that name (the given tool wins). Raises :class:`UsageError` for two
+    components or tools with one name, or an invalid schema.
     """
     specs: dict[str, _ToolSpec] = {}
 
@@ -306,6 +307,10 @@ def build_tools(
         add(tool.name, _ToolSpec(llm_tool=llm_tool, null_policy=NullPolicy(parameters)))
     for interactable in interactables:
         for kind, (llm_tool, _) in zip(("props", "state"), interactable_tools(interactable, strict=strict)):
+            if llm_tool.name in specs:
+                # a tool given explicitly under this name wins (a Tambo front end sends its
+                # update tools as client tools and runs them itself)
+                continue
             add(llm_tool.name, _ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
     return specs
 

@@ -401,3 +401,19 @@ async def test_a_model_that_fails_before_streaming_is_a_run_error() -> None:
     events = await collect(LLMAgent(Down()), run_input())
     check_run(events)
     assert events[-1] == RunErrorEvent(message="provider unavailable (HTTP 503)", code="provider_unavailable")
+
+
+async def test_client_update_tools_win_over_the_engines_interactable_tools() -> None:
+    value = json.dumps({"components": [{"id": "Note-1", "componentName": "Note", "props": {"text": "a"}}]})
+    client_update = Tool(name="update_component_props_Note-1", description="client side",
+                         parameters={"type": "object", "properties": {"componentId": {"type": "string"},
+                                                                      "newProps": {"type": "object"}}})
+    args = '{"componentId":"Note-1","newProps":{"text":"b"}}'
+    llm = ScriptedLLM([*call(0, "c1", "update_component_props_Note-1", args), Finish(reason="tool_calls")])
+    events = await collect(LLMAgent(llm, id_factory=counter_ids()),
+                           run_input(tools=[client_update], context=[Context(description="interactables", value=value)]))
+    check_run(events)
+    offered = {t.name: t for t in llm.calls[0].tools}
+    assert offered["update_component_props_Note-1"].description == "client side"
+    assert "update_component_state_Note-1" in offered
+    assert events[-1].outcome is not None and events[-1].outcome.pending_tool_call_ids == ["c1"]
