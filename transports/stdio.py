@@ -196,6 +196,7 @@ async def serve_stdio(
             break
         line_no += 1
         await server.handle(line, line_no, max_line_bytes)
+        await asyncio.sleep(0)  # let the runs just started stream before the next line is read
     # End of input: let the runs in flight finish, then exit cleanly.
     if server.pumps:
         await asyncio.gather(*list(server.pumps), return_exceptions=True)
