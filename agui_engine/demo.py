@@ -96,9 +96,10 @@ SCENARIOS: Final = (
 #: speed of a fast hosted model, slow enough to watch props fill in.
 DEFAULT_PACE_SECONDS: Final = 0.015
 
-#: Lines a component box may take in live mode. Redrawing moves the cursor up
-#: over the box; a box taller than the screen could not be reached, so longer
-#: boxes are cut (the whole tree is printed when the component is done).
+#: Fewest lines a component box may take in live mode (the limit is the screen
+#: height minus a margin). Redrawing moves the cursor up over the box; a box
+#: taller than the screen could not be reached, so a longer box shows its head
+#: and its newest lines while it streams, and the whole tree once it is done.
 _MIN_LIVE_LINES: Final = 6
 
 
@@ -239,11 +240,14 @@ class Renderer:
         if not self.live or self.inline or not self.active:
             return
         lines: list[str] = []
+        # the whole region must fit on the screen: boxes streaming side by side share it
+        cap = max(self.max_box_lines // len(self.active), _MIN_LIVE_LINES)
         for view in self.active:
             box = self._box(view)
-            if len(box) > self.max_box_lines:
-                hidden = len(box) - self.max_box_lines + 1
-                box = box[: self.max_box_lines - 2] + [f"  │   … {hidden} more lines", box[-1]]
+            if len(box) > cap:
+                # keep the head and the lines being filled in now (the tail)
+                hidden = len(box) - cap + 1
+                box = [box[0], f"  │   … {hidden} lines above", *box[hidden + 1 :]]
             lines.extend(box)
         self.out.write("".join(f"\x1b[2K{line}\n" for line in lines))
         self.drawn = len(lines)
