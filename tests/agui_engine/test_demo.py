@@ -103,3 +103,16 @@ async def test_live_rendering_draws_component_boxes_in_place() -> None:
     assert sum("WeatherCard #" in line and "· done" in line for line in shown) == 2
     assert not any("· streaming" in line for line in shown)  # nothing left half drawn
     assert shown[-1].startswith("● finished")
+
+
+async def test_live_region_never_outgrows_the_screen() -> None:
+    import re
+
+    for scenario in (SCENARIOS[1], SCENARIOS[2]):
+        out = io.StringIO()
+        renderer = Renderer(out, live=True, color=False, width=80, height=24)
+        async for event in demo_agent().run(RunAgentInput(thread_id="t", run_id="r",
+                                                          messages=[UserMessage(id="u", content=scenario)])):
+            renderer.handle(event)
+        ups = [int(n) for n in re.findall(r"\x1b\[(\d+)F", out.getvalue())]
+        assert ups and max(ups) < 24  # the cursor can always reach the top of the region
