@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from ag_ui_validate import ValidatorOptions, create_validator
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agui_engine.accumulator import Accumulator
 from agui_engine.agent import Agent
@@ -37,7 +39,16 @@ from agui_engine.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import Finish, ReasoningDelta, StreamError, TextDelta, Usage
+from agui_engine.llm import (
+    Finish,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
 from agui_engine.llm_agent import (
     DEFAULT_MAX_STEPS,
     MAX_TOOL_RESULT_CHARS,
@@ -417,3 +428,60 @@ async def test_client_update_tools_win_over_the_engines_interactable_tools() -> 
     assert offered["update_component_props_Note-1"].description == "client side"
     assert "update_component_state_Note-1" in offered
     assert events[-1].outcome is not None and events[-1].outcome.pending_tool_call_ids == ["c1"]
+
+
+@st.composite
+def scripted_steps(draw: st.DrawFn) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+    """A few model steps with reasoning, text and interleaved parallel calls, split anywhere."""
+    steps: list[list[Any]] = []
+    shown: list[dict[str, Any]] = []
+    for step in range(draw(st.integers(0, 2))):
+        items: list[Any] = []
+        if draw(st.booleans()):
+            items += [ReasoningDelta(text=t) for t in draw(st.lists(st.text(min_size=1, max_size=6), max_size=3))]
+            items.append(ReasoningDelta(signature="sig"))
+        items += [TextDelta(text=t) for t in draw(st.lists(st.text(max_size=6), max_size=3))]
+        calls = []
+        for index in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["card", "weather", "client"]))
+            if kind == "card":
+                props = {"city": draw(st.text(max_size=8)), "temperature": draw(st.integers(-40, 50))}
+                shown.append(props)
+                name, args = "show_component_WeatherCard", {"_tambo_statusMessage": "Showing", **props, "note": None}
+            elif kind == "weather":
+                name, args = "get_weather", {"_tambo_statusMessage": "Checking", "city": "Tokyo"}
+            else:
+                name, args = "pick", {"choice": draw(st.text(max_size=5)), "_tambo_completionStatusMessage": "Picked"}
+            text_ = json.dumps(args, ensure_ascii=draw(st.booleans()))
+            cuts = sorted(set(draw(st.lists(st.integers(1, max(len(text_) - 1, 1)), max_size=6))))
+            pieces = [text_[a:b] for a, b in zip([0, *cuts], [*cuts, len(text_)]) if b > a]
+            calls.append((index, f"s{step}c{index}", name, pieces))
+        items += [ToolCallStart(index=i, id=cid, name=n) for i, cid, n, _ in calls]
+        queues = {i: list(p) for i, _, _, p in calls}
+        while any(queues.values()):
+            i = draw(st.sampled_from([k for k, q in queues.items() if q]))
+            items.append(ToolCallArgsDelta(index=i, delta=queues[i].pop(0)))
+        items += [ToolCallEnd(index=i) for i, _, _, _ in calls]
+        items += [Usage(input_tokens=10, output_tokens=2), Finish(reason="tool_calls")]
+        steps.append(items)
+        if any(n == "pick" for _, _, n, _ in calls):
+            return steps, shown
+    steps.append([TextDelta(text="done"), Finish(reason="stop")])
+    return steps, shown
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=scripted_steps())
+async def test_any_scripted_run_verifies_and_components_match(script: tuple[list[list[Any]], list[dict[str, Any]]]) -> None:
+    steps, shown = script
+    pick = Tool(name="pick", description="client pick", parameters={"type": "object",
+                                                                    "properties": {"choice": {"type": "string"}}})
+    agent = LLMAgent(ScriptedLLM(*steps), components=demo_components(), tools=[get_weather], id_factory=counter_ids())
+    events = await collect(agent, run_input("x", tools=[pick]))
+    acc = check_run(events)
+    finals = [e.value["finalProps"] for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
+    assert sorted(map(json.dumps, finals)) == sorted(map(json.dumps, shown))
+    for value in finals:
+        assert not any(k.startswith("_tambo_") or v is None for k, v in value.items())
+    assert isinstance(events[-1], RunFinishedEvent)
+    assert acc.problems == []
