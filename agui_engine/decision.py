@@ -253,9 +253,12 @@ class Decision:
         return self.components[-1].props if self.components else None
 
 
-@dataclass(frozen=True, slots=True)
-class DecisionStreamItem:
-    """The decision so far plus the AG-UI events of the model item just consumed."""
+class DecisionStreamItem(msgspec.Struct, frozen=True):
+    """The decision so far plus the AG-UI events of the model item just consumed.
+
+    (A Struct, not a dataclass: one is made per model chunk, and a Struct is ~5x
+    cheaper to build than a frozen dataclass.)
+    """
 
     decision: Decision
     events: tuple[Event, ...] = ()
