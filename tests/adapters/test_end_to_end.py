@@ -165,3 +165,21 @@ async def test_anthropic_thinking_signature_is_replayed_byte_exact() -> None:
     thinking = [b for b in assistant if b["type"] == "thinking"]
     assert thinking and thinking[0]["signature"] == "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds2yQ8Zr"
     assert any(b["type"] == "redacted_thinking" for b in assistant)
+
+
+@pytest.mark.parametrize("provider", ["openai_chat", "anthropic", "gemini", "openai_responses"])
+async def test_closing_the_run_closes_the_provider_response(provider: str) -> None:
+    from agui_engine.events import TextMessageContentEvent
+
+    data = load_fixture(provider, "text").body
+    async with ReplayServer() as server:
+        client = CLIENTS[provider]("m", api_key=KEY, base_url=server.base_url(provider, "text", hold_after=len(data) // 2))
+        agent = LLMAgent(client, components=[WEATHER_CARD])
+        run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
+        events = agent.run(run_input)
+        async for event in events:
+            if isinstance(event, TextMessageContentEvent):
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+        assert await server.wait_for_disconnect(timeout=5.0)
+        await client.aclose()
