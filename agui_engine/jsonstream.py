@@ -402,7 +402,7 @@ class PatchStream:
         else:
             return out
         open_path = self._open_scalar_path()
-        if open_path is not None and open_path.count("/") == 1 and len(self._conts) == 2:
+        if open_path is not None and len(self._conts) == 2:  # a number or literal directly in the root
             token = _unescape_pointer_token(open_path[1:])
             out[token if isinstance(root, dict) else int(token)] = "started"
         return out
@@ -434,7 +434,7 @@ class PatchStream:
         for depth in range(1, len(ptrs)):
             if ptrs[depth] == pointer:
                 return "streaming" if conts[depth] else "started"
-        if self._state in (_S_STRING,) and self._s_path == pointer:
+        if self._state == _S_STRING and self._s_path == pointer:
             return "streaming" if any(self._parts) else "started"
         if pointer == self._open_scalar_path():
             return "started"
@@ -672,13 +672,7 @@ class PatchStream:
                         break
                     c = s[i]
                     if c in " \t\n\r":
-                        if c == " " and i + 1 < n and s[i + 1] not in " \t\n\r":
-                            i += 1
-                        else:
-                            i = self._skip_ws(s, i, n)
-                            if i == n:
-                                break
-                        c = s[i]
+                        continue  # the loop's top skips whitespace
                 elif c == "}":
                     conts.pop()
                     ptrs.pop()
@@ -733,13 +727,7 @@ class PatchStream:
                     break
                 c = s[i]
                 if c in " \t\n\r":
-                    if c == " " and i + 1 < n and s[i + 1] not in " \t\n\r":
-                        i += 1
-                    else:
-                        i = self._skip_ws(s, i, n)
-                        if i == n:
-                            break
-                    c = s[i]
+                    continue  # the loop's top skips whitespace
 
             # ------------------------------------------------ a value starts at s[i]
             top = conts[-1]

@@ -16,7 +16,7 @@ Members of each group (one group per document):
 * ``ijson``: ijson's push parser (``basic_parse_coro``, yajl2_c): events only, no partial strings;
 * ``msgspec-whole``: ``msgspec.json.decode`` of the whole document once: the floor.
 
-The re-parsing contenders are quadratic: they are measured up to ``QUADRATIC_LIMIT`` bytes
+The re-parsing contenders are quadratic: they are measured up to ``QUADRATIC_LIMITS`` bytes
 (jiter alone up to 64 KB, where the issue sets the 100x target), with one round.
 
 Run: ``pytest benchmarks/bench_jsonstream.py --benchmark-enable --benchmark-only``; the summary
@@ -32,7 +32,15 @@ from typing import Any
 
 import pytest
 
-from agui_engine.bench import CONTENDERS, Contender, available_contenders, make_documents, split_chunks
+from agui_engine.bench import (
+    CONTENDERS,
+    QUADRATIC_LIMITS,
+    Contender,
+    available_contenders,
+    make_documents,
+    quadratic_limit,
+    split_chunks,
+)
 
 DOCUMENTS = make_documents()
 CHUNKS = {name: split_chunks(text) for name, text in DOCUMENTS.items()}
@@ -48,8 +56,6 @@ IMPLS = {
 }
 BY_NAME: dict[str, Contender] = {c.name: c for c in CONTENDERS}
 INSTALLED = {c.name for c in available_contenders()}
-# Largest document each quadratic contender is measured on (bytes); None = no limit.
-QUADRATIC_LIMIT = {"jiter": 70_000, "jiter-make-patch": 6_000, "partial-json": 6_000}
 # In CI (benchmarks disabled) the quadratic contenders only smoke-test the small documents.
 SMOKE_LIMIT = 1_500
 
@@ -69,10 +75,10 @@ def test_jsonstream(benchmark: Any, impl: str, workload: str) -> None:
     if contender.name not in INSTALLED:
         pytest.skip(f"{contender.requires} is not installed")
     size = len(DOCUMENTS[workload].encode())
-    limit = QUADRATIC_LIMIT.get(impl)
-    if limit is not None and (size > limit or (benchmark.disabled and size > SMOKE_LIMIT)):
+    quadratic = contender.name in QUADRATIC_LIMITS
+    if size > quadratic_limit(contender.name) or (quadratic and benchmark.disabled and size > SMOKE_LIMIT):
         pytest.skip(f"{impl} re-parses the prefix after every chunk (quadratic); not run on {size} bytes")
     benchmark.group = f"jsonstream-{workload}"
     benchmark.extra_info.update(impl=impl, bytes=size, chunks=len(CHUNKS[workload]))
-    rounds = 1 if limit is not None and size > 4_000 else 5
+    rounds = 1 if quadratic and size > 4_000 else 5
     benchmark.pedantic(stream_through, args=(contender, CHUNKS[workload]), rounds=rounds, iterations=1)
