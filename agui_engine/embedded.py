@@ -471,7 +471,7 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
                 f"{data.get('city', c)}, with {data.get('humidity')}% humidity."
             )
         elif error is not None:
-            lines.append(f"I couldn't get the weather for {c}: {error}")
+            lines.append(f"I couldn't get the weather for {c}: {error.rstrip('.')}.")
         else:
             lines.append(f"I have no way to look up the weather for {c} here.")
     return PlannedReply(text=" ".join(lines) + " (Demo data from the embedded model.)")
