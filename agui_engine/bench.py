@@ -27,6 +27,7 @@ itself (:mod:`agui_engine.jsonstream`) never does.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -38,25 +39,25 @@ from typing import Any, TextIO
 from .jsonstream import PatchStream
 
 __all__ = [
-    "DOCUMENT_SEED",
     "CHUNK_SEED",
-    "make_documents",
-    "split_chunks",
-    "Contender",
-    "CONTENDERS",
-    "available_contenders",
-    "Measurement",
-    "measure",
-    "time_once",
-    "patch_bytes",
     "CLOCK",
+    "CONTENDERS",
+    "DOCUMENT_SEED",
+    "QUADRATIC_LIMITS",
+    "Contender",
+    "Halves",
+    "Measurement",
+    "add_arguments",
+    "available_contenders",
     "growth",
     "halves",
-    "Halves",
-    "QUADRATIC_LIMITS",
+    "make_documents",
+    "measure",
+    "patch_bytes",
     "quadratic_limit",
-    "add_arguments",
     "run",
+    "split_chunks",
+    "time_once",
 ]
 
 #: Seeds for the documents and the chunking: fixed so every run (and every
@@ -67,11 +68,7 @@ CHUNK_SEED = 7
 CHUNK_MIN = 1
 CHUNK_MAX = 8
 
-_WORDS = (
-    "revenue growth quarter region active users churn latency p95 conversion funnel cohort retention "
-    "pipeline forecast budget spend margin orders refunds tickets backlog deploys incidents uptime "
-    "north south east west café naïve résumé 東京 Zürich São Paulo"
-).split()
+_WORDS = ["revenue", "growth", "quarter", "region", "active", "users", "churn", "latency", "p95", "conversion", "funnel", "cohort", "retention", "pipeline", "forecast", "budget", "spend", "margin", "orders", "refunds", "tickets", "backlog", "deploys", "incidents", "uptime", "north", "south", "east", "west", "café", "naïve", "résumé", "東京", "Zürich", "São", "Paulo"]
 _EMOJI = ("📈", "✅", "⚠️", "🚀")
 
 
@@ -291,7 +288,7 @@ def _jiter_reparse(diff: bool) -> Callable[[], tuple[Callable[[str], int], Calla
 
 
 def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
-    from partial_json_parser import loads
+    from partial_json_parser import loads  # type: ignore[import-untyped]
 
     buf: list[str] = []
 
@@ -301,7 +298,7 @@ def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
         buf[:] = [text]
         try:
             loads(text)
-        except Exception:  # noqa: BLE001 - partial_json_parser raises several types on odd prefixes
+        except Exception:  # noqa: BLE001, S110 - it raises several types on prefixes it cannot complete
             pass
         return 0
 
@@ -309,7 +306,7 @@ def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
 
 
 def _ijson_push() -> tuple[Callable[[str], int], Callable[[], int]]:
-    import ijson
+    import ijson  # type: ignore[import-untyped]
 
     events = ijson.sendable_list()
     coro = ijson.basic_parse_coro(events)
@@ -472,7 +469,7 @@ def halves(append: bool, chunks: Sequence[str], *, repeat: int = 3) -> Halves:
 def growth(results: dict[str, Measurement], names: Sequence[str]) -> float:
     """Worst ratio of cost per byte between successive sizes of one shape (1.0 = linear)."""
     worst = 0.0
-    for small, big in zip(names, names[1:]):
+    for small, big in itertools.pairwise(names):
         if small in results and big in results:
             worst = max(worst, results[big].ns_per_byte / results[small].ns_per_byte)
     return worst
@@ -578,7 +575,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(format_table(results, args.documents, [c.name for c in contenders]))
     if "markdown-50KB" in args.documents:
-        print("")
+        print()
         print("long string (markdown-50KB), first half -> second half of the chunks:")
         for append in (False, True):
             h = halves(append, chunked["markdown-50KB"], repeat=args.repeat)

@@ -42,18 +42,19 @@ from __future__ import annotations
 import codecs
 import math
 import re
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
 
 __all__ = [
-    "PatchStream",
-    "JSONStreamError",
-    "JSONStreamLimitError",
-    "MAX_DEPTH",
     "MAX_BYTES",
+    "MAX_DEPTH",
     "MAX_NUMBER_LENGTH",
     "MAX_POINTER_LENGTH",
+    "JSONStreamError",
+    "JSONStreamLimitError",
+    "PatchStream",
     "escape_pointer_token",
 ]
 
@@ -118,11 +119,13 @@ _EXPECTED: Final = {
 }
 
 # --------------------------------------------------------------------------- scanners
-_WS: Final = re.compile(r"[ \t\n\r]*").match
+# The ``*`` patterns always match (possibly empty): typed as returning a Match.
+_Scan = Callable[..., "re.Match[str]"]
+_WS: Final = cast(_Scan, re.compile(r"[ \t\n\r]*").match)
 #: A run of string characters that need no decoding: not a quote, not a backslash,
 #: not a control character (RFC 8259 requires those escaped), not a surrogate
 #: code point (only reachable from a str input; never valid Unicode text).
-_PLAIN: Final = re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*').match
+_PLAIN: Final = cast(_Scan, re.compile(r'[^"\\\x00-\x1f\ud800-\udfff]*').match)
 #: A complete simple key with its colon: the common case of an object member.
 #: No whitespace before the colon: newlines are only ever consumed by ``_WS``
 #: (which counts them for line numbers), and no serialiser puts spaces there.
@@ -132,7 +135,7 @@ _KEY_TAIL: Final = re.compile(r'([^"\\\x00-\x1f\ud800-\udfff]*)":').match
 _NUMBER: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?").match
 #: Characters that can continue a number: a number touching the end of the
 #: available text might still grow, so it waits for more input.
-_NUM_RUN: Final = re.compile(r"[-+.eE0-9]*").match
+_NUM_RUN: Final = cast(_Scan, re.compile(r"[-+.eE0-9]*").match)
 _HEX4: Final = re.compile(r"[0-9a-fA-F]{4}").fullmatch
 _HEX_PART: Final = re.compile(r"[0-9a-fA-F]{0,3}").fullmatch
 _SIMPLE_ESCAPES: Final = {
@@ -201,10 +204,6 @@ class JSONStreamLimitError(JSONStreamError, LimitExceededError):
     default_code = "json_limit_exceeded"
 
 
-def _describe(c: str) -> str:
-    return repr(c)
-
-
 class PatchStream:
     """Parse a JSON document incrementally into RFC 6902 operations.
 
@@ -223,35 +222,35 @@ class PatchStream:
 
     __slots__ = (
         "_append",
-        "_emit_root",
-        "_max_depth",
-        "_max_bytes",
-        "_max_number",
-        "_max_pointer",
-        "_state",
-        "_pending",
-        "_rootbox",
-        "_conts",
-        "_ptrs",
-        "_key",
-        "_mpath",
-        "_parts",
-        "_mark",
-        "_s_holder",
-        "_s_slot",
-        "_s_path",
-        "_s_op",
-        "_s_announced",
-        "_size",
+        "_bytes_in",
         "_chars",
-        "_ready",
+        "_closed",
+        "_conts",
+        "_decoder",
+        "_emit_root",
+        "_error",
+        "_key",
         "_line",
         "_line_start",
+        "_mark",
+        "_max_bytes",
+        "_max_depth",
+        "_max_number",
+        "_max_pointer",
         "_mode",
-        "_decoder",
-        "_bytes_in",
-        "_error",
-        "_closed",
+        "_mpath",
+        "_parts",
+        "_pending",
+        "_ptrs",
+        "_ready",
+        "_rootbox",
+        "_s_announced",
+        "_s_holder",
+        "_s_op",
+        "_s_path",
+        "_s_slot",
+        "_size",
+        "_state",
     )
 
     def __init__(
@@ -321,13 +320,19 @@ class PatchStream:
             self._size = size
             if size > self._max_bytes:
                 self._limit_from_size(len(chunk))
-            if self._state == 7 and not self._pending and '"' not in chunk and "\\" not in chunk and chunk:
-                # Fast path: the whole chunk is inside a string (7 = _S_STRING).
-                if chunk.isprintable() or _PLAIN(chunk).end() == len(chunk):
-                    self._parts.append(chunk)
-                    ops: list[dict[str, Any]] = []
-                    self._flush_string(ops)
-                    return ops
+            if (
+                self._state == 7  # _S_STRING
+                and not self._pending
+                and '"' not in chunk
+                and "\\" not in chunk
+                and chunk
+                and (chunk.isprintable() or _PLAIN(chunk).end() == len(chunk))
+            ):
+                # Fast path: the whole chunk is plain characters inside a string.
+                self._parts.append(chunk)
+                ops: list[dict[str, Any]] = []
+                self._flush_string(ops)
+                return ops
             return self._run(chunk, False)
         return self._feed_slow(chunk)
 
@@ -569,7 +574,7 @@ class PatchStream:
             self._s_holder[self._s_slot] = head + "".join(tail)
 
     # ------------------------------------------------------------------ the parser
-    def _run(self, chunk: str, final: bool) -> list[dict[str, Any]]:  # noqa: C901 - one loop on purpose
+    def _run(self, chunk: str, final: bool) -> list[dict[str, Any]]:
         """Parse ``pending + chunk``; see the module docstring. ``final`` = end of input.
 
         Hot loop: states are compared as int literals (see the state table), and

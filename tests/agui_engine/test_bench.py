@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -42,7 +43,7 @@ def test_chunks_rejoin_and_cut_escapes_numbers_and_literals() -> None:
     assert "".join(chunks) == text and chunks == split_chunks(text)
     assert all(1 <= len(c) <= CHUNK_MAX for c in chunks)
     assert any(c.endswith("\\") for c in chunks)  # an escape cut in two
-    assert any(c[-1].isdigit() and n[0].isdigit() for c, n in zip(chunks, chunks[1:]))  # a number cut
+    assert any(c[-1].isdigit() and n[0].isdigit() for c, n in itertools.pairwise(chunks))  # a number cut
 
 
 @pytest.mark.parametrize("contender", available_contenders(), ids=lambda c: c.name)

@@ -15,6 +15,7 @@ pairs, UTF-8 sequences, numbers and literals):
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -66,7 +67,7 @@ def documents(draw: st.DrawFn, values: st.SearchStrategy[Any] = VALUES) -> tuple
 def chunkings(draw: st.DrawFn, data: str | bytes) -> list[Any]:
     cuts = sorted(draw(st.sets(st.integers(min_value=1, max_value=max(1, len(data) - 1)), max_size=40)))
     bounds = [0, *[c for c in cuts if c < len(data)], len(data)]
-    return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 def _resolve(doc: Any, pointer: str) -> Any:
