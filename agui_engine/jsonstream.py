@@ -233,6 +233,7 @@ class PatchStream:
         "_line",
         "_line_start",
         "_mark",
+        "_compact",
         "_max_bytes",
         "_max_depth",
         "_max_number",
@@ -288,6 +289,7 @@ class PatchStream:
         # The one open string (or key): its decoded pieces, and how many were emitted.
         self._parts: list[str] = []
         self._mark = 0
+        self._compact = 0  # leading pieces of an append-mode string already compacted
         self._s_holder: Any = None
         self._s_slot: Any = None
         self._s_path = ""
@@ -530,6 +532,7 @@ class PatchStream:
         cur = "".join(parts)
         parts[:] = [cur] if cur else []
         self._mark = len(parts)
+        self._compact = 0
         self._s_holder[self._s_slot] = cur
         self._s_announced = True
         return {"op": self._s_op, "path": self._s_path, "value": cur}
@@ -553,7 +556,18 @@ class PatchStream:
             new = parts[mark] if len(parts) == mark + 1 else "".join(parts[mark:])
             del parts[mark:]
             parts.append(new)
-            self._mark = mark + 1
+            if len(parts) - self._compact > 32:
+                # Keep a long string in few pieces, not one per feed: join the small
+                # pieces after the compacted ones, then merge while the earlier piece
+                # is not longer (a binary counter). Each character is copied O(log n)
+                # times; the list holds O(log n) + 32 pieces.
+                k = self._compact
+                parts[k:] = ["".join(parts[k:])]
+                while len(parts) > 1 and len(parts[-2]) <= len(parts[-1]):
+                    last = parts.pop()
+                    parts[-1] += last
+                self._compact = len(parts)
+            self._mark = len(parts)
             ops.append({"op": "append", "path": path, "value": new})
         else:
             cur = "".join(parts)
@@ -570,7 +584,7 @@ class PatchStream:
             head = "".join(parts[:mark])
             tail = parts[mark:]
             parts[:] = [head, *tail] if head else tail
-            self._mark = 1 if head else 0
+            self._mark = self._compact = 1 if head else 0
             self._s_holder[self._s_slot] = head + "".join(tail)
 
     # ------------------------------------------------------------------ the parser
@@ -624,6 +638,7 @@ class PatchStream:
                     self._s_holder[self._s_slot] = parts[0] if len(parts) == 1 else "".join(parts)
                     parts.clear()
                     self._mark = 0
+                    self._compact = 0
                     self._s_announced = False
                     state = 2 if len(conts) > 1 else 6  # _S_AFTER / _S_DONE
                     continue
@@ -910,6 +925,17 @@ class PatchStream:
         self._state = state
         if state == 7:
             self._flush_string(ops)
+        elif state == 8 and len(parts) > 16:
+            # A key arriving in many pieces: join them, and refuse it before it
+            # grows past the longest pointer it could ever be part of.
+            key = "".join(parts)
+            parts[:] = [key]
+            if len(key) >= self._max_pointer:
+                self._fail(
+                    state, s, n, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                    f"a pointer of at most {self._max_pointer} characters", f"a key of {len(key)} characters",
+                    limit=True,
+                )
         if final and state != 6:
             self._fail_end(ops)
         return ops

@@ -471,6 +471,25 @@ def test_max_pointer_length() -> None:
     assert stream.done
 
 
+def test_a_key_arriving_in_pieces_is_refused_before_it_outgrows_the_pointer_limit() -> None:
+    stream = PatchStream(max_pointer_length=100)
+    stream.feed('{"')
+    with pytest.raises(JSONStreamLimitError, match="max_pointer_length"):
+        for _ in range(200):
+            stream.feed("k")
+
+
+def test_a_long_string_in_append_mode_is_kept_in_few_pieces() -> None:
+    stream = PatchStream(append_strings=True)
+    stream.feed('{"s": "')
+    for _ in range(10_000):
+        stream.feed("abcd")
+    assert len(stream._parts) < 50  # O(log n) + 32 pieces, not one per feed
+    assert stream.value == {"s": "abcd" * 10_000}
+    stream.feed('"}')
+    assert stream.close() == [] and stream.value == {"s": "abcd" * 10_000}
+
+
 def test_limits_must_be_positive_ints() -> None:
     with pytest.raises(UsageError):
         PatchStream(max_depth=0)
