@@ -172,8 +172,10 @@ async def test_closing_the_run_closes_the_provider_response(provider: str) -> No
     from agui_engine.events import TextMessageContentEvent
 
     data = load_fixture(provider, "text").body
+    first_text = data.index(b"Paris is ")
+    hold = min(data.index(end, first_text) + len(end) for end in (b"\n\n", b"\r\n\r\n") if end in data[first_text:])
     async with ReplayServer() as server:
-        client = CLIENTS[provider]("m", api_key=KEY, base_url=server.base_url(provider, "text", hold_after=len(data) // 2))
+        client = CLIENTS[provider]("m", api_key=KEY, base_url=server.base_url(provider, "text", hold_after=hold))
         agent = LLMAgent(client, components=[WEATHER_CARD])
         run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
         events = agent.run(run_input)

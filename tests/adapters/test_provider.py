@@ -406,7 +406,7 @@ async def test_closing_the_consumer_closes_the_http_response_at_once(provider: s
     async with ReplayServer() as server:
         client = _client(provider, server.base_url(provider, "text", hold_after=len(data) * 2 // 3))
         stream = client.complete(HELLO, [])
-        first = await stream.__anext__()
+        first = await asyncio.wait_for(stream.__anext__(), 5)
         assert isinstance(first, TextDelta)
         await stream.aclose()
         assert await server.wait_for_disconnect(timeout=5.0)
