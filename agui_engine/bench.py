@@ -228,6 +228,7 @@ class Contender:
     parses. ``requires`` names the module that must be importable.
     """
 
+    id: str  # short name for the command line and the pytest-benchmark ids
     name: str
     requires: str | None
     make: Callable[[], tuple[Callable[[str], int], Callable[[], int]]]
@@ -341,24 +342,26 @@ def _msgspec_whole() -> tuple[Callable[[str], int], Callable[[], int]]:
 
 
 CONTENDERS: tuple[Contender, ...] = (
-    Contender("PatchStream", None, _patchstream(False, False), "default mode, RFC 6902 replace"),
-    Contender("PatchStream append", None, _patchstream(True, False), "append_strings=True"),
-    Contender("jiter re-parse", "jiter", _jiter_reparse(False), "from_json(prefix) after every chunk"),
-    Contender("jiter+make_patch", "jsonpatch", _jiter_reparse(True), "re-parse + jsonpatch.make_patch"),
-    Contender("partial_json_parser", "partial_json_parser", _partial_json, "loads(prefix) after every chunk"),
-    Contender("ijson push (yajl2_c)", "ijson", _ijson_push, "events only, no partial strings"),
-    Contender("msgspec whole", "msgspec", _msgspec_whole, "one decode at the end: the floor"),
+    Contender("ours", "PatchStream", None, _patchstream(False, False), "default mode, RFC 6902 replace"),
+    Contender("append", "PatchStream append", None, _patchstream(True, False), "append_strings=True"),
+    Contender("jiter", "jiter re-parse", "jiter", _jiter_reparse(False), "from_json(prefix) after every chunk"),
+    Contender("jiter-make-patch", "jiter+make_patch", "jsonpatch", _jiter_reparse(True),
+              "re-parse + jsonpatch.make_patch"),
+    Contender("partial-json", "partial_json_parser", "partial_json_parser", _partial_json,
+              "loads(prefix) after every chunk"),
+    Contender("ijson", "ijson push (yajl2_c)", "ijson", _ijson_push, "events only, no partial strings"),
+    Contender("msgspec", "msgspec whole", "msgspec", _msgspec_whole, "one decode at the end: the floor"),
 )
 
 
 def available_contenders(names: Iterable[str] | None = None) -> list[Contender]:
-    """The contenders whose packages are importable (optionally only those named)."""
+    """The contenders whose packages are importable (optionally only those named, by id or name)."""
     import importlib.util
 
     wanted = set(names) if names is not None else None
     out = []
     for contender in CONTENDERS:
-        if wanted is not None and contender.name not in wanted:
+        if wanted is not None and contender.name not in wanted and contender.id not in wanted:
             continue
         if contender.requires and importlib.util.find_spec(contender.requires) is None:
             continue
@@ -507,7 +510,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--documents", nargs="*", default=list(DEFAULT_DOCUMENTS), metavar="NAME",
                         help="documents to measure (default: all)")
     parser.add_argument("--contenders", nargs="*", default=None, metavar="NAME",
-                        help="contenders to run (default: every installed one)")
+                        help="contenders to run, by id: " + ", ".join(c.id for c in CONTENDERS)
+                             + " (default: every installed one)")
     parser.add_argument("--repeat", type=int, default=11, help="rounds over all measurements; the best is kept")
     parser.add_argument("--max-quadratic-bytes", type=int, default=None,
                         help="run the re-parsing (quadratic) contenders on documents up to this size "
