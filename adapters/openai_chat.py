@@ -296,8 +296,10 @@ def build_chat_body(
         "stream_options": {"include_usage": True},
     }
     body.update(chat_tools(request.tools, request.tool_choice, strict_supported=strict_tools))
-    if request.tools:
-        body["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.tools and not request.parallel_tool_calls:
+        # On by default in the API; sent only to turn it off, because some reasoning
+        # models and compatible servers reject the parameter itself.
+        body["parallel_tool_calls"] = False
     if request.max_output_tokens is not None:
         # OpenAI renamed max_tokens (rejected by reasoning models); servers that copy
         # the API mostly still know only the old name.

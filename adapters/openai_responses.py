@@ -287,7 +287,8 @@ def build_responses_body(
             entries.append(entry)
         body["tools"] = entries
         body["tool_choice"] = mode if name is None else {"type": "function", "name": name}
-        body["parallel_tool_calls"] = request.parallel_tool_calls
+        if not request.parallel_tool_calls:  # on by default; see build_chat_body
+            body["parallel_tool_calls"] = False
     if request.max_output_tokens is not None:
         body["max_output_tokens"] = request.max_output_tokens
     if reasoning is not None:

@@ -177,7 +177,7 @@ HISTORY: list[Any] = [
 def test_request_body_openai() -> None:
     body = build_chat_body("gpt-4o", CompletionRequest(messages=HISTORY, tools=TOOLS, max_output_tokens=100))
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["parallel_tool_calls"] is True and body["tool_choice"] == "auto"
+    assert "parallel_tool_calls" not in body and body["tool_choice"] == "auto"  # on: the API default
     assert body["max_completion_tokens"] == 100
     assert body["tools"][0] == {
         "type": "function",

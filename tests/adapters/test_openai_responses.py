@@ -117,7 +117,9 @@ def test_request_body() -> None:
     assert body["stream"] is True and body["store"] is False
     assert body["include"] == ["reasoning.encrypted_content"] and body["reasoning"] == {"effort": "low", "summary": "auto"}
     assert body["tools"] == [{"type": "function", "name": "f", "description": "F", "parameters": {"type": "object"}, "strict": True}]
-    assert body["tool_choice"] == {"type": "function", "name": "f"} and body["parallel_tool_calls"] is True
+    assert body["tool_choice"] == {"type": "function", "name": "f"} and "parallel_tool_calls" not in body
+    off = build_responses_body("m", CompletionRequest(messages=[], tools=tools, parallel_tool_calls=False))
+    assert off["parallel_tool_calls"] is False
     assert body["max_output_tokens"] == 64
     assert body["input"] == [
         {"role": "developer", "content": "Be brief."},
