@@ -20,6 +20,9 @@ stays silent after ``RUN_STARTED`` (``idle``: for the memory-per-open-stream
 measurement). Each stack builds its own native event objects (msgspec Structs
 here, pydantic models in the SDK).
 
+``AGUI_BENCH_VERIFY=0`` runs this engine's stacks without the protocol verifier
+(to see what verification costs); the default is the whole gateway path.
+
 ``GET /__stats`` answers ``{"cpu": <process CPU seconds>, "rss": <bytes>}``
 measured inside the server process.
 """
@@ -39,6 +42,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DELTA = "token "  # ~ one LLM token per delta
+VERIFY = os.environ.get("AGUI_BENCH_VERIFY", "1") != "0"
 
 
 def stats() -> dict[str, float]:
@@ -95,7 +99,7 @@ async def engine_sse() -> None:
 
     from transports.sse import create_app, start_sse_server
 
-    app = create_app(BenchAgent(), max_runs=100_000)
+    app = create_app(BenchAgent(), max_runs=100_000, verify=VERIFY)
 
     async def stats_handler(request: web.Request) -> web.Response:
         return web.json_response(stats())
@@ -114,7 +118,7 @@ async def engine_ws() -> None:
     from transports.sse import start_sse_server
     from transports.websocket import start_ws_server
 
-    server = await start_ws_server(BenchAgent(), max_runs=100_000)
+    server = await start_ws_server(BenchAgent(), max_runs=100_000, verify=VERIFY)
     # The stats endpoint lives on a second, plain HTTP port of the same process.
     stats_app = web.Application()
 

@@ -23,8 +23,9 @@ cursor, so a slow reader never makes the server buffer without bound.
 The interface (:class:`EventLog`) is async and keyed by run id only, so that a
 shared store (Redis streams, a database) can implement it and serve several
 gateway nodes; :class:`InMemoryEventLog` is the default and never suspends. A
-log that never suspends may also offer ``append_nowait`` / ``read_nowait``
-(same contracts, plain functions); the registry then uses them on its hot path.
+log that never suspends may also offer ``appender(run_id)`` (a plain function
+appending to one run) and ``read_nowait`` (same contracts as ``append`` /
+``read``); the registry then uses them on its hot path.
 
 States of one run's log::
 
@@ -37,6 +38,7 @@ States of one run's log::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -176,9 +178,10 @@ class EventLog(Protocol):
 
 
 class _RunLog:
-    __slots__ = ("payloads", "start", "first_seq", "head", "nbytes", "finished")
+    __slots__ = ("payloads", "start", "first_seq", "head", "nbytes", "finished", "max_events", "max_bytes", "run_id")
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: str, max_events: int, max_bytes: int) -> None:
+        self.run_id = run_id
         # payloads[start:] are live; the dead prefix is compacted lazily so that
         # dropping the oldest event is O(1) amortised.
         self.payloads: list[bytes] = []
@@ -187,6 +190,38 @@ class _RunLog:
         self.head = 0  # seq of the newest event
         self.nbytes = 0
         self.finished = False
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+
+    def append(self, payload: bytes) -> int:
+        if self.finished:
+            raise UsageError(f"append to the finished event log of run {self.run_id!r}")
+        self.payloads.append(payload)
+        nbytes = self.nbytes = self.nbytes + len(payload)
+        seq = self.head = self.head + 1
+        if seq - self.first_seq >= self.max_events or nbytes > self.max_bytes:
+            self.trim()
+        return seq
+
+    def trim(self) -> None:
+        payloads = self.payloads
+        start = self.start
+        first = self.first_seq
+        nbytes = self.nbytes
+        head = self.head
+        # Always keep the newest event, even if it alone is over max_bytes:
+        # a subscriber must be able to receive every event at least live.
+        while first < head and (head - first >= self.max_events or nbytes > self.max_bytes):
+            nbytes -= len(payloads[start])
+            payloads[start] = b""
+            start += 1
+            first += 1
+        self.nbytes = nbytes
+        self.first_seq = first
+        if start > 64 and start * 2 > len(payloads):
+            del payloads[:start]
+            start = 0
+        self.start = start
 
 
 class InMemoryEventLog:
@@ -211,7 +246,7 @@ class InMemoryEventLog:
     async def create(self, run_id: str) -> None:
         if run_id in self._runs:
             raise UsageError(f"event log for run {run_id!r} already exists")
-        self._runs[run_id] = _RunLog()
+        self._runs[run_id] = _RunLog(run_id, self.max_events, self.max_bytes)
 
     async def append(self, run_id: str, payload: bytes) -> int:
         return self.append_nowait(run_id, payload)
@@ -219,36 +254,12 @@ class InMemoryEventLog:
     def append_nowait(self, run_id: str, payload: bytes) -> int:
         """:meth:`append` without the coroutine: the registry's hot path uses it
         when a log provides it (one fewer coroutine per event)."""
-        log = self._runs.get(run_id)
-        if log is None:
-            raise UnknownRunError(run_id)
-        if log.finished:
-            raise UsageError(f"append to the finished event log of run {run_id!r}")
-        log.payloads.append(payload)
-        log.nbytes += len(payload)
-        seq = log.head = log.head + 1
-        if seq - log.first_seq >= self.max_events or log.nbytes > self.max_bytes:
-            self._trim(log)
-        return seq
+        return self._get(run_id).append(payload)
 
-    def _trim(self, log: _RunLog) -> None:
-        payloads = log.payloads
-        start = log.start
-        first = log.first_seq
-        nbytes = log.nbytes
-        # Always keep the newest event, even if it alone is over max_bytes:
-        # a subscriber must be able to receive every event at least live.
-        while first < log.head and (log.head - first >= self.max_events or nbytes > self.max_bytes):
-            nbytes -= len(payloads[start])
-            payloads[start] = b""
-            start += 1
-            first += 1
-        log.nbytes = nbytes
-        log.first_seq = first
-        if start > 64 and start * 2 > len(payloads):
-            del payloads[:start]
-            start = 0
-        log.start = start
+    def appender(self, run_id: str) -> Callable[[bytes], int]:
+        """``append_nowait`` bound to one run: the registry's producer calls it once
+        per event, so the run is looked up once per run instead."""
+        return self._get(run_id).append
 
     async def read(
         self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES

@@ -387,7 +387,7 @@ class RunRegistry:
         self._closing = False
         self._keepalive = _KeepAliveClock()
         # Plain-function fast paths of a log that never suspends (InMemoryEventLog).
-        self._append_nowait = getattr(self.log, "append_nowait", None)
+        self._appender = getattr(self.log, "appender", None)
         self._read_nowait = getattr(self.log, "read_nowait", None)
 
     # -- queries -------------------------------------------------------------------------
@@ -510,9 +510,9 @@ class RunRegistry:
         error: RunErrorEvent | None = None
         count = 0
         feed = verifier.feed if verifier is not None else None
-        append_nowait = self._append_nowait
-        append = self.log.append
         rid = run.run_id
+        append_one = self._appender(rid) if self._appender is not None else None
+        append = self.log.append
         try:
             async for event in gen:
                 out = feed(event) if feed is not None else (event,)
@@ -522,7 +522,7 @@ class RunRegistry:
                     if cls in _LIFECYCLE:
                         self._note_lifecycle(run, ev, cls)
                     payload = encode_event(ev)
-                    seq = append_nowait(rid, payload) if append_nowait is not None else await append(rid, payload)
+                    seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq:
                     run.head = seq
                     if run._waiters:
