@@ -456,11 +456,18 @@ class RunRegistry:
         """Cancel a running run at once: the agent's generator is closed (the upstream
         call aborted) and ``RUN_ERROR{code}`` ends the stream. Returns when that is
         done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError, RunFinishedError."""
+        run = self.cancel_nowait(run_id, code=code, message=message)
+        await self._wait(run, CANCEL_WAIT_SECONDS)
+        return run
+
+    def cancel_nowait(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
+        """Start cancelling a running run and return at once (``run.wait_finished()``
+        waits for the end). For message loops that must not block on one run.
+        Raises UnknownRunError, RunFinishedError."""
         run = self.get(run_id)
         if run.state != "running":
             raise RunFinishedError(f"run {run_id!r} has already finished")
         self._request_cancel(run, code, message)
-        await self._wait(run, CANCEL_WAIT_SECONDS)
         return run
 
     async def _wait(self, run: Run, timeout: float) -> None:

@@ -126,7 +126,7 @@ class _StdioServer:
             try:
                 if not isinstance(run_id, str):
                     raise RemoteInputError("a cancel message needs a string runId - at `$.runId`")
-                await self.registry.cancel(run_id)
+                self.registry.cancel_nowait(run_id)  # the pump sends the RUN_ERROR; do not block this loop
             except AguiEngineError as exc:
                 self.error(exc, line_no, run_id if isinstance(run_id, str) else None)
             return

@@ -190,7 +190,7 @@ class _Connection:
             elif kind == "cancel":
                 if run_id is None:
                     raise RemoteInputError('a "cancel" message needs a string "runId" - at `$.runId`')
-                await self.registry.cancel(run_id)
+                self.registry.cancel_nowait(run_id)  # the pump sends the RUN_ERROR; do not block this loop
             elif kind == "resume":
                 last = doc.get("lastEventId")
                 if run_id is None or not isinstance(last, str):
