@@ -27,3 +27,12 @@ async def test_embedded_is_the_demo_agent_and_runs() -> None:
     assert isinstance(agent, Agent)
     events = [e async for e in agent.run(make_input("e", "What's the weather in Tokyo?"))]
     assert events[0].type.value == "RUN_STARTED" and events[-1].type.value == "RUN_FINISHED"
+
+
+def test_package_exports_load_lazily() -> None:
+    import transports
+
+    for name in transports.__all__:
+        assert getattr(transports, name) is not None
+    with pytest.raises(AttributeError):
+        transports.nope  # noqa: B018
