@@ -551,7 +551,9 @@ class RunRegistry:
             logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
             error = exc.to_run_error()
         except Exception as exc:  # an agent bug must not take the gateway down; no traceback to the client
-            logger.exception("run %s: the agent raised", run.run_id)
+            # Only the type: an exception's text or traceback may carry secrets
+            # (URLs with keys, request headers), and none may reach a log line.
+            logger.error("run %s: the agent raised %s", run.run_id, type(exc).__name__)
             error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
         finally:
             # An Agent returns an async iterator; an async generator (the usual
@@ -566,8 +568,8 @@ class RunRegistry:
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()
-                except Exception:  # a generator that fails on close is the agent's bug; the run is over anyway
-                    logger.exception("run %s: closing the agent's generator failed", run.run_id)
+                except Exception as exc:  # a generator that fails on close is the agent's bug; the run is over anyway
+                    logger.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
         await self._finish(run, error)
 
     async def _finish(self, run: Run, error: RunErrorEvent | None) -> None:

@@ -417,3 +417,17 @@ async def test_a_client_slower_than_the_bounded_log_gets_a_clear_cursor_expired(
     last = decode_event(msgs[-1].data)
     assert last.type.value == "RUN_ERROR" and last.code == "cursor_expired"
     assert msgs[-1].id is None
+
+
+async def test_no_secret_or_traceback_reaches_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    class Leaky:
+        async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
+            raise RuntimeError("api_key=sk-secret-123 in https://x?key=sk-secret-123")
+            yield  # pragma: no cover
+
+    with caplog.at_level("DEBUG", logger="agui_engine.transports"):
+        async with await start_sse_server(Leaky()) as srv:
+            r = await post(srv.url, body())
+    assert "sk-secret" not in r.text
+    assert "sk-secret" not in caplog.text and "Traceback" not in caplog.text
+    assert "RuntimeError" in caplog.text
