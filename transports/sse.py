@@ -269,6 +269,11 @@ class _Gateway:
             first = await self._check(sub)
         except AguiEngineError as exc:
             return _error_response(exc)
+        if first is not None and first.finished and not first.payloads:
+            # Nothing after the cursor and the run is over: 204 tells an
+            # EventSource to stop reconnecting (WHATWG), instead of looping.
+            sub.close()
+            return web.Response(status=204)
         return await self._stream(request, sub, fmt, first)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:

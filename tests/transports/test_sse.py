@@ -226,12 +226,14 @@ async def test_expired_cursor_and_unknown_run_get_clear_answers() -> None:
             unknown = await c.get(srv.url + "runs/nope")
             wrong = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "other:3"})
             tail = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:23"})
+            over = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:28"})
     assert gone.status_code == 410
     assert gone.json()["error"]["code"] == "cursor_expired"
     assert "event 4" in gone.json()["error"]["message"] or "starts at" in gone.json()["error"]["message"]
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_run"
     assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "bad_cursor"
     assert [m.id for m in frames(tail.content)] == ["run-1:24", "run-1:25", "run-1:26", "run-1:27", "run-1:28"]
+    assert over.status_code == 204  # an EventSource stops reconnecting
 
 
 async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
