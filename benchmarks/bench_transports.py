@@ -95,7 +95,7 @@ class Server:
             cwd=HERE.parent,
             # The server pins itself to the lowest core of the set it inherits: give
             # it every core even when the load generator is pinned already.
-            preexec_fn=(lambda: os.sched_setaffinity(0, ALL_CORES)) if ALL_CORES else None,
+            preexec_fn=(lambda: os.sched_setaffinity(0, ALL_CORES)) if ALL_CORES else None,  # noqa: PLW1509 - no threads here
         )
         assert self.proc.stdout is not None
         ports: dict[str, int] = {}
@@ -232,7 +232,7 @@ def pin_client() -> None:
 
 
 async def run_all(full: bool) -> Results:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if full:
         pin_client()
@@ -259,8 +259,10 @@ async def run_all(full: bool) -> Results:
 
 def report(results: Results) -> str:
     lines = [
-        f"{'stack':<11} {'streams':>7} {'events':>8} {'events/s':>10} {'server CPU us/event':>20} {'(of which kernel)':>17}"
-        f" {'CPU ratio ref/engine':>21}"
+        (
+            f"{'stack':<11} {'streams':>7} {'events':>8} {'events/s':>10} {'server CPU us/event':>20}"
+            f" {'(of which kernel)':>17} {'CPU ratio ref/engine':>21}"
+        )
     ]
     by_key = {(r.stack, r.streams): r for r in results.load}
     for r in results.load:

@@ -198,7 +198,7 @@ def main() -> None:
     # One core for the server, as the figures assume.
     if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     runner = {"engine-sse": engine_sse, "engine-ws": engine_ws, "ref-sse": ref_server, "ref-ws": ref_server}[stack]
     asyncio.run(runner())

@@ -34,7 +34,28 @@ _EXPORTS: dict[str, str] = {
     "GatewayAgent": "gateway",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "ConnectionLostError",
+    "CursorExpiredError",
+    "EventLog",
+    "GatewayAgent",
+    "InMemoryEventLog",
+    "RemoteAgentError",
+    "RunRegistry",
+    "SSEAgent",
+    "SSEServer",
+    "StdioAgent",
+    "UnknownRunError",
+    "WSServer",
+    "WebSocketAgent",
+    "agent_from_spec",
+    "create_app",
+    "run_via_gateway",
+    "serve_stdio",
+    "start_sse_server",
+    "start_ws_server",
+]
+assert sorted(__all__) == sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -20,41 +20,46 @@ import asyncio
 import hmac
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
-from agui_engine.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError
+from agui_engine.errors import (
+    AguiEngineError,
+    LimitExceededError,
+    RemoteInputError,
+    UpstreamError,
+)
 from agui_engine.events import RunAgentInput, RunErrorEvent, RunFinishedEvent
 
 __all__ = [
-    "DEFAULT_MAX_BODY_BYTES",
-    "MAX_RUN_ID_LENGTH",
-    "WS_CLOSE_UNAUTHORIZED",
-    "WS_CLOSE_INVALID_INPUT",
-    "MalformedInputError",
-    "InvalidInputError",
-    "UnauthorizedError",
-    "UnsupportedMediaTypeError",
-    "NotAcceptableError",
-    "decode_run_input",
-    "check_run_id",
-    "check_bearer",
-    "extract_bearer",
-    "check_body_size",
-    "RemoteAgentError",
-    "ConnectionLostError",
-    "RETRYABLE_STATUSES",
-    "remote_error_from_body",
-    "remote_error_from_line",
-    "end_or_raise",
-    "RetryPolicy",
-    "RemoteClientBase",
-    "TERMINAL_EVENTS",
-    "DEFAULT_MAX_RETRIES",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_RETRIES",
+    "MAX_RUN_ID_LENGTH",
+    "RETRYABLE_STATUSES",
+    "TERMINAL_EVENTS",
+    "WS_CLOSE_INVALID_INPUT",
+    "WS_CLOSE_UNAUTHORIZED",
+    "ConnectionLostError",
+    "InvalidInputError",
+    "MalformedInputError",
+    "NotAcceptableError",
+    "RemoteAgentError",
+    "RemoteClientBase",
+    "RetryPolicy",
     "ServerHandle",
+    "UnauthorizedError",
+    "UnsupportedMediaTypeError",
+    "check_bearer",
+    "check_body_size",
+    "check_run_id",
+    "decode_run_input",
+    "end_or_raise",
+    "extract_bearer",
+    "remote_error_from_body",
+    "remote_error_from_line",
 ]
 
 #: Largest accepted RunAgentInput (HTTP body, WebSocket message, stdio line). A
@@ -209,8 +214,8 @@ def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAge
         doc = msgspec.json.decode(body)
         err = doc.get("error") if isinstance(doc, dict) else None
         if isinstance(err, dict):
-            code = err.get("code") if isinstance(err.get("code"), str) else None
-            message = err.get("message") if isinstance(err.get("message"), str) else ""
+            code = err["code"] if isinstance(err.get("code"), str) else None
+            message = err["message"] if isinstance(err.get("message"), str) else ""
     except msgspec.DecodeError:
         message = body[:500].decode("utf-8", "replace")
     text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:500]}" if message else "")
@@ -306,7 +311,7 @@ class ServerHandle:
     async def close(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    async def __aenter__(self) -> "ServerHandle":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

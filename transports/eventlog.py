@@ -45,18 +45,18 @@ from typing import Protocol, runtime_checkable
 from agui_engine.errors import RemoteInputError, UsageError
 
 __all__ = [
-    "DEFAULT_LOG_MAX_EVENTS",
     "DEFAULT_LOG_MAX_BYTES",
-    "READ_MAX_EVENTS",
+    "DEFAULT_LOG_MAX_EVENTS",
     "READ_MAX_BYTES",
-    "EventLog",
-    "LogSlice",
-    "InMemoryEventLog",
-    "CursorExpiredError",
-    "UnknownRunError",
-    "BadCursorError",
+    "READ_MAX_EVENTS",
     "WS_CLOSE_CURSOR_EXPIRED",
     "WS_CLOSE_UNKNOWN_RUN",
+    "BadCursorError",
+    "CursorExpiredError",
+    "EventLog",
+    "InMemoryEventLog",
+    "LogSlice",
+    "UnknownRunError",
 ]
 
 #: Events kept per run. A long LLM run with tool calls emits a few thousand
@@ -178,7 +178,7 @@ class EventLog(Protocol):
 
 
 class _RunLog:
-    __slots__ = ("payloads", "start", "first_seq", "head", "nbytes", "finished", "max_events", "max_bytes", "run_id")
+    __slots__ = ("finished", "first_seq", "head", "max_bytes", "max_events", "nbytes", "payloads", "run_id", "start")
 
     def __init__(self, run_id: str, max_events: int, max_bytes: int) -> None:
         self.run_id = run_id

@@ -19,7 +19,7 @@ from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
 from agui_engine.events import Event, RunAgentInput
 
-__all__ = ["run_via_gateway", "GatewayAgent"]
+__all__ = ["GatewayAgent", "run_via_gateway"]
 
 
 async def run_via_gateway(

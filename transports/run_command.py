@@ -19,7 +19,7 @@ from agui_engine.codec import encode_ndjson
 from agui_engine.errors import AguiEngineError
 from agui_engine.events import Event, RunAgentInput, RunErrorEvent, UserMessage
 
-__all__ = ["add_arguments", "run", "make_input"]
+__all__ = ["add_arguments", "make_input", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -53,19 +53,23 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Self
 
 from agui_engine.agent import Agent
 from agui_engine.codec import encode_event
 from agui_engine.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.events import RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
+from agui_engine.events import (
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
 from agui_engine.verify import Verifier
 
 from .common import check_run_id
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
-    CursorExpiredError,
     EventLog,
     InMemoryEventLog,
     LogSlice,
@@ -73,22 +77,22 @@ from .eventlog import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_RUNS",
-    "DEFAULT_GRACE_SECONDS",
-    "DEFAULT_RETENTION_SECONDS",
-    "DEFAULT_MAX_RETAINED",
-    "DEFAULT_KEEPALIVE_SECONDS",
     "CANCEL_WAIT_SECONDS",
-    "PRODUCER_YIELD_EVERY",
     "COALESCE_ONE_PASS",
+    "DEFAULT_GRACE_SECONDS",
+    "DEFAULT_KEEPALIVE_SECONDS",
+    "DEFAULT_MAX_RETAINED",
+    "DEFAULT_MAX_RUNS",
+    "DEFAULT_RETENTION_SECONDS",
     "KEEPALIVE_RESOLUTION",
+    "PRODUCER_YIELD_EVERY",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
-    "ServerBusyError",
+    "Run",
     "RunExistsError",
     "RunFinishedError",
-    "Run",
     "RunRegistry",
+    "ServerBusyError",
     "Subscription",
 ]
 
@@ -170,20 +174,20 @@ class Run:
     """One run: its input, producer task, subscribers and state. Created by the registry."""
 
     __slots__ = (
-        "run_id",
-        "thread_id",
-        "input",
-        "state",
+        "__weakref__",
+        "_cancel_reason",
+        "_grace_handle",
+        "_started_sent",
+        "_task",
+        "_terminal_sent",
+        "_waiters",
         "head",
+        "input",
+        "run_id",
+        "state",
         "subscribers",
         "terminal_code",
-        "_task",
-        "_waiters",
-        "_grace_handle",
-        "_cancel_reason",
-        "_started_sent",
-        "_terminal_sent",
-        "__weakref__",
+        "thread_id",
     )
 
     def __init__(self, input: RunAgentInput) -> None:
@@ -225,7 +229,7 @@ class Subscription:
     """A cursor into one run's log. Use as an async context manager (or call
     :meth:`close`) so that the registry knows when the last subscriber leaves."""
 
-    __slots__ = ("run", "cursor", "done", "_registry", "_closed")
+    __slots__ = ("_closed", "_registry", "cursor", "done", "run")
 
     def __init__(self, registry: RunRegistry, run: Run, cursor: int) -> None:
         self._registry = registry
@@ -296,7 +300,7 @@ class Subscription:
             self._closed = True
             self._registry._unsubscribe(self.run)
 
-    async def __aenter__(self) -> Subscription:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -550,7 +554,7 @@ class RunRegistry:
         except AguiEngineError as exc:
             logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
             error = exc.to_run_error()
-        except Exception as exc:  # an agent bug must not take the gateway down; no traceback to the client
+        except Exception as exc:  # noqa: BLE001 - an agent bug must not take the gateway down
             # Only the type: an exception's text or traceback may carry secrets
             # (URLs with keys, request headers), and none may reach a log line.
             logger.error("run %s: the agent raised %s", run.run_id, type(exc).__name__)
@@ -568,7 +572,7 @@ class RunRegistry:
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()
-                except Exception as exc:  # a generator that fails on close is the agent's bug; the run is over anyway
+                except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     logger.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
         await self._finish(run, error)
 

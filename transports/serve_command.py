@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(agent: object, args: argparse.Namespace) -> int:
-    registry_options = dict(max_runs=args.max_runs, grace_seconds=args.grace, verify=not args.no_verify)
+    registry_options = {"max_runs": args.max_runs, "grace_seconds": args.grace, "verify": not args.no_verify}
     if args.transport == "stdio":
         from .stdio import serve_stdio
 

@@ -63,17 +63,16 @@ from .common import (
     RemoteAgentError,
     RemoteClientBase,
     ServerHandle,
-    end_or_raise,
     UnsupportedMediaTypeError,
     check_bearer,
     check_body_size,
     decode_run_input,
+    end_or_raise,
     remote_error_from_body,
 )
 from .eventlog import BadCursorError, CursorExpiredError, EventLog, LogSlice
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
-    Run,
     RunRegistry,
     ServerBusyError,
     Subscription,
@@ -81,23 +80,23 @@ from .runs import (
 )
 
 __all__ = [
-    "SSE_CONTENT_TYPE",
-    "NDJSON_CONTENT_TYPE",
-    "KEEPALIVE_SSE",
-    "KEEPALIVE_NDJSON",
-    "DEFAULT_MAX_RETRIES",
+    "CORS_MAX_AGE",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_CONNECT_TIMEOUT",
-    "CORS_MAX_AGE",
+    "DEFAULT_MAX_RETRIES",
+    "KEEPALIVE_NDJSON",
+    "KEEPALIVE_SSE",
+    "NDJSON_CONTENT_TYPE",
     "REGISTRY_KEY",
-    "create_app",
-    "frame_sse",
-    "frame_ndjson",
-    "negotiate",
-    "SSEServer",
-    "start_sse_server",
+    "SSE_CONTENT_TYPE",
     "SSEAgent",
+    "SSEServer",
+    "create_app",
+    "frame_ndjson",
+    "frame_sse",
+    "negotiate",
+    "start_sse_server",
 ]
 
 logger = logging.getLogger("agui_engine.transports")

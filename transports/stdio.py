@@ -46,7 +46,12 @@ import msgspec
 
 from agui_engine.agent import Agent
 from agui_engine.codec import decode_event
-from agui_engine.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.errors import (
+    AguiEngineError,
+    LimitExceededError,
+    RemoteInputError,
+    UsageError,
+)
 from agui_engine.events import Event, RunAgentInput
 
 from .common import (
@@ -59,7 +64,7 @@ from .common import (
 )
 from .runs import RunRegistry, Subscription
 
-__all__ = ["serve_stdio", "StdioAgent", "STDIO_EXIT_TIMEOUT"]
+__all__ = ["STDIO_EXIT_TIMEOUT", "StdioAgent", "serve_stdio"]
 
 logger = logging.getLogger("agui_engine.transports")
 
@@ -74,7 +79,7 @@ _EOF = object()
 def _reader_thread(stream: IO[bytes], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], limit: int) -> None:
     try:
         while True:
-            line = stream.readline(limit + 1)
+            line: bytes | None = stream.readline(limit + 1)
             if not line:
                 break
             if len(line) > limit and not line.endswith(b"\n"):
@@ -289,7 +294,7 @@ class StdioAgent:
 
         try:
             await asyncio.wait_for(drain_and_wait(), STDIO_EXIT_TIMEOUT)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logger.warning("stdio agent %r did not exit; killing it", self.argv[0])
             proc.kill()
             await proc.wait()

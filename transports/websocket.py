@@ -57,7 +57,12 @@ from websockets.http11 import Request, Response
 
 from agui_engine.agent import Agent
 from agui_engine.codec import decode_event
-from agui_engine.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, RemoteInputError, UsageError
+from agui_engine.errors import (
+    WS_CLOSE_BAD_INPUT,
+    AguiEngineError,
+    RemoteInputError,
+    UsageError,
+)
 from agui_engine.events import Event, RunAgentInput
 
 from .common import (
@@ -86,8 +91,8 @@ __all__ = [
     "MAX_RUNS_PER_CONNECTION",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WSServer",
-    "start_ws_server",
     "WebSocketAgent",
+    "start_ws_server",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -406,11 +411,11 @@ class WebSocketAgent(RemoteClientBase):
                 except websockets.InvalidStatus as exc:
                     abandoned = False
                     refused = remote_error_from_body(
-                        exc.response.status_code, exc.response.body or b"", where=f"WebSocket {self.url}"
+                        exc.response.status_code, bytes(exc.response.body or b""), where=f"WebSocket {self.url}"
                     )
                     yield end_or_raise(refused, yielded)
                     return
-                except (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError) as exc:
                     failures += 1
                     if last_id is None or failures > self.retry.max_retries:
                         abandoned = False

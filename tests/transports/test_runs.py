@@ -11,7 +11,13 @@ from agui_engine.errors import UsageError
 from agui_engine.events import RunAgentInput, TextMessageChunkEvent
 from transports.common import InvalidInputError
 from transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
-from transports.runs import RunExistsError, RunFinishedError, RunRegistry, ServerBusyError, resume_cursor
+from transports.runs import (
+    RunExistsError,
+    RunFinishedError,
+    RunRegistry,
+    ServerBusyError,
+    resume_cursor,
+)
 
 from .scripted import ScriptedAgent, make_input
 

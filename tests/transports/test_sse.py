@@ -13,10 +13,15 @@ from aiohttp import web
 from agui_engine.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.events import RunAgentInput
 from transports.common import RemoteAgentError
-from transports.sse import REGISTRY_KEY, SSEAgent, create_app, negotiate, start_sse_server
+from transports.sse import (
+    REGISTRY_KEY,
+    SSEAgent,
+    create_app,
+    negotiate,
+    start_sse_server,
+)
 
 from .scripted import ScriptedAgent, make_input
-
 
 
 def body(run_id: str = "run-1") -> bytes:
@@ -401,7 +406,6 @@ def test_registry_key_is_exposed() -> None:
 
 def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
     from agui_engine.codec import encode_sse
-
     from transports.sse import frame_sse
 
     payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']

@@ -121,12 +121,11 @@ async def test_auth_at_the_handshake() -> None:
 
 async def test_cancel_message_closes_the_agent_generator() -> None:
     agent = ScriptedAgent(deltas=2, hang=True)
-    async with await start_ws_server(agent) as srv:
-        async with connect(srv.url) as ws:
-            await ws.send(run_msg("c"))
-            await asyncio.wait_for(ws.recv(), 5)
-            await ws.send('{"type": "cancel", "runId": "c"}')
-            lines = await read_lines(ws, {"c"})
+    async with await start_ws_server(agent) as srv, connect(srv.url) as ws:
+        await ws.send(run_msg("c"))
+        await asyncio.wait_for(ws.recv(), 5)
+        await ws.send('{"type": "cancel", "runId": "c"}')
+        lines = await read_lines(ws, {"c"})
     assert lines[-1]["event"] == {"type": "RUN_ERROR", "message": "the run was cancelled", "code": "cancelled"}
     assert "c" in agent.cancelled
 
