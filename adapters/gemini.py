@@ -30,6 +30,8 @@ with (a tool call's own ``encrypted_value`` first), else on its last part. Minte
 
 from __future__ import annotations
 
+import base64
+import binascii
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -171,6 +173,19 @@ class GeminiStreamParser(StreamParser):
         return self.finish(reason, raw)
 
 
+def _is_signature(value: str | None) -> bool:
+    """Whether ``value`` can be a Gemini thought signature (base64). Another provider's
+    opaque reasoning (a conversation that switched models) is not sent: the API
+    refuses the whole request for an undecodable signature."""
+    if not value:
+        return False
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
 def _media_part(part: Any) -> dict[str, Any]:
     if part.source == "data":
         return {"inlineData": {"mimeType": part.mime_type, "data": part.value}}
@@ -221,7 +236,7 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
             add("user", [{"functionResponse": function_response}])
         elif turn.role == "assistant":
             parts: list[dict[str, Any]] = []
-            signatures = [r.encrypted_value for r in turn.reasoning if r.encrypted_value]
+            signatures = [r.encrypted_value for r in turn.reasoning if _is_signature(r.encrypted_value)]
             if isinstance(message, AssistantMessage):
                 if message.content:
                     parts.append({"text": message.content})
@@ -232,7 +247,8 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
                     if not call.id.startswith(MINTED_ID_PREFIX):
                         function_call["id"] = call.id
                     entry: dict[str, Any] = {"functionCall": function_call}
-                    signature = call.encrypted_value or (signatures[0] if first_call and signatures else None)
+                    own = call.encrypted_value if _is_signature(call.encrypted_value) else None
+                    signature = own or (signatures[0] if first_call and signatures else None)
                     if signature:
                         entry["thoughtSignature"] = signature
                     first_call = False

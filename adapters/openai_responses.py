@@ -18,7 +18,8 @@ on ``data.type`` through its ``HANDLERS`` table:
 * ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta`` ->
   ``ReasoningDelta`` (summary parts separated by a blank line);
   ``output_item.done`` of a ``reasoning`` item with ``encrypted_content`` ->
-  ``ReasoningDelta(encrypted=...)``.
+  ``ReasoningDelta(encrypted="<rs_id>:<encrypted_content>")`` (the item id is needed
+  to send the item back; see :func:`pack_reasoning`).
 * ``response.completed`` -> usage + ``Finish`` (``tool_calls`` when calls were made);
   ``response.incomplete`` -> ``Finish`` with the reason (``length`` /
   ``content_filter``); ``error`` / ``response.failed`` -> ``StreamError`` (whichever
@@ -60,7 +61,27 @@ from .provider import (
     StreamParser,
 )
 
-__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body"]
+__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body", "pack_reasoning", "unpack_reasoning"]
+
+
+def pack_reasoning(item_id: Any, encrypted_content: str) -> str:
+    """The opaque value a client stores for a reasoning item: ``<rs_id>:<encrypted_content>``.
+
+    A reasoning input item must carry its ``id`` as well as its ``encrypted_content``,
+    and ``ReasoningDelta`` has no id field, so the id travels inside the opaque value
+    (unambiguous: ids have no ``:``, encrypted content is URL-safe base64).
+    """
+    if isinstance(item_id, str) and item_id and ":" not in item_id:
+        return f"{item_id}:{encrypted_content}"
+    return encrypted_content
+
+
+def unpack_reasoning(value: str) -> tuple[str | None, str]:
+    """``(item_id, encrypted_content)`` from :func:`pack_reasoning`'s value."""
+    head, sep, rest = value.partition(":")
+    if sep and head.startswith("rs_"):
+        return head, rest
+    return None, value
 
 
 class ResponsesStreamParser(StreamParser):
@@ -137,7 +158,7 @@ class ResponsesStreamParser(StreamParser):
                 self.tools.open(key, id=item.get("call_id") or None, name=item.get("name") or None)
             return self.tools.complete_args(key, item.get("arguments") or "") + self.tools.end(key)
         if kind == "reasoning" and item.get("encrypted_content"):
-            return [ReasoningDelta(encrypted=item["encrypted_content"])]
+            return [ReasoningDelta(encrypted=pack_reasoning(item.get("id"), item["encrypted_content"]))]
         return []
 
     def _on_text(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
@@ -237,15 +258,20 @@ def build_responses_input(messages: Sequence[Any], *, send_reasoning: bool) -> l
         if turn.role == "assistant":
             if send_reasoning:
                 for reasoning in turn.reasoning:
-                    if reasoning.encrypted_value:
-                        item: dict[str, Any] = {
+                    if not reasoning.encrypted_value:
+                        continue
+                    item_id, encrypted = unpack_reasoning(reasoning.encrypted_value)
+                    item_id = item_id or (reasoning.id if reasoning.id.startswith("rs_") else None)
+                    if item_id is None:
+                        continue  # the API requires the item's own id; without it the item is refused
+                    out.append(
+                        {
                             "type": "reasoning",
+                            "id": item_id,
                             "summary": [{"type": "summary_text", "text": reasoning.content}] if reasoning.content else [],
-                            "encrypted_content": reasoning.encrypted_value,
+                            "encrypted_content": encrypted,
                         }
-                        if reasoning.id.startswith("rs_"):
-                            item["id"] = reasoning.id
-                        out.append(item)
+                    )
             if isinstance(message, AssistantMessage):
                 if message.content:
                     out.append({"role": "assistant", "content": message.content})

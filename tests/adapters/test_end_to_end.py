@@ -138,7 +138,14 @@ async def test_responses_encrypted_reasoning_and_call_ids_go_back() -> None:
     assert isinstance(events[-1], RunFinishedEvent)
     items = _second_request(server)["input"]
     reasoning = [i for i in items if i.get("type") == "reasoning"]
-    assert reasoning and reasoning[0]["encrypted_content"] == "gAAAAABoXyZ1c2VjcmV0LXJlYXNvbmluZy1ibG9i"
+    assert reasoning == [
+        {
+            "type": "reasoning",
+            "id": "rs_68a1f0c3aa01",
+            "summary": [{"type": "summary_text", "text": "**Planning lookups**\n\nI need the weather for two cities.\n\nThen I answer."}],
+            "encrypted_content": "gAAAAABoXyZ1c2VjcmV0LXJlYXNvbmluZy1ibG9i",
+        }
+    ]
     assert [i["call_id"] for i in items if i.get("type") == "function_call_output"] == ["call_A1b2C3"]
 
 

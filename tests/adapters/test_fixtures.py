@@ -103,7 +103,7 @@ async def _openai_responses(base_url: str) -> dict[str, Any]:
             elif kind == "response.function_call_arguments.delta":
                 calls[event.item_id][2] += event.delta
             elif kind == "response.output_item.done" and event.item.type == "reasoning" and event.item.encrypted_content:
-                out["encrypted"].append(event.item.encrypted_content)
+                out["encrypted"].append(f"{event.item.id}:{event.item.encrypted_content}")  # as pack_reasoning
             elif kind in ("response.completed", "response.incomplete"):
                 u = event.response.usage
                 out["usage"] = (
@@ -247,3 +247,115 @@ async def test_official_sdk_reads_the_fixture_as_we_do(provider: str, name: str)
         assert sdk["end"] is None or sdk["end"][0] != "finish" or ours["end"][1] == "truncated", sdk["end"]
         if ours["end"][1] == "truncated" and sdk["end"] is not None and sdk["end"][0] == "finish":
             assert provider in ("gemini", "openai_chat", "openai_compatible")
+
+
+# --------------------------------------------------------------------------- requests
+#
+# The other direction: the request bodies our adapters build must be valid for the
+# SDKs' own request types (openai / anthropic TypedDicts, google-genai pydantic models),
+# with unknown keys refused, so a misspelled or misplaced field fails here.
+
+
+def _forbid_extra_keys(package: str) -> None:
+    """Make pydantic refuse unknown keys in every TypedDict of an SDK's ``types``."""
+    import importlib
+    import pkgutil
+
+    from typing_extensions import is_typeddict
+
+    root = importlib.import_module(package)
+    for info in pkgutil.walk_packages(root.__path__, package + "."):
+        try:
+            module = importlib.import_module(info.name)
+        except Exception:  # noqa: BLE001 - optional extras of the SDK
+            continue
+        for value in vars(module).values():
+            if isinstance(value, type) and is_typeddict(value):
+                value.__pydantic_config__ = {"extra": "forbid", "arbitrary_types_allowed": True}  # type: ignore[attr-defined]
+
+
+def _request_history() -> tuple[list[Any], list[Any]]:
+    from agui_engine.events import (
+        AssistantMessage,
+        DataSource,
+        DeveloperMessage,
+        FunctionCall,
+        ImagePart,
+        ReasoningMessage,
+        SystemMessage,
+        TextPart,
+        ToolCall,
+        ToolMessage,
+        UrlSource,
+        UserMessage,
+    )
+    from agui_engine.llm import LLMTool
+
+    history = [
+        SystemMessage(id="s", content="Be brief."),
+        DeveloperMessage(id="d", content="Use tools."),
+        UserMessage(
+            id="u",
+            content=[
+                TextPart(text="What is this?"),
+                ImagePart(source=DataSource(value="iVBORw0KGgo=", mime_type="image/png")),
+                ImagePart(source=UrlSource(value="https://example.com/cat.jpg", mime_type="image/jpeg")),
+            ],
+        ),
+        ReasoningMessage(id="rs_1", content="thinking", encrypted_value="c2lnbmF0dXJl"),
+        AssistantMessage(
+            id="a",
+            content="Let me look.",
+            tool_calls=[ToolCall(id="call_1", function=FunctionCall(name="lookup", arguments='{"q":"cat"}'))],
+        ),
+        ToolMessage(id="t", tool_call_id="call_1", content="a cat"),
+        ToolMessage(id="t2", tool_call_id="call_1", content="", error="timeout"),
+        UserMessage(id="u2", content="thanks"),
+    ]
+    tools = [
+        LLMTool(name="lookup", description="Look up", parameters={"type": "object", "properties": {"q": {"type": "string"}}}, strict=True),
+        LLMTool(name="other", description="Other", parameters={"type": "object", "properties": {}}),
+    ]
+    return history, tools
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", "required", "none", "lookup"])
+@pytest.mark.parametrize("parallel", [True, False])
+def test_request_bodies_are_valid_for_the_sdks_request_types(tool_choice: str, parallel: bool) -> None:
+    from pydantic import TypeAdapter
+
+    from adapters.anthropic import build_anthropic_body
+    from adapters.gemini import build_gemini_body
+    from adapters.openai_chat import build_chat_body
+    from adapters.openai_responses import build_responses_body
+    from adapters.provider import CompletionRequest
+
+    _forbid_extra_keys("openai.types")
+    _forbid_extra_keys("anthropic.types")
+    from anthropic.types import message_create_params
+    from openai.types.chat import completion_create_params
+    from openai.types.responses import response_create_params
+
+    history, tools = _request_history()
+    request = CompletionRequest(
+        messages=history, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel, max_output_tokens=256
+    )
+    TypeAdapter(completion_create_params.CompletionCreateParamsStreaming).validate_python(build_chat_body("gpt-4o", request))
+    TypeAdapter(completion_create_params.CompletionCreateParamsStreaming).validate_python(
+        build_chat_body("llama", request, compatible=True, strict_tools=False)
+    )
+    TypeAdapter(response_create_params.ResponseCreateParamsStreaming).validate_python(
+        build_responses_body("o4-mini", request, reasoning={"effort": "low", "summary": "auto"})
+    )
+    TypeAdapter(message_create_params.MessageCreateParamsStreaming).validate_python(
+        build_anthropic_body("claude-sonnet-4-5", request, thinking={"type": "enabled", "budget_tokens": 1024})
+    )
+    body = build_gemini_body(request, thinking={"includeThoughts": True})
+    # The REST body's parts, validated by the SDK's own (extra-forbidding) models.
+    for content in body["contents"]:
+        genai_types.Content.model_validate(content)
+    genai_types.Content.model_validate(body["systemInstruction"])
+    for tool in body["tools"]:
+        genai_types.Tool.model_validate(tool)
+    genai_types.ToolConfig.model_validate(body["toolConfig"])
+    genai_types.GenerationConfig.model_validate(body["generationConfig"])

@@ -86,17 +86,17 @@ def test_request_body() -> None:
     history = [
         SystemMessage(id="s", content="Be brief."),
         UserMessage(id="u", content=[TextPart(text="Weather?"), ImagePart(source=DataSource(value="AAAA", mime_type="image/png"))]),
-        ReasoningMessage(id="r", content="summary", encrypted_value="sig-turn"),
+        ReasoningMessage(id="r", content="summary", encrypted_value="c2lnLXR1cm4="),
         AssistantMessage(
             id="a",
             tool_calls=[
                 ToolCall(id=minted, function=FunctionCall(name="get_weather", arguments='{"city":"Paris"}')),
-                ToolCall(id="fc-2", function=FunctionCall(name="get_weather", arguments='{"city":"Oslo"}'), encrypted_value="sig-call"),
+                ToolCall(id="fc-2", function=FunctionCall(name="get_weather", arguments='{"city":"Oslo"}'), encrypted_value="c2lnLWNhbGw="),
             ],
         ),
         ToolMessage(id="t1", tool_call_id=minted, content='{"tempC": 18}'),
         ToolMessage(id="t2", tool_call_id="fc-2", content="cold"),
-        ReasoningMessage(id="r2", content="", encrypted_value="sig-text"),
+        ReasoningMessage(id="r2", content="", encrypted_value="c2lnLXRleHQ="),
         AssistantMessage(id="a2", content="Done."),
     ]
     tools = [LLMTool(name="get_weather", description="Weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})]
@@ -110,8 +110,8 @@ def test_request_body() -> None:
         {
             "role": "model",
             "parts": [
-                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": "sig-turn"},
-                {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc-2"}, "thoughtSignature": "sig-call"},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": "c2lnLXR1cm4="},
+                {"functionCall": {"name": "get_weather", "args": {"city": "Oslo"}, "id": "fc-2"}, "thoughtSignature": "c2lnLWNhbGw="},
             ],
         },
         {
@@ -121,10 +121,19 @@ def test_request_body() -> None:
                 {"functionResponse": {"name": "get_weather", "response": {"result": "cold"}, "id": "fc-2"}},
             ],
         },
-        {"role": "model", "parts": [{"text": "Done.", "thoughtSignature": "sig-text"}]},
+        {"role": "model", "parts": [{"text": "Done.", "thoughtSignature": "c2lnLXRleHQ="}]},
     ]
     forced = build_gemini_body(CompletionRequest(messages=[], tools=tools, tool_choice="get_weather"))
     assert forced["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
+
+
+def test_another_providers_opaque_reasoning_is_not_sent_as_a_signature() -> None:
+    history = [
+        ReasoningMessage(id="r", content="", encrypted_value="rs_1:not base64!"),
+        AssistantMessage(id="a", tool_calls=[ToolCall(id="fc-1", function=FunctionCall(name="f", arguments="{}"), encrypted_value="EqQ=")]),
+    ]
+    body = build_gemini_body(CompletionRequest(messages=history, tools=[]))
+    assert body["contents"] == [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}, "id": "fc-1"}, "thoughtSignature": "EqQ="}]}]
 
 
 def test_tool_result_for_an_unknown_call_is_a_usage_error() -> None:

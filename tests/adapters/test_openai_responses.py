@@ -52,7 +52,7 @@ def test_function_calls_use_call_id_and_route_by_item_id() -> None:
 def test_reasoning_summaries_and_encrypted_content() -> None:
     d = run("reasoning")
     assert d["reasoning"] == "**Planning lookups**\n\nI need the weather for two cities.\n\nThen I answer."
-    assert d["encrypted"] == ["gAAAAABoXyZ1c2VjcmV0LXJlYXNvbmluZy1ibG9i"]
+    assert d["encrypted"] == ["rs_68a1f0c3aa01:gAAAAABoXyZ1c2VjcmV0LXJlYXNvbmluZy1ibG9i"]
     assert d["usage"] == (75, 160, 235, 128, 0)
 
 
@@ -107,7 +107,8 @@ def test_request_body() -> None:
                 ImagePart(source=FileSource(value="file-123")),
             ],
         ),
-        ReasoningMessage(id="rs_1", content="I thought", encrypted_value="enc"),
+        ReasoningMessage(id="engine-id", content="I thought", encrypted_value="rs_1:enc"),
+        ReasoningMessage(id="engine-id-2", content="no item id known", encrypted_value="enc-without-id"),
         AssistantMessage(id="a", content="Sure.", tool_calls=[ToolCall(id="call_1", function=FunctionCall(name="f", arguments="{}"))]),
         ToolMessage(id="t", tool_call_id="call_1", content="done"),
     ]
@@ -131,7 +132,7 @@ def test_request_body() -> None:
                 {"type": "input_image", "file_id": "file-123", "detail": "auto"},
             ],
         },
-        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "I thought"}], "encrypted_content": "enc", "id": "rs_1"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "I thought"}], "encrypted_content": "enc"},
         {"role": "assistant", "content": "Sure."},
         {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "done"},
