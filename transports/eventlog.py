@@ -280,12 +280,13 @@ class InMemoryEventLog:
         begin = log.start + (after - first + 1)
         end = min(len(log.payloads), begin + max_events)
         out = log.payloads[begin:end]
-        total = 0
-        for i, p in enumerate(out):
-            total += len(p)
-            if total > max_bytes and i > 0:
-                del out[i:]
-                break
+        if sum(map(len, out)) > max_bytes:  # rare: counted in C first, cut in Python only when needed
+            total = 0
+            for i, p in enumerate(out):
+                total += len(p)
+                if total > max_bytes and i > 0:
+                    del out[i:]
+                    break
         finished = log.finished and begin + len(out) == len(log.payloads)
         return LogSlice(after + 1, out, finished)
 

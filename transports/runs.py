@@ -78,7 +78,7 @@ from .eventlog import (
 
 __all__ = [
     "CANCEL_WAIT_SECONDS",
-    "COALESCE_ONE_PASS",
+    "COALESCE_MAX_PASSES",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
     "DEFAULT_MAX_RETAINED",
@@ -131,11 +131,12 @@ CANCEL_WAIT_SECONDS = 5.0
 #: rare enough not to split the bursts a real model stream delivers.
 PRODUCER_YIELD_EVERY = 256
 
-#: After a waiting subscriber is woken it lets the event loop run one more pass
-#: before it reads, so that the producer's next burst joins the same write.
-#: Measured on the transport benchmark: ~10% less server CPU per event (half the
-#: socket writes), for a latency of one loop pass (microseconds when idle).
-COALESCE_ONE_PASS = True
+#: After a waiting subscriber is woken it lets the event loop run up to this many
+#: more passes before it reads, as long as each pass brought new events (a burst
+#: in progress), so that they join the same write. A producer that went quiet
+#: costs one pass. Fewer, larger writes are most of what the gateway saves per
+#: event (see the transports benchmark); a pass is microseconds when idle.
+COALESCE_MAX_PASSES = 4
 
 #: WebSocket close/error codes for the registry's refusals.
 WS_CLOSE_BUSY = 4503
@@ -285,9 +286,13 @@ class Subscription:
                         pass
             if not woke:
                 return None
-            if COALESCE_ONE_PASS:
-                # Let the producer run one more pass first: its next burst joins this write.
+            # Let the producer run more loop passes while it keeps producing
+            # (a burst in progress): its next events join this write.
+            for _ in range(COALESCE_MAX_PASSES):
+                before = run.head
                 await asyncio.sleep(0)
+                if run.head == before or run.state != "running":
+                    break
 
     async def events(self, timeout: float | None = None) -> AsyncIterator[LogSlice | None]:
         """Iterate :meth:`next` until the run's last slice (inclusive)."""
