@@ -437,3 +437,20 @@ async def test_no_secret_or_traceback_reaches_the_log(caplog: pytest.LogCaptureF
     assert "sk-secret" not in r.text
     assert "sk-secret" not in caplog.text and "Traceback" not in caplog.text
     assert "RuntimeError" in caplog.text
+
+
+async def test_sse_agent_reports_an_expired_cursor_after_a_drop_as_run_error(drop_proxy) -> None:  # type: ignore[no-untyped-def]
+    from transports.eventlog import InMemoryEventLog
+
+    # The log keeps 5 events; the connection drops early and the run goes on, so the
+    # resume cursor has fallen out of the log when the client comes back: it must
+    # say so, not skip silently to the tail.
+    agent = ScriptedAgent(deltas=40, pause=0.002)
+    async with await start_sse_server(agent, log=InMemoryEventLog(max_events=5)) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        proxy = drop_proxy("127.0.0.1", port, cut_after=600, drops=1)
+        await proxy.start()
+        client = SSEAgent(f"http://127.0.0.1:{proxy.port}/", backoff_initial=0.4, backoff_max=0.4)
+        events = [e async for e in client.run(make_input())]
+    assert events[-1].type.value == "RUN_ERROR" and events[-1].code == "cursor_expired"
+    assert client.reconnects == 1
