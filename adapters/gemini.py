@@ -12,8 +12,9 @@ frame (blocks end with CRLF CRLF) is a whole ``GenerateContentResponse``;
   -> ``ToolCallStart`` (the provider's id, or a minted one: the Gemini API usually
   sends none), **one** ``ToolCallArgsDelta`` with the whole ``args`` as JSON text, and
   ``ToolCallEnd`` at once -- never dropping arguments that came with the name.
-  A part's ``thoughtSignature`` becomes ``ReasoningDelta(signature=)``, placed before
-  the call it belongs to (so a replayed reasoning message precedes that call).
+  A ``functionCall`` part's ``thoughtSignature`` is that call's
+  ``ToolCallStart.signature``; on any other part it becomes
+  ``ReasoningDelta(signature=)`` after the part's text.
 * ``finishReason`` is remembered (``STOP`` with calls means ``tool_calls``);
   ``usageMetadata`` is cumulative (last wins). EOF is the normal end -- *after* a
   ``finishReason``; EOF before any is a truncated stream.
@@ -22,9 +23,10 @@ frame (blocks end with CRLF CRLF) is a whole ``GenerateContentResponse``;
 
 Requests: system/developer -> ``systemInstruction``; roles ``user`` / ``model``; tool
 results -> ``functionResponse`` parts (named after the call they answer); tools as
-``functionDeclarations`` with ``parametersJsonSchema`` (full JSON Schema). Thought
-signatures go back on the first ``functionCall`` part of the model turn they came
-with (a tool call's own ``encrypted_value`` first), else on its last part. Minted ids
+``functionDeclarations`` with ``parametersJsonSchema`` (full JSON Schema). A tool
+call's own signature (its ``encrypted_value``) goes back on its ``functionCall``
+part; the turn's reasoning signature goes on the first call when that call has
+none of its own, else on the turn's text part. Minted ids
 (prefix :data:`MINTED_ID_PREFIX`) are not sent back; provider ids are.
 """
 
@@ -145,13 +147,12 @@ class GeminiStreamParser(StreamParser):
         items: list[LLMStreamItem] = []
         call = part.get("functionCall")
         if isinstance(call, dict):
-            if signature:
-                items.append(ReasoningDelta(signature=signature))
             name = call.get("name")
             if not name:
                 raise MalformedStream("functionCall without a name")
             key = ("part", self._parts)
-            items += self.tools.open(key, id=call.get("id") or None, name=name)
+            # the signature belongs to this call: it goes back on this functionCall part
+            items += self.tools.open(key, id=call.get("id") or None, name=name, signature=signature or None)
             args = call.get("args")
             items += self.tools.args(key, msgspec.json.encode(args).decode() if args is not None else "{}")
             return items + self.tools.end(key)
@@ -237,6 +238,7 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
         elif turn.role == "assistant":
             parts: list[dict[str, Any]] = []
             signatures = [r.encrypted_value for r in turn.reasoning if _is_signature(r.encrypted_value)]
+            spare = signatures[0] if signatures else None  # the turn's reasoning signature, not placed yet
             if isinstance(message, AssistantMessage):
                 if message.content:
                     parts.append({"text": message.content})
@@ -247,14 +249,18 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
                     if not call.id.startswith(MINTED_ID_PREFIX):
                         function_call["id"] = call.id
                     entry: dict[str, Any] = {"functionCall": function_call}
-                    own = call.encrypted_value if _is_signature(call.encrypted_value) else None
-                    signature = own or (signatures[0] if first_call and signatures else None)
+                    # the call's own signature (ToolCallStart.signature -> ToolCall.encrypted_value);
+                    # a first call without one takes the turn's reasoning signature (history
+                    # that kept the call's signature as a reasoning message)
+                    signature = call.encrypted_value if _is_signature(call.encrypted_value) else None
+                    if signature is None and first_call and spare is not None:
+                        signature, spare = spare, None
                     if signature:
                         entry["thoughtSignature"] = signature
                     first_call = False
                     parts.append(entry)
-                if signatures and not message.tool_calls and parts:
-                    parts[-1]["thoughtSignature"] = signatures[0]
+                if spare is not None and parts and "text" in parts[0]:
+                    parts[0]["thoughtSignature"] = spare  # a text part's own signature goes back on it
             add("model", parts)
     return system, contents
 

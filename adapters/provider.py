@@ -318,8 +318,19 @@ class ToolCallTracker:
         call = self._by_key.get(key)
         return None if call is None else call.id
 
-    def open(self, key: Hashable, *, id: str | None = None, name: str | None = None, new: bool = False) -> list[LLMStreamItem]:
+    def open(
+        self,
+        key: Hashable,
+        *,
+        id: str | None = None,
+        name: str | None = None,
+        new: bool = False,
+        signature: str | None = None,
+    ) -> list[LLMStreamItem]:
         """Create or update the call under ``key``; start it once id and name are known.
+
+        ``signature`` is the call's own opaque value (``ToolCallStart.signature``);
+        it must come with the call's start.
 
         ``new=True`` (a different call id arrived under a key already in use) ends the
         old call and opens a fresh one, so two calls are never merged into one id.
@@ -341,7 +352,7 @@ class ToolCallTracker:
             if call.id is None:
                 call.id = self._id_factory()
             call.started = True
-            items.append(ToolCallStart(index=call.index, id=call.id, name=call.name))
+            items.append(ToolCallStart(index=call.index, id=call.id, name=call.name, signature=signature))
             for fragment in call.pending:
                 items += self._send(call, fragment)
             call.pending.clear()

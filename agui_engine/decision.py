@@ -34,9 +34,14 @@ tool calls keyed by the model's ``index``. Every model item maps to events:
 model item             events
 =====================  ==============================================================
 ReasoningDelta text    (REASONING_START + REASONING_MESSAGE_START) REASONING_MESSAGE_CONTENT
-ReasoningDelta sig.    (open as above) REASONING_ENCRYPTED_VALUE {subtype: "message"}
+ReasoningDelta sig.    (open as above) REASONING_ENCRYPTED_VALUE {subtype: "message"}, then
+                       REASONING_MESSAGE_END + REASONING_END: the opaque value ends the
+                       provider's block, so the next reasoning is a new message with its
+                       own value (Anthropic thinking + redacted_thinking in one turn)
 TextDelta              (close reasoning) (TEXT_MESSAGE_START) TEXT_MESSAGE_CONTENT
 ToolCallStart          (close reasoning, close text) TOOL_CALL_START {parentMessageId}
+                       + with a signature: REASONING_ENCRYPTED_VALUE {subtype: "tool-call",
+                       entityId: toolCallId}
                        + for a component: CUSTOM tambo.component.start
 ToolCallArgsDelta      TOOL_CALL_ARGS (the fragment rewritten for the wire, see below)
                        + for a component: CUSTOM tambo.component.props_delta
@@ -96,8 +101,8 @@ from .components import (
     ServerTool,
     StatusMessages,
     build_llm_tool,
-    is_standard_parameter,
     split_standard_parameters,
+    status_messages_of,
     unstrict_value,
 )
 from .errors import AguiEngineError, RemoteInputError, UpstreamError, UsageError
@@ -106,6 +111,7 @@ from .events import (
     Event,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
+    ReasoningMessage,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
@@ -144,6 +150,7 @@ __all__ = [
     "Decision",
     "DecisionStreamItem",
     "ModelStreamError",
+    "ReasoningBlock",
     "StandardParameterFilter",
     "ToolCallArgumentsError",
     "ToolCallRequest",
@@ -206,6 +213,21 @@ class ToolCallArgumentsError(RemoteInputError):
 # --------------------------------------------------------------------------- decision values
 
 
+@dataclass(frozen=True, slots=True)
+class ReasoningBlock:
+    """One reasoning message of a step: its id, where its text starts in the step's
+    reasoning parts, and its opaque provider value (``None`` until one arrives).
+
+    A provider's reasoning block (an Anthropic ``thinking`` or ``redacted_thinking``
+    block, a Responses reasoning item, a Gemini thought) ends with its opaque value,
+    so the value closes the block: the next reasoning opens a new one.
+    """
+
+    id: str
+    start: int
+    encrypted: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decision:
     """Everything the step has decided so far.
@@ -220,8 +242,7 @@ class Decision:
     text_count: int = field(default=0, repr=False)
     reasoning_parts: Sequence[str] = field(default=(), repr=False)
     reasoning_count: int = field(default=0, repr=False)
-    reasoning_id: str | None = None
-    reasoning_encrypted: str | None = None
+    reasoning_blocks: tuple[ReasoningBlock, ...] = ()
     tool_calls: tuple[ToolCallRequest, ...] = ()
     components: tuple[ToolCallRequest, ...] = ()
     status_message: str | None = None
@@ -236,8 +257,32 @@ class Decision:
 
     @property
     def reasoning(self) -> str:
-        """The reasoning text so far."""
+        """The reasoning text so far (every reasoning message of the step, joined)."""
         return "".join(islice(self.reasoning_parts, self.reasoning_count))
+
+    @property
+    def reasoning_messages(self) -> tuple[ReasoningMessage, ...]:
+        """One ``ReasoningMessage`` per reasoning block, in order, each with its own
+        ``encrypted_value`` byte-exact (what goes back to the model: a provider
+        rejects a thinking block whose signature is not its own)."""
+        blocks = self.reasoning_blocks
+        out = []
+        for i, block in enumerate(blocks):
+            end = blocks[i + 1].start if i + 1 < len(blocks) else self.reasoning_count
+            content = "".join(islice(self.reasoning_parts, block.start, end))
+            out.append(ReasoningMessage(id=block.id, content=content, encrypted_value=block.encrypted))
+        return tuple(out)
+
+    @property
+    def reasoning_id(self) -> str | None:
+        """The id of the step's first reasoning message (``None`` without reasoning)."""
+        return self.reasoning_blocks[0].id if self.reasoning_blocks else None
+
+    @property
+    def reasoning_encrypted(self) -> str | None:
+        """The first reasoning message's opaque value; a step may have several, see
+        :attr:`reasoning_messages`."""
+        return self.reasoning_blocks[0].encrypted if self.reasoning_blocks else None
 
     @property
     def component_name(self) -> str | None:
@@ -535,7 +580,8 @@ class ToolCallRequest:
     original schema; while the call streams it is the partial object so far (a
     fresh copy on every read), once ``done`` the final arguments.
     ``arguments_text`` is the raw JSON text exactly as the model sent it (what
-    goes into the message history). A component call has ``component_id`` and
+    goes into the message history); ``signature`` the call's own opaque provider
+    value (``ToolCallStart.signature``), replayed as the call's ``encryptedValue``. A component call has ``component_id`` and
     ``component_name`` (its ``props`` are its ``arguments``); an interactable
     update has ``interactable_id`` and ``update_kind``.
     """
@@ -553,14 +599,16 @@ class ToolCallRequest:
         "id",
         "index",
         "name",
+        "signature",
         "spec",
     )
 
     def __init__(self, index: int, call_id: str, name: str, spec: _ToolSpec | None, component_id: str | None,
-                 message_id: str) -> None:
+                 message_id: str, signature: str | None = None) -> None:
         self.index = index
         self.id = call_id
         self.name = name
+        self.signature = signature
         self.spec = spec
         self.component_id = component_id
         self._stream: ComponentStream | None = None
@@ -621,10 +669,11 @@ class ToolCallRequest:
         """The call's standard parameters as far as they have arrived."""
         if self._stream is not None:
             return self._stream.status_messages
-        value = self._update._stream.value if self._update is not None else self._parser.value  # type: ignore[union-attr]
-        if not isinstance(value, dict):
-            return StatusMessages()
-        return split_standard_parameters({k: v for k, v in value.items() if is_standard_parameter(k)})[1]
+        if self._update is not None:
+            return self._update.status_messages
+        assert self._parser is not None
+        value = self._parser.value
+        return status_messages_of(value) if isinstance(value, dict) else StatusMessages()
 
     # -- driven by the step
 
@@ -731,8 +780,7 @@ class _Step:
         self.lane = "idle"
         self.reasoning_id: str | None = None
         self.reasoning_parts: list[str] = []
-        self.reasoning_encrypted: str | None = None
-        self.first_reasoning_id: str | None = None
+        self.reasoning_blocks: tuple[ReasoningBlock, ...] = ()
         self.text_parts: list[str] = []
         self.calls: dict[int, ToolCallRequest] = {}
         self.call_list: tuple[ToolCallRequest, ...] = ()
@@ -762,8 +810,7 @@ class _Step:
         self._close_lane(out)
         if lane == "reasoning":
             self.reasoning_id = self.make_id()
-            if self.first_reasoning_id is None:
-                self.first_reasoning_id = self.reasoning_id
+            self.reasoning_blocks = (*self.reasoning_blocks, ReasoningBlock(self.reasoning_id, len(self.reasoning_parts)))
             out.append(ReasoningStartEvent(message_id=self.reasoning_id))
             out.append(ReasoningMessageStartEvent(message_id=self.reasoning_id))
         elif lane == "text":
@@ -797,12 +844,7 @@ class _Step:
                     out.append(ReasoningMessageContentEvent(message_id=self.reasoning_id, delta=item.text))
                 for blob in (item.signature, item.encrypted):
                     if blob:
-                        self.reasoning_encrypted = blob
-                        out.append(
-                            ReasoningEncryptedValueEvent(
-                                subtype="message", entity_id=self.reasoning_id, encrypted_value=blob
-                            )
-                        )
+                        self._seal_reasoning(blob, out)
         elif isinstance(item, ToolCallStart):
             out.extend(self._start_call(item))
         elif isinstance(item, ToolCallEnd):
@@ -823,6 +865,17 @@ class _Step:
             raise ModelStreamError(f"model stream produced an unknown item {type(item).__name__}")
         return out
 
+    def _seal_reasoning(self, blob: str, out: list[Event]) -> None:
+        """Attach ``blob`` to the open reasoning message (opening one if a previous blob
+        closed it) and close it: an opaque value ends its provider block, and the
+        next block needs its own message and its own value."""
+        self._enter("reasoning", out)
+        assert self.reasoning_id is not None
+        last = self.reasoning_blocks[-1]
+        self.reasoning_blocks = (*self.reasoning_blocks[:-1], ReasoningBlock(last.id, last.start, blob))
+        out.append(ReasoningEncryptedValueEvent(subtype="message", entity_id=self.reasoning_id, encrypted_value=blob))
+        self._close_lane(out)
+
     def _call(self, index: int, what: str) -> ToolCallRequest:
         call = self.calls.get(index)
         if call is None:
@@ -841,7 +894,7 @@ class _Step:
         spec = self.specs.get(item.name)
         is_component = spec is not None and spec.component is not None
         component_id = self.make_id() if is_component else None
-        call = ToolCallRequest(item.index, item.id, item.name, spec, component_id, self.message_id)
+        call = ToolCallRequest(item.index, item.id, item.name, spec, component_id, self.message_id, item.signature)
         self.calls[item.index] = call
         self.call_list = (*self.call_list, call)
         if component_id is not None:
@@ -849,6 +902,10 @@ class _Step:
         out.append(
             ToolCallStartEvent(tool_call_id=item.id, tool_call_name=item.name, parent_message_id=self.message_id)
         )
+        if item.signature:
+            # the call's own opaque value, tied to the call: the client keeps it on the call
+            # (ToolCall.encryptedValue) and it goes back on that call in the next request
+            out.append(ReasoningEncryptedValueEvent(subtype="tool-call", entity_id=item.id, encrypted_value=item.signature))
         out.extend(call._start())
         self._refresh(call)
         return out
@@ -885,7 +942,7 @@ class _Step:
     def decision(self) -> Decision:
         """The decision so far; the previous one is reused when nothing it holds changed
         (an argument fragment only moves the live tool call views)."""
-        key = (len(self.text_parts), len(self.reasoning_parts), self.reasoning_encrypted, len(self.call_list),
+        key = (len(self.text_parts), len(self.reasoning_parts), self.reasoning_blocks, len(self.call_list),
                self.status, self.finish, self.usage)
         if self._decision is not None and key == self._decision_key:
             return self._decision
@@ -896,8 +953,7 @@ class _Step:
             text_count=len(self.text_parts),
             reasoning_parts=self.reasoning_parts,
             reasoning_count=len(self.reasoning_parts),
-            reasoning_id=self.first_reasoning_id,
-            reasoning_encrypted=self.reasoning_encrypted,
+            reasoning_blocks=self.reasoning_blocks,
             tool_calls=self.call_list,
             components=self.component_list,
             status_message=self.status.status_message,

@@ -13,7 +13,10 @@ async iterator of :data:`LLMStreamItem` values. The items are provider-neutral:
 * :class:`ToolCallStart` / :class:`ToolCallArgsDelta` / :class:`ToolCallEnd` --
   tool calls keyed by ``index`` (the provider's routing key mapped to a small
   integer), so parallel calls interleave freely. ``ToolCallStart`` carries the
-  call id and tool name; argument deltas are raw JSON text fragments.
+  call id and tool name, and optionally the call's own opaque ``signature`` (a
+  Gemini ``thoughtSignature`` on a ``functionCall`` part), which must reach the
+  client as ``REASONING_ENCRYPTED_VALUE`` (subtype ``tool-call``) and go back on
+  that call; argument deltas are raw JSON text fragments.
 * :class:`Usage` -- token counts (may arrive more than once; the last wins per field).
 * :class:`Finish` -- the model's finish reason, normalised to :data:`FinishReason`.
 * :class:`StreamError` -- an in-band error or a truncated stream. After it the
@@ -84,9 +87,13 @@ class ReasoningDelta(msgspec.Struct, frozen=True, kw_only=True, tag="reasoning")
 
 
 class ToolCallStart(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_start"):
+    """A tool call begins. ``signature``: opaque provider material bound to this call
+    (Gemini's ``thoughtSignature``), replayed byte-exact on the same call."""
+
     index: int
     id: str
     name: str
+    signature: str | None = None
 
 
 class ToolCallArgsDelta(msgspec.Struct, frozen=True, kw_only=True, tag="tool_call_args"):

@@ -13,9 +13,10 @@ component                   ``TOOL_CALL_RESULT`` "shown" (keeps the client's mes
 (``show_component_<Name>``) valid: every tool call has its result) -> the model continues
 interactable update         ``TOOL_CALL_RESULT`` :data:`~agui_engine.interactables.UPDATE_RESULT`
                             -> the model continues
-server tool                 the Python function runs (sync inline, async awaited; parallel
-                            calls of one step run concurrently); its result, or the error it
-                            raised, becomes ``TOOL_CALL_RESULT`` -> the model continues
+server tool                 the Python function runs (``async def`` awaited on the loop, a
+                            sync function in a worker thread, see below; parallel calls of
+                            one step run concurrently); its result, or the error it raised,
+                            becomes ``TOOL_CALL_RESULT`` -> the model continues
 client tool                 pending: after the step the run ends with ``RUN_FINISHED``
 (``RunAgentInput.tools``)   ``outcome {type: "success", pendingToolCallIds}``; the client runs
                             the tools and starts the next run with their results
@@ -44,16 +45,25 @@ unexpected exception becomes code ``internal_error`` with no traceback), after
 the decision loop has closed the open text and reasoning. Usage of all steps is
 summed per (provider, model) into ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage``.
 
+Sync server tools run in a worker thread (``asyncio.to_thread``): a gateway
+serves many runs on one event loop, and a blocking function (a database driver,
+``requests``, a CPU-bound helper) run inline would stall every other stream. The
+thread hop costs tens of microseconds, so tools known to return at once can be
+named in ``inline_tools`` to run on the loop instead.
+
 Cancellation: closing the event iterator (``aclose()``, or cancelling the task
 awaiting it) closes the decision loop, which closes the model stream at once;
-running tool coroutines are cancelled with it.
+running tool coroutines are cancelled with it. A sync tool already running in
+its thread cannot be stopped (Python cannot kill a thread): the run stops
+waiting for it at once, the thread runs the function to its end, and its result
+or exception is discarded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Final
 
@@ -83,7 +93,6 @@ from .events import (
     Event,
     FunctionCall,
     Message,
-    ReasoningMessage,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -156,15 +165,21 @@ class LLMAgent:
 
     ``tools`` are :class:`~agui_engine.components.ServerTool` values or plain
     functions (sync or ``async def``; their schema comes from the signature,
-    see :func:`~agui_engine.components.tool_from_callable`). A sync function runs
-    on the event loop: keep it quick, or make it ``async``.
+    see :func:`~agui_engine.components.tool_from_callable`). An ``async def``
+    function is awaited on the event loop; a sync function runs in a worker
+    thread (``asyncio.to_thread``) so that a blocking call never stalls other
+    runs on the loop, except the tools named in ``inline_tools`` (sync tools
+    known to return at once, which then skip the thread hop). A cancelled run
+    stops waiting for a sync tool at once; the thread finishes on its own and
+    its result is discarded.
 
     ``force_tool_choice`` applies to the first model call of each run only (the
     forced tool then runs and the model continues freely). ``id_factory`` makes
     every message, component and result id (default: random uuid4 hex).
 
-    Raises :class:`UsageError` for a tool that cannot be described, or two
-    server tools / components with one name; :meth:`run` raises
+    Raises :class:`UsageError` for a tool that cannot be described, two
+    server tools / components with one name, or an ``inline_tools`` name that is
+    not a server tool; :meth:`run` raises
     :class:`~agui_engine.decision.UnknownToolChoiceError` before ``RUN_STARTED`` when
     ``force_tool_choice`` names no tool of that run.
     """
@@ -183,6 +198,7 @@ class LLMAgent:
         memories: Sequence[str] | None = None,
         max_output_tokens: int | None = None,
         id_factory: Callable[[], str] = new_id,
+        inline_tools: Collection[str] = (),
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -190,6 +206,12 @@ class LLMAgent:
         self.components = list(components)
         self.tools = [t if isinstance(t, ServerTool) else tool_from_callable(t) for t in tools]
         _unique([c.tool_name for c in self.components] + [t.name for t in self.tools], "server")
+        if isinstance(inline_tools, str):
+            raise UsageError("inline_tools must be a collection of tool names, not one string")
+        unknown = sorted(set(inline_tools) - {t.name for t in self.tools})
+        if unknown:
+            raise UsageError(f"inline_tools names no server tool: {', '.join(map(repr, unknown))}")
+        self.inline_tools = frozenset(inline_tools)
         self.max_steps = max_steps
         self.strict = strict
         self.parallel_tool_calls = parallel_tool_calls
@@ -364,7 +386,13 @@ class LLMAgent:
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
             try:
-                result = tool.call(call.arguments)
+                if tool.is_async or tool.name in self.inline_tools:
+                    result = tool.call(call.arguments)
+                else:
+                    # off the loop: a blocking function must not stall other runs. A
+                    # cancellation stops the await; the thread finishes and is discarded.
+                    result = await asyncio.to_thread(tool.call, call.arguments)
+                # a sync callable may still hand back an awaitable (a partial of an async function)
                 if inspect.isawaitable(result):
                     result = await result
                 content = format_tool_result(result)
@@ -387,18 +415,13 @@ class LLMAgent:
 
 def _assistant_messages(decision: Decision) -> list[Message]:
     """The messages the step adds to the history (what the model said, for the next call)."""
-    out: list[Message] = []
-    if decision.reasoning_id is not None:
-        # kept byte-exact: providers reject a modified thinking signature in a tool loop
-        out.append(
-            ReasoningMessage(
-                id=decision.reasoning_id,
-                content=decision.reasoning,
-                encrypted_value=decision.reasoning_encrypted,
-            )
-        )
+    # one message per reasoning block, each with its own value byte-exact: providers
+    # reject a thinking block whose signature was changed or moved in a tool loop
+    out: list[Message] = list(decision.reasoning_messages)
     tool_calls = [
-        ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments_text or "{}"))
+        ToolCall(
+            id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments_text or "{}"), encrypted_value=c.signature
+        )
         for c in decision.tool_calls
     ]
     text = decision.message

@@ -85,6 +85,8 @@ def digest(items: Sequence[LLMStreamItem]) -> dict[str, Any]:
                 out["encrypted"].append(item.encrypted)
         elif isinstance(item, ToolCallStart):
             calls[item.index] = [item.id, item.name, ""]
+            if item.signature:
+                out["signatures"].append(item.signature)
         elif isinstance(item, ToolCallArgsDelta):
             calls[item.index][2] += item.delta
         elif isinstance(item, Usage):

@@ -20,6 +20,7 @@ from agui_engine.events import (
     RunErrorEvent,
     RunFinishedEvent,
     ToolCallArgsEvent,
+    ToolCallStartEvent,
     UserMessage,
 )
 from agui_engine.llm_agent import LLMAgent
@@ -120,6 +121,11 @@ async def test_gemini_signature_and_minted_ids_go_back_correctly() -> None:
     assert model_turn["role"] == "model"
     calls = [p for p in model_turn["parts"] if "functionCall" in p]
     assert calls[0]["thoughtSignature"] == "CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2"
+    assert "thoughtSignature" not in calls[1]  # only the call it came with
+    # the client got it tied to that tool call, not to a reasoning message
+    (value,) = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    first_call = next(e for e in events if isinstance(e, ToolCallStartEvent))
+    assert (value.subtype, value.entity_id) == ("tool-call", first_call.tool_call_id)
     assert all("id" not in p["functionCall"] for p in calls)  # minted ids stay ours
     assert [p["functionResponse"]["name"] for p in results["parts"]] == ["show_component_WeatherCard"] * 2
 
@@ -159,19 +165,25 @@ async def test_anthropic_tool_results_follow_their_tool_use() -> None:
     assert uses == results == ["toolu_01A09q90qw90lq917835lq9", "toolu_01B7n2kXb9YzQw8Vt3Lm4Pq"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the decision loop keeps one encrypted blob per step (Decision.reasoning_encrypted): with a "
-    "thinking block and a redacted_thinking block in one turn, the thinking signature is replaced by the "
-    "redacted data, and Anthropic rejects the modified thinking block on the next call",
-)
 async def test_anthropic_thinking_signature_is_replayed_byte_exact() -> None:
     events, server = await _run("anthropic", "reasoning", "text")
     assert isinstance(events[-1], RunFinishedEvent)
     assistant = _second_request(server)["messages"][1]["content"]
-    thinking = [b for b in assistant if b["type"] == "thinking"]
-    assert thinking and thinking[0]["signature"] == "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds2yQ8Zr"
-    assert any(b["type"] == "redacted_thinking" for b in assistant)
+    # every block of the turn goes back in order, each with its own opaque value
+    assert assistant[:3] == [
+        {
+            "type": "thinking",
+            "thinking": "The user wants weather for Paris and Oslo. I'll show two cards.",
+            "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds2yQ8Zr",
+        },
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
+        {"type": "text", "text": "I'll check both cities."},
+    ]
+    assert [b["type"] for b in assistant[3:]] == ["tool_use"]
+    # and the client saw both values, each on its own reasoning message
+    values = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert [v.encrypted_value[:6] for v in values] == ["EqQBCg", "EmwKAh"]
+    assert len({v.entity_id for v in values}) == 2 and all(v.subtype == "message" for v in values)
 
 
 @pytest.mark.parametrize("provider", ["openai_chat", "anthropic", "gemini", "openai_responses"])

@@ -52,13 +52,14 @@ def test_whole_function_calls_get_minted_ids_and_their_arguments() -> None:
     assert d["end"] == ("finish", "tool_calls", "STOP")
 
 
-def test_thought_summary_and_signature_before_its_call() -> None:
+def test_thought_summary_and_the_signature_on_its_call() -> None:
     items = parse_chunks("gemini", [load_fixture("gemini", "reasoning").body])
     d = digest(items)
     assert d["reasoning"] == "**Checking the forecast**\nThe user wants two cities."
     assert d["signatures"] == ["CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2"]
-    at = items.index(ReasoningDelta(signature="CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2"))
-    assert isinstance(items[at + 1], ToolCallStart)
+    starts = [item for item in items if isinstance(item, ToolCallStart)]
+    assert [s.signature for s in starts] == ["CiQB0e2Kb7XqLm9Vb3JzZ0FpZ0U2", None]  # the first call's own
+    assert not any(isinstance(item, ReasoningDelta) and item.signature for item in items)
     assert d["usage"] == (42, 124, 166, 88, None)  # output = candidates + thoughts
 
 
@@ -134,6 +135,31 @@ def test_another_providers_opaque_reasoning_is_not_sent_as_a_signature() -> None
     ]
     body = build_gemini_body(CompletionRequest(messages=history, tools=[]))
     assert body["contents"] == [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}, "id": "fc-1"}, "thoughtSignature": "EqQ="}]}]
+
+
+def test_each_call_keeps_its_own_signature_and_a_text_signature_stays_on_the_text() -> None:
+    history = [
+        ReasoningMessage(id="r", content="", encrypted_value="dGV4dC1zaWc="),
+        AssistantMessage(
+            id="a",
+            content="Checking.",
+            tool_calls=[
+                ToolCall(id="fc-1", function=FunctionCall(name="f", arguments="{}"), encrypted_value="Y2FsbC0x"),
+                ToolCall(id="fc-2", function=FunctionCall(name="f", arguments="{}"), encrypted_value="Y2FsbC0y"),
+            ],
+        ),
+    ]
+    body = build_gemini_body(CompletionRequest(messages=history, tools=[]))
+    assert body["contents"] == [
+        {
+            "role": "model",
+            "parts": [
+                {"text": "Checking.", "thoughtSignature": "dGV4dC1zaWc="},
+                {"functionCall": {"name": "f", "args": {}, "id": "fc-1"}, "thoughtSignature": "Y2FsbC0x"},
+                {"functionCall": {"name": "f", "args": {}, "id": "fc-2"}, "thoughtSignature": "Y2FsbC0y"},
+            ],
+        }
+    ]
 
 
 def test_tool_result_for_an_unknown_call_is_a_usage_error() -> None:

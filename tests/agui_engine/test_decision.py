@@ -172,6 +172,55 @@ async def test_reasoning_then_text_with_signature() -> None:
     verify(events)
 
 
+async def test_each_reasoning_block_keeps_its_own_opaque_value() -> None:
+    # Anthropic: a thinking block (text, then its signature), a redacted_thinking block
+    # (data only), text, then another thinking block after the text
+    llm = ScriptedLLM([ReasoningDelta(text="a "), ReasoningDelta(text="b"), ReasoningDelta(signature="SIG1"),
+                       ReasoningDelta(encrypted="REDACTED"), TextDelta(text="Hi"),
+                       ReasoningDelta(text="c"), ReasoningDelta(signature="SIG2"), Finish(reason="stop")])
+    events, decision = await run(llm, message_id="m1")
+    verify(events)
+    messages = decision.reasoning_messages
+    assert [(m.content, m.encrypted_value) for m in messages] == [("a b", "SIG1"), ("", "REDACTED"), ("c", "SIG2")]
+    assert len({m.id for m in messages}) == 3 and decision.reasoning_id == messages[0].id
+    assert decision.reasoning == "a bc" and decision.reasoning_encrypted == "SIG1"
+    values = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert [(v.subtype, v.entity_id, v.encrypted_value) for v in values] == [
+        ("message", m.id, m.encrypted_value) for m in messages
+    ]
+    # each value is sent inside its own reasoning message, which it closes
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:10] == [
+        "ReasoningStartEvent", "ReasoningMessageStartEvent", "ReasoningMessageContentEvent",
+        "ReasoningMessageContentEvent", "ReasoningEncryptedValueEvent", "ReasoningMessageEndEvent",
+        "ReasoningEndEvent", "ReasoningStartEvent", "ReasoningMessageStartEvent", "ReasoningEncryptedValueEvent",
+    ]
+
+
+async def test_earlier_decisions_keep_their_reasoning_blocks() -> None:
+    llm = ScriptedLLM([ReasoningDelta(text="x"), ReasoningDelta(signature="S1"), ReasoningDelta(text="y"),
+                       Finish(reason="stop")])
+    decisions = [item.decision async for item in run_decision_loop(llm, USER, id_factory=counter_ids())]
+    assert [(m.content, m.encrypted_value) for m in decisions[0].reasoning_messages] == [("x", None)]
+    assert [(m.content, m.encrypted_value) for m in decisions[1].reasoning_messages] == [("x", "S1")]
+    assert [(m.content, m.encrypted_value) for m in decisions[-1].reasoning_messages] == [("x", "S1"), ("y", None)]
+
+
+async def test_a_tool_call_signature_is_sent_on_the_call() -> None:
+    llm = ScriptedLLM([ToolCallStart(index=0, id="c1", name="lookup", signature="CALLSIG"),
+                       ToolCallArgsDelta(index=0, delta='{"q":"tea"}'), ToolCallEnd(index=0),
+                       *call(1, "c2", "lookup", '{"q":"milk"}'), Finish(reason="tool_calls")])
+    events, decision = await run(llm, message_id="m1")
+    verify(events)
+    start = events.index(next(e for e in events if isinstance(e, ToolCallStartEvent)))
+    value = events[start + 1]
+    assert isinstance(value, ReasoningEncryptedValueEvent)
+    assert (value.subtype, value.entity_id, value.encrypted_value) == ("tool-call", "c1", "CALLSIG")
+    assert len([e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]) == 1
+    assert [c.signature for c in decision.tool_calls] == ["CALLSIG", None]
+    assert decision.reasoning_messages == ()  # not a reasoning message: it belongs to the call
+
+
 async def test_information_tool_call_filters_standard_parameters() -> None:
     args = ['{"_tambo_statusMessage":"Looking up', ' tea",', '"_tambo_completionStatusMessage":"Looked up tea",',
             '"q":"tea","limit":null}']

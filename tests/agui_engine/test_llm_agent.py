@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -236,6 +237,95 @@ async def test_async_tools_of_one_step_run_concurrently() -> None:
     assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["waited", "set"]
 
 
+async def test_a_blocking_sync_tool_does_not_block_a_concurrent_coroutine() -> None:
+    release = threading.Event()
+    tool_threads: list[int] = []
+
+    def blocking() -> str:
+        """Blocks until a coroutine on the event loop releases it."""
+        tool_threads.append(threading.get_ident())
+        # run on the loop, this would wait out the timeout: the releaser could not run
+        return "released" if release.wait(timeout=10) else "it blocked the event loop"
+
+    async def releaser() -> None:
+        while not tool_threads:
+            await asyncio.sleep(0)
+        release.set()
+
+    llm = ScriptedLLM([*call(0, "c1", "blocking"), Finish(reason="tool_calls")], text("done"))
+    events, _ = await asyncio.wait_for(
+        asyncio.gather(collect(LLMAgent(llm, tools=[blocking]), run_input()), releaser()), timeout=30
+    )
+    check_run(events)
+    assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["released"]
+    assert tool_threads != [threading.get_ident()]
+
+
+async def test_inline_tools_and_async_tools_run_on_the_event_loop() -> None:
+    threads: dict[str, int] = {}
+
+    def quick() -> str:
+        """Returns at once."""
+        threads["quick"] = threading.get_ident()
+        return "q"
+
+    async def coro() -> str:
+        """Async."""
+        threads["coro"] = threading.get_ident()
+        return "c"
+
+    def slow() -> str:
+        """Sync, not inline."""
+        threads["slow"] = threading.get_ident()
+        return "s"
+
+    llm = ScriptedLLM([*call(0, "a", "quick"), *call(1, "b", "coro"), *call(2, "c", "slow"),
+                       Finish(reason="tool_calls")], text("done"))
+    events = await collect(LLMAgent(llm, tools=[quick, coro, slow], inline_tools=["quick"]), run_input())
+    assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["q", "c", "s"]
+    loop_thread = threading.get_ident()
+    assert threads["quick"] == threads["coro"] == loop_thread != threads["slow"]
+
+
+def test_inline_tools_must_name_server_tools() -> None:
+    with pytest.raises(UsageError, match="'nope'"):
+        LLMAgent(EmbeddedModel(), tools=[get_weather], inline_tools=["nope"])
+    with pytest.raises(UsageError, match="collection"):
+        LLMAgent(EmbeddedModel(), tools=[get_weather], inline_tools="get_weather")
+
+
+async def test_cancelling_during_a_sync_tool_returns_at_once_and_discards_its_result() -> None:
+    started = threading.Event()
+    release = threading.Event()
+    finished: list[str] = []
+
+    def stuck() -> str:
+        """Blocks until the test releases it."""
+        started.set()
+        release.wait(timeout=10)
+        finished.append("late")
+        return "late"
+
+    llm = ScriptedLLM([*call(0, "c1", "stuck"), Finish(reason="tool_calls")], text("never"))
+    seen: list[Any] = []
+
+    async def consume() -> None:
+        async for event in LLMAgent(llm, tools=[stuck]).run(run_input()):
+            seen.append(event)
+
+    task = asyncio.ensure_future(consume())
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # returns while the thread is still blocked: the run does not wait for it
+    assert finished == []
+    release.set()
+    while not finished:  # the thread runs to its end; nothing of it reaches the run
+        await asyncio.sleep(0.01)
+    assert not any(isinstance(e, (ToolCallResultEvent, RunFinishedEvent)) for e in seen)
+    assert len(llm.calls) == 1 and llm.closed == 1
+
+
 async def test_step_limit_ends_with_run_error() -> None:
     llm = ScriptedLLM(lambda messages: [*call(0, f"c{len(messages)}", "lookup_again"), Finish(reason="tool_calls")])
 
@@ -327,6 +417,26 @@ async def test_history_of_the_next_step_keeps_reasoning_signature_and_tool_calls
     assert isinstance(assistant, AssistantMessage) and assistant.content == "Let me see."
     assert assistant.tool_calls and assistant.tool_calls[0].function.arguments == '{"city":"Tokyo"}'
     assert isinstance(tool, ToolMessage) and tool.tool_call_id == "c1"
+
+
+async def test_history_keeps_every_reasoning_block_and_each_calls_signature() -> None:
+    llm = ScriptedLLM([ReasoningDelta(text="think"), ReasoningDelta(signature="SIG"), ReasoningDelta(encrypted="RED"),
+                       ToolCallStart(index=0, id="c1", name="get_weather", signature="CALLSIG"),
+                       ToolCallArgsDelta(index=0, delta='{"city":"Tokyo"}'), ToolCallEnd(index=0),
+                       *call(1, "c2", "get_weather", '{"city":"Paris"}'), Finish(reason="tool_calls")],
+                      text("Done."))
+    events = await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    acc = check_run(events)
+    second = llm.calls[1].messages
+    first, redacted, assistant = second[-5:-2]
+    assert isinstance(first, ReasoningMessage) and (first.content, first.encrypted_value) == ("think", "SIG")
+    assert isinstance(redacted, ReasoningMessage) and (redacted.content, redacted.encrypted_value) == ("", "RED")
+    assert isinstance(assistant, AssistantMessage) and assistant.tool_calls
+    assert [c.encrypted_value for c in assistant.tool_calls] == ["CALLSIG", None]
+    # the client's view carries the same values on the same entities
+    calls = [c for m in acc.messages for c in m.get("toolCalls") or ()]
+    assert [c.get("encryptedValue") for c in calls] == ["CALLSIG", None]
+    assert [m.get("encryptedValue") for m in acc.messages if m.get("role") == "reasoning"] == ["SIG", "RED"]
 
 
 async def test_tool_call_parent_is_the_step_message() -> None:
