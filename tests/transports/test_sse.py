@@ -454,3 +454,51 @@ async def test_sse_agent_reports_an_expired_cursor_after_a_drop_as_run_error(dro
         events = [e async for e in client.run(make_input())]
     assert events[-1].type.value == "RUN_ERROR" and events[-1].code == "cursor_expired"
     assert client.reconnects == 1
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    out, last = [], 0
+    for p in points + [len(data)]:
+        out.append(data[last:p])
+        last = p
+    return out
+
+
+async def _through(chunks: list[bytes]) -> list:
+    """SSEAgent reading a stream delivered in exactly these chunks (httpx MockTransport)."""
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self):  # type: ignore[no-untyped-def]
+            for c in chunks:
+                yield c
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=Body())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        return [e async for e in SSEAgent("http://recorded/", client=client).run(make_input())]
+
+
+async def _record() -> tuple[bytes, list]:
+    async with await start_sse_server(ScriptedAgent(deltas=6)) as srv:
+        recorded = (await post(srv.url, body())).content
+    return recorded, [e async for e in ScriptedAgent(deltas=6).run(make_input())]
+
+
+def test_sse_agent_decodes_any_split_of_a_recorded_stream_identically() -> None:
+    """The client over a stream recorded from the live gateway, delivered whole,
+    one byte at a time and at hypothesis-chosen cuts: the same events every time."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    recorded, expected = asyncio.run(_record())
+    assert asyncio.run(_through([recorded])) == expected
+    assert asyncio.run(_through([recorded[i : i + 1] for i in range(len(recorded))])) == expected
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(0, 10_000), max_size=40))
+    def prop(cuts: list[int]) -> None:
+        assert asyncio.run(_through(_split(recorded, cuts))) == expected
+
+    prop()

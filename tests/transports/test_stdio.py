@@ -92,3 +92,68 @@ async def test_stdio_agent_typed_error_and_cancel() -> None:
         if e.type.value == "TEXT_MESSAGE_CONTENT":
             break
     await asyncio.wait_for(gen.aclose(), 10)  # sends cancel, the child exits
+
+
+class _Trickle(__import__("io").RawIOBase):
+    """A raw stream that hands out at most the next chunk size per read, as a pipe
+    may: the stdio server must serve the same lines however the input is cut."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.pos, self.sizes, self.i = data, 0, sizes or [len(data) or 1], 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+        n = min(len(buf), max(1, self.sizes[self.i % len(self.sizes)]), len(self.data) - self.pos)
+        self.i += 1
+        buf[:n] = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return n
+
+
+def _normalised(out: bytes) -> tuple[dict[str, list[str]], list[tuple[int, str]]]:
+    runs: dict[str, list[str]] = {}
+    errors = []
+    alone = ""  # a bare line belongs to the only run in flight: the last one started bare
+    for raw in out.splitlines():
+        d = msgspec.json.decode(raw)
+        if "error" in d:
+            errors.append((d["line"], d["error"]["code"]))
+            continue
+        if "type" in d:
+            if d["type"] == "RUN_STARTED":
+                alone = d["runId"]
+            runs.setdefault(alone, []).append(raw.decode())
+        else:
+            runs.setdefault(d["id"].rpartition(":")[0], []).append(msgspec.json.encode(d["event"]).decode())
+    return runs, errors
+
+
+def test_the_server_reads_the_same_lines_however_stdin_is_cut() -> None:
+    import io
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from transports.stdio import serve_stdio
+
+    data = line("a") + b'{"bad json\n' + line("a") + b"\n" + line("b")[:-1]  # last line without LF
+
+    def serve(sizes: list[int]) -> bytes:
+        out = io.BytesIO()
+        stdin = io.BufferedReader(_Trickle(data, sizes), buffer_size=8)
+        assert asyncio.run(serve_stdio(ScriptedAgent(deltas=2), stdin=stdin, stdout=out)) == 0
+        return out.getvalue()
+
+    whole = _normalised(serve([len(data)]))
+    assert whole[1] == [(2, "malformed_json"), (3, "run_exists")]
+    assert sorted(whole[0]) == ["a", "b"] and all(len(v) == 10 for v in whole[0].values())
+    assert _normalised(serve([1])) == whole
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(st.integers(1, 300), min_size=1, max_size=20))
+    def prop(sizes: list[int]) -> None:
+        assert _normalised(serve(sizes)) == whole
+
+    prop()
