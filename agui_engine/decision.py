@@ -57,7 +57,7 @@ for a component, a :class:`~agui_engine.jsonstream.PatchStream` for any other to
 *before* its ``TOOL_CALL_ARGS`` is emitted, so malformed or oversized arguments
 fail at the fragment that broke them and everything already emitted stays valid
 JSON-so-far. On the wire a fragment is rewritten by :class:`StandardParameterFilter`:
-no standard parameter and no root-level strict-mode ``null`` ever reaches a client
+no ``_tambo_*`` key and no strict-mode ``null``, at any depth, ever reaches a client
 (they surface as ``agui_engine.tool_call.status`` events and the decision's status
 messages); the decision keeps the model's raw text for the history. ``parentMessageId`` of a tool call is the assistant message id of
 the step (one id serves the text message, the tool calls and the components'
@@ -390,29 +390,52 @@ _STATUS_FIELDS: Final = {
 }
 _STRING_STOP = re.compile(r'["\\]')
 _STRUCTURAL = re.compile(r'["{}\[\],]')
+_COLON_AND_SPACE: Final = ": \t\r\n"
 _KEY, _VALUE = 0, 1
-# what happens to the member being read: removed (a standard parameter), kept but
-# not yet written (its value may be a strict-mode null), held (its value is null),
-# written through
+# what happens to the member being read: removed (a reserved ``_tambo_*`` key), kept
+# but not yet written (its value may be a strict-mode null), held (its value is
+# null), written through
 _SKIP, _PROBE, _HOLD, _PASS = 0, 1, 2, 3
 
 
+class _Frame:
+    """One open object or array of the document being rewritten."""
+
+    __slots__ = ("index", "is_object", "kept", "key", "mode", "phase")
+
+    def __init__(self, is_object: bool) -> None:
+        self.is_object = is_object
+        self.kept = 0  # members written so far (a comma goes before the next one)
+        self.phase = _KEY
+        self.mode = _PASS
+        self.key = ""
+        self.index = 0  # the current element of an array
+
+
 class StandardParameterFilter:
-    """Rewrite a streamed JSON object for the wire: no standard parameters, no strict-mode nulls.
+    """Rewrite a streamed JSON object for the wire: no reserved keys, no strict-mode nulls.
 
     ``feed(fragment) -> str`` returns the rewritten text of the fragment (possibly
-    ``""``); the outputs concatenate to the input document with, at the root level,
+    ``""``); the outputs concatenate to the input document with, at every depth
+    (inside nested objects and objects in arrays),
 
     * every ``_tambo_*`` member removed (:attr:`completed` collects ``(key, value)``
-      of each removed member once its value has ended), and
-    * every member whose value is ``null`` judged by ``null_verdict(key)`` (a
-      :class:`~agui_engine.components.NullPolicy` verdict): ``DROP`` removes it,
-      a ``NullDefault`` writes the default instead, ``KEEP`` keeps the ``null``.
+      of each removed *root-level* member -- the standard parameters -- once its
+      value has ended), and
+    * every member whose value is ``null`` judged by the tool's
+      :class:`~agui_engine.components.NullPolicy` at its path (keys and array
+      indices from the root, as :func:`~agui_engine.components.unstrict_value`
+      judges it): ``DROP`` removes it, a ``NullDefault`` writes the default
+      instead, ``KEEP`` keeps the ``null``. Array elements are never removed.
 
-    Commas are repaired, so the result is valid JSON. Deeper levels pass through
-    unchanged (standard parameters are top-level; nested strict nulls are left to
-    the receiver). A member whose value starts with ``n`` is held back until its
-    value ends, so a dropped null is never sent.
+    So the rewritten document parses to exactly what
+    ``unstrict_value(strip_reserved_keys(document), policy)`` gives for the whole
+    text: the same policy, one verdict per path, streamed or not.
+
+    Commas are repaired, so the result is valid JSON. A member's key is held until
+    the first character of its value decides the member (a reserved key's member
+    is dropped whole, a value starting with ``n`` is held until it ends), so a
+    dropped member is never sent; everything else passes through byte for byte.
 
     The input must be a well-formed JSON object prefix: the decision loop parses
     each fragment with the tokenizer *before* rewriting it, so a malformed
@@ -421,87 +444,122 @@ class StandardParameterFilter:
     """
 
     __slots__ = (
-        "_depth",
+        "_direct",
         "_escape",
+        "_frames",
         "_in_string",
-        "_kept",
-        "_key",
         "_member",
-        "_mode",
         "_out",
-        "_phase",
+        "_policy",
+        "_skip_depth",
+        "_skip_nesting",
         "_value",
-        "_verdict",
         "completed",
     )
 
-    def __init__(self, null_verdict: Callable[[str], Any] | None = None) -> None:
-        self._depth = 0
+    def __init__(self, policy: NullPolicy | None = None) -> None:
+        self._frames: list[_Frame] = []
         self._in_string = False
         self._escape = False
-        self._phase = _KEY
-        self._mode = _PASS
         self._member: list[str] = []  # whitespace and key of the member being read
         self._value: list[str] = []  # value text not written yet
-        self._key = ""
-        self._kept = 0
         self._out: list[str] = []
-        self._verdict = null_verdict
+        self._policy = policy
+        # while a reserved member is skipped: the depth of its object, and how many
+        # containers of its value are open
+        self._skip_depth = 0
+        self._skip_nesting = 0
+        self._direct = True  # text goes straight out (the state allows no decision to wait for)
         self.completed: list[tuple[str, Any]] = []
 
-    def _write_member(self, value_text: str) -> None:
-        if self._kept:
+    def _sync(self) -> None:
+        """Recompute :attr:`_direct` after a state change (read once per piece of text)."""
+        frames = self._frames
+        if self._skip_depth:
+            self._direct = False
+        elif not frames:
+            self._direct = True
+        else:
+            top = frames[-1]
+            self._direct = not top.is_object or (top.phase == _VALUE and top.mode == _PASS)
+
+    def _path(self) -> tuple[str | int, ...]:
+        return tuple(f.key if f.is_object else f.index for f in self._frames)
+
+    def _write_member(self, frame: _Frame, value_text: str) -> None:
+        if frame.kept:
             self._out.append(",")
         self._out.append("".join(self._member))
         self._out.append(value_text)
-        self._kept += 1
+        self._member = []
+        frame.kept += 1
 
     def _take(self, text: str) -> None:
-        if self._depth == 0:
+        if self._direct:
             self._out.append(text)
-        elif self._phase == _KEY:
+            return
+        if self._skip_depth:
+            if self._skip_depth == 1:  # a standard parameter: its value is reported
+                self._value.append(text)
+            return
+        if not self._frames:
+            self._out.append(text)
+            return
+        frame = self._frames[-1]
+        if not frame.is_object or frame.mode == _PASS and frame.phase == _VALUE:
+            self._out.append(text)
+        elif frame.phase == _KEY:
             self._member.append(text)
-        elif self._mode == _PASS:
-            self._out.append(text)
         else:
             self._value.append(text)
-            if self._mode == _PROBE:
-                # the first character after the colon decides: a null is held back
-                head = "".join(self._value).lstrip().lstrip(":").lstrip()
+            if frame.mode == _PROBE:
+                # the first character after the colon decides: a null is held back (what
+                # came before this piece was only the colon and whitespace)
+                head = text.lstrip(_COLON_AND_SPACE)
                 if head:
-                    if head[0] == "n" and self._verdict is not None:
-                        self._mode = _HOLD
+                    if head[0] == "n" and self._policy is not None:
+                        frame.mode = _HOLD
                     else:
-                        self._mode = _PASS
-                        self._write_member("".join(self._value))
+                        frame.mode = _PASS
+                        self._write_member(frame, "".join(self._value))
                         self._value = []
+                        self._direct = True
 
-    def _key_done(self) -> None:
-        self._key = json.loads("".join(self._member).strip())
-        self._phase = _VALUE
-        self._mode = _SKIP if self._key.startswith(STANDARD_PARAMETER_PREFIX) else _PROBE
+    def _key_done(self, frame: _Frame) -> None:
+        raw = "".join(self._member).strip()
+        frame.key = raw[1:-1] if "\\" not in raw else json.loads(raw)
+        frame.phase = _VALUE
+        if frame.key.startswith(STANDARD_PARAMETER_PREFIX):
+            frame.mode = _SKIP
+            self._skip_depth = len(self._frames)
+            self._member = []
+        else:
+            frame.mode = _PROBE
+        self._direct = False
 
-    def _member_done(self) -> None:
-        if self._phase == _VALUE:
+    def _member_done(self, frame: _Frame) -> None:
+        if frame.phase == _VALUE:
             raw = "".join(self._value)
-            if self._mode == _SKIP:
-                text = raw.strip()
-                try:
-                    self.completed.append((self._key, json.loads(text.removeprefix(":"))))
-                except ValueError:  # pragma: no cover - the tokenizer accepted this value
-                    pass
-            elif self._mode == _HOLD:
-                verdict = self._verdict(self._key) if self._verdict is not None else KEEP
+            if frame.mode == _SKIP:
+                if self._skip_depth == 1:
+                    try:
+                        self.completed.append((frame.key, json.loads(raw.strip().removeprefix(":"))))
+                    except ValueError:  # pragma: no cover - the tokenizer accepted this value
+                        pass
+                self._skip_depth = 0
+            elif frame.mode == _HOLD:
+                verdict = self._policy.decide(self._path()) if self._policy is not None else KEEP
                 if isinstance(verdict, NullDefault):
-                    self._write_member(":" + json.dumps(verdict.value, ensure_ascii=False))
+                    self._write_member(frame, ":" + json.dumps(verdict.value, ensure_ascii=False))
                 elif verdict != DROP:
-                    self._write_member(raw)
-            elif self._mode == _PROBE and raw:  # pragma: no cover - a value always has a first character
-                self._write_member(raw)
+                    self._write_member(frame, raw)
+            elif frame.mode == _PROBE and raw:  # pragma: no cover - a value always has a first character
+                self._write_member(frame, raw)
         self._member = []
         self._value = []
-        self._phase = _KEY
-        self._mode = _PASS
+        frame.phase = _KEY
+        frame.mode = _PASS
+        self._sync()
 
     def feed(self, text: str) -> str:
         """The rewritten text of the next fragment."""
@@ -510,6 +568,7 @@ class StandardParameterFilter:
             self._take(text)
             out, self._out = self._out, []
             return "".join(out)
+        frames = self._frames
         i, n = 0, len(text)
         while i < n:
             if self._in_string:
@@ -535,8 +594,8 @@ class StandardParameterFilter:
                 self._take(text[i : j + 1])
                 i = j + 1
                 self._in_string = False
-                if self._depth == 1 and self._phase == _KEY:
-                    self._key_done()
+                if not self._skip_depth and frames and frames[-1].is_object and frames[-1].phase == _KEY:
+                    self._key_done(frames[-1])
                 continue
             m = _STRUCTURAL.search(text, i)
             if m is None:
@@ -548,22 +607,44 @@ class StandardParameterFilter:
             ch = text[j]
             i = j + 1
             if ch == '"':
+                top = frames[-1] if frames else None
+                if top is not None and top.phase == _KEY and top.is_object and not self._skip_depth:
+                    # a key, usually whole in this fragment and without escapes: take it at once
+                    k = text.find('"', i)
+                    if k != -1 and "\\" not in text[i:k]:
+                        self._member.append(text[j : k + 1])
+                        self._key_done(top)
+                        i = k + 1
+                        continue
                 self._in_string = True
                 self._take(ch)
-            elif ch in "{[":
+            elif self._skip_nesting and ch in "{[]}":
+                # inside a skipped member's value: only its nesting is followed
+                self._skip_nesting += 1 if ch in "{[" else -1
                 self._take(ch)
-                self._depth += 1
-            elif ch == ",":
-                if self._depth == 1:
-                    self._member_done()
+            elif ch in "{[":
+                self._take(ch)  # decides the member this container is the value of
+                if self._skip_depth:
+                    self._skip_nesting = 1
                 else:
+                    frames.append(_Frame(ch == "{"))
+                    self._direct = ch == "["
+            elif self._skip_nesting:  # a comma inside a skipped value
+                self._take(ch)
+            elif ch == ",":
+                frame = frames[-1]
+                if frame.is_object:
+                    self._member_done(frame)
+                else:
+                    frame.index += 1
                     self._take(ch)
             else:  # } or ]
-                if self._depth == 1:
-                    self._member_done()
-                    self._member = []  # whitespace before an empty object's "}" is dropped
-                self._depth -= 1
-                self._take(ch)
+                frame = frames[-1]
+                if frame.is_object:
+                    self._member_done(frame)  # (its path still includes this object) whitespace before "}" is dropped
+                frames.pop()
+                self._sync()
+                self._take(ch)  # in the enclosing container's context
         out, self._out = self._out, []
         return "".join(out)
 
@@ -621,7 +702,7 @@ class ToolCallRequest:
         else:
             self._parser = PatchStream(emit_root=False)
         self._parts: list[str] = []
-        self._filter = StandardParameterFilter(_null_verdict(spec))
+        self._filter = StandardParameterFilter(_null_policy(spec))
         self._wire_status: dict[str, str] = {}
         self.done = False
         self._final: dict[str, Any] | None = None
@@ -727,7 +808,7 @@ class ToolCallRequest:
                     self._parser.close()
                 raw = self._parser.value if has_text else {}
                 clean, _ = split_standard_parameters(raw)
-                policy = self.spec.null_policy if self.spec is not None else None
+                policy = _null_policy(self.spec)
                 self._final = unstrict_value(clean, policy) if policy is not None else clean
                 events = []
         except RemoteInputError as exc:
@@ -736,19 +817,17 @@ class ToolCallRequest:
         return events
 
 
-def _null_verdict(spec: _ToolSpec | None) -> Callable[[str], Any] | None:
-    """What a top-level ``null`` means for this tool (``None``: keep every null, unknown tool)."""
+def _null_policy(spec: _ToolSpec | None) -> NullPolicy | None:
+    """What a ``null`` at a path of this tool's arguments means (``None``: keep every
+    null -- an unknown tool). The one policy the wire, the final arguments and the
+    component streams all use."""
     if spec is None:
         return None
     if spec.component is not None:
-        policy = spec.component.null_policy
-    elif spec.interactable is not None and spec.update_kind is not None:
-        policy = spec.interactable.update_policy(spec.update_kind)
-    elif spec.null_policy is not None:
-        policy = spec.null_policy
-    else:
-        return None
-    return lambda key: policy.decide((key,))
+        return spec.component.null_policy
+    if spec.interactable is not None and spec.update_kind is not None:
+        return spec.interactable.update_policy(spec.update_kind)
+    return spec.null_policy
 
 
 def _member(kind: UpdateKind | None) -> str:

@@ -478,10 +478,104 @@ def test_standard_parameter_filter_any_document_any_split(doc: dict[str, Any], c
         if verdict == DROP:
             continue
         expected[key] = verdict.value if isinstance(verdict, NullDefault) else value
-    filt = StandardParameterFilter(lambda key: policy.decide((key,)))
+    filt = StandardParameterFilter(policy)
     out = "".join(filt.feed(part) for part in _split(source, cuts))
     assert json.loads(out) == expected
     assert dict(filt.completed) == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
+
+
+#: A client tool with optional properties inside nested objects and in arrays of objects.
+NESTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "opt": {"type": "integer"},
+        "addr": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "zip": {"type": "string"},
+                "geo": {
+                    "type": "object",
+                    "properties": {"lat": {"type": "number"}, "note": {"type": ["string", "null"]}},
+                    "required": ["lat"],
+                },
+            },
+            "required": ["city"],
+        },
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"sku": {"type": "string"}, "qty": {"type": "integer", "default": 1}, "tag": {"type": "string"}},
+                "required": ["sku"],
+            },
+        },
+    },
+    "required": ["name"],
+}
+NESTED_TOOL = LLMTool(name="order", description="Place an order", parameters=NESTED_SCHEMA, strict=True)
+
+
+def _maybe_null(strategy: Any) -> Any:
+    return st.none() | strategy
+
+
+_WORD = st.text(max_size=5)
+_GEO = st.fixed_dictionaries({"lat": _maybe_null(st.integers(-90, 90))},
+                             optional={"note": _maybe_null(_WORD), "_tambo_inner": _WORD})
+_ADDR = st.fixed_dictionaries({"city": _maybe_null(_WORD)},
+                              optional={"zip": _maybe_null(_WORD), "geo": _maybe_null(_GEO)})
+_ITEM = st.fixed_dictionaries({"sku": _maybe_null(_WORD)},
+                              optional={"qty": _maybe_null(st.integers(0, 9)), "tag": _maybe_null(_WORD),
+                                        "_tambo_x": JSON_VALUES})
+NESTED_DOCS = st.fixed_dictionaries(
+    {"name": _maybe_null(_WORD)},
+    optional={"_tambo_statusMessage": _WORD, "opt": _maybe_null(st.integers()), "addr": _maybe_null(_ADDR),
+              "items": _maybe_null(st.lists(_maybe_null(_ITEM), max_size=3)), "extra": JSON_VALUES},
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(doc=NESTED_DOCS, cuts=st.lists(st.integers(0, 600), max_size=20), order=st.randoms(use_true_random=False),
+       style=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :  ")]))
+def test_filter_removes_strict_nulls_and_reserved_keys_at_every_depth(
+    doc: dict[str, Any], cuts: list[int], order: Any, style: tuple[str, str]
+) -> None:
+    from agui_engine.components import NullPolicy, strip_reserved_keys, unstrict_value
+
+    items = list(doc.items())
+    order.shuffle(items)  # the standard parameter anywhere among the members
+    source = json.dumps(dict(items), separators=style, ensure_ascii=False)
+    policy = NullPolicy(NESTED_SCHEMA)
+    filt = StandardParameterFilter(policy)
+    out = "".join(filt.feed(part) for part in _split(source, cuts))
+    # the one policy: the wire is what unstrict_value makes of the whole document
+    assert json.loads(out) == unstrict_value(strip_reserved_keys(doc), policy)
+    assert dict(filt.completed) == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
+
+
+async def test_nested_strict_nulls_never_reach_tool_call_args_and_match_the_final_arguments() -> None:
+    doc = {
+        "_tambo_statusMessage": "Ordering",
+        "name": "Ann",
+        "opt": None,
+        "addr": {"city": "Oslo", "zip": None, "geo": {"lat": 59, "note": None}},
+        "items": [{"sku": "a", "qty": None, "tag": None}, None, {"sku": "b", "qty": 3, "tag": "x"}],
+    }
+    source = json.dumps(doc)
+    for size in (1, 3, 7, len(source)):  # one character at a time up to whole
+        fragments = [source[i : i + size] for i in range(0, len(source), size)]
+        llm = ScriptedLLM([*call(0, "c1", "order", *fragments), Finish(reason="tool_calls")])
+        events, decision = await run(llm, tools=[NESTED_TOOL])
+        wire = "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))
+        expected = {
+            "name": "Ann",
+            "addr": {"city": "Oslo", "geo": {"lat": 59, "note": None}},  # note is nullable: kept
+            "items": [{"sku": "a", "qty": 1}, None, {"sku": "b", "qty": 3, "tag": "x"}],  # default written
+        }
+        assert json.loads(wire) == expected == decision.tool_calls[0].arguments
+        verify(events)
 
 
 async def test_no_standard_parameter_or_dropped_null_ever_reaches_tool_call_args() -> None:

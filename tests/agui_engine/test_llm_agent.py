@@ -151,6 +151,34 @@ async def test_client_tool_ends_the_run_with_pending_ids() -> None:
     assert offered["book"].strict and "_tambo_statusMessage" in offered["book"].parameters["properties"]
 
 
+async def test_a_client_tool_never_receives_nested_strict_nulls() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "guests": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"name": {"type": "string"}, "diet": {"type": "string"}},
+                          "required": ["name"]},
+            },
+            "venue": {"type": "object", "properties": {"city": {"type": "string"}, "room": {"type": "string"}}},
+        },
+        "required": ["guests"],
+    }
+    args = '{"_tambo_statusMessage":"Booking","guests":[{"name":"A","diet":null},{"name":"B","diet":"veg"}],' \
+           '"venue":{"city":"Oslo","room":null}}'
+    llm = ScriptedLLM([*call(0, "c1", "book", *[args[i : i + 5] for i in range(0, len(args), 5)]),
+                       Finish(reason="tool_calls")])
+    book = Tool(name="book", description="Book", parameters=schema)
+    events = await collect(LLMAgent(llm, id_factory=counter_ids()), run_input("book", tools=[book]))
+    acc = check_run(events)
+    assert events[-1].outcome.pending_tool_call_ids == ["c1"]
+    (tool_call,) = [c for m in acc.messages for c in m.get("toolCalls") or ()]
+    assert json.loads(tool_call["function"]["arguments"]) == {
+        "guests": [{"name": "A"}, {"name": "B", "diet": "veg"}],
+        "venue": {"city": "Oslo"},
+    }
+
+
 async def test_next_run_with_the_client_result_continues() -> None:
     llm = ScriptedLLM(text("Booked for noon."))
     history = [
