@@ -516,6 +516,10 @@ class SSEAgent(RemoteClientBase):
                         if resp.status_code != 200:
                             raw = await resp.aread()
                             raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+                        if last_id is None:
+                            # The server took the run: a drop from here on resumes it
+                            # (from the start if no event came yet) instead of re-POSTing.
+                            last_id = f"{input.run_id}:0"
                         decoder = SSEDecoder()
                         async for chunk in resp.aiter_raw():
                             for msg in decoder.feed(chunk):

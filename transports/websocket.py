@@ -383,6 +383,9 @@ class WebSocketAgent(RemoteClientBase):
                     ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
                     if last_id is None:
                         await ws.send(first_message, text=True)
+                        # Sent: a drop from here on resumes the run (from its start if no
+                        # event came yet); a server that never got it answers unknown_run.
+                        last_id = f"{run_id}:0"
                     else:
                         await ws.send(
                             msgspec.json.encode({"type": "resume", "runId": run_id, "lastEventId": last_id}), text=True

@@ -502,3 +502,24 @@ def test_sse_agent_decodes_any_split_of_a_recorded_stream_identically() -> None:
         assert asyncio.run(_through(_split(recorded, cuts))) == expected
 
     prop()
+
+
+async def test_sse_agent_resumes_a_drop_before_the_first_event(drop_proxy) -> None:  # type: ignore[no-untyped-def]
+    agent = ScriptedAgent(deltas=5, pause=0.01)
+    async with await start_sse_server(agent) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        # how long is the response head? cut a few bytes after it, inside the first frame
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        data = body("probe")
+        writer.write(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
+            % (len(data), data)
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        proxy = drop_proxy("127.0.0.1", port, cut_after=len(head) + 8, drops=1)
+        await proxy.start()
+        client = SSEAgent(f"http://127.0.0.1:{proxy.port}/", backoff_initial=0.01)
+        remote = [e async for e in client.run(make_input())]
+    assert remote == [e async for e in ScriptedAgent(deltas=5).run(make_input())]
+    assert client.reconnects == 1
