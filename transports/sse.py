@@ -113,6 +113,10 @@ KEEPALIVE_NDJSON = b"\n"
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
 #: minutes (the server's keep-alive shows the connection is alive).
 DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Request bodies are read in pieces of this size so the size limit is enforced
+#: while reading, not after buffering a body of any size (64 KiB: a typical
+#: socket read).
+BODY_READ_CHUNK = 64 * 1024
 #: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
 CORS_MAX_AGE = 600
 
@@ -228,7 +232,7 @@ class _Gateway:
             check_body_size(request.content_length, self.max_body_bytes)
         chunks: list[bytes] = []
         total = 0
-        async for chunk in request.content.iter_chunked(64 * 1024):
+        async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
             total += len(chunk)
             check_body_size(total, self.max_body_bytes)
             chunks.append(chunk)
