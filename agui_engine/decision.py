@@ -58,7 +58,7 @@ for a component, a :class:`~agui_engine.jsonstream.PatchStream` for any other to
 fail at the fragment that broke them and everything already emitted stays valid
 JSON-so-far. On the wire a fragment is rewritten by :class:`StandardParameterFilter`:
 no ``_tambo_*`` key and no strict-mode ``null``, at any depth, ever reaches a client
-(they surface as ``agui_engine.tool_call.status`` events and the decision's status
+(the standard parameters surface as ``agui_engine.tool_call.status`` events and the decision's status
 messages); the decision keeps the model's raw text for the history. ``parentMessageId`` of a tool call is the assistant message id of
 the step (one id serves the text message, the tool calls and the components'
 ``messageId``, so a client groups them into one message). Empty text and
