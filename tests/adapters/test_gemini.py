@@ -162,6 +162,49 @@ def test_each_call_keeps_its_own_signature_and_a_text_signature_stays_on_the_tex
     ]
 
 
+async def test_each_call_signature_goes_from_the_stream_through_a_run_back_onto_its_own_call() -> None:
+    from agui_engine.events import ReasoningEncryptedValueEvent, RunAgentInput, ToolCallStartEvent
+    from agui_engine.llm_agent import LLMAgent
+
+    parts = [
+        {"text": "Thinking it over.", "thought": True},
+        {"functionCall": {"id": "fc-a", "name": "lookup", "args": {"q": "a"}}, "thoughtSignature": "c2lnLWE="},
+        {"functionCall": {"id": "fc-b", "name": "lookup", "args": {"q": "b"}}, "thoughtSignature": "c2lnLWI="},
+    ]
+    first = b"data: " + msgspec.json.encode({"candidates": [{"content": {"role": "model", "parts": parts},
+                                                              "finishReason": "STOP"}]}) + b"\r\n\r\n"
+    second = b'data: {"candidates": [{"content": {"role": "model", "parts": [{"text": "Done."}]}, "finishReason": "STOP"}]}\r\n\r\n'
+    requests: list[Any] = []
+
+    class GeminiOverBytes:
+        """The real Gemini parser over fixed response bodies; records each request's messages."""
+
+        async def _items(self, body: bytes) -> Any:
+            for item in parse_chunks("gemini", [body]):
+                yield item
+
+        def complete(self, messages: Any, tools: Any, tool_choice: str = "auto", **_: Any) -> Any:
+            requests.append(build_gemini_body(CompletionRequest(messages=list(messages), tools=list(tools))))
+            return self._items(first if len(requests) == 1 else second)
+
+    def lookup(q: str) -> str:
+        """Look up."""
+        return q.upper()
+
+    agent = LLMAgent(GeminiOverBytes(), tools=[lookup], inline_tools=["lookup"])
+    events = [e async for e in agent.run(RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="go")]))]
+    starts = {e.tool_call_id for e in events if isinstance(e, ToolCallStartEvent)}
+    values = [(e.subtype, e.entity_id, e.encrypted_value) for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert starts == {"fc-a", "fc-b"}
+    assert values == [("tool-call", "fc-a", "c2lnLWE="), ("tool-call", "fc-b", "c2lnLWI=")]
+    model_turn = requests[1]["contents"][1]
+    assert model_turn["role"] == "model"
+    assert [(p["functionCall"]["id"], p.get("thoughtSignature")) for p in model_turn["parts"]] == [
+        ("fc-a", "c2lnLWE="),
+        ("fc-b", "c2lnLWI="),
+    ]
+
+
 def test_tool_result_for_an_unknown_call_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown tool call"):
         build_gemini_body(CompletionRequest(messages=[ToolMessage(id="t", tool_call_id="x", content="")], tools=[]))
