@@ -163,7 +163,11 @@ def test_each_call_keeps_its_own_signature_and_a_text_signature_stays_on_the_tex
 
 
 async def test_each_call_signature_goes_from_the_stream_through_a_run_back_onto_its_own_call() -> None:
-    from agui_engine.events import ReasoningEncryptedValueEvent, RunAgentInput, ToolCallStartEvent
+    from agui_engine.events import (
+        ReasoningEncryptedValueEvent,
+        RunAgentInput,
+        ToolCallStartEvent,
+    )
     from agui_engine.llm_agent import LLMAgent
 
     parts = [
