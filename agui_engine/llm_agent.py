@@ -49,7 +49,8 @@ Sync server tools run in a worker thread (``asyncio.to_thread``): a gateway
 serves many runs on one event loop, and a blocking function (a database driver,
 ``requests``, a CPU-bound helper) run inline would stall every other stream. The
 thread hop costs tens of microseconds, so tools known to return at once can be
-named in ``inline_tools`` to run on the loop instead.
+named in ``inline_tools`` to run on the loop instead. The threads come from the
+loop's default executor, whose size bounds how many sync tools run at once.
 
 Cancellation: closing the event iterator (``aclose()``, or cancelling the task
 awaiting it) closes the decision loop, which closes the model stream at once;
