@@ -17,7 +17,7 @@ from collections.abc import Sequence
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("transports.serve_command", "Serve an agent over SSE, WebSocket or stdio (the AG-UI gateway)."),
     "run": ("transports.run_command", "Run one message against a remote AG-UI endpoint and render it live."),
-    "demo": ("agui_engine.demo", "Run the embedded demo model (weather card, dashboard, chat) and render the run live."),
+    "demo": ("transports.demo_command", "Run the embedded demo model through the gateway (weather card, dashboard, chat) and render the run live."),
     "validate": ("agui_engine.validate_command", "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds."),
     "bench": ("agui_engine.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }

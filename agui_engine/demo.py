@@ -34,12 +34,14 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Annotated, Any, Final, TextIO
 
 import msgspec
 
 from .accumulator import Accumulator
+from .agent import Agent
 from .codec import encode_ndjson
 from .component_stream import (
     COMPONENT_END,
@@ -69,16 +71,19 @@ from .events import (
     ToolCallStartEvent,
     UserMessage,
 )
+from .llm import LLMClient
 from .llm_agent import LLMAgent
 from .verify import ProtocolViolation, Verifier
 
 __all__ = [
+    "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "SCENARIOS",
     "Renderer",
     "add_arguments",
     "demo_agent",
     "demo_components",
+    "direct_demo_agent",
     "get_weather",
     "run",
 ]
@@ -118,9 +123,23 @@ def demo_components() -> list[Component]:
     ]
 
 
-def demo_agent(*, pace_seconds: float = 0.0) -> LLMAgent:
-    """The demo's agent: embedded model, demo components, the ``get_weather`` server tool."""
-    return LLMAgent(EmbeddedModel(pace_seconds=pace_seconds), components=demo_components(), tools=[get_weather])
+def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LLMAgent:
+    """The demo's agent: demo components, the ``get_weather`` server tool, and
+    ``llm`` (default: the embedded model at ``pace_seconds``)."""
+    model = llm if llm is not None else EmbeddedModel(pace_seconds=pace_seconds)
+    return LLMAgent(model, components=demo_components(), tools=[get_weather])
+
+
+#: Builds the agent the demo command talks to, inside the running event loop,
+#: from the pace. The library default is :func:`demo_agent` called directly; the
+#: CLI's ``demo`` (``transports.demo_command``) passes one that puts the
+#: production path in between (loopback OpenAI adapter, SSE gateway).
+AgentContext = Callable[[float], AbstractAsyncContextManager[Agent]]
+
+
+@asynccontextmanager
+async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
+    yield demo_agent(pace_seconds=pace_seconds)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -413,7 +432,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
 
 
-async def _run_one(agent: LLMAgent, text: str, index: int, out: TextIO, args: argparse.Namespace,
+async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
                    live: bool, color: bool) -> int:
     run_input = RunAgentInput(
         thread_id=f"demo-thread-{index}",
@@ -450,7 +469,8 @@ async def _run_one(agent: LLMAgent, text: str, index: int, out: TextIO, args: ar
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, agent_context: AgentContext = direct_demo_agent) -> int:
+    """Run the demo command; ``agent_context`` builds the agent (see :data:`AgentContext`)."""
     out = sys.stdout
     reconfigure = getattr(out, "reconfigure", None)
     if reconfigure is not None:
@@ -463,12 +483,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
         return 2
     messages: Sequence[str] = [" ".join(args.message)] if args.message else SCENARIOS
-    agent = demo_agent(pace_seconds=pace)
 
     async def main() -> int:
         status = 0
-        for index, text in enumerate(messages):
-            status = max(status, await _run_one(agent, text, index, out, args, tty, color))
+        async with agent_context(pace) as agent:
+            for index, text in enumerate(messages):
+                status = max(status, await _run_one(agent, text, index, out, args, tty, color))
         return status
 
     try:

@@ -1,0 +1,62 @@
+"""``agui-engine demo`` through the production path: the embedded model behind
+the real OpenAI adapter over loopback HTTP, served by the real gateway and read
+by the real client, gives the same conversation as the in-process shortcut."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from agui_engine.accumulator import Accumulator
+from agui_engine.cli import main
+from agui_engine.codec import EventStreamDecoder
+from agui_engine.demo import SCENARIOS
+from agui_engine.verify import Verifier
+
+
+def _conversation(ndjson: bytes) -> list[tuple[str, str, object]]:
+    decoder = EventStreamDecoder("ndjson")
+    events = decoder.feed(ndjson) + decoder.close()
+    verifier = Verifier()
+    accumulator = Accumulator()
+    for event in events:
+        for checked in verifier.feed(event):
+            accumulator.apply(checked)
+    verifier.close()
+    assert accumulator.problems == []
+    view = []
+    for message in accumulator.messages:
+        data = message if isinstance(message, dict) else __import__("msgspec").to_builtins(message)
+        if data.get("role") == "reasoning":
+            continue  # the Chat wire has no field for the embedded model's reasoning signature
+        # component ids are minted per run; everything else must match
+        blocks = [{k: v for k, v in block.items() if k != "id"} for block in data.get("contentBlocks") or []]
+        view.append((data.get("role"), data.get("content"), blocks))
+    return view
+
+
+def _ndjson(capsys: pytest.CaptureFixture[str], *argv: str) -> bytes:
+    assert main(["demo", "--format", "ndjson", *argv]) == 0
+    return capsys.readouterr().out.encode()
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+def test_production_path_gives_the_same_conversation(capsys: pytest.CaptureFixture[str], scenario: str,
+                                                     transport: str) -> None:
+    direct = _conversation(_ndjson(capsys, "--via", "direct", "--model-path", "direct", scenario))
+    production = _conversation(_ndjson(capsys, "--transport", transport, scenario))
+    assert production == direct
+    assert any(role == "assistant" for role, _, _ in production)
+
+
+def test_readme_demo_command_in_a_real_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "demo", "What's the weather in Tokyo?"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "path: embedded model → OpenAI Chat over loopback HTTP → OpenAI adapter → LLMAgent → SSE gateway" in done.stdout
+    assert "WeatherCard" in done.stdout and "verified" in done.stdout
