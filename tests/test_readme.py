@@ -13,7 +13,21 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def _blocks(language: str) -> list[str]:
-    return re.findall(r"^```" + language + r"\n(.*?)^```", README, flags=re.S | re.M)
+    """The fenced blocks whose info string is ``language`` ("" for a bare fence)."""
+    blocks: list[str] = []
+    current: list[str] | None = None
+    current_language = ""
+    for line in README.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current, current_language = [], line[3:].strip()
+            else:
+                if current_language == language:
+                    blocks.append("\n".join(current) + "\n")
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
 
 
 def test_exactly_two_setup_commands() -> None:
