@@ -522,7 +522,9 @@ class RunRegistry:
 
     async def _produce(self, run: Run) -> None:
         gen = self.agent.run(run.input)
-        verifier = Verifier() if self.verify else None
+        # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
+        # earlier run (human in the loop: the client sends them back in the messages).
+        verifier = Verifier(input=run.input) if self.verify else None
         error: RunErrorEvent | None = None
         count = 0
         feed = verifier.feed if verifier is not None else None

@@ -134,3 +134,39 @@ def test_resume_cursor() -> None:
             resume_cursor(bad)
     with pytest.raises(BadCursorError):
         resume_cursor("a:1", "b")
+
+
+async def test_a_resumed_run_may_report_the_result_of_a_tool_call_from_an_earlier_run() -> None:
+    """Human in the loop: run 1 ended with a client tool call; run 2 carries the
+    call in its messages and its agent reports the result. The gateway's verifier
+    knows the run's input, so the result is accepted, while a result for a call
+    that is in neither the input nor the stream is still refused."""
+    from agui_engine.events import (
+        AssistantMessage,
+        FunctionCall,
+        RunFinishedEvent,
+        RunStartedEvent,
+        ToolCall,
+        ToolCallResultEvent,
+        UserMessage,
+    )
+
+    class Resuming:
+        async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
+            yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+            yield ToolCallResultEvent(message_id="res-1", tool_call_id=input.forwarded_props["call"], content="42")
+            yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+    earlier = AssistantMessage(
+        id="a1", tool_calls=[ToolCall(id="call-1", function=FunctionCall(name="ask_user", arguments="{}"))]
+    )
+    reg = RunRegistry(Resuming())
+    for run_id, call in (("hitl", "call-1"), ("stray", "call-unknown")):
+        inp = RunAgentInput(
+            thread_id="t", run_id=run_id, messages=[UserMessage(id="u1", content="hi"), earlier],
+            forwarded_props={"call": call},
+        )
+        await reg.start(inp)
+    ok, stray = await drain(reg, "hitl"), await drain(reg, "stray")
+    assert [e.type for e in ok] == ["RUN_STARTED", "TOOL_CALL_RESULT", "RUN_FINISHED"]
+    assert [e.type for e in stray][-1] == "RUN_ERROR" and reg.get("stray").terminal_code != "cancelled"
