@@ -211,6 +211,12 @@ def add_standard_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     out["type"] = "object"
     out["properties"] = props
     out["required"] = required
+    if "properties" not in root and "additionalProperties" not in root:
+        # ``{"type": "object"}`` accepts any keys. Once the standard parameters are
+        # declared the schema would look closed to the strict converter, which would
+        # turn free-form props into an object the model can put nothing into; saying
+        # so explicitly (same meaning in JSON Schema) keeps the keys usable.
+        out["additionalProperties"] = True
     return out
 
 
@@ -973,8 +979,8 @@ def component_from_tool(name: str, description: str | None, parameters: object) 
         if description.startswith(prefix):
             description = description[len(prefix) :].lstrip()
     try:
-        return Component(component_name, description, parameters if parameters else {"type": "object",
-                                                                                      "properties": {}})
+        # no schema: free-form props (sent non-strict), not a closed object the model cannot fill
+        return Component(component_name, description, parameters if parameters else {"type": "object"})
     except UsageError as exc:
         raise RemoteInputError(f"tools[{name}]: {exc.message}") from None
 
@@ -999,7 +1005,7 @@ def components_from_available(available: object, *, where: str = "forwardedProps
             raise RemoteInputError(f"{here}.description: expected a string")
         schema = entry.get("propsSchema", entry.get("props"))
         if schema is None:
-            schema = {"type": "object", "properties": {}}
+            schema = {"type": "object"}  # free-form props, as for a tools entry without parameters
         try:
             out.append(Component(name, description, schema))
         except UsageError as exc:

@@ -269,6 +269,32 @@ def test_free_form_component_is_sent_non_strict_with_reason() -> None:
     assert tool.parameters["properties"]["rows"]["items"] == {"type": "object", "additionalProperties": True}
 
 
+@pytest.mark.parametrize("schema", [{"type": "object"}, {}, {"type": "object", "additionalProperties": True}])
+def test_free_form_root_props_stay_usable_after_the_standard_parameters(schema: dict[str, Any]) -> None:
+    """The standard parameters declare properties; free-form props must not become a closed object."""
+    c = Component("Anything", "", schema)
+    tool = c.to_llm_tool()
+    assert tool.strict is False and "free-form" in (c.strict_result.reason or "")
+    assert tool.parameters["additionalProperties"] is True
+    assert list(tool.parameters["properties"]) == [STATUS_MESSAGE_PARAMETER, "_tambo_completionStatusMessage"]
+    # a model's props validate against what it was sent
+    jsonschema.validate({"_tambo_statusMessage": "s", "_tambo_completionStatusMessage": "c", "title": "x"},
+                        tool.parameters)
+
+
+def test_declared_empty_properties_stay_strict_and_closed() -> None:
+    # ``properties: {}`` declares that there are no props (a tool without parameters)
+    tool = Component("Empty", "", obj({})).to_llm_tool()
+    assert tool.strict is True and tool.parameters["additionalProperties"] is False
+
+
+def test_client_components_without_a_schema_are_free_form() -> None:
+    for component in (component_from_tool("show_component_Card", "", None),
+                      components_from_available([{"name": "Card"}])[0]):
+        tool = component.to_llm_tool()
+        assert tool.strict is False and tool.parameters["additionalProperties"] is True
+
+
 def test_stripped_keywords_are_reported_and_documented() -> None:
     schema = obj({"a": {"type": "string", "pattern": "^x", "minLength": 1, "default": "x", "$comment": "c"}})
     result = to_strict_schema(schema)
