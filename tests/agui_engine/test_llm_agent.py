@@ -15,11 +15,18 @@ from hypothesis import strategies as st
 from agui_engine.accumulator import Accumulator
 from agui_engine.agent import Agent
 from agui_engine.codec import encode_event
-from agui_engine.component_stream import COMPONENT_END, find_component
+from agui_engine.component_stream import (
+    COMPONENT_END,
+    COMPONENT_PROPS_DELTA,
+    MAX_COMPONENT_ARGS_CHARS,
+    find_component,
+    seed_interactables,
+)
 from agui_engine.components import Component
 from agui_engine.demo import SCENARIOS, demo_components, get_weather
 from agui_engine.embedded import EmbeddedModel, demo_weather
 from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.interactables import interactables_from_context
 from agui_engine.events import (
     AssistantMessage,
     Context,
@@ -76,11 +83,12 @@ async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
     return [e async for e in agent.run(input_)]
 
 
-def check_run(events: list[Any]) -> Accumulator:
-    """The run passes the verifier, ag-ui-validate (accepted findings only) and accumulates cleanly."""
+def check_run(events: list[Any], acc: Accumulator | None = None) -> Accumulator:
+    """The run passes the verifier, ag-ui-validate (accepted findings only) and accumulates cleanly
+    (into ``acc``: a client's accumulator that may already know its interactables)."""
     verifier = Verifier()
     validator = create_validator(ValidatorOptions())
-    acc = Accumulator()
+    acc = Accumulator() if acc is None else acc
     for event in events:
         verifier.feed(event)
         validator.feed(encode_event(event).decode())
@@ -385,6 +393,38 @@ async def test_stream_error_becomes_run_error_after_closing_the_text() -> None:
                                        usage=[TokenUsage(input_tokens=5, output_tokens=1)])
 
 
+FAIL_FAST_CASES = {
+    # the model runs past the component's size limit in the middle of a string prop
+    "size limit": (['{"city": "Tokyo", "note": "', "x" * (MAX_COMPONENT_ARGS_CHARS // 2),
+                    "x" * (MAX_COMPONENT_ARGS_CHARS // 2)], "component_too_large"),
+    "malformed arguments": (['{"city": "Tokyo", ', '"temperature": 18.5}}'], "invalid_json"),
+    "root not an object": (['["Tokyo"]'], "invalid_json"),
+}
+
+
+@pytest.mark.parametrize("case", FAIL_FAST_CASES)
+async def test_bad_component_arguments_end_the_run_with_run_error_and_what_streamed_stays_valid(case: str) -> None:
+    fragments, code = FAIL_FAST_CASES[case]
+    llm = ScriptedLLM([TextDelta(text="Here it is."), *call(0, "c1", "show_component_WeatherCard", *fragments),
+                       Finish(reason="tool_calls")], text("never reached"))
+    agent = LLMAgent(llm, components=demo_components(), id_factory=counter_ids())
+    events = await collect(agent, run_input("card"))
+    acc = check_run(events)  # the verifier, ag-ui-validate and the accumulator accept every event
+    last = events[-1]
+    assert isinstance(last, RunErrorEvent) and last.code == code, last
+    assert "c1" in last.message and "show_component_WeatherCard" in last.message
+    assert len(llm.calls) == 1  # fail fast: the model is not called again
+    # the props streamed before the error are a valid prefix: the accumulated block holds them
+    deltas = [e for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_PROPS_DELTA]
+    blocks = [b for m in acc.messages for b in m.get("contentBlocks") or ()]
+    if case == "root not an object":
+        assert deltas == [] and [b["props"] for b in blocks] in ([], [{}])
+    else:
+        (block,) = blocks
+        assert block["props"]["city"] == "Tokyo" and block["streamingState"] == "streaming"
+    assert acc.messages[0]["content"] == "Here it is."
+
+
 async def test_unexpected_exception_is_an_internal_error_without_details() -> None:
     llm = ScriptedLLM([TextDelta(text="x"), RuntimeError("secret sk-123 leaked")])
     events = await collect(LLMAgent(llm), run_input())
@@ -485,6 +525,12 @@ async def test_interactables_from_context_get_update_tools() -> None:
     result = next(e for e in events if isinstance(e, ToolCallResultEvent))
     assert result.content == "Updated successfully"
     assert "/notes" in llm.calls[0].messages[0].content
+    # the client's accumulator knows the component on its screen: the update lands on that instance
+    acc = Accumulator()
+    seed_interactables(acc, interactables_from_context([Context(description="interactables", value=value)]))
+    check_run(events, acc)
+    block = find_component(acc, "Note-1")
+    assert block is not None and block["props"] == {"text": "b"} and block["streamingState"] == "done"
 
 
 def test_format_tool_result() -> None:
