@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from adapters.anthropic import AnthropicClient
 from adapters.gemini import GeminiClient
-from adapters.openai_chat import OpenAIChatClient
+from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from adapters.openai_responses import OpenAIResponsesClient
 from adapters.provider import (
     MAX_RETRY_AFTER_SECONDS,
@@ -26,7 +26,7 @@ from adapters.provider import (
     parse_retry_after,
     redact,
 )
-from adapters.replay import ReplayServer, load_fixture
+from adapters.replay import PROVIDERS, ReplayServer, load_fixture
 from agui_engine.events import UserMessage
 from agui_engine.llm import (
     Finish,
@@ -50,6 +50,7 @@ from .conftest import (
 KEY = "sk-test-S3CRET"
 CLIENTS: dict[str, Any] = {
     "openai_chat": OpenAIChatClient,
+    "openai_compatible": OpenAICompatibleClient,
     "openai_responses": OpenAIResponsesClient,
     "anthropic": AnthropicClient,
     "gemini": GeminiClient,
@@ -247,20 +248,43 @@ def _client(provider: str, base_url: str, **kw: Any) -> Any:
     return CLIENTS[provider]("m", api_key=KEY, base_url=base_url, **kw)
 
 
-@pytest.mark.parametrize("provider", sorted(CLIENTS))
-async def test_429_is_retried_after_the_delay_the_provider_asked_for(provider: str) -> None:
+#: Every 429 fixture and the delay it asks for: each provider has one with a
+#: ``Retry-After`` header; Gemini's own API says it in ``RetryInfo`` instead, and when
+#: a response carries both (a gateway in front of Gemini) the header wins.
+RATE_LIMITS = [
+    ("openai_chat", "rate_limited", 1.0),
+    ("openai_compatible", "rate_limited", 1.0),
+    ("openai_responses", "rate_limited", 1.0),  # retry-after-ms: 1000 as well
+    ("anthropic", "rate_limited", 1.0),
+    ("gemini", "rate_limited", 1.0),  # RetryInfo.retryDelay only
+    ("gemini", "rate_limited_retry_after", 2.0),  # Retry-After: 2 beside RetryInfo 1s
+]
+
+
+@pytest.mark.parametrize(("provider", "name", "delay"), RATE_LIMITS)
+async def test_429_is_retried_after_the_delay_the_provider_asked_for(provider: str, name: str, delay: float) -> None:
     slept: list[float] = []
 
     async def sleep(delay: float) -> None:
         slept.append(delay)
 
     async with ReplayServer() as server:
-        client = _client(provider, server.base_url(provider, "rate_limited", "text"), sleep=sleep)
+        client = _client(provider, server.base_url(provider, name, "text"), sleep=sleep)
         items = await _collect(client)
         await client.aclose()
     assert isinstance(items[-1], Finish)
-    assert slept == [1.0]
+    assert slept == [delay]
     assert len(server.requests) == 2
+
+
+def test_every_provider_has_a_429_with_retry_after() -> None:
+    for provider in PROVIDERS:
+        with_header = [
+            name
+            for p, name, _ in RATE_LIMITS
+            if p == provider and "retry-after" in {k.lower() for k in load_fixture(p, name).headers}
+        ]
+        assert with_header, provider
 
 
 @pytest.mark.parametrize("provider", sorted(CLIENTS))
