@@ -19,18 +19,25 @@ from __future__ import annotations
 import asyncio
 import hmac
 import random
-from collections.abc import Mapping
-from typing import Any, Self
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, NamedTuple, Self
 
 import msgspec
 
+from agui_engine.codec import LegacyThinkingMapper, decode_event
 from agui_engine.errors import (
     AguiEngineError,
     LimitExceededError,
     RemoteInputError,
     UpstreamError,
 )
-from agui_engine.events import RunAgentInput, RunErrorEvent, RunFinishedEvent
+from agui_engine.events import (
+    AnyEvent,
+    Event,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+)
 
 __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
@@ -46,15 +53,18 @@ __all__ = [
     "InvalidInputError",
     "MalformedInputError",
     "NotAcceptableError",
+    "ProtocolLine",
     "RemoteAgentError",
     "RemoteClientBase",
     "RetryPolicy",
     "ServerHandle",
+    "StreamDropped",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
     "check_bearer",
     "check_body_size",
     "check_run_id",
+    "decode_protocol_line",
     "decode_run_input",
     "end_or_raise",
     "extract_bearer",
@@ -258,9 +268,27 @@ class RetryPolicy:
         await asyncio.sleep(self.delay(failures))
 
 
+class StreamDropped(Exception):
+    """A client agent's connection ended before the run's terminal event (a drop
+    the shared reconnect loop resumes)."""
+
+
+#: One item of a client agent's connection attempt (see RemoteClientBase._attempt):
+#: ``None`` once the server has accepted the run, else ``(event id, events)`` -- a
+#: batch of events and the id of its last one (``None`` when the server sent no id).
+AttemptItem = tuple[str | None, list[AnyEvent]] | None
+
+
 class RemoteClientBase:
     """What the network client agents share: the endpoint, extra headers (never
-    logged or put in error messages), the retry policy and a reconnect counter."""
+    logged or put in error messages), the retry policy, a reconnect counter, and
+    :meth:`run` itself -- the reconnect-and-resume loop. A transport provides one
+    connection attempt (:meth:`_attempt`), the remote cancel (:meth:`_cancel`),
+    the per-run session (:meth:`_open` / :meth:`_close`) and the exceptions that
+    mean "the connection dropped" (``_drops``)."""
+
+    #: The transport's network errors that count as a drop (retried with backoff).
+    _drops: tuple[type[BaseException], ...] = ()
 
     def __init__(
         self,
@@ -277,6 +305,154 @@ class RemoteClientBase:
         #: Reconnections made by the last run (for diagnostics and tests).
         self.reconnects = 0
 
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """The Agent contract over the remote endpoint. Before the first event,
+        raises RemoteAgentError (refused), ConnectionLostError (unreachable, or the
+        drops outlasted the retries), or the codec's EventDecodeError; after it, such
+        a failure ends the stream with its ``RUN_ERROR`` instead. A drop is resumed
+        from the last event id (``max_retries`` attempts with backoff); a batch of
+        events whose last ``seq`` was already delivered is skipped. Closing the
+        generator before the terminal event cancels the remote run."""
+        run_id = input.run_id
+        session = await self._open()
+        last_seq = 0
+        last_id: str | None = None
+        yielded = False
+        failures = 0
+        self.reconnects = 0
+        # True until the run ended or the server refused it: then the consumer stopped early.
+        abandoned = True
+        try:
+            while True:
+                attempt = self._attempt(session, input, last_id)
+                try:
+                    async for item in attempt:
+                        if item is None:
+                            # Accepted: a drop from here on resumes the run (from its
+                            # start if no event came yet) instead of starting it again.
+                            if last_id is None:
+                                last_id = f"{run_id}:0"
+                            continue
+                        ident, events = item
+                        if ident is not None:
+                            seq = _seq_of(ident, run_id)
+                            if seq:
+                                if seq <= last_seq:
+                                    continue  # already delivered before a reconnect
+                                last_seq, last_id = seq, ident
+                        failures = 0
+                        for event in events:
+                            yielded = True
+                            yield event  # type: ignore[misc]
+                            if isinstance(event, TERMINAL_EVENTS):
+                                abandoned = False
+                                return
+                    raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
+                except (StreamDropped, *self._drops) as exc:
+                    failures += 1
+                    if last_id is None or failures > self.retry.max_retries:
+                        abandoned = False
+                        lost = ConnectionLostError(
+                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
+                            f"after {failures - 1} retries"
+                            if last_id is not None
+                            else f"cannot reach {self.url} ({type(exc).__name__})"
+                        )
+                        yield end_or_raise(lost, yielded)
+                        return
+                    await self.retry.wait(failures)
+                    self.reconnects += 1
+                except AguiEngineError as exc:
+                    # Refused (RemoteAgentError: 410 cursor expired, 404 unknown run, an
+                    # error line): the server is done with the run. A malformed event:
+                    # we are, so the remote run is cancelled below.
+                    abandoned = not isinstance(exc, RemoteAgentError)
+                    yield end_or_raise(exc, yielded)
+                    return
+                finally:
+                    await attempt.aclose()  # type: ignore[attr-defined]
+        finally:
+            try:
+                if abandoned and last_id is not None:
+                    await self._cancel(session, run_id)
+            finally:
+                await self._close(session)
+
+    # -- what a transport provides -------------------------------------------------------
+
+    async def _open(self) -> Any:
+        """The per-run session (an HTTP client, a connection holder)."""
+        return None
+
+    def _attempt(self, session: Any, input: RunAgentInput, last_id: str | None) -> AsyncIterator[AttemptItem]:
+        """One connection: start the run (``last_id`` None) or resume it after
+        ``last_id``; yield ``None`` once the server accepted, then batches. Raises
+        a ``_drops`` error or StreamDropped on a drop, AguiEngineError when refused."""
+        raise NotImplementedError
+
+    async def _cancel(self, session: Any, run_id: str) -> None:
+        """Cancel the remote run (the consumer stopped early); must not raise."""
+
+    async def _close(self, session: Any) -> None:
+        """Release the session."""
+
+
+def _seq_of(ident: str, run_id: str) -> int:
+    """The ``seq`` of an event id of this run; 0 for an id of another form (a
+    server whose ids are not ``<runId>:<seq>``: nothing is skipped then)."""
+    rid, _, seq = ident.rpartition(":")
+    return int(seq) if rid == run_id and seq.isdigit() and len(seq) <= 18 else 0
+
+
+class _Line(msgspec.Struct):
+    """The members of a WebSocket / stdio protocol line that say what it is."""
+
+    type: Any = None
+    id: Any = None
+    event: msgspec.Raw = msgspec.Raw()  # empty: absent (msgspec cannot decode Raw | None)
+    error: Any = None
+
+
+class ProtocolLine(NamedTuple):
+    """One decoded line of the WebSocket / stdio output protocols (``spec/transports.md``)."""
+
+    #: ``<runId>:<seq>`` of an enveloped event, else None.
+    event_id: str | None
+    #: The event (enveloped or bare), else None.
+    event: AnyEvent | None
+    #: The error line's ``{"code", "message", ...}`` object, else None.
+    error: dict[str, Any] | None
+    #: The ``runId`` an error line names (None: it names no run).
+    run_id: str | None
+
+
+def decode_protocol_line(
+    line: bytes, *, where: str, legacy: LegacyThinkingMapper | None = None, tolerant: bool = False
+) -> ProtocolLine:
+    """Decode one output line of the WebSocket or stdio protocol: an envelope
+    ``{"id", "event"}``, a bare event (``"type"``) or an error line
+    (``{"error": {...}, "runId"?}``). The event is decoded straight from its bytes
+    (no re-encoding), ``THINKING_*`` mapped when ``legacy`` is given. Raises
+    RemoteInputError naming ``where`` (not JSON, no known shape) and the codec's
+    EventDecodeError (not a valid event)."""
+    try:
+        head = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RemoteInputError(f"{where}: not a protocol line ({exc})", code="malformed_json") from None
+    if head.type is not None:
+        return ProtocolLine(None, decode_event(line, legacy=legacy, tolerant=tolerant), None, None)
+    if len(head.event) and isinstance(head.id, str):
+        return ProtocolLine(head.id, decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant), None, None)
+    if isinstance(head.error, dict):
+        rid = msgspec.json.decode(line).get("runId")
+        return ProtocolLine(None, None, head.error, rid if isinstance(rid, str) else None)
+    raise RemoteInputError(
+        f"{where}: a line must be an event, an {{\"id\", \"event\"}} envelope or an error line", code="bad_line"
+    )
+
+
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+
 
 def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
     """How a client agent fails: before its first event it raises ``error``; after
@@ -287,11 +463,9 @@ def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
     return error.to_run_error()
 
 
-def remote_error_from_line(doc: dict[str, Any], *, where: str) -> RemoteAgentError:
-    """The RemoteAgentError for an error line of the WebSocket / stdio protocols
-    (``{"error": {"code", "message", "status"?}, ...}``)."""
-    err = doc.get("error")
-    err = err if isinstance(err, dict) else {}
+def remote_error_from_line(err: dict[str, Any], *, where: str) -> RemoteAgentError:
+    """The RemoteAgentError for the ``error`` object of an error line of the
+    WebSocket / stdio protocols (``{"code", "message", "status"?}``)."""
     status = err.get("status")
     code = err.get("code") if isinstance(err.get("code"), str) else None
     return RemoteAgentError(

@@ -27,7 +27,7 @@ from agui_engine.embedded import EMBEDDED_MODEL_NAME, EmbeddedModel
 
 from .gateway import GatewayAgent
 
-__all__ = ["add_arguments", "run", "production_demo_agent"]
+__all__ = ["add_arguments", "production_demo_agent", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
 
 
-def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai"):  # noqa: ANN201
+def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai"):
     """An :data:`agui_engine.demo.AgentContext` that builds the demo agent on the chosen path."""
 
     @asynccontextmanager

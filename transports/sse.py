@@ -28,11 +28,11 @@ registry ends every run with ``RUN_ERROR{code: "shutdown"}``, which each open
 stream writes before it closes.
 
 Client: :class:`SSEAgent` is an :class:`~agui_engine.agent.Agent` over httpx. It
-POSTs the input, decodes the stream with the codec's SSE decoder, remembers the
-last event id, and when the connection drops before the terminal event it POSTs
-again with ``Last-Event-ID`` (bounded retries, exponential backoff with jitter),
-skipping any event whose ``seq`` it has already delivered. Closing its
-generator early cancels the remote run (``DELETE``).
+POSTs the input, decodes the stream with the codec's EventStreamDecoder,
+remembers the last event id, and when the connection drops before the terminal
+event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
+with jitter). Closing its generator early cancels the remote run (``DELETE``).
+The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 """
 
 from __future__ import annotations
@@ -48,29 +48,26 @@ import msgspec
 from aiohttp import web
 
 from agui_engine.agent import Agent
-from agui_engine.codec import SSEDecoder, decode_event, encode_ndjson, encode_sse
+from agui_engine.codec import EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.errors import AguiEngineError
-from agui_engine.events import Event, RunAgentInput
+from agui_engine.events import RunAgentInput
 
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    TERMINAL_EVENTS,
-    ConnectionLostError,
+    AttemptItem,
     NotAcceptableError,
-    RemoteAgentError,
     RemoteClientBase,
     ServerHandle,
     UnsupportedMediaTypeError,
     check_bearer,
     check_body_size,
     decode_run_input,
-    end_or_raise,
     remote_error_from_body,
 )
-from .eventlog import BadCursorError, CursorExpiredError, EventLog, LogSlice
+from .eventlog import CursorExpiredError, EventLog, LogSlice
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     RunRegistry,
@@ -457,10 +454,6 @@ async def start_sse_server(
 # The client
 # ---------------------------------------------------------------------------------------
 
-class _Dropped(Exception):
-    """The stream ended before the run's terminal event."""
-
-
 class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
 
@@ -472,8 +465,14 @@ class SSEAgent(RemoteClientBase):
     :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
-    (``DELETE <url>/runs/<runId>``).
+    (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
+    :class:`~agui_engine.codec.EventStreamDecoder` (a bad frame is an
+    EventDecodeError naming its frame index and byte offset; ``THINKING_*`` events
+    of older servers are mapped to ``REASONING_*``). The loop itself is
+    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
     """
+
+    _drops = (httpx.TransportError,)
 
     def __init__(
         self,
@@ -499,82 +498,36 @@ class SSEAgent(RemoteClientBase):
 
         return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        body = msgspec.json.encode(input)
-        client = self._client or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout))
-        owned = self._client is None
-        last_seq = 0
-        last_id: str | None = None
-        yielded = False
-        failures = 0
-        self.reconnects = 0
-        # True until the run ended or failed on its own: then the consumer stopped early.
-        abandoned = True
+    async def _open(self) -> httpx.AsyncClient:
+        return self._client or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout))
+
+    async def _close(self, client: httpx.AsyncClient) -> None:
+        if self._client is None:
+            await client.aclose()
+
+    async def _cancel(self, client: httpx.AsyncClient, run_id: str) -> None:
+        # Cancel now rather than leaving the run to the server's grace period.
         try:
-            while True:
-                headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE}
-                if last_id is not None:
-                    headers["Last-Event-ID"] = last_id
-                try:
-                    async with client.stream("POST", self.url, content=body, headers=headers) as resp:
-                        if resp.status_code != 200:
-                            raw = await resp.aread()
-                            raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
-                        if last_id is None:
-                            # The server took the run: a drop from here on resumes it
-                            # (from the start if no event came yet) instead of re-POSTing.
-                            last_id = f"{input.run_id}:0"
-                        decoder = SSEDecoder()
-                        async for chunk in resp.aiter_raw():
-                            for msg in decoder.feed(chunk):
-                                seq = 0
-                                if msg.id:
-                                    try:
-                                        seq = resume_cursor(msg.id)[1]
-                                    except BadCursorError:
-                                        seq = 0
-                                    if seq and seq <= last_seq:
-                                        continue  # already delivered before a reconnect
-                                if not msg.data:
-                                    continue
-                                event = decode_event(msg.data, tolerant=self.tolerant)
-                                if seq:
-                                    last_seq, last_id = seq, msg.id
-                                failures = 0
-                                yielded = True
-                                yield event  # type: ignore[misc]
-                                if isinstance(event, TERMINAL_EVENTS):
-                                    abandoned = False
-                                    return
-                        decoder.close()  # an incomplete last frame is discarded (WHATWG)
-                    raise _Dropped("the stream ended before RUN_FINISHED / RUN_ERROR")
-                except (httpx.TransportError, _Dropped) as exc:
-                    failures += 1
-                    if failures > self.retry.max_retries or last_id is None:
-                        abandoned = False
-                        lost = ConnectionLostError(
-                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
-                            f"after {failures - 1} retries"
-                            if last_id is not None
-                            else f"cannot reach {self.url} ({type(exc).__name__})"
-                        )
-                        yield end_or_raise(lost, yielded)
-                        return
-                    await self.retry.wait(failures)
-                    self.reconnects += 1
-                except AguiEngineError as exc:
-                    # A refused (re)connection (410 cursor expired, 404 unknown run)
-                    # or a malformed event.
-                    abandoned = not isinstance(exc, RemoteAgentError)
-                    yield end_or_raise(exc, yielded)
-                    return
-        finally:
-            if abandoned and last_id is not None:
-                # The consumer stopped early: cancel the remote run now rather
-                # than leaving it to the server's grace period.
-                try:
-                    await client.delete(self._runs_url(last_id.rpartition(":")[0]), headers=self.headers, timeout=2.0)
-                except (httpx.HTTPError, RuntimeError):
-                    pass
-            if owned:
-                await client.aclose()
+            await client.delete(self._runs_url(run_id), headers=self.headers, timeout=2.0)
+        except (httpx.HTTPError, RuntimeError):
+            pass
+
+    async def _attempt(
+        self, client: httpx.AsyncClient, input: RunAgentInput, last_id: str | None
+    ) -> AsyncIterator[AttemptItem]:
+        headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE}
+        if last_id is not None:
+            headers["Last-Event-ID"] = last_id
+        async with client.stream("POST", self.url, content=msgspec.json.encode(input), headers=headers) as resp:
+            if resp.status_code != 200:
+                raw = await resp.aread()
+                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+            yield None
+            decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
+            async for chunk in resp.aiter_raw():
+                events = decoder.feed(chunk)
+                if events:
+                    # Every frame of this server carries an id, so the decoder's
+                    # last event id is the id of the batch's last event.
+                    yield decoder.last_event_id, events
+            decoder.close()  # an incomplete last frame is discarded (WHATWG): a drop

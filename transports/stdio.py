@@ -45,7 +45,7 @@ from typing import IO, Any
 import msgspec
 
 from agui_engine.agent import Agent
-from agui_engine.codec import decode_event
+from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     AguiEngineError,
     LimitExceededError,
@@ -58,6 +58,7 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     TERMINAL_EVENTS,
     ConnectionLostError,
+    decode_protocol_line,
     decode_run_input,
     end_or_raise,
     remote_error_from_line,
@@ -247,6 +248,7 @@ class StdioAgent:
         ended = False
         yielded = False
         where = f"the stdio agent {self.argv[0]!r}"
+        legacy = LegacyThinkingMapper()
         try:
             proc.stdin.write(msgspec.json.encode(input) + b"\n")
             await proc.stdin.drain()
@@ -258,13 +260,16 @@ class StdioAgent:
                     return
                 if not line.strip():
                     continue
-                doc = msgspec.json.decode(line)
-                if "error" in doc and "type" not in doc:
-                    ended = True
-                    yield end_or_raise(remote_error_from_line(doc, where=where), yielded)
+                try:
+                    item = decode_protocol_line(line, where=where, legacy=legacy)
+                except AguiEngineError as exc:  # a malformed line: the run is cancelled in _stop
+                    yield end_or_raise(exc, yielded)
                     return
-                payload = doc.get("event") if "type" not in doc else doc
-                event = decode_event(msgspec.json.encode(payload))
+                if item.error is not None:
+                    ended = True
+                    yield end_or_raise(remote_error_from_line(item.error, where=where), yielded)
+                    return
+                event = item.event
                 yielded = True
                 yield event  # type: ignore[misc]
                 if isinstance(event, TERMINAL_EVENTS):

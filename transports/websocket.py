@@ -51,37 +51,36 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import websockets
-from websockets.asyncio.client import connect
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from agui_engine.agent import Agent
-from agui_engine.codec import decode_event
+from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     WS_CLOSE_BAD_INPUT,
     AguiEngineError,
     RemoteInputError,
     UsageError,
 )
-from agui_engine.events import Event, RunAgentInput
+from agui_engine.events import RunAgentInput
 
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    TERMINAL_EVENTS,
-    ConnectionLostError,
+    AttemptItem,
     RemoteClientBase,
     ServerHandle,
     UnauthorizedError,
     check_bearer,
+    decode_protocol_line,
     decode_run_input,
-    end_or_raise,
     remote_error_from_body,
     remote_error_from_line,
 )
-from .eventlog import BadCursorError, CursorExpiredError
+from .eventlog import CursorExpiredError
 from .runs import RunRegistry, Subscription, resume_cursor
 
 __all__ = [
@@ -339,6 +338,15 @@ async def start_ws_server(
 # ---------------------------------------------------------------------------------------
 
 
+class _WSSession:
+    """The connection of one WebSocketAgent run (replaced on each reconnect)."""
+
+    __slots__ = ("ws",)
+
+    def __init__(self) -> None:
+        self.ws: ClientConnection | None = None
+
+
 class WebSocketAgent(RemoteClientBase):
     """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.agent.Agent`.
 
@@ -348,8 +356,12 @@ class WebSocketAgent(RemoteClientBase):
     :class:`~transports.common.RetryPolicy`), skipping any ``seq`` already
     delivered. Closing the generator early sends ``cancel``. Errors: as
     :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
-    before the first event, ``RUN_ERROR`` after it).
+    before the first event, ``RUN_ERROR`` after it). Lines are decoded by
+    :func:`~transports.common.decode_protocol_line`, the loop is
+    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
     """
+
+    _drops = (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError)
 
     def __init__(
         self,
@@ -366,86 +378,48 @@ class WebSocketAgent(RemoteClientBase):
         )
         self.max_size = max_size
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        run_id = input.run_id
-        first_message = msgspec.json.encode({"type": "run", "input": input})
-        last_seq = 0
-        last_id: str | None = None
-        yielded = False
-        failures = 0
-        self.reconnects = 0
-        ws = None
-        # True until the run ended or failed on its own: then the consumer stopped early.
-        abandoned = True
+    async def _open(self) -> _WSSession:
+        return _WSSession()
+
+    async def _close(self, session: _WSSession) -> None:
+        if session.ws is not None:
+            await session.ws.close()
+
+    async def _cancel(self, session: _WSSession, run_id: str) -> None:
+        if session.ws is None:
+            return
         try:
-            while True:
-                try:
-                    ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
-                    if last_id is None:
-                        await ws.send(first_message, text=True)
-                        # Sent: a drop from here on resumes the run (from its start if no
-                        # event came yet); a server that never got it answers unknown_run.
-                        last_id = f"{run_id}:0"
-                    else:
-                        await ws.send(
-                            msgspec.json.encode({"type": "resume", "runId": run_id, "lastEventId": last_id}), text=True
-                        )
-                    async for message in ws:
-                        for line in (message.encode() if isinstance(message, str) else message).split(b"\n"):
-                            doc = msgspec.json.decode(line)
-                            if "error" in doc:
-                                if doc.get("runId") not in (None, run_id):
-                                    continue
-                                abandoned = False
-                                yield end_or_raise(remote_error_from_line(doc, where=f"WebSocket {self.url}"), yielded)
-                                return
-                            rid, seq = resume_cursor(doc["id"])
-                            if rid != run_id or seq <= last_seq:
-                                continue  # another run's, or already delivered before a reconnect
-                            event = decode_event(msgspec.json.encode(doc["event"]))
-                            last_seq, last_id = seq, doc["id"]
-                            failures = 0
-                            yielded = True
-                            yield event  # type: ignore[misc]
-                            if isinstance(event, TERMINAL_EVENTS):
-                                abandoned = False
-                                return
-                    raise websockets.ConnectionClosedError(None, None)
-                except websockets.InvalidStatus as exc:
-                    abandoned = False
-                    refused = remote_error_from_body(
-                        exc.response.status_code, bytes(exc.response.body or b""), where=f"WebSocket {self.url}"
-                    )
-                    yield end_or_raise(refused, yielded)
-                    return
-                except (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError) as exc:
-                    failures += 1
-                    if last_id is None or failures > self.retry.max_retries:
-                        abandoned = False
-                        lost = ConnectionLostError(
-                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed"
-                            if last_id is not None
-                            else f"cannot reach {self.url} ({type(exc).__name__})"
-                        )
-                        yield end_or_raise(lost, yielded)
-                        return
-                    await self.retry.wait(failures)
-                    self.reconnects += 1
-                except (BadCursorError, KeyError, TypeError, msgspec.DecodeError) as exc:
-                    abandoned = False
-                    bad = RemoteInputError(f"WebSocket {self.url} sent a malformed message: {exc}")
-                    yield end_or_raise(bad, yielded)
-                    return
-                except AguiEngineError as exc:  # a malformed event (codec)
-                    abandoned = False
-                    yield end_or_raise(exc, yielded)
-                    return
-        finally:
-            if ws is not None:
-                if abandoned:
-                    # The consumer stopped early: cancel the run on the server.
-                    try:
-                        await ws.send(msgspec.json.encode({"type": "cancel", "runId": run_id}), text=True)
-                    except (websockets.ConnectionClosed, OSError, RuntimeError):
-                        pass
-                await ws.close()
+            await session.ws.send(msgspec.json.encode({"type": "cancel", "runId": run_id}), text=True)
+        except (websockets.ConnectionClosed, OSError, RuntimeError):
+            pass  # the connection is gone: the server's grace period ends the run
+
+    async def _attempt(self, session: _WSSession, input: RunAgentInput, last_id: str | None) -> AsyncIterator[AttemptItem]:
+        run_id = input.run_id
+        where = f"WebSocket {self.url}"
+        if session.ws is not None:
+            await session.ws.close()
+            session.ws = None
+        try:
+            ws = session.ws = await connect(
+                self.url, additional_headers=self.headers, max_size=self.max_size, compression=None
+            )
+        except websockets.InvalidStatus as exc:
+            raise remote_error_from_body(
+                exc.response.status_code, bytes(exc.response.body or b""), where=where
+            ) from None
+        if last_id is None:
+            await ws.send(msgspec.json.encode({"type": "run", "input": input}), text=True)
+        else:
+            await ws.send(msgspec.json.encode({"type": "resume", "runId": run_id, "lastEventId": last_id}), text=True)
+        # Sent: a drop from here on resumes the run (a server that never got it answers unknown_run).
+        yield None
+        legacy = LegacyThinkingMapper()
+        async for message in ws:
+            for line in (message.encode() if isinstance(message, str) else message).split(b"\n"):
+                item = decode_protocol_line(line, where=where, legacy=legacy)
+                if item.error is not None:
+                    if item.run_id in (None, run_id):
+                        raise remote_error_from_line(item.error, where=where)
+                elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
+                    yield item.event_id, [item.event]  # type: ignore[list-item]
+                # else: another run's event on a shared connection

@@ -523,3 +523,19 @@ async def test_sse_agent_resumes_a_drop_before_the_first_event(drop_proxy) -> No
         remote = [e async for e in client.run(make_input())]
     assert remote == [e async for e in ScriptedAgent(deltas=5).run(make_input())]
     assert client.reconnects == 1
+
+
+async def test_sse_agent_maps_legacy_thinking_and_locates_a_bad_frame() -> None:
+    """The client decodes with the codec's EventStreamDecoder: an older server's
+    THINKING_* events arrive as REASONING_*, and a bad frame ends the run with a
+    RUN_ERROR that names the frame index and byte offset (after the good events)."""
+    good = (
+        b'id: run-1:1\ndata: {"type":"RUN_STARTED","threadId":"thread-1","runId":"run-1"}\n\n'
+        b'id: run-1:2\ndata: {"type":"THINKING_START"}\n\n'
+        b'id: run-1:3\ndata: {"type":"THINKING_END"}\n\n'
+    )
+    bad = b'id: run-1:4\ndata: {"type":"TEXT_MESSAGE_CONTENT","messageId":7,"delta":"x"}\n\n'
+    events = await _through([good, bad])
+    assert [e.type.value for e in events] == ["RUN_STARTED", "REASONING_START", "REASONING_END", "RUN_ERROR"]
+    assert events[-1].code == "invalid_event"
+    assert f"frame 3 at byte {len(good)}" in events[-1].message and "$.messageId" in events[-1].message
