@@ -104,3 +104,27 @@ def test_protocol_lines_envelopes_bare_events_errors_and_garbage() -> None:
         with pytest.raises(kind) as ei:
             decode_protocol_line(garbage, where="stdio line 3")
         assert needle in str(ei.value)
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_client_agents_resume_after_network_drops(drop_proxy, transport: str) -> None:  # type: ignore[no-untyped-def]
+    """RemoteClientBase.run, the one reconnect loop of SSEAgent and WebSocketAgent:
+    two real mid-stream drops (a TCP proxy cuts the connection), two resumes, and
+    the client's events are exactly the agent's (nothing lost, nothing repeated)."""
+    from transports.sse import SSEAgent, start_sse_server
+    from transports.websocket import WebSocketAgent, start_ws_server
+
+    from .scripted import ScriptedAgent, make_input
+
+    start, client_cls, scheme, query = {
+        "sse": (start_sse_server, SSEAgent, "http", ""),
+        "ws": (start_ws_server, WebSocketAgent, "ws", "?batch=0"),
+    }[transport]
+    async with await start(ScriptedAgent(deltas=40, pause=0.005)) as srv:
+        port = int(srv.url.rstrip("/").rpartition(":")[2])
+        proxy = drop_proxy("127.0.0.1", port, cut_after=1200, drops=2)
+        await proxy.start()
+        client = client_cls(f"{scheme}://127.0.0.1:{proxy.port}/{query}", backoff_initial=0.01)
+        remote = [e async for e in client.run(make_input())]
+    assert remote == [e async for e in ScriptedAgent(deltas=40).run(make_input())]
+    assert (client.reconnects, proxy.connections) == (2, 3)

@@ -156,18 +156,6 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
     assert err["runId"] == "s" and err["error"]["code"] == "cursor_expired" and err["error"]["status"] == 4410
 
 
-async def test_websocket_agent_resumes_after_a_drop(drop_proxy) -> None:  # type: ignore[no-untyped-def]
-    agent = ScriptedAgent(deltas=40, pause=0.005)
-    async with await start_ws_server(agent) as srv:
-        port = int(srv.url.rstrip("/").rpartition(":")[2])
-        proxy = drop_proxy("127.0.0.1", port, cut_after=1200, drops=1)
-        await proxy.start()
-        client = WebSocketAgent(f"ws://127.0.0.1:{proxy.port}/?batch=0", backoff_initial=0.01)
-        remote = [e async for e in client.run(make_input())]
-    assert remote == [e async for e in ScriptedAgent(deltas=40).run(make_input())]
-    assert client.reconnects == 1
-
-
 async def test_shutdown_sends_terminal_events_then_going_away() -> None:
     agent = ScriptedAgent(deltas=2, hang=True)
     srv = await start_ws_server(agent)
@@ -203,3 +191,20 @@ async def test_ping_keepalive_closes_a_peer_that_never_answers() -> None:
         writer.close()
     assert rest[0] == 0x89  # a ping frame came first
     assert b"\x88" in rest  # then a close frame
+
+
+async def test_ping_keepalive_keeps_an_answering_peer_through_a_silent_run() -> None:
+    """A real client that answers pings stays connected through many ping
+    intervals of a silent run and gets the whole run; the server did ping it
+    (a pong measured the connection's latency)."""
+    agent = ScriptedAgent(deltas=2, silence=0.5)  # ~10 ping intervals of silence
+    async with await start_ws_server(agent, ping_interval=0.05, ping_timeout=0.05) as srv:
+        async with connect(srv.url, ping_interval=None) as ws:  # never pings itself, only answers
+            await ws.send(run_msg("quiet"))
+            lines = await read_lines(ws, {"quiet"})
+            server_side = next(iter(srv.server.connections))
+            assert server_side.latency > 0  # a pong came back for a server ping
+    assert [doc["event"]["type"] for doc in lines][-1] == "RUN_FINISHED"
+    assert [doc["event"] for doc in lines] == [
+        msgspec.to_builtins(e) for e in [e async for e in ScriptedAgent(deltas=2).run(make_input("quiet"))]
+    ]
