@@ -216,7 +216,9 @@ class ToolCallArgumentsError(RemoteInputError):
 @dataclass(frozen=True, slots=True)
 class ReasoningBlock:
     """One reasoning message of a step: its id, where its text starts in the step's
-    reasoning parts, and its opaque provider value (``None`` until one arrives).
+    reasoning parts, its opaque provider value (``None`` until one arrives), and how
+    many of the step's text parts came before it (``text_at``: where it sits in the
+    step's text, so the history keeps the model's order).
 
     A provider's reasoning block (an Anthropic ``thinking`` or ``redacted_thinking``
     block, a Responses reasoning item, a Gemini thought) ends with its opaque value,
@@ -226,6 +228,7 @@ class ReasoningBlock:
     id: str
     start: int
     encrypted: str | None = None
+    text_at: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,6 +274,23 @@ class Decision:
             end = blocks[i + 1].start if i + 1 < len(blocks) else self.reasoning_count
             content = "".join(islice(self.reasoning_parts, block.start, end))
             out.append(ReasoningMessage(id=block.id, content=content, encrypted_value=block.encrypted))
+        return tuple(out)
+
+    @property
+    def transcript(self) -> tuple[ReasoningMessage | str, ...]:
+        """The step's reasoning messages and its text in the order the model produced
+        them: the text between two reasoning messages is one string (it may span
+        several text messages, e.g. around tool calls). Reasoning that came after
+        text stays after it, as the providers' replay expects."""
+        out: list[ReasoningMessage | str] = []
+        pos = 0
+        for block, message in zip(self.reasoning_blocks, self.reasoning_messages):
+            if block.text_at > pos:
+                out.append("".join(islice(self.text_parts, pos, block.text_at)))
+                pos = block.text_at
+            out.append(message)
+        if self.text_count > pos:
+            out.append("".join(islice(self.text_parts, pos, self.text_count)))
         return tuple(out)
 
     @property
@@ -889,7 +909,8 @@ class _Step:
         self._close_lane(out)
         if lane == "reasoning":
             self.reasoning_id = self.make_id()
-            self.reasoning_blocks = (*self.reasoning_blocks, ReasoningBlock(self.reasoning_id, len(self.reasoning_parts)))
+            self.reasoning_blocks = (*self.reasoning_blocks, ReasoningBlock(self.reasoning_id, len(self.reasoning_parts),
+                                                                     text_at=len(self.text_parts)))
             out.append(ReasoningStartEvent(message_id=self.reasoning_id))
             out.append(ReasoningMessageStartEvent(message_id=self.reasoning_id))
         elif lane == "text":
@@ -951,7 +972,7 @@ class _Step:
         self._enter("reasoning", out)
         assert self.reasoning_id is not None
         last = self.reasoning_blocks[-1]
-        self.reasoning_blocks = (*self.reasoning_blocks[:-1], ReasoningBlock(last.id, last.start, blob))
+        self.reasoning_blocks = (*self.reasoning_blocks[:-1], ReasoningBlock(last.id, last.start, blob, last.text_at))
         out.append(ReasoningEncryptedValueEvent(subtype="message", entity_id=self.reasoning_id, encrypted_value=blob))
         self._close_lane(out)
 

@@ -415,19 +415,35 @@ class LLMAgent:
 
 
 def _assistant_messages(decision: Decision) -> list[Message]:
-    """The messages the step adds to the history (what the model said, for the next call)."""
-    # one message per reasoning block, each with its own value byte-exact: providers
-    # reject a thinking block whose signature was changed or moved in a tool loop
-    out: list[Message] = list(decision.reasoning_messages)
+    """The messages the step adds to the history (what the model said, for the next call).
+
+    In the model's order: each reasoning message where it came (one per reasoning
+    block, each with its own value byte-exact: providers reject a thinking block
+    whose signature was changed), the text between them as assistant messages, and
+    the tool calls on the last assistant message -- one of their own when reasoning
+    came after the last text, so they stay after that reasoning. The first text
+    keeps the step's message id; later pieces get ``<id>.<n>`` (the history is the
+    model's input; a client builds its own messages from the events).
+    """
     tool_calls = [
         ToolCall(
             id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments_text or "{}"), encrypted_value=c.signature
         )
         for c in decision.tool_calls
     ]
-    text = decision.message
-    if text or tool_calls:
-        out.append(AssistantMessage(id=decision.message_id, content=text or None, tool_calls=tool_calls or None))
+    parts = list(decision.transcript)
+    if tool_calls and (not parts or not isinstance(parts[-1], str)):
+        parts.append("")  # the calls' own message, after the last reasoning
+    out: list[Message] = []
+    texts = 0
+    for i, part in enumerate(parts):
+        if not isinstance(part, str):
+            out.append(part)
+            continue
+        message_id = decision.message_id if texts == 0 else f"{decision.message_id}.{texts}"
+        texts += 1
+        calls = tool_calls if i == len(parts) - 1 and tool_calls else None
+        out.append(AssistantMessage(id=message_id, content=part or None, tool_calls=calls))
     return out
 
 

@@ -507,6 +507,25 @@ async def test_history_keeps_every_reasoning_block_and_each_calls_signature() ->
     assert [m.get("encryptedValue") for m in acc.messages if m.get("role") == "reasoning"] == ["SIG", "RED"]
 
 
+@pytest.mark.parametrize("text_after", [True, False])
+async def test_history_keeps_reasoning_that_came_after_text_after_it(text_after: bool) -> None:
+    """Interleaved thinking (text, thinking, tool call): the replay keeps the model's order."""
+    tail = [TextDelta(text="Checking now.")] if text_after else []
+    llm = ScriptedLLM([ReasoningDelta(text="plan"), ReasoningDelta(signature="S1"), TextDelta(text="Let me look."),
+                       ReasoningDelta(text="which city?"), ReasoningDelta(signature="S2"), *tail,
+                       *call(0, "c1", "get_weather", '{"city":"Tokyo"}'), Finish(reason="tool_calls")],
+                      text("Done."))
+    events = await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    check_run(events)
+    history = llm.calls[1].messages[2:-1]  # after the system prompt and the user message, before the result
+    shape = [(type(m).__name__, m.content, bool(getattr(m, "tool_calls", None))) for m in history]
+    last = ("AssistantMessage", "Checking now." if text_after else None, True)
+    assert shape == [("ReasoningMessage", "plan", False), ("AssistantMessage", "Let me look.", False),
+                     ("ReasoningMessage", "which city?", False), last]
+    assert len({m.id for m in history}) == len(history)
+    assert [m.encrypted_value for m in history if isinstance(m, ReasoningMessage)] == ["S1", "S2"]
+
+
 async def test_tool_call_parent_is_the_step_message() -> None:
     events = await collect(demo_agent(), run_input("What's the weather in Tokyo?"))
     text_ids = {e.message_id for e in events if isinstance(e, TextMessageEndEvent)}
