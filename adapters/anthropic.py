@@ -46,6 +46,7 @@ from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDel
 
 from .prompt import (
     TextChunk,
+    append_turn,
     content_parts,
     group_turns,
     parse_arguments,
@@ -57,6 +58,7 @@ from .provider import (
     MalformedStream,
     StreamingLLMClient,
     StreamParser,
+    TypedEventParser,
 )
 
 __all__ = ["AnthropicClient", "AnthropicStreamParser", "build_anthropic_body", "ANTHROPIC_DEFAULT_BASE_URL"]
@@ -78,7 +80,7 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-class AnthropicStreamParser(StreamParser):
+class AnthropicStreamParser(TypedEventParser):
     provider = "anthropic"
     terminal_marker = "message_stop"
 
@@ -99,19 +101,6 @@ class AnthropicStreamParser(StreamParser):
         self._whole_input: dict[int, Any] = {}
         self._stop_reason: str | None = None
         self._input = (0, 0, 0)  # uncached input, cache reads, cache writes
-
-    def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
-        payload = self.decode_json(data)
-        if not isinstance(payload, dict):
-            raise MalformedStream("event data is not a JSON object")
-        kind = payload.get("type") or event
-        if event not in ("message", kind):
-            raise MalformedStream(f"event line {event!r} disagrees with data.type {kind!r}")
-        handler = self.HANDLERS.get(kind)
-        if handler is None:
-            return []  # new event types are additive; skip what we do not know
-        result: list[LLMStreamItem] = getattr(self, handler)(payload)
-        return result
 
     def _ignore(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
         return []
@@ -201,7 +190,7 @@ class AnthropicStreamParser(StreamParser):
 
     def _on_message_stop(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
         raw = self._stop_reason
-        reason: FinishReason = _FINISH.get(raw, "other") if raw else ("tool_calls" if self.tools.count else "stop")
+        reason: FinishReason = _FINISH.get(raw, "other") if raw else self.natural_finish()
         return self.finish(reason, raw)
 
     def _on_error(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
@@ -232,12 +221,7 @@ def build_anthropic_messages(messages: Sequence[Any]) -> tuple[list[dict[str, An
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)  # the API wants user/assistant alternation
-        else:
-            out.append({"role": role, "content": blocks})
+        append_turn(out, role, blocks, field="content")
 
     for turn in group_turns(messages):
         message = turn.message
@@ -313,6 +297,7 @@ class AnthropicClient(StreamingLLMClient):
     key_env: ClassVar[tuple[str, ...]] = ("ANTHROPIC_API_KEY",)
     base_url_env: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
     default_base_url: ClassVar[str | None] = ANTHROPIC_DEFAULT_BASE_URL
+    parser_class: ClassVar[type[StreamParser]] = AnthropicStreamParser
 
     def __init__(self, model: str, *, thinking: Mapping[str, Any] | None = None, **options: Any) -> None:
         super().__init__(model, **options)
@@ -320,9 +305,6 @@ class AnthropicClient(StreamingLLMClient):
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-api-key": self._api_key or "", "anthropic-version": ANTHROPIC_VERSION}
-
-    def new_parser(self) -> StreamParser:
-        return AnthropicStreamParser(id_factory=self.id_factory)
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         return f"{self.base_url}/v1/messages", build_anthropic_body(self.model, request, thinking=self.thinking)

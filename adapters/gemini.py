@@ -52,6 +52,7 @@ from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDel
 
 from .prompt import (
     TextChunk,
+    append_turn,
     content_parts,
     group_turns,
     parse_arguments,
@@ -101,9 +102,7 @@ class GeminiStreamParser(StreamParser):
         self._parts = 0
 
     def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
-        chunk = self.decode_json(data)
-        if not isinstance(chunk, dict):
-            raise MalformedStream("chunk is not a JSON object")
+        chunk = self.decode_object(data)
         error = chunk.get("error")
         if isinstance(error, dict):
             code = error.get("code")
@@ -167,10 +166,7 @@ class GeminiStreamParser(StreamParser):
         raw = self._finish_reason
         if raw is None:
             return super()._at_eof()
-        if raw == "STOP":
-            reason: FinishReason = "tool_calls" if self.tools.count else "stop"
-        else:
-            reason = _FINISH.get(raw, "other")
+        reason: FinishReason = self.natural_finish() if raw == "STOP" else _FINISH.get(raw, "other")
         return self.finish(reason, raw)
 
 
@@ -203,12 +199,7 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
     call_names: dict[str, str] = {}
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        append_turn(contents, role, parts, field="parts")
 
     for turn in group_turns(messages):
         message = turn.message
@@ -306,6 +297,7 @@ class GeminiClient(StreamingLLMClient):
     key_env: ClassVar[tuple[str, ...]] = ("GOOGLE_API_KEY", "GEMINI_API_KEY")
     base_url_env: ClassVar[str | None] = "GEMINI_BASE_URL"
     default_base_url: ClassVar[str | None] = GEMINI_DEFAULT_BASE_URL
+    parser_class: ClassVar[type[StreamParser]] = GeminiStreamParser
 
     def __init__(
         self, model: str, *, thinking: Mapping[str, Any] | None = None, api_version: str = "v1beta", **options: Any
@@ -317,9 +309,6 @@ class GeminiClient(StreamingLLMClient):
     def auth_headers(self) -> dict[str, str]:
         # In a header, never in the URL (?key=): URLs end up in logs.
         return {"x-goog-api-key": self._api_key or ""}
-
-    def new_parser(self) -> StreamParser:
-        return GeminiStreamParser(id_factory=self.id_factory)
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         model = self.model if self.model.startswith(("models/", "tunedModels/")) else f"models/{self.model}"

@@ -83,6 +83,7 @@ from .provider import (
 __all__ = [
     "OpenAIChatClient",
     "OpenAICompatibleClient",
+    "OpenAIPlatformClient",
     "ChatStreamParser",
     "build_chat_body",
     "encode_chat_stream",
@@ -117,9 +118,7 @@ class ChatStreamParser(StreamParser):
     def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
         if data.startswith("[DONE]"):
             return self._done()
-        chunk = self.decode_json(data)
-        if not isinstance(chunk, dict):
-            raise MalformedStream("chunk is not a JSON object")
+        chunk = self.decode_object(data)
         error = chunk.get("error")
         if error is not None:
             if isinstance(error, dict):
@@ -198,10 +197,7 @@ class ChatStreamParser(StreamParser):
 
     def _done(self) -> list[LLMStreamItem]:
         raw = self._finish_reason
-        if raw is None:
-            reason: FinishReason = "tool_calls" if self.tools.count else "stop"
-        else:
-            reason = _FINISH.get(raw, "other")
+        reason: FinishReason = self.natural_finish() if raw is None else _FINISH.get(raw, "other")
         return self.finish(reason, raw)
 
     def _at_eof(self) -> list[LLMStreamItem]:
@@ -307,16 +303,26 @@ def build_chat_body(
     return body
 
 
-class OpenAIChatClient(StreamingLLMClient):
-    """OpenAI Chat Completions. Key from ``OPENAI_API_KEY``, base URL from
-    ``OPENAI_BASE_URL`` (default ``https://api.openai.com/v1``) unless given.
-    ``reasoning_effort`` is passed through for reasoning models."""
+class OpenAIPlatformClient(StreamingLLMClient):
+    """What both OpenAI APIs (Chat Completions, Responses) share: the key from
+    ``OPENAI_API_KEY``, the base URL from ``OPENAI_BASE_URL`` (default
+    ``https://api.openai.com/v1``) unless given, and bearer authentication (none
+    without a key: local compatible servers)."""
 
     provider: ClassVar[str] = "openai"
     label: ClassVar[str] = "OpenAI"
     key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
     base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
     default_base_url: ClassVar[str | None] = OPENAI_DEFAULT_BASE_URL
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+
+class OpenAIChatClient(OpenAIPlatformClient):
+    """OpenAI Chat Completions (key and base URL: :class:`OpenAIPlatformClient`).
+    ``reasoning_effort`` is passed through for reasoning models."""
+
     _compatible: ClassVar[bool] = False
 
     def __init__(
@@ -325,9 +331,6 @@ class OpenAIChatClient(StreamingLLMClient):
         super().__init__(model, **options)
         self.reasoning_effort = reasoning_effort
         self.strict_tools = strict_tools
-
-    def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def new_parser(self) -> StreamParser:
         return ChatStreamParser(provider=self.provider, lenient_eof=self._compatible, id_factory=self.id_factory)

@@ -44,7 +44,7 @@ from agui_engine.events import (
 )
 from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta
 
-from .openai_chat import OPENAI_DEFAULT_BASE_URL
+from .openai_chat import OpenAIPlatformClient
 from .prompt import (
     TextChunk,
     content_parts,
@@ -57,8 +57,8 @@ from .prompt import (
 from .provider import (
     CompletionRequest,
     MalformedStream,
-    StreamingLLMClient,
     StreamParser,
+    TypedEventParser,
 )
 
 __all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body", "pack_reasoning", "unpack_reasoning"]
@@ -84,7 +84,7 @@ def unpack_reasoning(value: str) -> tuple[str | None, str]:
     return None, value
 
 
-class ResponsesStreamParser(StreamParser):
+class ResponsesStreamParser(TypedEventParser):
     provider = "openai"
     terminal_marker = "response.completed"
 
@@ -112,23 +112,12 @@ class ResponsesStreamParser(StreamParser):
         self._summary_seen: set[tuple[str, int]] = set()
         self._last_sequence = -1
 
-    def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
-        payload = self.decode_json(data)
-        if not isinstance(payload, dict):
-            raise MalformedStream("event data is not a JSON object")
-        kind = payload.get("type") or event
-        if event not in ("message", kind):
-            raise MalformedStream(f"event line {event!r} disagrees with data.type {kind!r}")
+    def _check(self, payload: dict[str, Any]) -> None:
         sequence = payload.get("sequence_number")
         if isinstance(sequence, int):
             if sequence <= self._last_sequence:
                 raise MalformedStream(f"sequence_number {sequence} after {self._last_sequence}")
             self._last_sequence = sequence
-        handler = self.HANDLERS.get(kind)
-        if handler is None:
-            return []
-        result: list[LLMStreamItem] = getattr(self, handler)(payload)
-        return result
 
     # -- handlers
     def _on_response(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
@@ -203,8 +192,7 @@ class ResponsesStreamParser(StreamParser):
 
     def _on_completed(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
         self._usage(payload.get("response") or {})
-        reason: FinishReason = "tool_calls" if self.tools.count else "stop"
-        return self.finish(reason, "completed")
+        return self.finish(self.natural_finish(), "completed")
 
     def _on_incomplete(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
         response = payload.get("response") or {}
@@ -323,27 +311,17 @@ def build_responses_body(
     return body
 
 
-class OpenAIResponsesClient(StreamingLLMClient):
-    """OpenAI Responses API. Key from ``OPENAI_API_KEY``, base URL from
-    ``OPENAI_BASE_URL``. ``reasoning`` (e.g. ``{"effort": "medium", "summary": "auto"}``)
-    is for reasoning models: it asks for summaries and encrypted reasoning, which the
-    next request sends back."""
+class OpenAIResponsesClient(OpenAIPlatformClient):
+    """OpenAI Responses API (key and base URL: :class:`OpenAIPlatformClient`).
+    ``reasoning`` (e.g. ``{"effort": "medium", "summary": "auto"}``) is for reasoning
+    models: it asks for summaries and encrypted reasoning, which the next request
+    sends back."""
 
-    provider: ClassVar[str] = "openai"
-    label: ClassVar[str] = "OpenAI"
-    key_env: ClassVar[tuple[str, ...]] = ("OPENAI_API_KEY",)
-    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
-    default_base_url: ClassVar[str | None] = OPENAI_DEFAULT_BASE_URL
+    parser_class: ClassVar[type[StreamParser]] = ResponsesStreamParser
 
     def __init__(self, model: str, *, reasoning: Mapping[str, Any] | None = None, **options: Any) -> None:
         super().__init__(model, **options)
         self.reasoning = dict(reasoning) if reasoning is not None else None
-
-    def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"}
-
-    def new_parser(self) -> StreamParser:
-        return ResponsesStreamParser(id_factory=self.id_factory)
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         return f"{self.base_url}/responses", build_responses_body(self.model, request, reasoning=self.reasoning)

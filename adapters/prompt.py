@@ -13,7 +13,9 @@ that every builder reads messages the same way:
   to (the one right after them), because every provider that replays reasoning
   (Anthropic thinking, Responses reasoning items, Gemini thought signatures) wants
   it inside / next to that turn;
-* :func:`tool_result_text` renders a tool message (with its ``error``) as text.
+* :func:`tool_result_text` renders a tool message (with its ``error``) as text;
+* :func:`append_turn` builds the strictly alternating turn lists of Anthropic and
+  Gemini (consecutive entries of one role are merged into one turn).
 
 Parts a provider cannot take (audio, video, documents where unsupported) are dropped,
 as the AG-UI spec says a peer does with a part it cannot use; see ``spec/providers.md``.
@@ -58,6 +60,7 @@ __all__ = [
     "parse_arguments",
     "data_url",
     "resolve_tool_choice",
+    "append_turn",
 ]
 
 
@@ -208,3 +211,16 @@ def resolve_tool_choice(tool_choice: str, tools: Sequence[Any]) -> tuple[Literal
     if any(tool.name == tool_choice for tool in tools):
         return "tool", tool_choice
     raise UsageError(f"tool_choice {tool_choice!r} is neither auto/required/none nor one of the tools")
+
+
+def append_turn(turns: list[dict[str, Any]], role: str, entries: list[dict[str, Any]], *, field: str) -> None:
+    """Add ``entries`` as a ``{"role": role, field: entries}`` turn, or extend the last
+    turn when it has the same role: Anthropic (``content``) and Gemini (``parts``)
+    require user and model turns to alternate, so tool results and the user message
+    after them become one turn. Nothing is added for no entries."""
+    if not entries:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][field].extend(entries)
+    else:
+        turns.append({"role": role, field: entries})

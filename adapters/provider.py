@@ -9,7 +9,8 @@ A provider adapter is three pieces, and only the first two differ per provider:
    with no IO: ``feed(event, data)`` takes one decoded SSE message and returns
    :data:`~agui_engine.llm.LLMStreamItem` values; ``close()`` is the end of input.
    Each subclass routes provider events through a ``HANDLERS`` table (event kind ->
-   method name) in one place. Tool calls go through :class:`ToolCallTracker`, which
+   method name) in one place; :class:`TypedEventParser` does the routing for the
+   providers whose frames name their kind. Tool calls go through :class:`ToolCallTracker`, which
    keys them by the provider's routing key and guarantees the item contract below.
 3. :class:`StreamingLLMClient` does the IO for all of them: POST with httpx,
    decode the body with the engine's :class:`~agui_engine.codec.SSEDecoder`, feed the
@@ -71,6 +72,7 @@ from agui_engine.llm import (
 __all__ = [
     "ProviderError",
     "StreamParser",
+    "TypedEventParser",
     "ToolCallTracker",
     "StreamingLLMClient",
     "CompletionRequest",
@@ -513,6 +515,48 @@ class StreamParser:
         except msgspec.DecodeError as exc:
             raise MalformedStream(f"invalid JSON in data ({exc})") from None
 
+    def decode_object(self, data: str) -> dict[str, Any]:
+        """``data`` as a JSON object (every provider's frames are objects); raises
+        :class:`MalformedStream` for invalid JSON or any other JSON value."""
+        value = self.decode_json(data)
+        if not isinstance(value, dict):
+            raise MalformedStream("frame data is not a JSON object")
+        return value
+
+    def natural_finish(self) -> FinishReason:
+        """The reason of a normal stop that the provider did not qualify: ``tool_calls``
+        when the model called tools, else ``stop``."""
+        return "tool_calls" if self.tools.count else "stop"
+
+
+class TypedEventParser(StreamParser):
+    """A parser for streams whose frames name their kind (Anthropic Messages, OpenAI
+    Responses): ``event: <kind>`` and the same ``<kind>`` in ``data.type``.
+
+    ``_handle`` decodes the frame, refuses an ``event:`` line that disagrees with
+    ``data.type`` (a frame without an ``event:`` line has the SSE default ``message``),
+    runs :meth:`_check`, and calls the method that ``HANDLERS`` names for the kind.
+    Kinds not in the table are skipped: providers add event types without notice.
+    """
+
+    #: event kind -> name of the handler method ``(payload) -> items``.
+    HANDLERS: ClassVar[dict[str, str]] = {}
+
+    def _check(self, payload: dict[str, Any]) -> None:
+        """Provider-wide checks on every frame (raise :class:`MalformedStream`)."""
+
+    def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
+        payload = self.decode_object(data)
+        kind = payload.get("type") or event
+        if event not in ("message", kind):
+            raise MalformedStream(f"event line {event!r} disagrees with data.type {kind!r}")
+        self._check(payload)
+        handler = self.HANDLERS.get(kind)
+        if handler is None:
+            return []
+        items: list[LLMStreamItem] = getattr(self, handler)(payload)
+        return items
+
 
 class ProviderStream:
     """Bytes of a provider's SSE body -> items: the engine's :class:`SSEDecoder` feeding a
@@ -584,7 +628,7 @@ class StreamingLLMClient:
     """An :class:`~agui_engine.llm.LLMClient` over httpx streaming (base class).
 
     Subclasses provide ``provider``, the key / base-URL class attributes,
-    :meth:`build_request`, :meth:`auth_headers` and :meth:`new_parser`. ``api_key`` and
+    ``parser_class``, :meth:`build_request` and :meth:`auth_headers`. ``api_key`` and
     ``base_url`` default to the environment (``env``, default ``os.environ``); a missing
     required key raises :class:`UsageError` naming the variables. ``http_client``: an ``httpx.AsyncClient`` to use (the caller
     owns it); without one the client makes its own per event loop and closes it in
@@ -601,6 +645,8 @@ class StreamingLLMClient:
     #: Environment variable that may hold the base URL, and the default.
     base_url_env: ClassVar[str | None] = None
     default_base_url: ClassVar[str | None] = None
+    #: The provider's stream parser (made once per response by :meth:`new_parser`).
+    parser_class: ClassVar[type[StreamParser]] = StreamParser
 
     def __init__(
         self,
@@ -654,8 +700,9 @@ class StreamingLLMClient:
     def auth_headers(self) -> dict[str, str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def new_parser(self) -> StreamParser:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def new_parser(self) -> StreamParser:
+        """A fresh parser for one response: :attr:`parser_class` with the client's ids."""
+        return self.parser_class(id_factory=self.id_factory)
 
     # -- LLMClient
     async def complete(
