@@ -661,32 +661,33 @@ class SSEDecoder(_Framer):
         )
 
     def _decode_one(self, data: bytes) -> Event | None:
-        if not self._idle or data[-2:] != b"\n\n" or len(data) > self.max_frame_bytes:
+        # The shapes: "data: <json>\n\n" (the SDK's) and "id: <id>\ndata: <json>\n\n" (ours).
+        # Byte tests are int membership and indexing: the cheapest checks CPython has, and
+        # this runs once per read. A CR anywhere is a line end to WHATWG (and whitespace to
+        # JSON), an LF inside the payload splits the frame: both go to the general path.
+        if not self._idle or not 8 <= len(data) <= self.max_frame_bytes or data[-1] != 10:
             return None
-        ident = None
         if data[:6] == b"data: ":
-            if data.count(b"\n") != 2:
-                return None
             payload = data[6:-2]
+            ident = None
         elif data[:4] == b"id: ":
             nl = data.find(b"\n")
-            if data[nl + 1 : nl + 7] != b"data: " or data.count(b"\n") != 3 or b"\0" in data[4:nl]:
-                return None
-            try:
-                ident = data[4:nl].decode()
-            except UnicodeDecodeError:
+            if data[nl + 1 : nl + 7] != b"data: " or 0 in data[4:nl]:
                 return None
             payload = data[nl + 7 : -2]
+            ident = data[4:nl]
         else:
+            return None
+        if data[-2] != 10 or 10 in payload or 13 in data:
             return None
         try:
             event = _decode(payload)
-        except _DECODE_ERRORS:
+            if ident is not None:
+                self._id = self.last_event_id = ident.decode()
+            # else: idle means the last line was blank, which already set last_event_id.
+        except (UnicodeDecodeError, *_DECODE_ERRORS):
             return None
         self._lines.offset += len(data)
-        if ident is not None:
-            self._id = ident
-        self.last_event_id = self._id
         self._frames += 1
         return event  # type: ignore[no-any-return]
 

@@ -503,6 +503,28 @@ def test_one_frame_per_feed_gives_the_same_events_and_errors_as_whole_input(fmt:
     assert stream.last_event_id == (f"r:{len(EVENTS) - 1}" if fmt == "sse" else None)
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b'data: {"type":"CUSTOM",\r"name":"n","value":1}\n\n',  # CR ends the data line: truncated JSON
+        b'data: {"type":"CUSTOM",\n"name":"n","value":1}\n\n',  # LF too
+        b'id: 1\r\ndata: {"type":"CUSTOM","name":"n","value":1}\n\n',  # CRLF-framed: a valid frame
+        b'id: 1\ndata: {"type":"CUSTOM","name":"n","value":1}\r\n\n',  # CR LF LF: a valid frame
+        b'data: {"type":"CUSTOM","name":"n","value":1}\r\n',  # an unfinished frame
+        b'id: \xff\ndata: {"type":"CUSTOM","name":"n","value":1}\n\n',  # invalid UTF-8 id
+        b'data:{"type":"CUSTOM","name":"n","value":1}\n\n',  # no space after the colon
+    ],
+)
+def test_a_frame_per_feed_that_is_almost_the_common_shape_is_parsed_by_the_rules(frame: bytes) -> None:
+    # The one-frame fast path must never accept what the WHATWG parser reads differently.
+    good = encode_sse(CustomEvent(name="ok", value=1))
+    whole = run(EventStreamDecoder(), [good + frame + good])
+    assert run(EventStreamDecoder(), [good, frame, good]) == whole
+    decoder = EventStreamDecoder()
+    decoder.feed(good)
+    assert decoder._framer._idle  # so the next feed is offered to the fast path
+
+
 def test_unencodable_events_are_usage_errors() -> None:
     for bad in (TextMessageContentEvent(message_id="m", delta="\ud800"), CustomEvent(name="x", value=object())):
         for encode in (encode_event, encode_sse, encode_ndjson, lambda e: encode_sse(e, id="1")):
@@ -549,6 +571,9 @@ GARBAGE = [
     b"data: {\"type\":\"FUTURE\"}\n\n",
     b"data: " + b"x" * 3000 + b"\n\n",
     b"event: x\r\ndata: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":null}\r\n\r\n",
+    # A CR is a line end to SSE but whitespace to JSON: the frame's data is cut at it.
+    b"data: {\"type\":\"CUSTOM\",\r\"name\":\"n\",\"value\":2}\n\n",
+    b"id: 7\ndata: {\"type\":\"CUSTOM\",\"name\":\"n\",\"value\":3}\r\n\n",
 ]
 
 
