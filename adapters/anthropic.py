@@ -260,8 +260,11 @@ def build_anthropic_messages(messages: Sequence[Any]) -> tuple[list[dict[str, An
 
 
 def build_anthropic_body(
-    model: str, request: CompletionRequest, *, thinking: Mapping[str, Any] | None = None
+    model: str, request: CompletionRequest, *, thinking: Mapping[str, Any] | None = None, strict_tools: bool = False
 ) -> dict[str, Any]:
+    """The JSON body of a streaming Messages request. ``strict_tools=True`` sends
+    ``strict: true`` on the tools whose ``LLMTool.strict`` is set (see
+    :class:`AnthropicClient` for why it is off by default)."""
     system, converted = build_anthropic_messages(request.messages)
     tools = request.tools
     body: dict[str, Any] = {
@@ -274,8 +277,13 @@ def build_anthropic_body(
         body["system"] = system
     if tools:
         mode, name = resolve_tool_choice(request.tool_choice, tools)
-        # Anthropic has no "strict" for custom tools in the stable API: the schema goes as is.
-        body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+        entries = []
+        for tool in tools:
+            entry: dict[str, Any] = {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+            if strict_tools and tool.strict:
+                entry["strict"] = True
+            entries.append(entry)
+        body["tools"] = entries
         choice: dict[str, Any] = {"type": {"required": "any"}.get(mode, mode)}
         if name is not None:
             choice["name"] = name
@@ -290,7 +298,13 @@ def build_anthropic_body(
 class AnthropicClient(StreamingLLMClient):
     """Anthropic Messages API. Key from ``ANTHROPIC_API_KEY``, base URL from
     ``ANTHROPIC_BASE_URL`` (default ``https://api.anthropic.com``). ``thinking``
-    (e.g. ``{"type": "enabled", "budget_tokens": 2048}``) turns extended thinking on."""
+    (e.g. ``{"type": "enabled", "budget_tokens": 2048}``) turns extended thinking on.
+
+    ``strict_tools=True`` sends ``strict: true`` (grammar-constrained tool input) on
+    the strict tools. Off by default, unlike OpenAI: Anthropic compiles all strict
+    schemas of a request into one grammar and refuses the whole request (HTTP 400)
+    past a size limit it does not document, which a dozen component tools can reach;
+    non-strict tools always work, and the engine's null policy reads either form."""
 
     provider: ClassVar[str] = "anthropic"
     label: ClassVar[str] = "Anthropic"
@@ -299,12 +313,17 @@ class AnthropicClient(StreamingLLMClient):
     default_base_url: ClassVar[str | None] = ANTHROPIC_DEFAULT_BASE_URL
     parser_class: ClassVar[type[StreamParser]] = AnthropicStreamParser
 
-    def __init__(self, model: str, *, thinking: Mapping[str, Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self, model: str, *, thinking: Mapping[str, Any] | None = None, strict_tools: bool = False, **options: Any
+    ) -> None:
         super().__init__(model, **options)
         self.thinking = dict(thinking) if thinking is not None else None
+        self.strict_tools = strict_tools
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-api-key": self._api_key or "", "anthropic-version": ANTHROPIC_VERSION}
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
-        return f"{self.base_url}/v1/messages", build_anthropic_body(self.model, request, thinking=self.thinking)
+        return f"{self.base_url}/v1/messages", build_anthropic_body(
+            self.model, request, thinking=self.thinking, strict_tools=self.strict_tools
+        )

@@ -152,3 +152,15 @@ def test_client_headers_and_thinking_option() -> None:
     assert url == "http://h/v1/messages" and body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["max_tokens"] == 4096
     assert client.auth_headers() == {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+def test_strict_tools_only_when_asked_and_only_on_strict_tools() -> None:
+    tools = [
+        LLMTool(name="f", description="F", parameters={"type": "object", "additionalProperties": False}, strict=True),
+        LLMTool(name="g", description="G", parameters={"type": "object"}),
+    ]
+    request = CompletionRequest(messages=[], tools=tools)
+    _, default = AnthropicClient("claude", api_key="k").build_request(request)
+    assert all("strict" not in tool for tool in default["tools"])  # off by default
+    _, strict = AnthropicClient("claude", api_key="k", strict_tools=True).build_request(request)
+    assert [tool.get("strict") for tool in strict["tools"]] == [True, None]

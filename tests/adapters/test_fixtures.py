@@ -350,6 +350,9 @@ def test_request_bodies_are_valid_for_the_sdks_request_types(tool_choice: str, p
     TypeAdapter(message_create_params.MessageCreateParamsStreaming).validate_python(
         build_anthropic_body("claude-sonnet-4-5", request, thinking={"type": "enabled", "budget_tokens": 1024})
     )
+    TypeAdapter(message_create_params.MessageCreateParamsStreaming).validate_python(
+        build_anthropic_body("claude-sonnet-4-5", request, strict_tools=True)
+    )
     body = build_gemini_body(request, thinking={"includeThoughts": True})
     # The REST body's parts, validated by the SDK's own (extra-forbidding) models.
     for content in body["contents"]:
