@@ -33,7 +33,21 @@ AUDIO_URL = {
     "type": "audio",
     "source": {"type": "url", "value": "https://example.com/a.mp3", "mimeType": "audio/mpeg"},
 }
+AUDIO_DATA_FULL = {
+    "type": "audio",
+    "id": "aud-1",
+    "source": {"type": "data", "value": "UklGRg==", "mimeType": "audio/wav"},
+    "metadata": {"transcript": "héllo 👋"},
+}
 VIDEO_URL_MIN = {"type": "video", "source": {"type": "url", "value": "https://example.com/v"}}
+VIDEO_URL_FULL = {
+    "type": "video",
+    "id": "vid-1",
+    "source": {"type": "url", "value": "https://example.com/v.mp4?t=1&q=é", "mimeType": "video/mp4"},
+    "metadata": {"durationSeconds": 12.5, "chapters": [{"at": 0, "title": "intro"}]},
+}
+TEXT_PART_MIN = {"type": "text", "text": ""}
+IMAGE_URL_MIN = {"type": "image", "source": {"type": "url", "value": "https://example.com/i.png"}}
 DOC_FILE = {
     "type": "document",
     "id": "doc-1",
@@ -43,9 +57,13 @@ DOC_FILE = {
         "provider": "openai",
         "mimeType": "application/pdf",
     },
+    "metadata": {"pages": 3, "title": "Q3 «report»"},
 }
 DOC_FILE_MIN = {"type": "document", "source": {"type": "file", "value": "file-xyz"}}
-ALL_PARTS = [TEXT_PART, IMAGE_DATA, AUDIO_URL, VIDEO_URL_MIN, DOC_FILE, DOC_FILE_MIN]
+ALL_PARTS = [
+    TEXT_PART, TEXT_PART_MIN, IMAGE_DATA, IMAGE_URL_MIN, AUDIO_URL, AUDIO_DATA_FULL,
+    VIDEO_URL_MIN, VIDEO_URL_FULL, DOC_FILE, DOC_FILE_MIN,
+]
 
 TOOL_CALL = {
     "id": "call_1",

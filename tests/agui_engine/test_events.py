@@ -245,3 +245,51 @@ def test_timestamp_is_an_int_and_bounded() -> None:
         with pytest.raises(ValueError) as info:
             decode_event(b'{"type":"STEP_STARTED","stepName":"s","timestamp":' + bad + b"}")
         assert info.value.path == "$.timestamp"
+
+
+def _walk(value: Any, seen: dict[type, tuple[set[str], set[str]]]) -> None:
+    """Record, per Struct class, which optional fields were set and which were left unset."""
+    if isinstance(value, msgspec.Struct):
+        is_set, unset = seen.setdefault(type(value), (set(), set()))
+        for field in msgspec.structs.fields(value):
+            if field.required:
+                continue
+            got = getattr(value, field.name)
+            default = field.default if field.default is not msgspec.NODEFAULT else field.default_factory()
+            (unset if got == default else is_set).add(field.encode_name)
+        for field in msgspec.structs.fields(value):
+            _walk(getattr(value, field.name), seen)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _walk(item, seen)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _walk(item, seen)
+
+
+def test_interop_samples_set_and_unset_every_optional_field_of_every_type() -> None:
+    """What the interop tests above run through: every event, message, part, outcome and input
+    type the SDK has, each optional field once set and once unset."""
+    seen: dict[type, tuple[set[str], set[str]]] = {}
+    for sample in ALL_EVENT_SAMPLES:
+        _walk(msgspec.convert(sample, Event), seen)
+    for sample in ALL_MESSAGES:
+        _walk(msgspec.convert(sample, Message), seen)
+    for sample in (RUN_INPUT_FULL, RUN_INPUT_MIN):
+        _walk(msgspec.convert(sample, RunAgentInput), seen)
+    # REASONING_MESSAGE_START.role has one value and is always written; ``type`` of a tool call too.
+    fixed = {(ReasoningMessageStartEvent, "role"), (ToolCall, "type")}
+    missing = []
+    for ours, _ in PAIRS:
+        if ours not in seen:
+            missing.append(f"{ours.__name__}: never sampled")
+            continue
+        is_set, unset = seen[ours]
+        for field in msgspec.structs.fields(ours):
+            if field.required or (ours, field.encode_name) in fixed:
+                continue
+            if field.encode_name not in is_set:
+                missing.append(f"{ours.__name__}.{field.encode_name}: never set")
+            if field.encode_name not in unset:
+                missing.append(f"{ours.__name__}.{field.encode_name}: never unset")
+    assert not missing, "\n".join(missing)
