@@ -906,7 +906,7 @@ class Component(_ToolSource):
     property.
     """
 
-    __slots__ = ("_policy", "_tools", "description", "name", "props_schema", "struct_type")
+    __slots__ = ("_json_validator", "_policy", "_tools", "description", "name", "props_schema", "struct_type")
 
     def __init__(
         self, name: str, description: str, props_schema: Mapping[str, Any] | type[msgspec.Struct]
@@ -922,6 +922,7 @@ class Component(_ToolSource):
         _check_object_schema(schema, f"component {name!r} props schema")
         self.props_schema: dict[str, Any] = schema
         self._policy: NullPolicy | None = None
+        self._json_validator: Any = None
         self._tools: dict[bool, tuple[LLMTool, StrictResult]] = {}
 
     def __repr__(self) -> str:
@@ -952,6 +953,44 @@ class Component(_ToolSource):
         clean, _ = split_standard_parameters(args)
         result: dict[str, Any] = unstrict_value(clean, self.null_policy)
         return result
+
+    def props_problem(self, props: Mapping[str, Any]) -> str | None:
+        """Why ``props`` do not match the component's schema, or ``None`` when they do.
+
+        The final props (standard parameters out, strict nulls undone) are checked
+        against the *original* schema -- a Struct type by msgspec, a JSON Schema by
+        ``jsonschema`` (Draft 2020-12, every keyword, including those strict mode
+        could not send) -- and the message names the JSON path (``... - at
+        $.sections[0].blocks``). Keys the schema does not declare are a problem only
+        where it says ``additionalProperties: false`` (JSON Schema allows them; the
+        props keep them). A reference the schema cannot resolve locally is not
+        followed (the core does no IO), nor is a ``type`` name JSON Schema does not
+        know: props under such a schema are not judged (``None``). Raises nothing
+        for bad props; that is the answer.
+        """
+        if self.struct_type is not None:
+            try:
+                msgspec.convert(dict(props), self.struct_type)
+            except msgspec.ValidationError as exc:
+                return str(exc)
+            return None
+        from jsonschema.exceptions import UnknownType, best_match  # imported on first use: ~50 ms
+        from referencing.exceptions import Unresolvable
+
+        try:
+            error = best_match(self._validator().iter_errors(dict(props)))
+        except (Unresolvable, UnknownType):
+            return None  # the schema, not the props, is what cannot be judged
+        if error is None:
+            return None
+        return f"{error.message} - at {error.json_path}"
+
+    def _validator(self) -> Any:
+        if self._json_validator is None:
+            from jsonschema import Draft202012Validator
+
+            self._json_validator = Draft202012Validator(self.props_schema)
+        return self._json_validator
 
     def decode_props(self, props: Mapping[str, Any]) -> Any:
         """``props`` validated into the Struct type (or returned as a dict for a JSON Schema).

@@ -733,6 +733,11 @@ class ToolCallRequest:
     # -- what consumers read
 
     @property
+    def component(self) -> Component | None:
+        """The component a UI tool call shows (``None`` for other calls)."""
+        return self.spec.component if self.spec is not None else None
+
+    @property
     def component_name(self) -> str | None:
         return self.spec.component.name if self.spec is not None and self.spec.component is not None else None
 

@@ -10,7 +10,9 @@ step through. Between steps it does what the model asked for:
 tool call of a step         what happens
 ==========================  ==================================================================
 component                   ``TOOL_CALL_RESULT`` "shown" (keeps the client's message history
-(``show_component_<Name>``) valid: every tool call has its result) -> the model continues
+(``show_component_<Name>``) valid: every tool call has its result); props that do not match
+                            the component's schema add the error with its JSON path (the
+                            props were shown; the model may show it again) -> the model continues
 interactable update         ``TOOL_CALL_RESULT`` :data:`~agui_engine.interactables.UPDATE_RESULT`
                             -> the model continues
 server tool                 the Python function runs (``async def`` awaited on the loop, a
@@ -362,7 +364,7 @@ class LLMAgent:
                 if call.id in pending:
                     continue
                 if call.component_id is not None:
-                    content, error = f"Component {call.component_name} is shown on the user's screen.", None
+                    content, error = _component_result(call)
                 elif call.interactable_id is not None:
                     content, error = UPDATE_RESULT, None
                 elif call.name in server:
@@ -412,6 +414,22 @@ class LLMAgent:
             return {}
         outcomes = await asyncio.gather(*(one(call) for call in calls))
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
+
+
+def _component_result(call: ToolCallRequest) -> tuple[str, str | None]:
+    """The tool result of a component call: shown, and whether its props fit its schema.
+
+    Props that do not fit (a required prop missing, a wrong type) were still shown
+    -- they streamed to the screen as they came -- so the model is told what is
+    wrong, with the JSON path, and can show the component again; the run goes on.
+    """
+    shown = f"Component {call.component_name} is shown on the user's screen."
+    assert call.component is not None
+    problem = call.component.props_problem(call.arguments)
+    if problem is None:
+        return shown, None
+    error = f"the props of {call.component_name} do not match its schema: {problem}"
+    return f"{shown} Error: {error}. Call {call.name} again with corrected props.", error
 
 
 def _assistant_messages(decision: Decision) -> list[Message]:

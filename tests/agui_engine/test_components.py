@@ -490,6 +490,26 @@ def test_component_from_tool_and_available() -> None:
         components_from_available({"name": "A"})
 
 
+def test_props_problem_checks_final_props_against_the_original_schema() -> None:
+    c = Component("Chart", "", {**obj({"title": {"type": "string", "maxLength": 5},
+                                       "points": {"type": "array", "items": {"$ref": "#/$defs/P"}}}, ["title"]),
+                                 "$defs": {"P": {**obj({"x": {"type": "number"}}, ["x"]),
+                                                 "additionalProperties": False}}})
+    assert c.props_problem({"title": "ok", "points": [{"x": 1}]}) is None
+    assert c.props_problem({"title": "ok", "hallucinated": 1}) is None  # JSON Schema allows undeclared keys
+    problem = c.props_problem({"title": "ok", "points": [{"x": 1}, {"x": "2"}]})
+    assert problem is not None and problem.endswith("- at $.points[1].x")
+    assert (c.props_problem({"title": "ok", "points": [{"x": 1, "y": 2}]}) or "").endswith("- at $.points[0]")
+    assert (c.props_problem({"title": "too long"}) or "").endswith("- at $.title")  # a keyword strict mode strips
+    assert (c.props_problem({}) or "").startswith("'title' is a required property")
+    # what cannot be judged without IO is not held against the props
+    assert Component("Ext", "", obj({"a": {"$ref": "https://example.com/a.json"}})).props_problem({"a": 1}) is None
+    struct = Component("Weather", "", WeatherProps)
+    assert struct.props_problem({"city": "x", "temp": None}) is None
+    assert struct.props_problem({"temp": 3}) == "Object missing required field `city`"
+    assert (struct.props_problem({"city": 1}) or "").endswith("- at `$.city`")
+
+
 def test_component_decode_props_struct() -> None:
     c = Component("Weather", "", WeatherProps)
     assert c.decode_props({"city": "x"}) == WeatherProps(city="x")

@@ -7,6 +7,7 @@ import json
 import threading
 from typing import Any
 
+import msgspec
 import pytest
 from ag_ui_validate import ValidatorOptions, create_validator
 from hypothesis import HealthCheck, given, settings
@@ -130,7 +131,35 @@ async def test_weather_run_calls_the_server_tool_then_shows_the_card_then_answer
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_every_demo_scenario_verifies(scenario: str) -> None:
-    check_run(await collect(demo_agent(), run_input(scenario)))
+    events = await collect(demo_agent(), run_input(scenario))
+    check_run(events)
+    # every component's final props match its schema (the embedded model writes valid props)
+    assert not [e.content for e in events if isinstance(e, ToolCallResultEvent) and "Error" in e.content]
+
+
+class CardProps(msgspec.Struct):
+    city: str
+    temperature: float
+
+
+@pytest.mark.parametrize("schema", ["json", "struct"])
+async def test_props_that_do_not_match_the_schema_are_shown_and_the_model_is_told(schema: str) -> None:
+    props_schema: Any = CardProps if schema == "struct" else {
+        "type": "object", "properties": {"city": {"type": "string"}, "temperature": {"type": "number"}},
+        "required": ["city", "temperature"]}
+    card = Component("Card", "", props_schema)
+    llm = ScriptedLLM([*call(0, "c1", "show_component_Card", '{"city": "Tokyo", "temperature": "warm"}'),
+                       Finish(reason="tool_calls")], text("Sorry."))
+    events = await collect(LLMAgent(llm, components=[card], id_factory=counter_ids()), run_input("card"))
+    acc = check_run(events)
+    (end,) = [e.value for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
+    assert end["finalProps"] == {"city": "Tokyo", "temperature": "warm"}  # shown as streamed
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content.startswith("Component Card is shown") and "$.temperature" in result.content
+    assert "show_component_Card again" in result.content
+    tool_message = llm.calls[1].messages[-1]
+    assert isinstance(tool_message, ToolMessage) and "$.temperature" in (tool_message.error or "")
+    assert isinstance(events[-1], RunFinishedEvent) and acc.messages[-1]["content"] == "Sorry."
 
 
 async def test_sequential_cities_without_parallel_calls() -> None:
