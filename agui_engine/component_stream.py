@@ -207,7 +207,15 @@ class _ArgumentStream:
         return status_messages_of(value) if isinstance(value, dict) else StatusMessages()
 
     def _feed_ops(self, fragment: str) -> list[dict[str, Any]]:
-        """Raw tokenizer ops for one fragment (the caller checked ``_error``/``_closed``)."""
+        """Raw tokenizer ops for one fragment.
+
+        Raises the stream's earlier error again, :class:`UsageError` after ``close()``
+        or for a non-``str`` fragment, and what the tokenizer or the size limit raises.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise UsageError(f"{self._describe()}: feed() after close()")
         if not isinstance(fragment, str):
             raise UsageError(f"feed() takes str, got {type(fragment).__name__}")
         size = self._size + len(fragment)
@@ -321,10 +329,6 @@ class ComponentStream(_ArgumentStream):
         that is not an object), :class:`ComponentSizeError` (too long), and
         :class:`UsageError` after :meth:`close`; after an error every call raises it again.
         """
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise UsageError(f"component stream {self.component_id}: feed() after close()")
         raw = self._feed_ops(args_fragment)
         events = [] if self._started else self.start()
         delta = self._delta(raw)

@@ -306,6 +306,30 @@ def test_errors_become_run_errors() -> None:
     assert run_error.message and run_error.code
 
 
+@pytest.mark.parametrize("kind", ["component", "update"])
+@pytest.mark.parametrize("arguments", ["", "  ", '{"componentId": "N-1"}'])
+def test_feed_after_close_and_after_an_error_raise_for_both_streams(kind: str, arguments: str) -> None:
+    note = Interactable(id="N-1", component_name="Note", props={"title": "t"})
+
+    def make() -> ComponentStream | InteractableUpdateStream:
+        if kind == "component":
+            return ComponentStream(WEATHER, message_id="m", component_id="c")
+        return InteractableUpdateStream(note, "props")
+
+    closed = make()
+    closed.feed(arguments)
+    closed.close()
+    with pytest.raises(UsageError, match="after close"):
+        closed.feed("{}")  # even when only whitespace came before (nothing reached the tokenizer's close)
+    failed = make()
+    with pytest.raises(RemoteInputError) as first:
+        failed.feed("[")
+    for again in (lambda: failed.feed("{}"), failed.close):
+        with pytest.raises(RemoteInputError) as later:
+            again()
+        assert later.value is first.value  # sticky: the same error every time
+
+
 def test_constructor_misuse() -> None:
     with pytest.raises(UsageError):
         ComponentStream("WeatherCard", message_id="m", component_id="c")  # type: ignore[arg-type]
