@@ -16,9 +16,24 @@ from adapters.openai_chat import ChatStreamParser
 from adapters.openai_responses import ResponsesStreamParser
 from adapters.provider import ProviderStream, StreamParser
 from adapters.replay import PROVIDERS, fixture_names, load_fixture
+from agui_engine.events import (
+    AssistantMessage,
+    DataSource,
+    DeveloperMessage,
+    FunctionCall,
+    ImagePart,
+    ReasoningMessage,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
+)
 from agui_engine.llm import (
     Finish,
     LLMStreamItem,
+    LLMTool,
     ReasoningDelta,
     StreamError,
     TextDelta,
@@ -57,6 +72,11 @@ def parse_chunks(provider: str, chunks: Sequence[bytes]) -> list[LLMStreamItem]:
     for chunk in chunks:
         items += stream.feed(chunk)
     return items + stream.close()
+
+
+def digest_fixture(provider: str, name: str) -> dict[str, Any]:
+    """The digest of one recorded stream, parsed whole."""
+    return digest(parse_chunks(provider, [load_fixture(provider, name).body]))
 
 
 def split_at(data: bytes, cuts: Sequence[int]) -> list[bytes]:
@@ -133,6 +153,38 @@ def check_contract(items: Sequence[LLMStreamItem]) -> None:
     assert usage_seen <= 1
     if isinstance(last, Finish):
         assert started == ended, "every started call ends before a normal finish"
+
+
+#: A conversation with every message kind a request builder reads: system and developer
+#: messages, user text with a data image and a URL image, a signed reasoning message
+#: (base64, so that Gemini sends it too), assistant text with a tool call, a tool
+#: result and a failed one, and a user message after the results.
+REQUEST_HISTORY: list[Any] = [
+    SystemMessage(id="s", content="Be brief."),
+    DeveloperMessage(id="d", content="Use tools."),
+    UserMessage(
+        id="u",
+        content=[
+            TextPart(text="What is this?"),
+            ImagePart(source=DataSource(value="iVBORw0KGgo=", mime_type="image/png")),
+            ImagePart(source=UrlSource(value="https://example.com/cat.jpg", mime_type="image/jpeg")),
+        ],
+    ),
+    ReasoningMessage(id="rs_1", content="thinking", encrypted_value="c2lnbmF0dXJl"),
+    AssistantMessage(
+        id="a",
+        content="Let me look.",
+        tool_calls=[ToolCall(id="call_1", function=FunctionCall(name="lookup", arguments='{"q":"cat"}'))],
+    ),
+    ToolMessage(id="t", tool_call_id="call_1", content="a cat"),
+    ToolMessage(id="t2", tool_call_id="call_1", content="", error="timeout"),
+    UserMessage(id="u2", content="thanks"),
+]
+#: A strict and a non-strict tool.
+REQUEST_TOOLS = [
+    LLMTool(name="lookup", description="Look up", parameters={"type": "object", "properties": {"q": {"type": "string"}}}, strict=True),
+    LLMTool(name="other", description="Other", parameters={"type": "object", "properties": {}}),
+]
 
 
 @pytest.fixture

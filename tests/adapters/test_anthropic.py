@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
@@ -29,13 +30,12 @@ from agui_engine.events import (
 )
 from agui_engine.llm import LLMTool, ReasoningDelta
 
-from .conftest import digest, parse_chunks
+from .conftest import digest, digest_fixture, parse_chunks
 
 W = "show_component_WeatherCard"
 
 
-def run(name: str) -> dict[str, Any]:
-    return digest(parse_chunks("anthropic", [load_fixture("anthropic", name).body]))
+run = partial(digest_fixture, "anthropic")
 
 
 def test_tool_use_blocks_with_split_partial_json() -> None:

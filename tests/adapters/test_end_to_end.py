@@ -80,6 +80,11 @@ async def test_fixture_through_llm_agent_is_a_valid_run(provider: str, name: str
     if expected["end"][0] == "error":
         assert isinstance(events[-1], RunErrorEvent)
         assert events[-1].code == expected["end"][1]
+        # What was open is closed before RUN_ERROR: text, reasoning message and span.
+        # (A tool call cut mid-arguments stays open: an END would claim them complete.)
+        kinds = [type(e).__name__ for e in events]
+        for start, end in (("TextMessageStart", "TextMessageEnd"), ("ReasoningMessageStart", "ReasoningMessageEnd"), ("ReasoningStart", "ReasoningEnd")):
+            assert kinds.count(start) == kinds.count(end), (start, kinds)
         return
     assert isinstance(events[-1], RunFinishedEvent)
     calls = [c for c in expected["calls"] if c[1] == "show_component_WeatherCard"]

@@ -18,7 +18,7 @@ import pytest
 
 from adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
 
-from .conftest import digest, parse_chunks
+from .conftest import REQUEST_HISTORY, REQUEST_TOOLS, digest_fixture
 
 openai = pytest.importorskip("openai")
 anthropic = pytest.importorskip("anthropic")
@@ -209,10 +209,6 @@ SDK = {
 }
 
 
-def _ours(provider: str, name: str) -> dict[str, Any]:
-    return digest(parse_chunks(provider, [load_fixture(provider, name).body]))
-
-
 def _signature_b64(sig: str) -> str:
     return base64.b64encode(base64.b64decode(sig)).decode()
 
@@ -227,7 +223,7 @@ async def test_official_sdk_reads_the_fixture_as_we_do(provider: str, name: str)
         # HTTP errors: the SDK raises its typed error with the status (no retries: max_retries=0).
         assert sdk["end"] in (("http_error", fixture.status), ("error", fixture.status)), sdk["end"]
         return
-    ours = _ours(provider, name)
+    ours = digest_fixture(provider, name)
     assert sdk["text"] == ours["text"]
     assert sdk["reasoning"] == ours["reasoning"]
     if provider == "gemini":  # the SDK decodes the base64 signature; compare encoded
@@ -274,51 +270,6 @@ def _forbid_extra_keys(package: str) -> None:
                 value.__pydantic_config__ = {"extra": "forbid", "arbitrary_types_allowed": True}  # type: ignore[attr-defined]
 
 
-def _request_history() -> tuple[list[Any], list[Any]]:
-    from agui_engine.events import (
-        AssistantMessage,
-        DataSource,
-        DeveloperMessage,
-        FunctionCall,
-        ImagePart,
-        ReasoningMessage,
-        SystemMessage,
-        TextPart,
-        ToolCall,
-        ToolMessage,
-        UrlSource,
-        UserMessage,
-    )
-    from agui_engine.llm import LLMTool
-
-    history = [
-        SystemMessage(id="s", content="Be brief."),
-        DeveloperMessage(id="d", content="Use tools."),
-        UserMessage(
-            id="u",
-            content=[
-                TextPart(text="What is this?"),
-                ImagePart(source=DataSource(value="iVBORw0KGgo=", mime_type="image/png")),
-                ImagePart(source=UrlSource(value="https://example.com/cat.jpg", mime_type="image/jpeg")),
-            ],
-        ),
-        ReasoningMessage(id="rs_1", content="thinking", encrypted_value="c2lnbmF0dXJl"),
-        AssistantMessage(
-            id="a",
-            content="Let me look.",
-            tool_calls=[ToolCall(id="call_1", function=FunctionCall(name="lookup", arguments='{"q":"cat"}'))],
-        ),
-        ToolMessage(id="t", tool_call_id="call_1", content="a cat"),
-        ToolMessage(id="t2", tool_call_id="call_1", content="", error="timeout"),
-        UserMessage(id="u2", content="thanks"),
-    ]
-    tools = [
-        LLMTool(name="lookup", description="Look up", parameters={"type": "object", "properties": {"q": {"type": "string"}}}, strict=True),
-        LLMTool(name="other", description="Other", parameters={"type": "object", "properties": {}}),
-    ]
-    return history, tools
-
-
 @pytest.mark.parametrize("tool_choice", ["auto", "required", "none", "lookup"])
 @pytest.mark.parametrize("parallel", [True, False])
 def test_request_bodies_are_valid_for_the_sdks_request_types(tool_choice: str, parallel: bool) -> None:
@@ -336,9 +287,8 @@ def test_request_bodies_are_valid_for_the_sdks_request_types(tool_choice: str, p
     from openai.types.chat import completion_create_params
     from openai.types.responses import response_create_params
 
-    history, tools = _request_history()
     request = CompletionRequest(
-        messages=history, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel, max_output_tokens=256
+        messages=REQUEST_HISTORY, tools=REQUEST_TOOLS, tool_choice=tool_choice, parallel_tool_calls=parallel, max_output_tokens=256
     )
     TypeAdapter(completion_create_params.CompletionCreateParamsStreaming).validate_python(build_chat_body("gpt-4o", request))
     TypeAdapter(completion_create_params.CompletionCreateParamsStreaming).validate_python(

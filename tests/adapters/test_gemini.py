@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -36,13 +37,12 @@ from agui_engine.llm import (
     ToolCallStart,
 )
 
-from .conftest import digest, parse_chunks
+from .conftest import digest, digest_fixture, parse_chunks
 
 W = "show_component_WeatherCard"
 
 
-def run(name: str) -> dict[str, Any]:
-    return digest(parse_chunks("gemini", [load_fixture("gemini", name).body]))
+run = partial(digest_fixture, "gemini")
 
 
 def test_whole_function_calls_get_minted_ids_and_their_arguments() -> None:

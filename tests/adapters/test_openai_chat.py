@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -17,20 +18,6 @@ from adapters.openai_chat import (
 from adapters.provider import CompletionRequest, ProviderStream
 from adapters.replay import load_fixture
 from agui_engine.errors import UsageError
-from agui_engine.events import (
-    AssistantMessage,
-    DataSource,
-    DeveloperMessage,
-    FunctionCall,
-    ImagePart,
-    ReasoningMessage,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    UrlSource,
-    UserMessage,
-)
 from agui_engine.llm import (
     Finish,
     LLMTool,
@@ -40,17 +27,19 @@ from agui_engine.llm import (
     ToolCallStart,
 )
 
-from .conftest import digest, parse_chunks
+from .conftest import REQUEST_HISTORY, digest, digest_fixture, parse_chunks
 
 W = "show_component_WeatherCard"
 
 
-def run(provider: str, name: str) -> dict[str, Any]:
-    return digest(parse_chunks(provider, [load_fixture(provider, name).body]))
+
+
+run_chat = partial(digest_fixture, "openai_chat")
+run_compatible = partial(digest_fixture, "openai_compatible")
 
 
 def test_parallel_tool_calls_with_split_arguments() -> None:
-    d = run("openai_chat", "tool_calls")
+    d = run_chat("tool_calls")
     assert d["calls"] == [
         ("call_Q1aXv7", W, {"_tambo_statusMessage": "Showing Paris", "city": "Paris", "tempC": 18}),
         ("call_R2bYw8", W, {"_tambo_statusMessage": "Showing Oslo", "city": "Oslo", "tempC": -3.5}),
@@ -60,35 +49,35 @@ def test_parallel_tool_calls_with_split_arguments() -> None:
 
 
 def test_text_usage_reasoning_tokens_and_length() -> None:
-    assert run("openai_chat", "text")["text"] == "Paris is sunny and Oslo is rainy. \u2614 \u00e9t\u00e9 \U0001f600"
-    reasoning = run("openai_chat", "reasoning")
+    assert run_chat("text")["text"] == "Paris is sunny and Oslo is rainy. \u2614 \u00e9t\u00e9 \U0001f600"
+    reasoning = run_chat("reasoning")
     assert reasoning["text"] == "The answer is 42." and reasoning["usage"] == (30, 202, 232, 192, 0)
-    usage = run("openai_chat", "usage")
+    usage = run_chat("usage")
     assert usage["usage"] == (2048, 5, 2053, 0, 1920) and usage["end"] == ("finish", "length", "length")
 
 
 def test_in_band_error_and_missing_done() -> None:
-    error = run("openai_chat", "error_midstream")
+    error = run_chat("error_midstream")
     assert error["text"] == "Paris is " and error["end"] == ("error", "server_error", True)
-    truncated = run("openai_chat", "truncated")
+    truncated = run_chat("truncated")
     assert truncated["end"] == ("error", "truncated", True)
     assert truncated["calls"] == [("call_Q1aXv7", W, ("partial", '{"city": "Par'))]
 
 
 def test_compatible_reasoning_fields_and_quirks() -> None:
-    deepseek = run("openai_compatible", "reasoning")
+    deepseek = run_compatible("reasoning")
     assert deepseek["reasoning"] == "The user asks 2+2. That is 4." and deepseek["text"] == "2 + 2 = 4"
     assert deepseek["usage"] == (9, 20, 29, 14, None)
-    openrouter = run("openai_compatible", "reasoning_openrouter")
+    openrouter = run_compatible("reasoning_openrouter")
     assert openrouter["reasoning"] == "Thinking about Oslo." and openrouter["text"] == "Oslo is cold."
     # Name + whole arguments in one fragment without an index, on the finishing chunk
     # that also carries text: nothing is lost.
-    atomic = run("openai_compatible", "atomic_tool_call")
+    atomic = run_compatible("atomic_tool_call")
     assert atomic["text"] == "Here you go. One card:"
     assert atomic["calls"] == [("call_x9", W, {"city": "Rome", "tempC": 24})]
     assert atomic["end"] == ("finish", "tool_calls", "tool_calls")  # EOF after finish_reason is fine here
-    assert run("openai_compatible", "error_midstream")["end"] == ("error", "InternalServerError", True)
-    assert run("openai_compatible", "truncated")["end"] == ("error", "truncated", True)
+    assert run_compatible("error_midstream")["end"] == ("error", "InternalServerError", True)
+    assert run_compatible("truncated")["end"] == ("error", "truncated", True)
 
 
 def _feed(parser: ChatStreamParser, *chunks: dict[str, Any] | str) -> list[Any]:
@@ -152,26 +141,7 @@ TOOLS = [
     LLMTool(name="lookup", description="Look up", parameters={"type": "object"}),
 ]
 
-HISTORY: list[Any] = [
-    SystemMessage(id="s", content="Be brief."),
-    DeveloperMessage(id="d", content="Use tools."),
-    UserMessage(
-        id="u",
-        content=[
-            TextPart(text="What is this?"),
-            ImagePart(source=DataSource(value="iVBORw0KGgo=", mime_type="image/png")),
-            ImagePart(source=UrlSource(value="https://example.com/cat.jpg")),
-        ],
-    ),
-    ReasoningMessage(id="r", content="thinking", encrypted_value="sig"),
-    AssistantMessage(
-        id="a",
-        content="Let me look.",
-        tool_calls=[ToolCall(id="call_1", function=FunctionCall(name="lookup", arguments='{"q":"cat"}'))],
-    ),
-    ToolMessage(id="t", tool_call_id="call_1", content="a cat"),
-    ToolMessage(id="t2", tool_call_id="call_2", content="", error="timeout"),
-]
+HISTORY = REQUEST_HISTORY
 
 
 def test_request_body_openai() -> None:
@@ -201,7 +171,8 @@ def test_request_body_openai() -> None:
             "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"cat"}'}}],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
-        {"role": "tool", "tool_call_id": "call_2", "content": "Error: timeout"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Error: timeout"},
+        {"role": "user", "content": "thanks"},
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -13,7 +14,6 @@ from adapters.openai_responses import (
     build_responses_body,
 )
 from adapters.provider import CompletionRequest, ProviderStream
-from adapters.replay import load_fixture
 from agui_engine.errors import UsageError
 from agui_engine.events import (
     AssistantMessage,
@@ -30,13 +30,12 @@ from agui_engine.events import (
 )
 from agui_engine.llm import LLMTool, ReasoningDelta, StreamError
 
-from .conftest import digest, parse_chunks
+from .conftest import digest, digest_fixture
 
 W = "show_component_WeatherCard"
 
 
-def run(name: str) -> dict[str, Any]:
-    return digest(parse_chunks("openai_responses", [load_fixture("openai_responses", name).body]))
+run = partial(digest_fixture, "openai_responses")
 
 
 def test_function_calls_use_call_id_and_route_by_item_id() -> None:
