@@ -22,7 +22,12 @@ cursor, so a slow reader never makes the server buffer without bound.
 
 The interface (:class:`EventLog`) is async and keyed by run id only, so that a
 shared store (Redis streams, a database) can implement it and serve several
-gateway nodes; :class:`InMemoryEventLog` is the default and never suspends. A
+gateway nodes: the node that runs a run appends, and any node can serve a
+resume by reading and ``wait``-ing on the log (the registry's *follower* runs;
+``spec/transports.md`` lists what a shared store must guarantee).
+:class:`InMemoryEventLog` is the default; it never suspends except in ``wait``,
+and one instance shared by several registries in a process behaves as a shared
+store (the tests run two gateways on one log that way). A
 log that never suspends may also offer ``appender(run_id)`` (a plain function
 appending to one run) and ``read_nowait`` (same contracts as ``append`` /
 ``read``); the registry then uses them on its hot path.
@@ -38,6 +43,7 @@ States of one run's log::
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -168,6 +174,15 @@ class EventLog(Protocol):
         """The ``seq`` of the newest event (0 when empty). Raises UnknownRunError."""
         ...
 
+    async def wait(self, run_id: str, after: int, timeout: float | None) -> bool:
+        """Return True as soon as the log holds an event with ``seq > after`` or the
+        run is finished; False when ``timeout`` seconds passed first (None: no
+        limit). This is how a gateway node that does not run the run follows it
+        (resume on another node); a shared store implements it with its own
+        notification (Redis ``XREAD BLOCK``, PostgreSQL ``LISTEN``) or by polling.
+        Raises UnknownRunError."""
+        ...
+
     async def finish(self, run_id: str) -> None:
         """Mark the run ended: no more appends. Idempotent. Raises UnknownRunError."""
         ...
@@ -178,7 +193,18 @@ class EventLog(Protocol):
 
 
 class _RunLog:
-    __slots__ = ("finished", "first_seq", "head", "max_bytes", "max_events", "nbytes", "payloads", "run_id", "start")
+    __slots__ = (
+        "finished",
+        "first_seq",
+        "head",
+        "max_bytes",
+        "max_events",
+        "nbytes",
+        "payloads",
+        "run_id",
+        "start",
+        "waiters",
+    )
 
     def __init__(self, run_id: str, max_events: int, max_bytes: int) -> None:
         self.run_id = run_id
@@ -192,6 +218,14 @@ class _RunLog:
         self.finished = False
         self.max_events = max_events
         self.max_bytes = max_bytes
+        # Futures of ``wait`` callers (followers on other "nodes" sharing this log).
+        self.waiters: list[asyncio.Future[None]] = []
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def append(self, payload: bytes) -> int:
         if self.finished:
@@ -201,6 +235,8 @@ class _RunLog:
         seq = self.head = self.head + 1
         if seq - self.first_seq >= self.max_events or nbytes > self.max_bytes:
             self.trim()
+        if self.waiters:
+            self.wake()
         return seq
 
     def trim(self) -> None:
@@ -294,7 +330,24 @@ class InMemoryEventLog:
         return self._get(run_id).head
 
     async def finish(self, run_id: str) -> None:
-        self._get(run_id).finished = True
+        log = self._get(run_id)
+        log.finished = True
+        log.wake()
+
+    async def wait(self, run_id: str, after: int, timeout: float | None) -> bool:
+        log = self._get(run_id)
+        if log.head > after or log.finished:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        log.waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            if fut in log.waiters:
+                log.waiters.remove(fut)
+        return True
 
     async def discard(self, run_id: str) -> None:
         self._runs.pop(run_id, None)

@@ -25,6 +25,10 @@ out of the log), ``next()`` raises :class:`~transports.eventlog.CursorExpiredErr
 and the transport ends that stream with a ``RUN_ERROR`` (code
 ``cursor_expired``): the client learns it lost events instead of seeing a gap.
 
+A *follower* run (``RunRegistry.find``) is a run another gateway node runs,
+found in a shared event log: its subscriptions read the log and wait on it
+(``EventLog.wait``); it has no producer, grace timer or cancel here.
+
 Run states (``Run.state``)::
 
     running --agent ends / error / cancel--> finished --retention expires--> discarded
@@ -182,6 +186,7 @@ class Run:
         "_task",
         "_terminal_sent",
         "_waiters",
+        "follower",
         "head",
         "input",
         "run_id",
@@ -207,6 +212,16 @@ class Run:
         self._cancel_reason: tuple[str, str] | None = None
         self._started_sent = False
         self._terminal_sent = False
+        #: True for a run this registry only follows: it runs on another gateway
+        #: node, and its events come from the shared event log.
+        self.follower = False
+
+    @classmethod
+    def _following(cls, run_id: str) -> Run:
+        run = cls(RunAgentInput(thread_id="", run_id=run_id, messages=[]))
+        run.follower = True
+        run.state = "following"
+        return run
 
     @property
     def finished(self) -> bool:
@@ -253,6 +268,8 @@ class Subscription:
             raise UsageError("Subscription.next() after the run's last events were returned")
         run = self.run
         registry = self._registry
+        if run.follower:
+            return await self._next_following(timeout)
         while True:
             if run.head > self.cursor or run.state != "running":
                 read_nowait = registry._read_nowait
@@ -262,11 +279,7 @@ class Subscription:
                     sl = await registry.log.read(
                         run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES
                     )
-                if sl.payloads:
-                    self.cursor = sl.first_seq + len(sl.payloads) - 1
-                if sl.finished:
-                    self.done = True
-                if sl.payloads or sl.finished:
+                if self._took(sl):
                     return sl
             if timeout is not None and timeout <= 0:
                 return None
@@ -293,6 +306,28 @@ class Subscription:
                 await asyncio.sleep(0)
                 if run.head == before or run.state != "running":
                     break
+
+    def _took(self, sl: LogSlice) -> bool:
+        """Move the cursor past ``sl``; True when it is worth returning (events, or the end)."""
+        if sl.payloads:
+            self.cursor = sl.first_seq + len(sl.payloads) - 1
+        if sl.finished:
+            self.done = True
+        return bool(sl.payloads) or sl.finished
+
+    async def _next_following(self, timeout: float | None) -> LogSlice | None:
+        # A run on another node: the shared log is the only source, and its
+        # ``wait`` the only wake-up (see EventLog.wait).
+        log = self._registry.log
+        run_id = self.run.run_id
+        while True:
+            sl = await log.read(run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
+            if self._took(sl):
+                return sl
+            if timeout is not None and timeout <= 0:
+                return None
+            if not await log.wait(run_id, self.cursor, timeout):
+                return None
 
     async def events(self, timeout: float | None = None) -> AsyncIterator[LogSlice | None]:
         """Iterate :meth:`next` until the run's last slice (inclusive)."""
@@ -413,6 +448,16 @@ class RunRegistry:
             raise UnknownRunError(run_id)
         return run
 
+    async def find(self, run_id: str) -> Run:
+        """The run with this id for a resume: this registry's own run, else -- when
+        the event log (a shared store) holds the run, started by another gateway
+        node -- a *follower* run served from the log alone. Raises UnknownRunError."""
+        run = self._runs.get(run_id)
+        if run is not None:
+            return run
+        await self.log.head(run_id)  # raises UnknownRunError when no node has it
+        return Run._following(run_id)
+
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self, input: RunAgentInput) -> Run:
@@ -429,7 +474,11 @@ class RunRegistry:
         if self._active >= self.max_runs:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         run = Run(input)
-        await self.log.create(run.run_id)
+        try:
+            await self.log.create(run.run_id)
+        except UsageError:
+            # Another gateway node sharing the log has (or had) this run.
+            raise RunExistsError(f"run {input.run_id!r} already exists in the shared event log") from None
         self._runs[run.run_id] = run
         self._active += 1
         run._task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
@@ -446,7 +495,7 @@ class RunRegistry:
 
     def _unsubscribe(self, run: Run) -> None:
         run.subscribers -= 1
-        if run.subscribers == 0 and run.state == "running" and not self._closing:
+        if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
             loop = asyncio.get_running_loop()
             run._grace_handle = loop.call_later(self.grace_seconds, self._grace_expired, run)
 

@@ -244,7 +244,7 @@ class _Gateway:
             last_event_id = request.headers.get("Last-Event-ID")
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.get(input.run_id)
+                run = await self.registry.find(input.run_id)
                 sub = self.registry.subscribe(run, cursor)
                 first = await self._check(sub)
             else:
@@ -264,7 +264,7 @@ class _Gateway:
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.get(run_id)
+            run = await self.registry.find(run_id)
             sub = self.registry.subscribe(run, cursor)
             first = await self._check(sub)
         except AguiEngineError as exc:

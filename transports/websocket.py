@@ -203,7 +203,7 @@ class _Connection:
                 self._check_capacity()
                 if run_id in self.pumps:
                     raise RemoteInputError(f"run {run_id!r} is already streaming on this connection", code="run_exists")
-                sub = self.registry.subscribe(self.registry.get(run_id), cursor)
+                sub = self.registry.subscribe(await self.registry.find(run_id), cursor)
                 try:
                     first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
                 except BaseException:

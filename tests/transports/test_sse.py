@@ -220,6 +220,33 @@ async def test_disconnect_and_resume_loses_and_repeats_nothing() -> None:
     assert agent.cancelled == set()
 
 
+async def test_resume_on_another_gateway_node_sharing_the_event_log() -> None:
+    """Two gateway nodes (two servers, two registries) share one event log, as
+    they would share Redis: a run started on node A, dropped mid-stream and
+    resumed on node B with Last-Event-ID streams the rest live from the log,
+    nothing lost or repeated; node B cannot start a run id node A has."""
+    from transports.eventlog import InMemoryEventLog
+
+    shared = InMemoryEventLog()
+    agent = ScriptedAgent(deltas=30, pause=0.01)
+    async with await start_sse_server(agent, log=shared) as a, await start_sse_server(agent, log=shared) as b:
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", a.url, content=body(), headers=h) as r1:
+                first = await _read_until(r1, 5)
+            r2 = await c.post(b.url, content=body(), headers={**h, "Last-Event-ID": first[-1].id})
+            again = await c.post(b.url, content=body(), headers=h)
+            unknown = await c.get(b.url + "runs/nope")
+    rest = frames(r2.content)
+    assert r2.status_code == 200 and len(rest) > 10  # most of the run was still ahead: followed live
+    seqs = [int(m.id.rpartition(":")[2]) for m in first + rest]
+    assert seqs == list(range(1, len(seqs) + 1))
+    direct = [encode_event(e) async for e in ScriptedAgent(deltas=30).run(make_input())]
+    assert [m.data.encode() for m in first + rest] == direct
+    assert again.status_code == 409 and again.json()["error"]["code"] == "run_exists"
+    assert unknown.status_code == 404
+
+
 async def test_expired_cursor_and_unknown_run_get_clear_answers() -> None:
     from transports.eventlog import InMemoryEventLog
 
