@@ -124,3 +124,21 @@ def test_property_reads_are_exact_suffixes_or_a_clear_refusal(
         assert got == payloads[cursor:]
 
     asyncio.run(scenario())
+
+
+async def test_wait_wakes_on_append_and_finish_and_times_out() -> None:
+    """``wait``: how a node that does not run a run follows it in a shared log."""
+    log = InMemoryEventLog()
+    await log.create("w")
+    assert await log.wait("w", 0, 0.01) is False  # nothing yet
+    waiting = asyncio.create_task(log.wait("w", 0, 5))
+    await asyncio.sleep(0)
+    await log.append("w", b"{}")
+    assert await waiting is True
+    assert await log.wait("w", 0, 0) is True  # already past the cursor
+    waiting = asyncio.create_task(log.wait("w", 1, 5))
+    await asyncio.sleep(0)
+    await log.finish("w")
+    assert await waiting is True
+    with pytest.raises(UnknownRunError):
+        await log.wait("nope", 0, 0.01)
