@@ -101,7 +101,7 @@ class Problem(msgspec.Struct, frozen=True, kw_only=True):
     """Something the accumulator could not apply; the run went on without it.
 
     ``kind``: ``"state_patch"``, ``"activity_patch"``, ``"unknown_message"``,
-    ``"unknown_tool_call"``, ``"chunk"``, ``"handler"``. ``pointer`` locates the
+    ``"not_text"``, ``"unknown_tool_call"``, ``"chunk"``, ``"handler"``. ``pointer`` locates the
     failing part of the event (``/delta/2`` = the third patch operation).
     """
 
@@ -506,9 +506,19 @@ class Accumulator:
     def _on_content(self, ev: TextMessageContentEvent | ReasoningMessageContentEvent) -> None:
         parts = self._text_parts.get(ev.message_id)
         if parts is None:
-            if ev.message_id not in self._by_id:
+            message = self._by_id.get(ev.message_id)
+            if message is None:
                 self.report_problem(
                     "unknown_message", f"content for message {ev.message_id!r}, which was never started", event=ev
+                )
+                return
+            if not isinstance(message.get("content", ""), str | None):
+                # A user message of content parts or an activity message re-opened as text:
+                # appending would corrupt it (the reference client string-concatenates).
+                self.report_problem(
+                    "not_text",
+                    f"content for {message.get('role')} message {ev.message_id!r}, whose content is not text",
+                    event=ev,
                 )
                 return
             parts = self._text_parts[ev.message_id] = []

@@ -7,6 +7,7 @@ from typing import Any
 
 import jsonpatch
 import jsonpointer
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from agui_engine.events import (
     AddOperation,
     AssistantMessage,
     CustomEvent,
+    Event,
     FunctionCall,
     Interrupt,
     MessagesSnapshotEvent,
@@ -207,6 +209,26 @@ def test_deltas_for_unknown_entities_are_problems() -> None:
     acc = accumulate([TextMessageContentEvent(message_id="x", delta="a"), ToolCallArgsEvent(tool_call_id="y", delta="{")])
     assert [(p.kind, p.event_index) for p in acc.problems] == [("unknown_message", 0), ("unknown_tool_call", 1)]
     assert acc.messages == []
+
+
+def test_text_for_a_message_whose_content_is_not_text_is_a_problem_and_keeps_the_message() -> None:
+    user = UserMessage(id="u1", content=[TextPart(text="hi")])
+    acc = Accumulator(messages=[user])
+    acc.apply_all([
+        RunStartedEvent(thread_id="t", run_id="r"),
+        ActivitySnapshotEvent(message_id="act", activity_type="PLAN", content={"step": 1}),
+    ])
+    for message_id in ("u1", "act"):
+        acc.apply_all([
+            TextMessageStartEvent(message_id=message_id),
+            TextMessageContentEvent(message_id=message_id, delta="x"),
+            TextMessageEndEvent(message_id=message_id),
+        ])
+    acc.apply(TextMessageChunkEvent(message_id="a1", delta="still fine"))
+    assert [(p.kind, p.event_index) for p in acc.problems] == [("not_text", 3), ("not_text", 6)]
+    assert acc.messages_as_structs()[0] == user
+    assert acc.get_message("act")["content"] == {"step": 1}
+    assert acc.get_message("a1")["content"] == "still fine"
 
 
 # ----------------------------------------------------------------------------- snapshots and activity
@@ -488,3 +510,30 @@ def test_apply_json_patch_is_atomic_and_agrees_with_jsonpatch(document: dict[str
         ours = PatchError
     assert document == before
     assert ours == reference
+
+
+_IDS = st.sampled_from(["m1", "u1", "call_1", "act-1", "r1"])
+_ID_FIELDS = ("messageId", "toolCallId", "parentMessageId", "entityId")
+
+
+@st.composite
+def _any_events(draw: st.DrawFn) -> list[Any]:
+    """Every sample event in any order, its ids drawn from a small pool so that they collide."""
+    from .event_samples import ALL_EVENT_SAMPLES
+
+    events = []
+    for sample in draw(st.lists(st.sampled_from(ALL_EVENT_SAMPLES), min_size=1, max_size=14)):
+        wire = dict(sample)
+        for key in _ID_FIELDS:
+            if key in wire:
+                wire[key] = draw(_IDS)
+        events.append(msgspec.convert(wire, Event))
+    return events
+
+
+@PROPERTY
+@given(_any_events())
+def test_any_order_of_valid_events_never_raises_and_keeps_messages_valid(events: list[Any]) -> None:
+    acc = Accumulator()
+    acc.apply_all(events)  # bad ordering is reported as problems, never raised
+    acc.messages_as_structs()
