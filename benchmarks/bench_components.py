@@ -23,14 +23,15 @@ runs the 16 KB and 64 KB dashboards to show its cost per chunk stays flat.
 
 Run ``pytest benchmarks/bench_components.py --benchmark-only`` for
 pytest-benchmark tables (grouped per document, both contenders side by side),
-or ``python benchmarks/bench_components.py`` for the per-chunk costs and the
-ratio in one table. In CI (``--benchmark-disable``) each case runs once and
+or ``python benchmarks/bench_components.py`` for the per-chunk CPU costs (medians of
+interleaved rounds) and the ratios in one table. In CI (``--benchmark-disable``) each case runs once and
 checks that both sides end with the same props.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -211,34 +212,48 @@ def wire_bytes(chunks: list[str], *, tracker: bool, append_strings: bool = False
     return total
 
 
-def measure(fn: Callable[[list[str]], Any], chunks: list[str], repeat: int = 5) -> float:
-    """Best-of-``repeat`` seconds for one whole stream."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(chunks)
-        best = min(best, time.perf_counter() - start)
-    return best
+def measure(chunks: list[str], contenders: dict[str, Callable[[list[str]], Any]], rounds: int) -> dict[str, list[float]]:
+    """Process CPU seconds of one whole stream per contender, ``rounds`` times, interleaved.
+
+    CPU time of this process (not wall time) and the contenders taking turns in each
+    round keep a shared, noisy machine from favouring one side.
+    """
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            start = time.process_time()
+            fn(chunks)
+            times[name].append(time.process_time() - start)
+    return times
 
 
-def main() -> int:
-    """Per-chunk cost and props_delta bytes of each contender, with the tracker/engine ratios."""
-    print(f"{'document':<16}{'chunks':>7}  {'us/chunk: engine':>16}{'append':>8}{'tracker':>9}{'ratio':>8}"
-          f"  {'delta KB: engine':>16}{'append':>8}{'tracker':>9}{'ratio':>8}")
+def main(rounds: int = 7) -> int:
+    """Per-chunk CPU cost and props_delta bytes of each contender, with the tracker/engine ratios.
+
+    Costs are medians over interleaved rounds; the ratio column is the median of the
+    per-round tracker/engine ratios, with their range.
+    """
+    print(f"{'document':<16}{'chunks':>7}  {'us/chunk: engine':>16}{'append':>8}{'tracker':>9}"
+          f"{'ratio (range)':>22}  {'delta KB: engine':>16}{'append':>8}{'tracker':>9}{'ratio':>8}")
     for document, (_, chunks) in _DOCS.items():
         n = len(chunks)
-        engine = measure(run_engine, chunks) * 1e6 / n
-        append = measure(run_engine_append, chunks) * 1e6 / n
+        shared = document in SHARED_DOCUMENTS
+        contenders = {k: v for k, v in CONTENDERS.items() if shared or not k.startswith("Tambo")}
+        times = measure(chunks, contenders, rounds if n < 5000 else 3)
+        engine = statistics.median(times["ComponentStream"]) * 1e6 / n
+        append = statistics.median(times["ComponentStream append"]) * 1e6 / n
         engine_kb = wire_bytes(chunks, tracker=False) / 1024
         append_kb = wire_bytes(chunks, tracker=False, append_strings=True) / 1024
         line = f"{document:<16}{n:>7}  {engine:>16.2f}{append:>8.2f}"
-        if document in SHARED_DOCUMENTS:
-            tracker = measure(run_tracker, chunks, repeat=3) * 1e6 / n
+        if shared:
+            tracker = statistics.median(times["Tambo-style tracker"]) * 1e6 / n
+            ratios = sorted(t / e for t, e in zip(times["Tambo-style tracker"], times["ComponentStream"]) if e > 0)
             tracker_kb = wire_bytes(chunks, tracker=True) / 1024
-            line += f"{tracker:>9.1f}{tracker / engine:>7.1f}x"
+            ratio = f"{statistics.median(ratios):.0f}x ({ratios[0]:.0f}-{ratios[-1]:.0f})"
+            line += f"{tracker:>9.1f}{ratio:>22}"
             line += f"  {engine_kb:>16.1f}{append_kb:>8.1f}{tracker_kb:>9.1f}{tracker_kb / engine_kb:>7.1f}x"
         else:
-            line += f"{'-':>9}{'-':>8}  {engine_kb:>16.1f}{append_kb:>8.1f}{'-':>9}{'-':>8}"
+            line += f"{'-':>9}{'-':>22}  {engine_kb:>16.1f}{append_kb:>8.1f}{'-':>9}{'-':>8}"
         print(line)
     return 0
 
