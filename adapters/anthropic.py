@@ -7,7 +7,8 @@ official SDK ignores frames without one) and the same name in ``data.type``.
 :class:`AnthropicStreamParser` routes on the type through ``HANDLERS``:
 
 * ``content_block_start`` records the block's kind under its ``index``: ``text``,
-  ``thinking``, ``redacted_thinking`` (opaque ``data`` -> ``ReasoningDelta(encrypted=)``)
+  ``thinking``, ``redacted_thinking`` (opaque ``data`` ->
+  ``ReasoningDelta(encrypted="redacted_thinking:<data>")``, see :func:`pack_redacted`)
   or ``tool_use`` (a tool call keyed by the block index, id ``toolu_...``).
 * ``content_block_delta``: ``text_delta`` -> ``TextDelta``; ``thinking_delta`` ->
   ``ReasoningDelta``; ``signature_delta`` -> ``ReasoningDelta(signature=)`` (must reach
@@ -24,8 +25,9 @@ official SDK ignores frames without one) and the same name in ``data.type``.
 Requests: system and developer messages go to the top-level ``system``; tool results
 are ``tool_result`` blocks in a user turn; consecutive turns of one role are merged
 (the API requires alternation); a reasoning message before an assistant message is
-replayed as a ``thinking`` block with its signature (``redacted_thinking`` when it has
-no text).
+replayed as its own block: a ``redacted_thinking`` block when its opaque value says
+so, else a ``thinking`` block with its signature (also when its text is empty: a
+signed thinking block whose text the API omitted).
 """
 
 from __future__ import annotations
@@ -61,7 +63,14 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = ["AnthropicClient", "AnthropicStreamParser", "build_anthropic_body", "ANTHROPIC_DEFAULT_BASE_URL"]
+__all__ = [
+    "AnthropicClient",
+    "AnthropicStreamParser",
+    "build_anthropic_body",
+    "pack_redacted",
+    "ANTHROPIC_DEFAULT_BASE_URL",
+    "REDACTED_THINKING_PREFIX",
+]
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: The API version header value; the stable version every current model accepts.
@@ -69,6 +78,19 @@ ANTHROPIC_VERSION = "2023-06-01"
 #: ``max_tokens`` is required by the Messages API; used when the caller gives none.
 #: 8192 fits every current Claude model's output limit and a long tool-call argument.
 DEFAULT_ANTHROPIC_MAX_TOKENS = 8192
+
+#: Marks the opaque value of a ``redacted_thinking`` block. A thinking block's signature
+#: and a redacted block's data are both base64 (no ``:``), and the decision loop keeps
+#: either as a reasoning message's one opaque value; without the mark a signed thinking
+#: block with empty text and a redacted block would look alike, and replaying one as
+#: the other is refused by the API.
+REDACTED_THINKING_PREFIX = "redacted_thinking:"
+
+
+def pack_redacted(data: str) -> str:
+    """The opaque value a client stores for a ``redacted_thinking`` block."""
+    return REDACTED_THINKING_PREFIX + data
+
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -146,7 +168,7 @@ class AnthropicStreamParser(TypedEventParser):
         if kind == "thinking" and block.get("thinking"):
             return [ReasoningDelta(text=block["thinking"])]
         if kind == "redacted_thinking" and block.get("data"):
-            return [ReasoningDelta(encrypted=block["data"])]
+            return [ReasoningDelta(encrypted=pack_redacted(block["data"]))]
         if kind == "tool_use":
             if block.get("input"):
                 self._whole_input[index] = block["input"]
@@ -242,12 +264,13 @@ def build_anthropic_messages(messages: Sequence[Any]) -> tuple[list[dict[str, An
         elif turn.role == "assistant":
             blocks: list[dict[str, Any]] = []
             for reasoning in turn.reasoning:
-                if not reasoning.encrypted_value:
+                value = reasoning.encrypted_value
+                if not value:
                     continue  # thinking without its signature is rejected by the API
-                if reasoning.content:
-                    blocks.append({"type": "thinking", "thinking": reasoning.content, "signature": reasoning.encrypted_value})
+                if value.startswith(REDACTED_THINKING_PREFIX):
+                    blocks.append({"type": "redacted_thinking", "data": value[len(REDACTED_THINKING_PREFIX) :]})
                 else:
-                    blocks.append({"type": "redacted_thinking", "data": reasoning.encrypted_value})
+                    blocks.append({"type": "thinking", "thinking": reasoning.content, "signature": value})
             if isinstance(message, AssistantMessage):
                 if message.content:
                     blocks.append({"type": "text", "text": message.content})

@@ -53,7 +53,7 @@ def test_thinking_signature_and_redacted_thinking_reach_the_client() -> None:
     d = digest(items)
     assert d["reasoning"] == "The user wants weather for Paris and Oslo. I'll show two cards."
     assert d["signatures"] == ["EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds2yQ8Zr"]
-    assert d["encrypted"] == ["EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"]
+    assert d["encrypted"] == ["redacted_thinking:EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"]
     # The signature arrives after the thinking text and before the answer text.
     kinds = [type(i).__name__ for i in items]
     assert kinds.index("TextDelta") > max(i for i, it in enumerate(items) if isinstance(it, ReasoningDelta))
@@ -83,7 +83,8 @@ def test_request_body_merges_turns_and_replays_thinking() -> None:
             ],
         ),
         ReasoningMessage(id="r1", content="Let me look.", encrypted_value="sig-1"),
-        ReasoningMessage(id="r2", content="", encrypted_value="redacted-data"),
+        ReasoningMessage(id="r2", content="", encrypted_value="redacted_thinking:redacted-data"),
+        ReasoningMessage(id="r4", content="", encrypted_value="sig-omitted"),  # signed, text omitted
         ReasoningMessage(id="r3", content="no signature: dropped"),
         AssistantMessage(
             id="a",
@@ -117,6 +118,7 @@ def test_request_body_merges_turns_and_replays_thinking() -> None:
             "content": [
                 {"type": "thinking", "thinking": "Let me look.", "signature": "sig-1"},
                 {"type": "redacted_thinking", "data": "redacted-data"},
+                {"type": "thinking", "thinking": "", "signature": "sig-omitted"},
                 {"type": "text", "text": "Checking."},
                 {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"q": 1}},
                 {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}},

@@ -181,7 +181,7 @@ async def test_anthropic_thinking_signature_is_replayed_byte_exact() -> None:
     assert [b["type"] for b in assistant[3:]] == ["tool_use"]
     # and the client saw both values, each on its own reasoning message
     values = [e for e in events if isinstance(e, ReasoningEncryptedValueEvent)]
-    assert [v.encrypted_value[:6] for v in values] == ["EqQBCg", "EmwKAh"]
+    assert [v.encrypted_value[:24] for v in values] == ["EqQBCgIYAhIM1gbcDa9GJwZA", "redacted_thinking:EmwKAh"]
     assert len({v.entity_id for v in values}) == 2 and all(v.subtype == "message" for v in values)
 
 

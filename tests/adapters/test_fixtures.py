@@ -140,7 +140,7 @@ async def _anthropic(base_url: str) -> dict[str, Any]:
                 if block.type == "tool_use":
                     blocks[event.index] = [block.id, block.name, ""]
                 elif block.type == "redacted_thinking":
-                    out["encrypted"].append(block.data)
+                    out["encrypted"].append(f"redacted_thinking:{block.data}")  # as pack_redacted
             elif kind == "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta":
