@@ -126,3 +126,97 @@ async def test_gateway_agent_wraps_the_demo_agent() -> None:
     for transport in ("sse", "ws"):
         through = [e async for e in GatewayAgent(embedded_agent(), transport=transport).run(make_input("g", text))]
         assert [e.type for e in through] == [e.type for e in direct]
+
+
+class Bulky:
+    """An agent that emits ``n`` 4 KiB text deltas as fast as it can (16 MiB for
+    the default): far more than the socket buffers plus a small event log hold."""
+
+    def __init__(self, n: int = 4000) -> None:
+        self.n = n
+
+    async def run(self, input):  # type: ignore[no-untyped-def]
+        import asyncio
+
+        from agui_engine.events import (
+            RunFinishedEvent,
+            RunStartedEvent,
+            TextMessageContentEvent,
+            TextMessageEndEvent,
+            TextMessageStartEvent,
+        )
+
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        yield TextMessageStartEvent(message_id="m", role="assistant")
+        for i in range(self.n):
+            yield TextMessageContentEvent(message_id="m", delta=f"{i:06d}" + "x" * 4090)
+            if i % 20 == 0:
+                # Paced like a fast model stream (a network read now and then), so a
+                # reader that keeps reading keeps up with the 256 KiB log.
+                await asyncio.sleep(0.001)
+        yield TextMessageEndEvent(message_id="m")
+        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+
+async def _sse_stalled(url: str, run_id: str, registry) -> bytes:  # type: ignore[no-untyped-def]
+    """POST over a raw socket with a small receive buffer, read nothing until the
+    run has finished on the server, then read everything."""
+    import asyncio
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, (parts.hostname, parts.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    payload = msgspec.json.encode(make_input(run_id))
+    writer.write(
+        b"POST / HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(payload), payload)
+    )
+    await writer.drain()
+    while run_id not in registry._runs or not registry.get(run_id).finished:
+        await asyncio.sleep(0.02)
+    data = await asyncio.wait_for(reader.read(-1), 30)
+    writer.close()
+    return data.partition(b"\r\n\r\n")[2]
+
+
+async def test_a_stalled_reader_never_makes_the_server_buffer_without_bound() -> None:
+    """Backpressure, SSE and WebSocket: a client that stops reading does not stall
+    the run (it finishes on the server meanwhile) and does not make the server
+    hold the run: what the client finally gets is a gapless prefix that is much
+    smaller than the run, then RUN_ERROR{cursor_expired} (the event log, bounded
+    at 256 KiB here, was its only buffer besides the sockets')."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    from agui_engine.codec import SSEDecoder
+    from transports.eventlog import InMemoryEventLog
+
+    total = 4000 * 4096
+    async with await start_sse_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:
+        raw = await _sse_stalled(srv.url, "bp-sse", srv.registry)
+    d = SSEDecoder()
+    frames = d.feed(raw) + d.close()
+    assert [int(f.id.rpartition(":")[2]) for f in frames[:-1]] == list(range(1, len(frames)))
+    last = decode_event(frames[-1].data)
+    assert last.type.value == "RUN_ERROR" and last.code == "cursor_expired"
+    assert frames[-1].id == frames[-2].id  # the error frame has no id: the cursor stays on the last real event
+    assert len(frames) > 20 and len(raw) < total / 2
+
+    async with await start_ws_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:
+        async with connect(srv.url + "?batch=0", max_queue=1) as ws:
+            await ws.send(msgspec.json.encode({"type": "run", "input": make_input("bp-ws")}).decode())
+            while "bp-ws" not in srv.registry._runs or not srv.registry.get("bp-ws").finished:
+                await asyncio.sleep(0.02)
+            lines = []
+            while not lines or "error" not in lines[-1]:
+                lines.append(msgspec.json.decode(await asyncio.wait_for(ws.recv(), 10)))
+    ids = [int(doc["id"].rpartition(":")[2]) for doc in lines[:-1]]
+    assert ids == list(range(1, len(ids) + 1))
+    assert lines[-1]["runId"] == "bp-ws" and lines[-1]["error"]["code"] == "cursor_expired"
+    assert 20 < len(ids) and len(ids) * 4096 < total / 2
