@@ -164,6 +164,21 @@ STRICT_TABLE: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         closed({"u": {"anyOf": [NULL, S, {"type": "number"}]}}),
     ),
     (
+        "discriminated union of objects: each branch closed, its optional props nullable",
+        obj({"shape": {"anyOf": [obj({"kind": {"const": "circle"}, "r": {"type": "number"}}, ["kind", "r"]),
+                                 obj({"kind": {"const": "rect"}, "w": {"type": "number"}}, ["kind"])]}}, ["shape"]),
+        closed({"shape": {"anyOf": [
+            closed({"kind": {"type": "string", "enum": ["circle"]}, "r": {"type": "number"}}),
+            closed({"kind": {"type": "string", "enum": ["rect"]}, "w": {"anyOf": [NULL, {"type": "number"}]}}),
+        ]}}),
+    ),
+    (
+        "optional array of a union of an object and a primitive",
+        obj({"shapes": {"type": "array", "items": {"oneOf": [obj({"a": S}), S]}}}),
+        closed({"shapes": {"anyOf": [NULL, {"type": "array",
+                                            "items": {"anyOf": [closed({"a": {"anyOf": [NULL, S]}}), S]}}]}}),
+    ),
+    (
         "oneOf becomes anyOf; single-element unions collapse",
         obj({"u": {"oneOf": [S, {"type": "integer"}]}, "v": {"anyOf": [S], "description": "d"}}, ["u", "v"]),
         closed({"u": {"anyOf": [S, {"type": "integer"}]}, "v": {"type": "string", "description": "d"}}),
