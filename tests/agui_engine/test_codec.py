@@ -584,16 +584,19 @@ def test_event_stream_errors_are_split_invariant_property(data: st.DataObject, f
         st.lists(st.sampled_from(range(len(EVENTS) + len(GARBAGE))), min_size=1, max_size=8)
     )
     if fmt == "sse":
-        raw = b"".join(encode_sse(EVENTS[i], id=str(i)) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)] for i in pieces)
+        frames = [encode_sse(EVENTS[i], id=str(i)) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)] for i in pieces]
     else:
-        raw = b"".join(encode_ndjson(EVENTS[i]) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)][6:-1] for i in pieces)
+        frames = [encode_ndjson(EVENTS[i]) if i < len(EVENTS) else GARBAGE[i - len(EVENTS)][6:-1] for i in pieces]
+    raw = b"".join(frames)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=12)))
     bounds = [0, *cuts, len(raw)]
 
     def make() -> EventStreamDecoder:
         return EventStreamDecoder(fmt, tolerant=tolerant, max_frame_bytes=2048, id_factory=lambda: "x")  # type: ignore[arg-type]
 
-    assert run(make(), [raw[a:b] for a, b in zip(bounds, bounds[1:])]) == run(make(), [raw])
+    whole = run(make(), [raw])
+    assert run(make(), [raw[a:b] for a, b in zip(bounds, bounds[1:])]) == whole
+    assert run(make(), frames) == whole  # a frame per feed: the one-frame fast path
 
 
 def test_ndjson_oversized_last_line_without_lf() -> None:
