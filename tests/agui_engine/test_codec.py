@@ -388,6 +388,40 @@ def test_bad_event_errors_say_where_and_why(frame: bytes, message: str) -> None:
     assert error == f"EventDecodeError: frame 2 at byte {2 * len(good)}: {message}"
 
 
+# The issue's list of bad input: each a typed error with its position, never a crash, and the
+# events accepted before it are delivered -- however the bytes arrive.
+ISSUE_BAD_INPUT = {
+    "wrong type in a known field": (
+        b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":42}\n\n', 0, "$.delta: expected str, got int"
+    ),
+    "unknown op in STATE_DELTA": (
+        b'data: {"type":"STATE_DELTA","delta":[{"op":"increment","path":"/n","value":1}]}\n\n',
+        0,
+        "$.delta[0].op: invalid value 'increment'",
+    ),
+    "non-UTF-8 byte": (b'data: {"type":"CUSTOM","name":"caf\xe9","value":1}\n\n', 34, "invalid UTF-8"),
+    "SSE frame that is not JSON": (b"data: {'type': 'CUSTOM'}\n\n", 0, "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("name", list(ISSUE_BAD_INPUT))
+def test_bad_input_is_a_typed_error_at_its_position_and_keeps_what_came_before(name: str) -> None:
+    bad, offset_in_frame, why = ISSUE_BAD_INPUT[name]
+    before = [CustomEvent(name="a", value=1), TextMessageContentEvent(message_id="m", delta="é 😀")]
+    head = b"".join(encode_sse(e, id=str(i)) for i, e in enumerate(before))
+    stream = head + bad + encode_sse(CustomEvent(name="never", value=0))
+    out, error = assert_split_invariant(EventStreamDecoder, stream)
+    assert out == before
+    assert error is not None and error.startswith(f"EventDecodeError: frame 2 at byte {len(head) + offset_in_frame}: ")
+    assert why in error
+    decoder = EventStreamDecoder()
+    assert decoder.feed(stream) == before  # the error waits until they are delivered ...
+    with pytest.raises(EventDecodeError) as info:
+        decoder.feed(b"")  # ... then it is raised, and stays
+    assert isinstance(info.value, RemoteInputError) and info.value.frame_index == 2
+    assert info.value.offset == len(head) + offset_in_frame
+
+
 def test_bad_event_in_ndjson_names_line_index_and_offset() -> None:
     good = encode_ndjson(CustomEvent(name="ok", value=1))
     stream = good + b"\n" + b'{"type":"CUSTOM","name":5,"value":1}\n' + good
