@@ -223,6 +223,9 @@ class LLMAgent:
         self.memories = list(memories) if memories else None
         self.max_output_tokens = max_output_tokens
         self.id_factory = id_factory
+        # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
+        # than stalling the event loop at the first component call of the first run.
+        import jsonschema  # noqa: F401
 
     # ------------------------------------------------------------------ setup
 
