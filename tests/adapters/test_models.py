@@ -10,6 +10,7 @@ from adapters.models import ModelSpec, client_from_spec, parse_model_spec
 from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from adapters.openai_responses import OpenAIResponsesClient
 from agui_engine.errors import UsageError
+from agui_engine.events import UserMessage
 from agui_engine.llm import LLMClient
 
 ENV = {
@@ -75,3 +76,34 @@ def test_embedded_and_options() -> None:
     assert isinstance(embedded, LLMClient)
     tuned = client_from_spec("openai:o4-mini", env=ENV, reasoning_effort="low", max_retries=0)
     assert tuned.reasoning_effort == "low" and tuned.max_retries == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fixtures", "key_env", "base_env", "auth_header"),
+    [
+        ("openai:gpt-4o", "openai_chat", "OPENAI_API_KEY", "OPENAI_BASE_URL", "authorization"),
+        ("openai-responses:o4-mini", "openai_responses", "OPENAI_API_KEY", "OPENAI_BASE_URL", "authorization"),
+        ("anthropic:claude-sonnet-4-5", "anthropic", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "x-api-key"),
+        ("gemini:gemini-2.5-flash", "gemini", "GEMINI_API_KEY", "GEMINI_BASE_URL", "x-goog-api-key"),
+        ("openai-compatible:{base}#qwen2.5:7b", "openai_compatible", "OPENAI_COMPATIBLE_API_KEY", None, "authorization"),
+    ],
+)
+async def test_a_spec_and_the_environment_alone_reach_the_provider(
+    spec: str, fixtures: str, key_env: str, base_env: str | None, auth_header: str
+) -> None:
+    from adapters.replay import ReplayServer
+    from agui_engine.llm import Finish
+
+    async with ReplayServer() as server:
+        base = server.base_url(fixtures, "text")
+        env = {key_env: "sk-from-env"}
+        if base_env is not None:
+            env[base_env] = base
+        client = client_from_spec(spec.format(base=base), env=env)
+        items = [item async for item in client.complete([UserMessage(id="u", content="hi")], [])]
+        await client.aclose()  # type: ignore[attr-defined]
+    assert isinstance(items[-1], Finish)
+    (request,) = server.requests
+    assert "sk-from-env" in {k.lower(): v for k, v in request.headers.items()}[auth_header]
+    if fixtures == "openai_compatible":
+        assert request.json["model"] == "qwen2.5:7b"  # type: ignore[index]
