@@ -252,8 +252,10 @@ class StdioAgent:
         try:
             proc.stdin.write(msgspec.json.encode(input) + b"\n")
             await proc.stdin.drain()
+            line_no = 0
             while True:
                 line = await proc.stdout.readline()
+                line_no += 1
                 if not line:
                     ended = True
                     yield end_or_raise(ConnectionLostError(f"{where} exited before the run ended"), yielded)
@@ -261,7 +263,7 @@ class StdioAgent:
                 if not line.strip():
                     continue
                 try:
-                    item = decode_protocol_line(line, where=where, legacy=legacy)
+                    item = decode_protocol_line(line, where=f"{where}, output line {line_no}", legacy=legacy)
                 except AguiEngineError as exc:  # a malformed line: the run is cancelled in _stop
                     yield end_or_raise(exc, yielded)
                     return

@@ -157,3 +157,18 @@ def test_the_server_reads_the_same_lines_however_stdin_is_cut() -> None:
         assert _normalised(serve(sizes)) == whole
 
     prop()
+
+
+async def test_stdio_agent_ends_the_run_on_a_malformed_output_line() -> None:
+    """A child that writes a garbage line after its first event: the Agent contract
+    holds (no exception after the first event): RUN_ERROR naming the line, and the
+    child is told to cancel and exits."""
+    child = (
+        "import sys; sys.stdin.readline(); "
+        "print('{\"type\":\"RUN_STARTED\",\"threadId\":\"thread-1\",\"runId\":\"run-1\"}'); "
+        "print('{\"neither\": \"event nor envelope\"}', flush=True); "
+        "sys.stdout.write(sys.stdin.read())"
+    )
+    events = [e async for e in StdioAgent([sys.executable, "-c", child]).run(make_input())]
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].code == "bad_line" and "output line 2" in events[-1].message
