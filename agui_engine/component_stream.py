@@ -290,9 +290,9 @@ class ComponentStream(_ArgumentStream):
         self.message_id = message_id
         self.component_id = component_id
         self.max_chars = max_chars
-        # The tokenizer's own size limit is set just above ours so that ours, which
-        # names the component, is the one that fires.
-        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=max_chars + 1)
+        # The tokenizer's own size limit (UTF-8 bytes, at most 4 per character) is set
+        # just above ours so that ours, which names the component, is the one that fires.
+        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
         self._filter = _PropsFilter(component.null_policy.decide)
         self._size = 0
         self._content = False  # a non-whitespace character has arrived
@@ -458,7 +458,7 @@ class InteractableUpdateStream(_ArgumentStream):
         self.max_chars = max_chars
         self._member = "/newProps" if kind == "props" else "/newState"
         self._policy = interactable.update_policy(kind)
-        self._stream = PatchStream(emit_root=False, max_bytes=max_chars + 1)
+        self._stream = PatchStream(emit_root=False, max_bytes=4 * max_chars + 1)
         member = self._member[1:]
         policy = self._policy
         self._filter = _PropsFilter(lambda path: policy.decide((member, *path)), self._member)

@@ -66,10 +66,11 @@ __all__ = [
 #: pointer strings cost O(depth**2) characters (512 levels of ``/0`` = 262 K chars),
 #: and makes the 100,000-bracket nesting bomb fail after 513 brackets.
 MAX_DEPTH: Final = 512
-#: Total input accepted by one stream (bytes for a bytes stream, characters for a
-#: str stream). The largest single model response today is about 128 K output
-#: tokens (~0.5 MB of text); 4 MiB is 8x that, while keeping a hostile stream from
-#: growing the live document without bound.
+#: Total input accepted by one stream, in UTF-8 bytes whether it is fed bytes or
+#: str (a str chunk counts as its UTF-8 encoding), so one document is accepted or
+#: refused the same way whichever form the caller has. The largest single model
+#: response today is about 128 K output tokens (~0.5 MB of text); 4 MiB is 8x
+#: that, while keeping a hostile stream from growing the live document without bound.
 MAX_BYTES: Final = 4 * 1024 * 1024
 #: Longest number token, in characters. A float needs at most 25 (17 significant
 #: digits, sign, point, ``e-308``) and a 128-bit integer 40; 1,000 leaves room
@@ -244,6 +245,7 @@ class PatchStream:
         "_pending",
         "_ptrs",
         "_ready",
+        "_room",
         "_rootbox",
         "_s_announced",
         "_s_holder",
@@ -276,6 +278,7 @@ class PatchStream:
         self._emit_root = bool(emit_root)
         self._max_depth = max_depth
         self._max_bytes = max_bytes
+        self._room = max_bytes  # str streams: max_bytes less the non-ASCII bytes beyond one per character
         self._max_number = max_number_length
         self._max_pointer = max_pointer_length
         self._state = _S_VALUE
@@ -318,22 +321,29 @@ class PatchStream:
         # ``_ready``: a str stream that has neither failed nor been closed. Every
         # other case (first chunk, bytes, errors, misuse) takes the slow path.
         if type(chunk) is str and self._ready:
+            if not chunk.isascii():  # O(1): CPython keeps an ASCII flag on every str
+                # ``max_bytes`` is in UTF-8 bytes: charge what is beyond one per character.
+                self._room -= len(chunk.encode("utf-8", "surrogatepass")) - len(chunk)
             size = self._size + len(chunk)
             self._size = size
-            if size > self._max_bytes:
-                self._limit_from_size(len(chunk))
+            if size > self._room:
+                self._limit_from_size(chunk)
             if (
-                self._state == 7  # _S_STRING
+                self._state >= 7  # _S_STRING, _S_KEYSTR
                 and not self._pending
                 and '"' not in chunk
                 and "\\" not in chunk
                 and chunk
                 and (chunk.isprintable() or _PLAIN(chunk).end() == len(chunk))
             ):
-                # Fast path: the whole chunk is plain characters inside a string.
-                self._parts.append(chunk)
+                # Fast path: the whole chunk is plain characters inside a string or a key.
+                parts = self._parts
+                parts.append(chunk)
                 ops: list[dict[str, Any]] = []
-                self._flush_string(ops)
+                if self._state == 7:
+                    self._flush_string(ops)
+                elif len(parts) > 16:
+                    self._join_key(chunk, ops)
                 return ops
             return self._run(chunk, False)
         return self._feed_slow(chunk)
@@ -352,7 +362,7 @@ class PatchStream:
             self._set_mode(2)
         self._size += len(chunk)
         if self._size > self._max_bytes:
-            self._limit_from_size(len(chunk))
+            self._limit_from_size(chunk)
         text = self._decode(chunk, False)
         self._chars += len(text)
         return self._run(text, False) if text else []
@@ -510,17 +520,18 @@ class PatchStream:
             self._raise(err, ops)
             raise AssertionError("unreachable")  # pragma: no cover
 
-    def _limit_from_size(self, extra: int) -> None:
-        """Refuse the chunk of ``extra`` units that took the input past ``max_bytes``."""
-        unit = "bytes" if self._mode == 2 else "characters"
-        total = self._size
-        self._size -= extra  # the refused chunk is not part of the input: positions end before it
+    def _limit_from_size(self, chunk: str | bytes | bytearray | memoryview) -> None:
+        """Refuse ``chunk``, which took the input past ``max_bytes`` (UTF-8 bytes)."""
+        # A str stream counts characters in ``_size`` and the bytes beyond one per
+        # character as ``max_bytes - _room``.
+        total = self._size + self._max_bytes - self._room
+        self._size -= len(chunk)  # the refused chunk is not part of the input: positions end before it
         err = self._make_error(
-            f"input exceeds max_bytes ({self._max_bytes} {unit})",
+            f"input exceeds max_bytes ({self._max_bytes} bytes)",
             self._pending,
             len(self._pending),
-            expected=f"at most {self._max_bytes} {unit}",
-            got=f"{total} {unit}",
+            expected=f"at most {self._max_bytes} bytes",
+            got=f"{total} bytes",
             pointer=self._where(),
             limit=True,
         )
@@ -713,7 +724,8 @@ class PatchStream:
                             state = 8  # _S_KEYSTR
                             i += 1
                             continue
-                        self._key = m.group(1)
+                        key = m.group(1)
+                        self._key = key
                         i = m.end()
                     elif c == "}" and state == 4:
                         conts.pop()
@@ -728,10 +740,10 @@ class PatchStream:
                     if c != ":":
                         self._fail(state, s, i, ops, f"expected ':' after key, got {c!r}", "':'", c)
                     i += 1
+                    key = self._key
                 else:  # _S_DONE
                     self._fail(state, s, i, ops, f"unexpected data after the JSON value, got {c!r}", "end of input", c)
                 # The key and its colon are in: the member's pointer, computed once.
-                key = self._key
                 if "~" in key or "/" in key:
                     key = key.replace("~", "~0").replace("/", "~1")
                 mpath = ptrs[-1] + "/" + key
@@ -764,9 +776,13 @@ class PatchStream:
             else:
                 slot = self._key
                 path = self._mpath
-                op = "replace" if slot in top else "add"
-                if top is self._rootbox and not self._emit_root:
-                    # Component props: the root object already exists and is not announced.
+                if slot not in top:
+                    op = "add"
+                elif top is not self._rootbox:
+                    op = "replace"  # a duplicate key: the last one wins
+                else:
+                    # Component props (emit_root=False): the root box already holds
+                    # the root object, which is not announced.
                     if c != "{":
                         self._fail(state, s, i, ops, "tool arguments must be a JSON object", "'{'", c)
                     conts.append(top[""])
@@ -923,22 +939,28 @@ class PatchStream:
             self._fail(state, s, i, ops, f"expected {exp}, got {c!r}", exp, c)
         # ---- end of the available text
         self._state = state
-        if state == 7:
-            self._flush_string(ops)
-        elif state == 8 and len(parts) > 16:
-            # A key arriving in many pieces: join them, and refuse it before it
-            # grows past the longest pointer it could ever be part of.
-            key = "".join(parts)
-            parts[:] = [key]
-            if len(key) >= self._max_pointer:
-                self._fail(
-                    state, s, n, ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
-                    f"a pointer of at most {self._max_pointer} characters", f"a key of {len(key)} characters",
-                    limit=True,
-                )
+        if state >= 7:
+            if state == 7:
+                if len(parts) > self._mark or not self._s_announced:
+                    self._flush_string(ops)
+            elif len(parts) > 16:
+                self._join_key(s, ops)
         if final and state != 6:
             self._fail_end(ops)
         return ops
+
+    def _join_key(self, s: str, ops: list[dict[str, Any]]) -> None:
+        """A key arriving in many pieces (``s`` ends the input so far): join them,
+        and refuse the key before it grows past the longest pointer it could be part of."""
+        parts = self._parts
+        key = "".join(parts)
+        parts[:] = [key]
+        if len(key) >= self._max_pointer:
+            self._fail(
+                _S_KEYSTR, s, len(s), ops, f"JSON pointer longer than max_pointer_length ({self._max_pointer})",
+                f"a pointer of at most {self._max_pointer} characters", f"a key of {len(key)} characters",
+                limit=True,
+            )
 
     def _skip_ws(self, s: str, i: int, n: int) -> int:
         """Skip the whitespace run at ``s[i]``, counting its newlines; return where it ends."""

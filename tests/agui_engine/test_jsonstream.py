@@ -449,6 +449,28 @@ def test_max_bytes() -> None:
         bstream.feed("[\"é\"]".encode())
 
 
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_max_bytes_counts_utf8_bytes_for_str_and_bytes_alike(as_bytes: bool) -> None:
+    """One document is accepted or refused the same way whether it arrives as str or bytes."""
+    text = json.dumps({"city": "東京", "mood": "😀", "note": "café"}, ensure_ascii=False)
+    size = len(text.encode())
+    assert size == len(text) + 8
+    data: str | bytes = text.encode() if as_bytes else text
+    for mode, chunks in splits(data).items():
+        stream, _ = stream_ops(chunks, max_bytes=size)
+        assert stream.value == json.loads(text), mode
+        stream = PatchStream(max_bytes=size - 1)
+        with pytest.raises(JSONStreamLimitError) as info:
+            for chunk in chunks:
+                stream.feed(chunk)
+        assert info.value.got == f"{size} bytes", mode
+        assert f"max_bytes ({size - 1} bytes)" in str(info.value)
+        # Nothing of the refused chunk is parsed: positions end before it (for bytes,
+        # before a character the previous chunk cut, which is still undecoded).
+        before = len(data) - len(chunks[-1])
+        assert before - (3 if as_bytes else 0) <= info.value.offset <= before, mode
+
+
 def test_number_length_limit_instead_of_a_crash() -> None:
     digits = "1" * 5000
     for chunks in ([f"[{digits}]"], [f"[{digits}]"[i : i + 7] for i in range(0, 5002, 7)]):
