@@ -964,9 +964,9 @@ class Component(_ToolSource):
         $.sections[0].blocks``). Keys the schema does not declare are a problem only
         where it says ``additionalProperties: false`` (JSON Schema allows them; the
         props keep them). A reference the schema cannot resolve locally is not
-        followed (the core does no IO), nor is a ``type`` name JSON Schema does not
-        know: props under such a schema are not judged (``None``). Raises nothing
-        for bad props; that is the answer.
+        followed (the core does no IO); props under a schema ``jsonschema`` cannot
+        apply (that, an unknown ``type``, a bad ``pattern``, a keyword of the wrong
+        type) are not judged (``None``). Raises nothing: a problem is the answer.
         """
         if self.struct_type is not None:
             try:
@@ -974,13 +974,15 @@ class Component(_ToolSource):
             except msgspec.ValidationError as exc:
                 return str(exc)
             return None
-        from jsonschema.exceptions import UnknownType, best_match  # imported on first use: ~50 ms
-        from referencing.exceptions import Unresolvable
+        from jsonschema.exceptions import best_match  # imported on first use: ~80 ms
 
         try:
             error = best_match(self._validator().iter_errors(dict(props)))
-        except (Unresolvable, UnknownType):
-            return None  # the schema, not the props, is what cannot be judged
+        except Exception:  # noqa: BLE001 - the schema, not the props, is what cannot be applied
+            # (an unresolvable $ref, an unknown type, a bad regex, a keyword of the wrong
+            # type in a client's schema); checking every schema up front would cost ~15 ms
+            # per component per run, so a broken one is found here and left unjudged
+            return None
         if error is None:
             return None
         return f"{error.message} - at {error.json_path}"

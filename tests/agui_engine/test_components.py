@@ -519,6 +519,12 @@ def test_props_problem_checks_final_props_against_the_original_schema() -> None:
     assert (c.props_problem({}) or "").startswith("'title' is a required property")
     # what cannot be judged without IO is not held against the props
     assert Component("Ext", "", obj({"a": {"$ref": "https://example.com/a.json"}})).props_problem({"a": 1}) is None
+    # nor what a client's broken schema cannot say: never an exception in the run
+    for broken in ({"pattern": "("}, {"type": "number", "minimum": "x"}, {"enum": 3}, {"type": "array", "items": 3},
+                   {"anyOf": 3}, {"type": "nonsense"}):
+        component = Component("Broken", "", obj({"a": broken}))
+        results = [component.props_problem({"a": value}) for value in ("x", 1, [1], {"b": 1})]
+        assert None in results and all(r is None or isinstance(r, str) for r in results)
     struct = Component("Weather", "", WeatherProps)
     assert struct.props_problem({"city": "x", "temp": None}) is None
     assert struct.props_problem({"temp": 3}) == "Object missing required field `city`"
