@@ -486,7 +486,7 @@ class _Strictifier:
             out["type"] = "array"
             out["items"] = self.node(s["items"], f"{path}/items", depth + 1)
             return out
-        if kind in _PRIMITIVE_TYPES:
+        if isinstance(kind, str) and kind in _PRIMITIVE_TYPES:
             out["type"] = kind
             return out
         raise _NotStrictable(f"{path}: unknown type {kind!r}")

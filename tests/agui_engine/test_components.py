@@ -263,6 +263,7 @@ NON_STRICT_TABLE: list[tuple[str, dict[str, Any], str]] = [
     ("enum of objects", obj({"a": {"enum": [{"x": 1}]}}), "#/properties/a/enum"),
     ("root free-form", {"type": "object", "additionalProperties": True}, "#: an object"),
     ("root union", {"anyOf": [obj({"a": S}), obj({"b": S})]}, "#: the root"),
+    ("a type that is not a name (a client's broken schema)", obj({"a": {"type": {}}}), "#/properties/a: unknown type"),
 ]
 
 
