@@ -717,3 +717,35 @@ async def test_any_scripted_run_verifies_and_components_match(script: tuple[list
         assert not any(k.startswith("_tambo_") or v is None for k, v in value.items())
     assert isinstance(events[-1], RunFinishedEvent)
     assert acc.problems == []
+
+
+_SCHEMA_KEYS = st.sampled_from(["type", "properties", "required", "items", "anyOf", "oneOf", "allOf", "enum", "const",
+                                "$ref", "additionalProperties", "default", "prefixItems", "$defs", "pattern", "minimum"])
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3),
+                       st.sampled_from(["object", "array", "string", "null", "number", "#/$defs/A", "#"]),
+                       st.sampled_from([{}, [], ["object", "null"], {"type": "string"}]))
+_JSON = st.recursive(_JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                     st.dictionaries(st.one_of(_SCHEMA_KEYS, st.text(max_size=2)), c,
+                                                                     max_size=4)), max_leaves=20)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(schema=st.dictionaries(_SCHEMA_KEYS, _JSON, max_size=5), value=_JSON)
+async def test_any_client_schema_is_refused_before_the_run_or_the_run_ends_cleanly(schema: dict[str, Any],
+                                                                                    value: Any) -> None:
+    """A front end's schema of any shape (a component's prop, an interactable's props schema),
+    with the model sending any value under it: a RemoteInputError before RUN_STARTED, or a run
+    that ends with RUN_FINISHED or a RUN_ERROR that names the problem -- never an internal error."""
+    llm = ScriptedLLM([*call(0, "c1", "show_component_X", json.dumps({"x": value})),
+                       *call(1, "c2", "update_component_props_N", json.dumps({"componentId": "N", "newProps": {"x": value}})),
+                       Finish(reason="tool_calls")], text("ok"))
+    interactables = json.dumps({"components": [{"id": "N", "componentName": "X", "props": {}, "propsSchema": schema}]})
+    nested = {"type": "object", "properties": {"x": schema}, "$defs": {"A": schema}}
+    input_ = run_input("x", context=[Context(description="interactables", value=interactables)],
+                       forwarded_props={"availableComponents": [{"name": "X", "propsSchema": nested}]})
+    try:
+        events = await collect(LLMAgent(llm), input_)
+    except RemoteInputError:
+        return
+    last = events[-1]
+    assert isinstance(last, RunFinishedEvent) or (isinstance(last, RunErrorEvent) and last.code != "internal_error")
