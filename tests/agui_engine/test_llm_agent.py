@@ -70,8 +70,9 @@ from .scripted_llm import ScriptedLLM, call, counter_ids, text
 
 #: ag-ui-validate findings every run of this engine may produce (spec/decision.md):
 #: AGUI902 -- no timestamps (the core has no clock; a transport may stamp events);
-#: AGUI208 -- a tool call's parentMessageId names the step's assistant message, which
-#: has no TEXT_MESSAGE_* events when the step has no text (clients create it on demand).
+#: AGUI208 -- a tool call's parentMessageId names the step's assistant message, which no
+#: TEXT_MESSAGE_START has announced when the step has no text or its text comes after the
+#: call (clients create it on demand; a later TEXT_MESSAGE_START with that id reuses it).
 ACCEPTED_FINDINGS = {"AGUI902", "AGUI208"}
 
 
