@@ -556,6 +556,18 @@ async def test_history_keeps_reasoning_that_came_after_text_after_it(text_after:
     assert [m.encrypted_value for m in history if isinstance(m, ReasoningMessage)] == ["S1", "S2"]
 
 
+async def test_text_after_the_first_call_of_a_step_joins_the_message_the_call_created() -> None:
+    props = '{"city":"Tokyo","temperature":18.5,"condition":"x","humidity":1,"wind_kph":1}'
+    llm = ScriptedLLM([*call(0, "c1", "show_component_WeatherCard", props), TextDelta(text="There it is."),
+                       Finish(reason="stop")], text("never"))
+    events = await collect(LLMAgent(llm, components=demo_components(), id_factory=counter_ids()), run_input("x"))
+    acc = check_run(events)  # AGUI208 (info) only: the call named the message before its text started
+    (start,) = [e for e in events if isinstance(e, ToolCallStartEvent)]
+    (message,) = [m for m in acc.messages if m["id"] == start.parent_message_id]
+    assert message["content"] == "There it is." and len(message["toolCalls"]) == 1
+    assert len(message["contentBlocks"]) == 1
+
+
 async def test_tool_call_parent_is_the_step_message() -> None:
     events = await collect(demo_agent(), run_input("What's the weather in Tokyo?"))
     text_ids = {e.message_id for e in events if isinstance(e, TextMessageEndEvent)}
