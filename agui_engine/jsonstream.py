@@ -607,12 +607,8 @@ class PatchStream:
         through the loop body.
         """
         ops: list[dict[str, Any]] = []
-        pending = self._pending
-        if pending:
-            s = pending + chunk
-            self._pending = ""
-        else:
-            s = chunk
+        s = self._pending + chunk  # CPython returns ``chunk`` itself when nothing is pending
+        self._pending = ""
         n = len(s)
         i = 0
         state = self._state
