@@ -38,6 +38,18 @@ def splits(text: str | bytes, seed: int = 0) -> dict[str, list[Any]]:
     return {"whole": [text], "single": [text[i : i + 1] for i in range(len(text))], "random": rand}
 
 
+def outcome(chunks: list[Any]) -> tuple[str, Any]:
+    """Feed ``chunks`` and close: ``("ok", value)`` or ``("error", (message, offset, line, column, pointer))``."""
+    stream = PatchStream()
+    try:
+        for chunk in chunks:
+            stream.feed(chunk)
+        stream.close()
+    except JSONStreamError as exc:
+        return "error", (str(exc), exc.offset, exc.line, exc.column, exc.pointer)
+    return "ok", stream.value
+
+
 def stream_ops(chunks: list[Any], **kwargs: Any) -> tuple[PatchStream, list[list[dict[str, Any]]]]:
     stream = PatchStream(**kwargs)
     per_feed = [stream.feed(chunk) for chunk in chunks]

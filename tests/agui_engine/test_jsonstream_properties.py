@@ -39,6 +39,8 @@ from hypothesis import strategies as st
 
 from agui_engine.jsonstream import PatchStream, escape_pointer_token
 
+from .test_jsonstream import outcome
+
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text without lone surrogates (not valid Unicode text); includes astral
@@ -356,18 +358,6 @@ def test_deep_documents(data: st.DataObject, doc: tuple[Any, str], append: bool)
 @given(text=st.text(max_size=30), data=st.data())
 def test_arbitrary_text_never_raises_anything_but_jsonstreamerror(text: str, data: st.DataObject) -> None:
     """Fuzz: whatever arrives, the outcome is a value or a JSONStreamError, the same for every split."""
-    from agui_engine.jsonstream import JSONStreamError
-
-    def outcome(chunks: list[str]) -> tuple[str, Any]:
-        stream = PatchStream()
-        try:
-            for chunk in chunks:
-                stream.feed(chunk)
-            stream.close()
-        except JSONStreamError as exc:
-            return "error", str(exc)
-        return "ok", stream.value
-
     whole = outcome([text])
     assert outcome(data.draw(chunkings(text))) == whole
     if whole[0] == "ok":
@@ -400,18 +390,6 @@ def _strict_loads(text: str) -> Any:
 @SETTINGS
 @given(text=mutated(), data=st.data())
 def test_broken_documents_fail_the_same_way_in_every_chunking(text: str, data: st.DataObject) -> None:
-    from agui_engine.jsonstream import JSONStreamError
-
-    def outcome(chunks: list[str]) -> tuple[str, Any]:
-        stream = PatchStream()
-        try:
-            for chunk in chunks:
-                stream.feed(chunk)
-            stream.close()
-        except JSONStreamError as exc:
-            return "error", (str(exc), exc.offset, exc.line, exc.column, exc.pointer)
-        return "ok", stream.value
-
     whole = outcome([text])
     assert outcome(data.draw(chunkings(text))) == whole
     assert outcome(list(text)) == whole
