@@ -58,6 +58,7 @@ failures), event shapes (the codec), and rules where AG-UI 1.0 allows what the
 from __future__ import annotations
 
 import enum
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple
 
@@ -651,6 +652,23 @@ class Verifier:
         Raises :class:`ProtocolViolation` for a broken rule (unless ``collect``),
         after recovering (see the module docstring); :class:`UsageError` after close().
         """
+        # Fast path for the stream's bulk (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
+        # REASONING_MESSAGE_CONTENT): exactly _do_continue's happy path, taken only
+        # when the table's (RUNNING, type) row is CONTINUE with no phase change
+        # (_FAST_CONTINUE is compiled from it), no chunk lane is open and the
+        # entity is open with a matching owner. Anything else -- a violation
+        # included -- goes the general way below.
+        fast = _FAST_CONTINUE.get(type(event))
+        if fast is not None and self._phase is _RUNNING and not self._closed and not self._expander._lanes:
+            slot, get_id, is_tool = fast
+            entry = self._open[slot].get(get_id(event))
+            if entry is not None:
+                sub = event.subagent_run_id
+                if sub is None or sub == entry.owner:
+                    self._index += 1
+                    if is_tool and entry.data is not None:
+                        entry.data.append(event.delta)
+                    return [event]
         if self._closed:
             raise UsageError("Verifier.feed() called after close()")
         self._index += 1
@@ -1031,6 +1049,21 @@ def _compile(table: dict[tuple[Phase, str], Row]) -> tuple[list[dict[type, _Entr
 
 
 _DISPATCH, _DEFAULT = _compile(TRANSITIONS)
+_RUNNING: Final = Phase.RUNNING
+
+
+def _compile_fast_continue(table: dict[tuple[Phase, str], Row]) -> dict[type, tuple[int, Callable[[Any], Any], bool]]:
+    """The event classes ``Verifier.feed`` may take on its fast path: those whose
+    RUNNING row continues an entity and stays RUNNING -> (slot, id getter, is a tool call)."""
+    fast: dict[type, tuple[int, Callable[[Any], Any], bool]] = {}
+    for cls, type_name in _TYPE_BY_CLASS.items():
+        row = table.get((Phase.RUNNING, type_name))
+        if row is not None and row.action is Action.CONTINUE and row.then is None and row.kind is not None:
+            fast[cls] = (row.kind.slot, operator.attrgetter(row.kind.id_attr), row.kind is TOOL)
+    return fast
+
+
+_FAST_CONTINUE: Final = _compile_fast_continue(TRANSITIONS)
 
 
 def verify_events(

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agui_engine import verify as verify_module
 from agui_engine.codec import EventDecodeError, decode_event, encode_event
 from agui_engine.errors import RemoteInputError, UsageError
 from agui_engine.events import (
@@ -603,6 +604,33 @@ def test_chunk_free_output_and_one_row_per_event(stream: list[Any]) -> None:
                        for e in out)
     verifier.close()
     assert all(v.event_index <= len(stream) for v in verifier.violations)
+
+
+@PROPERTY
+@given(event_soup())
+def test_fast_path_agrees_with_the_table(stream: list[Any]) -> None:
+    # feed() takes a shortcut for the bulk events (CONTENT / ARGS); switched off,
+    # every event goes through the table: outputs, violations and warnings must match.
+    def run(fast: dict[type, Any]) -> tuple[list[list[Any]], list[Violation], list[Violation], list[list[str]]]:
+        saved = verify_module._FAST_CONTINUE
+        verify_module._FAST_CONTINUE = fast  # type: ignore[misc]
+        try:
+            verifier = Verifier(collect=True)
+            outs = [verifier.feed(event) for event in stream]
+            verifier.close()
+            return outs, verifier.violations, verifier.warnings, [verifier.open_ids(k) for k in KINDS]
+        finally:
+            verify_module._FAST_CONTINUE = saved  # type: ignore[misc]
+
+    assert run(verify_module._FAST_CONTINUE) == run({})
+
+
+def test_fast_path_covers_the_continue_rows() -> None:
+    assert set(verify_module._FAST_CONTINUE) == {
+        TextMessageContentEvent,
+        ToolCallArgsEvent,
+        ReasoningMessageContentEvent,
+    }
 
 
 def test_spec_lists_every_rule_with_its_severity() -> None:
