@@ -29,8 +29,8 @@ resume by reading and ``wait``-ing on the log (the registry's *follower* runs;
 and one instance shared by several registries in a process behaves as a shared
 store (the tests run two gateways on one log that way). A
 log that never suspends may also offer ``appender(run_id)`` (a plain function
-appending to one run) and ``read_nowait`` (same contracts as ``append`` /
-``read``); the registry then uses them on its hot path.
+appending to one run), ``read_nowait`` and ``discard_nowait`` (same contracts as
+``append`` / ``read`` / ``discard``); the registry then uses them on its hot path.
 
 States of one run's log::
 
@@ -350,6 +350,11 @@ class InMemoryEventLog:
         return True
 
     async def discard(self, run_id: str) -> None:
+        self.discard_nowait(run_id)
+
+    def discard_nowait(self, run_id: str) -> None:
+        """:meth:`discard` without the coroutine: the registry drops a run's log
+        without starting a task for it (one per finished run)."""
         self._runs.pop(run_id, None)
 
     def __len__(self) -> int:

@@ -48,7 +48,8 @@ calls ``aclose()`` on the generator, so the upstream call is aborted before
 ``cancel()`` returns.
 
 Finished runs stay resumable for ``retention_seconds`` (at most
-``max_retained`` of them), then their logs are discarded.
+``max_retained`` of them, not counting runs a subscriber is still reading), then
+their logs are discarded.
 """
 
 from __future__ import annotations
@@ -428,11 +429,14 @@ class RunRegistry:
         self._runs: dict[str, Run] = {}
         self._active = 0
         self._retained: OrderedDict[str, asyncio.TimerHandle | None] = OrderedDict()
+        # Finished runs kept out of the max_retained eviction while subscribers read them.
+        self._reading: dict[str, asyncio.TimerHandle | None] = {}
         self._closing = False
         self._keepalive = _KeepAliveClock()
         # Plain-function fast paths of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(self.log, "appender", None)
         self._read_nowait = getattr(self.log, "read_nowait", None)
+        self._discard_nowait = getattr(self.log, "discard_nowait", None)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -495,6 +499,8 @@ class RunRegistry:
 
     def _unsubscribe(self, run: Run) -> None:
         run.subscribers -= 1
+        if run.subscribers == 0 and run.run_id in self._reading:
+            self._retain_read(run)
         if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
             loop = asyncio.get_running_loop()
             run._grace_handle = loop.call_later(self.grace_seconds, self._grace_expired, run)
@@ -546,7 +552,7 @@ class RunRegistry:
         tasks = {r._task for r in running if r._task is not None}
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
-        for handle in self._retained.values():
+        for handle in [*self._retained.values(), *self._reading.values()]:
             if handle is not None:
                 handle.cancel()
         self._keepalive.close()
@@ -653,21 +659,41 @@ class RunRegistry:
     def _retain(self, run: Run) -> None:
         loop = asyncio.get_running_loop()
         handle = None if self._closing else loop.call_later(self.retention_seconds, self._discard_later, run.run_id)
+        self._queue_retained(run, handle)
+
+    def _retain_read(self, run: Run) -> None:
+        # The last reader of a finished run left: it now waits its turn for eviction.
+        self._queue_retained(run, self._reading.pop(run.run_id))
+
+    def _queue_retained(self, run: Run, handle: asyncio.TimerHandle | None) -> None:
+        if run.subscribers > 0:
+            # Still being read (a slow client, or a pump not yet scheduled since the
+            # run ended): its log must outlive the read, so it joins the eviction
+            # queue only when its last subscriber leaves (or its retention expires).
+            self._reading[run.run_id] = handle
+            return
         self._retained[run.run_id] = handle
         while len(self._retained) > self.max_retained:
             old_id, old_handle = self._retained.popitem(last=False)
+            old = self._runs.get(old_id)
+            if old is not None and old.subscribers > 0:  # resumed since it was queued
+                self._reading[old_id] = old_handle
+                continue
             if old_handle is not None:
                 old_handle.cancel()
             self._drop(old_id)
 
     def _discard_later(self, run_id: str) -> None:
         self._retained.pop(run_id, None)
+        self._reading.pop(run_id, None)
         self._drop(run_id)
 
     def _drop(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
-        loop = asyncio.get_running_loop()
-        loop.create_task(self.log.discard(run_id))
+        if self._discard_nowait is not None:
+            self._discard_nowait(run_id)
+        else:
+            asyncio.get_running_loop().create_task(self.log.discard(run_id))
 
 
 def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:

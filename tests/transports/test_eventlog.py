@@ -79,6 +79,10 @@ async def test_misuse_and_unknown_runs() -> None:
     await log.discard("r")
     await log.discard("r")
     assert len(log) == 0
+    await log.create("s")
+    log.discard_nowait("s")
+    log.discard_nowait("s")
+    assert len(log) == 0
     with pytest.raises(UsageError):
         InMemoryEventLog(max_events=0)
 

@@ -119,6 +119,7 @@ async def test_retention_discards_finished_runs() -> None:
     await r2.wait_finished()
     with pytest.raises(UnknownRunError):
         reg.get("one")  # over max_retained: dropped at once
+    assert len(log) == 1  # its log too: the in-memory log is discarded without a task
     await asyncio.sleep(0.15)
     with pytest.raises(UnknownRunError):
         reg.get("two")  # retention expired
@@ -170,3 +171,32 @@ async def test_a_resumed_run_may_report_the_result_of_a_tool_call_from_an_earlie
     ok, stray = await drain(reg, "hitl"), await drain(reg, "stray")
     assert [e.type for e in ok] == ["RUN_STARTED", "TOOL_CALL_RESULT", "RUN_FINISHED"]
     assert [e.type for e in stray][-1] == "RUN_ERROR" and reg.get("stray").terminal_code != "cancelled"
+
+
+async def test_a_finished_run_still_being_read_is_not_evicted() -> None:
+    # max_retained evicts the oldest finished run -- never one whose subscriber has
+    # not read its end yet; it queues for eviction once its last reader leaves.
+    log = InMemoryEventLog()
+    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, max_retained=1)
+    r1 = await reg.start(make_input("one"))
+    sub = reg.subscribe(r1)
+    await r1.wait_finished()
+    for rid in ("two", "three"):
+        run = await reg.start(make_input(rid))
+        await run.wait_finished()
+    assert reg.get("one") is r1
+    payloads: list[bytes] = []
+    async with sub:
+        async for sl in sub.events():
+            assert sl is not None
+            payloads += sl.payloads
+    assert b'"RUN_FINISHED"' in payloads[-1]
+    assert reg.get("one") is r1  # now queued behind nothing older: "three" went first
+    with pytest.raises(UnknownRunError):
+        reg.get("three")
+    run = await reg.start(make_input("four"))
+    await run.wait_finished()
+    with pytest.raises(UnknownRunError):
+        reg.get("one")
+    assert len(log) == 1
+    await reg.shutdown()
