@@ -848,8 +848,9 @@ class Verifier:
             )
         self._thread_id = ev.thread_id
         self._run_ids = (ev.thread_id, ev.run_id)
+        if self._run_index >= 0:  # an earlier run (or an implicit one) may have left entities
+            self._new_run_scope()
         self._run_index = self._index
-        self._new_run_scope()
         if ev.input is not None:
             self._known_tool_calls.update(_tool_call_ids_of(ev.input.messages))
 
