@@ -54,6 +54,15 @@ thread hop costs tens of microseconds, so tools known to return at once can be
 named in ``inline_tools`` to run on the loop instead. The threads come from the
 loop's default executor, whose size bounds how many sync tools run at once.
 
+Tool timeout: each server tool call gets ``tool_timeout`` seconds (default
+:data:`DEFAULT_TOOL_TIMEOUT_SECONDS`; ``None`` waits forever). A tool that does
+not return in time becomes an error tool result (like a raising tool) and the
+run goes on: the model is told and can answer without it. An ``async def`` tool
+is cancelled; a sync tool in its worker thread cannot be killed, so the run stops
+waiting, the thread runs the function to its end and its result is discarded
+(it still holds one executor thread until then). An ``inline_tools`` tool runs
+on the loop and blocks it, so no timeout can interrupt it.
+
 Cancellation: closing the event iterator (``aclose()``, or cancelling the task
 awaiting it) closes the decision loop, which closes the model stream at once;
 running tool coroutines are cancelled with it. A sync tool already running in
@@ -117,6 +126,7 @@ from .llm import LLMClient, LLMTool, Usage
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "MAX_TOOL_RESULT_CHARS",
+    "DEFAULT_TOOL_TIMEOUT_SECONDS",
     "LLMAgent",
     "StepLimitExceededError",
     "format_tool_result",
@@ -133,6 +143,13 @@ DEFAULT_MAX_STEPS: Final = 10
 #: same bound Tambo puts on client tool arguments; a larger result becomes an
 #: error result instead of an oversized event and a failing model call.
 MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
+
+#: Seconds one server tool call may take before it becomes an error result.
+#: A user is watching the run stream: a tool slower than a minute (a slow query,
+#: a nested HTTP call with its own retries) is rare and better run as a client or
+#: background job, while a hung one (a lost connection with no timeout of its
+#: own) would otherwise hold the run -- and its model stream -- forever.
+DEFAULT_TOOL_TIMEOUT_SECONDS: Final = 60.0
 
 #: ``forwardedProps`` key of Tambo-style client components.
 AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
@@ -176,13 +193,19 @@ class LLMAgent:
     stops waiting for a sync tool at once; the thread finishes on its own and
     its result is discarded.
 
+    ``tool_timeout`` (seconds, default :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`,
+    ``None`` for none) bounds each server tool call: a late tool becomes an error
+    tool result and the run goes on; an async tool is cancelled, a sync tool's
+    thread finishes on its own and its result is discarded (inline tools block
+    the loop and cannot be timed out).
+
     ``force_tool_choice`` applies to the first model call of each run only (the
     forced tool then runs and the model continues freely). ``id_factory`` makes
     every message, component and result id (default: random uuid4 hex).
 
     Raises :class:`UsageError` for a tool that cannot be described, two
-    server tools / components with one name, or an ``inline_tools`` name that is
-    not a server tool; :meth:`run` raises
+    server tools / components with one name, an ``inline_tools`` name that is
+    not a server tool, or a ``tool_timeout`` that is not a positive number; :meth:`run` raises
     :class:`~agui_engine.decision.UnknownToolChoiceError` before ``RUN_STARTED`` when
     ``force_tool_choice`` names no tool of that run.
     """
@@ -202,9 +225,15 @@ class LLMAgent:
         max_output_tokens: int | None = None,
         id_factory: Callable[[], str] = new_id,
         inline_tools: Collection[str] = (),
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
+        if tool_timeout is not None and (
+            isinstance(tool_timeout, bool) or not isinstance(tool_timeout, (int, float)) or not tool_timeout > 0
+        ):
+            raise UsageError(f"tool_timeout must be a positive number of seconds or None, got {tool_timeout!r}")
+        self.tool_timeout = tool_timeout
         self.llm = llm
         self.components = list(components)
         self.tools = [t if isinstance(t, ServerTool) else tool_from_callable(t) for t in tools]
@@ -389,21 +418,33 @@ class LLMAgent:
     ) -> dict[str, tuple[str, str | None]]:
         """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
 
+        async def invoke(tool: ServerTool, call: ToolCallRequest) -> Any:
+            if tool.is_async or tool.name in self.inline_tools:
+                result = tool.call(call.arguments)
+            else:
+                # off the loop: a blocking function must not stall other runs. A
+                # cancellation or timeout stops the await; the thread finishes and is discarded.
+                result = await asyncio.to_thread(tool.call, call.arguments)
+            # a sync callable may still hand back an awaitable (a partial of an async function)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
+            deadline = asyncio.timeout(self.tool_timeout)
             try:
-                if tool.is_async or tool.name in self.inline_tools:
-                    result = tool.call(call.arguments)
-                else:
-                    # off the loop: a blocking function must not stall other runs. A
-                    # cancellation stops the await; the thread finishes and is discarded.
-                    result = await asyncio.to_thread(tool.call, call.arguments)
-                # a sync callable may still hand back an awaitable (a partial of an async function)
-                if inspect.isawaitable(result):
-                    result = await result
+                async with deadline:
+                    result = await invoke(tool, call)
                 content = format_tool_result(result)
             except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-                error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, TimeoutError) and deadline.expired():
+                    # our deadline, not a TimeoutError the tool raised itself
+                    error = (
+                        f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
+                    )
+                else:
+                    error = f"{type(exc).__name__}: {exc}"
                 return f"Error: {error}", error
             if len(content) > MAX_TOOL_RESULT_CHARS:
                 error = (

@@ -762,3 +762,70 @@ async def test_any_client_schema_is_refused_before_the_run_or_the_run_ends_clean
         return
     last = events[-1]
     assert isinstance(last, RunFinishedEvent) or (isinstance(last, RunErrorEvent) and last.code != "internal_error")
+
+
+async def test_an_async_tool_past_tool_timeout_is_cancelled_and_becomes_an_error_result() -> None:
+    cancelled = asyncio.Event()
+
+    async def hang() -> str:
+        """Never returns."""
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    llm = ScriptedLLM([*call(0, "c1", "hang", "{}"), Finish(reason="tool_calls")], text("It timed out."))
+    events = await collect(LLMAgent(llm, tools=[hang], tool_timeout=0.05), run_input())
+    check_run(events)
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content == "Error: the tool hang did not return within tool_timeout=0.05 s"
+    tool_message = llm.calls[1].messages[-1]
+    assert isinstance(tool_message, ToolMessage) and "tool_timeout=0.05" in (tool_message.error or "")
+    assert cancelled.is_set()
+    assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_a_sync_tool_past_tool_timeout_is_abandoned_and_its_late_result_discarded() -> None:
+    release = threading.Event()
+    finished = threading.Event()
+
+    def block() -> str:
+        """Blocks until released."""
+        release.wait(5)
+        finished.set()
+        return "late"
+
+    llm = ScriptedLLM([*call(0, "c1", "block", "{}"), Finish(reason="tool_calls")], text("ok"))
+    try:
+        events = await collect(LLMAgent(llm, tools=[block], tool_timeout=0.05), run_input())
+    finally:
+        release.set()
+    check_run(events)
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content.startswith("Error: the tool block did not return within")
+    assert isinstance(events[-1], RunFinishedEvent)
+    await asyncio.to_thread(finished.wait, 5)  # the thread ran to its end; nothing used "late"
+    assert all("late" not in getattr(e, "content", "") for e in events)
+
+
+async def test_a_timeout_error_raised_by_the_tool_itself_is_reported_as_such() -> None:
+    async def own_timeout() -> str:
+        """Its own client timed out."""
+        raise TimeoutError("upstream read timed out")
+
+    llm = ScriptedLLM([*call(0, "c1", "own_timeout", "{}"), Finish(reason="tool_calls")], text("ok"))
+    events = await collect(LLMAgent(llm, tools=[own_timeout], tool_timeout=5), run_input())
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content == "Error: TimeoutError: upstream read timed out"
+
+
+@pytest.mark.parametrize("bad", [0, -1, "5", True, float("nan")])
+def test_tool_timeout_must_be_a_positive_number_or_none(bad: Any) -> None:
+    with pytest.raises(UsageError, match="tool_timeout"):
+        LLMAgent(ScriptedLLM(), tool_timeout=bad)
+
+
+def test_tool_timeout_none_disables_it() -> None:
+    assert LLMAgent(ScriptedLLM(), tool_timeout=None).tool_timeout is None
