@@ -41,6 +41,12 @@ __all__ = [
     "WS_CLOSE_INTERNAL",
 ]
 
+#: Characters of a remote error message (provider error body, remote agent's
+#: error line / HTTP error) kept before it goes into an exception or RUN_ERROR:
+#: enough for every real message, short enough for one log line. One number for
+#: the adapters and the transports (both import it from here).
+MAX_ERROR_MESSAGE_CHARS = 1000
+
 #: WebSocket close codes in the application range (RFC 6455 §7.4.2 reserves
 #: 4000-4999 for applications). Documented in ``spec/transports.md``.
 WS_CLOSE_BAD_INPUT = 4400

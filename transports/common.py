@@ -27,6 +27,7 @@ import msgspec
 from agui_engine.codec import LegacyThinkingMapper, decode_event
 from agui_engine.errors import (
     AguiEngineError,
+    MAX_ERROR_MESSAGE_CHARS,
     LimitExceededError,
     RemoteInputError,
     UpstreamError,
@@ -42,6 +43,7 @@ from agui_engine.events import (
 __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
+    "MAX_SEQ_DIGITS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRIES",
     "MAX_RUN_ID_LENGTH",
@@ -215,7 +217,7 @@ RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAgentError:
     """A RemoteAgentError for a refused request, using the ``{"error": {code,
     message}}`` body this project's servers send when it is there. The message
-    is cut to 500 characters and never contains request headers."""
+    is cut to ``MAX_ERROR_MESSAGE_CHARS`` characters and never contains request headers."""
     code: str | None = None
     message = ""
     try:
@@ -225,8 +227,8 @@ def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAge
             code = err["code"] if isinstance(err.get("code"), str) else None
             message = err["message"] if isinstance(err.get("message"), str) else ""
     except msgspec.DecodeError:
-        message = body[:500].decode("utf-8", "replace")
-    text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:500]}" if message else "")
+        message = body[: MAX_ERROR_MESSAGE_CHARS * 4].decode("utf-8", "replace")
+    text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:MAX_ERROR_MESSAGE_CHARS]}" if message else "")
     return RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
 
 
@@ -237,10 +239,19 @@ TERMINAL_EVENTS = (RunFinishedEvent, RunErrorEvent)
 #: 5 attempts with the backoff below span ~6 s: a server restart behind a load
 #: balancer or a brief network loss, not an outage (the run's grace period is 30 s).
 DEFAULT_MAX_RETRIES = 5
-#: First reconnect delay (seconds); doubles per attempt, with jitter.
+#: First reconnect delay (seconds); doubles per attempt, with jitter. 0.2 s is
+#: long enough not to hammer a server that just dropped us (a restart takes at
+#: least that), short enough that a one-off network blip costs the user nothing
+#: visible; 0.2 * (1+2+4+8) + 5 = 8 s worst case, ~6 s with jitter, over 5 tries.
 DEFAULT_BACKOFF_INITIAL = 0.2
-#: Ceiling of the reconnect delay (seconds).
+#: Ceiling of the reconnect delay (seconds): every try must land well inside the
+#: run's 30 s grace period (runs.DEFAULT_GRACE_SECONDS), or the run is gone.
 DEFAULT_BACKOFF_MAX = 5.0
+
+#: Digits an event id's ``seq`` may have (``<runId>:<seq>``). 18 decimal digits
+#: always fit a signed 64-bit integer (< 9.22e18), so a cursor can never name a
+#: number no log could hold, and parsing it is O(1); a longer one is foreign.
+MAX_SEQ_DIGITS = 18
 
 
 class RetryPolicy:
@@ -399,7 +410,7 @@ def _seq_of(ident: str, run_id: str) -> int:
     """The ``seq`` of an event id of this run; 0 for an id of another form (a
     server whose ids are not ``<runId>:<seq>``: nothing is skipped then)."""
     rid, _, seq = ident.rpartition(":")
-    return int(seq) if rid == run_id and seq.isdigit() and len(seq) <= 18 else 0
+    return int(seq) if rid == run_id and seq.isdigit() and len(seq) <= MAX_SEQ_DIGITS else 0
 
 
 class _Line(msgspec.Struct):
@@ -467,7 +478,7 @@ def remote_error_from_line(err: dict[str, Any], *, where: str) -> RemoteAgentErr
     status = err.get("status")
     code = err.get("code") if isinstance(err.get("code"), str) else None
     return RemoteAgentError(
-        f"{where} refused: {str(err.get('message', ''))[:500]}",
+        f"{where} refused: {str(err.get('message', ''))[:MAX_ERROR_MESSAGE_CHARS]}",
         status=status if isinstance(status, int) else 0,
         code=code,
         retryable=code in ("server_busy",),

@@ -71,7 +71,7 @@ from agui_engine.events import (
 )
 from agui_engine.verify import Verifier
 
-from .common import check_run_id
+from .common import MAX_SEQ_DIGITS, check_run_id
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -91,6 +91,8 @@ __all__ = [
     "DEFAULT_RETENTION_SECONDS",
     "KEEPALIVE_RESOLUTION",
     "PRODUCER_YIELD_EVERY",
+    "RETRY_AFTER_BUSY_SECONDS",
+    "RETRY_AFTER_SHUTDOWN_SECONDS",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "Run",
@@ -120,7 +122,20 @@ DEFAULT_GRACE_SECONDS = 30.0
 DEFAULT_RETENTION_SECONDS = 60.0
 
 #: At most this many finished runs are retained; the oldest is discarded first.
+#: Equal to DEFAULT_MAX_RUNS: a full server whose runs all finish at once keeps
+#: every one resumable for DEFAULT_RETENTION_SECONDS, while the memory bound
+#: stays the same as for live runs (each log <= eventlog.DEFAULT_LOG_MAX_BYTES).
 DEFAULT_MAX_RETAINED = 1000
+
+#: ``Retry-After`` (seconds) when the concurrent-run limit is reached. Runs end
+#: all the time on a busy gateway, so a slot is likely free within a second;
+#: longer makes clients idle while capacity is there.
+RETRY_AFTER_BUSY_SECONDS = 1
+
+#: ``Retry-After`` (seconds) while the server shuts down: a restart or a
+#: load-balancer switch to another instance takes seconds, and shutdown itself
+#: waits up to CANCEL_WAIT_SECONDS (5 s) for runs to end.
+RETRY_AFTER_SHUTDOWN_SECONDS = 5
 
 #: Idle interval before a keep-alive is sent. The WHATWG SSE authoring notes
 #: recommend a comment "every 15 seconds or so" against idle-killing proxies.
@@ -155,7 +170,7 @@ class ServerBusyError(AguiEngineError):
     ws_close_code = WS_CLOSE_BUSY
     default_code = "server_busy"
 
-    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+    def __init__(self, message: str, *, retry_after: int = RETRY_AFTER_BUSY_SECONDS) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
@@ -468,7 +483,7 @@ class RunRegistry:
         """Start a run. Raises ServerBusyError (limit reached or shutting down),
         RunExistsError (``runId`` already known)."""
         if self._closing:
-            raise ServerBusyError("the server is shutting down", retry_after=5)
+            raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
         if input.run_id in self._runs:
             raise RunExistsError(
@@ -702,7 +717,7 @@ def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, i
     from .eventlog import BadCursorError
 
     rid, sep, seq_text = last_event_id.rpartition(":")
-    if not sep or not rid or not seq_text.isdigit() or len(seq_text) > 18:
+    if not sep or not rid or not seq_text.isdigit() or len(seq_text) > MAX_SEQ_DIGITS:
         raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
     if run_id is not None and rid != run_id:
         raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")
