@@ -41,7 +41,8 @@ general parser from that same state, which produces the canonical result or erro
 **Errors.** Bad remote bytes raise :class:`EventDecodeError` (a ``RemoteInputError``) naming
 the byte offset, the frame index and, for a malformed event, the JSON path and why
 (``frame 3 at byte 120: $.delta: expected str, got int``). An oversized frame raises
-:class:`FrameTooLargeError` (a ``LimitExceededError``). Nothing accepted before the bad input
+:class:`FrameTooLargeError` and JSON nested deeper than msgspec decodes raises
+:class:`JSONTooDeepError` (both ``LimitExceededError``: 413 / 4413). Nothing accepted before the bad input
 is lost: when a ``feed`` call has already decoded items before hitting the error it returns
 them, and the error is raised by the next ``feed``/``close``; after an error the decoder stays
 failed and raises the same error again.
@@ -86,6 +87,8 @@ __all__ = [
     "LEGACY_THINKING_TYPES",
     "EventDecodeError",
     "FrameTooLargeError",
+    "JSONTooDeepError",
+    "MSGSPEC_MAX_JSON_DEPTH",
     "encode_event",
     "encode_sse",
     "encode_ndjson",
@@ -183,6 +186,26 @@ class FrameTooLargeError(LimitExceededError, EventDecodeError):
     """A frame crossed ``max_frame_bytes`` / ``max_line_bytes``; ``offset`` is where it began."""
 
     default_code = "frame_too_large"
+
+
+#: How deep an event's JSON may nest, under the interpreter's default recursion limit.
+#: The codec does not count brackets itself -- that would be a second pass over every
+#: frame on the hot path for input no real event comes near (AG-UI events nest a few
+#: levels; a deep state snapshot a few dozen). msgspec bounds the depth with the
+#: interpreter's recursion limit (``sys.getrecursionlimit()``, 1000 by default) less the
+#: frames already on the stack, so the effective bound is a little under this value
+#: (998 from a shallow stack) and moves with ``sys.setrecursionlimit``. Past it msgspec
+#: raises ``RecursionError``, which the codec turns into :class:`JSONTooDeepError`.
+MSGSPEC_MAX_JSON_DEPTH: Final = 1000
+
+
+class JSONTooDeepError(LimitExceededError, EventDecodeError):
+    """An event's JSON nests deeper than msgspec decodes (see :data:`MSGSPEC_MAX_JSON_DEPTH`).
+
+    A limit, not malformed JSON: the text may be valid, the engine refuses to decode it.
+    """
+
+    default_code = "json_too_deep"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -420,7 +443,9 @@ def decode_event(
     except msgspec.DecodeError as err:
         raise EventDecodeError(f"not valid JSON: {err}", code="invalid_json") from None
     except RecursionError:
-        raise EventDecodeError("JSON nested too deeply", code="invalid_json") from None
+        raise JSONTooDeepError(
+            f"JSON nested too deeply (more than about MSGSPEC_MAX_JSON_DEPTH={MSGSPEC_MAX_JSON_DEPTH} levels)"
+        ) from None
     # Slow path, only for input the fast path rejected.
     try:
         obj = _ANY_DECODER.decode(data)

@@ -16,6 +16,8 @@ from agui_engine.codec import (
     EventDecodeError,
     EventStreamDecoder,
     FrameTooLargeError,
+    JSONTooDeepError,
+    MSGSPEC_MAX_JSON_DEPTH,
     LegacyThinkingMapper,
     NDJSONDecoder,
     SSEDecoder,
@@ -370,7 +372,6 @@ BAD_FRAMES = [
     (b'{"type":"CUSTOM","name":"x"', "not valid JSON: Input data was truncated"),
     (b"not json", "not valid JSON: JSON is malformed: invalid character (byte 4)"),
     (b"[" * 5000, "$: expected object, got array"),
-    (b'{"type":"CUSTOM","name":"x","value":' + b"[" * 5000 + b"]" * 5000 + b"}", "JSON nested too deeply"),
 ]
 
 
@@ -386,6 +387,27 @@ def test_bad_event_errors_say_where_and_why(frame: bytes, message: str) -> None:
     out, error = assert_split_invariant(EventStreamDecoder, stream)
     assert out == [CustomEvent(name="ok", value=1)] * 2
     assert error == f"EventDecodeError: frame 2 at byte {2 * len(good)}: {message}"
+
+
+def test_json_nested_past_msgspec_depth_is_a_limit_error_with_its_position() -> None:
+    frame = b'{"type":"CUSTOM","name":"x","value":' + b"[" * 5000 + b"]" * 5000 + b"}"
+    message = f"JSON nested too deeply (more than about MSGSPEC_MAX_JSON_DEPTH={MSGSPEC_MAX_JSON_DEPTH} levels)"
+    with pytest.raises(JSONTooDeepError) as info:
+        decode_event(frame)
+    assert str(info.value) == message
+    assert isinstance(info.value, LimitExceededError) and isinstance(info.value, EventDecodeError)
+    assert (info.value.http_status, info.value.ws_close_code, info.value.code) == (413, 4413, "json_too_deep")
+    good = encode_sse(CustomEvent(name="ok", value=1))
+    stream = good + good + b"data: " + frame + b"\n\n" + good
+    out, error = assert_split_invariant(EventStreamDecoder, stream)
+    assert out == [CustomEvent(name="ok", value=1)] * 2
+    assert error == f"JSONTooDeepError: frame 2 at byte {2 * len(good)}: {message}"
+
+
+def test_json_nested_within_the_depth_bound_decodes() -> None:
+    depth = MSGSPEC_MAX_JSON_DEPTH // 2
+    frame = b'{"type":"CUSTOM","name":"x","value":' + b"[" * depth + b"]" * depth + b"}"
+    assert isinstance(decode_event(frame), CustomEvent)
 
 
 # The list of bad input: each a typed error with its position, never a crash, and the
