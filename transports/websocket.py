@@ -81,14 +81,17 @@ from .common import (
     remote_error_from_line,
 )
 from .eventlog import CursorExpiredError
-from .runs import RunRegistry, Subscription, resume_cursor
+from .runs import CANCEL_WAIT_SECONDS, RunRegistry, Subscription, resume_cursor
 
 __all__ = [
+    "DEFAULT_MAX_QUEUE",
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
+    "DEFAULT_WRITE_LIMIT",
     "MAX_BAD_MESSAGES",
     "MAX_RUNS_PER_CONNECTION",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
+    "WS_CLOSE_TOO_MANY_RUNS",
     "WSServer",
     "WebSocketAgent",
     "start_ws_server",
@@ -110,14 +113,34 @@ MAX_BAD_MESSAGES = 16
 #: 64 bounds what one connection can make the server hold.
 MAX_RUNS_PER_CONNECTION = 64
 
+#: Incoming frames the websockets library buffers per connection before it stops
+#: reading the socket (its high-water mark; it resumes at a quarter). Client
+#: messages (run / cancel / resume) are handled as they arrive, so the buffer only
+#: fills when a client floods; then TCP pushes back on that client. 16 (the
+#: library's default) lets a UI pipeline a burst of cancels without a stall.
+#: Worst case per connection: DEFAULT_MAX_QUEUE frames of at most ``max_size``.
+DEFAULT_MAX_QUEUE = 16
+
+#: Bytes of outgoing data the transport may hold before ``send()`` waits for the
+#: socket to drain (high-water mark; writing resumes at a quarter). The library's
+#: default; since every send is at most one coalesced read (eventlog.READ_MAX_BYTES),
+#: a client that stops reading costs the server at most ~READ_MAX_BYTES + this in
+#: buffers, and its backlog stays in the run's bounded log instead.
+DEFAULT_WRITE_LIMIT = 32 * 1024
+
 WS_CLOSE_TOO_MANY_BAD_MESSAGES = WS_CLOSE_BAD_INPUT
+#: A connection asked for more than MAX_RUNS_PER_CONNECTION runs (HTTP 429's
+#: number in the application range, like the other 4xxx codes).
+WS_CLOSE_TOO_MANY_RUNS = 4429
 #: The server is shutting down (RFC 6455 "going away").
 _CLOSE_GOING_AWAY = 1001
+#: A binary message: this protocol is JSON text only (RFC 6455 "unsupported data").
+_CLOSE_UNSUPPORTED_DATA = 1003
 
 
 class _TooManyRuns(AguiEngineError):
     http_status = 429
-    ws_close_code = 4429
+    ws_close_code = WS_CLOSE_TOO_MANY_RUNS
     default_code = "too_many_runs"
 
 
@@ -154,7 +177,7 @@ class _Connection:
         try:
             async for message in self.ws:
                 if isinstance(message, bytes):
-                    await self.ws.close(1003, "binary messages are not supported; send JSON text")
+                    await self.ws.close(_CLOSE_UNSUPPORTED_DATA, "binary messages are not supported; send JSON text")
                     return
                 ok = await self.handle(message)
                 bad = 0 if ok else bad + 1
@@ -258,7 +281,7 @@ class WSServer(ServerHandle):
         self.registry = registry
         self._connections = connections
 
-    async def close(self, timeout: float = 5.0) -> None:
+    async def close(self, timeout: float = CANCEL_WAIT_SECONDS) -> None:
         """End every run with ``RUN_ERROR{code: "shutdown"}``, let the pumps send
         it, then close every connection with 1001 (going away)."""
         await self.registry.shutdown(timeout=timeout)
@@ -279,12 +302,16 @@ async def start_ws_server(
     max_size: int = DEFAULT_MAX_BODY_BYTES,
     ping_interval: float | None = DEFAULT_PING_INTERVAL,
     ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
+    max_queue: int = DEFAULT_MAX_QUEUE,
+    write_limit: int = DEFAULT_WRITE_LIMIT,
     **registry_options: Any,
 ) -> WSServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
     ``max_size``: largest incoming message (a ``run`` message carries a whole
-    RunAgentInput); larger closes with 1009. Raises UsageError when neither
+    RunAgentInput); larger closes with 1009. ``max_queue`` / ``write_limit``:
+    the library's incoming-frame and outgoing-byte high-water marks (see
+    spec/transports.md, Backpressure). Raises UsageError when neither
     ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -326,6 +353,8 @@ async def start_ws_server(
         max_size=max_size,
         ping_interval=ping_interval,
         ping_timeout=ping_timeout,
+        max_queue=max_queue,
+        write_limit=write_limit,
         compression=None,
     )
     sock = next(iter(server.sockets))
