@@ -382,11 +382,16 @@ def test_bad_event_errors_say_where_and_why(frame: bytes, message: str) -> None:
     assert str(info.value) == message
     assert info.value.http_status == 400
     assert info.value.to_run_error().code == info.value.code
+    assert_located_in_a_stream(frame, f"EventDecodeError: {{where}}: {message}")
+
+
+def assert_located_in_a_stream(frame: bytes, expected: str) -> None:
+    """``frame`` after two good events: those are delivered, the error names frame 2 and its byte."""
     good = encode_sse(CustomEvent(name="ok", value=1))
     stream = good + good + b"data: " + frame + b"\n\n" + good
     out, error = assert_split_invariant(EventStreamDecoder, stream)
     assert out == [CustomEvent(name="ok", value=1)] * 2
-    assert error == f"EventDecodeError: frame 2 at byte {2 * len(good)}: {message}"
+    assert error == expected.replace("{where}", f"frame 2 at byte {2 * len(good)}")
 
 
 def test_json_nested_past_msgspec_depth_is_a_limit_error_with_its_position() -> None:
@@ -397,11 +402,7 @@ def test_json_nested_past_msgspec_depth_is_a_limit_error_with_its_position() -> 
     assert str(info.value) == message
     assert isinstance(info.value, LimitExceededError) and isinstance(info.value, EventDecodeError)
     assert (info.value.http_status, info.value.ws_close_code, info.value.code) == (413, 4413, "json_too_deep")
-    good = encode_sse(CustomEvent(name="ok", value=1))
-    stream = good + good + b"data: " + frame + b"\n\n" + good
-    out, error = assert_split_invariant(EventStreamDecoder, stream)
-    assert out == [CustomEvent(name="ok", value=1)] * 2
-    assert error == f"JSONTooDeepError: frame 2 at byte {2 * len(good)}: {message}"
+    assert_located_in_a_stream(frame, f"JSONTooDeepError: {{where}}: {message}")
 
 
 def test_json_nested_within_the_depth_bound_decodes() -> None:
