@@ -105,7 +105,7 @@ from .components import (
     status_messages_of,
     unstrict_value,
 )
-from .errors import AguiEngineError, RemoteInputError, UpstreamError, UsageError
+from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError, UsageError
 from .events import (
     CustomEvent,
     Event,
@@ -153,6 +153,7 @@ __all__ = [
     "ReasoningBlock",
     "StandardParameterFilter",
     "ToolCallArgumentsError",
+    "ToolCallArgumentsLimitError",
     "ToolCallRequest",
     "UnknownToolChoiceError",
     "build_tools",
@@ -205,9 +206,22 @@ class ToolCallArgumentsError(RemoteInputError):
         self.tool_call_id = tool_call_id
         self.tool_name = tool_name
         self.cause = cause
-        # a size limit stays a size limit for the transport (413 / its close code)
-        self.http_status = cause.http_status  # type: ignore[misc]
-        self.ws_close_code = cause.ws_close_code  # type: ignore[misc]
+
+    @classmethod
+    def wrapping(cls, message: str, *, tool_call_id: str, tool_name: str, cause: AguiEngineError) -> "ToolCallArgumentsError":
+        """The error for ``cause``: a :class:`ToolCallArgumentsLimitError` when it is a limit.
+
+        A size or depth limit stays a limit for the transport (413 / 4413, and
+        ``isinstance(err, LimitExceededError)``), any other cause is a 400 / 4400.
+        """
+        kind = ToolCallArgumentsLimitError if isinstance(cause, LimitExceededError) else cls
+        return kind(message, tool_call_id=tool_call_id, tool_name=tool_name, cause=cause)
+
+
+class ToolCallArgumentsLimitError(LimitExceededError, ToolCallArgumentsError):
+    """A tool call's arguments crossed a limit (size, depth, a component's props size); ``cause`` says which."""
+
+    default_code = "tool_arguments_limit_exceeded"
 
 
 # --------------------------------------------------------------------------- decision values
@@ -784,7 +798,7 @@ class ToolCallRequest:
     # -- driven by the step
 
     def _wrap(self, exc: AguiEngineError) -> ToolCallArgumentsError:
-        return ToolCallArgumentsError(
+        return ToolCallArgumentsError.wrapping(
             f"tool call {self.id} ({self.name}): {exc.message}", tool_call_id=self.id, tool_name=self.name, cause=exc
         )
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every error the engine raises on purpose is an :class:`AguiEngineError`. The tree
-has two main branches, because a transport must treat them differently:
+has three branches, because a transport must treat them differently:
 
 * :class:`UsageError` -- the *caller* (the program embedding the engine) misused
   an API: fed ``str`` then ``bytes`` into one stream, called ``feed`` after
@@ -16,6 +16,13 @@ has two main branches, because a transport must treat them differently:
   ready ``RUN_ERROR`` event.
 * :class:`UpstreamError` -- something the engine depends on (an LLM provider, a
   remote agent) failed; maps to 502/503.
+
+A fourth case has no branch class: *the server refuses for capacity* -- the request
+and every dependency are fine, the server will not take more work now.
+``transports.runs.ServerBusyError`` (503, close 4503, ``Retry-After``) and
+``transports.websocket._TooManyRuns`` (429, close 4429) subclass
+:class:`AguiEngineError` directly and set their own ``http_status`` and
+``ws_close_code``, which transports use as for any other error.
 
 Every error knows three things a transport needs: :attr:`~AguiEngineError.http_status`,
 :attr:`~AguiEngineError.ws_close_code` and :meth:`~AguiEngineError.to_run_error`.

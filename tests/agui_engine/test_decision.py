@@ -22,11 +22,13 @@ from agui_engine.decision import (
     ModelStreamError,
     StandardParameterFilter,
     ToolCallArgumentsError,
+    ToolCallArgumentsLimitError,
     UnknownToolChoiceError,
     resolve_tool_choice,
     run_decision_loop,
 )
-from agui_engine.errors import UsageError
+from agui_engine.errors import LimitExceededError, UsageError
+from agui_engine.jsonstream import MAX_DEPTH
 from agui_engine.events import (
     CustomEvent,
     ReasoningEncryptedValueEvent,
@@ -310,6 +312,22 @@ async def test_malformed_arguments_fail_at_the_bad_fragment_and_close_the_text()
     args = "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))
     assert args == "{"  # the bad fragment was never emitted (and "q" waits for its value)
     assert isinstance(events[2], TextMessageEndEvent)  # the text closed when the call started
+
+
+async def test_arguments_past_a_limit_are_a_limit_error_and_malformed_ones_are_not() -> None:
+    deep = '{"q":' + "[" * (MAX_DEPTH + 1)
+    with pytest.raises(ToolCallArgumentsLimitError) as info:
+        async for _ in run_decision_loop(ScriptedLLM(call(0, "c1", "lookup", deep)), USER, tools=[LOOKUP]):
+            pass
+    err = info.value
+    assert isinstance(err, ToolCallArgumentsError) and isinstance(err, LimitExceededError)
+    assert (err.http_status, err.ws_close_code, err.code) == (413, 4413, err.cause.code)
+    assert err.tool_call_id == "c1" and isinstance(err.cause, LimitExceededError)
+    with pytest.raises(ToolCallArgumentsError) as bad:
+        async for _ in run_decision_loop(ScriptedLLM(call(0, "c1", "lookup", '{"q":}')), USER, tools=[LOOKUP]):
+            pass
+    assert not isinstance(bad.value, LimitExceededError)
+    assert (bad.value.http_status, bad.value.ws_close_code) == (400, 4400)
 
 
 async def test_component_root_must_be_an_object() -> None:
