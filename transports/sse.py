@@ -77,6 +77,7 @@ from .runs import (
 )
 
 __all__ = [
+    "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
@@ -84,8 +85,11 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "KEEPALIVE_NDJSON",
     "KEEPALIVE_SSE",
+    "LISTEN_BACKLOG",
+    "MAX_ECHOED_HEADER_CHARS",
     "NDJSON_CONTENT_TYPE",
     "REGISTRY_KEY",
+    "SHUTDOWN_TIMEOUT",
     "SSE_CONTENT_TYPE",
     "SSEAgent",
     "SSEServer",
@@ -110,6 +114,27 @@ KEEPALIVE_NDJSON = b"\n"
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
 #: minutes (the server's keep-alive shows the connection is alive).
 DEFAULT_CONNECT_TIMEOUT = 10.0
+
+#: Seconds SSEAgent gives its DELETE of a run it abandons (the caller stopped
+#: reading). Best effort while the caller is tearing down, so it must not hold
+#: it up long; if it fails the server cancels the run after its grace period.
+CANCEL_REQUEST_TIMEOUT = 2.0
+
+#: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
+#: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
+#: agents to stop, then each stream still has to write its RUN_ERROR{shutdown};
+#: well inside the 30 s an orchestrator (Kubernetes) grants before SIGKILL.
+SHUTDOWN_TIMEOUT = 10.0
+
+#: Accept backlog of the listening socket. A network blip can make every client
+#: of a full server (DEFAULT_MAX_RUNS) reconnect at once; 2048 (2x that) keeps
+#: the kernel from dropping those SYNs. Linux caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 2048
+
+#: Characters of a client's Accept / Content-Type header quoted in a 406 / 415
+#: message: any real value (< 100 characters) is shown whole so the client sees
+#: what it sent, a hostile multi-KiB header is not reflected into the body / logs.
+MAX_ECHOED_HEADER_CHARS = 200
 #: Request bodies are read in pieces of this size so the size limit is enforced
 #: while reading, not after buffering a body of any size (64 KiB: a typical
 #: socket read).
@@ -163,7 +188,7 @@ def negotiate(accept: str | None) -> str:
         if q > best_q or (q == best_q and kind == "sse" and q > 0):
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:200]!r} admits neither {SSE_CONTENT_TYPE} nor {NDJSON_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits neither {SSE_CONTENT_TYPE} nor {NDJSON_CONTENT_TYPE}")
     return best
 
 
@@ -224,7 +249,7 @@ class _Gateway:
     async def _read_body(self, request: web.Request) -> bytes:
         ctype = request.headers.get("Content-Type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
-            raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:100]!r}")
+            raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
         if request.content_length is not None:
             check_body_size(request.content_length, self.max_body_bytes)
         chunks: list[bytes] = []
@@ -428,7 +453,7 @@ async def start_sse_server(
     host: str = "127.0.0.1",
     port: int = 0,
     app: web.Application | None = None,
-    shutdown_timeout: float = 10.0,
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT,
     **options: Any,
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
@@ -441,7 +466,7 @@ async def start_sse_server(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(2048)
+    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
     site = web.SockSite(runner, sock)
     await site.start()
@@ -508,7 +533,7 @@ class SSEAgent(RemoteClientBase):
     async def _cancel(self, client: httpx.AsyncClient, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.
         try:
-            await client.delete(self._runs_url(run_id), headers=self.headers, timeout=2.0)
+            await client.delete(self._runs_url(run_id), headers=self.headers, timeout=CANCEL_REQUEST_TIMEOUT)
         except (httpx.HTTPError, RuntimeError):
             pass
 
