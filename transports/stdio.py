@@ -28,7 +28,9 @@ the server (the pipe is the buffer) and nothing is queued without bound.
 
 Stdin is read by a daemon thread (``readline`` on a regular file or a pipe,
 both of which the event loop's selector cannot always watch); the thread
-hands complete lines to the loop and never blocks interpreter exit.
+hands complete lines to the loop and never blocks interpreter exit. At most
+STDIN_MAX_PENDING_LINES lines wait for the loop: beyond that the thread stops
+reading, so a writer flooding stdin is held back by the pipe, not by our memory.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ from .common import (
 )
 from .runs import RunRegistry, Subscription
 
-__all__ = ["STDIO_EXIT_TIMEOUT", "StdioAgent", "serve_stdio"]
+__all__ = ["READ_CHUNK_BYTES", "STDIN_MAX_PENDING_LINES", "STDIO_EXIT_TIMEOUT", "StdioAgent", "serve_stdio"]
 
 logger = logging.getLogger("agui_engine.transports")
 
@@ -74,10 +76,31 @@ logger = logging.getLogger("agui_engine.transports")
 #: and its runs are done, so this only matters for a stuck child.
 STDIO_EXIT_TIMEOUT = 5.0
 
+#: Lines read from stdin that may wait for the event loop at once; when that many
+#: are pending the reader thread blocks, so a writer flooding stdin is held back
+#: by the pipe (backpressure) instead of growing our memory. Read-ahead only has
+#: to hide one readline's latency; 4 does that while the worst case stays
+#: 4 x max_line_bytes (32 MiB at DEFAULT_MAX_BODY_BYTES).
+STDIN_MAX_PENDING_LINES = 4
+
+#: Bytes per read when skipping the rest of an over-long input line and when
+#: draining a child's stdout: a typical pipe read, so skipping costs few calls
+#: while no more than this is held at once.
+READ_CHUNK_BYTES = 64 * 1024
+
 _EOF = object()
 
 
-def _reader_thread(stream: IO[bytes], loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], limit: int) -> None:
+def _reader_thread(
+    stream: IO[bytes],
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[Any],
+    limit: int,
+    slots: threading.Semaphore,
+    stop: threading.Event,
+) -> None:
+    # ``slots`` counts free places among the STDIN_MAX_PENDING_LINES; the loop
+    # gives one back per line it takes. ``stop``: serve_stdio has returned.
     try:
         while True:
             line: bytes | None = stream.readline(limit + 1)
@@ -86,15 +109,22 @@ def _reader_thread(stream: IO[bytes], loop: asyncio.AbstractEventLoop, queue: as
             if len(line) > limit and not line.endswith(b"\n"):
                 # Over the limit: skip the rest of this line, report it as one error.
                 while True:
-                    rest = stream.readline(65536)
+                    rest = stream.readline(READ_CHUNK_BYTES)
                     if not rest or rest.endswith(b"\n"):
                         break
                 line = None
+            slots.acquire()  # blocks while the loop is behind: backpressure onto stdin's writer
+            if stop.is_set():
+                return
             loop.call_soon_threadsafe(queue.put_nowait, line)
     except (OSError, ValueError) as exc:  # stdin closed under us
         logger.debug("stdin reader stopped: %s", exc)
-    finally:
+    except RuntimeError:  # the event loop is closed: nobody is listening any more
+        return
+    try:
         loop.call_soon_threadsafe(queue.put_nowait, _EOF)
+    except RuntimeError:
+        pass
 
 
 class _StdioServer:
@@ -189,20 +219,32 @@ async def serve_stdio(
         # No subscriber ever leaves a stdio run early, so the grace period never applies.
         registry = RunRegistry(agent, **registry_options)
     loop = asyncio.get_running_loop()
+    # Bounded by the reader thread's ``slots``, not by the queue itself (the thread
+    # cannot await), so the queue never holds more than STDIN_MAX_PENDING_LINES + EOF.
     queue: asyncio.Queue[Any] = asyncio.Queue()
+    slots = threading.Semaphore(STDIN_MAX_PENDING_LINES)
+    stop = threading.Event()
     source = stdin if stdin is not None else sys.stdin.buffer
     server = _StdioServer(registry, stdout if stdout is not None else sys.stdout.buffer)
     threading.Thread(
-        target=_reader_thread, args=(source, loop, queue, max_line_bytes), name="agui-stdin", daemon=True
+        target=_reader_thread,
+        args=(source, loop, queue, max_line_bytes, slots, stop),
+        name="agui-stdin",
+        daemon=True,
     ).start()
     line_no = 0
-    while True:
-        line = await queue.get()
-        if line is _EOF:
-            break
-        line_no += 1
-        await server.handle(line, line_no, max_line_bytes)
-        await asyncio.sleep(0)  # let the runs just started stream before the next line is read
+    try:
+        while True:
+            line = await queue.get()
+            if line is _EOF:
+                break
+            slots.release()
+            line_no += 1
+            await server.handle(line, line_no, max_line_bytes)
+            await asyncio.sleep(0)  # let the runs just started stream before the next line is read
+    finally:
+        stop.set()
+        slots.release()  # wake a reader blocked on a full queue so it sees ``stop``
     # End of input: let the runs in flight finish, then exit cleanly.
     if server.pumps:
         await asyncio.gather(*list(server.pumps), return_exceptions=True)
@@ -295,7 +337,7 @@ class StdioAgent:
         async def drain_and_wait() -> None:
             # Read what the child still writes (e.g. the cancelled run's RUN_ERROR)
             # so that it never blocks on a full pipe while exiting.
-            while await stdout.read(65536):
+            while await stdout.read(READ_CHUNK_BYTES):
                 pass
             await proc.wait()
 

@@ -172,3 +172,43 @@ async def test_stdio_agent_ends_the_run_on_a_malformed_output_line() -> None:
     events = [e async for e in StdioAgent([sys.executable, "-c", child]).run(make_input())]
     assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1].code == "bad_line" and "output line 2" in events[-1].message
+
+
+def test_a_flood_on_stdin_is_held_back_while_the_loop_is_slow() -> None:
+    """The reader thread never gets more than STDIN_MAX_PENDING_LINES ahead of the loop:
+    a writer flooding stdin is held back (in a real pipe, by the kernel) instead of
+    every line being queued in our memory."""
+    import io
+    import threading
+    import time
+
+    from transports.stdio import STDIN_MAX_PENDING_LINES, serve_stdio
+
+    lines = 300
+    lock = threading.Lock()
+    state = {"read": 0, "answered": 0, "max_ahead": 0}
+
+    class CountingStdin(io.BytesIO):
+        def readline(self, size: int | None = -1) -> bytes:  # type: ignore[override]
+            data = super().readline(size)
+            if data:
+                with lock:
+                    state["read"] += 1
+            return data
+
+    class SlowStdout(io.BytesIO):
+        def write(self, data: bytes) -> int:  # type: ignore[override]
+            with lock:
+                state["max_ahead"] = max(state["max_ahead"], state["read"] - state["answered"])
+                state["answered"] += data.count(b"\n")
+            time.sleep(0.0005)  # a slow loop: the thread has all the time it wants to read ahead
+            return super().write(data)
+
+    stdin = CountingStdin(b"not json\n" * lines)
+    out = SlowStdout()
+    assert asyncio.run(serve_stdio(ScriptedAgent(deltas=1), stdin=stdin, stdout=out)) == 0
+    assert state["answered"] == lines  # every line got its error line: nothing lost
+    errors = [msgspec.json.decode(x) for x in out.getvalue().splitlines()]
+    assert [e["line"] for e in errors] == list(range(1, lines + 1))
+    # Taken by the loop (1) + waiting (the bound) + read and blocked in the thread's hand (1).
+    assert state["max_ahead"] <= STDIN_MAX_PENDING_LINES + 2
