@@ -33,6 +33,7 @@ The item contract every parser keeps (``spec/providers.md``):
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import email.utils
@@ -418,7 +419,7 @@ class ToolCallTracker:
 Handler = Callable[[Any, Any], list[LLMStreamItem]]
 
 
-class StreamParser:
+class StreamParser(abc.ABC):
     """Base of the per-provider stream parsers (feed-style, no IO).
 
     ``feed(event, data)`` takes one SSE message (its ``event`` name and ``data``
@@ -439,8 +440,9 @@ class StreamParser:
         self.frames = 0
 
     # -- subclass API
+    @abc.abstractmethod
     def _handle(self, event: str, data: str) -> list[LLMStreamItem]:  # pragma: no cover - abstract
-        raise NotImplementedError
+        """The items of one SSE message (``event`` name, ``data`` text)."""
 
     def _at_eof(self) -> list[LLMStreamItem]:
         """Items at the end of input when no terminal item was produced yet."""
@@ -624,7 +626,7 @@ def api_key_from(env: Mapping[str, str], names: Sequence[str], provider: str) ->
     raise UsageError(f"{provider} needs an API key: pass api_key= or set {' or '.join(names)}")
 
 
-class StreamingLLMClient:
+class StreamingLLMClient(abc.ABC):
     """An :class:`~agui_engine.llm.LLMClient` over httpx streaming (base class).
 
     Subclasses provide ``provider``, the key / base-URL class attributes,
@@ -693,12 +695,13 @@ class StreamingLLMClient:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- subclass API
+    @abc.abstractmethod
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:  # pragma: no cover - abstract
         """``(url, json_body)`` for one streaming request."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def auth_headers(self) -> dict[str, str]:  # pragma: no cover - abstract
-        raise NotImplementedError
+        """The authentication headers of a request (never logged or shown)."""
 
     def new_parser(self) -> StreamParser:
         """A fresh parser for one response: :attr:`parser_class` with the client's ids."""

@@ -62,6 +62,7 @@ Nothing here does IO.
 
 from __future__ import annotations
 
+import abc
 import re
 import uuid
 from collections.abc import Callable
@@ -568,7 +569,7 @@ def _split_lines(complete: bytes, has_cr: bool) -> tuple[list[bytes], list[bytes
     return lines, None
 
 
-class _Framer:
+class _Framer(abc.ABC):
     """What the SSE and NDJSON splitters share: input checks, the failed and closed states,
     deferred errors (see :func:`_deliver`) and the offsets of the frames last returned."""
 
@@ -634,11 +635,13 @@ class _Framer:
             return bytes(data)
         raise UsageError(f"{self._name}.feed() takes bytes, not {type(data).__name__}")
 
+    @abc.abstractmethod
     def _feed(self, data: bytes) -> tuple[list[Any], Exception | None]:
-        raise NotImplementedError
+        """Split ``data`` into frames: (complete frames, the error that stopped it or None)."""
 
+    @abc.abstractmethod
     def _finish(self) -> list[Any]:
-        raise NotImplementedError
+        """The frames the end of input completes (called once, by ``close()``)."""
 
     # The one-frame-per-read fast path (see EventStreamDecoder.feed): when ``data`` is exactly
     # one frame of the common shape, arriving between frames, and its payload decodes, record

@@ -64,6 +64,7 @@ No IO happens here.
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -186,7 +187,7 @@ class _PropsFilter:
         return out
 
 
-class _ArgumentStream:
+class _ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
     __slots__ = ()
@@ -197,8 +198,9 @@ class _ArgumentStream:
     _error: Exception | None
     max_chars: int
 
+    @abc.abstractmethod
     def _describe(self) -> str:  # pragma: no cover - abstract
-        raise NotImplementedError
+        """Which stream this is, for messages (e.g. ``"component WeatherCard (c1)"``)."""
 
     @property
     def status_messages(self) -> StatusMessages:

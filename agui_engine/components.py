@@ -42,6 +42,7 @@ No IO happens here.
 
 from __future__ import annotations
 
+import abc
 import copy
 import inspect
 import json
@@ -872,14 +873,15 @@ def build_llm_tool(
 # ----------------------------------------------------------------------- components
 
 
-class _ToolSource:
+class _ToolSource(abc.ABC):
     """Something that becomes one LLM tool (built once per strictness, then cached)."""
 
     __slots__ = ()
     _tools: dict[bool, tuple[LLMTool, StrictResult]]
 
+    @abc.abstractmethod
     def _tool_parts(self) -> tuple[str, str, Mapping[str, Any]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+        """``(tool name, description, JSON Schema of the arguments)``."""
 
     def _built(self, strict: bool) -> tuple[LLMTool, StrictResult]:
         if strict not in self._tools:

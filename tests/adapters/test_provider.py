@@ -485,3 +485,17 @@ async def test_a_given_http_client_is_used_and_not_closed() -> None:
         assert isinstance((await _collect(client))[-1], Finish)
         await client.aclose()
         assert not http.is_closed
+
+
+def test_the_provider_bases_are_abstract_until_their_hooks_are_defined() -> None:
+    from adapters.provider import StreamingLLMClient, StreamParser
+
+    with pytest.raises(TypeError, match="_handle"):
+        StreamParser()
+
+    class NoAuth(StreamingLLMClient):
+        def build_request(self, request: Any) -> tuple[str, dict[str, Any]]:
+            return "", {}
+
+    with pytest.raises(TypeError, match="auth_headers"):
+        NoAuth()
