@@ -26,8 +26,8 @@ import msgspec
 
 from agui_engine.codec import LegacyThinkingMapper, decode_event
 from agui_engine.errors import (
-    AguiEngineError,
     MAX_ERROR_MESSAGE_CHARS,
+    AguiEngineError,
     LimitExceededError,
     RemoteInputError,
     UpstreamError,
@@ -43,10 +43,10 @@ from agui_engine.events import (
 __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
-    "MAX_SEQ_DIGITS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRIES",
     "MAX_RUN_ID_LENGTH",
+    "MAX_SEQ_DIGITS",
     "RETRYABLE_STATUSES",
     "TERMINAL_EVENTS",
     "WS_CLOSE_INVALID_INPUT",

@@ -128,3 +128,19 @@ async def test_client_agents_resume_after_network_drops(drop_proxy, transport: s
         remote = [e async for e in client.run(make_input())]
     assert remote == [e async for e in ScriptedAgent(deltas=40).run(make_input())]
     assert (client.reconnects, proxy.connections) == (2, 3)
+
+
+def test_remote_error_messages_are_cut_to_the_shared_bound() -> None:
+    """A remote error message, JSON or not, is cut to MAX_ERROR_MESSAGE_CHARS: the one
+    bound adapters and transports share."""
+    from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS
+
+    long = "é" * (3 * MAX_ERROR_MESSAGE_CHARS)
+    body = msgspec.json.encode({"error": {"code": "x", "message": long}})
+    for err in (
+        remote_error_from_body(500, body, where="w"),
+        remote_error_from_body(502, long.encode(), where="w"),  # not JSON: a proxy's page
+        remote_error_from_line({"code": "x", "message": long}, where="w"),
+    ):
+        kept = str(err).count("é")
+        assert kept == MAX_ERROR_MESSAGE_CHARS, (str(err)[:40], kept)

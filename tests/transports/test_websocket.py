@@ -208,3 +208,28 @@ async def test_ping_keepalive_keeps_an_answering_peer_through_a_silent_run() -> 
     assert [doc["event"] for doc in lines] == [
         msgspec.to_builtins(e) for e in [e async for e in ScriptedAgent(deltas=2).run(make_input("quiet"))]
     ]
+
+
+async def test_the_server_sets_its_own_backpressure_marks() -> None:
+    """max_queue / write_limit are passed to the library explicitly (the defaults are
+    this module's named constants, and a caller can change them)."""
+    from transports.websocket import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
+
+    for kwargs, queue, limit in (({}, DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT), ({"max_queue": 3, "write_limit": 1234}, 3, 1234)):
+        async with await start_ws_server(ScriptedAgent(deltas=1), **kwargs) as srv:
+            async with connect(srv.url) as ws:
+                await ws.send(run_msg("r1"))
+                await read_lines(ws, {"r1"})
+                (conn,) = srv._connections
+                assert (conn.ws.max_queue_high, conn.ws.write_limit_high) == (queue, limit)
+
+
+async def test_a_binary_message_closes_with_unsupported_data() -> None:
+    from transports.websocket import _CLOSE_UNSUPPORTED_DATA
+
+    async with await start_ws_server(ScriptedAgent(deltas=1)) as srv:
+        async with connect(srv.url) as ws:
+            await ws.send(b"\x00\x01")
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            assert ws.close_code == _CLOSE_UNSUPPORTED_DATA == 1003
