@@ -56,7 +56,7 @@ import httpx
 import msgspec
 
 from agui_engine.codec import SSEDecoder
-from agui_engine.errors import RemoteInputError, UpstreamError, UsageError
+from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.llm import (
     Finish,
     FinishReason,
@@ -97,9 +97,10 @@ MAX_PROVIDER_FRAME_BYTES = 32 * 1024 * 1024
 #: An HTTP error body is read at most this far: provider error JSON is well under 4 KiB;
 #: a proxy's HTML error page is cut here rather than buffered whole.
 MAX_ERROR_BODY_BYTES = 64 * 1024
-#: A provider's error message is cut to this many characters before it goes into a
-#: ``ProviderError`` / ``RUN_ERROR``: enough for every real message, short enough for a log line.
-MAX_ERROR_MESSAGE_CHARS = 1000
+#: ``MAX_ERROR_MESSAGE_CHARS`` (imported above, still importable from here) is
+#: :data:`agui_engine.errors.MAX_ERROR_MESSAGE_CHARS`: a provider's error message is cut
+#: to it before it goes into a ``ProviderError`` / ``RUN_ERROR``, as the transports cut
+#: a remote agent's.
 #: Retries after the first attempt (so 3 requests at most), as the official SDKs do (2).
 DEFAULT_MAX_RETRIES = 2
 #: A ``Retry-After`` longer than this is not waited for: the error is raised at once
@@ -109,8 +110,22 @@ MAX_RETRY_AFTER_SECONDS = 60.0
 #: jitter (the SDKs use 0.5 s initial and 8 s maximum).
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_MAX_SECONDS = 8.0
-#: Time to establish the TCP/TLS connection.
+#: Each backoff delay is shortened by a random fraction in [0, this): the delay is a
+#: factor in [0.75, 1.0] of the exponential value. The same jitter as the official OpenAI
+#: and Anthropic SDKs (``1 - 0.25 * random()``): enough to spread the retries of many
+#: runs hit by one outage, and only ever shortening, so ``BACKOFF_MAX_SECONDS`` stays a
+#: true maximum. (``transports.common.RetryPolicy`` reconnects with a wider 0.5-1.0:
+#: reconnect storms after a server restart are larger and less urgent than one request.)
+RETRY_JITTER_FRACTION = 0.25
+#: Time to establish the TCP/TLS connection. A handshake to a provider takes well under
+#: a second even across continents; the official SDKs allow 5 s. 10 s also survives two
+#: lost SYNs (Linux retransmits after 1 s and 3 s) and a slow TLS-inspecting proxy, while a
+#: dead host still fails within ~30 s over ``DEFAULT_MAX_RETRIES`` + 1 attempts.
 CONNECT_TIMEOUT_SECONDS = 10.0
+#: Secrets shorter than this are not redacted: a real API key is 30+ characters, while a
+#: placeholder key ("x", "sk", an empty env var) would be replaced inside ordinary words
+#: and numbers all over an error message, mangling it while protecting nothing.
+MIN_REDACTED_SECRET_CHARS = 4
 #: Longest silence between two reads of the stream. Reasoning models can think for
 #: minutes before their first byte; 600 s matches the official SDKs' default timeout.
 READ_TIMEOUT_SECONDS = 600.0
@@ -186,9 +201,12 @@ class MalformedStream(Exception):
 
 
 def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret (API key) replaced by ``[redacted]``."""
+    """``text`` with every secret (API key) replaced by ``[redacted]``.
+
+    Secrets shorter than :data:`MIN_REDACTED_SECRET_CHARS` are left alone (see there).
+    """
     for secret in secrets:
-        if secret and len(secret) >= 4:
+        if len(secret) >= MIN_REDACTED_SECRET_CHARS:
             text = text.replace(secret, "[redacted]")
     return text
 
@@ -794,7 +812,7 @@ class StreamingLLMClient(abc.ABC):
 
     def _backoff(self, attempt: int) -> float:
         base = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * (2**attempt))
-        return base * (0.75 + random.random() * 0.25)
+        return base * (1.0 - RETRY_JITTER_FRACTION * random.random())
 
     def _retry_delay(self, exc: ProviderError, attempt: int) -> float | None:
         if not exc.retryable or attempt >= self.max_retries:

@@ -193,8 +193,12 @@ DEMO_WEATHER: dict[str, dict[str, Any]] = {
 def demo_weather(city: str) -> dict[str, Any]:
     """The demo ``get_weather`` tool: current weather for ``city`` from :data:`DEMO_WEATHER`.
 
-    Raises :class:`LookupError` for a city the demo table does not have (which
-    the agent turns into a tool result carrying the error).
+    Raises :class:`LookupError` for a city the demo table does not have. A plain
+    exception, not an :class:`~agui_engine.errors.AguiEngineError`, on purpose: it is
+    a tool's own failure, not the engine's. :class:`~agui_engine.llm_agent.LLMAgent`
+    turns any exception a server tool raises into a tool result carrying the error
+    (``Error: LookupError: no demo weather data for ...``) and the run goes on, so the
+    model can tell the user which cities it knows.
     """
     found = DEMO_WEATHER.get(city.strip().lower())
     if found is None:

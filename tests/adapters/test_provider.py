@@ -16,7 +16,12 @@ from adapters.anthropic import AnthropicClient
 from adapters.gemini import GeminiClient
 from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from adapters.openai_responses import OpenAIResponsesClient
+from adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
 from adapters.provider import (
+    BACKOFF_BASE_SECONDS,
+    BACKOFF_MAX_SECONDS,
+    MIN_REDACTED_SECRET_CHARS,
+    RETRY_JITTER_FRACTION,
     MAX_RETRY_AFTER_SECONDS,
     MalformedStream,
     ProviderError,
@@ -235,6 +240,31 @@ def test_error_bodies_of_every_provider(provider: str, name: str, expected: tupl
 def test_redact() -> None:
     assert redact(f"bad key {KEY}!", [KEY]) == "bad key [redacted]!"
     assert redact("x", [""]) == "x"
+    # a placeholder shorter than MIN_REDACTED_SECRET_CHARS would mangle the message, not protect it
+    short = "k" * (MIN_REDACTED_SECRET_CHARS - 1)
+    assert redact(f"bad {short} kkkk", [short]) == f"bad {short} kkkk"
+    assert redact("bad kkkk", ["k" * MIN_REDACTED_SECRET_CHARS]) == "bad [redacted]"
+
+
+@pytest.mark.parametrize("draw", [0.0, 0.5, 0.999999])
+def test_retry_backoff_is_shortened_by_at_most_the_jitter_fraction(
+    monkeypatch: pytest.MonkeyPatch, draw: float
+) -> None:
+    import adapters.provider as provider
+
+    monkeypatch.setattr(provider.random, "random", lambda: draw)
+    client = AnthropicClient("claude", api_key="k")
+    for attempt in range(6):
+        full = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2**attempt)
+        delay = client._backoff(attempt)
+        assert delay == pytest.approx(full * (1 - RETRY_JITTER_FRACTION * draw))
+        assert full * (1 - RETRY_JITTER_FRACTION) < delay <= full
+
+
+def test_error_message_limit_is_the_engine_wide_one() -> None:
+    from agui_engine import errors
+
+    assert provider_MAX_ERROR_MESSAGE_CHARS is errors.MAX_ERROR_MESSAGE_CHARS
 
 
 # --------------------------------------------------------------------------- HTTP
