@@ -41,6 +41,7 @@ from agui_engine.events import (
 )
 
 __all__ = [
+    "BACKOFF_JITTER_MIN",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_MAX_BODY_BYTES",
@@ -253,6 +254,12 @@ DEFAULT_BACKOFF_MAX = 5.0
 #: number no log could hold, and parsing it is O(1); a longer one is foreign.
 MAX_SEQ_DIGITS = 18
 
+#: Smallest random factor of a reconnect delay (the largest is 1): "equal jitter".
+#: Keeping at least half the delay means a retry never comes at once, while
+#: clients dropped together spread over the other half instead of reconnecting
+#: in step.
+BACKOFF_JITTER_MIN = 0.5
+
 
 class RetryPolicy:
     """Bounded reconnects with exponential backoff and jitter, shared by the client agents."""
@@ -269,9 +276,9 @@ class RetryPolicy:
 
     def delay(self, failures: int) -> float:
         """Seconds to wait before attempt ``failures`` (1-based): initial * 2^(n-1),
-        capped, times a random factor in [0.5, 1] so that clients do not reconnect in step."""
+        capped, times a random factor in [BACKOFF_JITTER_MIN, 1] so that clients do not reconnect in step."""
         base = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
-        return base * random.uniform(0.5, 1.0)
+        return base * random.uniform(BACKOFF_JITTER_MIN, 1.0)
 
     async def wait(self, failures: int) -> None:
         await asyncio.sleep(self.delay(failures))

@@ -112,7 +112,9 @@ KEEPALIVE_SSE = b": keep-alive\n\n"
 KEEPALIVE_NDJSON = b"\n"
 
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
-#: minutes (the server's keep-alive shows the connection is alive).
+#: minutes (the server's keep-alive shows the connection is alive). 10 s lets
+#: TCP retransmit a lost SYN three times (after 1, 3 and 7 s) plus a TLS
+#: handshake; longer only delays the error when the server is really down.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
 #: Seconds SSEAgent gives its DELETE of a run it abandons (the caller stopped
