@@ -86,6 +86,12 @@ READ_MAX_EVENTS = 512
 #: even when it alone is larger), for the same reason.
 READ_MAX_BYTES = 256 * 1024
 
+#: Dropped events at the front of the log's list before it is compacted (and then
+#: only when they are more than half of it). Deleting the front moves the whole
+#: list, so doing it once half is dead makes it amortised O(1) per event; below
+#: 64 the dead slots (empty bytes) cost less than the move.
+COMPACT_AFTER_DROPPED = 64
+
 #: WebSocket close / error codes for the two resume failures (application range).
 WS_CLOSE_CURSOR_EXPIRED = 4410
 WS_CLOSE_UNKNOWN_RUN = 4404
@@ -254,7 +260,7 @@ class _RunLog:
             first += 1
         self.nbytes = nbytes
         self.first_seq = first
-        if start > 64 and start * 2 > len(payloads):
+        if start > COMPACT_AFTER_DROPPED and start * 2 > len(payloads):
             del payloads[:start]
             start = 0
         self.start = start
