@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every error the engine raises on purpose is an :class:`AguiEngineError`. The tree
-has three branches, because a transport must treat them differently:
+has four branches, because a transport must treat them differently:
 
 * :class:`UsageError` -- the *caller* (the program embedding the engine) misused
   an API: fed ``str`` then ``bytes`` into one stream, called ``feed`` after
@@ -17,12 +17,11 @@ has three branches, because a transport must treat them differently:
 * :class:`UpstreamError` -- something the engine depends on (an LLM provider, a
   remote agent) failed; maps to 502/503.
 
-A fourth case has no branch class: *the server refuses for capacity* -- the request
-and every dependency are fine, the server will not take more work now.
-``transports.runs.ServerBusyError`` (503, close 4503, ``Retry-After``) and
-``transports.websocket._TooManyRuns`` (429, close 4429) subclass
-:class:`AguiEngineError` directly and set their own ``http_status`` and
-``ws_close_code``, which transports use as for any other error.
+* :class:`CapacityError` -- the request and every dependency are fine, but the
+  server will not take more work now (concurrent-run limit, shutting down); maps
+  to 503 (or 429) with ``Retry-After``, and a client may simply try again later.
+  ``transports.runs.ServerBusyError`` and ``transports.websocket._TooManyRuns``
+  are its transport-level subclasses.
 
 Every error knows three things a transport needs: :attr:`~AguiEngineError.http_status`,
 :attr:`~AguiEngineError.ws_close_code` and :meth:`~AguiEngineError.to_run_error`.
@@ -42,10 +41,12 @@ __all__ = [
     "RemoteInputError",
     "LimitExceededError",
     "UpstreamError",
+    "CapacityError",
     "WS_CLOSE_BAD_INPUT",
     "WS_CLOSE_LIMIT",
     "WS_CLOSE_UPSTREAM",
     "WS_CLOSE_INTERNAL",
+    "WS_CLOSE_BUSY",
 ]
 
 #: Characters of a remote error message (provider error body, remote agent's
@@ -60,6 +61,7 @@ WS_CLOSE_BAD_INPUT = 4400
 WS_CLOSE_LIMIT = 4413
 WS_CLOSE_UPSTREAM = 4502
 WS_CLOSE_INTERNAL = 4500
+WS_CLOSE_BUSY = 4503
 
 
 class AguiEngineError(Exception):
@@ -126,3 +128,11 @@ class UpstreamError(AguiEngineError):
     def __init__(self, message: str, *, code: str | None = None, retryable: bool = False) -> None:
         super().__init__(message, code=code)
         self.retryable = retryable
+
+
+class CapacityError(AguiEngineError):
+    """The server refuses for capacity: nothing is wrong with the request, try again later."""
+
+    http_status = 503
+    ws_close_code = WS_CLOSE_BUSY
+    default_code = "server_busy"

@@ -62,7 +62,7 @@ from typing import Any, Self
 
 from agui_engine.agent import Agent
 from agui_engine.codec import encode_event
-from agui_engine.errors import AguiEngineError, RemoteInputError, UsageError
+from agui_engine.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
 from agui_engine.events import (
     RunAgentInput,
     RunErrorEvent,
@@ -159,11 +159,10 @@ PRODUCER_YIELD_EVERY = 256
 COALESCE_MAX_PASSES = 4
 
 #: WebSocket close/error codes for the registry's refusals.
-WS_CLOSE_BUSY = 4503
 WS_CLOSE_RUN_EXISTS = 4409
 
 
-class ServerBusyError(AguiEngineError):
+class ServerBusyError(CapacityError):
     """The concurrent-run limit is reached; try again after ``retry_after`` seconds."""
 
     http_status = 503

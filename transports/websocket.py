@@ -60,6 +60,7 @@ from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     WS_CLOSE_BAD_INPUT,
     AguiEngineError,
+    CapacityError,
     RemoteInputError,
     UsageError,
 )
@@ -138,7 +139,7 @@ _CLOSE_GOING_AWAY = 1001
 _CLOSE_UNSUPPORTED_DATA = 1003
 
 
-class _TooManyRuns(AguiEngineError):
+class _TooManyRuns(CapacityError):
     http_status = 429
     ws_close_code = WS_CLOSE_TOO_MANY_RUNS
     default_code = "too_many_runs"
