@@ -76,15 +76,17 @@ from .llm_agent import LLMAgent
 from .verify import ProtocolViolation, Verifier
 
 __all__ = [
-    "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "SCENARIOS",
+    "AgentContext",
     "Renderer",
     "add_arguments",
+    "console_modes",
     "demo_agent",
     "demo_components",
     "direct_demo_agent",
     "get_weather",
+    "make_renderer",
     "run",
 ]
 
@@ -419,6 +421,30 @@ class Renderer:
         self._line(self._c("1", " · ".join(parts)))
 
 
+#: The renderer's widest line: wider terminals get whitespace, not longer trees.
+MAX_RENDER_WIDTH: Final = 120
+#: The terminal size assumed when the output is not a terminal (a pipe, a file, CI).
+FALLBACK_TERMINAL_SIZE: Final = (100, 40)
+
+
+def console_modes(out: TextIO, *, plain: bool, no_color: bool) -> tuple[bool, bool]:
+    """``(live, color)`` for rendering to ``out``: live redrawing only on a terminal
+    and not ``plain``; colour only when live, not ``no_color`` and ``NO_COLOR`` unset.
+    Also makes ``out`` replace what it cannot encode (box drawing and status marks
+    must never crash a run on a latin-1 console)."""
+    reconfigure = getattr(out, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
+    live = out.isatty() and not plain
+    return live, live and not no_color and not os.environ.get("NO_COLOR")
+
+
+def make_renderer(out: TextIO, *, live: bool, color: bool) -> Renderer:
+    """A :class:`Renderer` sized to the terminal (one place for ``demo`` and ``run``)."""
+    size = shutil.get_terminal_size(FALLBACK_TERMINAL_SIZE)
+    return Renderer(out, live=live, color=color, width=min(size.columns, MAX_RENDER_WIDTH), height=size.lines)
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -440,8 +466,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
         messages=[UserMessage(id=f"demo-user-{index}", content=text)],
     )
     verifier = Verifier()
-    size = shutil.get_terminal_size((100, 40))
-    renderer = Renderer(out, live=live, color=color, width=min(size.columns, 120), height=size.lines)
+    renderer = make_renderer(out, live=live, color=color)
     if args.format == "pretty":
         out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
     count = 0
@@ -472,12 +497,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
 def run(args: argparse.Namespace, agent_context: AgentContext = direct_demo_agent) -> int:
     """Run the demo command; ``agent_context`` builds the agent (see :data:`AgentContext`)."""
     out = sys.stdout
-    reconfigure = getattr(out, "reconfigure", None)
-    if reconfigure is not None:
-        # box-drawing and status marks must never crash a run on a narrow (e.g. latin-1) console
-        reconfigure(errors="replace")
-    tty = out.isatty() and not args.plain and args.format == "pretty"
-    color = tty and not args.no_color and not os.environ.get("NO_COLOR")
+    tty, color = console_modes(out, plain=args.plain or args.format != "pretty", no_color=args.no_color)
     pace = args.pace if args.pace is not None else (DEFAULT_PACE_SECONDS if tty else 0.0)
     if pace < 0:
         sys.stderr.write("agui-engine demo: --pace must be >= 0\n")

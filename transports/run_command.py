@@ -43,19 +43,11 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
 
 async def _render(events: AsyncIterator[Event], *, plain: bool, no_color: bool) -> None:
     """Render the stream with the demo's renderer (one renderer for demo and run)."""
-    import os
-    import shutil
-
-    from agui_engine.demo import Renderer
+    from agui_engine.demo import console_modes, make_renderer
 
     out = sys.stdout
-    reconfigure = getattr(out, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="replace")  # box drawing must not crash on a latin-1 console
-    live = out.isatty() and not plain
-    color = live and not no_color and not os.environ.get("NO_COLOR")
-    size = shutil.get_terminal_size((100, 40))
-    renderer = Renderer(out, live=live, color=color, width=min(size.columns, 120), height=size.lines)
+    live, color = console_modes(out, plain=plain, no_color=no_color)
+    renderer = make_renderer(out, live=live, color=color)
     async for event in events:
         renderer.handle(event)
     out.flush()
