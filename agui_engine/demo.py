@@ -134,7 +134,7 @@ def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LL
 
 #: Builds the agent the demo command talks to, inside the running event loop,
 #: from the pace. The library default is :func:`demo_agent` called directly; the
-#: CLI's ``demo`` (``transports.demo_command``) passes one that puts the
+#: CLI's ``demo`` (``agui_engine.transports.demo_command``) passes one that puts the
 #: production path in between (loopback OpenAI adapter, SSE gateway).
 AgentContext = Callable[[float], AbstractAsyncContextManager[Agent]]
 

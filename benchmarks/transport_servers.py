@@ -97,7 +97,7 @@ class BenchAgent:
 async def engine_sse() -> None:
     from aiohttp import web
 
-    from transports.sse import create_app, start_sse_server
+    from agui_engine.transports.sse import create_app, start_sse_server
 
     app = create_app(BenchAgent(), max_runs=100_000, verify=VERIFY)
 
@@ -115,8 +115,8 @@ async def engine_sse() -> None:
 async def engine_ws() -> None:
     from aiohttp import web
 
-    from transports.sse import start_sse_server
-    from transports.websocket import start_ws_server
+    from agui_engine.transports.sse import start_sse_server
+    from agui_engine.transports.websocket import start_ws_server
 
     server = await start_ws_server(BenchAgent(), max_runs=100_000, verify=VERIFY)
     # The stats endpoint lives on a second, plain HTTP port of the same process.

@@ -32,14 +32,14 @@ CORE_FORBIDDEN = {
     "langgraph",
     "langchain_core",
     "crewai",
-    "transports",
-    "adapters",
+    "agui_engine.transports",
+    "agui_engine.adapters",
 }
 # The CLI and the demo renderer are the only core modules allowed to reach up:
 # they are the program's entry point, not the library.
 CORE_ENTRY_POINTS = {"cli.py", "__main__.py"}
 
-ADAPTERS_FORBIDDEN = {"transports"}
+ADAPTERS_FORBIDDEN = {"agui_engine.transports"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:

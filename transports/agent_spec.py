@@ -79,7 +79,7 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
         return agent
     if ":" in spec:
         try:
-            models = importlib.import_module("adapters.models")
+            models = importlib.import_module("agui_engine.adapters.models")
         except ImportError:
             raise UsageError(f"agent spec {spec!r}: the provider adapters (adapters.models) are not available") from None
         from agui_engine.llm_agent import LLMAgent

@@ -20,7 +20,7 @@ import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from adapters.replay import serve_over_openai_chat
+from agui_engine.adapters.replay import serve_over_openai_chat
 from agui_engine import demo
 from agui_engine.agent import Agent
 from agui_engine.embedded import EMBEDDED_MODEL_NAME, EmbeddedModel

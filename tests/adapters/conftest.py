@@ -10,12 +10,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.anthropic import AnthropicStreamParser
-from adapters.gemini import GeminiStreamParser
-from adapters.openai_chat import ChatStreamParser
-from adapters.openai_responses import ResponsesStreamParser
-from adapters.provider import ProviderStream, StreamParser
-from adapters.replay import PROVIDERS, fixture_names, load_fixture
+from agui_engine.adapters.anthropic import AnthropicStreamParser
+from agui_engine.adapters.gemini import GeminiStreamParser
+from agui_engine.adapters.openai_chat import ChatStreamParser
+from agui_engine.adapters.openai_responses import ResponsesStreamParser
+from agui_engine.adapters.provider import ProviderStream, StreamParser
+from agui_engine.adapters.replay import PROVIDERS, fixture_names, load_fixture
 from agui_engine.events import (
     AssistantMessage,
     DataSource,

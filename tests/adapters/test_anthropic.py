@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from adapters.anthropic import (
+from agui_engine.adapters.anthropic import (
     DEFAULT_ANTHROPIC_MAX_TOKENS,
     AnthropicClient,
     build_anthropic_body,
 )
-from adapters.provider import CompletionRequest
-from adapters.replay import load_fixture
+from agui_engine.adapters.provider import CompletionRequest
+from agui_engine.adapters.replay import load_fixture
 from agui_engine.errors import UsageError
 from agui_engine.events import (
     AssistantMessage,

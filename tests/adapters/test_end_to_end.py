@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
-from adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
+from agui_engine.adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
 from agui_engine.codec import encode_event
 from agui_engine.components import Component
 from agui_engine.events import (
@@ -130,7 +130,7 @@ async def test_gemini_signature_and_minted_ids_go_back_correctly() -> None:
 
 
 async def test_responses_encrypted_reasoning_and_call_ids_go_back() -> None:
-    from adapters.openai_responses import OpenAIResponsesClient
+    from agui_engine.adapters.openai_responses import OpenAIResponsesClient
 
     async with ReplayServer() as server:
         client = OpenAIResponsesClient(

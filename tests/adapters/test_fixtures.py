@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
+from agui_engine.adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
 
 from .conftest import REQUEST_HISTORY, REQUEST_TOOLS, digest_fixture
 
@@ -275,11 +275,11 @@ def _forbid_extra_keys(package: str) -> None:
 def test_request_bodies_are_valid_for_the_sdks_request_types(tool_choice: str, parallel: bool) -> None:
     from pydantic import TypeAdapter
 
-    from adapters.anthropic import build_anthropic_body
-    from adapters.gemini import build_gemini_body
-    from adapters.openai_chat import build_chat_body
-    from adapters.openai_responses import build_responses_body
-    from adapters.provider import CompletionRequest
+    from agui_engine.adapters.anthropic import build_anthropic_body
+    from agui_engine.adapters.gemini import build_gemini_body
+    from agui_engine.adapters.openai_chat import build_chat_body
+    from agui_engine.adapters.openai_responses import build_responses_body
+    from agui_engine.adapters.provider import CompletionRequest
 
     _forbid_extra_keys("openai.types")
     _forbid_extra_keys("anthropic.types")

@@ -8,14 +8,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.gemini import (
+from agui_engine.adapters.gemini import (
     MINTED_ID_PREFIX,
     GeminiClient,
     GeminiStreamParser,
     build_gemini_body,
 )
-from adapters.provider import CompletionRequest, ProviderStream
-from adapters.replay import load_fixture
+from agui_engine.adapters.provider import CompletionRequest, ProviderStream
+from agui_engine.adapters.replay import load_fixture
 from agui_engine.errors import UsageError
 from agui_engine.events import (
     AssistantMessage,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.anthropic import AnthropicClient
-from adapters.gemini import GeminiClient
-from adapters.models import ModelSpec, client_from_spec, parse_model_spec
-from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
-from adapters.openai_responses import OpenAIResponsesClient
+from agui_engine.adapters.anthropic import AnthropicClient
+from agui_engine.adapters.gemini import GeminiClient
+from agui_engine.adapters.models import ModelSpec, client_from_spec, parse_model_spec
+from agui_engine.adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
+from agui_engine.adapters.openai_responses import OpenAIResponsesClient
 from agui_engine.errors import UsageError
 from agui_engine.events import UserMessage
 from agui_engine.llm import LLMClient
@@ -91,7 +91,7 @@ def test_embedded_and_options() -> None:
 async def test_a_spec_and_the_environment_alone_reach_the_provider(
     spec: str, fixtures: str, key_env: str, base_env: str | None, auth_header: str
 ) -> None:
-    from adapters.replay import ReplayServer
+    from agui_engine.adapters.replay import ReplayServer
     from agui_engine.llm import Finish
 
     async with ReplayServer() as server:

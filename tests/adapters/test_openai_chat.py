@@ -8,15 +8,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.openai_chat import (
+from agui_engine.adapters.openai_chat import (
     ChatStreamParser,
     OpenAIChatClient,
     OpenAICompatibleClient,
     build_chat_body,
     encode_chat_stream,
 )
-from adapters.provider import CompletionRequest, ProviderStream
-from adapters.replay import load_fixture
+from agui_engine.adapters.provider import CompletionRequest, ProviderStream
+from agui_engine.adapters.replay import load_fixture
 from agui_engine.errors import UsageError
 from agui_engine.llm import (
     Finish,

@@ -8,12 +8,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from adapters.openai_responses import (
+from agui_engine.adapters.openai_responses import (
     OpenAIResponsesClient,
     ResponsesStreamParser,
     build_responses_body,
 )
-from adapters.provider import CompletionRequest, ProviderStream
+from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.errors import UsageError
 from agui_engine.events import (
     AssistantMessage,

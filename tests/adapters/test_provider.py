@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.anthropic import AnthropicClient
-from adapters.gemini import GeminiClient
-from adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
-from adapters.openai_responses import OpenAIResponsesClient
-from adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
-from adapters.provider import (
+from agui_engine.adapters.anthropic import AnthropicClient
+from agui_engine.adapters.gemini import GeminiClient
+from agui_engine.adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
+from agui_engine.adapters.openai_responses import OpenAIResponsesClient
+from agui_engine.adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
+from agui_engine.adapters.provider import (
     BACKOFF_BASE_SECONDS,
     BACKOFF_MAX_SECONDS,
     MIN_REDACTED_SECRET_CHARS,
@@ -31,7 +31,7 @@ from adapters.provider import (
     parse_retry_after,
     redact,
 )
-from adapters.replay import PROVIDERS, ReplayServer, load_fixture
+from agui_engine.adapters.replay import PROVIDERS, ReplayServer, load_fixture
 from agui_engine.events import UserMessage
 from agui_engine.llm import (
     Finish,
@@ -128,7 +128,7 @@ def test_valid_json_of_any_shape_never_raises(provider: str, frames: list[tuple[
 
 @pytest.mark.parametrize("provider", sorted(PARSERS))
 def test_truncating_any_fixture_anywhere_is_an_error_never_a_finish(provider: str) -> None:
-    from adapters.replay import fixture_names
+    from agui_engine.adapters.replay import fixture_names
 
     for name in fixture_names(provider):
         fixture = load_fixture(provider, name)
@@ -155,7 +155,7 @@ def test_bad_json_names_the_frame() -> None:
 
 
 def test_oversized_frame_is_a_stream_error() -> None:
-    from adapters.openai_chat import ChatStreamParser
+    from agui_engine.adapters.openai_chat import ChatStreamParser
 
     stream = ProviderStream(ChatStreamParser(), max_frame_bytes=64)
     items = stream.feed(b"data: " + b"x" * 200 + b"\n\n")
@@ -250,7 +250,7 @@ def test_redact() -> None:
 def test_retry_backoff_is_shortened_by_at_most_the_jitter_fraction(
     monkeypatch: pytest.MonkeyPatch, draw: float
 ) -> None:
-    import adapters.provider as provider
+    import agui_engine.adapters.provider as provider
 
     monkeypatch.setattr(provider.random, "random", lambda: draw)
     client = AnthropicClient("claude", api_key="k")
@@ -518,7 +518,7 @@ async def test_a_given_http_client_is_used_and_not_closed() -> None:
 
 
 def test_the_provider_bases_are_abstract_until_their_hooks_are_defined() -> None:
-    from adapters.provider import StreamingLLMClient, StreamParser
+    from agui_engine.adapters.provider import StreamingLLMClient, StreamParser
 
     with pytest.raises(TypeError, match="_handle"):
         StreamParser()

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 import pytest
 
-from adapters.replay import (
+from agui_engine.adapters.replay import (
     PROVIDERS,
     ReplayServer,
     fixture_names,
@@ -169,7 +169,7 @@ async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None
                 closed.set()
 
     async with ReplayServer() as server:
-        from adapters.openai_chat import OpenAIChatClient
+        from agui_engine.adapters.openai_chat import OpenAIChatClient
 
         client = OpenAIChatClient("m", api_key="x", base_url=server.serve_model(Watched()))
         stream = client.complete([UserMessage(id="u", content="hello there")], [])

@@ -40,7 +40,7 @@ def test_star_import_gives_exactly_all() -> None:
 def test_importing_the_core_pulls_in_no_io_library() -> None:
     code = (
         "import sys, agui_engine; "
-        "bad = [m for m in ('aiohttp', 'httpx', 'websockets', 'transports', 'adapters') if m in sys.modules]; "
+        "bad = [m for m in ('aiohttp', 'httpx', 'websockets', 'agui_engine.transports', 'agui_engine.adapters') if m in sys.modules]; "
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

@@ -4,10 +4,10 @@ import pytest
 
 from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
-from transports.agent_spec import agent_from_spec
-from transports.sse import SSEAgent
-from transports.stdio import StdioAgent
-from transports.websocket import WebSocketAgent
+from agui_engine.transports.agent_spec import agent_from_spec
+from agui_engine.transports.sse import SSEAgent
+from agui_engine.transports.stdio import StdioAgent
+from agui_engine.transports.websocket import WebSocketAgent
 
 from .scripted import ScriptedAgent, make_input
 
@@ -30,7 +30,7 @@ async def test_embedded_is_the_demo_agent_and_runs() -> None:
 
 
 def test_package_exports_load_lazily() -> None:
-    import transports
+    import agui_engine.transports as transports
 
     for name in transports.__all__:
         assert getattr(transports, name) is not None

@@ -5,7 +5,7 @@ import pytest
 
 from agui_engine.errors import LimitExceededError
 from agui_engine.events import RunErrorEvent
-from transports.common import (
+from agui_engine.transports.common import (
     ConnectionLostError,
     InvalidInputError,
     MalformedInputError,
@@ -111,8 +111,8 @@ async def test_client_agents_resume_after_network_drops(drop_proxy, transport: s
     """RemoteClientBase.run, the one reconnect loop of SSEAgent and WebSocketAgent:
     two real mid-stream drops (a TCP proxy cuts the connection), two resumes, and
     the client's events are exactly the agent's (nothing lost, nothing repeated)."""
-    from transports.sse import SSEAgent, start_sse_server
-    from transports.websocket import WebSocketAgent, start_ws_server
+    from agui_engine.transports.sse import SSEAgent, start_sse_server
+    from agui_engine.transports.websocket import WebSocketAgent, start_ws_server
 
     from .scripted import ScriptedAgent, make_input
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_engine.errors import UsageError
-from transports.eventlog import (
+from agui_engine.transports.eventlog import (
     BadCursorError,
     CursorExpiredError,
     EventLog,

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 
 from agui_engine.codec import decode_event
-from transports.gateway import run_via_gateway
-from transports.sse import SSEAgent, start_sse_server
-from transports.stdio import StdioAgent
-from transports.websocket import WebSocketAgent, start_ws_server
+from agui_engine.transports.gateway import run_via_gateway
+from agui_engine.transports.sse import SSEAgent, start_sse_server
+from agui_engine.transports.stdio import StdioAgent
+from agui_engine.transports.websocket import WebSocketAgent, start_ws_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -95,8 +95,8 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
     the model's HTTP response is closed at once."""
     import httpx
 
-    from adapters.openai_chat import OpenAIChatClient
-    from adapters.replay import ReplayServer, load_fixture
+    from agui_engine.adapters.openai_chat import OpenAIChatClient
+    from agui_engine.adapters.replay import ReplayServer, load_fixture
     from agui_engine.llm_agent import LLMAgent
 
     data = load_fixture("openai_chat", "text").body
@@ -122,8 +122,8 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
 
 
 async def test_gateway_agent_wraps_the_demo_agent() -> None:
-    from transports.agent_spec import embedded_agent
-    from transports.gateway import GatewayAgent
+    from agui_engine.transports.agent_spec import embedded_agent
+    from agui_engine.transports.gateway import GatewayAgent
 
     text = "What's the weather in Tokyo?"
     direct = [e async for e in embedded_agent().run(make_input("g", text))]
@@ -199,7 +199,7 @@ async def test_a_stalled_reader_never_makes_the_server_buffer_without_bound() ->
     from websockets.asyncio.client import connect
 
     from agui_engine.codec import SSEDecoder
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     total = 4000 * 4096
     async with await start_sse_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:

@@ -9,9 +9,9 @@ import pytest
 from agui_engine.codec import decode_event
 from agui_engine.errors import UsageError
 from agui_engine.events import RunAgentInput, TextMessageChunkEvent
-from transports.common import InvalidInputError
-from transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
-from transports.runs import (
+from agui_engine.transports.common import InvalidInputError
+from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
+from agui_engine.transports.runs import (
     RunExistsError,
     RunFinishedError,
     RunRegistry,
@@ -127,7 +127,7 @@ async def test_retention_discards_finished_runs() -> None:
 
 
 def test_resume_cursor() -> None:
-    from transports.eventlog import BadCursorError
+    from agui_engine.transports.eventlog import BadCursorError
 
     assert resume_cursor("run:with:colons:12") == ("run:with:colons", 12)
     for bad in ("12", "run:", "run:x", ":3", "r:" + "9" * 30):

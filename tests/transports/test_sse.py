@@ -12,8 +12,8 @@ from aiohttp import web
 
 from agui_engine.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.events import RunAgentInput
-from transports.common import RemoteAgentError
-from transports.sse import (
+from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.sse import (
     REGISTRY_KEY,
     SSEAgent,
     create_app,
@@ -225,7 +225,7 @@ async def test_resume_on_another_gateway_node_sharing_the_event_log() -> None:
     they would share Redis: a run started on node A, dropped mid-stream and
     resumed on node B with Last-Event-ID streams the rest live from the log,
     nothing lost or repeated; node B cannot start a run id node A has."""
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     shared = InMemoryEventLog()
     agent = ScriptedAgent(deltas=30, pause=0.01)
@@ -248,7 +248,7 @@ async def test_resume_on_another_gateway_node_sharing_the_event_log() -> None:
 
 
 async def test_expired_cursor_and_unknown_run_get_clear_answers() -> None:
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     agent = ScriptedAgent(deltas=20)
     async with await start_sse_server(agent, log=InMemoryEventLog(max_events=5)) as srv:
@@ -390,7 +390,7 @@ async def test_sse_agent_typed_errors() -> None:
         assert ei.value.status == 401 and ei.value.code == "unauthorized"
         ok = [e async for e in SSEAgent(srv.url, headers={"Authorization": "Bearer t"}).run(make_input())]
         assert ok[-1].type.value == "RUN_FINISHED"
-    from transports.common import ConnectionLostError
+    from agui_engine.transports.common import ConnectionLostError
 
     with pytest.raises(ConnectionLostError):
         [e async for e in SSEAgent(srv.url, max_retries=0).run(make_input())]
@@ -419,14 +419,14 @@ def test_registry_key_is_exposed() -> None:
 
 def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
     from agui_engine.codec import encode_sse
-    from transports.sse import frame_sse
+    from agui_engine.transports.sse import frame_sse
 
     payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']
     assert frame_sse("r:x", 7, payloads) == encode_sse(payloads[0], id="r:x:7") + encode_sse(payloads[1], id="r:x:8")
 
 
 async def test_a_client_slower_than_the_bounded_log_gets_a_clear_cursor_expired() -> None:
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     # The agent emits 60 events without ever suspending; the log keeps 8: the
     # stream's first read finds its cursor gone and says so, without an id.
@@ -453,7 +453,7 @@ async def test_no_secret_or_traceback_reaches_the_log(caplog: pytest.LogCaptureF
 
 
 async def test_sse_agent_reports_an_expired_cursor_after_a_drop_as_run_error(drop_proxy) -> None:  # type: ignore[no-untyped-def]
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     # The log keeps 5 events; the connection drops early and the run goes on, so the
     # resume cursor has fallen out of the log when the client comes back: it must

@@ -10,8 +10,8 @@ import websockets
 from websockets.asyncio.client import connect
 
 from agui_engine.codec import decode_event
-from transports.common import RemoteAgentError
-from transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_ws_server
+from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_ws_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -131,7 +131,7 @@ async def test_cancel_message_closes_the_agent_generator() -> None:
 
 
 async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
-    from transports.eventlog import InMemoryEventLog
+    from agui_engine.transports.eventlog import InMemoryEventLog
 
     agent = ScriptedAgent(deltas=30, pause=0.005)
     async with await start_ws_server(agent, grace_seconds=5, log=InMemoryEventLog(max_events=1000)) as srv:
@@ -213,7 +213,7 @@ async def test_ping_keepalive_keeps_an_answering_peer_through_a_silent_run() -> 
 async def test_the_server_sets_its_own_backpressure_marks() -> None:
     """max_queue / write_limit are passed to the library explicitly (the defaults are
     this module's named constants, and a caller can change them)."""
-    from transports.websocket import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
+    from agui_engine.transports.websocket import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
 
     for kwargs, queue, limit in (({}, DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT), ({"max_queue": 3, "write_limit": 1234}, 3, 1234)):
         async with await start_ws_server(ScriptedAgent(deltas=1), **kwargs) as srv:
@@ -225,7 +225,7 @@ async def test_the_server_sets_its_own_backpressure_marks() -> None:
 
 
 async def test_a_binary_message_closes_with_unsupported_data() -> None:
-    from transports.websocket import _CLOSE_UNSUPPORTED_DATA
+    from agui_engine.transports.websocket import _CLOSE_UNSUPPORTED_DATA
 
     async with await start_ws_server(ScriptedAgent(deltas=1)) as srv:
         async with connect(srv.url) as ws:
