@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the real parts the tests start themselves and that pip cannot bring:
+# Debian packages (redis-server for the shared event log, chromium for the
+# inspector page) and the test-only npm packages in tests/js (the real
+# @ag-ui/client). Each is installed only when missing, so a second run costs
+# nothing. Python packages come from `pip install -e '.[test]'`.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_apt=()
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  echo "+ apt-get install ${need_apt[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -d js/node_modules/@ag-ui/client ] || [ js/package.json -nt js/node_modules/.package-lock.json ]; then
+  echo "+ npm install (tests/js)"
+  (cd js && npm install --no-audit --no-fund --loglevel=error)
+fi
