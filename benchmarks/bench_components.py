@@ -16,7 +16,7 @@ Both sides turn a component call's argument fragments into
   it once, so the ratio below *understates* the difference.
 
 The documents and the token-sized chunking (1-8 characters, seeded) come from
-:mod:`agui_engine.bench`, with the two standard parameters first, as a strict
+:mod:`agui_engine.cli.bench`, with the two standard parameters first, as a strict
 model writes them. The re-parse cost grows with the prefix (quadratic in the
 document), so the tracker runs on documents up to 4 KB only; the engine also
 runs the 16 KB and 64 KB dashboards to show its cost per chunk stays flat.
@@ -40,7 +40,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_engine.bench import make_documents, split_chunks
+from agui_engine.cli.bench import make_documents, split_chunks
 from agui_engine.component_stream import (
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,

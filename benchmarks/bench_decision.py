@@ -1,7 +1,7 @@
 """The decision loop's cost per model chunk, against its floor and a Tambo-style re-parsing loop.
 
 One model step that shows a component whose arguments (a dashboard document from
-:mod:`agui_engine.bench`, standard parameters first) arrive in token-sized chunks:
+:mod:`agui_engine.cli.bench`, standard parameters first) arrive in token-sized chunks:
 
 * ``ours``: :func:`agui_engine.decision.run_decision_loop` over a scripted model --
   everything a step does per chunk: parse once (ComponentStream over the tokenizer),
@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.bench import make_documents, split_chunks
+from agui_engine.cli.bench import make_documents, split_chunks
 from agui_engine.component_stream import ComponentStream
 from agui_engine.components import Component
 from agui_engine.decision import run_decision_loop

@@ -29,7 +29,6 @@ _EXPORTS: dict[str, str] = {
     "UnknownRunError": "eventlog",
     "RemoteAgentError": "common",
     "ConnectionLostError": "common",
-    "agent_from_spec": "agent_spec",
     "run_via_gateway": "gateway",
     "GatewayAgent": "gateway",
 }
@@ -48,7 +47,6 @@ __all__ = [
     "UnknownRunError",
     "WSServer",
     "WebSocketAgent",
-    "agent_from_spec",
     "create_app",
     "run_via_gateway",
     "serve_stdio",

@@ -4,6 +4,7 @@ events; the CLI's serve and run commands; the in-process gateway of the demo."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -49,6 +50,14 @@ async def test_run_via_gateway_closed_early_cancels_the_run() -> None:
     assert "early" in agent.cancelled
 
 
+def _ag_ui_validate() -> str:
+    """The ag-ui-validate script beside this Python (a venv) or, for a venv over the
+    system site-packages, the one on PATH."""
+    found = shutil.which("ag-ui-validate", path=os.path.dirname(sys.executable)) or shutil.which("ag-ui-validate")
+    assert found, "ag-ui-validate is not installed (pip install ag-ui-validate)"
+    return found
+
+
 @pytest.mark.parametrize("transport", ["sse", "ws"])
 def test_cli_serve_and_run_against_it(transport: str) -> None:
     env = {**os.environ, "AGUI_AUTH_TOKEN": "cli-token"}
@@ -78,7 +87,7 @@ def test_cli_serve_and_run_against_it(transport: str) -> None:
         if transport != "sse":
             return
         validate = subprocess.run(
-            [os.path.join(os.path.dirname(sys.executable), "ag-ui-validate"), url, "--timeout", "10",
+            [_ag_ui_validate(), url, "--timeout", "10",
              "--header", "Authorization: Bearer cli-token", "--off", "AGUI902"],
             capture_output=True, timeout=60,
         )
@@ -122,7 +131,7 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
 
 
 async def test_gateway_agent_wraps_the_demo_agent() -> None:
-    from agui_engine.transports.agent_spec import embedded_agent
+    from agui_engine.cli.agent_spec import embedded_agent
     from agui_engine.transports.gateway import GatewayAgent
 
     text = "What's the weather in Tokyo?"

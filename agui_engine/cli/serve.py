@@ -17,7 +17,7 @@ import sys
 
 from agui_engine.errors import AguiEngineError
 
-from .runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS
+from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS
 
 __all__ = ["add_arguments", "run"]
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(agent: object, args: argparse.Namespace) -> int:
     registry_options = {"max_runs": args.max_runs, "grace_seconds": args.grace, "verify": not args.no_verify}
     if args.transport == "stdio":
-        from .stdio import serve_stdio
+        from agui_engine.transports.stdio import serve_stdio
 
         return await serve_stdio(agent, **registry_options)  # type: ignore[arg-type]
     token = os.environ.get(args.auth_token_env) or None
@@ -77,7 +77,7 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
             pass
     if args.transport == "sse":
-        from .sse import start_sse_server
+        from agui_engine.transports.sse import start_sse_server
 
         server: object = await start_sse_server(
             agent,  # type: ignore[arg-type]
@@ -91,7 +91,7 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
         )
         url = server.url.rstrip("/") + (args.path if args.path != "/" else "/")  # type: ignore[attr-defined]
     else:
-        from .websocket import start_ws_server
+        from agui_engine.transports.websocket import start_ws_server
 
         server = await start_ws_server(agent, host=args.host, port=args.port, auth_token=token, **registry_options)  # type: ignore[arg-type]
         url = server.url  # type: ignore[attr-defined]

@@ -24,10 +24,10 @@ from typing import IO, Any
 
 import msgspec
 
-from . import component_stream  # noqa: F401  (registers the tambo.component.* handlers: components show as blocks)
-from .accumulator import Accumulator
-from .codec import EventDecodeError, EventStreamDecoder
-from .verify import Verifier, Violation
+from .. import component_stream  # noqa: F401  (registers the tambo.component.* handlers: components show as blocks)
+from ..accumulator import Accumulator
+from ..codec import EventDecodeError, EventStreamDecoder
+from ..verify import Verifier, Violation
 
 #: Shipped recordings: name -> file in agui_engine/data/.
 EXAMPLES: dict[str, str] = {"weather": "example-run.sse", "broken": "example-broken.ndjson"}

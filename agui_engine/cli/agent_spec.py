@@ -31,9 +31,9 @@ __all__ = ["agent_from_spec", "embedded_agent"]
 
 def embedded_agent(pace_seconds: float = 0.0) -> Agent:
     """The demo agent: the decision loop over the embedded model, with the demo
-    weather tool (and the demo's components when ``agui_engine.demo`` provides them)."""
+    weather tool (and the demo's components when ``agui_engine.cli.render`` provides them)."""
     try:
-        demo = importlib.import_module("agui_engine.demo")
+        demo = importlib.import_module("agui_engine.cli.render")
     except ImportError:
         demo = None
     factory = getattr(demo, "demo_agent", None) if demo is not None else None
@@ -51,15 +51,15 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
     if spec in ("", "embedded"):
         return embedded_agent(pace_seconds)
     if spec.startswith(("http://", "https://")):
-        from .sse import SSEAgent
+        from agui_engine.transports.sse import SSEAgent
 
         return SSEAgent(spec, headers=headers)
     if spec.startswith(("ws://", "wss://")):
-        from .websocket import WebSocketAgent
+        from agui_engine.transports.websocket import WebSocketAgent
 
         return WebSocketAgent(spec, headers=headers)
     if spec.startswith("stdio:"):
-        from .stdio import StdioAgent
+        from agui_engine.transports.stdio import StdioAgent
 
         return StdioAgent(spec[len("stdio:") :])
     if spec.startswith("py:"):

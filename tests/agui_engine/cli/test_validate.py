@@ -13,11 +13,11 @@ import pytest
 from agui_engine.cli import main
 from agui_engine.codec import EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.events import RunFinishedEvent, RunStartedEvent, TextMessageChunkEvent
-from agui_engine.validate_command import EXAMPLES, validate_stream
+from agui_engine.cli.validate import EXAMPLES, validate_stream
 from agui_engine.verify import verify_events
 
-DATA = Path(__file__).resolve().parents[2] / "agui_engine" / "data"
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "ag_ui_validate"
+DATA = Path(__file__).resolve().parents[3] / "agui_engine" / "data"
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "ag_ui_validate"
 
 
 class Trickle(io.BytesIO):

@@ -40,20 +40,20 @@ from typing import Annotated, Any, Final, TextIO
 
 import msgspec
 
-from .accumulator import Accumulator
-from .agent import Agent
-from .codec import encode_ndjson
-from .component_stream import (
+from ..accumulator import Accumulator
+from ..agent import Agent
+from ..codec import encode_ndjson
+from ..component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     find_component,
 )
-from .components import Component, is_ui_tool
-from .decision import TOOL_CALL_STATUS_EVENT
-from .embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
-from .errors import AguiEngineError
-from .events import (
+from ..components import Component, is_ui_tool
+from ..decision import TOOL_CALL_STATUS_EVENT
+from ..embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
+from ..errors import AguiEngineError
+from ..events import (
     CustomEvent,
     Event,
     ReasoningMessageContentEvent,
@@ -71,9 +71,9 @@ from .events import (
     ToolCallStartEvent,
     UserMessage,
 )
-from .llm import LLMClient
-from .llm_agent import LLMAgent
-from .verify import ProtocolViolation, Verifier
+from ..llm import LLMClient
+from ..llm_agent import LLMAgent
+from ..verify import ProtocolViolation, Verifier
 
 __all__ = [
     "DEFAULT_PACE_SECONDS",
@@ -134,7 +134,7 @@ def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LL
 
 #: Builds the agent the demo command talks to, inside the running event loop,
 #: from the pace. The library default is :func:`demo_agent` called directly; the
-#: CLI's ``demo`` (``agui_engine.transports.demo_command``) passes one that puts the
+#: CLI's ``demo`` (``agui_engine.cli.demo``) passes one that puts the
 #: production path in between (loopback OpenAI adapter, SSE gateway).
 AgentContext = Callable[[float], AbstractAsyncContextManager[Agent]]
 

@@ -4,12 +4,12 @@ import pytest
 
 from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
-from agui_engine.transports.agent_spec import agent_from_spec
+from agui_engine.cli.agent_spec import agent_from_spec
 from agui_engine.transports.sse import SSEAgent
 from agui_engine.transports.stdio import StdioAgent
 from agui_engine.transports.websocket import WebSocketAgent
 
-from .scripted import ScriptedAgent, make_input
+from tests.transports.scripted import ScriptedAgent, make_input
 
 
 def test_specs() -> None:

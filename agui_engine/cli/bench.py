@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .jsonstream import PatchStream
+from ..jsonstream import PatchStream
 
 __all__ = [
     "CHUNK_SEED",

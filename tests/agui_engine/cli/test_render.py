@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pyte
 
-from agui_engine.demo import SCENARIOS, Renderer, demo_agent
+from agui_engine.cli.render import SCENARIOS, Renderer, demo_agent
 from agui_engine.events import RunAgentInput, UserMessage
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def demo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

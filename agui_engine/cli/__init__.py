@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 # name -> (module, one-line help). The module provides add_arguments() and run().
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("agui_engine.transports.serve_command", "Serve an agent over SSE, WebSocket or stdio (the AG-UI gateway)."),
-    "run": ("agui_engine.transports.run_command", "Run one message against a remote AG-UI endpoint and render it live."),
-    "demo": ("agui_engine.transports.demo_command", "Run the embedded demo model through the gateway (weather card, dashboard, chat) and render the run live."),
-    "validate": ("agui_engine.validate_command", "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds."),
-    "bench": ("agui_engine.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
+    "serve": ("agui_engine.cli.serve", "Serve an agent over SSE, WebSocket or stdio (the AG-UI gateway)."),
+    "run": ("agui_engine.cli.run", "Run one message against a remote AG-UI endpoint and render it live."),
+    "demo": ("agui_engine.cli.demo", "Run the embedded demo model through the gateway (weather card, dashboard, chat) and render the run live."),
+    "validate": ("agui_engine.cli.validate", "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds."),
+    "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }
 
 

@@ -1,4 +1,4 @@
-"""agui_engine.bench: deterministic documents and chunks, every contender runs, the CLI prints the table."""
+"""agui_engine.cli.bench: deterministic documents and chunks, every contender runs, the CLI prints the table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agui_engine.bench import (
+from agui_engine.cli.bench import (
     CHUNK_MAX,
     CONTENDERS,
     _progress,
@@ -63,7 +63,7 @@ def test_every_installed_contender_streams_a_document(contender: object) -> None
 
 
 def test_growth_is_the_worst_ratio_between_steps() -> None:
-    from agui_engine.bench import Measurement
+    from agui_engine.cli.bench import Measurement
 
     results = {
         "a": Measurement("x", "a", 1000, 10, 1.0e-3, 0),
@@ -109,7 +109,7 @@ def test_progress_bar_on_a_terminal_only() -> None:
 
 
 def test_targets_are_checked_against_the_measurements() -> None:
-    from agui_engine.bench import Halves, Measurement
+    from agui_engine.cli.bench import Halves, Measurement
 
     def m(name: str, doc: str, size: int, seconds: float) -> Measurement:
         return Measurement(name, doc, size, size // 4, seconds, 0)

@@ -21,11 +21,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from agui_engine.adapters.replay import serve_over_openai_chat
-from agui_engine import demo
 from agui_engine.agent import Agent
 from agui_engine.embedded import EMBEDDED_MODEL_NAME, EmbeddedModel
 
-from .gateway import GatewayAgent
+from agui_engine.transports.gateway import GatewayAgent
+
+from . import render as demo
 
 __all__ = ["add_arguments", "production_demo_agent", "run"]
 
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai"):
-    """An :data:`agui_engine.demo.AgentContext` that builds the demo agent on the chosen path."""
+    """An :data:`agui_engine.cli.render.AgentContext` that builds the demo agent on the chosen path."""
 
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:

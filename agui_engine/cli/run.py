@@ -43,7 +43,7 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
 
 async def _render(events: AsyncIterator[Event], *, plain: bool, no_color: bool) -> None:
     """Render the stream with the demo's renderer (one renderer for demo and run)."""
-    from agui_engine.demo import console_modes, make_renderer
+    from .render import console_modes, make_renderer
 
     out = sys.stdout
     live, color = console_modes(out, plain=plain, no_color=no_color)
