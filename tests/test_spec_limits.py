@@ -206,14 +206,21 @@ def test_every_error_class_is_documented() -> None:
 # --------------------------------------------------------------------------- coverage
 
 
-def _modules() -> list[str]:
-    names = []
+def _module_files() -> dict[str, Path]:
+    """Installed module name -> source file (``transports/`` installs as ``agui_engine.transports``)."""
+    found: dict[str, Path] = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT).with_suffix("")
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-            names.append(".".join(parts))
-    return names
+            if parts[0] != "agui_engine":
+                parts = ("agui_engine", *parts)
+            found[".".join(parts)] = path
+    return found
+
+
+def _modules() -> list[str]:
+    return list(_module_files())
 
 
 def _limit_like_constants() -> dict[str, str]:
@@ -221,9 +228,7 @@ def _limit_like_constants() -> dict[str, str]:
     like a limit. WebSocket close codes (``WS_CLOSE_*``) are codes, not limits: they are
     in spec/errors.md."""
     found: dict[str, str] = {}
-    for module_name in _modules():
-        rel = Path(*module_name.split("."))
-        path = ROOT / rel / "__init__.py" if (ROOT / rel).is_dir() else (ROOT / rel).with_suffix(".py")
+    for module_name, path in _module_files().items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in tree.body:
             targets: list[ast.expr] = []

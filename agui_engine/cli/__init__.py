@@ -1,47 +1,200 @@
-"""The ``agui-engine`` command line.
+"""The ``agui-engine`` command line: the layer above the transports.
 
-Each subcommand lives in the module that owns the feature and is imported only
-when it runs, so that ``agui-engine --help`` stays fast and a missing optional
-dependency only affects its own subcommand. A subcommand module exposes
-``add_arguments(parser)`` and ``run(args) -> int``.
+Theory of operation
+-------------------
+Each subcommand is a module of this package (:data:`SUBCOMMANDS`) exposing
+``add_arguments(parser)`` and ``run(args) -> int``. :func:`main` finds the
+subcommand in ``argv`` and imports only that module, so ``agui-engine --help``
+imports no HTTP or WebSocket library and a missing optional dependency only
+affects its own subcommand.
+
+Mistakes never show a Python traceback: :func:`main` turns them into ONE line on
+stderr saying what to do, with exit status 2 for a usage error (bad option,
+bad spec, port in use) and 1 for a failure at run time. ``--debug`` (or
+``AGUI_ENGINE_DEBUG=1``) shows the traceback instead. Output piped into a
+reader that stops early (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NoReturn
 
-# name -> (module, one-line help). The module provides add_arguments() and run().
+__all__ = [
+    "SUBCOMMANDS",
+    "CommandParser",
+    "DefaultsHelpFormatter",
+    "debug_enabled",
+    "main",
+    "quiet_broken_pipe",
+    "usage_line",
+]
+
+#: name -> (module, one-line help). The module provides add_arguments() and run().
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "agui_engine.cli.demo",
+        "Run the embedded demo model through the gateway (weather card, dashboard, chat) and render the run live.",
+    ),
     "serve": ("agui_engine.cli.serve", "Serve an agent over SSE, WebSocket or stdio (the AG-UI gateway)."),
     "run": ("agui_engine.cli.run", "Run one message against a remote AG-UI endpoint and render it live."),
-    "demo": ("agui_engine.cli.demo", "Run the embedded demo model through the gateway (weather card, dashboard, chat) and render the run live."),
-    "validate": ("agui_engine.cli.validate", "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds."),
+    "validate": (
+        "agui_engine.cli.validate",
+        "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds.",
+    ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }
 
+#: Exit status of a usage error (argparse's convention).
+EXIT_USAGE = 2
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
+#: Exit status when the reader of our output went away (128 + SIGPIPE, as if killed by it).
+EXIT_BROKEN_PIPE = 141
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agui-engine", description="A streaming engine for the AG-UI protocol.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+#: Environment variable that turns on ``--debug``.
+DEBUG_ENV = "AGUI_ENGINE_DEBUG"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agui-engine")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree that is not installed
+        from agui_engine import __version__
+
+        return __version__
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to every option's help that has a default worth
+    showing; an option whose default is "absent" (None, False, empty) says in its
+    own help what happens without it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in help_text
+            or "default" in help_text
+            or default in (None, False, [], argparse.SUPPRESS)
+            or not action.option_strings
+        ):
+            return help_text
+        return help_text + " (default: %(default)s)"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose mistakes are one line: what is wrong, where to look."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def usage_line(command: str | None, message: str) -> str:
+    """The one line a mistake prints: ``agui-engine <command>: <message>``."""
+    return f"agui-engine{' ' + command if command else ''}: {message}"
+
+
+def debug_enabled(argv: Sequence[str] = ()) -> bool:
+    """Whether tracebacks are shown: ``--debug`` in ``argv`` or ``AGUI_ENGINE_DEBUG`` set (not 0)."""
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def quiet_broken_pipe() -> None:
+    """After our reader went away: point stdout at /dev/null so that the final
+    flush at exit does not raise (and print) a second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+        pass
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv``: the first argument not an option (the
+    top-level options take no value)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def build_parser(command: str | None = None) -> CommandParser:
+    """The parser; only ``command``'s module is imported and its options added."""
+    parser = CommandParser(
+        prog="agui-engine",
+        description="A streaming engine for the AG-UI protocol. Run 'agui-engine COMMAND --help' for a command's options.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"agui-engine {_version()}")
+    parser.add_argument(
+        "--debug", action="store_true", help=f"show Python tracebacks for errors (also when {DEBUG_ENV}=1 is set)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
-        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(sub_parser)
-        sub_parser.set_defaults(_module=module)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text, formatter_class=DefaultsHelpFormatter)
+        sub_parser.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS,
+            help=f"show Python tracebacks for errors (also when {DEBUG_ENV}=1 is set)",
+        )
+        if name == command:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub_parser)
+            sub_parser.set_defaults(_run=module.run)
     return parser
 
 
+def _fail(command: str | None, message: str, status: int, stream: IO[str] | None = None) -> int:
+    try:
+        print(usage_line(command, message), file=stream or sys.stderr, flush=True)
+    except (BrokenPipeError, OSError):  # pragma: no cover - stderr gone too
+        pass
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    module = getattr(args, "_module", None)
-    if module is None:
-        parser.print_help()
-        return 2
-    return int(module.run(args) or 0)
+    """Run the command line; returns the exit status (see the module docstring)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = _command_in(args_list)
+    if command not in SUBCOMMANDS:
+        command = None
+    parser = build_parser(command)
+    debug = debug_enabled(args_list)
+    try:
+        args = parser.parse_args(args_list)
+        run: Callable[[argparse.Namespace], Any] | None = getattr(args, "_run", None)
+        if run is None:
+            parser.print_help()
+            return EXIT_USAGE
+        return int(run(args) or 0)
+    except BrokenPipeError:
+        quiet_broken_pipe()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except SystemExit:
+        raise
+    except Exception as exc:
+        if debug:
+            raise
+        from agui_engine.errors import AguiEngineError, UsageError
+
+        if isinstance(exc, UsageError):
+            return _fail(command, exc.message, EXIT_USAGE)
+        if isinstance(exc, AguiEngineError):
+            return _fail(command, exc.message, 1)
+        return _fail(
+            command,
+            f"unexpected error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            1,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

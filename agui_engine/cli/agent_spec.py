@@ -1,91 +1,230 @@
 """Turn an ``--agent`` spec string into an :class:`~agui_engine.agent.Agent`.
 
-Specs (first match wins):
+Theory of operation
+-------------------
+A spec is ``<scheme>:<rest>`` (or a bare scheme such as ``embedded``). The
+scheme picks a row of :data:`SCHEMES`; the row names its *loader* as a
+``"module:function"`` string, imported only when that scheme is used, so a spec
+for one kind of agent never imports another kind's dependencies (``serve
+--agent embedded`` loads no websockets, a LangGraph row loads langgraph only for
+``langgraph:`` specs). A new kind of agent is one row here: its loader is any
+function ``loader(spec, *, headers, pace_seconds) -> Agent`` that raises
+:class:`~agui_engine.errors.UsageError` for a spec it cannot use.
 
-* ``embedded`` (the default) -- the LLM agent over the embedded demo model: no
+Built-in rows (see :data:`SCHEMES` for the one-line help of each):
+
+* ``embedded`` (the default) -- the demo agent over the embedded model: no
   network, no API key;
-* ``http://...`` / ``https://...`` -- a remote AG-UI endpoint over SSE
-  (:class:`~transports.sse.SSEAgent`); ``ws://`` / ``wss://`` -- over WebSocket;
+* ``http://...`` / ``https://...`` -- a remote AG-UI endpoint over SSE;
+  ``ws://`` / ``wss://`` -- over WebSocket;
 * ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess;
 * ``py:<module>:<name>`` -- an Agent object, or a zero-argument factory of one,
-  importable from Python (for embedding your own agent without writing a server);
-* ``<provider>:<model>`` -- a provider model through
-  ``adapters.models.client_from_spec`` (``openai:gpt-4o``, ``anthropic:...``),
-  driven by the LLM agent.
+  importable from Python (your own agent without writing a server).
 
-Raises UsageError naming the spec and what is wrong.
+A spec whose scheme is not a row is a model, ``<provider>:<model>``
+(``openai:gpt-4o``, ``anthropic:...``), through
+``agui_engine.adapters.models.client_from_spec``, driven by the LLM agent.
+
+Every mistake raises :class:`~agui_engine.errors.UsageError` whose message says
+what to write instead; nothing here prints.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
+import re
 import sys
 from collections.abc import Mapping
+from typing import Any, Final, NamedTuple, Protocol
 
 from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
 
-__all__ = ["agent_from_spec", "embedded_agent"]
+__all__ = ["SCHEMES", "AgentLoader", "Scheme", "agent_from_spec", "embedded_agent", "spec_help"]
 
 
-def embedded_agent(pace_seconds: float = 0.0) -> Agent:
-    """The demo agent: the decision loop over the embedded model, with the demo
-    weather tool (and the demo's components when ``agui_engine.cli.render`` provides them)."""
-    try:
-        demo = importlib.import_module("agui_engine.cli.render")
-    except ImportError:
-        demo = None
-    factory = getattr(demo, "demo_agent", None) if demo is not None else None
-    if factory is not None:
-        return factory(pace_seconds=pace_seconds)  # type: ignore[no-any-return]
-    from agui_engine.embedded import EmbeddedModel, demo_weather
-    from agui_engine.llm_agent import LLMAgent
+class AgentLoader(Protocol):
+    """What a :data:`SCHEMES` row's loader is: the whole spec in, an Agent out."""
 
-    return LLMAgent(EmbeddedModel(pace_seconds=pace_seconds), tools=[demo_weather])
+    def __call__(self, spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent: ...
+
+
+class Scheme(NamedTuple):
+    """One row of :data:`SCHEMES`: where the loader is and how to write the spec."""
+
+    #: ``"module:function"`` of the :class:`AgentLoader`, imported on first use.
+    loader: str
+    #: How the spec is written, for help and error messages (``py:<module>:<name>``).
+    usage: str
+
+
+#: scheme -> row. The first ``:``-separated part of a spec is its scheme
+#: (``http://h`` has scheme ``http``; ``embedded`` is a scheme on its own).
+SCHEMES: Final[dict[str, Scheme]] = {
+    "embedded": Scheme("agui_engine.cli.agent_spec:load_embedded", "embedded"),
+    "http": Scheme("agui_engine.cli.agent_spec:load_sse", "http(s)://..."),
+    "https": Scheme("agui_engine.cli.agent_spec:load_sse", "http(s)://..."),
+    "ws": Scheme("agui_engine.cli.agent_spec:load_websocket", "ws(s)://..."),
+    "wss": Scheme("agui_engine.cli.agent_spec:load_websocket", "ws(s)://..."),
+    "stdio": Scheme("agui_engine.cli.agent_spec:load_stdio", "stdio:<command>"),
+    "py": Scheme("agui_engine.cli.agent_spec:load_python", "py:<module>:<name>"),
+}
+
+#: The row for a spec whose scheme is not in :data:`SCHEMES`: a provider model.
+MODEL_SCHEME: Final = Scheme("agui_engine.cli.agent_spec:load_model", "<provider>:<model>")
+
+#: A spec that starts like ``host:port`` (``127.0.0.1:8000``, ``localhost:8000``)
+#: is a URL without its scheme, not a provider.
+_HOST_PORT = re.compile(r"^(localhost|[0-9.]+|\[[0-9a-fA-F:]+\]|[\w.-]+\.[a-z]{2,}):\d+(/.*)?$")
+
+
+def spec_help() -> str:
+    """The spec forms, one comma-separated line (for ``--help``)."""
+    forms = dict.fromkeys([row.usage for row in SCHEMES.values()] + [MODEL_SCHEME.usage])
+    return ", ".join(forms)
 
 
 def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[str, str] | None = None) -> Agent:
-    """See the module docstring. ``headers`` go to remote (HTTP/WebSocket) agents."""
-    spec = spec.strip()
-    if spec in ("", "embedded"):
-        return embedded_agent(pace_seconds)
-    if spec.startswith(("http://", "https://")):
-        from agui_engine.transports.sse import SSEAgent
+    """The Agent ``spec`` names (see the module docstring). ``headers`` go to
+    remote (HTTP/WebSocket) agents, ``pace_seconds`` to the embedded model.
 
-        return SSEAgent(spec, headers=headers)
-    if spec.startswith(("ws://", "wss://")):
-        from agui_engine.transports.websocket import WebSocketAgent
+    Raises UsageError naming the spec and what to write instead.
+    """
+    spec = spec.strip() or "embedded"
+    scheme = spec.partition(":")[0]
+    row = SCHEMES.get(scheme)
+    if row is None:
+        if _HOST_PORT.match(spec):
+            raise UsageError(
+                f"agent spec {spec!r} is a host without a scheme: write http://{spec} (SSE) or ws://{spec} (WebSocket)"
+            )
+        if ":" not in spec:
+            raise UsageError(f"unknown agent spec {spec!r}: use {spec_help()}")
+        row = MODEL_SCHEME
+    module_name, _, function = row.loader.partition(":")
+    loader: AgentLoader = getattr(importlib.import_module(module_name), function)
+    return loader(spec, headers=dict(headers or {}), pace_seconds=pace_seconds)
 
-        return WebSocketAgent(spec, headers=headers)
-    if spec.startswith("stdio:"):
-        from agui_engine.transports.stdio import StdioAgent
 
-        return StdioAgent(spec[len("stdio:") :])
-    if spec.startswith("py:"):
-        module_name, _, attr = spec[3:].rpartition(":")
-        if not module_name or not attr:
-            raise UsageError(f"agent spec {spec!r}: expected py:<module>:<name>")
-        if os.getcwd() not in sys.path:
-            # As `python -m` does: modules of the directory the command runs in are importable.
-            sys.path.insert(0, os.getcwd())
+# --------------------------------------------------------------------------- built-in loaders
+
+
+def embedded_agent(pace_seconds: float = 0.0) -> Agent:
+    """The demo agent: the decision loop over the embedded model with the demo's
+    components and its ``get_weather`` tool."""
+    from .demo import demo_agent
+
+    return demo_agent(pace_seconds=pace_seconds)
+
+
+def load_embedded(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    if spec != "embedded":
+        raise UsageError(f"agent spec {spec!r}: the embedded agent takes no options, write embedded")
+    return embedded_agent(pace_seconds)
+
+
+def load_sse(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    from agui_engine.transports.sse import SSEAgent
+
+    return SSEAgent(spec, headers=headers)
+
+
+def load_websocket(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    from agui_engine.transports.websocket import WebSocketAgent
+
+    return WebSocketAgent(spec, headers=headers)
+
+
+def load_stdio(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    from agui_engine.transports.stdio import StdioAgent
+
+    command = spec[len("stdio:") :].strip()
+    if not command:
+        raise UsageError(f"agent spec {spec!r}: write stdio:<command>, e.g. stdio:agui-engine serve --transport stdio")
+    return StdioAgent(command)
+
+
+def load_model(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    from agui_engine.adapters.models import client_from_spec
+    from agui_engine.llm_agent import LLMAgent
+
+    return LLMAgent(client_from_spec(spec))
+
+
+_AGENT_FORMS: Final = (
+    "an object with run(input), an async generator function taking the input, "
+    "or a zero-argument function or class returning one"
+)
+
+
+def load_python(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    """``py:<module>:<name>``: the object ``name`` of ``module``, as an Agent.
+
+    Accepted: an Agent instance, an async generator function taking the input,
+    or a zero-argument factory (function or class) of either. The current
+    directory is importable, as with ``python -m``.
+    """
+    module_name, _, attr = spec[len("py:") :].rpartition(":")
+    if not module_name or not attr:
+        raise UsageError(f"agent spec {spec!r}: write py:<module>:<name>, e.g. py:myagent:agent")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise UsageError(
+                f"agent spec {spec!r}: no module named {exc.name!r} (run from the directory that holds it, "
+                "or set PYTHONPATH)"
+            ) from None
+        raise UsageError(f"agent spec {spec!r}: importing {module_name} failed: {exc}") from exc
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        raise UsageError(f"agent spec {spec!r}: module {module_name} has no {attr!r} (it has: {shown})") from None
+    agent = _as_agent(obj)
+    if agent is None and (inspect.isclass(obj) or inspect.isfunction(obj)) and _takes_no_arguments(obj):
         try:
-            obj = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"agent spec {spec!r}: cannot import {attr} from {module_name} ({exc})") from None
-        agent = obj if isinstance(obj, Agent) and not isinstance(obj, type) else obj()
-        if not isinstance(agent, Agent):
-            raise UsageError(f"agent spec {spec!r} did not give an Agent (got {type(agent).__name__})")
-        return agent
-    if ":" in spec:
-        try:
-            models = importlib.import_module("agui_engine.adapters.models")
-        except ImportError:
-            raise UsageError(f"agent spec {spec!r}: the provider adapters (adapters.models) are not available") from None
-        from agui_engine.llm_agent import LLMAgent
+            agent = _as_agent(obj())
+        except Exception as exc:
+            raise UsageError(f"agent spec {spec!r}: calling {module_name}.{attr}() failed: {exc!r}") from exc
+    if agent is None:
+        raise UsageError(
+            f"agent spec {spec!r}: {module_name}.{attr} is {_describe(obj)}, not an agent; give {_AGENT_FORMS}"
+        )
+    return agent
 
-        return LLMAgent(models.client_from_spec(spec))
-    raise UsageError(
-        f"unknown agent spec {spec!r}: use embedded, <provider>:<model>, an http(s):// or ws(s):// URL, "
-        "stdio:<command> or py:<module>:<name>"
+
+def _as_agent(obj: Any) -> Agent | None:
+    """``obj`` as an Agent, or None when it is not one."""
+    if isinstance(obj, Agent) and not inspect.isclass(obj):
+        return obj
+    if inspect.isasyncgenfunction(obj):
+        from agui_engine import agent as agent_module
+
+        as_agent = getattr(agent_module, "as_agent", None)
+        if as_agent is not None:
+            return as_agent(obj)  # type: ignore[no-any-return]
+    return None
+
+
+def _takes_no_arguments(function: Any) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters
     )
+
+
+def _describe(obj: Any) -> str:
+    if inspect.isclass(obj):
+        return "a class whose instances have no run(input) method"
+    if callable(obj):
+        return f"a {type(obj).__name__} taking arguments"
+    return f"a {type(obj).__name__}"

@@ -1,17 +1,11 @@
-"""``agui-engine demo``: a whole run with the embedded model, rendered live in the terminal.
+"""The terminal renderer of ``agui-engine demo`` and ``agui-engine run``: a run's
+events, live.
 
 Theory of operation
 -------------------
-:func:`demo_agent` builds an :class:`~agui_engine.llm_agent.LLMAgent` over the
-:class:`~agui_engine.embedded.EmbeddedModel` with two demo components
-(``WeatherCard``, ``Dashboard``) and one demo server tool (``get_weather``, a
-fixed table of illustrative numbers). :func:`run` streams a run (or, with no
-message, one run per built-in scenario) and pipes every event through the same
-path a client takes: the :class:`~agui_engine.verify.Verifier` (a protocol
-violation fails the demo, exit status 1), the
-:class:`~agui_engine.accumulator.Accumulator` (components become content blocks
-whose props are rebuilt from the streamed JSON Patch operations), then the
-:class:`Renderer`:
+Every event goes through an :class:`~agui_engine.accumulator.Accumulator`
+(components become content blocks whose props are rebuilt from the streamed JSON
+Patch operations), then the :class:`Renderer` draws it:
 
 * text and reasoning stream as they arrive;
 * tool calls are shown with their arguments and status message when they end,
@@ -22,44 +16,34 @@ whose props are rebuilt from the streamed JSON Patch operations), then the
 On a terminal (``live``) the component boxes are redrawn in place with ANSI
 cursor movement and colour. Without a terminal (a pipe, CI) the output is plain
 lines: a line per prop when it is done, nothing redrawn, no escape codes.
-``--format ndjson`` prints the raw AG-UI events instead, one JSON per line,
-ready for ``ag-ui-validate -``.
+:func:`console_modes` decides which, :func:`make_renderer` sizes the renderer
+to the terminal (one place for ``demo`` and ``run``).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
 import shutil
-import sys
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Annotated, Any, Final, TextIO
+from typing import Any, Final, TextIO
 
 import msgspec
 
 from ..accumulator import Accumulator
-from ..agent import Agent
-from ..codec import encode_ndjson
 from ..component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     find_component,
 )
-from ..components import Component, is_ui_tool
+from ..components import is_ui_tool
 from ..decision import TOOL_CALL_STATUS_EVENT
-from ..embedded import DASHBOARD_SCHEMA, WEATHER_CARD_SCHEMA, EmbeddedModel, demo_weather
-from ..errors import AguiEngineError
 from ..events import (
     CustomEvent,
     Event,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
-    RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
@@ -69,39 +53,15 @@ from ..events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
-    UserMessage,
 )
-from ..llm import LLMClient
-from ..llm_agent import LLMAgent
-from ..verify import ProtocolViolation, Verifier
 
 __all__ = [
-    "DEFAULT_PACE_SECONDS",
-    "SCENARIOS",
-    "AgentContext",
+    "FALLBACK_TERMINAL_SIZE",
+    "MAX_RENDER_WIDTH",
     "Renderer",
-    "add_arguments",
     "console_modes",
-    "demo_agent",
-    "demo_components",
-    "direct_demo_agent",
-    "get_weather",
     "make_renderer",
-    "run",
 ]
-
-#: The prompts ``agui-engine demo`` runs when it is given none: every scenario
-#: of the embedded model.
-SCENARIOS: Final = (
-    "What's the weather in Tokyo?",
-    "Compare the weather in Tokyo and Paris",
-    "Show me the Q3 dashboard",
-    "Hello! What can you do?",
-)
-
-#: Pause between model chunks on a terminal: ~60 chunks a second, about the
-#: speed of a fast hosted model, slow enough to watch props fill in.
-DEFAULT_PACE_SECONDS: Final = 0.015
 
 #: Fewest lines a component box may take in live mode (the limit is the screen
 #: height minus a margin). Redrawing moves the cursor up over the box; a box
@@ -109,42 +69,6 @@ DEFAULT_PACE_SECONDS: Final = 0.015
 #: and its newest lines while it streams, and the whole tree once it is done.
 _MIN_LIVE_LINES: Final = 6
 
-
-def get_weather(city: Annotated[str, msgspec.Meta(description="City name, e.g. Tokyo")]) -> dict[str, Any]:
-    """Look up the current weather for a city (demo data: a fixed table, not a forecast)."""
-    return demo_weather(city)
-
-
-def demo_components() -> list[Component]:
-    """The demo's components: ``WeatherCard`` and ``Dashboard``."""
-    return [
-        Component("WeatherCard", "Shows the current weather for one city: temperature, condition, humidity, wind.",
-                  WEATHER_CARD_SCHEMA),
-        Component("Dashboard", "A business dashboard: titled sections of metric, chart, table and note blocks.",
-                  DASHBOARD_SCHEMA),
-    ]
-
-
-def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LLMAgent:
-    """The demo's agent: demo components, the ``get_weather`` server tool, and
-    ``llm`` (default: the embedded model at ``pace_seconds``)."""
-    model = llm if llm is not None else EmbeddedModel(pace_seconds=pace_seconds)
-    return LLMAgent(model, components=demo_components(), tools=[get_weather])
-
-
-#: Builds the agent the demo command talks to, inside the running event loop,
-#: from the pace. The library default is :func:`demo_agent` called directly; the
-#: CLI's ``demo`` (``agui_engine.cli.demo``) passes one that puts the
-#: production path in between (loopback OpenAI adapter, SSE gateway).
-AgentContext = Callable[[float], AbstractAsyncContextManager[Agent]]
-
-
-@asynccontextmanager
-async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
-    yield demo_agent(pace_seconds=pace_seconds)
-
-
-# --------------------------------------------------------------------------- rendering
 
 _STATUS_MARK: Final = {"started": "·", "streaming": "…", "done": "✓"}
 
@@ -443,75 +367,3 @@ def make_renderer(out: TextIO, *, live: bool, color: bool) -> Renderer:
     """A :class:`Renderer` sized to the terminal (one place for ``demo`` and ``run``)."""
     size = shutil.get_terminal_size(FALLBACK_TERMINAL_SIZE)
     return Renderer(out, live=live, color=color, width=min(size.columns, MAX_RENDER_WIDTH), height=size.lines)
-
-
-# --------------------------------------------------------------------------- the command
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("message", nargs="*", help="what the user says (default: every built-in scenario in turn)")
-    parser.add_argument("--pace", type=float, default=None, metavar="SECONDS",
-                        help=f"pause between model chunks (default {DEFAULT_PACE_SECONDS} on a terminal, 0 otherwise)")
-    parser.add_argument("--format", choices=("pretty", "ndjson"), default="pretty",
-                        help="pretty: render the run; ndjson: print the AG-UI events, one JSON per line")
-    parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
-    parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
-
-
-async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
-                   live: bool, color: bool) -> int:
-    run_input = RunAgentInput(
-        thread_id=f"demo-thread-{index}",
-        run_id=f"demo-run-{index}",
-        messages=[UserMessage(id=f"demo-user-{index}", content=text)],
-    )
-    verifier = Verifier()
-    renderer = make_renderer(out, live=live, color=color)
-    if args.format == "pretty":
-        out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
-    count = 0
-    try:
-        async for event in agent.run(run_input):
-            for checked in verifier.feed(event):
-                count += 1
-                if args.format == "ndjson":
-                    out.write(encode_ndjson(checked).decode())
-                else:
-                    renderer.handle(checked)
-        verifier.close()
-    except ProtocolViolation as exc:
-        sys.stderr.write(f"agui-engine demo: the run broke the AG-UI protocol: {exc}\n")
-        return 1
-    except AguiEngineError as exc:
-        sys.stderr.write(f"agui-engine demo: {exc.message}\n")
-        return 1
-    if args.format == "pretty":
-        out.write(renderer._c("2", f"  ({count} AG-UI events, verified)") + "\n")
-    problems = [p for p in renderer.acc.problems]
-    if problems:
-        sys.stderr.write(f"agui-engine demo: the accumulator reported problems: {problems}\n")
-        return 1
-    return 0
-
-
-def run(args: argparse.Namespace, agent_context: AgentContext = direct_demo_agent) -> int:
-    """Run the demo command; ``agent_context`` builds the agent (see :data:`AgentContext`)."""
-    out = sys.stdout
-    tty, color = console_modes(out, plain=args.plain or args.format != "pretty", no_color=args.no_color)
-    pace = args.pace if args.pace is not None else (DEFAULT_PACE_SECONDS if tty else 0.0)
-    if pace < 0:
-        sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
-        return 2
-    messages: Sequence[str] = [" ".join(args.message)] if args.message else SCENARIOS
-
-    async def main() -> int:
-        status = 0
-        async with agent_context(pace) as agent:
-            for index, text in enumerate(messages):
-                status = max(status, await _run_one(agent, text, index, out, args, tty, color))
-        return status
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130

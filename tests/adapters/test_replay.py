@@ -134,7 +134,7 @@ def _comparable(events: list[Any]) -> list[Any]:
 
 @pytest.mark.parametrize("message", DEMO_MESSAGES)
 async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run(message: str) -> None:
-    from agui_engine.cli.render import demo_components, get_weather
+    from agui_engine.cli.demo import demo_components, get_weather
     from agui_engine.embedded import EmbeddedModel
     from agui_engine.events import RunAgentInput, RunFinishedEvent, UserMessage
     from agui_engine.llm_agent import LLMAgent

@@ -24,7 +24,7 @@ from agui_engine.component_stream import (
     seed_interactables,
 )
 from agui_engine.components import Component
-from agui_engine.cli.render import SCENARIOS, demo_components, get_weather
+from agui_engine.cli.demo import SCENARIOS, demo_components, get_weather
 from agui_engine.embedded import EmbeddedModel, demo_weather
 from agui_engine.errors import RemoteInputError, UsageError
 from agui_engine.interactables import interactables_from_context

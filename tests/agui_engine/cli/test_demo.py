@@ -12,7 +12,7 @@ import pytest
 from agui_engine.accumulator import Accumulator
 from agui_engine.cli import main
 from agui_engine.codec import EventStreamDecoder
-from agui_engine.cli.render import SCENARIOS
+from agui_engine.cli.demo import SCENARIOS
 from agui_engine.verify import Verifier
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pyte
 
-from agui_engine.cli.render import SCENARIOS, Renderer, demo_agent
+from agui_engine.cli.demo import SCENARIOS, demo_agent
+from agui_engine.cli.render import Renderer
 from agui_engine.events import RunAgentInput, UserMessage
 
 ROOT = Path(__file__).resolve().parents[3]
