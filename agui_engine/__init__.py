@@ -12,6 +12,7 @@ submodules are the places to read:
   :mod:`~agui_engine.interactables`, :mod:`~agui_engine.genui` -- generative UI.
 * :mod:`~agui_engine.llm`, :mod:`~agui_engine.decision`, :mod:`~agui_engine.llm_agent`,
   :mod:`~agui_engine.embedded` -- the model contract, the decision loop, the agent, the demo model.
+* :mod:`~agui_engine.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.errors` -- the error tree.
 
 See ``spec/`` for the protocol as implemented.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from . import (
     accumulator,
     agent,
+    agent_loop,
     codec,
     component_stream,  # importing it registers the tambo.component.* accumulator handlers
     components,
@@ -39,6 +41,7 @@ from . import (
 )
 from .accumulator import *  # noqa: F401,F403
 from .agent import *  # noqa: F401,F403
+from .agent_loop import *  # noqa: F401,F403
 from .codec import *  # noqa: F401,F403
 from .component_stream import *  # noqa: F401,F403
 from .components import *  # noqa: F401,F403
@@ -73,6 +76,7 @@ PUBLIC_MODULES = (
     prompts,
     decision,
     llm_agent,
+    agent_loop,
     embedded,
 )
 

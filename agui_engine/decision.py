@@ -155,6 +155,7 @@ __all__ = [
     "ToolCallArgumentsError",
     "ToolCallArgumentsLimitError",
     "ToolCallRequest",
+    "ToolCallTransformer",
     "UnknownToolChoiceError",
     "build_tools",
     "new_id",
@@ -872,6 +873,83 @@ def _null_policy(spec: _ToolSpec | None) -> NullPolicy | None:
 def _member(kind: UpdateKind | None) -> str:
     return "newState" if kind == "state" else "newProps"
 
+# --------------------------------------------------------------------------- tool call events -> client events
+
+
+class ToolCallTransformer:
+    """The one place where ``TOOL_CALL_*`` events become what a client gets, for every producer.
+
+    The decision loop (model items turned into events) and the agent loop (events of
+    any inner agent: a framework adapter, a remote AG-UI agent) both hand their tool
+    call events to one of these, so a ``show_component_<Name>`` call drives a component
+    and an ``update_component_*_<id>`` call updates an interactable the same way
+    whoever produced it:
+
+    ================  ==============================================================
+    event in          events out
+    ================  ==============================================================
+    TOOL_CALL_START   the START (``parentMessageId`` as given), with ``signature`` a
+                      ``REASONING_ENCRYPTED_VALUE {subtype: "tool-call"}``, for a
+                      component ``CUSTOM tambo.component.start {messageId}``
+    TOOL_CALL_ARGS    the fragment parsed first (:class:`ToolCallRequest`), then the
+                      ARGS rewritten for the wire (omitted when empty: no standard
+                      parameter, no strict-mode ``null``), then the component / update
+                      delta and ``agui_engine.tool_call.status``
+    TOOL_CALL_END     the END, then ``tambo.component.end {finalProps}``
+    ================  ==============================================================
+
+    Every other field of the events (``subagentRunId``, ``timestamp``, ``metadata``)
+    is kept. State: the calls by id (:attr:`by_id`) and in start order
+    (:attr:`call_list`, :attr:`component_list`). Raises
+    :class:`ToolCallArgumentsError` from :meth:`args` / :meth:`close` for malformed,
+    oversized or truncated arguments (the bad fragment is not emitted; the call stays
+    open); the caller decides what that ends.
+    """
+
+    __slots__ = ("by_id", "call_list", "component_list", "make_id", "specs")
+
+    def __init__(self, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str]) -> None:
+        self.specs = specs
+        self.make_id = make_id
+        self.by_id: dict[str, ToolCallRequest] = {}
+        self.call_list: tuple[ToolCallRequest, ...] = ()
+        self.component_list: tuple[ToolCallRequest, ...] = ()
+
+    def open(self, event: ToolCallStartEvent, out: list[Event], *, index: int = 0,
+             signature: str | None = None) -> ToolCallRequest:
+        """Track the call ``event`` starts; append its events to ``out``. The component's
+        ``messageId`` is the START's ``parentMessageId`` (a fresh id when it has none)."""
+        spec = self.specs.get(event.tool_call_name)
+        is_component = spec is not None and spec.component is not None
+        component_id = self.make_id() if is_component else None
+        message_id = event.parent_message_id or (self.make_id() if is_component else "")
+        call = ToolCallRequest(index, event.tool_call_id, event.tool_call_name, spec, component_id, message_id, signature)
+        self.by_id[call.id] = call
+        self.call_list = (*self.call_list, call)
+        if component_id is not None:
+            self.component_list = (*self.component_list, call)
+        out.append(event)
+        if signature:
+            # the call's own opaque value, tied to the call: the client keeps it on the call
+            # (ToolCall.encryptedValue) and it goes back on that call in the next request
+            out.append(ReasoningEncryptedValueEvent(subtype="tool-call", entity_id=call.id, encrypted_value=signature))
+        out.extend(call._start())
+        return call
+
+    def args(self, call: ToolCallRequest, event: ToolCallArgsEvent, out: list[Event]) -> None:
+        """One argument fragment: parsed first (a bad fragment raises and is never emitted)."""
+        wire, custom = call._feed(event.delta)
+        if wire:
+            out.append(event if wire == event.delta else msgspec.structs.replace(event, delta=wire))
+        out.extend(custom)
+
+    def close(self, call: ToolCallRequest, event: ToolCallEndEvent, out: list[Event]) -> None:
+        """The end of the call's arguments (a truncated document raises; nothing is emitted then)."""
+        custom = call._close()
+        out.append(event)
+        out.extend(custom)  # tambo.component.end after the call's END: the props are final
+
+
 # --------------------------------------------------------------------------- the step state machine
 
 #: The step's lane state machine. At most one of the reasoning span and the text
@@ -901,8 +979,7 @@ class _Step:
         self.reasoning_blocks: tuple[ReasoningBlock, ...] = ()
         self.text_parts: list[str] = []
         self.calls: dict[int, ToolCallRequest] = {}
-        self.call_list: tuple[ToolCallRequest, ...] = ()
-        self.component_list: tuple[ToolCallRequest, ...] = ()
+        self.tools = ToolCallTransformer(specs, make_id)
         self.status: StatusMessages = StatusMessages()
         self.finish: FinishReason | None = None
         self.usage: Usage | None = None
@@ -970,9 +1047,7 @@ class _Step:
             call = self._call(item.index, "ToolCallEnd")
             if call.done:
                 raise ModelStreamError(f"model stream ended tool call index {item.index} twice")
-            custom = call._close()
-            out.append(ToolCallEndEvent(tool_call_id=call.id))
-            out.extend(custom)  # tambo.component.end after the call's END: the props are final
+            self.tools.close(call, ToolCallEndEvent(tool_call_id=call.id), out)
             self._refresh(call)
         elif isinstance(item, Usage):
             self.usage = _merge_usage(self.usage, item)
@@ -1010,31 +1085,17 @@ class _Step:
             )
         out: list[Event] = []
         self._enter(_LANE_OF_ITEM[ToolCallStart], out)
-        spec = self.specs.get(item.name)
-        is_component = spec is not None and spec.component is not None
-        component_id = self.make_id() if is_component else None
-        call = ToolCallRequest(item.index, item.id, item.name, spec, component_id, self.message_id, item.signature)
+        start = ToolCallStartEvent(tool_call_id=item.id, tool_call_name=item.name, parent_message_id=self.message_id)
+        call = self.tools.open(start, out, index=item.index, signature=item.signature)
         self.calls[item.index] = call
-        self.call_list = (*self.call_list, call)
-        if component_id is not None:
-            self.component_list = (*self.component_list, call)
-        out.append(
-            ToolCallStartEvent(tool_call_id=item.id, tool_call_name=item.name, parent_message_id=self.message_id)
-        )
-        if item.signature:
-            # the call's own opaque value, tied to the call: the client keeps it on the call
-            # (ToolCall.encryptedValue) and it goes back on that call in the next request
-            out.append(ReasoningEncryptedValueEvent(subtype="tool-call", entity_id=item.id, encrypted_value=item.signature))
-        out.extend(call._start())
         self._refresh(call)
         return out
 
     def _args(self, call: ToolCallRequest, delta: str) -> list[Event]:
         if call.done:
             raise ModelStreamError(f"model stream sent arguments for tool call {call.id} after its end")
-        wire, custom = call._feed(delta)  # parse first: a bad fragment is never emitted
-        out: list[Event] = [ToolCallArgsEvent(tool_call_id=call.id, delta=wire)] if wire else []
-        out.extend(custom)
+        out: list[Event] = []
+        self.tools.args(call, ToolCallArgsEvent(tool_call_id=call.id, delta=delta), out)
         self._refresh(call)
         return out
 
@@ -1061,7 +1122,7 @@ class _Step:
     def decision(self) -> Decision:
         """The decision so far; the previous one is reused when nothing it holds changed
         (an argument fragment only moves the live tool call views)."""
-        key = (len(self.text_parts), len(self.reasoning_parts), self.reasoning_blocks, len(self.call_list),
+        key = (len(self.text_parts), len(self.reasoning_parts), self.reasoning_blocks, len(self.tools.call_list),
                self.status, self.finish, self.usage)
         if self._decision is not None and key == self._decision_key:
             return self._decision
@@ -1073,8 +1134,8 @@ class _Step:
             reasoning_parts=self.reasoning_parts,
             reasoning_count=len(self.reasoning_parts),
             reasoning_blocks=self.reasoning_blocks,
-            tool_calls=self.call_list,
-            components=self.component_list,
+            tool_calls=self.tools.call_list,
+            components=self.tools.component_list,
             status_message=self.status.status_message,
             completion_status_message=self.status.completion_status_message,
             finish_reason=self.finish,

@@ -129,6 +129,8 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT_SECONDS",
     "LLMAgent",
     "StepLimitExceededError",
+    "client_tools_of",
+    "component_result",
     "format_tool_result",
 ]
 
@@ -260,31 +262,11 @@ class LLMAgent:
 
     def _setup(self, input: RunAgentInput) -> _RunSetup:
         """Merge the server's and the client's components and tools. Raises RemoteInputError."""
-        client_components: dict[str, Component] = {}
-        forwarded = input.forwarded_props
-        if isinstance(forwarded, Mapping) and forwarded.get(AVAILABLE_COMPONENTS_KEY) is not None:
-            for component in components_from_available(forwarded[AVAILABLE_COMPONENTS_KEY]):
-                client_components[component.name] = component
-        client_tools: dict[str, LLMTool] = {}
-        for i, tool in enumerate(input.tools):
-            if is_ui_tool(tool.name):
-                component = component_from_tool(tool.name, tool.description, tool.parameters)
-                client_components[component.name] = component
-                continue
-            try:
-                check_tool_name(tool.name)
-            except UsageError as exc:
-                raise RemoteInputError(f"tools[{i}].name: {exc.message}") from None
-            if tool.name in client_tools:
-                raise RemoteInputError(f"tools[{i}].name: duplicate tool name {tool.name!r}")
-            parameters = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
-            if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
-                raise RemoteInputError(f"tools[{i}].parameters: expected a JSON Schema of type object")
-            client_tools[tool.name] = LLMTool(
-                name=tool.name, description=tool.description, parameters=dict(parameters), strict=True
-            )
-        components = [c for c in self.components if c.name not in client_components]
-        components.extend(client_components.values())
+        client_components, client_tool_list = client_tools_of(input)
+        client_tools = {t.name: t for t in client_tool_list}
+        client_names = {c.name for c in client_components}
+        components = [c for c in self.components if c.name not in client_names]
+        components.extend(client_components)
         server_tools = [t for t in self.tools if t.name not in client_tools]
         context = [(c.description, c.value) for c in input.context if c.description != INTERACTABLES_CONTEXT]
         return _RunSetup(
@@ -396,7 +378,7 @@ class LLMAgent:
                 if call.id in pending:
                     continue
                 if call.component_id is not None:
-                    content, error = _component_result(call)
+                    content, error = component_result(call)
                 elif call.interactable_id is not None:
                     content, error = UPDATE_RESULT, None
                 elif call.name in server:
@@ -460,7 +442,42 @@ class LLMAgent:
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
 
 
-def _component_result(call: ToolCallRequest) -> tuple[str, str | None]:
+def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool]]:
+    """The components and the client tools a run's input brings (spec/decision.md §2.1).
+
+    Components: ``forwardedProps.availableComponents`` entries and ``tools`` entries
+    named ``show_component_<Name>`` (a ``tools`` entry wins over an
+    ``availableComponents`` one of the same name); every other ``tools`` entry is a
+    client tool (original schema, ``strict=True``: sent strict when its schema allows).
+    Raises :class:`RemoteInputError` naming the entry (``tools[0].name: ...``).
+    """
+    client_components: dict[str, Component] = {}
+    forwarded = input.forwarded_props
+    if isinstance(forwarded, Mapping) and forwarded.get(AVAILABLE_COMPONENTS_KEY) is not None:
+        for component in components_from_available(forwarded[AVAILABLE_COMPONENTS_KEY]):
+            client_components[component.name] = component
+    client_tools: dict[str, LLMTool] = {}
+    for i, tool in enumerate(input.tools):
+        if is_ui_tool(tool.name):
+            component = component_from_tool(tool.name, tool.description, tool.parameters)
+            client_components[component.name] = component
+            continue
+        try:
+            check_tool_name(tool.name)
+        except UsageError as exc:
+            raise RemoteInputError(f"tools[{i}].name: {exc.message}") from None
+        if tool.name in client_tools:
+            raise RemoteInputError(f"tools[{i}].name: duplicate tool name {tool.name!r}")
+        parameters = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
+        if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
+            raise RemoteInputError(f"tools[{i}].parameters: expected a JSON Schema of type object")
+        client_tools[tool.name] = LLMTool(
+            name=tool.name, description=tool.description, parameters=dict(parameters), strict=True
+        )
+    return list(client_components.values()), list(client_tools.values())
+
+
+def component_result(call: ToolCallRequest) -> tuple[str, str | None]:
     """The tool result of a component call: shown, and whether its props fit its schema.
 
     Props that do not fit (a required prop missing, a wrong type) were still shown

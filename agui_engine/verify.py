@@ -646,6 +646,11 @@ class Verifier:
         """Ids of the open entities of one kind, in opening order."""
         return list(self._open[kind.slot])
 
+    def is_open(self, kind: Kind, key: str) -> bool:
+        """Whether the entity ``key`` of ``kind`` is open (O(1); a repairing producer asks
+        before it feeds an event that would break a rule)."""
+        return key in self._open[kind.slot]
+
     def feed(self, event: Any) -> list[Any]:
         """Verify one event; return the events to forward (chunks expanded).
 

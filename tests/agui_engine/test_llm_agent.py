@@ -9,13 +9,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from ag_ui_validate import ValidatorOptions, create_validator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine.accumulator import Accumulator
 from agui_engine.agent import Agent
-from agui_engine.codec import encode_event
 from agui_engine.component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
@@ -42,7 +40,6 @@ from agui_engine.events import (
     TokenUsage,
     Tool,
     ToolCall,
-    ToolCallArgsEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,
@@ -64,16 +61,9 @@ from agui_engine.llm_agent import (
     LLMAgent,
     format_tool_result,
 )
-from agui_engine.verify import Verifier
 
+from .run_checks import check_run
 from .scripted_llm import ScriptedLLM, call, counter_ids, text
-
-#: ag-ui-validate findings every run of this engine may produce (spec/decision.md):
-#: AGUI902 -- no timestamps (the core has no clock; a transport may stamp events);
-#: AGUI208 -- a tool call's parentMessageId names the step's assistant message, which no
-#: TEXT_MESSAGE_START has announced when the step has no text or its text comes after the
-#: call (clients create it on demand; a later TEXT_MESSAGE_START with that id reuses it).
-ACCEPTED_FINDINGS = {"AGUI902", "AGUI208"}
 
 
 def run_input(text_: str = "hello", *, tools: list[Tool] | None = None, **kw: Any) -> RunAgentInput:
@@ -83,26 +73,6 @@ def run_input(text_: str = "hello", *, tools: list[Tool] | None = None, **kw: An
 
 async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
     return [e async for e in agent.run(input_)]
-
-
-def check_run(events: list[Any], acc: Accumulator | None = None) -> Accumulator:
-    """The run passes the verifier, ag-ui-validate (accepted findings only) and accumulates cleanly
-    (into ``acc``: a client's accumulator that may already know its interactables)."""
-    verifier = Verifier()
-    validator = create_validator(ValidatorOptions())
-    acc = Accumulator() if acc is None else acc
-    for event in events:
-        verifier.feed(event)
-        validator.feed(encode_event(event).decode())
-        acc.apply(event)
-    verifier.close()
-    validator.finalize()
-    findings = {d.rule for d in validator.report().diagnostics}
-    assert findings <= ACCEPTED_FINDINGS, validator.report().diagnostics
-    assert acc.problems == []
-    # standard parameters never reach the wire's tool arguments (they travel as status events)
-    assert not any("_tambo_" in e.delta for e in events if isinstance(e, ToolCallArgsEvent))
-    return acc
 
 
 def demo_agent(**kw: Any) -> LLMAgent:
