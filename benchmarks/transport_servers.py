@@ -97,9 +97,10 @@ class BenchAgent:
 async def engine_sse() -> None:
     from aiohttp import web
 
+    from agui_engine.transports.runs import RegistryOptions
     from agui_engine.transports.sse import create_app, start_sse_server
 
-    app = create_app(BenchAgent(), max_runs=100_000, verify=VERIFY)
+    app = create_app(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
 
     async def stats_handler(request: web.Request) -> web.Response:
         return web.json_response(stats())
@@ -115,10 +116,11 @@ async def engine_sse() -> None:
 async def engine_ws() -> None:
     from aiohttp import web
 
+    from agui_engine.transports.runs import RegistryOptions
     from agui_engine.transports.sse import start_sse_server
     from agui_engine.transports.websocket import start_ws_server
 
-    server = await start_ws_server(BenchAgent(), max_runs=100_000, verify=VERIFY)
+    server = await start_ws_server(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
     # The stats endpoint lives on a second, plain HTTP port of the same process.
     stats_app = web.Application()
 

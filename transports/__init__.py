@@ -23,6 +23,10 @@ _EXPORTS: dict[str, str] = {
     "serve_stdio": "stdio",
     "StdioAgent": "stdio",
     "RunRegistry": "runs",
+    "RegistryOptions": "runs",
+    "Clock": "clock",
+    "LoopClock": "clock",
+    "ManualClock": "clock",
     "EventLog": "eventlog",
     "InMemoryEventLog": "eventlog",
     "CursorExpiredError": "eventlog",
@@ -34,11 +38,15 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Clock",
     "ConnectionLostError",
     "CursorExpiredError",
     "EventLog",
     "GatewayAgent",
     "InMemoryEventLog",
+    "LoopClock",
+    "ManualClock",
+    "RegistryOptions",
     "RemoteAgentError",
     "RunRegistry",
     "SSEAgent",

@@ -60,6 +60,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any, Self
 
+import msgspec
+
 from agui_engine.agent import Agent
 from agui_engine.codec import encode_event
 from agui_engine.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
@@ -71,6 +73,7 @@ from agui_engine.events import (
 )
 from agui_engine.verify import Verifier
 
+from .clock import Clock, LoopClock, TimerHandle
 from .common import MAX_SEQ_DIGITS, check_run_id
 from .eventlog import (
     READ_MAX_BYTES,
@@ -95,6 +98,7 @@ __all__ = [
     "RETRY_AFTER_SHUTDOWN_SECONDS",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
+    "RegistryOptions",
     "Run",
     "RunExistsError",
     "RunFinishedError",
@@ -162,6 +166,35 @@ COALESCE_MAX_PASSES = 4
 WS_CLOSE_RUN_EXISTS = 4409
 
 
+class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """The registry's limits and periods, in one value that servers pass through
+    unchanged (``create_app(agent, options=RegistryOptions(max_runs=50))``).
+
+    ``max_runs``: concurrent running runs (then 503 / 4503). ``grace_seconds``: how
+    long a run outlives its last subscriber. ``retention_seconds``: how long a
+    finished run stays resumable. ``max_retained``: finished runs kept at most.
+    ``verify``: run every event through the protocol Verifier (default on: the
+    gateway never forwards a stream a client would reject).
+    Raises UsageError (at construction) for a value out of range.
+    """
+
+    max_runs: int = DEFAULT_MAX_RUNS
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    retention_seconds: float = DEFAULT_RETENTION_SECONDS
+    max_retained: int = DEFAULT_MAX_RETAINED
+    verify: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_runs < 1:
+            raise UsageError(f"RegistryOptions.max_runs must be >= 1, got {self.max_runs}")
+        if self.max_retained < 0:
+            raise UsageError(f"RegistryOptions.max_retained must be >= 0, got {self.max_retained}")
+        for name in ("grace_seconds", "retention_seconds"):
+            value = getattr(self, name)
+            if not value >= 0:  # also rejects NaN
+                raise UsageError(f"RegistryOptions.{name} must be >= 0, got {value}")
+
+
 class ServerBusyError(CapacityError):
     """The concurrent-run limit is reached; try again after ``retry_after`` seconds."""
 
@@ -197,6 +230,7 @@ class Run:
         "__weakref__",
         "_cancel_reason",
         "_grace_handle",
+        "_producing",
         "_started_sent",
         "_task",
         "_terminal_sent",
@@ -223,10 +257,11 @@ class Run:
         self.terminal_code: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._waiters: list[asyncio.Future[bool]] = []
-        self._grace_handle: asyncio.TimerHandle | None = None
+        self._grace_handle: TimerHandle | None = None
         self._cancel_reason: tuple[str, str] | None = None
         self._started_sent = False
         self._terminal_sent = False
+        self._producing = False
         #: True for a run this registry only follows: it runs on another gateway
         #: node, and its events come from the shared event log.
         self.follower = False
@@ -416,35 +451,32 @@ class _KeepAliveClock:
 class RunRegistry:
     """Runs served by one gateway (one per server / app). See the module docstring.
 
-    ``verify``: run every event through the protocol Verifier (default on: the
-    gateway never forwards a stream a client would reject).
+    ``options``: limits and periods (:class:`RegistryOptions`; defaults when None).
+    ``log``: the event log (an :class:`~transports.eventlog.InMemoryEventLog` when
+    None). ``clock``: schedules the grace and retention timers
+    (:class:`~transports.clock.LoopClock` when None; tests pass a
+    :class:`~transports.clock.ManualClock`). Raises UsageError for a non-Agent.
     """
 
     def __init__(
         self,
         agent: Agent,
         *,
+        options: RegistryOptions | None = None,
         log: EventLog | None = None,
-        max_runs: int = DEFAULT_MAX_RUNS,
-        grace_seconds: float = DEFAULT_GRACE_SECONDS,
-        retention_seconds: float = DEFAULT_RETENTION_SECONDS,
-        max_retained: int = DEFAULT_MAX_RETAINED,
-        verify: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"RunRegistry needs an Agent (an object with run(input)), got {type(agent).__name__}")
         self.agent = agent
+        self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = log if log is not None else InMemoryEventLog()
-        self.max_runs = max_runs
-        self.grace_seconds = grace_seconds
-        self.retention_seconds = retention_seconds
-        self.max_retained = max_retained
-        self.verify = verify
+        self.clock: Clock = clock if clock is not None else LoopClock()
         self._runs: dict[str, Run] = {}
         self._active = 0
-        self._retained: OrderedDict[str, asyncio.TimerHandle | None] = OrderedDict()
+        self._retained: OrderedDict[str, TimerHandle | None] = OrderedDict()
         # Finished runs kept out of the max_retained eviction while subscribers read them.
-        self._reading: dict[str, asyncio.TimerHandle | None] = {}
+        self._reading: dict[str, TimerHandle | None] = {}
         self._closing = False
         self._keepalive = _KeepAliveClock()
         # Plain-function fast paths of a log that never suspends (InMemoryEventLog).
@@ -453,6 +485,26 @@ class RunRegistry:
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
 
     # -- queries -------------------------------------------------------------------------
+
+    @property
+    def max_runs(self) -> int:
+        return self.options.max_runs
+
+    @property
+    def grace_seconds(self) -> float:
+        return self.options.grace_seconds
+
+    @property
+    def retention_seconds(self) -> float:
+        return self.options.retention_seconds
+
+    @property
+    def max_retained(self) -> int:
+        return self.options.max_retained
+
+    @property
+    def verify(self) -> bool:
+        return self.options.verify
 
     @property
     def active(self) -> int:
@@ -516,8 +568,7 @@ class RunRegistry:
         if run.subscribers == 0 and run.run_id in self._reading:
             self._retain_read(run)
         if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
-            loop = asyncio.get_running_loop()
-            run._grace_handle = loop.call_later(self.grace_seconds, self._grace_expired, run)
+            run._grace_handle = self.clock.call_later(self.grace_seconds, lambda: self._grace_expired(run))
 
     def _grace_expired(self, run: Run) -> None:
         run._grace_handle = None
@@ -528,7 +579,12 @@ class RunRegistry:
     def _request_cancel(self, run: Run, code: str, message: str) -> None:
         if run.state == "running" and run._cancel_reason is None and run._task is not None:
             run._cancel_reason = (code, message)
-            run._task.cancel()
+            # A task cancelled before its first step never enters _produce (the
+            # CancelledError hits the coroutine before any of its code runs), so
+            # the run would get no terminal event: an unstarted producer instead
+            # sees _cancel_reason when it starts.
+            if run._producing:
+                run._task.cancel()
 
     async def cancel(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
         """Cancel a running run at once: the agent's generator is closed (the upstream
@@ -590,6 +646,11 @@ class RunRegistry:
                 run.terminal_code = ev.code or "run_error"
 
     async def _produce(self, run: Run) -> None:
+        run._producing = True
+        if run._cancel_reason is not None:  # cancelled before the producer ran (see _request_cancel)
+            code, message = run._cancel_reason
+            await self._finish(run, RunErrorEvent(message=message, code=code))
+            return
         gen = self.agent.run(run.input)
         # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
         # earlier run (human in the loop: the client sends them back in the messages).
@@ -671,15 +732,15 @@ class RunRegistry:
             self._retain(run)
 
     def _retain(self, run: Run) -> None:
-        loop = asyncio.get_running_loop()
-        handle = None if self._closing else loop.call_later(self.retention_seconds, self._discard_later, run.run_id)
+        rid = run.run_id
+        handle = None if self._closing else self.clock.call_later(self.retention_seconds, lambda: self._discard_later(rid))
         self._queue_retained(run, handle)
 
     def _retain_read(self, run: Run) -> None:
         # The last reader of a finished run left: it now waits its turn for eviction.
         self._queue_retained(run, self._reading.pop(run.run_id))
 
-    def _queue_retained(self, run: Run, handle: asyncio.TimerHandle | None) -> None:
+    def _queue_retained(self, run: Run, handle: TimerHandle | None) -> None:
         if run.subscribers > 0:
             # Still being read (a slow client, or a pump not yet scheduled since the
             # run ended): its log must outlive the read, so it joins the eviction

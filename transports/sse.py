@@ -67,9 +67,11 @@ from .common import (
     decode_run_input,
     remote_error_from_body,
 )
+from .clock import Clock
 from .eventlog import CursorExpiredError, EventLog, LogSlice
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
+    RegistryOptions,
     RunRegistry,
     ServerBusyError,
     Subscription,
@@ -385,21 +387,22 @@ def create_app(
     *,
     path: str = "/",
     registry: RunRegistry | None = None,
+    options: RegistryOptions | None = None,
     log: EventLog | None = None,
+    clock: Clock | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | None = None,
     cors_origins: Sequence[str] = (),
-    **registry_options: Any,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
-    ``POST /agui`` and ``/agui/runs/<runId>``. ``registry_options`` go to
-    :class:`~transports.runs.RunRegistry` (``max_runs``, ``grace_seconds``,
-    ``retention_seconds``, ``verify``); pass ``registry`` to share one between
-    transports. ``auth_token``: require ``Authorization: Bearer <token>``.
+    ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
+    :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
+    :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
+    between transports. ``auth_token``: require ``Authorization: Bearer <token>``.
     ``cors_origins``: origins allowed by CORS (``"*"`` for any).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
@@ -412,7 +415,7 @@ def create_app(
             from agui_engine.errors import UsageError
 
             raise UsageError("create_app needs an agent or a registry")
-        registry = RunRegistry(agent, log=log, **registry_options)
+        registry = RunRegistry(agent, options=options, log=log, clock=clock)
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,

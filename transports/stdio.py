@@ -65,7 +65,8 @@ from .common import (
     end_or_raise,
     remote_error_from_line,
 )
-from .runs import RunRegistry, Subscription
+from .eventlog import EventLog
+from .runs import RegistryOptions, RunRegistry, Subscription
 
 __all__ = ["READ_CHUNK_BYTES", "STDIN_MAX_PENDING_LINES", "STDIO_EXIT_TIMEOUT", "StdioAgent", "serve_stdio"]
 
@@ -206,18 +207,19 @@ async def serve_stdio(
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
     max_line_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    **registry_options: Any,
+    options: RegistryOptions | None = None,
+    log: EventLog | None = None,
 ) -> int:
     """Serve runs over stdin/stdout until the end of stdin; return the exit status (0).
 
-    ``registry_options`` go to :class:`~transports.runs.RunRegistry`. Raises
+    ``options`` and ``log`` build the :class:`~transports.runs.RunRegistry`. Raises
     UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
         if agent is None:
             raise UsageError("serve_stdio needs an agent or a registry")
         # No subscriber ever leaves a stdio run early, so the grace period never applies.
-        registry = RunRegistry(agent, **registry_options)
+        registry = RunRegistry(agent, options=options, log=log)
     loop = asyncio.get_running_loop()
     # Bounded by the reader thread's ``slots``, not by the queue itself (the thread
     # cannot await), so the queue never holds more than STDIN_MAX_PENDING_LINES + EOF.

@@ -81,8 +81,9 @@ from .common import (
     remote_error_from_body,
     remote_error_from_line,
 )
-from .eventlog import CursorExpiredError
-from .runs import CANCEL_WAIT_SECONDS, RunRegistry, Subscription, resume_cursor
+from .clock import Clock
+from .eventlog import CursorExpiredError, EventLog
+from .runs import CANCEL_WAIT_SECONDS, RegistryOptions, RunRegistry, Subscription, resume_cursor
 
 __all__ = [
     "DEFAULT_MAX_QUEUE",
@@ -305,7 +306,9 @@ async def start_ws_server(
     ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
     max_queue: int = DEFAULT_MAX_QUEUE,
     write_limit: int = DEFAULT_WRITE_LIMIT,
-    **registry_options: Any,
+    options: RegistryOptions | None = None,
+    log: EventLog | None = None,
+    clock: Clock | None = None,
 ) -> WSServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -318,7 +321,7 @@ async def start_ws_server(
     if registry is None:
         if agent is None:
             raise UsageError("start_ws_server needs an agent or a registry")
-        registry = RunRegistry(agent, **registry_options)
+        registry = RunRegistry(agent, options=options, log=log, clock=clock)
     connections: set[_Connection] = set()
 
     def process_request(conn: ServerConnection, request: Request) -> Response | None:

@@ -17,7 +17,7 @@ import sys
 
 from agui_engine.errors import AguiEngineError
 
-from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS
+from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
 __all__ = ["add_arguments", "run"]
 
@@ -63,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(agent: object, args: argparse.Namespace) -> int:
-    registry_options = {"max_runs": args.max_runs, "grace_seconds": args.grace, "verify": not args.no_verify}
+    options = RegistryOptions(max_runs=args.max_runs, grace_seconds=args.grace, verify=not args.no_verify)
     if args.transport == "stdio":
         from agui_engine.transports.stdio import serve_stdio
 
-        return await serve_stdio(agent, **registry_options)  # type: ignore[arg-type]
+        return await serve_stdio(agent, options=options)  # type: ignore[arg-type]
     token = os.environ.get(args.auth_token_env) or None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -87,13 +87,13 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
             auth_token=token,
             cors_origins=args.cors,
             keepalive_seconds=args.keepalive,
-            **registry_options,
+            options=options,
         )
         url = server.url.rstrip("/") + (args.path if args.path != "/" else "/")  # type: ignore[attr-defined]
     else:
         from agui_engine.transports.websocket import start_ws_server
 
-        server = await start_ws_server(agent, host=args.host, port=args.port, auth_token=token, **registry_options)  # type: ignore[arg-type]
+        server = await start_ws_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
         url = server.url  # type: ignore[attr-defined]
     logging.getLogger("agui_engine.transports").info(
         "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""

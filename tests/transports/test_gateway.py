@@ -14,6 +14,7 @@ import pytest
 
 from agui_engine.codec import decode_event
 from agui_engine.transports.gateway import run_via_gateway
+from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import SSEAgent, start_sse_server
 from agui_engine.transports.stdio import StdioAgent
 from agui_engine.transports.websocket import WebSocketAgent, start_ws_server
@@ -113,7 +114,7 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
         llm = OpenAIChatClient(
             "m", api_key="k", base_url=model_server.base_url("openai_chat", "text", hold_after=len(data) * 2 // 3)
         )
-        async with await start_sse_server(LLMAgent(llm), grace_seconds=60) as srv:
+        async with await start_sse_server(LLMAgent(llm), options=RegistryOptions(grace_seconds=60)) as srv:
             h = {"Content-Type": "application/json"}
             async with httpx.AsyncClient(timeout=10) as c:
                 async with c.stream("POST", srv.url, content=msgspec.json.encode(make_input("up")), headers=h) as r:

@@ -9,9 +9,11 @@ import pytest
 from agui_engine.codec import decode_event
 from agui_engine.errors import UsageError
 from agui_engine.events import RunAgentInput, TextMessageChunkEvent
+from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.common import InvalidInputError
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
 from agui_engine.transports.runs import (
+    RegistryOptions,
     RunExistsError,
     RunFinishedError,
     RunRegistry,
@@ -69,7 +71,7 @@ async def test_chunks_are_expanded_by_the_verifier_before_they_are_logged() -> N
 
 
 async def test_limits_duplicates_and_bad_run_ids() -> None:
-    reg = RunRegistry(ScriptedAgent(hang=True), max_runs=1)
+    reg = RunRegistry(ScriptedAgent(hang=True), options=RegistryOptions(max_runs=1))
     await reg.start(make_input("a"))
     with pytest.raises(ServerBusyError) as ei:
         await reg.start(make_input("b"))
@@ -112,7 +114,9 @@ async def test_a_subscriber_lapped_by_the_producer_gets_cursor_expired() -> None
 
 async def test_retention_discards_finished_runs() -> None:
     log = InMemoryEventLog()
-    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, retention_seconds=0.05, max_retained=1)
+    clock = ManualClock()
+    options = RegistryOptions(retention_seconds=60, max_retained=1)
+    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, options=options, clock=clock)
     r1 = await reg.start(make_input("one"))
     await r1.wait_finished()
     r2 = await reg.start(make_input("two"))
@@ -120,10 +124,34 @@ async def test_retention_discards_finished_runs() -> None:
     with pytest.raises(UnknownRunError):
         reg.get("one")  # over max_retained: dropped at once
     assert len(log) == 1  # its log too: the in-memory log is discarded without a task
-    await asyncio.sleep(0.15)
+    clock.advance(59.9)
+    assert reg.get("two") is r2  # still within retention
+    clock.advance(0.1)
     with pytest.raises(UnknownRunError):
         reg.get("two")  # retention expired
-    assert len(log) == 0
+    assert len(log) == 0 and clock.pending == 0
+
+
+async def test_the_grace_timer_runs_on_the_registry_clock() -> None:
+    clock = ManualClock()
+    agent = ScriptedAgent(deltas=1, hang=True)
+    reg = RunRegistry(agent, options=RegistryOptions(grace_seconds=30), clock=clock)
+    run = await reg.start(make_input("g"))
+    reg.subscribe(run).close()  # the last subscriber leaves: the grace timer starts
+    clock.advance(29)
+    assert run.state == "running"
+    reg.subscribe(run).close()  # a reconnect within the grace period restarts it
+    clock.advance(29)
+    assert run.state == "running"
+    clock.advance(1)
+    await asyncio.wait_for(run.wait_finished(), 5)
+    assert run.terminal_code == "abandoned"
+
+
+def test_registry_options_reject_values_out_of_range() -> None:
+    for bad in ({"max_runs": 0}, {"grace_seconds": -1}, {"retention_seconds": float("nan")}, {"max_retained": -1}):
+        with pytest.raises(UsageError):
+            RegistryOptions(**bad)  # type: ignore[arg-type]
 
 
 def test_resume_cursor() -> None:
@@ -177,7 +205,7 @@ async def test_a_finished_run_still_being_read_is_not_evicted() -> None:
     # max_retained evicts the oldest finished run -- never one whose subscriber has
     # not read its end yet; it queues for eviction once its last reader leaves.
     log = InMemoryEventLog()
-    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, max_retained=1)
+    reg = RunRegistry(ScriptedAgent(deltas=1), log=log, options=RegistryOptions(max_retained=1))
     r1 = await reg.start(make_input("one"))
     sub = reg.subscribe(r1)
     await r1.wait_finished()

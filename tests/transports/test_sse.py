@@ -13,6 +13,7 @@ from aiohttp import web
 from agui_engine.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.events import RunAgentInput
 from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import (
     REGISTRY_KEY,
     SSEAgent,
@@ -110,7 +111,7 @@ async def test_422_names_the_json_path() -> None:
 
 async def test_busy_server_answers_503_with_retry_after_and_duplicate_run_409() -> None:
     agent = ScriptedAgent(hang=True)
-    async with await start_sse_server(agent, max_runs=1) as srv:
+    async with await start_sse_server(agent, options=RegistryOptions(max_runs=1)) as srv:
         async with httpx.AsyncClient(timeout=10) as c:
             h = {"Content-Type": "application/json"}
             async with c.stream("POST", srv.url, content=body("a"), headers=h) as first:
@@ -198,7 +199,7 @@ async def _read_until(resp: httpx.Response, n_frames: int) -> list:
 
 async def test_disconnect_and_resume_loses_and_repeats_nothing() -> None:
     agent = ScriptedAgent(deltas=30, pause=0.01)
-    async with await start_sse_server(agent, grace_seconds=5) as srv:
+    async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=5)) as srv:
         h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r1:
@@ -290,7 +291,7 @@ async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
 
 async def test_grace_period_then_cancel_when_the_last_subscriber_leaves() -> None:
     agent = ScriptedAgent(deltas=3, hang=True)
-    async with await start_sse_server(agent, grace_seconds=0.2) as srv:
+    async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=0.2)) as srv:
         h = {"Content-Type": "application/json"}
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r:
@@ -398,7 +399,7 @@ async def test_sse_agent_typed_errors() -> None:
 
 async def test_closing_the_sse_agent_early_cancels_the_remote_run() -> None:
     agent = ScriptedAgent(deltas=3, hang=True)
-    async with await start_sse_server(agent, grace_seconds=60) as srv:
+    async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=60)) as srv:
         gen = SSEAgent(srv.url).run(make_input())
         async for e in gen:
             if e.type.value == "TEXT_MESSAGE_CONTENT":

@@ -11,6 +11,7 @@ from websockets.asyncio.client import connect
 
 from agui_engine.codec import decode_event
 from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_ws_server
 
 from .scripted import ScriptedAgent, make_input
@@ -134,7 +135,7 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
     from agui_engine.transports.eventlog import InMemoryEventLog
 
     agent = ScriptedAgent(deltas=30, pause=0.005)
-    async with await start_ws_server(agent, grace_seconds=5, log=InMemoryEventLog(max_events=1000)) as srv:
+    async with await start_ws_server(agent, options=RegistryOptions(grace_seconds=5), log=InMemoryEventLog(max_events=1000)) as srv:
         first: list[dict] = []
         async with connect(srv.url + "?batch=0") as ws:
             await ws.send(run_msg("r"))
