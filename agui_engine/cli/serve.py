@@ -16,7 +16,6 @@ import signal
 import sys
 
 from agui_engine.errors import AguiEngineError
-
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
 __all__ = ["add_arguments", "run"]
