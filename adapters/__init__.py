@@ -1,2 +1,61 @@
-"""Adapters: LLM providers over HTTP streaming and agent frameworks, translated
-into the engine's types."""
+"""Adapters: LLM providers over HTTP streaming, translated into the engine's types.
+
+The clients and :func:`client_from_spec` are importable from here and loaded on
+first use, so ``import agui_engine.adapters`` stays cheap: httpx is imported with the
+first client, and the loopback replay server (:mod:`agui_engine.adapters.replay`,
+for tests and the demo) only when imported by name. Helpers for writing a provider
+(:mod:`~agui_engine.adapters.provider`, :mod:`~agui_engine.adapters.prompt`) are
+exported by their modules. See ``spec/providers.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agui_engine._lazy import export_names, load_export
+
+if TYPE_CHECKING:
+    from .anthropic import AnthropicClient
+    from .gemini import GeminiClient
+    from .models import ModelSpec, client_from_spec, parse_model_spec
+    from .openai_chat import OpenAIChatClient, OpenAICompatibleClient, OpenAIPlatformClient
+    from .openai_responses import OpenAIResponsesClient
+    from .provider import ProviderError, StreamingLLMClient
+
+# public name -> submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "AnthropicClient": "anthropic",
+    "GeminiClient": "gemini",
+    "ModelSpec": "models",
+    "OpenAIChatClient": "openai_chat",
+    "OpenAICompatibleClient": "openai_chat",
+    "OpenAIPlatformClient": "openai_chat",
+    "OpenAIResponsesClient": "openai_responses",
+    "ProviderError": "provider",
+    "StreamingLLMClient": "provider",
+    "client_from_spec": "models",
+    "parse_model_spec": "models",
+}
+
+__all__ = [
+    "AnthropicClient",
+    "GeminiClient",
+    "ModelSpec",
+    "OpenAIChatClient",
+    "OpenAICompatibleClient",
+    "OpenAIPlatformClient",
+    "OpenAIResponsesClient",
+    "ProviderError",
+    "StreamingLLMClient",
+    "client_from_spec",
+    "parse_model_spec",
+]
+
+
+
+def __getattr__(name: str) -> Any:
+    return load_export(__name__, _EXPORTS, name)
+
+
+def __dir__() -> list[str]:
+    return export_names(__name__, _EXPORTS)

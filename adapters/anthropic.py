@@ -63,14 +63,7 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = [
-    "AnthropicClient",
-    "AnthropicStreamParser",
-    "build_anthropic_body",
-    "pack_redacted",
-    "ANTHROPIC_DEFAULT_BASE_URL",
-    "REDACTED_THINKING_PREFIX",
-]
+__all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "AnthropicClient", "AnthropicStreamParser", "build_anthropic_body"]
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: The API version header value; the stable version every current model accepts.

@@ -67,7 +67,7 @@ from .provider import (
     StreamParser,
 )
 
-__all__ = ["GeminiClient", "GeminiStreamParser", "build_gemini_body", "GEMINI_DEFAULT_BASE_URL", "MINTED_ID_PREFIX"]
+__all__ = ["GEMINI_DEFAULT_BASE_URL", "GeminiClient", "GeminiStreamParser", "build_gemini_body"]
 
 GEMINI_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 #: Tool call ids the adapter made up (the Gemini API sends none) start with this, so

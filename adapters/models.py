@@ -35,7 +35,7 @@ from .openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from .openai_responses import OpenAIResponsesClient
 from .provider import StreamingLLMClient
 
-__all__ = ["ModelSpec", "parse_model_spec", "client_from_spec", "MODEL_SPEC_HELP", "PROVIDER_CLIENTS"]
+__all__ = ["ModelSpec", "PROVIDER_CLIENTS", "client_from_spec", "parse_model_spec"]
 
 MODEL_SPEC_HELP = (
     "model: openai:<model> | openai-responses:<model> | anthropic:<model> | gemini:<model> | "

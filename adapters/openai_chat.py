@@ -81,14 +81,12 @@ from .provider import (
 )
 
 __all__ = [
+    "ChatStreamParser",
+    "OPENAI_DEFAULT_BASE_URL",
     "OpenAIChatClient",
     "OpenAICompatibleClient",
     "OpenAIPlatformClient",
-    "ChatStreamParser",
     "build_chat_body",
-    "encode_chat_stream",
-    "parse_chat_request",
-    "OPENAI_DEFAULT_BASE_URL",
 ]
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -61,7 +61,7 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body", "pack_reasoning", "unpack_reasoning"]
+__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body"]
 
 
 def pack_reasoning(item_id: Any, encrypted_content: str) -> str:

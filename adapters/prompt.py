@@ -48,19 +48,19 @@ from agui_engine.events import (
 )
 
 __all__ = [
-    "TextChunk",
     "Media",
     "Part",
+    "TextChunk",
     "Turn",
-    "content_parts",
-    "text_of",
-    "only_text",
-    "group_turns",
-    "tool_result_text",
-    "parse_arguments",
-    "data_url",
-    "resolve_tool_choice",
     "append_turn",
+    "content_parts",
+    "data_url",
+    "group_turns",
+    "only_text",
+    "parse_arguments",
+    "resolve_tool_choice",
+    "text_of",
+    "tool_result_text",
 ]
 
 

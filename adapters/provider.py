@@ -71,20 +71,20 @@ from agui_engine.llm import (
 )
 
 __all__ = [
-    "ProviderError",
-    "StreamParser",
-    "TypedEventParser",
-    "ToolCallTracker",
-    "StreamingLLMClient",
     "CompletionRequest",
-    "api_key_from",
-    "ProviderStream",
-    "MalformedStream",
-    "parse_retry_after",
-    "is_retryable_status",
-    "MAX_PROVIDER_FRAME_BYTES",
     "DEFAULT_MAX_RETRIES",
+    "MAX_PROVIDER_FRAME_BYTES",
     "MAX_RETRY_AFTER_SECONDS",
+    "MalformedStream",
+    "ProviderError",
+    "ProviderStream",
+    "StreamParser",
+    "StreamingLLMClient",
+    "ToolCallTracker",
+    "TypedEventParser",
+    "api_key_from",
+    "is_retryable_status",
+    "parse_retry_after",
 ]
 
 logger = logging.getLogger(__name__)

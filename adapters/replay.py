@@ -53,7 +53,16 @@ from agui_engine.llm import LLMClient
 
 from .openai_chat import OpenAIChatClient, encode_chat_stream, parse_chat_request
 
-__all__ = ["serve_over_openai_chat", "ReplayServer", "RecordedRequest", "Fixture", "load_fixture", "fixture_names", "FIXTURES_DIR", "PROVIDERS"]
+__all__ = [
+    "FIXTURES_DIR",
+    "Fixture",
+    "PROVIDERS",
+    "RecordedRequest",
+    "ReplayServer",
+    "fixture_names",
+    "load_fixture",
+    "serve_over_openai_chat",
+]
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 

@@ -139,13 +139,7 @@ from .interactables import UPDATE_RESULT, Interactable, interactables_from_conte
 from .llm_agent import client_tools_of, component_result
 from .verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 
-__all__ = [
-    "AGENT_ERROR_CODE",
-    "REPAIRS",
-    "AgentLoop",
-    "RepairHook",
-    "run_agent_loop",
-]
+__all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
 logger = logging.getLogger("agui_engine.agent_loop")
 

@@ -89,21 +89,18 @@ from .interactables import Interactable, UpdateKind, merge_update
 from .jsonstream import PatchStream
 
 __all__ = [
-    "BLOCKS_KEY",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
-    "MAX_COMPONENT_ARGS_CHARS",
     "ComponentSizeError",
     "ComponentStream",
     "InteractableUpdateStream",
+    "MAX_COMPONENT_ARGS_CHARS",
     "component_blocks",
     "find_component",
-    "register_component_handlers",
     "seed_interactables",
-    "strip_reserved_keys",
 ]
 
 COMPONENT_START: Final = "tambo.component.start"

@@ -144,21 +144,17 @@ from .llm import (
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
 __all__ = [
-    "MAX_TOOL_CALLS_PER_STEP",
-    "TOOL_CALL_STATUS_EVENT",
-    "TOOL_CHOICE_KEYWORDS",
     "Decision",
     "DecisionStreamItem",
+    "MAX_TOOL_CALLS_PER_STEP",
     "ModelStreamError",
     "ReasoningBlock",
-    "StandardParameterFilter",
+    "TOOL_CALL_STATUS_EVENT",
     "ToolCallArgumentsError",
     "ToolCallArgumentsLimitError",
     "ToolCallRequest",
     "ToolCallTransformer",
     "UnknownToolChoiceError",
-    "build_tools",
-    "new_id",
     "resolve_tool_choice",
     "run_decision_loop",
 ]

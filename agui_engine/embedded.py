@@ -69,20 +69,7 @@ from .llm import (
     Usage,
 )
 
-__all__ = [
-    "DASHBOARD_SCHEMA",
-    "DEMO_WEATHER",
-    "EMBEDDED_MODEL_NAME",
-    "GET_WEATHER_TOOL",
-    "MAX_CHUNK_CHARS",
-    "WEATHER_CARD_SCHEMA",
-    "EmbeddedModel",
-    "PlannedCall",
-    "PlannedReply",
-    "chunk_text",
-    "demo_weather",
-    "plan_reply",
-]
+__all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedModel"]
 
 #: Largest chunk the model emits. Real tokenizers produce tokens of 1-8
 #: characters for English text and JSON punctuation (a 4-character average), so

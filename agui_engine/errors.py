@@ -37,16 +37,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "AguiEngineError",
-    "UsageError",
-    "RemoteInputError",
-    "LimitExceededError",
-    "UpstreamError",
     "CapacityError",
+    "LimitExceededError",
+    "RemoteInputError",
+    "UpstreamError",
+    "UsageError",
     "WS_CLOSE_BAD_INPUT",
+    "WS_CLOSE_BUSY",
+    "WS_CLOSE_INTERNAL",
     "WS_CLOSE_LIMIT",
     "WS_CLOSE_UPSTREAM",
-    "WS_CLOSE_INTERNAL",
-    "WS_CLOSE_BUSY",
 ]
 
 #: Characters of a remote error message (provider error body, remote agent's

@@ -50,11 +50,11 @@ from .errors import LimitExceededError, RemoteInputError, UsageError
 from .jsonstream import PatchStream
 
 __all__ = [
-    "MAX_SPEC_DEPTH",
-    "MAX_SPEC_NODES",
     "GenUILimitError",
     "GenUISpecError",
     "GenUIStream",
+    "MAX_SPEC_DEPTH",
+    "MAX_SPEC_NODES",
     "UIChild",
     "UINode",
     "UnknownComponentError",

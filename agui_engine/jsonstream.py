@@ -48,12 +48,12 @@ from typing import Any, Final, cast
 from .errors import LimitExceededError, RemoteInputError, UsageError
 
 __all__ = [
+    "JSONStreamError",
+    "JSONStreamLimitError",
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_NUMBER_LENGTH",
     "MAX_POINTER_LENGTH",
-    "JSONStreamError",
-    "JSONStreamLimitError",
     "PatchStream",
     "escape_pointer_token",
 ]

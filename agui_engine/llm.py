@@ -38,19 +38,19 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 import msgspec
 
 __all__ = [
-    "LLMTool",
-    "ToolChoice",
+    "Finish",
     "FinishReason",
-    "TextDelta",
+    "LLMClient",
+    "LLMStreamItem",
+    "LLMTool",
     "ReasoningDelta",
-    "ToolCallStart",
+    "StreamError",
+    "TextDelta",
     "ToolCallArgsDelta",
     "ToolCallEnd",
+    "ToolCallStart",
+    "ToolChoice",
     "Usage",
-    "Finish",
-    "StreamError",
-    "LLMStreamItem",
-    "LLMClient",
 ]
 
 #: ``"auto"``, ``"required"``, ``"none"``, or the name of one tool the model must call.

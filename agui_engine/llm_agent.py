@@ -125,13 +125,10 @@ from .llm import LLMClient, LLMTool, Usage
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
-    "MAX_TOOL_RESULT_CHARS",
     "DEFAULT_TOOL_TIMEOUT_SECONDS",
     "LLMAgent",
+    "MAX_TOOL_RESULT_CHARS",
     "StepLimitExceededError",
-    "client_tools_of",
-    "component_result",
-    "format_tool_result",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a

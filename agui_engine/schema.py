@@ -22,7 +22,7 @@ import msgspec
 
 from .events import PROTOCOL_VERSION, Event, Message, RunAgentInput
 
-__all__ = ["SCHEMA_DOCUMENTS", "schemas", "render", "write"]
+__all__ = ["SCHEMA_DOCUMENTS", "render", "schemas", "write"]
 
 _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 

@@ -86,29 +86,7 @@ from .events import (
     ToolCallStartEvent,
 )
 
-__all__ = [
-    "ANY",
-    "KINDS",
-    "REASONING",
-    "REASONING_MESSAGE",
-    "RULES",
-    "STEP",
-    "SUBAGENT",
-    "TEXT",
-    "TOOL",
-    "TRANSITIONS",
-    "Action",
-    "ChunkExpander",
-    "Kind",
-    "Phase",
-    "ProtocolViolation",
-    "Row",
-    "Rule",
-    "Verifier",
-    "Violation",
-    "event_type_of",
-    "verify_events",
-]
+__all__ = ["ChunkExpander", "ProtocolViolation", "Verifier", "Violation", "verify_events"]
 
 
 # --------------------------------------------------------------------------- rules

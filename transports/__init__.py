@@ -2,39 +2,50 @@
 keep-alive, backpressure and cancellation; the core does none of that.
 
 The public names are importable from here and loaded on first use, so that
-``import transports`` stays cheap and pulls in aiohttp, httpx or websockets only
+``import agui_engine.transports`` stays cheap and pulls in aiohttp, httpx or websockets only
 for the transport actually used. See ``spec/transports.md``.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agui_engine._lazy import export_names, load_export
+
+if TYPE_CHECKING:
+    from .clock import Clock, LoopClock, ManualClock
+    from .common import ConnectionLostError, RemoteAgentError
+    from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
+    from .gateway import GatewayAgent, run_via_gateway
+    from .runs import RegistryOptions, RunRegistry
+    from .sse import SSEAgent, SSEServer, create_app, start_sse_server
+    from .stdio import StdioAgent, serve_stdio
+    from .websocket import WSServer, WebSocketAgent, start_ws_server
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
-    "create_app": "sse",
-    "start_sse_server": "sse",
-    "SSEServer": "sse",
-    "SSEAgent": "sse",
-    "start_ws_server": "websocket",
-    "WSServer": "websocket",
-    "WebSocketAgent": "websocket",
-    "serve_stdio": "stdio",
-    "StdioAgent": "stdio",
-    "RunRegistry": "runs",
-    "RegistryOptions": "runs",
     "Clock": "clock",
+    "ConnectionLostError": "common",
+    "CursorExpiredError": "eventlog",
+    "EventLog": "eventlog",
+    "GatewayAgent": "gateway",
+    "InMemoryEventLog": "eventlog",
     "LoopClock": "clock",
     "ManualClock": "clock",
-    "EventLog": "eventlog",
-    "InMemoryEventLog": "eventlog",
-    "CursorExpiredError": "eventlog",
-    "UnknownRunError": "eventlog",
+    "RegistryOptions": "runs",
     "RemoteAgentError": "common",
-    "ConnectionLostError": "common",
+    "RunRegistry": "runs",
+    "SSEAgent": "sse",
+    "SSEServer": "sse",
+    "StdioAgent": "stdio",
+    "UnknownRunError": "eventlog",
+    "WSServer": "websocket",
+    "WebSocketAgent": "websocket",
+    "create_app": "sse",
     "run_via_gateway": "gateway",
-    "GatewayAgent": "gateway",
+    "serve_stdio": "stdio",
+    "start_sse_server": "sse",
+    "start_ws_server": "websocket",
 }
 
 __all__ = [
@@ -61,17 +72,11 @@ __all__ = [
     "start_sse_server",
     "start_ws_server",
 ]
-assert sorted(__all__) == sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'transports' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    return load_export(__name__, _EXPORTS, name)
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+    return export_names(__name__, _EXPORTS)

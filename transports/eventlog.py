@@ -51,18 +51,18 @@ from typing import Protocol, runtime_checkable
 from agui_engine.errors import RemoteInputError, UsageError
 
 __all__ = [
-    "DEFAULT_LOG_MAX_BYTES",
-    "DEFAULT_LOG_MAX_EVENTS",
-    "READ_MAX_BYTES",
-    "READ_MAX_EVENTS",
-    "WS_CLOSE_CURSOR_EXPIRED",
-    "WS_CLOSE_UNKNOWN_RUN",
     "BadCursorError",
     "CursorExpiredError",
+    "DEFAULT_LOG_MAX_BYTES",
+    "DEFAULT_LOG_MAX_EVENTS",
     "EventLog",
     "InMemoryEventLog",
     "LogSlice",
+    "READ_MAX_BYTES",
+    "READ_MAX_EVENTS",
     "UnknownRunError",
+    "WS_CLOSE_CURSOR_EXPIRED",
+    "WS_CLOSE_UNKNOWN_RUN",
 ]
 
 #: Events kept per run. A long LLM run with tool calls emits a few thousand

@@ -85,19 +85,13 @@ from .eventlog import (
 )
 
 __all__ = [
-    "CANCEL_WAIT_SECONDS",
-    "COALESCE_MAX_PASSES",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
     "DEFAULT_MAX_RETAINED",
     "DEFAULT_MAX_RUNS",
     "DEFAULT_RETENTION_SECONDS",
-    "KEEPALIVE_RESOLUTION",
-    "PRODUCER_YIELD_EVERY",
     "RETRY_AFTER_BUSY_SECONDS",
     "RETRY_AFTER_SHUTDOWN_SECONDS",
-    "WS_CLOSE_BUSY",
-    "WS_CLOSE_RUN_EXISTS",
     "RegistryOptions",
     "Run",
     "RunExistsError",
@@ -105,6 +99,8 @@ __all__ = [
     "RunRegistry",
     "ServerBusyError",
     "Subscription",
+    "WS_CLOSE_BUSY",
+    "WS_CLOSE_RUN_EXISTS",
 ]
 
 logger = logging.getLogger("agui_engine.transports")

@@ -78,29 +78,7 @@ from .runs import (
     resume_cursor,
 )
 
-__all__ = [
-    "CANCEL_REQUEST_TIMEOUT",
-    "CORS_MAX_AGE",
-    "DEFAULT_BACKOFF_INITIAL",
-    "DEFAULT_BACKOFF_MAX",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_MAX_RETRIES",
-    "KEEPALIVE_NDJSON",
-    "KEEPALIVE_SSE",
-    "LISTEN_BACKLOG",
-    "MAX_ECHOED_HEADER_CHARS",
-    "NDJSON_CONTENT_TYPE",
-    "REGISTRY_KEY",
-    "SHUTDOWN_TIMEOUT",
-    "SSE_CONTENT_TYPE",
-    "SSEAgent",
-    "SSEServer",
-    "create_app",
-    "frame_ndjson",
-    "frame_sse",
-    "negotiate",
-    "start_sse_server",
-]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
 
 logger = logging.getLogger("agui_engine.transports")
 

@@ -68,7 +68,7 @@ from .common import (
 from .eventlog import EventLog
 from .runs import RegistryOptions, RunRegistry, Subscription
 
-__all__ = ["READ_CHUNK_BYTES", "STDIN_MAX_PENDING_LINES", "STDIO_EXIT_TIMEOUT", "StdioAgent", "serve_stdio"]
+__all__ = ["StdioAgent", "serve_stdio"]
 
 logger = logging.getLogger("agui_engine.transports")
 

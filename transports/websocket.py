@@ -90,11 +90,9 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
     "DEFAULT_WRITE_LIMIT",
-    "MAX_BAD_MESSAGES",
-    "MAX_RUNS_PER_CONNECTION",
+    "WSServer",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
-    "WSServer",
     "WebSocketAgent",
     "start_ws_server",
 ]

@@ -1,40 +1,81 @@
-"""The package's public API: every public name of every library module is
-re-exported from ``agui_engine`` with the same object, and ``__all__`` lists
-exactly those names."""
+"""The package's public API: ``agui_engine.__all__`` is the literal list below (adding or
+removing a public name means editing this test), every name is the object its module
+exports, and every public module has a literal, sorted ``__all__``."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import agui_engine
+from tests.public_api import check_module, check_package, public_modules
+
+# The schema writer is a program over the library (it writes spec/schema), not part of
+# it; the command line is the subpackage agui_engine.cli (not a module of this folder).
+NOT_PUBLIC = {"schema"}
+MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC)
+
+EXPECTED_ALL = [
+    "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
+    "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage", "AudioInputContent", "AudioPart",
+    "BaseEvent", "COMPONENT_END", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA",
+    "CapacityError", "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart",
+    "Context", "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem",
+    "DeveloperMessage", "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event",
+    "EventDecodeError", "EventStreamDecoder", "EventType", "FileSource", "Finish", "FinishReason",
+    "FrameTooLargeError", "FunctionCall", "GenUILimitError", "GenUISpecError", "GenUIStream",
+    "ImageInputContent", "ImagePart", "InputContent", "Interactable", "InteractableUpdateStream", "Interrupt",
+    "JSONStreamError", "JSONStreamLimitError", "JSONTooDeepError", "JsonPatch", "JsonPatchOperation",
+    "LLMAgent", "LLMClient", "LLMStreamItem", "LLMTool", "LimitExceededError", "Message",
+    "MessagesSnapshotEvent", "ModelStreamError", "MoveOperation", "NDJSONDecoder", "NDJSON_CONTENT_TYPE",
+    "NullPolicy", "PROTOCOL_VERSION", "PartSource", "PatchError", "PatchStream", "Problem",
+    "ProtocolViolation", "RawEvent", "ReasoningBlock", "ReasoningDelta", "ReasoningEncryptedValueEvent",
+    "ReasoningEndEvent", "ReasoningMessage", "ReasoningMessageChunkEvent", "ReasoningMessageContentEvent",
+    "ReasoningMessageEndEvent", "ReasoningMessageStartEvent", "ReasoningStartEvent", "RemoteInputError",
+    "RemoveOperation", "ReplaceOperation", "ResumeEntry", "Role", "RunAgentInput", "RunErrorEvent",
+    "RunFinishedCancelledOutcome", "RunFinishedEvent", "RunFinishedInterruptOutcome", "RunFinishedOutcome",
+    "RunFinishedSuccessOutcome", "RunRecord", "RunStartedEvent", "SSEDecoder", "SSEMessage",
+    "SSE_CONTENT_TYPE", "ServerTool", "StateDeltaEvent", "StateSnapshotEvent", "StatusMessages",
+    "StepFinishedEvent", "StepLimitExceededError", "StepStartedEvent", "StreamError", "SubagentErrorEvent",
+    "SubagentFinishedEvent", "SubagentFinishedOutcome", "SubagentFinishedSuccessOutcome",
+    "SubagentFinishedSuspendedOutcome", "SubagentStartedEvent", "SystemMessage", "TestOperation", "TextDelta",
+    "TextInputContent", "TextMessageChunkEvent", "TextMessageContentEvent", "TextMessageEndEvent",
+    "TextMessageRole", "TextMessageStartEvent", "TextPart", "TokenUsage", "Tool", "ToolArgumentsError",
+    "ToolCall", "ToolCallArgsDelta", "ToolCallArgsEvent", "ToolCallArgumentsError",
+    "ToolCallArgumentsLimitError", "ToolCallChunkEvent", "ToolCallEnd", "ToolCallEndEvent", "ToolCallRequest",
+    "ToolCallResultEvent", "ToolCallStart", "ToolCallStartEvent", "ToolChoice", "ToolMessage", "UINode",
+    "UnknownComponentError", "UnknownEvent", "UnknownToolChoiceError", "UpstreamError", "UrlSource", "Usage",
+    "UsageError", "UserMessage", "Verifier", "VideoInputContent", "VideoPart", "Violation", "__version__",
+    "apply_json_patch", "component_blocks", "decode_event", "encode_event", "encode_ndjson", "encode_sse",
+    "encode_sse_comment", "find_component", "interactable_tools", "interactables_from_context",
+    "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema", "tool_from_callable",
+    "validate_spec", "validate_tree", "verify_events",
+]
 
 
-def test_all_is_the_union_of_the_public_modules() -> None:
-    expected = {name for module in agui_engine.PUBLIC_MODULES for name in module.__all__} | {"__version__"}
-    assert set(agui_engine.__all__) == expected
-    assert len(agui_engine.__all__) == len(set(agui_engine.__all__))
+def test_all_is_the_literal_expected_list() -> None:
+    check_package(
+        agui_engine, EXPECTED_ALL, Path(agui_engine.__file__), [name for name, _ in MODULES]
+    )
 
 
-def test_every_exported_name_is_the_submodule_object() -> None:
-    for module in agui_engine.PUBLIC_MODULES:
-        for name in module.__all__:
-            assert getattr(agui_engine, name) is getattr(module, name), (module.__name__, name)
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
+def test_public_module_has_a_literal_sorted_all(module: str, path: Path) -> None:
+    check_module(module, path)
 
 
-def test_core_names_users_reach_for() -> None:
-    for name in [
-        "PatchStream", "JSONStreamError", "Verifier", "Accumulator", "SSEDecoder", "EventStreamDecoder",
-        "encode_sse", "decode_event", "RunAgentInput", "Event", "Component", "ComponentStream",
-        "run_decision_loop", "LLMAgent", "EmbeddedModel", "LLMClient", "Agent", "RemoteInputError",
-    ]:
-        assert name in agui_engine.__all__
+def test_demo_data_and_internals_are_not_exported() -> None:
+    from agui_engine import decision, embedded, verify
 
-
-def test_star_import_gives_exactly_all() -> None:
-    namespace: dict[str, object] = {}
-    exec("from agui_engine import *", namespace)
-    assert set(namespace) - {"__builtins__"} == set(agui_engine.__all__)
+    for name in ["DEMO_WEATHER", "plan_reply", "chunk_text", "ANY", "TEXT", "Row", "KEEP", "DROP", "new_id"]:
+        assert name not in agui_engine.__all__
+    # still importable from their modules, for the demo and the tests
+    assert embedded.DEMO_WEATHER and embedded.plan_reply and verify.Row and decision.new_id
+    for module, names in [(embedded, ["DEMO_WEATHER", "plan_reply", "chunk_text"]), (verify, ["ANY", "TEXT", "Row"])]:
+        assert not set(names) & set(module.__all__)
 
 
 def test_importing_the_core_pulls_in_no_io_library() -> None:

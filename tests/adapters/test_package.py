@@ -1,0 +1,58 @@
+"""``agui_engine.adapters``: its ``__all__`` is the literal list below (the clients and
+``client_from_spec``), loaded lazily so that importing the package pulls in neither
+httpx nor a server; every adapter module has a literal, sorted ``__all__``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agui_engine.adapters as adapters
+from tests.public_api import check_module, check_package, public_modules
+
+MODULES = public_modules("adapters", "agui_engine.adapters", set())
+
+EXPECTED_ALL = [
+    "AnthropicClient",
+    "GeminiClient",
+    "ModelSpec",
+    "OpenAIChatClient",
+    "OpenAICompatibleClient",
+    "OpenAIPlatformClient",
+    "OpenAIResponsesClient",
+    "ProviderError",
+    "StreamingLLMClient",
+    "client_from_spec",
+    "parse_model_spec",
+]
+
+
+def test_all_is_the_literal_expected_list() -> None:
+    check_package(adapters, EXPECTED_ALL, Path(adapters.__file__), [name for name, _ in MODULES])
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
+def test_adapter_module_has_a_literal_sorted_all(module: str, path: Path) -> None:
+    check_module(module, path)
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        adapters.nope  # noqa: B018
+
+
+def test_importing_the_package_is_cheap_and_pulls_no_server() -> None:
+    code = (
+        "import sys, agui_engine.adapters as a; "
+        "before = [m for m in ('httpx', 'aiohttp', 'agui_engine.adapters.replay', 'agui_engine.adapters.openai_chat') "
+        "if m in sys.modules]; "
+        "a.client_from_spec; "
+        "after = [m for m in ('aiohttp', 'agui_engine.adapters.replay') if m in sys.modules]; "
+        "print(','.join(before) + '|' + ','.join(after) + '|' + str('client_from_spec' in vars(a)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    # nothing before first use; the first use loads the clients (httpx) but no server
+    assert out == "||True"

@@ -1,0 +1,97 @@
+"""Checks shared by the per-package public-API tests (``tests/*/test_package.py``).
+
+A public module's ``__all__`` is ONE literal, sorted list of strings, every name in it
+resolves, and ``from module import *`` gives exactly those names. A package's
+``__all__`` equals the literal list written in its test (so adding or removing a
+public name is a deliberate edit of the test), and every name it exports is the
+object its defining module exports.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def literal_all(path: Path) -> list[str]:
+    """The ``__all__`` of the source file at ``path``, which must be assigned exactly once,
+    at module level, as a literal list of string constants. AssertionError otherwise."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    assignments = [
+        node
+        for node in tree.body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        and any(
+            isinstance(t, ast.Name) and t.id == "__all__"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    assert len(assignments) == 1, f"{path}: __all__ is assigned {len(assignments)} times (want once)"
+    value = assignments[0].value
+    assert isinstance(value, ast.List), f"{path}: __all__ is not a literal list"
+    names = []
+    for element in value.elts:
+        assert isinstance(element, ast.Constant) and isinstance(element.value, str), (
+            f"{path}:{element.lineno}: __all__ holds a non-literal"
+        )
+        names.append(element.value)
+    augmented = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id == "__all__"
+    ]
+    assert not augmented, f"{path}: __all__ is extended after its literal"
+    return names
+
+
+def star_import(module_name: str) -> set[str]:
+    namespace: dict[str, object] = {}
+    exec(f"from {module_name} import *", namespace)
+    return set(namespace) - {"__builtins__"}
+
+
+def check_module(module_name: str, path: Path) -> None:
+    """``module_name`` (source at ``path``) has a literal, sorted, duplicate-free
+    ``__all__`` whose names all resolve and which a star import reproduces."""
+    names = literal_all(path)
+    assert names == sorted(names), f"{module_name}.__all__ is not sorted"
+    assert len(names) == len(set(names)), f"{module_name}.__all__ repeats a name"
+    module = importlib.import_module(module_name)
+    assert module.__all__ == names
+    missing = [name for name in names if not hasattr(module, name)]
+    assert not missing, f"{module_name}.__all__ names what the module does not have: {missing}"
+    assert star_import(module_name) == set(names)
+
+
+def check_package(package: ModuleType, expected: list[str], path: Path, modules: list[str]) -> None:
+    """The package's ``__all__`` is the literal ``expected``; every name resolves to the
+    object of the same name that one of the public ``modules`` exports; a star import
+    gives exactly ``__all__``."""
+    names = literal_all(path)
+    assert names == sorted(names), f"{package.__name__}.__all__ is not sorted"
+    assert names == expected, (
+        f"{package.__name__}.__all__ changed: added {sorted(set(names) - set(expected))}, "
+        f"removed {sorted(set(expected) - set(names))}; update the expected list in the test on purpose"
+    )
+    submodules = [importlib.import_module(name) for name in modules]
+    for name in names:
+        value = getattr(package, name)
+        if name.startswith("__"):
+            continue
+        exported_by = [sub.__name__ for sub in submodules if name in sub.__all__ and getattr(sub, name) is value]
+        assert exported_by, f"{package.__name__}.{name} is not what a public module of the package exports"
+    assert star_import(package.__name__) == set(names)
+
+
+def public_modules(folder: str, package: str, exclude: set[str]) -> list[tuple[str, Path]]:
+    """``(module name, path)`` of every public module in the source folder ``folder``
+    (top level only; names starting with ``_`` and ``exclude`` are not public)."""
+    return [
+        (f"{package}.{path.stem}", path)
+        for path in sorted((ROOT / folder).glob("*.py"))
+        if not path.stem.startswith("_") and path.stem not in exclude
+    ]
