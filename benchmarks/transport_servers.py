@@ -118,9 +118,9 @@ async def engine_ws() -> None:
 
     from agui_engine.transports.runs import RegistryOptions
     from agui_engine.transports.sse import start_sse_server
-    from agui_engine.transports.websocket import start_ws_server
+    from agui_engine.transports.websocket import start_websocket_server
 
-    server = await start_ws_server(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
+    server = await start_websocket_server(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
     # The stats endpoint lives on a second, plain HTTP port of the same process.
     stats_app = web.Application()
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .runs import RegistryOptions, RunRegistry
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
-    from .websocket import WSServer, WebSocketAgent, start_ws_server
+    from .websocket import WebSocketAgent, WebSocketServer, start_websocket_server
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -39,13 +39,13 @@ _EXPORTS: dict[str, str] = {
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
-    "WSServer": "websocket",
     "WebSocketAgent": "websocket",
+    "WebSocketServer": "websocket",
     "create_app": "sse",
     "run_via_gateway": "gateway",
     "serve_stdio": "stdio",
     "start_sse_server": "sse",
-    "start_ws_server": "websocket",
+    "start_websocket_server": "websocket",
 }
 
 __all__ = [
@@ -64,13 +64,13 @@ __all__ = [
     "SSEServer",
     "StdioAgent",
     "UnknownRunError",
-    "WSServer",
     "WebSocketAgent",
+    "WebSocketServer",
     "create_app",
     "run_via_gateway",
     "serve_stdio",
     "start_sse_server",
-    "start_ws_server",
+    "start_websocket_server",
 ]
 
 

@@ -28,7 +28,7 @@ async def run_via_gateway(
     """Yield the events of ``input`` run by ``agent`` behind a loopback gateway.
 
     ``transport``: ``"sse"`` (default) or ``"ws"``. ``server_options`` go to
-    :func:`~transports.sse.start_sse_server` / :func:`~transports.websocket.start_ws_server`.
+    :func:`~transports.sse.start_sse_server` / :func:`~transports.websocket.start_websocket_server`.
     Raises UsageError for an unknown transport; the client's errors otherwise.
     """
     if transport == "sse":
@@ -37,9 +37,9 @@ async def run_via_gateway(
         server: Any = await start_sse_server(agent, **server_options)
         client: Agent = SSEAgent(server.url)
     elif transport in ("ws", "websocket"):
-        from .websocket import WebSocketAgent, start_ws_server
+        from .websocket import WebSocketAgent, start_websocket_server
 
-        server = await start_ws_server(agent, **server_options)
+        server = await start_websocket_server(agent, **server_options)
         client = WebSocketAgent(server.url)
     else:
         raise UsageError(f"run_via_gateway: unknown transport {transport!r} (sse or ws)")

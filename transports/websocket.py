@@ -90,11 +90,11 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
     "DEFAULT_WRITE_LIMIT",
-    "WSServer",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
     "WebSocketAgent",
-    "start_ws_server",
+    "WebSocketServer",
+    "start_websocket_server",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -272,7 +272,7 @@ class _Connection:
                 sl = None
 
 
-class WSServer(ServerHandle):
+class WebSocketServer(ServerHandle):
     """A running WebSocket gateway: ``url``, ``registry``, ``close()`` (graceful)."""
 
     def __init__(self, server: Server, url: str, registry: RunRegistry, connections: set[_Connection]) -> None:
@@ -292,7 +292,7 @@ class WSServer(ServerHandle):
         await self.server.wait_closed()
 
 
-async def start_ws_server(
+async def start_websocket_server(
     agent: Agent | None = None,
     *,
     host: str = "127.0.0.1",
@@ -307,7 +307,7 @@ async def start_ws_server(
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     clock: Clock | None = None,
-) -> WSServer:
+) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
     ``max_size``: largest incoming message (a ``run`` message carries a whole
@@ -318,7 +318,7 @@ async def start_ws_server(
     """
     if registry is None:
         if agent is None:
-            raise UsageError("start_ws_server needs an agent or a registry")
+            raise UsageError("start_websocket_server needs an agent or a registry")
         registry = RunRegistry(agent, options=options, log=log, clock=clock)
     connections: set[_Connection] = set()
 
@@ -361,7 +361,7 @@ async def start_ws_server(
     )
     sock = next(iter(server.sockets))
     bound = sock.getsockname()
-    return WSServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections)
+    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections)
 
 
 # ---------------------------------------------------------------------------------------
@@ -369,7 +369,7 @@ async def start_ws_server(
 # ---------------------------------------------------------------------------------------
 
 
-class _WSSession:
+class _WebSocketSession:
     """The connection of one WebSocketAgent run (replaced on each reconnect)."""
 
     __slots__ = ("ws",)
@@ -409,14 +409,14 @@ class WebSocketAgent(RemoteClientBase):
         )
         self.max_size = max_size
 
-    async def _open(self) -> _WSSession:
-        return _WSSession()
+    async def _open(self) -> _WebSocketSession:
+        return _WebSocketSession()
 
-    async def _close(self, session: _WSSession) -> None:
+    async def _close(self, session: _WebSocketSession) -> None:
         if session.ws is not None:
             await session.ws.close()
 
-    async def _cancel(self, session: _WSSession, run_id: str) -> None:
+    async def _cancel(self, session: _WebSocketSession, run_id: str) -> None:
         if session.ws is None:
             return
         try:
@@ -424,7 +424,7 @@ class WebSocketAgent(RemoteClientBase):
         except (websockets.ConnectionClosed, OSError, RuntimeError):
             pass  # the connection is gone: the server's grace period ends the run
 
-    async def _attempt(self, session: _WSSession, input: RunAgentInput, last_id: str | None) -> AsyncIterator[AttemptItem]:
+    async def _attempt(self, session: _WebSocketSession, input: RunAgentInput, last_id: str | None) -> AsyncIterator[AttemptItem]:
         run_id = input.run_id
         where = f"WebSocket {self.url}"
         if session.ws is not None:

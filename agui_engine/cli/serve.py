@@ -90,9 +90,9 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
         )
         url = server.url.rstrip("/") + (args.path if args.path != "/" else "/")  # type: ignore[attr-defined]
     else:
-        from agui_engine.transports.websocket import start_ws_server
+        from agui_engine.transports.websocket import start_websocket_server
 
-        server = await start_ws_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
+        server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
         url = server.url  # type: ignore[attr-defined]
     logging.getLogger("agui_engine.transports").info(
         "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""

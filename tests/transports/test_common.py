@@ -112,13 +112,13 @@ async def test_client_agents_resume_after_network_drops(drop_proxy, transport: s
     two real mid-stream drops (a TCP proxy cuts the connection), two resumes, and
     the client's events are exactly the agent's (nothing lost, nothing repeated)."""
     from agui_engine.transports.sse import SSEAgent, start_sse_server
-    from agui_engine.transports.websocket import WebSocketAgent, start_ws_server
+    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
 
     from .scripted import ScriptedAgent, make_input
 
     start, client_cls, scheme, query = {
         "sse": (start_sse_server, SSEAgent, "http", ""),
-        "ws": (start_ws_server, WebSocketAgent, "ws", "?batch=0"),
+        "ws": (start_websocket_server, WebSocketAgent, "ws", "?batch=0"),
     }[transport]
     async with await start(ScriptedAgent(deltas=40, pause=0.005)) as srv:
         port = int(srv.url.rstrip("/").rpartition(":")[2])

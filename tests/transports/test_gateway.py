@@ -17,7 +17,7 @@ from agui_engine.transports.gateway import run_via_gateway
 from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import SSEAgent, start_sse_server
 from agui_engine.transports.stdio import StdioAgent
-from agui_engine.transports.websocket import WebSocketAgent, start_ws_server
+from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -26,7 +26,7 @@ async def test_the_same_agent_on_all_three_transports_gives_the_same_events() ->
     direct = [e async for e in ScriptedAgent(deltas=5).run(make_input("same"))]
     async with await start_sse_server(ScriptedAgent(deltas=5)) as srv:
         over_sse = [e async for e in SSEAgent(srv.url).run(make_input("same"))]
-    async with await start_ws_server(ScriptedAgent(deltas=5)) as srv:
+    async with await start_websocket_server(ScriptedAgent(deltas=5)) as srv:
         over_ws = [e async for e in WebSocketAgent(srv.url).run(make_input("same"))]
     stdio = StdioAgent([sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio",
                         "--agent", "py:tests.transports.scripted:agent"])
@@ -222,7 +222,7 @@ async def test_a_stalled_reader_never_makes_the_server_buffer_without_bound() ->
     assert frames[-1].id == frames[-2].id  # the error frame has no id: the cursor stays on the last real event
     assert len(frames) > 20 and len(raw) < total / 2
 
-    async with await start_ws_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:
+    async with await start_websocket_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:
         async with connect(srv.url + "?batch=0", max_queue=1) as ws:
             await ws.send(msgspec.json.encode({"type": "run", "input": make_input("bp-ws")}).decode())
             while "bp-ws" not in srv.registry._runs or not srv.registry.get("bp-ws").finished:

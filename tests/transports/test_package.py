@@ -31,13 +31,13 @@ EXPECTED_ALL = [
     "SSEServer",
     "StdioAgent",
     "UnknownRunError",
-    "WSServer",
     "WebSocketAgent",
+    "WebSocketServer",
     "create_app",
     "run_via_gateway",
     "serve_stdio",
     "start_sse_server",
-    "start_ws_server",
+    "start_websocket_server",
 ]
 
 

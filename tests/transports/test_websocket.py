@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect
 from agui_engine.codec import decode_event
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_ws_server
+from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -38,7 +38,7 @@ async def read_lines(ws, until_terminal: set[str]) -> list[dict]:  # type: ignor
 
 
 async def test_one_connection_many_runs_with_ids() -> None:
-    async with await start_ws_server(ScriptedAgent(deltas=3, pause=0.001)) as srv:
+    async with await start_websocket_server(ScriptedAgent(deltas=3, pause=0.001)) as srv:
         async with connect(srv.url) as ws:
             await ws.send(run_msg("a"))
             await ws.send(run_msg("b"))
@@ -51,7 +51,7 @@ async def test_one_connection_many_runs_with_ids() -> None:
 
 
 async def test_unbatched_mode_sends_one_line_per_message() -> None:
-    async with await start_ws_server(ScriptedAgent(deltas=3)) as srv:
+    async with await start_websocket_server(ScriptedAgent(deltas=3)) as srv:
         async with connect(srv.url + "?batch=0") as ws:
             await ws.send(run_msg("a"))
             msgs = [await asyncio.wait_for(ws.recv(), 5) for _ in range(11)]
@@ -61,7 +61,7 @@ async def test_unbatched_mode_sends_one_line_per_message() -> None:
 
 async def test_malformed_messages_get_error_lines_and_the_connection_survives() -> None:
     agent = ScriptedAgent(deltas=1)
-    async with await start_ws_server(agent) as srv:
+    async with await start_websocket_server(agent) as srv:
         async with connect(srv.url) as ws:
             answers = []
             for bad in ["{not json", "[1]", '{"type": "dance"}', '{"type": "run", "input": {"runId": 5}}',
@@ -79,7 +79,7 @@ async def test_malformed_messages_get_error_lines_and_the_connection_survives() 
 
 
 async def test_too_many_malformed_messages_close_with_4400_and_binary_with_1003() -> None:
-    async with await start_ws_server(ScriptedAgent()) as srv:
+    async with await start_websocket_server(ScriptedAgent()) as srv:
         async with connect(srv.url) as ws:
             for _ in range(MAX_BAD_MESSAGES):
                 await ws.send("nope")
@@ -95,7 +95,7 @@ async def test_too_many_malformed_messages_close_with_4400_and_binary_with_1003(
 
 
 async def test_max_message_size_closes_with_1009() -> None:
-    async with await start_ws_server(ScriptedAgent(), max_size=1000) as srv:
+    async with await start_websocket_server(ScriptedAgent(), max_size=1000) as srv:
         async with connect(srv.url) as ws:
             await ws.send("x" * 5000)
             with pytest.raises(websockets.ConnectionClosed) as ei:
@@ -104,7 +104,7 @@ async def test_max_message_size_closes_with_1009() -> None:
 
 
 async def test_auth_at_the_handshake() -> None:
-    async with await start_ws_server(ScriptedAgent(deltas=1), auth_token="tok") as srv:
+    async with await start_websocket_server(ScriptedAgent(deltas=1), auth_token="tok") as srv:
         with pytest.raises(websockets.InvalidStatus) as ei:
             async with connect(srv.url):
                 pass
@@ -122,7 +122,7 @@ async def test_auth_at_the_handshake() -> None:
 
 async def test_cancel_message_closes_the_agent_generator() -> None:
     agent = ScriptedAgent(deltas=2, hang=True)
-    async with await start_ws_server(agent) as srv, connect(srv.url) as ws:
+    async with await start_websocket_server(agent) as srv, connect(srv.url) as ws:
         await ws.send(run_msg("c"))
         await asyncio.wait_for(ws.recv(), 5)
         await ws.send('{"type": "cancel", "runId": "c"}')
@@ -135,7 +135,7 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
     from agui_engine.transports.eventlog import InMemoryEventLog
 
     agent = ScriptedAgent(deltas=30, pause=0.005)
-    async with await start_ws_server(agent, options=RegistryOptions(grace_seconds=5), log=InMemoryEventLog(max_events=1000)) as srv:
+    async with await start_websocket_server(agent, options=RegistryOptions(grace_seconds=5), log=InMemoryEventLog(max_events=1000)) as srv:
         first: list[dict] = []
         async with connect(srv.url + "?batch=0") as ws:
             await ws.send(run_msg("r"))
@@ -149,7 +149,7 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
     assert rest[-1]["event"]["type"] == "RUN_FINISHED"
 
     small = ScriptedAgent(deltas=20, pause=0.001)  # the live subscriber keeps up with the tiny log
-    async with await start_ws_server(small, log=InMemoryEventLog(max_events=4)) as srv:
+    async with await start_websocket_server(small, log=InMemoryEventLog(max_events=4)) as srv:
         [e async for e in WebSocketAgent(srv.url).run(make_input("s"))]
         async with connect(srv.url) as ws:
             await ws.send('{"type": "resume", "runId": "s", "lastEventId": "s:2"}')
@@ -159,7 +159,7 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
 
 async def test_shutdown_sends_terminal_events_then_going_away() -> None:
     agent = ScriptedAgent(deltas=2, hang=True)
-    srv = await start_ws_server(agent)
+    srv = await start_websocket_server(agent)
     async with connect(srv.url) as ws:
         await ws.send(run_msg("z"))
         await asyncio.wait_for(ws.recv(), 5)
@@ -178,7 +178,7 @@ async def test_ping_keepalive_closes_a_peer_that_never_answers() -> None:
     import base64
     import os
 
-    async with await start_ws_server(ScriptedAgent(), ping_interval=0.05, ping_timeout=0.05) as srv:
+    async with await start_websocket_server(ScriptedAgent(), ping_interval=0.05, ping_timeout=0.05) as srv:
         port = int(srv.url.rstrip("/").rpartition(":")[2])
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         key = base64.b64encode(os.urandom(16))
@@ -199,7 +199,7 @@ async def test_ping_keepalive_keeps_an_answering_peer_through_a_silent_run() -> 
     intervals of a silent run and gets the whole run; the server did ping it
     (a pong measured the connection's latency)."""
     agent = ScriptedAgent(deltas=2, silence=0.5)  # ~10 ping intervals of silence
-    async with await start_ws_server(agent, ping_interval=0.05, ping_timeout=0.05) as srv:
+    async with await start_websocket_server(agent, ping_interval=0.05, ping_timeout=0.05) as srv:
         async with connect(srv.url, ping_interval=None) as ws:  # never pings itself, only answers
             await ws.send(run_msg("quiet"))
             lines = await read_lines(ws, {"quiet"})
@@ -217,7 +217,7 @@ async def test_the_server_sets_its_own_backpressure_marks() -> None:
     from agui_engine.transports.websocket import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
 
     for kwargs, queue, limit in (({}, DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT), ({"max_queue": 3, "write_limit": 1234}, 3, 1234)):
-        async with await start_ws_server(ScriptedAgent(deltas=1), **kwargs) as srv:
+        async with await start_websocket_server(ScriptedAgent(deltas=1), **kwargs) as srv:
             async with connect(srv.url) as ws:
                 await ws.send(run_msg("r1"))
                 await read_lines(ws, {"r1"})
@@ -228,7 +228,7 @@ async def test_the_server_sets_its_own_backpressure_marks() -> None:
 async def test_a_binary_message_closes_with_unsupported_data() -> None:
     from agui_engine.transports.websocket import _CLOSE_UNSUPPORTED_DATA
 
-    async with await start_ws_server(ScriptedAgent(deltas=1)) as srv:
+    async with await start_websocket_server(ScriptedAgent(deltas=1)) as srv:
         async with connect(srv.url) as ws:
             await ws.send(b"\x00\x01")
             with pytest.raises(websockets.ConnectionClosed):
