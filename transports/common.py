@@ -20,11 +20,10 @@ import asyncio
 import hmac
 import random
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, NamedTuple, Self
+from typing import Any, Self
 
 import msgspec
 
-from agui_engine.codec import LegacyThinkingMapper, decode_event
 from agui_engine.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
@@ -39,6 +38,8 @@ from agui_engine.events import (
     RunErrorEvent,
     RunFinishedEvent,
 )
+
+from .envelope import ErrorBody
 
 __all__ = [
     "ConnectionLostError",
@@ -404,56 +405,6 @@ def _seq_of(ident: str, run_id: str) -> int:
     return int(seq) if rid == run_id and seq.isdigit() and len(seq) <= MAX_SEQ_DIGITS else 0
 
 
-class _Line(msgspec.Struct):
-    """The members of a WebSocket / stdio protocol line that say what it is."""
-
-    type: Any = None
-    id: Any = None
-    event: msgspec.Raw = msgspec.Raw()  # empty: absent (msgspec cannot decode Raw | None)
-    error: Any = None
-
-
-class ProtocolLine(NamedTuple):
-    """One decoded line of the WebSocket / stdio output protocols (``spec/transports.md``)."""
-
-    #: ``<runId>:<seq>`` of an enveloped event, else None.
-    event_id: str | None
-    #: The event (enveloped or bare), else None.
-    event: AnyEvent | None
-    #: The error line's ``{"code", "message", ...}`` object, else None.
-    error: dict[str, Any] | None
-    #: The ``runId`` an error line names (None: it names no run).
-    run_id: str | None
-
-
-def decode_protocol_line(
-    line: bytes, *, where: str, legacy: LegacyThinkingMapper | None = None, tolerant: bool = False
-) -> ProtocolLine:
-    """Decode one output line of the WebSocket or stdio protocol: an envelope
-    ``{"id", "event"}``, a bare event (``"type"``) or an error line
-    (``{"error": {...}, "runId"?}``). The event is decoded straight from its bytes
-    (no re-encoding), ``THINKING_*`` mapped when ``legacy`` is given. Raises
-    RemoteInputError naming ``where`` (not JSON, no known shape) and the codec's
-    EventDecodeError (not a valid event)."""
-    try:
-        head = _LINE_DECODER.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise RemoteInputError(f"{where}: not a protocol line ({exc})", code="malformed_json") from None
-    if head.type is not None:
-        return ProtocolLine(None, decode_event(line, legacy=legacy, tolerant=tolerant), None, None)
-    if len(head.event) and isinstance(head.id, str):
-        return ProtocolLine(head.id, decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant), None, None)
-    if isinstance(head.error, dict):
-        rid = msgspec.json.decode(line).get("runId")
-        return ProtocolLine(None, None, head.error, rid if isinstance(rid, str) else None)
-    raise RemoteInputError(
-        f"{where}: a line must be an event, an {{\"id\", \"event\"}} envelope or an error line", code="bad_line"
-    )
-
-
-_LINE_DECODER = msgspec.json.Decoder(_Line)
-
-
 def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
     """How a client agent fails: before its first event it raises ``error``; after
     it, the Agent contract forbids raising, so it returns the ``RUN_ERROR`` that
@@ -463,16 +414,14 @@ def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
     return error.to_run_error()
 
 
-def remote_error_from_line(err: dict[str, Any], *, where: str) -> RemoteAgentError:
-    """The RemoteAgentError for the ``error`` object of an error line of the
-    WebSocket / stdio protocols (``{"code", "message", "status"?}``)."""
-    status = err.get("status")
-    code = err.get("code") if isinstance(err.get("code"), str) else None
+def remote_error_from_line(err: ErrorBody, *, where: str) -> RemoteAgentError:
+    """The RemoteAgentError for the ``error`` of an error line of the WebSocket / stdio
+    protocols (:class:`~agui_engine.transports.envelope.ErrorBody`)."""
     return RemoteAgentError(
-        f"{where} refused: {str(err.get('message', ''))[:MAX_ERROR_MESSAGE_CHARS]}",
-        status=status if isinstance(status, int) else 0,
-        code=code,
-        retryable=code in ("server_busy",),
+        f"{where} refused: {err.message[:MAX_ERROR_MESSAGE_CHARS]}",
+        status=err.status or 0,
+        code=err.code,
+        retryable=err.code in ("server_busy",),
     )
 
 

@@ -51,7 +51,6 @@ from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     AguiEngineError,
     LimitExceededError,
-    RemoteInputError,
     UsageError,
 )
 from agui_engine.events import Event, RunAgentInput
@@ -60,10 +59,18 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     TERMINAL_EVENTS,
     ConnectionLostError,
-    decode_protocol_line,
     decode_run_input,
     end_or_raise,
     remote_error_from_line,
+)
+from .envelope import (
+    CancelMessage,
+    decode_client_message,
+    decode_protocol_line,
+    encode_client_message,
+    error_line,
+    event_lines,
+    message_run_id,
 )
 from .eventlog import EventLog
 from .runs import RegistryOptions, RunRegistry, Subscription
@@ -140,10 +147,7 @@ class _StdioServer:
         self.out.flush()
 
     def error(self, exc: AguiEngineError, line_no: int, run_id: str | None = None) -> None:
-        doc: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message}, "line": line_no}
-        if run_id is not None:
-            doc["runId"] = run_id
-        self.write(msgspec.json.encode(doc) + b"\n")
+        self.write(error_line(exc, run_id, status=False, line=line_no) + b"\n")
 
     async def handle(self, line: bytes | None, line_no: int, max_bytes: int) -> None:
         if line is None:
@@ -159,13 +163,12 @@ class _StdioServer:
             self.error(MalformedInputError(f"line {line_no} is not valid JSON: {exc}"), line_no)
             return
         if isinstance(doc, dict) and doc.get("type") == "cancel":
-            run_id = doc.get("runId")
             try:
-                if not isinstance(run_id, str):
-                    raise RemoteInputError("a cancel message needs a string runId - at `$.runId`")
-                self.registry.cancel_nowait(run_id)  # the pump sends the RUN_ERROR; do not block this loop
+                message = decode_client_message(line)  # the WebSocket protocol's CancelMessage
+                assert isinstance(message, CancelMessage)  # "type" is "cancel"
+                self.registry.cancel_nowait(message.run_id)  # the pump sends the RUN_ERROR; do not block this loop
             except AguiEngineError as exc:
-                self.error(exc, line_no, run_id if isinstance(run_id, str) else None)
+                self.error(exc, line_no, message_run_id(line))
             return
         try:
             input = decode_run_input(doc, max_bytes=max_bytes)
@@ -184,16 +187,13 @@ class _StdioServer:
 
     async def pump(self, sub: Subscription) -> None:
         rid = sub.run.run_id
-        prefix = b'{"id":' + msgspec.json.encode(rid)[:-1]
         async with sub:
             while not sub.done:
                 sl = await sub.next()
                 if sl is None or not sl.payloads:
                     continue
                 if self.in_flight.get(rid):
-                    data = b"".join(
-                        [b'%b:%d","event":%b}\n' % (prefix, sl.first_seq + i, p) for i, p in enumerate(sl.payloads)]
-                    )
+                    data = b"\n".join(event_lines(rid, sl.first_seq, sl.payloads)) + b"\n"
                 else:
                     data = b"\n".join(sl.payloads) + b"\n"
                 self.write(data)
@@ -328,7 +328,7 @@ class StdioAgent:
         assert proc.stdin is not None
         try:
             if cancel and proc.returncode is None:
-                proc.stdin.write(msgspec.json.encode({"type": "cancel", "runId": run_id}) + b"\n")
+                proc.stdin.write(encode_client_message(CancelMessage(run_id=run_id)) + b"\n")
                 await proc.stdin.drain()
             proc.stdin.close()
         except (ConnectionError, RuntimeError):

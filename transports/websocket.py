@@ -3,8 +3,9 @@
 
 Theory of operation
 -------------------
-One connection carries any number of runs. Client -> server, one JSON text
-message each::
+One connection carries any number of runs. The messages are the Structs of
+:mod:`~agui_engine.transports.envelope`, which the server and :class:`WebSocketAgent`
+both encode and decode. Client -> server, one JSON text message each::
 
     {"type": "run",    "input": <RunAgentInput>}
     {"type": "cancel", "runId": "..."}
@@ -76,10 +77,21 @@ from .common import (
     ServerHandle,
     UnauthorizedError,
     check_bearer,
-    decode_protocol_line,
     decode_run_input,
     remote_error_from_body,
     remote_error_from_line,
+)
+from .envelope import (
+    CancelMessage,
+    ResumeMessage,
+    RunMessage,
+    decode_client_message,
+    decode_protocol_line,
+    encode_client_message,
+    error_line,
+    event_lines,
+    message_run_id,
+    run_message,
 )
 from .clock import Clock
 from .eventlog import CursorExpiredError, EventLog
@@ -148,14 +160,6 @@ class _TooManyRuns(CapacityError):
 _MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded"})
 
 
-def _error_line(exc: AguiEngineError, run_id: str | None) -> bytes:
-    doc: dict[str, Any] = {}
-    if run_id is not None:
-        doc["runId"] = run_id
-    doc["error"] = {"code": exc.code, "message": exc.message, "status": exc.ws_close_code}
-    return msgspec.json.encode(doc)
-
-
 class _Connection:
     def __init__(self, ws: ServerConnection, registry: RunRegistry, max_size: int) -> None:
         self.ws = ws
@@ -194,49 +198,33 @@ class _Connection:
 
     async def handle(self, message: str) -> bool:
         """Serve one message; False when it was malformed."""
-        run_id: str | None = None
         try:
-            try:
-                doc = msgspec.json.decode(message)
-            except msgspec.DecodeError as exc:
-                raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
-            if not isinstance(doc, dict):
-                raise RemoteInputError("a message must be a JSON object with a \"type\"")
-            kind = doc.get("type")
-            rid = doc.get("runId")
-            run_id = rid if isinstance(rid, str) else None
-            if kind == "run":
-                if not isinstance(doc.get("input"), dict):
-                    raise RemoteInputError('a "run" message needs an "input" object - at `$.input`')
-                raw_rid = doc["input"].get("runId")
-                run_id = raw_rid if isinstance(raw_rid, str) else None
-                input = decode_run_input(doc["input"], max_bytes=self.max_size)
+            msg = decode_client_message(message)
+            if isinstance(msg, RunMessage):
+                input = decode_run_input(bytes(msg.input), max_bytes=self.max_size)
                 self._check_capacity()
                 run = await self.registry.start(input)
                 self._pump(self.registry.subscribe(run, 0))
-            elif kind == "cancel":
-                if run_id is None:
-                    raise RemoteInputError('a "cancel" message needs a string "runId" - at `$.runId`')
-                self.registry.cancel_nowait(run_id)  # the pump sends the RUN_ERROR; do not block this loop
-            elif kind == "resume":
-                last = doc.get("lastEventId")
-                if run_id is None or not isinstance(last, str):
-                    raise RemoteInputError('a "resume" message needs string "runId" and "lastEventId"')
-                _, cursor = resume_cursor(last, run_id)
+            elif isinstance(msg, CancelMessage):
+                self.registry.cancel_nowait(msg.run_id)  # the pump sends the RUN_ERROR; do not block this loop
+            else:
+                _, cursor = resume_cursor(msg.last_event_id, msg.run_id)
                 self._check_capacity()
-                if run_id in self.pumps:
-                    raise RemoteInputError(f"run {run_id!r} is already streaming on this connection", code="run_exists")
-                sub = self.registry.subscribe(await self.registry.find(run_id), cursor)
+                if msg.run_id in self.pumps:
+                    raise RemoteInputError(
+                        f"run {msg.run_id!r} is already streaming on this connection", code="run_exists"
+                    )
+                sub = self.registry.subscribe(await self.registry.find(msg.run_id), cursor)
                 try:
                     first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
                 except BaseException:
                     sub.close()
                     raise
                 self._pump(sub, first)
-            else:
-                raise RemoteInputError(f"unknown message type {kind!r}; expected run, cancel or resume - at `$.type`")
         except AguiEngineError as exc:
-            await self.ws.send(_error_line(exc, run_id), text=True)
+            # the error line names the run the message was about, read leniently (the
+            # message may be the malformed one)
+            await self.ws.send(error_line(exc, message_run_id(message)), text=True)
             return exc.code not in _MALFORMED_CODES
         return True
 
@@ -252,7 +240,6 @@ class _Connection:
 
     async def _run_pump(self, sub: Subscription, first: Any) -> None:
         rid = sub.run.run_id
-        prefix = b'{"id":' + msgspec.json.encode(rid)[:-1]
         async with sub:
             sl = first
             while True:
@@ -260,13 +247,10 @@ class _Connection:
                     try:
                         sl = await sub.next()
                     except CursorExpiredError as exc:
-                        await self.ws.send(_error_line(exc, rid), text=True)
+                        await self.ws.send(error_line(exc, rid), text=True)
                         return
                 if sl.payloads:
-                    first_seq = sl.first_seq
-                    await self.send_lines(
-                        [b'%b:%d","event":%b}' % (prefix, first_seq + i, p) for i, p in enumerate(sl.payloads)]
-                    )
+                    await self.send_lines(event_lines(rid, sl.first_seq, sl.payloads))
                 if sl.finished:
                     return
                 sl = None
@@ -388,7 +372,7 @@ class WebSocketAgent(RemoteClientBase):
     delivered. Closing the generator early sends ``cancel``. Errors: as
     :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
     before the first event, ``RUN_ERROR`` after it). Lines are decoded by
-    :func:`~transports.common.decode_protocol_line`, the loop is
+    :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
     :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
     """
 
@@ -420,7 +404,7 @@ class WebSocketAgent(RemoteClientBase):
         if session.ws is None:
             return
         try:
-            await session.ws.send(msgspec.json.encode({"type": "cancel", "runId": run_id}), text=True)
+            await session.ws.send(encode_client_message(CancelMessage(run_id=run_id)), text=True)
         except (websockets.ConnectionClosed, OSError, RuntimeError):
             pass  # the connection is gone: the server's grace period ends the run
 
@@ -438,10 +422,8 @@ class WebSocketAgent(RemoteClientBase):
             raise remote_error_from_body(
                 exc.response.status_code, bytes(exc.response.body or b""), where=where
             ) from None
-        if last_id is None:
-            await ws.send(msgspec.json.encode({"type": "run", "input": input}), text=True)
-        else:
-            await ws.send(msgspec.json.encode({"type": "resume", "runId": run_id, "lastEventId": last_id}), text=True)
+        opening = run_message(input) if last_id is None else ResumeMessage(run_id=run_id, last_event_id=last_id)
+        await ws.send(encode_client_message(opening), text=True)
         # Sent: a drop from here on resumes the run (a server that never got it answers unknown_run).
         yield None
         legacy = LegacyThinkingMapper()

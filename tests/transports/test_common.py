@@ -12,13 +12,13 @@ from agui_engine.transports.common import (
     RetryPolicy,
     UnauthorizedError,
     check_bearer,
-    decode_protocol_line,
     decode_run_input,
     end_or_raise,
     extract_bearer,
     remote_error_from_body,
     remote_error_from_line,
 )
+from agui_engine.transports.envelope import ErrorBody
 
 from .scripted import make_input
 
@@ -78,32 +78,8 @@ def test_failure_rule_and_remote_errors() -> None:
     assert (e.status, e.code, e.retryable) == (503, "server_busy", True) and "full" in e.message
     e = remote_error_from_body(500, b"<html>oops</html>", where="POST x")
     assert e.code == "remote_refused" and "oops" in e.message
-    e = remote_error_from_line({"code": "cursor_expired", "message": "m", "status": 4410}, where="ws")
+    e = remote_error_from_line(ErrorBody(code="cursor_expired", message="m", status=4410), where="ws")
     assert (e.status, e.code) == (4410, "cursor_expired")
-
-
-def test_protocol_lines_envelopes_bare_events_errors_and_garbage() -> None:
-    """The one decoder of the WebSocket and stdio output lines (both clients use it)."""
-    from agui_engine.codec import EventDecodeError, LegacyThinkingMapper
-    from agui_engine.errors import RemoteInputError
-    from agui_engine.events import ReasoningStartEvent, TextMessageContentEvent
-
-    env = decode_protocol_line(b'{"id":"r:7","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}}', where="w")
-    assert env == (("r:7", TextMessageContentEvent(message_id="m", delta="x"), None, None))
-    bare = decode_protocol_line(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}', where="w")
-    assert bare.event == env.event and bare.event_id is None
-    err = decode_protocol_line(b'{"runId":"r","error":{"code":"c","message":"m"}}', where="w")
-    assert (err.event, err.error, err.run_id) == (None, {"code": "c", "message": "m"}, "r")
-    legacy = decode_protocol_line(b'{"type":"THINKING_START"}', where="w", legacy=LegacyThinkingMapper(lambda: "t1"))
-    assert isinstance(legacy.event, ReasoningStartEvent)
-    for garbage, kind, needle in [
-        (b"{not json", RemoteInputError, "stdio line 3"),
-        (b'{"hello": 1}', RemoteInputError, "stdio line 3"),
-        (b'{"id":"r:1","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":1,"delta":"x"}}', EventDecodeError, "$.messageId"),
-    ]:
-        with pytest.raises(kind) as ei:
-            decode_protocol_line(garbage, where="stdio line 3")
-        assert needle in str(ei.value)
 
 
 @pytest.mark.parametrize("transport", ["sse", "ws"])
@@ -140,7 +116,7 @@ def test_remote_error_messages_are_cut_to_the_shared_bound() -> None:
     for err in (
         remote_error_from_body(500, body, where="w"),
         remote_error_from_body(502, long.encode(), where="w"),  # not JSON: a proxy's page
-        remote_error_from_line({"code": "x", "message": long}, where="w"),
+        remote_error_from_line(ErrorBody(code="x", message=long), where="w"),
     ):
         kept = str(err).count("é")
         assert kept == MAX_ERROR_MESSAGE_CHARS, (str(err)[:40], kept)

@@ -1,0 +1,213 @@
+"""The envelope of the WebSocket and stdio protocols: the JSON messages around AG-UI
+events, as msgspec Structs that the servers and the client agents both use (one
+definition of the wire format, encoded and decoded by msgspec). ``spec/transports.md``
+§6 and §7 document it.
+
+Client -> server (WebSocket; stdio takes a bare ``RunAgentInput`` and ``cancel``), tagged
+by ``"type"``::
+
+    {"type": "run",    "input": <RunAgentInput>}             RunMessage
+    {"type": "cancel", "runId": "..."}                       CancelMessage
+    {"type": "resume", "runId": "...", "lastEventId": "..."} ResumeMessage
+
+Server -> client, one JSON object per line (:class:`ServerLine`)::
+
+    {"id": "<runId>:<seq>", "event": {...AG-UI event...}}    an event of a run
+    {"runId": "...", "error": {"code", "message", "status"}} an error (runId: when it belongs to a run)
+
+and, on stdio only, a bare AG-UI event (it has ``"type"``) while a single run is in flight.
+
+``RunMessage.input`` stays raw JSON until :func:`~agui_engine.transports.common.decode_run_input`
+decodes it, so a bad input is an ``InvalidInputError`` (4422) with its JSON path and the
+size limit applies to it, exactly as for an HTTP body. A line of events is built from the
+run's already-encoded event bytes (``msgspec.Raw``): an event is encoded once, whatever
+the transport.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, NamedTuple
+
+import msgspec
+
+from agui_engine.codec import LegacyThinkingMapper, decode_event
+from agui_engine.errors import AguiEngineError, RemoteInputError
+from agui_engine.events import AnyEvent, RunAgentInput
+
+__all__ = [
+    "CancelMessage",
+    "ClientMessage",
+    "ErrorBody",
+    "ProtocolLine",
+    "ResumeMessage",
+    "RunMessage",
+    "ServerLine",
+    "decode_client_message",
+    "decode_protocol_line",
+    "encode_client_message",
+    "error_line",
+    "event_lines",
+    "message_run_id",
+    "run_message",
+]
+
+
+# --------------------------------------------------------------------------- client -> server
+
+
+class RunMessage(msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True):
+    """Start a run. ``input`` is the RunAgentInput's JSON, decoded by the server with
+    :func:`~agui_engine.transports.common.decode_run_input` (size limit, JSON path)."""
+
+    input: msgspec.Raw
+
+
+class CancelMessage(msgspec.Struct, tag="cancel", tag_field="type", frozen=True, kw_only=True, rename="camel"):
+    """Cancel a run (the run ends with ``RUN_ERROR{code: "cancelled"}``)."""
+
+    run_id: str
+
+
+class ResumeMessage(msgspec.Struct, tag="resume", tag_field="type", frozen=True, kw_only=True, rename="camel"):
+    """Stream a run again from after ``last_event_id`` (``<runId>:<seq>``)."""
+
+    run_id: str
+    last_event_id: str
+
+
+#: A message a client sends; the ``"type"`` member says which.
+ClientMessage = RunMessage | CancelMessage | ResumeMessage
+
+_CLIENT_DECODER: Final = msgspec.json.Decoder(ClientMessage)
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+class _RunIdProbe(msgspec.Struct, rename="camel"):
+    """The members that name a run, read leniently from a message that failed to decode
+    so that its error line can still say which run it was about."""
+
+    run_id: Any = None
+    input: Any = None
+
+
+_PROBE_DECODER: Final = msgspec.json.Decoder(_RunIdProbe)
+
+
+def run_message(input: RunAgentInput) -> RunMessage:
+    """The ``run`` message for ``input``."""
+    return RunMessage(input=msgspec.Raw(_ENCODER.encode(input)))
+
+
+def encode_client_message(message: ClientMessage) -> bytes:
+    """``message`` as JSON text (the ``"type"`` tag first)."""
+    return _ENCODER.encode(message)
+
+
+def decode_client_message(data: str | bytes) -> ClientMessage:
+    """Decode one client message. Raises RemoteInputError: ``malformed_json`` when it is
+    not JSON, ``bad_input`` (with the JSON path) when it is not a run / cancel / resume
+    message of the right shape. :func:`message_run_id` says which run a bad message named."""
+    try:
+        return _CLIENT_DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise RemoteInputError(f"not a run, cancel or resume message: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
+
+
+def message_run_id(data: str | bytes) -> str | None:
+    """The run a message names (``runId``, or ``input.runId`` of a ``run``), read
+    leniently; None when it names none or is not a JSON object."""
+    try:
+        probe = _PROBE_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    rid = probe.run_id
+    if rid is None and isinstance(probe.input, dict):
+        rid = probe.input.get("runId")
+    return rid if isinstance(rid, str) else None
+
+
+# --------------------------------------------------------------------------- server -> client
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What went wrong: the error's ``code``, its message, and on WebSocket its
+    application status (4000-4999, the close-code numbering of ``spec/errors.md``)."""
+
+    code: str
+    message: str
+    status: int | None = None
+
+
+class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """One line from the server: an event line (``id`` and ``event``) or an error line
+    (``error``, plus ``runId`` when it belongs to a run and, on stdio, the input ``line``
+    it answers). One Struct for both shapes because msgspec decodes tagged unions only and
+    these lines carry no tag; ``type`` is set when the line is a bare AG-UI event (stdio,
+    one run in flight) and is never written by :func:`event_lines` / :func:`error_line`."""
+
+    type: Any = None
+    id: str | None = None
+    event: msgspec.Raw = msgspec.Raw()  # empty: absent (msgspec cannot decode Raw | None)
+    run_id: str | None = None
+    error: ErrorBody | None = None
+    line: int | None = None
+
+
+_LINE_DECODER: Final = msgspec.json.Decoder(ServerLine)
+
+
+def event_lines(run_id: str, first_seq: int, payloads: list[bytes]) -> list[bytes]:
+    """The event lines of ``payloads`` (encoded events) numbered from ``first_seq``:
+    ``{"id": "<run_id>:<seq>", "event": ...}`` each, the event bytes copied as they are."""
+    encode = _ENCODER.encode
+    return [
+        encode(ServerLine(id=f"{run_id}:{first_seq + i}", event=msgspec.Raw(payload)))
+        for i, payload in enumerate(payloads)
+    ]
+
+
+def error_line(
+    exc: AguiEngineError, run_id: str | None = None, *, status: bool = True, line: int | None = None
+) -> bytes:
+    """The error line for ``exc``: its code and message, its WebSocket status unless
+    ``status`` is False (stdio), the ``run_id`` it belongs to and the input ``line`` it
+    answers, when given."""
+    body = ErrorBody(code=exc.code, message=exc.message, status=exc.ws_close_code if status else None)
+    return _ENCODER.encode(ServerLine(run_id=run_id, error=body, line=line))
+
+
+class ProtocolLine(NamedTuple):
+    """One decoded server line, as a client agent uses it."""
+
+    #: ``<runId>:<seq>`` of an enveloped event, else None.
+    event_id: str | None
+    #: The event (enveloped or bare), else None.
+    event: AnyEvent | None
+    #: The error line's body, else None.
+    error: ErrorBody | None
+    #: The ``runId`` an error line names (None: it names no run).
+    run_id: str | None
+
+
+def decode_protocol_line(
+    line: bytes, *, where: str, legacy: LegacyThinkingMapper | None = None, tolerant: bool = False
+) -> ProtocolLine:
+    """Decode one server line of the WebSocket or stdio protocol (:class:`ServerLine`).
+    The event is decoded straight from its bytes (no re-encoding), ``THINKING_*`` mapped
+    when ``legacy`` is given. Raises RemoteInputError naming ``where`` (not JSON, no
+    known shape) and the codec's EventDecodeError (not a valid event)."""
+    try:
+        head = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RemoteInputError(f"{where}: not a protocol line ({exc})", code="malformed_json") from None
+    if head.type is not None:
+        return ProtocolLine(None, decode_event(line, legacy=legacy, tolerant=tolerant), None, None)
+    if len(head.event) and head.id is not None:
+        return ProtocolLine(head.id, decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant), None, None)
+    if head.error is not None:
+        return ProtocolLine(None, None, head.error, head.run_id)
+    raise RemoteInputError(
+        f"{where}: a line must be an event, an {{\"id\", \"event\"}} envelope or an error line", code="bad_line"
+    )
