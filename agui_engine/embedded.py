@@ -34,8 +34,9 @@ network and no API key. Each ``complete()`` call does two things:
    pseudo-random generator seeded from the text itself (so the same reply always
    splits the same way, and splits land inside escapes, numbers and multi-byte
    characters). Parallel tool calls interleave their argument deltas. Usage and a
-   finish reason close every reply. ``pace_seconds`` sleeps between chunks so a
-   human can watch the demo; it is ``0`` (no sleeping at all) in tests.
+   finish reason close every reply. The model never waits: pacing for a human
+   watching is the command line's (``agui_engine.cli.pacing``), so the core
+   reads no clock.
 
 The weather numbers come from :data:`DEMO_WEATHER`, a small fixed table: this is
 a demo model and a demo tool, and says so in every answer it gives.
@@ -46,7 +47,6 @@ answer. Cancelling the consumer (``aclose()``) stops the generator at once.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import re
@@ -623,17 +623,11 @@ def _count_tokens(chars: int) -> int:
 class EmbeddedModel:
     """The deterministic demo model (see the module docstring).
 
-    ``pace_seconds`` is the pause between chunks (0 = none); ``reasoning``
-    switches the reasoning preamble on the first step of a tool scenario;
+    ``reasoning`` switches the reasoning preamble on the first step of a tool scenario;
     ``seed`` changes how replies are cut into chunks.
     """
 
-    def __init__(self, pace_seconds: float = 0.0, *, reasoning: bool = True, seed: str = "") -> None:
-        if pace_seconds < 0:
-            from .errors import UsageError
-
-            raise UsageError(f"pace_seconds must be >= 0, got {pace_seconds!r}")
-        self.pace_seconds = pace_seconds
+    def __init__(self, *, reasoning: bool = True, seed: str = "") -> None:
         self.reasoning = reasoning
         self.seed = seed
 
@@ -656,7 +650,6 @@ class EmbeddedModel:
     async def _stream(
         self, plan: PlannedReply, input_tokens: int, key: str, budget: int | None
     ) -> AsyncIterator[LLMStreamItem]:
-        pace = self.pace_seconds
         out_chars = 0
         truncated = False
 
@@ -669,16 +662,11 @@ class EmbeddedModel:
             out_chars += len(piece)
             return True
 
-        async def tick() -> None:
-            if pace:
-                await asyncio.sleep(pace)
-
         if self.reasoning and plan.reasoning:
             for piece in chunk_text(plan.reasoning, seed=self.seed):
                 if not spend(piece):
                     break
                 yield ReasoningDelta(text=piece)
-                await tick()
             else:
                 # an opaque signature, as Anthropic sends at the end of a thinking block
                 yield ReasoningDelta(signature=f"emb-sig-{zlib.crc32(plan.reasoning.encode()):010d}")
@@ -687,13 +675,11 @@ class EmbeddedModel:
                 if not spend(piece):
                     break
                 yield TextDelta(text=piece)
-                await tick()
         calls = plan.calls if not truncated else ()
         pieces = [chunk_text(c.arguments, seed=self.seed + c.name) for c in calls]
         for index, call in enumerate(calls):
             # unique per conversation position and call, stable across runs
             yield ToolCallStart(index=index, id=f"call_{key}_{index}", name=call.name)
-            await tick()
         # parallel calls interleave their deltas, one chunk of each in turn
         position = [0] * len(calls)
         remaining = sum(len(p) for p in pieces)
@@ -706,8 +692,7 @@ class EmbeddedModel:
                     if not spend(piece):
                         break
                     yield ToolCallArgsDelta(index=index, delta=piece)
-                    await tick()
-        # the LLMClient contract: every started call ends, even a truncated one
+            # the LLMClient contract: every started call ends, even a truncated one
         for index in range(len(calls)):
             yield ToolCallEnd(index=index)
         output_tokens = _count_tokens(out_chars)

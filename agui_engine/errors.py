@@ -24,16 +24,15 @@ has four branches, because a transport must treat them differently:
   are its transport-level subclasses.
 
 Every error knows three things a transport needs: :attr:`~AguiEngineError.http_status`,
-:attr:`~AguiEngineError.ws_close_code` and :meth:`~AguiEngineError.to_run_error`.
+:attr:`~AguiEngineError.ws_close_code` and :attr:`~AguiEngineError.code` (the ``RUN_ERROR`` code:
+``RunErrorEvent.from_error(error)`` in :mod:`~agui_engine.events` builds the event, so that
+this tree, and the JSON tokenizer that raises from it, know nothing of AG-UI events).
 Messages never contain secrets (API keys, authorization headers) or tracebacks.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .events import RunErrorEvent
+from typing import Any, ClassVar
 
 __all__ = [
     "AguiEngineError",
@@ -79,12 +78,6 @@ class AguiEngineError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code or self.default_code
-
-    def to_run_error(self) -> "RunErrorEvent":
-        """A ``RUN_ERROR`` event describing this error, ready to send."""
-        from .events import RunErrorEvent  # events imports nothing from here at module level
-
-        return RunErrorEvent(message=self.message, code=self.code)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON body an HTTP transport answers with."""

@@ -37,9 +37,12 @@ Nothing here does IO.
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any, ClassVar, Final, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Union
 
 import msgspec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .errors import AguiEngineError
 
 __all__ = [
     "ActivityDeltaEvent",
@@ -628,6 +631,14 @@ class RunErrorEvent(BaseEvent, kw_only=True, tag="RUN_ERROR"):
     message: str
     code: str | None = None
     usage: list[TokenUsage] | None = None
+
+    @classmethod
+    def from_error(cls, error: AguiEngineError) -> RunErrorEvent:
+        """The ``RUN_ERROR`` that reports ``error``: its message and its stable ``code``.
+
+        It lives here, not on the error, so that the error tree (and the tokenizer,
+        which raises from it) knows nothing of AG-UI events."""
+        return cls(message=error.message, code=error.code)
 
 
 class StepStartedEvent(_AttributableEvent, kw_only=True, tag="STEP_STARTED"):

@@ -42,7 +42,7 @@ context entry; other context entries go into the system prompt.
 Errors: an invalid input (bad client tool or component, bad interactables) is a
 :class:`~agui_engine.errors.RemoteInputError` raised *before* ``RUN_STARTED``,
 so a transport can refuse it with a 4xx. After ``RUN_STARTED`` every failure is
-a ``RUN_ERROR`` event that ends the stream (the error's ``to_run_error()``; an
+a ``RUN_ERROR`` event that ends the stream (``RunErrorEvent.from_error(error)``; an
 unexpected exception becomes code ``internal_error`` with no traceback), after
 the decision loop has closed the open text and reasoning. Usage of all steps is
 summed per (provider, model) into ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage``.
@@ -312,8 +312,7 @@ class LLMAgent:
                 usage=list(usage.values()) or None,
             )
         except AguiEngineError as exc:
-            error = exc.to_run_error()
-            yield RunErrorEvent(message=error.message, code=error.code, usage=list(usage.values()) or None)
+            yield RunErrorEvent(message=exc.message, code=exc.code, usage=list(usage.values()) or None)
         except Exception as exc:  # noqa: BLE001 - a run must end with RUN_ERROR, never a traceback
             yield RunErrorEvent(
                 message=f"internal error in the agent ({type(exc).__name__})",

@@ -1,9 +1,10 @@
 """JSON Schemas of the AG-UI types, generated from the Structs in :mod:`agui_engine.events`.
 
 The checked-in copies live in ``spec/schema/``; ``tests/agui_engine/test_schema.py`` fails when
-they differ from what this module generates. Regenerate with::
+they differ from what this module generates (it does no IO: the command below writes
+them). Regenerate with::
 
-    python -m agui_engine.schema spec/schema
+    python -m agui_engine.cli.schema spec/schema
 
 Each document is self-contained (JSON Schema 2020-12, definitions under ``$defs``). They
 describe the wire form (camelCase names, tags always present). Unknown properties are
@@ -13,16 +14,13 @@ allowed, because decoders drop them (AG-UI 1.1 processing rule; see ``spec/event
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
 from .events import PROTOCOL_VERSION, Event, Message, RunAgentInput
 
-__all__ = ["SCHEMA_DOCUMENTS", "render", "schemas", "write"]
+__all__ = ["SCHEMA_DOCUMENTS", "render", "schemas"]
 
 _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -44,7 +42,7 @@ def schemas() -> dict[str, dict[str, Any]]:
             "$id": f"https://agui-engine.dev/spec/schema/{name}",
             "title": title,
             "description": f"Generated from agui_engine.events (AG-UI protocol {PROTOCOL_VERSION}) "
-            "by `python -m agui_engine.schema spec/schema`. Do not edit.",
+            "by `python -m agui_engine.cli.schema spec/schema`. Do not edit.",
             **top,
             "$defs": dict(sorted(defs.items())),
         }
@@ -54,28 +52,3 @@ def schemas() -> dict[str, dict[str, Any]]:
 def render(document: dict[str, Any]) -> str:
     """The exact text checked in: 2-space indent, UTF-8, trailing newline."""
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-
-
-def write(directory: Path) -> list[Path]:
-    """Write every schema document into ``directory``; returns the paths written."""
-    directory.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, document in schemas().items():
-        path = directory / name
-        path.write_text(render(document), encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m agui_engine.schema <directory>", file=sys.stderr)
-        return 2
-    for path in write(Path(args[0])):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

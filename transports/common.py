@@ -411,7 +411,7 @@ def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:
     ends the stream (the caller yields it and returns)."""
     if not yielded:
         raise error
-    return error.to_run_error()
+    return RunErrorEvent.from_error(error)
 
 
 def remote_error_from_line(err: ErrorBody, *, where: str) -> RemoteAgentError:

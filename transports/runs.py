@@ -686,7 +686,7 @@ class RunRegistry:
             error = RunErrorEvent(message=message, code=code)
         except AguiEngineError as exc:
             logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
-            error = exc.to_run_error()
+            error = RunErrorEvent.from_error(exc)
         except Exception as exc:  # noqa: BLE001 - an agent bug must not take the gateway down
             # Only the type: an exception's text or traceback may carry secrets
             # (URLs with keys, request headers), and none may reach a log line.

@@ -50,7 +50,7 @@ from aiohttp import web
 from agui_engine.agent import Agent
 from agui_engine.codec import EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.errors import AguiEngineError
-from agui_engine.events import RunAgentInput
+from agui_engine.events import RunAgentInput, RunErrorEvent
 
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
@@ -347,7 +347,7 @@ async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, firs
             except CursorExpiredError as exc:
                 # This subscriber fell further behind than the log holds: say so
                 # (no id: it does not move the client's cursor) and end the stream.
-                err = exc.to_run_error()
+                err = RunErrorEvent.from_error(exc)
                 await write(encode_sse(err) if sse else encode_ndjson(err))
                 return
             if sl is None:

@@ -54,6 +54,7 @@ from agui_engine.llm_agent import LLMAgent
 from agui_engine.transports.gateway import GatewayAgent
 from agui_engine.verify import ProtocolViolation, Verifier
 
+from .pacing import paced
 from .render import console_modes, make_renderer
 
 __all__ = [
@@ -102,7 +103,7 @@ def demo_components() -> list[Component]:
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``)."""
-    model = llm if llm is not None else EmbeddedModel(pace_seconds=pace_seconds)
+    model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
     return LLMAgent(model, components=demo_components(), tools=[get_weather])
 
 
@@ -123,7 +124,7 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
 
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
-        model = EmbeddedModel(pace_seconds=pace_seconds)
+        model = paced(EmbeddedModel(), pace_seconds)
         if model_path == "openai":
             from agui_engine.adapters.replay import serve_over_openai_chat
 

@@ -32,7 +32,7 @@ from agui_engine.adapters.provider import (
     redact,
 )
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, load_fixture
-from agui_engine.events import UserMessage
+from agui_engine.events import RunErrorEvent, UserMessage
 from agui_engine.llm import (
     Finish,
     StreamError,
@@ -331,7 +331,7 @@ async def test_retries_are_bounded_then_a_typed_error(provider: str) -> None:
         await client.aclose()
     error = info.value
     assert error.status == 429 and error.retryable and error.retry_after == 1.0
-    assert error.http_status == 502 and error.to_run_error().code == error.code
+    assert error.http_status == 502 and RunErrorEvent.from_error(error).code == error.code
     assert len(server.requests) == 3 and slept == [1.0, 1.0]
 
 

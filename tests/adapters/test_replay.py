@@ -18,6 +18,7 @@ from agui_engine.adapters.replay import (
     load_fixture,
     serve_over_openai_chat,
 )
+from agui_engine.cli.pacing import PacedModel
 from agui_engine.errors import UsageError
 
 
@@ -159,7 +160,7 @@ async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None
 
     class Watched:
         def __init__(self) -> None:
-            self.inner = EmbeddedModel(pace_seconds=0.05)
+            self.inner = PacedModel(EmbeddedModel(), 0.05)
 
         async def complete(self, *args: Any, **kwargs: Any) -> Any:
             try:

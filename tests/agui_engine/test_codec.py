@@ -38,6 +38,7 @@ from agui_engine.events import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    RunErrorEvent,
     RunFinishedEvent,
     StateDeltaEvent,
     TextMessageContentEvent,
@@ -381,7 +382,7 @@ def test_bad_event_errors_say_where_and_why(frame: bytes, message: str) -> None:
         decode_event(frame)
     assert str(info.value) == message
     assert info.value.http_status == 400
-    assert info.value.to_run_error().code == info.value.code
+    assert RunErrorEvent.from_error(info.value).code == info.value.code
     assert_located_in_a_stream(frame, f"EventDecodeError: {{where}}: {message}")
 
 

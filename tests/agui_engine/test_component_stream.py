@@ -31,6 +31,7 @@ from agui_engine.components import Component, StatusMessages, unstrict_value
 from agui_engine.errors import LimitExceededError, RemoteInputError, UsageError
 from agui_engine.events import (
     CustomEvent,
+    RunErrorEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -302,7 +303,7 @@ def test_errors_become_run_errors() -> None:
     stream = ComponentStream(WEATHER, message_id="m1", component_id="c1")
     with pytest.raises(RemoteInputError) as info:
         stream.feed('"text"')
-    run_error = info.value.to_run_error()
+    run_error = RunErrorEvent.from_error(info.value)
     assert run_error.message and run_error.code
 
 

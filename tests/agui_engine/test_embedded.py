@@ -246,36 +246,6 @@ async def test_max_output_tokens_truncates_with_length() -> None:
     assert started == [i.index for i in items if isinstance(i, ToolCallEnd)]
 
 
-async def test_pace_sleeps_between_chunks_and_zero_never_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
-    slept: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    monkeypatch.setattr(embedded.asyncio, "sleep", fake_sleep)
-    items = await collect(EmbeddedModel(), [user("hello")])
-    assert slept == []
-    await collect(EmbeddedModel(pace_seconds=0.25), [user("hello")])
-    assert slept and set(slept) == {0.25}
-    assert len(slept) == sum(isinstance(i, TextDelta) for i in items)
-
-
-async def test_closing_the_stream_stops_it() -> None:
-    stream = EmbeddedModel(pace_seconds=0.001).complete([user("a dashboard please")], TOOLS)
-    first = await stream.__anext__()
-    assert isinstance(first, ReasoningDelta)
-    await stream.aclose()  # type: ignore[attr-defined]
-    with pytest.raises(StopAsyncIteration):
-        await stream.__anext__()
-
-
-def test_negative_pace_is_a_usage_error() -> None:
-    from agui_engine.errors import UsageError
-
-    with pytest.raises(UsageError):
-        EmbeddedModel(pace_seconds=-1)
-
-
 def test_dict_messages_work_too() -> None:
     plan = plan_reply([{"id": "u", "role": "user", "content": [{"type": "text", "text": "weather in Berlin"}]}], TOOLS)
     assert json.loads(plan.calls[0].arguments) == {"city": "Berlin"}

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from agui_engine.components import Component
 from agui_engine.errors import LimitExceededError
+from agui_engine.events import RunErrorEvent
 from agui_engine.genui import (
     MAX_SPEC_DEPTH,
     MAX_SPEC_NODES,
@@ -81,7 +82,7 @@ def test_unknown_component_names_itself() -> None:
     assert err.component_name == "Chart" and err.pointer == "/root/0/children/1/children/0"
     assert str(err) == ("component 'Chart' at /root/0/children/1/children/0 is not in the generative UI "
                         "allowlist")
-    assert err.http_status == 400 and err.to_run_error().code == "unknown_component"
+    assert err.http_status == 400 and RunErrorEvent.from_error(err).code == "unknown_component"
 
 
 def test_fallback_renders_unknown_components() -> None:

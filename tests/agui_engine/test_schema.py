@@ -19,9 +19,9 @@ GENERATED = schemas()
 @pytest.mark.parametrize("name", list(SCHEMA_DOCUMENTS))
 def test_checked_in_schema_is_not_stale(name: str) -> None:
     path = SPEC_SCHEMA / name
-    assert path.exists(), f"{path} missing: run `python -m agui_engine.schema spec/schema`"
+    assert path.exists(), f"{path} missing: run `python -m agui_engine.cli.schema spec/schema`"
     assert path.read_text(encoding="utf-8") == render(GENERATED[name]), (
-        f"{path} is stale: run `python -m agui_engine.schema spec/schema` and commit the result"
+        f"{path} is stale: run `python -m agui_engine.cli.schema spec/schema` and commit the result"
     )
 
 

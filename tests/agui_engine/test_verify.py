@@ -303,7 +303,7 @@ def test_protocol_violation_is_a_remote_input_error_with_location() -> None:
     assert isinstance(exc, RemoteInputError)
     assert (exc.rule, exc.event_index, exc.ids) == ("text.not_open", 1, {"messageId": "ghost"})
     assert exc.http_status == 400 and exc.code == "protocol_violation"
-    run_error = exc.to_run_error()
+    run_error = RunErrorEvent.from_error(exc)
     assert "text.not_open" in run_error.message and "'ghost'" in run_error.message and "event 1" in run_error.message
 
 
