@@ -345,7 +345,7 @@ class _Run:
         try:
             self._route(event, out)
         except AguiEngineError as exc:  # a ProtocolViolation, a tool call's bad arguments
-            self._fail(exc.to_run_error(), out)
+            self._fail(RunErrorEvent.from_error(exc), out)
         return out
 
     def finish(self) -> list[Event]:
@@ -359,7 +359,7 @@ class _Run:
             self.on_repair("missing_run_finished", "the inner stream ended while the run was running")
             self._on_run_finished(RunFinishedEvent(thread_id=self.run_ids[0], run_id=self.run_ids[1]), out)
         except AguiEngineError as exc:
-            self._fail(exc.to_run_error(), out)
+            self._fail(RunErrorEvent.from_error(exc), out)
         return out
 
     def crash(self, exc: Exception) -> list[Event]:
@@ -369,7 +369,7 @@ class _Run:
             return out
         logger.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
-            error = exc.to_run_error()
+            error = RunErrorEvent.from_error(exc)
         else:
             message = f"the agent failed: {type(exc).__name__}: {exc}"
             error = RunErrorEvent(message=message[:MAX_ERROR_MESSAGE_CHARS], code=AGENT_ERROR_CODE)

@@ -52,7 +52,7 @@ CORE_FORBIDDEN_MODULES = {
     "aiohttp", "httpx", "websockets", "redis", "langgraph", "langchain_core", "crewai",
     "socket", "ssl", "selectors", "asyncio.subprocess", "subprocess", "multiprocessing", "threading",
     "concurrent", "urllib.request", "http.client", "time", "os", "pathlib", "shutil", "io", "sys",
-    "tempfile", "signal", "logging",
+    "tempfile", "signal",
 }  # fmt: skip
 #: ``asyncio`` is the core's concurrency model (async generators, cancellation),
 #: but these of its functions touch a thread, the clock or the network.
