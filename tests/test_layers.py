@@ -51,7 +51,7 @@ ALLOWED = {
 CORE_FORBIDDEN_MODULES = {
     "aiohttp", "httpx", "websockets", "redis", "langgraph", "langchain_core", "crewai",
     "socket", "ssl", "selectors", "asyncio.subprocess", "subprocess", "multiprocessing", "threading",
-    "concurrent", "urllib.request", "http.client", "time", "os", "pathlib", "shutil", "io", "sys",
+    "concurrent", "urllib.request", "http.client", "time", "os", "pathlib", "shutil", "io",
     "tempfile", "signal",
 }  # fmt: skip
 #: ``asyncio`` is the core's concurrency model (async generators, cancellation),
@@ -60,6 +60,8 @@ CORE_FORBIDDEN_ASYNCIO = {
     "sleep", "to_thread", "timeout", "timeout_at", "wait_for", "get_running_loop", "get_event_loop", "run",
     "open_connection", "start_server", "create_subprocess_exec", "create_subprocess_shell",
 }  # fmt: skip
+#: ``sys`` is fine (``sys.modules``), but not its terminal and process parts.
+CORE_FORBIDDEN_SYS = {"stdin", "stdout", "stderr", "argv", "exit"}
 #: Built-ins that do terminal or file IO.
 CORE_FORBIDDEN_BUILTINS = {"print", "open", "input", "breakpoint"}
 
@@ -182,6 +184,13 @@ def test_the_core_does_no_io() -> None:
                 and (module, f"asyncio.{node.attr}") not in CORE_IO_EXCEPTIONS
             ):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls asyncio.{node.attr}")
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "sys"
+                and node.attr in CORE_FORBIDDEN_SYS
+            ):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} uses sys.{node.attr}")
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CORE_FORBIDDEN_BUILTINS:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {node.func.id}()")
     assert bad == []

@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn
 
 __all__ = [
-    "SUBCOMMANDS",
     "CommandParser",
     "DefaultsHelpFormatter",
+    "SUBCOMMANDS",
     "debug_enabled",
     "main",
     "quiet_broken_pipe",

@@ -42,7 +42,14 @@ from typing import Any, Final, NamedTuple, Protocol
 from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
 
-__all__ = ["SCHEMES", "AgentLoader", "Scheme", "agent_from_spec", "embedded_agent", "spec_help"]
+__all__ = [
+    "AgentLoader",
+    "SCHEMES",
+    "Scheme",
+    "agent_from_spec",
+    "embedded_agent",
+    "spec_help",
+]
 
 
 class AgentLoader(Protocol):

@@ -58,9 +58,9 @@ from .pacing import paced
 from .render import console_modes, make_renderer
 
 __all__ = [
+    "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "SCENARIOS",
-    "AgentContext",
     "add_arguments",
     "demo_agent",
     "demo_components",
