@@ -56,6 +56,7 @@ from .prompt import (
     tool_result_text,
 )
 from .provider import (
+    Handler,
     CompletionRequest,
     MalformedStream,
     StreamingLLMClient,
@@ -98,17 +99,6 @@ _FINISH: dict[str, FinishReason] = {
 class AnthropicStreamParser(TypedEventParser):
     provider = "anthropic"
     terminal_marker = "message_stop"
-
-    HANDLERS: ClassVar[dict[str, str]] = {
-        "message_start": "_on_message_start",
-        "content_block_start": "_on_block_start",
-        "content_block_delta": "_on_block_delta",
-        "content_block_stop": "_on_block_stop",
-        "message_delta": "_on_message_delta",
-        "message_stop": "_on_message_stop",
-        "error": "_on_error",
-        "ping": "_ignore",
-    }
 
     def __init__(self, *, id_factory: Callable[[], str] | None = None) -> None:
         super().__init__(id_factory=id_factory)
@@ -211,6 +201,17 @@ class AnthropicStreamParser(TypedEventParser):
     def _on_error(self, payload: dict[str, Any]) -> list[LLMStreamItem]:
         error = payload.get("error") or {}
         return self.in_band_error(error.get("type"), error.get("message"))
+
+    HANDLERS: ClassVar[Mapping[str, Handler]] = {
+        "message_start": _on_message_start,
+        "content_block_start": _on_block_start,
+        "content_block_delta": _on_block_delta,
+        "content_block_stop": _on_block_stop,
+        "message_delta": _on_message_delta,
+        "message_stop": _on_message_stop,
+        "error": _on_error,
+        "ping": _ignore,
+    }
 
 
 def _user_blocks(content: Any) -> list[dict[str, Any]]:

@@ -55,6 +55,7 @@ from .prompt import (
     tool_result_text,
 )
 from .provider import (
+    Handler,
     CompletionRequest,
     MalformedStream,
     StreamParser,
@@ -87,25 +88,6 @@ def unpack_reasoning(value: str) -> tuple[str | None, str]:
 class ResponsesStreamParser(TypedEventParser):
     provider = "openai"
     terminal_marker = "response.completed"
-
-    #: event type -> handler. Everything else (lifecycle, content parts, annotations,
-    #: built-in tool progress) carries nothing the engine needs and is skipped.
-    HANDLERS: ClassVar[dict[str, str]] = {
-        "response.created": "_on_response",
-        "response.in_progress": "_on_response",
-        "response.output_item.added": "_on_item_added",
-        "response.output_item.done": "_on_item_done",
-        "response.output_text.delta": "_on_text",
-        "response.refusal.delta": "_on_text",
-        "response.reasoning_summary_text.delta": "_on_summary",
-        "response.reasoning_text.delta": "_on_reasoning_text",
-        "response.function_call_arguments.delta": "_on_args",
-        "response.function_call_arguments.done": "_on_args_done",
-        "response.completed": "_on_completed",
-        "response.incomplete": "_on_incomplete",
-        "response.failed": "_on_failed",
-        "error": "_on_error",
-    }
 
     def __init__(self, *, id_factory: Callable[[], str] | None = None) -> None:
         super().__init__(id_factory=id_factory)
@@ -211,6 +193,25 @@ class ResponsesStreamParser(TypedEventParser):
         nested = payload.get("error")
         error: dict[str, Any] = nested if isinstance(nested, dict) else payload
         return self.in_band_error(error.get("code") or error.get("type") or None, error.get("message"))
+
+    #: event type -> handler. Everything else (lifecycle, content parts, annotations,
+    #: built-in tool progress) carries nothing the engine needs and is skipped.
+    HANDLERS: ClassVar[Mapping[str, Handler]] = {
+        "response.created": _on_response,
+        "response.in_progress": _on_response,
+        "response.output_item.added": _on_item_added,
+        "response.output_item.done": _on_item_done,
+        "response.output_text.delta": _on_text,
+        "response.refusal.delta": _on_text,
+        "response.reasoning_summary_text.delta": _on_summary,
+        "response.reasoning_text.delta": _on_reasoning_text,
+        "response.function_call_arguments.delta": _on_args,
+        "response.function_call_arguments.done": _on_args_done,
+        "response.completed": _on_completed,
+        "response.incomplete": _on_incomplete,
+        "response.failed": _on_failed,
+        "error": _on_error,
+    }
 
 
 def _input_parts(content: Any) -> str | list[dict[str, Any]]:

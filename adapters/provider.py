@@ -555,12 +555,13 @@ class TypedEventParser(StreamParser):
 
     ``_handle`` decodes the frame, refuses an ``event:`` line that disagrees with
     ``data.type`` (a frame without an ``event:`` line has the SSE default ``message``),
-    runs :meth:`_check`, and calls the method that ``HANDLERS`` names for the kind.
+    runs :meth:`_check`, and calls the method ``HANDLERS`` maps the kind to.
     Kinds not in the table are skipped: providers add event types without notice.
     """
 
-    #: event kind -> name of the handler method ``(payload) -> items``.
-    HANDLERS: ClassVar[dict[str, str]] = {}
+    #: event kind -> the handler method ``(self, payload) -> items``; a subclass lists
+    #: its methods themselves (not their names), so type checkers and IDEs see every route.
+    HANDLERS: ClassVar[Mapping[str, Handler]] = {}
 
     def _check(self, payload: dict[str, Any]) -> None:
         """Provider-wide checks on every frame (raise :class:`MalformedStream`)."""
@@ -574,8 +575,7 @@ class TypedEventParser(StreamParser):
         handler = self.HANDLERS.get(kind)
         if handler is None:
             return []
-        items: list[LLMStreamItem] = getattr(self, handler)(payload)
-        return items
+        return handler(self, payload)
 
 
 class ProviderStream:
@@ -665,8 +665,9 @@ class StreamingLLMClient(abc.ABC):
     #: Environment variable that may hold the base URL, and the default.
     base_url_env: ClassVar[str | None] = None
     default_base_url: ClassVar[str | None] = None
-    #: The provider's stream parser (made once per response by :meth:`new_parser`).
-    parser_class: ClassVar[type[StreamParser]] = StreamParser
+    #: The provider's stream parser (made once per response by :meth:`new_parser`); every
+    #: provider sets it or overrides :meth:`new_parser`.
+    parser_class: ClassVar[type[StreamParser]]
 
     def __init__(
         self,
@@ -812,7 +813,7 @@ class StreamingLLMClient(abc.ABC):
 
     def _backoff(self, attempt: int) -> float:
         base = min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * (2**attempt))
-        return base * (1.0 - RETRY_JITTER_FRACTION * random.random())
+        return float(base * (1.0 - RETRY_JITTER_FRACTION * random.random()))
 
     def _retry_delay(self, exc: ProviderError, attempt: int) -> float | None:
         if not exc.retryable or attempt >= self.max_retries:

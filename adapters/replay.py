@@ -177,9 +177,7 @@ class ReplayServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
-        server = site._server  # aiohttp exposes the bound port only here
-        assert server is not None
-        self._port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr,attr-defined]
+        self._port = int(self._runner.addresses[0][1])  # the port the OS chose for port 0
 
     async def close(self) -> None:
         if self._runner is not None:

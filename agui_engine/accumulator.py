@@ -346,7 +346,12 @@ class Accumulator:
         (unless ``replace``).
         """
         if handler is None:
-            return lambda fn: (_register_custom(target, name, fn, replace), fn)[1]
+
+            def decorate(fn: CustomHandler) -> CustomHandler:
+                _register_custom(target, name, fn, replace)
+                return fn
+
+            return decorate
         _register_custom(target, name, handler, replace)
         return handler
 
@@ -359,7 +364,12 @@ class Accumulator:
         registration order. Usable as a decorator.
         """
         if handler is None:
-            return lambda fn: (_registry_list(target, event_type).append(fn), fn)[1]
+
+            def decorate(fn: EventHandler) -> EventHandler:
+                _registry_list(target, event_type).append(fn)
+                return fn
+
+            return decorate
         _registry_list(target, event_type).append(handler)
         return handler
 
@@ -419,7 +429,7 @@ class Accumulator:
             self._args_parts.clear()
 
     def _hooks_for(self, ev: Any) -> list[EventHandler]:
-        type_name = _type_name(ev)
+        type_name = _type_name(ev) or ""
         found: list[EventHandler] = []
         for klass in reversed(type(self).__mro__):
             found.extend(klass.__dict__.get(_EVENT_ATTR, {}).get(type_name, ()))
@@ -437,9 +447,9 @@ class Accumulator:
         if handler is not None:
             return handler
         for klass in type(self).__mro__:
-            handler = klass.__dict__.get(_CUSTOM_ATTR, {}).get(name)
-            if handler is not None:
-                return handler
+            inherited: CustomHandler | None = klass.__dict__.get(_CUSTOM_ATTR, {}).get(name)
+            if inherited is not None:
+                return inherited
         return None
 
     # -- run lifecycle
@@ -768,7 +778,8 @@ _hooks_registered: list[bool] = [False]
 def _registry_list(target: Any, event_type: str) -> list[EventHandler]:
     _hooks_registered[0] = True
     attr = _EVENT_ATTR if isinstance(target, type) else "_instance_events"
-    return _registry(target, attr).setdefault(str(event_type), [])
+    handlers: list[EventHandler] = _registry(target, attr).setdefault(str(event_type), [])
+    return handlers
 
 
 def _type_name(event: Any) -> str | None:

@@ -68,7 +68,7 @@ import uuid
 from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 import msgspec
 
@@ -268,8 +268,8 @@ def encode_sse(event_or_json: AnyEvent | bytes, id: str | None = None, event: st
             return b"data: %b\n\n" % _encode(event_or_json)  # the hot path: one allocation
         except (TypeError, UnicodeEncodeError) as err:
             raise _unencodable(event_or_json, err) from None
-    else:
-        payload = encode_event(event_or_json)
+    else:  # (`type() is bytes` is the fast test, but type checkers do not narrow on it)
+        payload = encode_event(cast(AnyEvent, event_or_json))
     head = b""
     if id is not None:
         head = b"id: " + _check_field(id, "id") + b"\n"
@@ -295,7 +295,7 @@ def encode_ndjson(event: AnyEvent) -> bytes:
 # Decoding one event
 # ---------------------------------------------------------------------------------------------
 
-_DECODER: Final = msgspec.json.Decoder(Event)
+_DECODER: Final[msgspec.json.Decoder[Event]] = msgspec.json.Decoder(Event)
 _decode: Final = _DECODER.decode
 _DECODE_ERRORS: Final = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 _ANY_DECODER: Final = msgspec.json.Decoder()
@@ -472,7 +472,8 @@ def decode_event(
 
 def _convert(obj: dict[str, Any]) -> Event:
     try:
-        return msgspec.convert(obj, Event)  # type: ignore[return-value]
+        event: Event = msgspec.convert(obj, Event)
+        return event
     except msgspec.ValidationError as err:
         path, reason = _describe(err)
         raise EventDecodeError(reason, path=path) from None
@@ -717,7 +718,7 @@ class SSEDecoder(_Framer):
             return None
         self._lines.offset += len(data)
         self._frames += 1
-        return event  # type: ignore[no-any-return]
+        return event
 
     def _finish(self) -> list[SSEMessage]:
         # WHATWG: an unfinished event at the end of input is dropped, never dispatched.
@@ -977,7 +978,7 @@ class NDJSONDecoder(_Framer):
             return None
         self._lines.offset += len(data)
         self._index += 1
-        return event  # type: ignore[no-any-return]
+        return event
 
     def _finish(self) -> list[bytes]:
         # The last line may lack its LF: it is complete at the end of input.
@@ -1104,13 +1105,13 @@ class EventStreamDecoder:
     def _decode_frames(self, frames: list[Any], error: Exception | None) -> list[AnyEvent]:
         if error is None:
             try:
-                out = list(map(_decode, frames))
+                decoded: list[AnyEvent] = list(map(_decode, frames))
             except _DECODE_ERRORS:
                 pass  # redo one by one to locate it (or to apply tolerance / legacy mapping)
             else:
-                self.events_decoded += len(out)
-                return out
-        out = []
+                self.events_decoded += len(decoded)
+                return decoded
+        out: list[AnyEvent] = []
         offsets = self._framer.frame_offsets()
         for i, payload in enumerate(frames):
             try:

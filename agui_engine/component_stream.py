@@ -187,7 +187,7 @@ class _PropsFilter:
 class _ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
-    __slots__ = ()
+    __slots__ = ("_closed", "_content", "_error", "_size", "_stream", "max_chars")
     _stream: PatchStream
     _size: int
     _content: bool
@@ -255,20 +255,14 @@ class ComponentStream(_ArgumentStream):
     """
 
     __slots__ = (
-        "_closed",
-        "_content",
         "_current",
         "_current_pointer",
-        "_error",
         "_filter",
         "_final_props",
         "_last_status",
-        "_size",
         "_started",
-        "_stream",
         "component",
         "component_id",
-        "max_chars",
         "message_id",
     )
 
@@ -433,18 +427,12 @@ class InteractableUpdateStream(_ArgumentStream):
     """
 
     __slots__ = (
-        "_closed",
-        "_content",
-        "_error",
         "_filter",
         "_final",
         "_member",
         "_policy",
-        "_size",
-        "_stream",
         "interactable",
         "kind",
-        "max_chars",
     )
 
     def __init__(
@@ -512,7 +500,8 @@ class InteractableUpdateStream(_ArgumentStream):
         if not isinstance(member, dict):
             return {}
         result: dict[str, Any] = unstrict_value(strip_reserved_keys({self._member[1:]: member}), self._policy)
-        return result.get(self._member[1:], {})
+        update: dict[str, Any] = result.get(self._member[1:], {})
+        return update
 
     @property
     def final(self) -> dict[str, Any] | None:
@@ -532,7 +521,7 @@ _INDEX_ATTR: Final = "_component_blocks"
 
 
 def _index(acc: Accumulator) -> dict[str, tuple[dict[str, Any] | None, dict[str, Any]]]:
-    index = acc.__dict__.get(_INDEX_ATTR)
+    index: dict[str, tuple[dict[str, Any] | None, dict[str, Any]]] | None = acc.__dict__.get(_INDEX_ATTR)
     if index is None:
         index = {}
         setattr(acc, _INDEX_ATTR, index)
@@ -549,10 +538,11 @@ def find_component(acc: Accumulator, component_id: str) -> dict[str, Any] | None
             return block
     # The message was replaced (MESSAGES_SNAPSHOT, add_message): look again.
     for message in acc.messages:
-        for block in message.get(BLOCKS_KEY) or ():
-            if block.get("id") == component_id:
-                index[component_id] = (message, block)
-                return block
+        blocks: list[dict[str, Any]] = message.get(BLOCKS_KEY) or []
+        for candidate in blocks:
+            if candidate.get("id") == component_id:
+                index[component_id] = (message, candidate)
+                return candidate
     index.pop(component_id, None)
     return None
 

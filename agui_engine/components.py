@@ -992,7 +992,7 @@ class Component(_ToolSource):
             raise ToolArgumentsError(f"component {self.name}: invalid props: {exc}") from None
 
 
-def component_from_tool(name: str, description: str | None, parameters: object) -> Component:
+def component_from_tool(name: str, description: str | None, parameters: Mapping[str, Any] | None) -> Component:
     """A component sent by a front end as a ``show_component_<name>`` tool entry.
 
     Raises :class:`RemoteInputError` (the client sent it) when the name or schema is invalid.
@@ -1124,7 +1124,7 @@ def tool_from_callable(
     """
     if not callable(fn):
         raise UsageError(f"tool_from_callable needs a callable, got {type(fn).__name__}")
-    tool_name = name or getattr(fn, "__name__", "")
+    tool_name = name or str(getattr(fn, "__name__", ""))
     check_tool_name(tool_name)
     doc = description if description is not None else inspect.getdoc(fn) or ""
     signature = inspect.signature(fn)

@@ -80,7 +80,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import islice
@@ -1168,7 +1168,7 @@ async def run_decision_loop(
     parallel_tool_calls: bool = True,
     max_output_tokens: int | None = None,
     system_prompt: str | None = None,
-) -> AsyncIterator[DecisionStreamItem]:
+) -> AsyncGenerator[DecisionStreamItem, None]:
     """Run one model step; yield the decision so far and the AG-UI events of each model item.
 
     ``messages`` are AG-UI message Structs (the conversation; the system prompt is

@@ -437,11 +437,11 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
     to_show = [c for c in ready if str(results[c.lower()][0].get("city", c)).lower() not in shown]  # type: ignore[union-attr]
     if card is not None and to_show:
         batch = to_show if parallel else to_show[:1]
-        calls = []
+        card_calls: list[PlannedCall] = []
         for c in batch:
             data = dict(results[c.lower()][0] or {})
             data["note"] = "Demo data from the embedded model, not a live forecast."
-            calls.append(
+            card_calls.append(
                 PlannedCall(
                     name=card.name,
                     arguments=_arguments(
@@ -451,7 +451,7 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
                     ),
                 )
             )
-        return PlannedReply(calls=tuple(calls))
+        return PlannedReply(calls=tuple(card_calls))
 
     lines = []
     for c in cities:
@@ -561,13 +561,13 @@ def _forced(choice: str, plan: PlannedReply, tools: dict[str, LLMTool]) -> Plann
             return plan
         tool = next(iter(tools.values()))
         return PlannedReply(text=plan.text, calls=(PlannedCall(name=tool.name, arguments=_made_up(tool)),))
-    tool = tools.get(choice)
-    if tool is None:  # the decision loop refuses unknown names before calling a model
+    chosen = tools.get(choice)
+    if chosen is None:  # the decision loop refuses unknown names before calling a model
         return plan
     mine = tuple(c for c in plan.calls if c.name == choice)
     if mine:
         return PlannedReply(reasoning=plan.reasoning, text=plan.text, calls=mine)
-    return PlannedReply(text=plan.text, calls=(PlannedCall(name=tool.name, arguments=_made_up(tool)),))
+    return PlannedReply(text=plan.text, calls=(PlannedCall(name=chosen.name, arguments=_made_up(chosen)),))
 
 
 def _made_up(tool: LLMTool) -> str:

@@ -202,25 +202,25 @@ class _Model(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_def
 # --------------------------------------------------------------------------------------------
 
 
-class TextPart(_Model, kw_only=True, tag_field="type", tag="text"):
+class TextPart(_Model, frozen=True, kw_only=True, tag_field="type", tag="text"):
     id: str | None = None
     text: str
     metadata: Any = None
 
 
-class DataSource(_Model, kw_only=True, tag_field="type", tag="data"):
+class DataSource(_Model, frozen=True, kw_only=True, tag_field="type", tag="data"):
     """Inline bytes: ``value`` is base64, ``mime_type`` is required."""
 
     value: str
     mime_type: str
 
 
-class UrlSource(_Model, kw_only=True, tag_field="type", tag="url"):
+class UrlSource(_Model, frozen=True, kw_only=True, tag_field="type", tag="url"):
     value: str
     mime_type: str | None = None
 
 
-class FileSource(_Model, kw_only=True, tag_field="type", tag="file"):
+class FileSource(_Model, frozen=True, kw_only=True, tag_field="type", tag="file"):
     """A handle a provider issued (an uploaded file id); opaque to the protocol."""
 
     value: str
@@ -231,25 +231,25 @@ class FileSource(_Model, kw_only=True, tag_field="type", tag="file"):
 PartSource = Union[DataSource, UrlSource, FileSource]
 
 
-class ImagePart(_Model, kw_only=True, tag_field="type", tag="image"):
+class ImagePart(_Model, frozen=True, kw_only=True, tag_field="type", tag="image"):
     id: str | None = None
     source: PartSource
     metadata: Any = None
 
 
-class AudioPart(_Model, kw_only=True, tag_field="type", tag="audio"):
+class AudioPart(_Model, frozen=True, kw_only=True, tag_field="type", tag="audio"):
     id: str | None = None
     source: PartSource
     metadata: Any = None
 
 
-class VideoPart(_Model, kw_only=True, tag_field="type", tag="video"):
+class VideoPart(_Model, frozen=True, kw_only=True, tag_field="type", tag="video"):
     id: str | None = None
     source: PartSource
     metadata: Any = None
 
 
-class DocumentPart(_Model, kw_only=True, tag_field="type", tag="document"):
+class DocumentPart(_Model, frozen=True, kw_only=True, tag_field="type", tag="document"):
     id: str | None = None
     source: PartSource
     metadata: Any = None
@@ -270,31 +270,31 @@ InputContent = ContentPart
 # --------------------------------------------------------------------------------------------
 
 
-class AddOperation(_Model, kw_only=True, tag_field="op", tag="add"):
+class AddOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="add"):
     path: JsonPointer
     value: Any
 
 
-class RemoveOperation(_Model, kw_only=True, tag_field="op", tag="remove"):
+class RemoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="remove"):
     path: JsonPointer
 
 
-class ReplaceOperation(_Model, kw_only=True, tag_field="op", tag="replace"):
+class ReplaceOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="replace"):
     path: JsonPointer
     value: Any
 
 
-class MoveOperation(_Model, kw_only=True, tag_field="op", tag="move"):
+class MoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="move"):
     from_: JsonPointer = msgspec.field(name="from")
     path: JsonPointer
 
 
-class CopyOperation(_Model, kw_only=True, tag_field="op", tag="copy"):
+class CopyOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="copy"):
     from_: JsonPointer = msgspec.field(name="from")
     path: JsonPointer
 
 
-class TestOperation(_Model, kw_only=True, tag_field="op", tag="test"):
+class TestOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="test"):
     __test__ = False  # not a pytest test class, whatever its name says
 
     path: JsonPointer
@@ -311,39 +311,39 @@ JsonPatch = list[JsonPatchOperation]
 # --------------------------------------------------------------------------------------------
 
 
-class FunctionCall(_Model, kw_only=True):
+class FunctionCall(_Model, frozen=True, kw_only=True):
     name: str
     #: The arguments as JSON *text* (not parsed), exactly as the model produced them.
     arguments: str
 
 
-class ToolCall(_Model, kw_only=True, tag_field="type", tag="function"):
+class ToolCall(_Model, frozen=True, kw_only=True, tag_field="type", tag="function"):
     id: str
     function: FunctionCall
     encrypted_value: str | None = None
     metadata: Metadata | None = None
 
 
-class _Message(_Model, kw_only=True, tag_field="role"):
+class _Message(_Model, frozen=True, kw_only=True, tag_field="role"):
     subagent_run_id: str | None = None
     id: str
 
 
-class DeveloperMessage(_Message, kw_only=True, tag="developer"):
+class DeveloperMessage(_Message, frozen=True, kw_only=True, tag="developer"):
     name: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
     content: str
 
 
-class SystemMessage(_Message, kw_only=True, tag="system"):
+class SystemMessage(_Message, frozen=True, kw_only=True, tag="system"):
     name: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
     content: str
 
 
-class AssistantMessage(_Message, kw_only=True, tag="assistant"):
+class AssistantMessage(_Message, frozen=True, kw_only=True, tag="assistant"):
     name: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
@@ -351,14 +351,14 @@ class AssistantMessage(_Message, kw_only=True, tag="assistant"):
     tool_calls: list[ToolCall] | None = None
 
 
-class UserMessage(_Message, kw_only=True, tag="user"):
+class UserMessage(_Message, frozen=True, kw_only=True, tag="user"):
     name: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
     content: str | list[ContentPart]
 
 
-class ToolMessage(_Message, kw_only=True, tag="tool"):
+class ToolMessage(_Message, frozen=True, kw_only=True, tag="tool"):
     content: str | list[ContentPart]
     tool_call_id: str
     error: str | None = None
@@ -366,13 +366,13 @@ class ToolMessage(_Message, kw_only=True, tag="tool"):
     metadata: Metadata | None = None
 
 
-class ActivityMessage(_Message, kw_only=True, tag="activity"):
+class ActivityMessage(_Message, frozen=True, kw_only=True, tag="activity"):
     activity_type: str
     content: dict[str, Any]
     metadata: Metadata | None = None
 
 
-class ReasoningMessage(_Message, kw_only=True, tag="reasoning"):
+class ReasoningMessage(_Message, frozen=True, kw_only=True, tag="reasoning"):
     content: str
     encrypted_value: str | None = None
     metadata: Metadata | None = None
@@ -393,7 +393,7 @@ Message = Union[
 # --------------------------------------------------------------------------------------------
 
 
-class Tool(_Model, kw_only=True):
+class Tool(_Model, frozen=True, kw_only=True):
     name: str
     description: str
     #: JSON Schema of the arguments; opaque to the protocol.
@@ -401,12 +401,12 @@ class Tool(_Model, kw_only=True):
     metadata: Metadata | None = None
 
 
-class Context(_Model, kw_only=True):
+class Context(_Model, frozen=True, kw_only=True):
     description: str
     value: str
 
 
-class ResumeEntry(_Model, kw_only=True):
+class ResumeEntry(_Model, frozen=True, kw_only=True):
     """The answer to one interrupt, carried by the next run's ``RunAgentInput.resume``."""
 
     interrupt_id: str
@@ -415,7 +415,7 @@ class ResumeEntry(_Model, kw_only=True):
     metadata: Metadata | None = None
 
 
-class RunAgentInput(_Model, kw_only=True):
+class RunAgentInput(_Model, frozen=True, kw_only=True):
     """What a client sends to start a run.
 
     ``tools`` and ``context`` default to empty lists (the 1.0 spec makes an absent list
@@ -434,7 +434,7 @@ class RunAgentInput(_Model, kw_only=True):
     resume: list[ResumeEntry] | None = None
 
 
-class Interrupt(_Model, kw_only=True):
+class Interrupt(_Model, frozen=True, kw_only=True):
     subagent_run_id: str | None = None
     id: str
     reason: str
@@ -446,7 +446,7 @@ class Interrupt(_Model, kw_only=True):
     metadata: Metadata | None = None
 
 
-class TokenUsage(_Model, kw_only=True):
+class TokenUsage(_Model, frozen=True, kw_only=True):
     """Token counts; reasoning and cached counts are parts of the totals, not additions."""
 
     provider: str | None = None
@@ -459,16 +459,16 @@ class TokenUsage(_Model, kw_only=True):
     cache_write_input_tokens: TokenCount | None = None
 
 
-class RunFinishedSuccessOutcome(_Model, kw_only=True, tag_field="type", tag="success"):
+class RunFinishedSuccessOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="success"):
     #: Client-side tool calls the run ended on, waiting for their results.
     pending_tool_call_ids: list[str] | None = None
 
 
-class RunFinishedInterruptOutcome(_Model, kw_only=True, tag_field="type", tag="interrupt"):
+class RunFinishedInterruptOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="interrupt"):
     interrupts: Annotated[list[Interrupt], msgspec.Meta(min_length=1)]
 
 
-class RunFinishedCancelledOutcome(_Model, kw_only=True, tag_field="type", tag="cancelled"):
+class RunFinishedCancelledOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="cancelled"):
     pass
 
 
@@ -477,11 +477,11 @@ RunFinishedOutcome = Union[
 ]
 
 
-class SubagentFinishedSuccessOutcome(_Model, kw_only=True, tag_field="type", tag="success"):
+class SubagentFinishedSuccessOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="success"):
     pass
 
 
-class SubagentFinishedSuspendedOutcome(_Model, kw_only=True, tag_field="type", tag="suspended"):
+class SubagentFinishedSuspendedOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="suspended"):
     interrupt_ids: list[str] | None = None
 
 
@@ -512,79 +512,79 @@ class BaseEvent(
     metadata: Metadata | None = None
 
 
-class _AttributableEvent(BaseEvent, kw_only=True):
+class _AttributableEvent(BaseEvent, frozen=True, kw_only=True):
     #: The sub-agent invocation this event belongs to; absent = the parent agent.
     subagent_run_id: str | None = None
 
 
-class TextMessageStartEvent(_AttributableEvent, kw_only=True, tag="TEXT_MESSAGE_START"):
+class TextMessageStartEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_START"):
     message_id: str
     #: Absent means ``assistant``.
     role: TextMessageRole | None = None
     name: str | None = None
 
 
-class TextMessageContentEvent(_AttributableEvent, kw_only=True, tag="TEXT_MESSAGE_CONTENT"):
+class TextMessageContentEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CONTENT"):
     message_id: str
     #: May be ``""`` in 1.0.
     delta: str
 
 
-class TextMessageEndEvent(_AttributableEvent, kw_only=True, tag="TEXT_MESSAGE_END"):
+class TextMessageEndEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_END"):
     message_id: str
 
 
-class TextMessageChunkEvent(_AttributableEvent, kw_only=True, tag="TEXT_MESSAGE_CHUNK"):
+class TextMessageChunkEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CHUNK"):
     message_id: str | None = None
     role: TextMessageRole | None = None
     delta: str | None = None
     name: str | None = None
 
 
-class ToolCallStartEvent(_AttributableEvent, kw_only=True, tag="TOOL_CALL_START"):
+class ToolCallStartEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TOOL_CALL_START"):
     tool_call_id: str
     tool_call_name: str
     parent_message_id: str | None = None
 
 
-class ToolCallArgsEvent(_AttributableEvent, kw_only=True, tag="TOOL_CALL_ARGS"):
+class ToolCallArgsEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TOOL_CALL_ARGS"):
     tool_call_id: str
     #: A fragment of the arguments' JSON text; fragments concatenate.
     delta: str
 
 
-class ToolCallEndEvent(_AttributableEvent, kw_only=True, tag="TOOL_CALL_END"):
+class ToolCallEndEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TOOL_CALL_END"):
     tool_call_id: str
 
 
-class ToolCallChunkEvent(_AttributableEvent, kw_only=True, tag="TOOL_CALL_CHUNK"):
+class ToolCallChunkEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TOOL_CALL_CHUNK"):
     tool_call_id: str | None = None
     tool_call_name: str | None = None
     parent_message_id: str | None = None
     delta: str | None = None
 
 
-class ToolCallResultEvent(_AttributableEvent, kw_only=True, tag="TOOL_CALL_RESULT"):
+class ToolCallResultEvent(_AttributableEvent, frozen=True, kw_only=True, tag="TOOL_CALL_RESULT"):
     message_id: str
     tool_call_id: str
     content: str | list[ContentPart]
     role: Literal["tool"] | None = None
 
 
-class StateSnapshotEvent(_AttributableEvent, kw_only=True, tag="STATE_SNAPSHOT"):
+class StateSnapshotEvent(_AttributableEvent, frozen=True, kw_only=True, tag="STATE_SNAPSHOT"):
     #: Any JSON value, ``null`` included (always written).
     snapshot: Any
 
 
-class StateDeltaEvent(_AttributableEvent, kw_only=True, tag="STATE_DELTA"):
+class StateDeltaEvent(_AttributableEvent, frozen=True, kw_only=True, tag="STATE_DELTA"):
     delta: JsonPatch
 
 
-class MessagesSnapshotEvent(BaseEvent, kw_only=True, tag="MESSAGES_SNAPSHOT"):
+class MessagesSnapshotEvent(BaseEvent, frozen=True, kw_only=True, tag="MESSAGES_SNAPSHOT"):
     messages: list[Message]
 
 
-class ActivitySnapshotEvent(_AttributableEvent, kw_only=True, tag="ACTIVITY_SNAPSHOT"):
+class ActivitySnapshotEvent(_AttributableEvent, frozen=True, kw_only=True, tag="ACTIVITY_SNAPSHOT"):
     message_id: str
     activity_type: str
     content: dict[str, Any]
@@ -592,25 +592,25 @@ class ActivitySnapshotEvent(_AttributableEvent, kw_only=True, tag="ACTIVITY_SNAP
     replace: bool | None = None
 
 
-class ActivityDeltaEvent(_AttributableEvent, kw_only=True, tag="ACTIVITY_DELTA"):
+class ActivityDeltaEvent(_AttributableEvent, frozen=True, kw_only=True, tag="ACTIVITY_DELTA"):
     message_id: str
     activity_type: str
     patch: JsonPatch
 
 
-class RawEvent(_AttributableEvent, kw_only=True, tag="RAW"):
+class RawEvent(_AttributableEvent, frozen=True, kw_only=True, tag="RAW"):
     #: Any JSON value (always written, ``null`` included).
     event: Any
     source: str | None = None
 
 
-class CustomEvent(_AttributableEvent, kw_only=True, tag="CUSTOM"):
+class CustomEvent(_AttributableEvent, frozen=True, kw_only=True, tag="CUSTOM"):
     name: str
     #: Any JSON value; required, so ``None`` is written as ``null``.
     value: Any
 
 
-class RunStartedEvent(BaseEvent, kw_only=True, tag="RUN_STARTED"):
+class RunStartedEvent(BaseEvent, frozen=True, kw_only=True, tag="RUN_STARTED"):
     thread_id: str
     run_id: str
     protocol_version: str | None = None
@@ -618,7 +618,7 @@ class RunStartedEvent(BaseEvent, kw_only=True, tag="RUN_STARTED"):
     input: RunAgentInput | None = None
 
 
-class RunFinishedEvent(BaseEvent, kw_only=True, tag="RUN_FINISHED"):
+class RunFinishedEvent(BaseEvent, frozen=True, kw_only=True, tag="RUN_FINISHED"):
     thread_id: str
     run_id: str
     result: Any = None
@@ -627,7 +627,7 @@ class RunFinishedEvent(BaseEvent, kw_only=True, tag="RUN_FINISHED"):
     usage: list[TokenUsage] | None = None
 
 
-class RunErrorEvent(BaseEvent, kw_only=True, tag="RUN_ERROR"):
+class RunErrorEvent(BaseEvent, frozen=True, kw_only=True, tag="RUN_ERROR"):
     message: str
     code: str | None = None
     usage: list[TokenUsage] | None = None
@@ -641,15 +641,15 @@ class RunErrorEvent(BaseEvent, kw_only=True, tag="RUN_ERROR"):
         return cls(message=error.message, code=error.code)
 
 
-class StepStartedEvent(_AttributableEvent, kw_only=True, tag="STEP_STARTED"):
+class StepStartedEvent(_AttributableEvent, frozen=True, kw_only=True, tag="STEP_STARTED"):
     step_name: str
 
 
-class StepFinishedEvent(_AttributableEvent, kw_only=True, tag="STEP_FINISHED"):
+class StepFinishedEvent(_AttributableEvent, frozen=True, kw_only=True, tag="STEP_FINISHED"):
     step_name: str
 
 
-class ReasoningStartEvent(_AttributableEvent, kw_only=True, tag="REASONING_START"):
+class ReasoningStartEvent(_AttributableEvent, frozen=True, kw_only=True, tag="REASONING_START"):
     #: The reasoning span's id.
     message_id: str
 
@@ -658,7 +658,7 @@ def _reasoning_role() -> Literal["reasoning"]:
     return "reasoning"
 
 
-class ReasoningMessageStartEvent(_AttributableEvent, kw_only=True, tag="REASONING_MESSAGE_START"):
+class ReasoningMessageStartEvent(_AttributableEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_START"):
     message_id: str
     #: Fixed. Filled in when absent on input, always written on output (a factory default is
     #: never "equal to the default" for ``omit_defaults``; the TypeScript schema requires it).
@@ -666,27 +666,27 @@ class ReasoningMessageStartEvent(_AttributableEvent, kw_only=True, tag="REASONIN
 
 
 class ReasoningMessageContentEvent(
-    _AttributableEvent, kw_only=True, tag="REASONING_MESSAGE_CONTENT"
+    _AttributableEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CONTENT"
 ):
     message_id: str
     delta: str
 
 
-class ReasoningMessageEndEvent(_AttributableEvent, kw_only=True, tag="REASONING_MESSAGE_END"):
+class ReasoningMessageEndEvent(_AttributableEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_END"):
     message_id: str
 
 
-class ReasoningMessageChunkEvent(_AttributableEvent, kw_only=True, tag="REASONING_MESSAGE_CHUNK"):
+class ReasoningMessageChunkEvent(_AttributableEvent, frozen=True, kw_only=True, tag="REASONING_MESSAGE_CHUNK"):
     message_id: str | None = None
     delta: str | None = None
 
 
-class ReasoningEndEvent(_AttributableEvent, kw_only=True, tag="REASONING_END"):
+class ReasoningEndEvent(_AttributableEvent, frozen=True, kw_only=True, tag="REASONING_END"):
     message_id: str
 
 
 class ReasoningEncryptedValueEvent(
-    _AttributableEvent, kw_only=True, tag="REASONING_ENCRYPTED_VALUE"
+    _AttributableEvent, frozen=True, kw_only=True, tag="REASONING_ENCRYPTED_VALUE"
 ):
     """An opaque provider blob (thinking signature, encrypted reasoning) attached to a tool call
     (``subtype="tool-call"``, ``entity_id`` = toolCallId) or a message (``"message"``)."""
@@ -696,7 +696,7 @@ class ReasoningEncryptedValueEvent(
     encrypted_value: str
 
 
-class SubagentStartedEvent(BaseEvent, kw_only=True, tag="SUBAGENT_STARTED"):
+class SubagentStartedEvent(BaseEvent, frozen=True, kw_only=True, tag="SUBAGENT_STARTED"):
     #: Identifies the sub-agent invocation (not an attribution, hence required here).
     subagent_run_id: str
     name: str
@@ -706,14 +706,14 @@ class SubagentStartedEvent(BaseEvent, kw_only=True, tag="SUBAGENT_STARTED"):
     parent_message_id: str | None = None
 
 
-class SubagentFinishedEvent(BaseEvent, kw_only=True, tag="SUBAGENT_FINISHED"):
+class SubagentFinishedEvent(BaseEvent, frozen=True, kw_only=True, tag="SUBAGENT_FINISHED"):
     subagent_run_id: str
     result: Any = None
     #: Absent means success.
     outcome: SubagentFinishedOutcome | None = None
 
 
-class SubagentErrorEvent(BaseEvent, kw_only=True, tag="SUBAGENT_ERROR"):
+class SubagentErrorEvent(BaseEvent, frozen=True, kw_only=True, tag="SUBAGENT_ERROR"):
     subagent_run_id: str
     message: str
     code: str | None = None

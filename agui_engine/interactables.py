@@ -168,7 +168,7 @@ def update_tool_schema(interactable: Interactable, kind: UpdateKind) -> dict[str
         partial.setdefault("type", "object")
     what = "props" if kind == "props" else "state values"
     partial["description"] = f"The {what} to update. Provide only the keys you want to change."
-    defs = {}
+    defs: dict[str, Any] = {}
     for key in ("$defs", "definitions"):  # references inside the schema resolve from the root
         if key in partial:
             defs[key] = partial.pop(key)
@@ -202,7 +202,7 @@ def interactable_tools(interactable: Interactable, *, strict: bool = True) -> li
         )
         out.append(
             build_llm_tool(interactable.tool_name(kind), description, update_tool_schema(interactable, kind),
-                           strict=strict)  # type: ignore[arg-type]
+                           strict=strict)
         )
     return out
 

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Final
 
@@ -326,7 +326,7 @@ class LLMAgent:
         setup: _RunSetup,
         usage: dict[tuple[str | None, str | None], TokenUsage],
         pending: list[str],
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """The events of every step; fills ``usage`` and the ``pending`` client tool call ids."""
         history: list[Message] = list(input.messages)
         server = {t.name: t for t in setup.server_tools}

@@ -78,6 +78,7 @@ from .events import (
     TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
+    TextMessageRole,
     TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
@@ -459,7 +460,7 @@ class ChunkExpander:
             out.append(self._end(lane))
         common = {kind.id_attr: chunk_id, "timestamp": event.timestamp, "metadata": event.metadata, "subagent_run_id": key}
         if kind is TEXT:
-            role = event.role or "assistant"
+            role: TextMessageRole = event.role or "assistant"
             new = _Lane(kind, chunk_id, key, role=role, name=event.name)
             out.append(TextMessageStartEvent(role=role, name=event.name, **common))
         elif kind is TOOL:
@@ -1016,18 +1017,36 @@ class Verifier:
 _Entry = tuple[Callable[[Verifier, Row, Any], None], Row]
 
 
+#: Each action of the table -> the Verifier method that performs it (a table of functions, so
+#: type checkers and IDEs see every route; a new Action without a method fails at import).
+_ACTION_METHODS: Final[dict[Action, Callable[[Verifier, Row, Any], None]]] = {
+    Action.START_RUN: Verifier._do_start_run,
+    Action.FINISH_RUN: Verifier._do_finish_run,
+    Action.ERROR_RUN: Verifier._do_error_run,
+    Action.IMPLICIT_RUN: Verifier._do_implicit_run,
+    Action.OPEN: Verifier._do_open,
+    Action.CONTINUE: Verifier._do_continue,
+    Action.CLOSE: Verifier._do_close,
+    Action.TOOL_RESULT: Verifier._do_tool_result,
+    Action.SNAPSHOT: Verifier._do_messages_snapshot,
+    Action.ACCEPT: Verifier._do_accept,
+    Action.REJECT: Verifier._do_reject,
+}
+assert set(_ACTION_METHODS) == set(Action), "every Action needs a method"
+
+
 def _compile(table: dict[tuple[Phase, str], Row]) -> tuple[list[dict[type, _Entry]], list[_Entry]]:
     """Per phase, event class -> (the action's method, the row): feed() does one dict lookup."""
     by_class: list[dict[type, _Entry]] = []
     default: list[_Entry] = []
     for phase in Phase:
-        row = table[(phase, ANY)]
-        default.append((getattr(Verifier, f"_do_{row.action.value}"), row))
+        fallback = table[(phase, ANY)]
+        default.append((_ACTION_METHODS[fallback.action], fallback))
         entries: dict[type, _Entry] = {}
         for cls, type_name in _TYPE_BY_CLASS.items():
-            row = table.get((phase, type_name))  # type: ignore[assignment]
+            row = table.get((phase, type_name))
             if row is not None:
-                entries[cls] = (getattr(Verifier, f"_do_{row.action.value}"), row)
+                entries[cls] = (_ACTION_METHODS[row.action], row)
         by_class.append(entries)
     return by_class, default
 

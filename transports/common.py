@@ -134,7 +134,7 @@ def decode_run_input(data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BO
     except msgspec.ValidationError as exc:
         raise InvalidInputError(f"not a valid RunAgentInput: {exc}") from None
     except msgspec.DecodeError as exc:
-        where = "" if "byte" in str(exc) else f" (at byte {len(data)}, the end of the input)"  # type: ignore[arg-type]
+        where = "" if "byte" in str(exc) else f" (at byte {len(data)}, the end of the input)"
         raise MalformedInputError(f"the RunAgentInput is not valid JSON: {exc}{where}") from None
     check_run_id(value.run_id)
     return value
@@ -263,7 +263,7 @@ class RetryPolicy:
         """Seconds to wait before attempt ``failures`` (1-based): initial * 2^(n-1),
         capped, times a random factor in [BACKOFF_JITTER_MIN, 1] so that clients do not reconnect in step."""
         base = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
-        return base * random.uniform(BACKOFF_JITTER_MIN, 1.0)
+        return float(base * random.uniform(BACKOFF_JITTER_MIN, 1.0))
 
     async def wait(self, failures: int) -> None:
         await asyncio.sleep(self.delay(failures))
@@ -323,6 +323,7 @@ class RemoteClientBase:
         self.reconnects = 0
         # True until the run ended or the server refused it: then the consumer stopped early.
         abandoned = True
+        drops: tuple[type[BaseException], ...] = (StreamDropped, *self._drops)
         try:
             while True:
                 attempt = self._attempt(session, input, last_id)
@@ -349,7 +350,7 @@ class RemoteClientBase:
                                 abandoned = False
                                 return
                     raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
-                except (StreamDropped, *self._drops) as exc:
+                except drops as exc:
                     failures += 1
                     if last_id is None or failures > self.retry.max_retries:
                         abandoned = False

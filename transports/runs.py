@@ -320,7 +320,7 @@ class Subscription:
             if run.head > self.cursor or run.state != "running":
                 read_nowait = registry._read_nowait
                 if read_nowait is not None:
-                    sl = read_nowait(run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
+                    sl: LogSlice = read_nowait(run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
                 else:
                     sl = await registry.log.read(
                         run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES

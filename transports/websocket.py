@@ -324,7 +324,7 @@ async def start_websocket_server(
         return None
 
     async def handler(ws: ServerConnection) -> None:
-        conn = _Connection(ws, registry, max_size)  # type: ignore[arg-type]
+        conn = _Connection(ws, registry, max_size)
         connections.add(conn)
         try:
             await conn.serve()

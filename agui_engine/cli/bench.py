@@ -299,7 +299,7 @@ def _jiter_reparse(diff: bool) -> Callable[[], tuple[Callable[[str], int], Calla
 
 
 def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
-    from partial_json_parser import loads  # type: ignore[import-untyped]
+    from partial_json_parser import loads
 
     buf: list[str] = []
 
@@ -317,7 +317,7 @@ def _partial_json() -> tuple[Callable[[str], int], Callable[[], int]]:
 
 
 def _ijson_push() -> tuple[Callable[[str], int], Callable[[], int]]:
-    import ijson  # type: ignore[import-untyped]
+    import ijson
 
     events = ijson.sendable_list()
     coro = ijson.basic_parse_coro(events)

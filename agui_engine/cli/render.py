@@ -338,8 +338,9 @@ class Renderer:
 
     def _finished(self, event: RunFinishedEvent) -> None:
         parts = ["● finished"]
-        if event.outcome is not None and getattr(event.outcome, "pending_tool_call_ids", None):
-            parts.append(f"waiting for client tools {', '.join(event.outcome.pending_tool_call_ids)}")  # type: ignore[union-attr]
+        pending: list[str] = getattr(event.outcome, "pending_tool_call_ids", None) or []
+        if pending:
+            parts.append(f"waiting for client tools {', '.join(pending)}")
         for usage in event.usage or ():
             parts.append(f"{usage.model}: {usage.input_tokens} in / {usage.output_tokens} out tokens")
         self._line(self._c("1", " · ".join(parts)))

@@ -93,7 +93,7 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
         from agui_engine.transports.websocket import start_websocket_server
 
         server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
-        url = server.url  # type: ignore[attr-defined]
+        url = server.url
     logging.getLogger("agui_engine.transports").info(
         "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
     )

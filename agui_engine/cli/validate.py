@@ -163,9 +163,8 @@ def _violation_line(v: Violation) -> str:
     return f"  {where} [{v.rule}]{' ' + ids if ids else ''}: {v.message}"
 
 
-def _preview(text: Any) -> str:
-    if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False)
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = text.replace("\n", "\\n")
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
 

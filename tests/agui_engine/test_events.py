@@ -220,6 +220,24 @@ def test_structs_are_frozen_keyword_only_and_know_their_type() -> None:
     assert hash(e) == hash(TextMessageContentEvent(message_id="m", delta="x"))
 
 
+def test_every_struct_of_the_event_model_says_frozen_itself() -> None:
+    # msgspec inherits frozen at run time, but type checkers only see it on the class that
+    # says it: a subclass that repeats kw_only=True without frozen=True looks mutable to them.
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(ev))
+    missing = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            keywords = {k.arg: k.value for k in node.keywords}
+            if "kw_only" in keywords and not (
+                isinstance(keywords.get("frozen"), ast.Constant) and keywords["frozen"].value is True
+            ):
+                missing.append(node.name)
+    assert missing == []
+
+
 def test_unset_optionals_are_omitted_but_required_nulls_are_written() -> None:
     assert encode_event(CustomEvent(name="x", value=None)) == b'{"type":"CUSTOM","name":"x","value":null}'
     assert encode_event(TextMessageContentEvent(message_id="m1", delta="", timestamp=None, metadata=None)) == (
