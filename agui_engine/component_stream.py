@@ -87,6 +87,7 @@ from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import CustomEvent
 from .interactables import Interactable, UpdateKind, merge_update
 from .jsonstream import PatchStream
+from .pointer import pointer_tokens, unescape_token
 
 __all__ = [
     "COMPONENT_END",
@@ -126,12 +127,6 @@ class ComponentSizeError(LimitExceededError):
     default_code = "component_too_large"
 
 
-def _tokens(pointer: str) -> tuple[str, ...]:
-    if "~" in pointer:
-        return tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/"))
-    return tuple(pointer[1:].split("/"))
-
-
 class _PropsFilter:
     """Tokenizer ops -> component ops (shared by components and interactable updates).
 
@@ -164,7 +159,7 @@ class _PropsFilter:
             if _RESERVED_TOKEN in path:
                 continue
             if op.get("value", 0) is None and op["op"] != "append":
-                verdict = self.decide(_tokens(path))
+                verdict = self.decide(tuple(pointer_tokens(path)))
                 if verdict is DROP:
                     if op["op"] == "replace" and path not in self.dropped:
                         out.append({"op": "remove", "path": path})
@@ -390,7 +385,7 @@ class ComponentStream(_ArgumentStream):
             if current is not None and op["op"] != "remove" and (path == pointer or path.startswith(inside)):
                 continue
             token = path[1:].split("/", 1)[0]
-            key = token.replace("~1", "/").replace("~0", "~") if "~" in token else token
+            key = unescape_token(token)
             if op["op"] == "remove" and path == "/" + token:
                 changed = status.pop(key, None) is not None or changed
                 if key == current:

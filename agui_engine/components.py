@@ -55,6 +55,7 @@ import msgspec
 
 from .errors import RemoteInputError, UsageError
 from .llm import LLMTool
+from .pointer import escape_token, pointer_tokens, unescape_token
 
 __all__ = [
     "COMPLETION_STATUS_MESSAGE_PARAMETER",
@@ -326,14 +327,6 @@ class _NotStrictable(Exception):
         self.reason = reason
 
 
-def _esc(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _unesc(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -347,10 +340,10 @@ def _resolve_ref(root: Mapping[str, Any], ref: object) -> Any:
     if not ref.startswith("#/"):
         raise KeyError(ref)
     node: Any = root
-    for token in ref[2:].split("/"):
+    for token in pointer_tokens(ref[1:]):
         if not isinstance(node, Mapping):
             raise KeyError(ref)
-        node = node[_unesc(token)]
+        node = node[token]
     return node
 
 
@@ -370,7 +363,7 @@ class _Strictifier:
                 defs = root[key]
                 if not isinstance(defs, Mapping):
                     raise _NotStrictable(f"#/{key}: must be an object of schemas")
-                out[key] = {name: self.node(sub, f"#/{key}/{_esc(name)}", 1) for name, sub in defs.items()}
+                out[key] = {name: self.node(sub, f"#/{key}/{escape_token(name)}", 1) for name, sub in defs.items()}
         return out
 
     def nullable(self, schema: Any, seen: set[int] | None = None) -> bool:
@@ -435,7 +428,7 @@ class _Strictifier:
                 continue
             if key in ("$defs", "definitions"):
                 raise _NotStrictable(f"{path}/{key}: definitions are only supported at the root")
-            self.stripped.append(f"{path}/{_esc(key)}")
+            self.stripped.append(f"{path}/{escape_token(key)}")
             if key in HINTED_KEYWORDS and not (key == "default" and value is None):
                 hints.append(f"{key}: {_dump(value)}")
         if hints:
@@ -600,7 +593,7 @@ class _Strictifier:
             raise _NotStrictable(f"{path}/required: {missing[0]!r} is required but not declared in properties")
         converted: dict[str, Any] = {}
         for key, sub in props.items():
-            child = self.node(sub, f"{path}/properties/{_esc(key)}", depth + 1)
+            child = self.node(sub, f"{path}/properties/{escape_token(key)}", depth + 1)
             if key not in required and not self.nullable(child):
                 child = _with_null(child)
             converted[key] = child
@@ -816,7 +809,7 @@ def schema_from_struct(struct_type: type[msgspec.Struct]) -> dict[str, Any]:
     ref = raw.get("$ref")
     if not isinstance(ref, str):
         return dict(raw)
-    name = _unesc(ref.rsplit("/", 1)[-1])
+    name = unescape_token(ref.rsplit("/", 1)[-1])
     root = dict(defs[name])
     others = {k: v for k, v in defs.items() if k != name}
     if ref in _dump([root, others]):

@@ -48,6 +48,7 @@ import msgspec
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
 from .jsonstream import PatchStream
+from .pointer import pointer_tokens
 
 __all__ = [
     "GenUILimitError",
@@ -324,15 +325,11 @@ def genui_spec_schema(allowlist: Mapping[str, Any] | Iterable[Any] | None = None
 
 def _key_path(pointer: str) -> str:
     """The default key of the node at ``pointer``: its index path (``/root/1/children/0`` -> ``1/0``)."""
-    tokens = _tokens(pointer)[1:]
+    tokens = pointer_tokens(pointer)[1:]
     indices = [t for t in tokens if t.isdigit()]
     if not tokens or not tokens[0].isdigit():  # a single root node is index 0
         indices.insert(0, "0")
     return "/".join(indices)
-
-
-def _tokens(pointer: str) -> list[str]:
-    return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")] if pointer else []
 
 
 class GenUIStream:
@@ -366,7 +363,7 @@ class GenUIStream:
 
     def _value_at(self, pointer: str) -> Any:
         node = self._stream.value
-        for token in _tokens(pointer):
+        for token in pointer_tokens(pointer):
             node = node[int(token)] if isinstance(node, list) else node[token]
         return node
 

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
+from .pointer import escape_token, pointer_tokens, unescape_token
 
 __all__ = [
     "JSONStreamError",
@@ -55,7 +56,6 @@ __all__ = [
     "MAX_NUMBER_LENGTH",
     "MAX_POINTER_LENGTH",
     "PatchStream",
-    "escape_pointer_token",
 ]
 
 # --------------------------------------------------------------------------- limits
@@ -151,17 +151,6 @@ _SIMPLE_ESCAPES: Final = {
 }
 _INF: Final = math.inf
 _LITERALS: Final = {"t": ("true", True), "f": ("false", False), "n": ("null", None)}
-
-
-def escape_pointer_token(token: str) -> str:
-    """Escape one reference token for a JSON Pointer (RFC 6901 §3: ``~`` first, then ``/``)."""
-    if "~" in token or "/" in token:
-        return token.replace("~", "~0").replace("/", "~1")
-    return token
-
-
-def _unescape_pointer_token(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
 
 
 class JSONStreamError(RemoteInputError):
@@ -412,7 +401,7 @@ class PatchStream:
         out: dict[Any, str] = {}
         if isinstance(root, dict):
             for key in root:
-                out[key] = self._status_at("/" + escape_pointer_token(key), True)  # type: ignore[assignment]
+                out[key] = self._status_at("/" + escape_token(key), True)  # type: ignore[assignment]
         elif isinstance(root, list):
             for index in range(len(root)):
                 out[index] = self._status_at("/" + str(index), True)  # type: ignore[assignment]
@@ -420,7 +409,7 @@ class PatchStream:
             return out
         open_path = self._open_scalar_path()
         if open_path is not None and len(self._conts) == 2:  # a number or literal directly in the root
-            token = _unescape_pointer_token(open_path[1:])
+            token = unescape_token(open_path[1:])
             out[token if isinstance(root, dict) else int(token)] = "started"
         return out
 
@@ -466,8 +455,7 @@ class PatchStream:
         node = node[""]
         if pointer == "":
             return True
-        for raw in pointer[1:].split("/"):
-            token = _unescape_pointer_token(raw)
+        for token in pointer_tokens(pointer):
             if isinstance(node, dict):
                 if token not in node:
                     return False
@@ -740,8 +728,8 @@ class PatchStream:
                 else:  # _S_DONE
                     self._fail(state, s, i, ops, f"unexpected data after the JSON value, got {c!r}", "end of input", c)
                 # The key and its colon are in: the member's pointer, computed once.
-                if "~" in key or "/" in key:
-                    key = key.replace("~", "~0").replace("/", "~1")
+                if "~" in key or "/" in key:  # checked inline: most keys need no call
+                    key = escape_token(key)
                 mpath = ptrs[-1] + "/" + key
                 self._mpath = mpath
                 state = 0  # _S_VALUE

@@ -22,8 +22,8 @@ from agui_engine.jsonstream import (
     JSONStreamError,
     JSONStreamLimitError,
     PatchStream,
-    escape_pointer_token,
 )
+from agui_engine.pointer import escape_token
 
 
 def splits(text: str | bytes, seed: int = 0) -> dict[str, list[Any]]:
@@ -133,7 +133,7 @@ def test_pointer_escaping_of_keys() -> None:
     _, per_feed = stream_ops([text])
     paths = [op["path"] for op in flat(per_feed)]
     assert paths == ["", "/", "/~1", "/~0", "/~01", "/a~1b~0c", "/a~1b~0c/"]
-    assert escape_pointer_token("a/b~c") == "a~1b~0c"
+    assert escape_token("a/b~c") == "a~1b~0c"
 
 
 def test_nothing_is_replaced_wholesale() -> None:

@@ -37,7 +37,8 @@ import jsonpatch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine.jsonstream import PatchStream, escape_pointer_token
+from agui_engine.jsonstream import PatchStream
+from agui_engine.pointer import escape_token
 
 from .test_jsonstream import outcome
 
@@ -99,7 +100,7 @@ def _pointers(doc: Any, prefix: str = "") -> list[str]:
     out = [prefix]
     if isinstance(doc, dict):
         for key, item in doc.items():
-            out += _pointers(item, prefix + "/" + escape_pointer_token(key))
+            out += _pointers(item, prefix + "/" + escape_token(key))
     elif isinstance(doc, list):
         for index, item in enumerate(doc):
             out += _pointers(item, f"{prefix}/{index}")
@@ -278,7 +279,7 @@ class _Writer:
                     self.ws()
                     self.emit(":")
                     self.ws()
-                    self.value(item, pointer + "/" + escape_pointer_token(key))
+                    self.value(item, pointer + "/" + escape_token(key))
                 else:
                     self.value(item, f"{pointer}/{index}")
                 self.ws()
