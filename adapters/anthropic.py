@@ -44,7 +44,7 @@ from agui_engine.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 
 from .prompt import (
     TextChunk,
@@ -52,7 +52,6 @@ from .prompt import (
     content_parts,
     group_turns,
     parse_arguments,
-    resolve_tool_choice,
     tool_result_text,
 )
 from .provider import (
@@ -293,7 +292,7 @@ def build_anthropic_body(
     if system:
         body["system"] = system
     if tools:
-        mode, name = resolve_tool_choice(request.tool_choice, tools)
+        mode, name = resolve_tool_choice(request.tool_choice, [t.name for t in tools])
         entries = []
         for tool in tools:
             entry: dict[str, Any] = {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}

@@ -48,7 +48,7 @@ from agui_engine.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 
 from .prompt import (
     TextChunk,
@@ -56,7 +56,6 @@ from .prompt import (
     content_parts,
     group_turns,
     parse_arguments,
-    resolve_tool_choice,
     text_of,
     tool_result_text,
 )
@@ -265,7 +264,7 @@ def build_gemini_body(request: CompletionRequest, *, thinking: Mapping[str, Any]
     if system:
         body["systemInstruction"] = {"parts": system}
     if tools:
-        mode, name = resolve_tool_choice(request.tool_choice, tools)
+        mode, name = resolve_tool_choice(request.tool_choice, [t.name for t in tools])
         body["tools"] = [
             {
                 "functionDeclarations": [

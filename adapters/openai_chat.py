@@ -62,6 +62,7 @@ from agui_engine.llm import (
     ToolCallStart,
     ToolChoice,
     Usage,
+    resolve_tool_choice,
 )
 
 from .prompt import (
@@ -70,7 +71,6 @@ from .prompt import (
     data_url,
     group_turns,
     only_text,
-    resolve_tool_choice,
     tool_result_text,
 )
 from .provider import (
@@ -268,7 +268,7 @@ def chat_tools(tools: Sequence[LLMTool], tool_choice: ToolChoice, *, strict_supp
     """``tools`` / ``tool_choice`` fields of a Chat request (empty without tools)."""
     if not tools:
         return {}
-    mode, name = resolve_tool_choice(tool_choice, tools)
+    mode, name = resolve_tool_choice(tool_choice, [t.name for t in tools])
     entries = []
     for tool in tools:
         function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": tool.parameters}

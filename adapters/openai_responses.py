@@ -42,7 +42,7 @@ from agui_engine.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 
 from .openai_chat import OpenAIPlatformClient
 from .prompt import (
@@ -51,7 +51,6 @@ from .prompt import (
     data_url,
     group_turns,
     only_text,
-    resolve_tool_choice,
     tool_result_text,
 )
 from .provider import (
@@ -289,7 +288,7 @@ def build_responses_body(
     }
     tools = request.tools
     if tools:
-        mode, name = resolve_tool_choice(request.tool_choice, tools)
+        mode, name = resolve_tool_choice(request.tool_choice, [t.name for t in tools])
         entries = []
         for tool in tools:
             entry: dict[str, Any] = {

@@ -58,7 +58,6 @@ __all__ = [
     "group_turns",
     "only_text",
     "parse_arguments",
-    "resolve_tool_choice",
     "text_of",
     "tool_result_text",
 ]
@@ -199,18 +198,6 @@ def group_turns(messages: Sequence[Any]) -> list[Turn]:
     if pending:
         turns.append(Turn(role="assistant", message=None, reasoning=pending))
     return turns
-
-
-def resolve_tool_choice(tool_choice: str, tools: Sequence[Any]) -> tuple[Literal["auto", "required", "none", "tool"], str | None]:
-    """``("auto" | "required" | "none", None)`` or ``("tool", name)`` for a tool choice.
-
-    Raises :class:`UsageError` for a name that is not one of ``tools``.
-    """
-    if tool_choice in ("auto", "required", "none"):
-        return tool_choice, None  # type: ignore[return-value]
-    if any(tool.name == tool_choice for tool in tools):
-        return "tool", tool_choice
-    raise UsageError(f"tool_choice {tool_choice!r} is neither auto/required/none nor one of the tools")
 
 
 def append_turn(turns: list[dict[str, Any]], role: str, entries: list[dict[str, Any]], *, field: str) -> None:

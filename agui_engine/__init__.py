@@ -76,7 +76,6 @@ from .decision import (
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
     ToolCallRequest,
-    UnknownToolChoiceError,
     run_decision_loop,
 )
 from .embedded import EmbeddedModel
@@ -201,6 +200,7 @@ from .llm import (
     ToolCallEnd,
     ToolCallStart,
     ToolChoice,
+    UnknownToolChoiceError,
     Usage,
 )
 from .llm_agent import LLMAgent, StepLimitExceededError

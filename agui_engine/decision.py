@@ -18,9 +18,9 @@ Before the model is called:
    (``_tambo_statusMessage``, ``_tambo_completionStatusMessage``) and, when
    ``strict`` and possible, the strict schema form (:mod:`agui_engine.components`).
    Two tools with one name are a :class:`~agui_engine.errors.UsageError`.
-2. ``force_tool_choice`` is resolved (:func:`resolve_tool_choice`): ``None`` ->
+2. ``force_tool_choice`` is resolved (:func:`agui_engine.llm.resolve_tool_choice`): ``None`` ->
    ``"auto"``; ``"auto"``, ``"required"``, ``"none"`` pass through; a tool name
-   must be one of the tools, else :class:`UnknownToolChoiceError` -- before any
+   must be one of the tools, else :class:`~agui_engine.llm.UnknownToolChoiceError` -- before any
    model call.
 3. The system prompt is rendered with every template variable filled
    (:func:`agui_engine.prompts.build_system_prompt`) and put before the
@@ -140,6 +140,7 @@ from .llm import (
     ToolCallStart,
     ToolChoice,
     Usage,
+    resolve_tool_choice,
 )
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
@@ -154,13 +155,8 @@ __all__ = [
     "ToolCallArgumentsLimitError",
     "ToolCallRequest",
     "ToolCallTransformer",
-    "UnknownToolChoiceError",
-    "resolve_tool_choice",
     "run_decision_loop",
 ]
-
-#: ``tool_choice`` values that are not tool names.
-TOOL_CHOICE_KEYWORDS: Final = frozenset({"auto", "required", "none"})
 
 #: Tool calls one model reply may open. Providers produce a handful of parallel
 #: calls (OpenAI caps a request at 128 tools, so 128 distinct calls is already
@@ -175,12 +171,6 @@ def new_id() -> str:
 
 
 # --------------------------------------------------------------------------- errors
-
-
-class UnknownToolChoiceError(UsageError):
-    """``force_tool_choice`` names no tool that this step offers."""
-
-    default_code = "unknown_tool_choice"
 
 
 class ModelStreamError(UpstreamError):
@@ -392,20 +382,6 @@ def build_tools(
                 continue
             add(llm_tool.name, _ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
     return specs
-
-
-def resolve_tool_choice(force_tool_choice: str | None, tool_names: Sequence[str] | Mapping[str, Any]) -> ToolChoice:
-    """``None`` -> ``"auto"``; keywords pass; a name must be offered (else :class:`UnknownToolChoiceError`)."""
-    if force_tool_choice is None:
-        return "auto"
-    if force_tool_choice in TOOL_CHOICE_KEYWORDS:
-        return force_tool_choice
-    if force_tool_choice not in tool_names:
-        offered = ", ".join(sorted(tool_names)) or "none"
-        raise UnknownToolChoiceError(
-            f"tool choice {force_tool_choice!r} is not one of the tools offered to the model (offered: {offered})"
-        )
-    return force_tool_choice
 
 
 # --------------------------------------------------------------------------- standard parameters on the wire
@@ -1177,12 +1153,12 @@ async def run_decision_loop(
     decision is complete (``finish_reason`` set when the model sent one).
 
     Raises, before the model is called: :class:`UsageError` for clashing tool
-    names, :class:`UnknownToolChoiceError`. While streaming (after yielding the
+    names, :class:`~agui_engine.llm.UnknownToolChoiceError`. While streaming (after yielding the
     events that close the open text/reasoning): :class:`ModelStreamError`,
     :class:`ToolCallArgumentsError`, or whatever ``llm.complete`` raises.
     """
     specs = build_tools(components, tools, interactables=interactables, strict=strict)
-    choice = resolve_tool_choice(force_tool_choice, specs)
+    choice = resolve_tool_choice(force_tool_choice, specs).choice
     prompt = system_prompt
     if prompt is None:
         prompt = build_system_prompt(

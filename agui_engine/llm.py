@@ -32,10 +32,12 @@ This module does no IO; it only defines types.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal, Protocol, Union, runtime_checkable
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, Final, Literal, NamedTuple, Protocol, Union, runtime_checkable
 
 import msgspec
+
+from .errors import UsageError
 
 __all__ = [
     "Finish",
@@ -44,17 +46,64 @@ __all__ = [
     "LLMStreamItem",
     "LLMTool",
     "ReasoningDelta",
+    "ResolvedToolChoice",
     "StreamError",
+    "TOOL_CHOICE_KEYWORDS",
     "TextDelta",
     "ToolCallArgsDelta",
     "ToolCallEnd",
     "ToolCallStart",
     "ToolChoice",
+    "UnknownToolChoiceError",
     "Usage",
+    "resolve_tool_choice",
 ]
 
 #: ``"auto"``, ``"required"``, ``"none"``, or the name of one tool the model must call.
 ToolChoice = str
+
+#: The :data:`ToolChoice` values that are not tool names.
+TOOL_CHOICE_KEYWORDS: Final = frozenset({"auto", "required", "none"})
+
+
+class UnknownToolChoiceError(UsageError):
+    """A tool choice names no tool that the request offers."""
+
+    default_code = "unknown_tool_choice"
+
+
+class ResolvedToolChoice(NamedTuple):
+    """A checked tool choice: ``mode`` is ``"auto"``, ``"required"``, ``"none"``, or
+    ``"tool"`` with the forced tool's ``name`` (None otherwise). Unpacks as
+    ``mode, name`` (how a provider adapter writes its own tool-choice field)."""
+
+    mode: Literal["auto", "required", "none", "tool"]
+    name: str | None
+
+    @property
+    def choice(self) -> ToolChoice:
+        """Back to a :data:`ToolChoice`: the keyword, or the forced tool's name."""
+        return self.name if self.name is not None else self.mode
+
+
+def resolve_tool_choice(choice: ToolChoice | None, tool_names: Iterable[str]) -> ResolvedToolChoice:
+    """Check ``choice`` against the names of the tools offered; the one resolver the
+    decision loop, ``LLMAgent`` and every provider adapter use.
+
+    ``None`` is ``"auto"``; a keyword of :data:`TOOL_CHOICE_KEYWORDS` passes; any other
+    value must be one of ``tool_names`` (a forced tool), else
+    :class:`UnknownToolChoiceError` saying which tools were offered. Changes no state."""
+    if choice is None:
+        return ResolvedToolChoice("auto", None)
+    if choice in TOOL_CHOICE_KEYWORDS:
+        return ResolvedToolChoice(choice, None)  # type: ignore[arg-type]
+    names = set(tool_names)
+    if choice not in names:
+        offered = ", ".join(sorted(names)) or "none"
+        raise UnknownToolChoiceError(
+            f"tool choice {choice!r} is not one of the tools offered to the model (offered: {offered})"
+        )
+    return ResolvedToolChoice("tool", choice)
 
 #: Normalised finish reasons. ``tool_calls``: the model stopped to let tools run.
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error", "other"]

@@ -95,7 +95,6 @@ from .decision import (
     ToolCallRequest,
     build_tools,
     new_id,
-    resolve_tool_choice,
     run_decision_loop,
 )
 from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
@@ -121,7 +120,7 @@ from .interactables import (
     Interactable,
     interactables_from_context,
 )
-from .llm import LLMClient, LLMTool, Usage
+from .llm import LLMClient, LLMTool, Usage, resolve_tool_choice
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -205,7 +204,7 @@ class LLMAgent:
     Raises :class:`UsageError` for a tool that cannot be described, two
     server tools / components with one name, an ``inline_tools`` name that is
     not a server tool, or a ``tool_timeout`` that is not a positive number; :meth:`run` raises
-    :class:`~agui_engine.decision.UnknownToolChoiceError` before ``RUN_STARTED`` when
+    :class:`~agui_engine.llm.UnknownToolChoiceError` before ``RUN_STARTED`` when
     ``force_tool_choice`` names no tool of that run.
     """
 

@@ -25,6 +25,7 @@ from agui_engine.llm import (
     TextDelta,
     ToolCallArgsDelta,
     ToolCallStart,
+    UnknownToolChoiceError,
 )
 
 from .conftest import REQUEST_HISTORY, digest, digest_fixture, parse_chunks
@@ -191,7 +192,7 @@ def test_request_body_compatible_and_tool_choice_forms() -> None:
     )["parallel_tool_calls"] is False
     no_tools = build_chat_body("m", CompletionRequest(messages=HISTORY[:1], tools=[], tool_choice="required"))
     assert "tools" not in no_tools and "parallel_tool_calls" not in no_tools and "tool_choice" not in no_tools
-    with pytest.raises(UsageError, match="tool_choice"):
+    with pytest.raises(UnknownToolChoiceError, match="'nope' is not one of the tools offered"):
         build_chat_body("m", CompletionRequest(messages=HISTORY[:1], tools=TOOLS, tool_choice="nope"))
 
 

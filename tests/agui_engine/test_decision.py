@@ -23,12 +23,11 @@ from agui_engine.decision import (
     StandardParameterFilter,
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
-    UnknownToolChoiceError,
-    resolve_tool_choice,
     run_decision_loop,
 )
 from agui_engine.errors import LimitExceededError, UsageError
 from agui_engine.jsonstream import MAX_DEPTH
+from agui_engine.llm import UnknownToolChoiceError, resolve_tool_choice
 from agui_engine.events import (
     CustomEvent,
     ReasoningEncryptedValueEvent,
@@ -150,7 +149,7 @@ async def test_unknown_tool_choice_fails_before_the_model_is_called() -> None:
     with pytest.raises(UnknownToolChoiceError, match="'WeatherCard'.*offered"):
         await run(llm, force_tool_choice="WeatherCard")
     assert llm.calls == []
-    assert resolve_tool_choice(None, []) == "auto"
+    assert resolve_tool_choice(None, []).choice == "auto"
 
 
 async def test_duplicate_tool_names_are_a_usage_error() -> None:

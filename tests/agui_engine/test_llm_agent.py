@@ -582,7 +582,7 @@ async def test_oversized_tool_result_is_an_error() -> None:
 
 
 async def test_forced_tool_the_run_does_not_offer_is_refused_before_run_started() -> None:
-    from agui_engine.decision import UnknownToolChoiceError
+    from agui_engine.llm import UnknownToolChoiceError
 
     llm = ScriptedLLM(text("x"))
     with pytest.raises(UnknownToolChoiceError):
