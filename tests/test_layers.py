@@ -235,7 +235,8 @@ def test_the_tokenizer_knows_json_not_ag_ui() -> None:
     """Statically: nothing ``agui_engine.jsonstream`` can reach imports the event model."""
     closure = _import_closure("agui_engine.jsonstream")
     assert "agui_engine.events" not in closure, sorted(closure)
-    assert closure <= {"agui_engine.jsonstream", "agui_engine.errors"}, sorted(closure)
+    # the error tree and RFC 6901 pointer tokens (agui_engine.pointer) are JSON-level, not AG-UI
+    assert closure <= {"agui_engine.jsonstream", "agui_engine.errors", "agui_engine.pointer"}, sorted(closure)
 
 
 def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
@@ -258,7 +259,7 @@ def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
         else:
             raise AssertionError("no error for bad JSON")
         loaded = sorted(m for m in sys.modules if m.startswith("agui_engine"))
-        assert loaded == ["agui_engine", "agui_engine.errors", "agui_engine.jsonstream"], loaded
+        assert loaded == ["agui_engine", "agui_engine.errors", "agui_engine.jsonstream", "agui_engine.pointer"], loaded
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -268,7 +269,7 @@ def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
 def test_the_pure_core_does_not_use_asyncio() -> None:
     """The tokenizer, codecs, verifier, accumulator and event model are plain
     feed/close state machines: no event loop at all."""
-    pure = ["jsonstream", "codec", "verify", "accumulator", "events", "errors"]
+    pure = ["jsonstream", "pointer", "codec", "verify", "accumulator", "events", "errors"]
     bad = [
         f"{name}.py:{line} imports {target}"
         for name in pure
