@@ -208,7 +208,7 @@ def _lc() -> Any:
         except ImportError as exc:
             raise UsageError(f"{_EXTRA_HINT} ({exc})") from None
 
-        class DispatchToStream(BaseCallbackHandler):  # type: ignore[misc]
+        class DispatchToStream(BaseCallbackHandler):
             """Puts ``adispatch_custom_event`` events into the run's custom stream, in place."""
 
             run_inline = True  # called in the dispatching node's context: its stream writer
@@ -305,7 +305,7 @@ def _content_block(part: ContentPart, path: str) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     kind = {ImagePart: "image", AudioPart: "audio", VideoPart: "video", DocumentPart: "file"}[type(part)]
-    source = part.source  # type: ignore[union-attr]
+    source = part.source
     if isinstance(source, DataSource):
         return {"type": kind, "base64": source.value, "mime_type": source.mime_type}
     if isinstance(source, UrlSource):
@@ -416,7 +416,7 @@ def _agui_parts(content: Any) -> str | list[ContentPart]:
             if kind == "text":
                 parts.append(TextPart(text=str(block.get("text", ""))))
             elif kind in ("image", "audio", "video", "file"):
-                cls = {"image": ImagePart, "audio": AudioPart, "video": VideoPart, "file": DocumentPart}[kind]
+                cls: Any = {"image": ImagePart, "audio": AudioPart, "video": VideoPart, "file": DocumentPart}[kind]
                 mime = block.get("mime_type")
                 if block.get("base64"):
                     source: Any = DataSource(value=block["base64"], mime_type=mime or "application/octet-stream")
@@ -659,8 +659,7 @@ class GraphStreamTranslator:
             mid = str(m.id) if m.id is not None else self._new_id()
             if not text or mid in self._seen_ids:
                 return
-            role = "user" if isinstance(m, lc.HumanMessage) else "system"
-            out.append(TextMessageStartEvent(message_id=mid, role=role))
+            out.append(TextMessageStartEvent(message_id=mid, role="user" if isinstance(m, lc.HumanMessage) else "system"))
             out.append(TextMessageContentEvent(message_id=mid, delta=text))
             out.append(TextMessageEndEvent(message_id=mid))
             self._saw(mid)
@@ -724,7 +723,8 @@ class GraphStreamTranslator:
             if isinstance(summary, list):
                 text = "".join(s.get("text", "") for s in summary if isinstance(s, dict))
             else:
-                text = block.get("reasoning") if isinstance(block.get("reasoning"), str) else ""
+                reasoning = block.get("reasoning")
+                text = reasoning if isinstance(reasoning, str) else ""
             blob = block.get("encrypted_content") or (block.get("extras") or {}).get("signature")
             self._reasoning(message, ("reasoning", block.get("id") or block.get("index")), text, blob, out,
                             rid=block.get("id"))

@@ -12,7 +12,7 @@ bound, and an approval node that calls ``interrupt()``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Annotated, Any
 
 from langchain_core.callbacks import adispatch_custom_event
@@ -63,12 +63,29 @@ class ScriptedChatModel(BaseChatModel):
                 run_manager.on_llm_new_token("", chunk=chunk)
             yield chunk
 
+    async def _astream(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                       **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        # native async, as real integrations are (the default runs _stream in a thread per chunk)
+        message_id = "run-" + uuid.uuid4().hex[:8]
+        for fields in self._script(messages):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(id=message_id, **fields))
+            if run_manager is not None:
+                await run_manager.on_llm_new_token("", chunk=chunk)
+            yield chunk
+
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        acc: Any = None
-        for chunk in self._stream(messages, stop, None, **kwargs):
-            acc = chunk.message if acc is None else acc + chunk.message
-        message = AIMessage(content=acc.content, tool_calls=acc.tool_calls, id=acc.id, usage_metadata=acc.usage_metadata)
-        return ChatResult(generations=[ChatGeneration(message=message)])
+        return _result([chunk.message for chunk in self._stream(messages, stop, None, **kwargs)])
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return _result([chunk.message async for chunk in self._astream(messages, stop, None, **kwargs)])
+
+
+def _result(chunks: list[Any]) -> ChatResult:
+    acc: Any = None
+    for chunk in chunks:
+        acc = chunk if acc is None else acc + chunk
+    message = AIMessage(content=acc.content, tool_calls=acc.tool_calls, id=acc.id, usage_metadata=acc.usage_metadata)
+    return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def text(*pieces: str, finish: bool = True) -> Script:
