@@ -5,7 +5,8 @@ first use, so ``import agui_engine.adapters`` stays cheap: httpx is imported wit
 first client, and the loopback replay server (:mod:`agui_engine.adapters.replay`,
 for tests and the demo) only when imported by name. Helpers for writing a provider
 (:mod:`~agui_engine.adapters.provider`, :mod:`~agui_engine.adapters.prompt`) are
-exported by their modules. See ``spec/providers.md``.
+exported by their modules. See ``spec/providers.md``. :class:`LangGraphAgent` (a compiled
+LangGraph graph as an agent, ``spec/langgraph.md``) imports langgraph on first use.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agui_engine._lazy import export_names, load_export
 if TYPE_CHECKING:
     from .anthropic import AnthropicClient
     from .gemini import GeminiClient
+    from .langgraph import LangGraphAgent
     from .models import ModelSpec, client_from_spec, parse_model_spec
     from .openai_chat import OpenAIChatClient, OpenAICompatibleClient, OpenAIPlatformClient
     from .openai_responses import OpenAIResponsesClient
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     "AnthropicClient": "anthropic",
     "GeminiClient": "gemini",
+    "LangGraphAgent": "langgraph",
     "ModelSpec": "models",
     "OpenAIChatClient": "openai_chat",
     "OpenAICompatibleClient": "openai_chat",
@@ -40,6 +43,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "AnthropicClient",
     "GeminiClient",
+    "LangGraphAgent",
     "ModelSpec",
     "OpenAIChatClient",
     "OpenAICompatibleClient",

@@ -18,6 +18,7 @@ MODULES = public_modules("adapters", "agui_engine.adapters", set())
 EXPECTED_ALL = [
     "AnthropicClient",
     "GeminiClient",
+    "LangGraphAgent",
     "ModelSpec",
     "OpenAIChatClient",
     "OpenAICompatibleClient",
