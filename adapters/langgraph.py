@@ -1027,8 +1027,7 @@ class LangGraphAgent:
                 yield event
             usage = list(translator.usage.values()) or None
             if isinstance(exc, AguiEngineError):
-                error = exc.to_run_error()
-                yield RunErrorEvent(message=error.message, code=error.code, usage=usage)
+                yield RunErrorEvent(message=exc.message, code=exc.code, usage=usage)
             elif isinstance(exc, names.recursion_error):
                 yield RunErrorEvent(message=_cut(f"the graph hit its recursion limit: {exc}"), code="step_limit_exceeded",
                                     usage=usage)
