@@ -68,15 +68,20 @@ import uuid
 from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 import msgspec
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import (
     AnyEvent,
+    ContentPart,
     Event,
     EventType,
+    JsonPatchOperation,
+    Message,
+    RunFinishedOutcome,
+    SubagentFinishedOutcome,
     UnknownEvent,
 )
 
@@ -360,23 +365,40 @@ class LegacyThinkingMapper:
         return out
 
 
+class _Members(NamedTuple):
+    """The known members of one open union: the tag field and its values."""
+
+    field: str
+    tags: frozenset[str]
+
+
+def _members(union: Any) -> _Members:
+    """The tag field and tag values of a union of tagged Structs in :mod:`~agui_engine.events`.
+    Derived, never restated: a role, part type, patch op or outcome added to the event model
+    is known here at once instead of being pruned as unknown."""
+    configs = [cls.__struct_config__ for cls in get_args(union)]
+    fields = {config.tag_field for config in configs}
+    if len(fields) != 1 or any(not isinstance(config.tag, str) for config in configs):
+        raise TypeError(f"{union!r} is not a union of Structs tagged by one field")  # a bug in events.py
+    return _Members(fields.pop(), frozenset(cast(str, config.tag) for config in configs))
+
+
 # Known members of the open unions the tolerant mode prunes (AG-UI 1.1: "unknown union
-# member ⇒ dropped/stripped with a warning").
-_PATCH_OPS: Final = frozenset({"add", "remove", "replace", "move", "copy", "test"})
-_RUN_OUTCOMES: Final = frozenset({"success", "interrupt", "cancelled"})
-_SUBAGENT_OUTCOMES: Final = frozenset({"success", "suspended"})
-_ROLES: Final = frozenset(
-    {"developer", "system", "assistant", "user", "tool", "activity", "reasoning"}
-)
-_PART_TYPES: Final = frozenset({"text", "image", "audio", "video", "document"})
+# member ⇒ dropped/stripped with a warning"), from the event model's own unions.
+_PATCH_OPS: Final = _members(JsonPatchOperation)
+_RUN_OUTCOMES: Final = _members(RunFinishedOutcome)
+_SUBAGENT_OUTCOMES: Final = _members(SubagentFinishedOutcome)
+_ROLES: Final = _members(Message)
+_PART_TYPES: Final = _members(ContentPart)
 
 
-def _prune_list(items: Any, key: str, known: frozenset[str], where: str, warn: list[str]) -> Any:
+def _prune_list(items: Any, known: _Members, where: str, warn: list[str]) -> Any:
     if not isinstance(items, list):
         return items
     kept = []
+    key, tags = known
     for i, item in enumerate(items):
-        if isinstance(item, dict) and isinstance(item.get(key), str) and item[key] not in known:
+        if isinstance(item, dict) and isinstance(item.get(key), str) and item[key] not in tags:
             warn.append(f"{where}[{i}]: dropped unknown {key} {item[key]!r}")
         else:
             kept.append(item)
@@ -384,12 +406,12 @@ def _prune_list(items: Any, key: str, known: frozenset[str], where: str, warn: l
 
 
 def _prune_messages(messages: Any, where: str, warn: list[str]) -> Any:
-    messages = _prune_list(messages, "role", _ROLES, where, warn)
+    messages = _prune_list(messages, _ROLES, where, warn)
     if isinstance(messages, list):
         for i, m in enumerate(messages):
             if isinstance(m, dict) and isinstance(m.get("content"), list):
                 m["content"] = _prune_list(
-                    m["content"], "type", _PART_TYPES, f"{where}[{i}].content", warn
+                    m["content"], _PART_TYPES, f"{where}[{i}].content", warn
                 )
     return messages
 
@@ -398,15 +420,15 @@ def _prune_unknown_members(obj: dict[str, Any], warn: list[str]) -> dict[str, An
     """Drop unknown union members from a known event's JSON object (in place); record why."""
     kind = obj["type"]
     if kind == "STATE_DELTA":
-        obj["delta"] = _prune_list(obj.get("delta"), "op", _PATCH_OPS, "$.delta", warn)
+        obj["delta"] = _prune_list(obj.get("delta"), _PATCH_OPS, "$.delta", warn)
     elif kind == "ACTIVITY_DELTA":
-        obj["patch"] = _prune_list(obj.get("patch"), "op", _PATCH_OPS, "$.patch", warn)
+        obj["patch"] = _prune_list(obj.get("patch"), _PATCH_OPS, "$.patch", warn)
     elif kind in ("RUN_FINISHED", "SUBAGENT_FINISHED"):
         known = _RUN_OUTCOMES if kind == "RUN_FINISHED" else _SUBAGENT_OUTCOMES
         outcome = obj.get("outcome")
-        if isinstance(outcome, dict) and isinstance(outcome.get("type"), str):
-            if outcome["type"] not in known:
-                warn.append(f"$.outcome: dropped unknown outcome type {outcome['type']!r}")
+        if isinstance(outcome, dict) and isinstance(outcome.get(known.field), str):
+            if outcome[known.field] not in known.tags:
+                warn.append(f"$.outcome: dropped unknown outcome {known.field} {outcome[known.field]!r}")
                 del obj["outcome"]
     elif kind == "MESSAGES_SNAPSHOT":
         obj["messages"] = _prune_messages(obj.get("messages"), "$.messages", warn)
@@ -414,7 +436,7 @@ def _prune_unknown_members(obj: dict[str, Any], warn: list[str]) -> dict[str, An
         inp = obj["input"]
         inp["messages"] = _prune_messages(inp.get("messages"), "$.input.messages", warn)
     elif kind == "TOOL_CALL_RESULT" and isinstance(obj.get("content"), list):
-        obj["content"] = _prune_list(obj["content"], "type", _PART_TYPES, "$.content", warn)
+        obj["content"] = _prune_list(obj["content"], _PART_TYPES, "$.content", warn)
     return obj
 
 

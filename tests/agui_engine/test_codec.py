@@ -686,3 +686,52 @@ def test_arbitrary_bytes_give_the_same_result_for_any_split(raw: bytes, data: st
         lambda: EventStreamDecoder("ndjson", tolerant=True, max_frame_bytes=64, id_factory=lambda: "i"),
     ):
         assert run(make(), chunks) == run(make(), [raw])
+
+
+# --------------------------------------------------------------------------- tolerant mode knows what events.py declares
+
+
+def _declared(union: Any) -> tuple[str, set[str]]:
+    """The tag field and tags of a union of the event model, read with msgspec.inspect
+    (independently of how the codec reads them)."""
+    info = msgspec.inspect.type_info(union)
+    assert isinstance(info, msgspec.inspect.UnionType)
+    fields = {t.tag_field for t in info.types}  # type: ignore[attr-defined]
+    assert len(fields) == 1
+    return fields.pop(), {t.tag for t in info.types}  # type: ignore[attr-defined]
+
+
+def test_tolerant_pruning_knows_every_member_the_event_model_declares() -> None:
+    """The roles, content-part types, patch ops and outcomes the tolerant decoder keeps are
+    derived from the unions of events.py, so a member added there is known at once (not
+    pruned silently as 'unknown')."""
+    from agui_engine import codec
+    from agui_engine import events as model
+
+    for known, union in [
+        (codec._ROLES, model.Message),
+        (codec._PART_TYPES, model.ContentPart),
+        (codec._PATCH_OPS, model.JsonPatchOperation),
+        (codec._RUN_OUTCOMES, model.RunFinishedOutcome),
+        (codec._SUBAGENT_OUTCOMES, model.SubagentFinishedOutcome),
+    ]:
+        field, tags = _declared(union)
+        assert (known.field, set(known.tags)) == (field, tags), union
+
+
+def test_a_message_of_every_declared_role_and_part_type_survives_tolerant_decoding() -> None:
+    from agui_engine import events as model
+
+    from .event_samples import ALL_MESSAGES, ALL_PARTS
+
+    _, roles = _declared(model.Message)
+    _, part_types = _declared(model.ContentPart)
+    assert {m["role"] for m in ALL_MESSAGES} == roles, "event_samples needs a message of every role"
+    assert {p["type"] for p in ALL_PARTS} == part_types, "event_samples needs a part of every type"
+    user_parts = {"id": "u-parts", "role": "user", "content": ALL_PARTS}
+    snapshot = {"type": "MESSAGES_SNAPSHOT", "messages": [*ALL_MESSAGES, user_parts]}
+    warnings: list[str] = []
+    event = decode_event(json.dumps(snapshot), tolerant=True, warnings=warnings)
+    assert warnings == []
+    assert len(event.messages) == len(ALL_MESSAGES) + 1  # type: ignore[union-attr]
+    assert len(event.messages[-1].content) == len(ALL_PARTS)  # type: ignore[union-attr]
