@@ -271,7 +271,12 @@ class ReplayServer:
         if llm is None:
             return web.json_response({"error": {"message": "unknown model route", "type": "not_found"}}, status=404)
         try:
-            body = msgspec.json.decode(await request.read())
+            raw = await request.read()
+        except ConnectionError:  # the client went away while sending (a run cancelled early): nothing to answer
+            self._saw_disconnect()
+            return web.Response(status=499)
+        try:
+            body = msgspec.json.decode(raw)
             model, call = parse_chat_request(body)
         except (msgspec.DecodeError, RemoteInputError, KeyError, TypeError) as exc:
             message = exc.message if isinstance(exc, RemoteInputError) else f"bad request body ({type(exc).__name__})"

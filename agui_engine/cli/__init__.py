@@ -31,6 +31,7 @@ __all__ = [
     "debug_enabled",
     "main",
     "quiet_broken_pipe",
+    "seconds",
     "usage_line",
 ]
 
@@ -94,6 +95,17 @@ class CommandParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
 
 
 def usage_line(command: str | None, message: str) -> str:

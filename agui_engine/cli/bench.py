@@ -574,14 +574,17 @@ def run(args: argparse.Namespace) -> int:
     docs = make_documents()
     unknown = [name for name in args.documents if name not in docs]
     if unknown:
-        print(f"unknown document(s): {', '.join(unknown)}; choose from {', '.join(docs)}", file=sys.stderr)
+        print(f"agui-engine bench: unknown document(s): {', '.join(unknown)}; choose from {', '.join(docs)}",
+              file=sys.stderr)
         return 2
     contenders = available_contenders(args.contenders)
     for contender, module in missing_contenders(args.contenders):
         # Not faked and not fatal: the table shows whichever alternatives are installed.
-        print(f"skipped {contender.name}: {module} is not installed (pip install {module})", file=sys.stderr)
+        print(f"agui-engine bench: skipped {contender.name}: {module} is not installed (pip install {module})",
+              file=sys.stderr)
     if not contenders:
-        print("no contender available", file=sys.stderr)
+        print("agui-engine bench: no contender available: pip install 'agui-engine[bench]' or name installed ones "
+              "with --contenders", file=sys.stderr)
         return 2
     jobs = [(c, d) for d in args.documents for c in contenders
             if len(docs[d].encode()) <= quadratic_limit(c.name, args.max_quadratic_bytes)]

@@ -32,7 +32,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Annotated, Any, Final, TextIO
 
 import msgspec
@@ -54,6 +54,7 @@ from agui_engine.llm_agent import LLMAgent
 from agui_engine.transports.gateway import GatewayAgent
 from agui_engine.verify import ProtocolViolation, Verifier
 
+from . import seconds
 from .pacing import paced
 from .render import console_modes, make_renderer
 
@@ -149,7 +150,7 @@ _PATH_LINES: Final = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("message", nargs="*", help="what the user says (default: every built-in scenario in turn)")
-    parser.add_argument("--pace", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--pace", type=seconds, default=None, metavar="SECONDS",
                         help=f"pause between model chunks (default {DEFAULT_PACE_SECONDS} on a terminal, 0 otherwise)")
     parser.add_argument("--format", choices=("pretty", "ndjson"), default="pretty",
                         help="pretty: render the run; ndjson: print the AG-UI events, one JSON per line")
@@ -178,13 +179,15 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
         out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
     count = 0
     try:
-        async for event in agent.run(run_input):
-            for checked in verifier.feed(event):
-                count += 1
-                if args.format == "ndjson":
-                    out.write(encode_ndjson(checked).decode())
-                else:
-                    renderer.handle(checked)
+        # closed on every way out (a reader gone from the pipe too), so the run is cancelled, not abandoned
+        async with aclosing(agent.run(run_input)) as events:  # type: ignore[type-var]
+            async for event in events:
+                for checked in verifier.feed(event):
+                    count += 1
+                    if args.format == "ndjson":
+                        out.write(encode_ndjson(checked).decode())
+                    else:
+                        renderer.handle(checked)
         verifier.close()
     except ProtocolViolation as exc:
         sys.stderr.write(f"agui-engine demo: the run broke the AG-UI protocol: {exc}\n")

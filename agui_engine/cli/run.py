@@ -3,7 +3,10 @@ remote AG-UI endpoint (SSE over HTTP, or WebSocket for ``ws://`` URLs) and
 render the stream live with the demo renderer (``--raw``: the events as NDJSON).
 
 Exit status: 0 when the run finished, 1 when it ended with ``RUN_ERROR``, 2
-when the endpoint refused or could not be reached.
+when the URL is not one, or the endpoint refused or could not be reached. A
+failure before the first event is one line saying what to do; when the
+endpoint speaks the other transport (an ``http://`` URL of a WebSocket server,
+a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use.
 """
 
 from __future__ import annotations
@@ -13,23 +16,41 @@ import asyncio
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import aclosing
+from typing import Final
 
 from agui_engine.codec import encode_ndjson
-from agui_engine.errors import AguiEngineError
+from agui_engine.errors import AguiEngineError, UsageError
 from agui_engine.events import Event, RunAgentInput, RunErrorEvent, UserMessage
 
-__all__ = ["add_arguments", "make_input", "run"]
+__all__ = ["PROBE_TIMEOUT_SECONDS", "URL_SCHEMES", "add_arguments", "check_url", "make_input", "run"]
+
+#: The URL schemes ``--url`` takes: SSE over HTTP(S), or WebSocket.
+URL_SCHEMES: Final = {"http": "SSE", "https": "SSE", "ws": "WebSocket", "wss": "WebSocket"}
+#: How long the check "does this endpoint speak the other transport?" may take after a
+#: failure: a loopback or LAN server answers in milliseconds; a user waits at most this.
+PROBE_TIMEOUT_SECONDS: Final = 3.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", required=True, help="the AG-UI endpoint (http(s):// for SSE, ws(s):// for WebSocket)")
-    parser.add_argument("message", help="the user message")
-    parser.add_argument("--header", action="append", default=[], metavar="NAME: VALUE", help="extra request header")
-    parser.add_argument("--thread-id", default=None)
+    parser.add_argument("--url", required=True,
+                        help="the AG-UI endpoint: http(s)://... for SSE, ws(s)://... for WebSocket (required)")
+    parser.add_argument("message", help="the user message (required)")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME: VALUE",
+                        help="extra request header, repeatable (default: none)")
+    parser.add_argument("--thread-id", default=None, help="thread id to send (default: a fresh one)")
     parser.add_argument("--raw", action="store_true", help="print the events as NDJSON instead of rendering them")
     parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+
+
+def check_url(url: str) -> str:
+    """``url`` if its scheme is one of :data:`URL_SCHEMES`; raises UsageError saying how to write it."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in URL_SCHEMES:
+        return url
+    bare = rest if sep else url
+    raise UsageError(f"--url {url!r} needs http:// (SSE) or ws:// (WebSocket): write http://{bare} or ws://{bare}")
 
 
 def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
@@ -41,58 +62,112 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
     )
 
 
-async def _render(events: AsyncIterator[Event], *, plain: bool, no_color: bool) -> None:
-    """Render the stream with the demo's renderer (one renderer for demo and run)."""
-    from .render import console_modes, make_renderer
-
+async def _events_to(agent_events: AsyncIterator[Event], args: argparse.Namespace) -> RunErrorEvent | None:
+    """Write the run's events to stdout (rendered, or NDJSON with ``--raw``) and
+    return its RUN_ERROR, if any. The stream is closed on every way out (a reader
+    that went away included), so the remote run is cancelled, not abandoned."""
+    error: RunErrorEvent | None = None
     out = sys.stdout
-    live, color = console_modes(out, plain=plain, no_color=no_color)
-    renderer = make_renderer(out, live=live, color=color)
-    async for event in events:
-        renderer.handle(event)
-    out.flush()
+    if not args.raw:
+        from .render import console_modes, make_renderer
+
+        live, color = console_modes(out, plain=args.plain, no_color=args.no_color)
+        renderer = make_renderer(out, live=live, color=color)
+    async with aclosing(agent_events):  # type: ignore[type-var]
+        async for event in agent_events:
+            if isinstance(event, RunErrorEvent):
+                error = event
+            if args.raw:
+                out.buffer.write(encode_ndjson(event))
+                out.buffer.flush()
+            else:
+                renderer.handle(event)
+        out.flush()
+    return error
 
 
-async def _raw(events: AsyncIterator[Event]) -> None:
-    async for event in events:
-        sys.stdout.buffer.write(encode_ndjson(event))
-        sys.stdout.buffer.flush()
+async def _other_transport(url: str) -> str | None:
+    """After ``url`` failed before its first event: the hint when the endpoint
+    speaks the other transport, else None (bounded by PROBE_TIMEOUT_SECONDS)."""
+    scheme, _, rest = url.partition("://")
+    if URL_SCHEMES[scheme.lower()] == "SSE":
+        ws_url = ("wss://" if scheme.lower() == "https" else "ws://") + rest
+        from websockets.asyncio.client import connect
+
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_SECONDS):
+                async with connect(ws_url, open_timeout=PROBE_TIMEOUT_SECONDS):
+                    pass
+        except Exception:  # noqa: BLE001 - no WebSocket there either: no hint
+            return None
+        return f"{url} is a WebSocket endpoint, not SSE: run again with --url {ws_url}"
+    http_url = ("https://" if scheme.lower() == "wss" else "http://") + rest
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_SECONDS) as client:
+            answer = await client.options(http_url)
+    except (httpx.HTTPError, OSError):
+        return None
+    return (
+        f"{url} answered plain HTTP ({answer.status_code}), not a WebSocket handshake: if it is an AG-UI SSE "
+        f"endpoint, run again with --url {http_url}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    """See the module docstring. Raises UsageError for a bad URL or header (the CLI prints one line)."""
     headers = {}
     for h in args.header:
         name, sep, value = h.partition(":")
-        if not sep:
-            print(f"agui-engine run: --header {h!r} is not 'Name: value'", file=sys.stderr)
-            return 2
+        if not sep or not name.strip():
+            raise UsageError(f"--header {h!r} is not 'Name: value'")
         headers[name.strip()] = value.strip()
+    url = check_url(args.url)
     from .agent_spec import agent_from_spec
 
-    try:
-        agent = agent_from_spec(args.url, headers=headers)
-    except AguiEngineError as exc:
-        print(f"agui-engine run: {exc.message}", file=sys.stderr)
-        return 2
-    outcome: dict[str, Any] = {}
+    agent = agent_from_spec(url, headers=headers)
 
-    async def main() -> None:
+    async def main() -> int:
+        started = False
+
         async def tap() -> AsyncIterator[Event]:
-            async for event in agent.run(make_input(args.message, args.thread_id)):
-                if isinstance(event, RunErrorEvent):
-                    outcome["error"] = event
-                yield event
+            nonlocal started
+            async with aclosing(agent.run(make_input(args.message, args.thread_id))) as events:  # type: ignore[type-var]
+                async for event in events:
+                    started = True
+                    yield event
 
-        if args.raw:
-            await _raw(tap())
-        else:
-            await _render(tap(), plain=args.plain, no_color=args.no_color)
+        try:
+            error = await _events_to(tap(), args)
+        except AguiEngineError as exc:
+            message = exc.message if started else await _before_the_first_event(url, exc)
+            print(f"agui-engine run: {message}", file=sys.stderr)
+            return 2
+        return 1 if error is not None else 0
 
     try:
-        asyncio.run(main())
-    except AguiEngineError as exc:
-        print(f"agui-engine run: {exc.message}", file=sys.stderr)
-        return 2
+        return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
-    return 1 if "error" in outcome else 0
+
+
+async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
+    """The line for a run that failed before its first event: the other
+    transport's URL when the endpoint speaks it, how to start a server when
+    nothing answered, else the error itself."""
+    from agui_engine.transports.common import ConnectionLostError, RemoteAgentError
+
+    # Our servers always send an error code; a refusal without one, or no answer
+    # at all, may be the other transport's server.
+    foreign = isinstance(exc, ConnectionLostError) or (
+        isinstance(exc, RemoteAgentError) and exc.code == RemoteAgentError.default_code
+    )
+    hint = await _other_transport(url) if foreign else None
+    if hint is not None:
+        return hint
+    if isinstance(exc, ConnectionLostError):
+        port = url.partition("://")[2].partition("/")[0].rpartition(":")[2]
+        serve = f"agui-engine serve --port {port}" if port.isdigit() else "agui-engine serve"
+        return f"{exc.message}: is an AG-UI server running there? ({serve} starts one)"
+    return exc.message

@@ -10,53 +10,97 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 
-from agui_engine.errors import AguiEngineError
+from agui_engine.errors import UsageError
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
-__all__ = ["add_arguments", "run"]
+from . import seconds
+from .agent_spec import spec_help
+
+__all__ = ["LOG_LEVELS", "add_arguments", "listen_error", "port_number", "run"]
 
 #: Pause between the embedded model's chunks when serving it, so that a human
 #: watching a client sees the text arrive (a model streams ~50 tokens/s).
 DEMO_PACE_SECONDS = 0.02
 
 
+#: The log levels ``--log-level`` takes (any case).
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+#: The advice after a ``--host`` that cannot be listened on.
+_HOST_ADVICE = "use --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
+
+
+def port_number(text: str) -> int:
+    """``--port``: an integer 0-65535 (0: the system picks a free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number: use 0-65535 (0 picks a free port)")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--transport", choices=("sse", "ws", "stdio"), default="sse")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--path", default="/", help="HTTP path of the SSE endpoint (default /)")
-    parser.add_argument(
-        "--agent",
-        default="embedded",
-        help="embedded (default), <provider>:<model>, http(s)://... or ws(s)://... (a remote AG-UI agent), "
-        "stdio:<command>, py:<module>:<name>, langgraph:<module>:<name> (a compiled LangGraph graph)",
-    )
-    parser.add_argument("--pace", type=float, default=None, help="seconds between the embedded model's chunks")
-    parser.add_argument("--auth-token-env", default="AGUI_AUTH_TOKEN", help="env var holding the bearer token")
-    parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN", help="allowed CORS origin (repeat; * = any)")
-    parser.add_argument("--keepalive", type=float, default=DEFAULT_KEEPALIVE_SECONDS, help="SSE keep-alive interval (s)")
-    parser.add_argument("--grace", type=float, default=DEFAULT_GRACE_SECONDS, help="seconds a run outlives its last client")
-    parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, help="concurrent runs before 503")
+    parser.add_argument("--transport", choices=("sse", "ws", "stdio"), default="sse",
+                        help="sse: HTTP POST answered with Server-Sent Events; ws: WebSocket; "
+                             "stdio: NDJSON on stdin/stdout")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (0.0.0.0: every interface)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (0: a free one)")
+    parser.add_argument("--path", default="/", help="HTTP path of the SSE endpoint")
+    parser.add_argument("--agent", default="embedded", metavar="SPEC",
+                        help="the agent to serve: " + spec_help())
+    parser.add_argument("--pace", type=seconds, default=None, metavar="SECONDS",
+                        help=f"pause between the embedded model's chunks (default: {DEMO_PACE_SECONDS}, 0 for stdio)")
+    parser.add_argument("--auth-token-env", default="AGUI_AUTH_TOKEN", metavar="NAME",
+                        help="environment variable holding the bearer token clients must send (unset: no auth)")
+    parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+                        help="allowed CORS origin, repeatable, * = any (default: none, same-origin only)")
+    parser.add_argument("--keepalive", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
+                        help="SSE keep-alive comment interval")
+    parser.add_argument("--grace", type=seconds, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
+                        help="how long a run outlives its last client (for resuming)")
+    parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
+                        help="concurrent runs before new ones are refused with 503")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
+                        help="log detail on stderr")
+
+
+def listen_error(exc: OSError, host: str, port: int) -> UsageError:
+    """The one-line UsageError for a server that cannot listen on ``host:port``."""
+    if isinstance(exc, socket.gaierror):
+        return UsageError(f"cannot listen on {host}: the name does not resolve; {_HOST_ADVICE}")
+    if exc.errno == errno.EADDRINUSE:
+        return UsageError(
+            f"port {port} on {host} is already in use (another server?): stop it, or choose a free port "
+            "with --port (0 picks one)"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return UsageError(f"cannot listen on {host}: that address is not on this machine; {_HOST_ADVICE}")
+    if exc.errno == errno.EACCES:
+        return UsageError(f"cannot listen on port {port}: ports below 1024 need root; choose another with --port")
+    return UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve until SIGINT / SIGTERM (exit status 0). Raises UsageError for a bad
+    agent spec or an address that cannot be listened on (the CLI prints one line)."""
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     from .agent_spec import agent_from_spec
 
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)
+    agent = agent_from_spec(args.agent, pace_seconds=pace)
     try:
-        agent = agent_from_spec(args.agent, pace_seconds=pace)
         return asyncio.run(_serve(agent, args))
-    except AguiEngineError as exc:
-        print(f"agui-engine serve: {exc.message}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 0
 
@@ -78,21 +122,27 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
     if args.transport == "sse":
         from agui_engine.transports.sse import start_sse_server
 
-        server: object = await start_sse_server(
-            agent,  # type: ignore[arg-type]
-            host=args.host,
-            port=args.port,
-            path=args.path,
-            auth_token=token,
-            cors_origins=args.cors,
-            keepalive_seconds=args.keepalive,
-            options=options,
-        )
+        try:
+            server: object = await start_sse_server(
+                agent,  # type: ignore[arg-type]
+                host=args.host,
+                port=args.port,
+                path=args.path,
+                auth_token=token,
+                cors_origins=args.cors,
+                keepalive_seconds=args.keepalive,
+                options=options,
+            )
+        except OSError as exc:
+            raise listen_error(exc, args.host, args.port) from exc
         url = server.url.rstrip("/") + (args.path if args.path != "/" else "/")  # type: ignore[attr-defined]
     else:
         from agui_engine.transports.websocket import start_websocket_server
 
-        server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
+        try:
+            server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise listen_error(exc, args.host, args.port) from exc
         url = server.url
     logging.getLogger("agui_engine.transports").info(
         "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
