@@ -22,7 +22,7 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   importable from Python (your own agent without writing a server);
 * ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument
   factory of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`
-  (the ``agui-engine[langgraph]`` extra).
+  (the ``agui-engine[langgraph]`` extra), in the agent loop (client components).
 
 A spec whose scheme is not a row is a model, ``<provider>:<model>``
 (``openai:gpt-4o``, ``anthropic:...``), through
@@ -194,8 +194,13 @@ def load_python(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -
 
 def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     """``langgraph:<module>:<name>``: a compiled LangGraph graph (or a zero-argument factory
-    of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`."""
+    of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`, wrapped in the
+    :class:`~agui_engine.agent_loop.AgentLoop`: the components a client sends become tools
+    the graph can call (with their ``tambo.component.*`` events), and every event is
+    verified. Components of the server's own: ``py:`` with
+    ``AgentLoop(LangGraphAgent(graph), components=[...])``."""
     from agui_engine.adapters.langgraph import LangGraphAgent
+    from agui_engine.agent_loop import AgentLoop
 
     graph = _import_attr(spec, "langgraph:", "langgraph:myapp.graph:graph")
     if not callable(getattr(graph, "astream", None)) and callable(graph) and _takes_no_arguments(graph):
@@ -203,7 +208,7 @@ def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float
             graph = graph()
         except Exception as exc:
             raise UsageError(f"agent spec {spec!r}: calling the graph factory failed: {exc!r}") from exc
-    return LangGraphAgent(graph)
+    return AgentLoop(LangGraphAgent(graph))
 
 
 def _import_attr(spec: str, scheme: str, example: str) -> Any:

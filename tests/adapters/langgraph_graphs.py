@@ -188,10 +188,13 @@ def agent_graph(model: Any, tools: Sequence[Any] = (WEATHER_TOOL,), *, checkpoin
 def keyword_script(messages: Sequence[BaseMessage]) -> Script:
     """What the served graph's model does: after a tool result, says what it got; for
     "weather", calls the server tool; for "card", shows a WeatherCard (a client component
-    tool, arguments split mid-string); after an approval, says so; otherwise it greets."""
+    tool, arguments split mid-string); on the turn after a result the client sent (a
+    component's), quotes it; after an approval, says so; otherwise it greets."""
     last = messages[-1]
     if isinstance(last, ToolMessage):
         return text("Done: ", str(last.content)[:40])
+    if len(messages) > 1 and isinstance(messages[-2], ToolMessage):  # the turn after a result the client sent
+        return text("Earlier: ", str(messages[-2].content)[:60])
     said = str(last.content).lower() if isinstance(last, HumanMessage) else ""
     if "weather" in said:
         return [{"content": "Checking."}, *call("get_weather", f"call_{uuid.uuid4().hex[:8]}", '{"city": "Par', 'is"}'),

@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import create_react_agent
 
 from agui_engine.accumulator import Accumulator
+from agui_engine.agent_loop import AgentLoop
 from agui_engine.adapters.langgraph import (
     CANCELLED_RESUME_KEY,
     LangGraphAgent,
@@ -29,6 +30,7 @@ from agui_engine.adapters.langgraph import (
 )
 from agui_engine.adapters.replay import ReplayServer
 from agui_engine.codec import encode_event
+from agui_engine.components import Component
 from agui_engine.errors import RemoteInputError
 from agui_engine.events import (
     AssistantMessage,
@@ -69,6 +71,7 @@ from .langgraph_graphs import (
     agent_graph,
     call,
     finish,
+    keyword_script,
     text,
 )
 
@@ -225,6 +228,33 @@ async def test_a_client_tool_ends_the_run_pending_and_the_next_run_continues() -
             *history, ToolMessage(id="tr1", tool_call_id="call_c1", content="yes"), run="r2", tools=[CLIENT_TOOL]))
         assert texts(second) == "Thanks, confirmed."
         assert isinstance(second[-1], RunFinishedEvent) and second[-1].outcome is None
+
+
+WEATHER_CARD = Component("WeatherCard", "Shows the weather of one city.", {
+    "type": "object", "properties": {"city": {"type": "string"}, "tempC": {"type": "number"}}, "required": ["city"]})
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+async def test_a_component_call_through_the_agent_loop_and_the_next_turn(checkpointed: bool) -> None:
+    """The graph calls show_component_WeatherCard (offered by AgentLoop as a client tool): the
+    client gets the component events, the call is answered, and the next turn continues."""
+    graph = agent_graph(ScriptedChatModel(choose=keyword_script), checkpointer=InMemorySaver() if checkpointed else None)
+    agent = AgentLoop(LangGraphAgent(graph), components=[WEATHER_CARD])
+    user = UserMessage(id="u1", content="show me a card")
+    first = [e async for e in agent.run(run_input(user))]
+    check(first)
+    custom = [e for e in of(first, CustomEvent) if e.name.startswith("tambo.component.")]
+    assert [e.name for e in custom][0] == "tambo.component.start" and custom[-1].name == "tambo.component.end"
+    assert custom[-1].value["finalProps"] == {"city": "Oslo", "tempC": -3.5}
+    assert any(e.name == "tambo.component.props_delta" for e in custom)
+    finished = first[-1]
+    assert isinstance(finished, RunFinishedEvent) and finished.outcome is None  # answered, nothing pending
+    (result,) = of(first, ToolCallResultEvent)
+    assert "WeatherCard is shown" in str(result.content)
+    history = [user, *messages_of(first), UserMessage(id="u2", content="and now?")]
+    second = [e async for e in agent.run(run_input(*history, run="r2"))]
+    check(second)
+    assert texts(second).startswith("Earlier: Component WeatherCard is shown")
 
 
 async def test_two_parallel_tool_calls_interleaved_keep_their_own_arguments() -> None:

@@ -1,6 +1,6 @@
 // Drives a served LangGraph graph with the real @ag-ui/client HttpAgent, one conversation:
-// text, a server tool, a component tool the client renders (its arguments filling in, then
-// the client's tool result), an interrupt and its answer. Prints one JSON document:
+// text, a server tool, a component the client offers (its props filling in), the turn after
+// it, an interrupt and its answer. Prints one JSON document:
 // {runs: [{events: [...], error}], messages: [...]}. Usage: node langgraph_client.mjs URL
 import { HttpAgent } from "@ag-ui/client";
 
@@ -36,11 +36,8 @@ await run();
 say("what is the weather in Paris?");
 await run();
 say("show me a card for Oslo");
-const cardEvents = await run({ tools: [card] });
-const finished = cardEvents.find((e) => e.type === "RUN_FINISHED");
-for (const id of (finished && finished.outcome && finished.outcome.pendingToolCallIds) || []) {
-  agent.addMessage({ id: `js-tool-${id}`, role: "tool", toolCallId: id, content: "rendered" });
-}
+await run({ tools: [card] });
+say("thanks, and now?");
 await run({ tools: [card] });
 say("please approve the plan");
 const asked = await run();
