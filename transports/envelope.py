@@ -38,6 +38,7 @@ __all__ = [
     "CancelMessage",
     "ClientMessage",
     "ErrorBody",
+    "EventLines",
     "ProtocolLine",
     "ResumeMessage",
     "RunMessage",
@@ -46,7 +47,6 @@ __all__ = [
     "decode_protocol_line",
     "encode_client_message",
     "error_line",
-    "event_lines",
     "message_run_id",
     "run_message",
 ]
@@ -145,7 +145,7 @@ class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     (``error``, plus ``runId`` when it belongs to a run and, on stdio, the input ``line``
     it answers). One Struct for both shapes because msgspec decodes tagged unions only and
     these lines carry no tag; ``type`` is set when the line is a bare AG-UI event (stdio,
-    one run in flight) and is never written by :func:`event_lines` / :func:`error_line`."""
+    one run in flight) and is never written by :class:`EventLines` / :func:`error_line`."""
 
     type: Any = None
     id: str | None = None
@@ -158,14 +158,44 @@ class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
 _LINE_DECODER: Final = msgspec.json.Decoder(ServerLine)
 
 
-def event_lines(run_id: str, first_seq: int, payloads: list[bytes]) -> list[bytes]:
-    """The event lines of ``payloads`` (encoded events) numbered from ``first_seq``:
-    ``{"id": "<run_id>:<seq>", "event": ...}`` each, the event bytes copied as they are."""
-    encode = _ENCODER.encode
-    return [
-        encode(ServerLine(id=f"{run_id}:{first_seq + i}", event=msgspec.Raw(payload)))
-        for i, payload in enumerate(payloads)
-    ]
+#: Placeholders rendered into a run's line template (``@`` is never escaped in JSON text and
+#: a Raw value is copied as is); the template is checked against ServerLine once per run.
+_SEQ_MARK: Final = b"@@seq@@"
+_EVENT_MARK: Final = b"@@event@@"
+
+
+class EventLines:
+    """Writes the event lines of one run: ``ServerLine(id="<run_id>:<seq>", event=<payload>)``,
+    the payload being the event's already-encoded bytes (copied, not re-encoded).
+
+    The line is rendered once from :class:`ServerLine` with placeholders and reused as a
+    ``%`` template, so the shape has one definition and each event costs one bytes
+    formatting, not a Struct encode (the server writes every event of every run through
+    here). The template is checked once against a real ServerLine encoding; a run id for
+    which it would differ (none known) falls back to encoding each ServerLine."""
+
+    __slots__ = ("_run_id", "_template")
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+        marked = ServerLine(id=f"{run_id}:{_SEQ_MARK.decode()}", event=msgspec.Raw(_EVENT_MARK))
+        rendered = _ENCODER.encode(marked)
+        head, _, rest = rendered.rpartition(_SEQ_MARK)
+        middle, _, tail = rest.partition(_EVENT_MARK)
+        head, middle, tail = (part.replace(b"%", b"%%") for part in (head, middle, tail))  # literal % in a run id
+        template = head + b"%d" + middle + b"%b" + tail
+        probe = b'{"type":"RUN_STARTED"}'
+        self._template: bytes | None = template if template % (7, probe) == self._encode(7, probe) else None
+
+    def _encode(self, seq: int, payload: bytes) -> bytes:
+        return _ENCODER.encode(ServerLine(id=f"{self._run_id}:{seq}", event=msgspec.Raw(payload)))
+
+    def __call__(self, first_seq: int, payloads: list[bytes]) -> list[bytes]:
+        """The lines of ``payloads`` numbered from ``first_seq``. Changes no state."""
+        template = self._template
+        if template is None:
+            return [self._encode(first_seq + i, payload) for i, payload in enumerate(payloads)]
+        return [template % (first_seq + i, payload) for i, payload in enumerate(payloads)]
 
 
 def error_line(

@@ -65,11 +65,11 @@ from .common import (
 )
 from .envelope import (
     CancelMessage,
+    EventLines,
     decode_client_message,
     decode_protocol_line,
     encode_client_message,
     error_line,
-    event_lines,
     message_run_id,
 )
 from .eventlog import EventLog
@@ -187,13 +187,14 @@ class _StdioServer:
 
     async def pump(self, sub: Subscription) -> None:
         rid = sub.run.run_id
+        lines = EventLines(rid)
         async with sub:
             while not sub.done:
                 sl = await sub.next()
                 if sl is None or not sl.payloads:
                     continue
                 if self.in_flight.get(rid):
-                    data = b"\n".join(event_lines(rid, sl.first_seq, sl.payloads)) + b"\n"
+                    data = b"\n".join(lines(sl.first_seq, sl.payloads)) + b"\n"
                 else:
                     data = b"\n".join(sl.payloads) + b"\n"
                 self.write(data)

@@ -83,13 +83,13 @@ from .common import (
 )
 from .envelope import (
     CancelMessage,
+    EventLines,
     ResumeMessage,
     RunMessage,
     decode_client_message,
     decode_protocol_line,
     encode_client_message,
     error_line,
-    event_lines,
     message_run_id,
     run_message,
 )
@@ -240,6 +240,7 @@ class _Connection:
 
     async def _run_pump(self, sub: Subscription, first: Any) -> None:
         rid = sub.run.run_id
+        lines = EventLines(rid)
         async with sub:
             sl = first
             while True:
@@ -250,7 +251,7 @@ class _Connection:
                         await self.ws.send(error_line(exc, rid), text=True)
                         return
                 if sl.payloads:
-                    await self.send_lines(event_lines(rid, sl.first_seq, sl.payloads))
+                    await self.send_lines(lines(sl.first_seq, sl.payloads))
                 if sl.finished:
                     return
                 sl = None

@@ -16,6 +16,7 @@ from agui_engine.transports import envelope, stdio, websocket
 from agui_engine.transports.envelope import (
     CancelMessage,
     ErrorBody,
+    EventLines,
     ResumeMessage,
     RunMessage,
     ServerLine,
@@ -23,7 +24,6 @@ from agui_engine.transports.envelope import (
     decode_protocol_line,
     encode_client_message,
     error_line,
-    event_lines,
     message_run_id,
     run_message,
 )
@@ -73,7 +73,7 @@ def test_message_run_id_reads_the_run_of_a_run_message_leniently() -> None:
 def test_event_lines_carry_the_encoded_event_bytes_under_their_id() -> None:
     events = [TextMessageContentEvent(message_id="m", delta=d) for d in ("a", 'q"uote\n')]
     payloads = [encode_event(e) for e in events]
-    lines = event_lines('r"1', 41, payloads)
+    lines = EventLines('r"1')(41, payloads)
     assert [msgspec.json.decode(line) for line in lines] == [
         {"id": 'r"1:41', "event": msgspec.json.decode(payloads[0])},
         {"id": 'r"1:42', "event": msgspec.json.decode(payloads[1])},
@@ -81,6 +81,17 @@ def test_event_lines_carry_the_encoded_event_bytes_under_their_id() -> None:
     assert all(p in line for p, line in zip(payloads, lines))  # copied, not re-encoded
     decoded = [decode_protocol_line(line, where="w") for line in lines]
     assert [(d.event_id, d.event) for d in decoded] == [('r"1:41', events[0]), ('r"1:42', events[1])]
+
+
+@pytest.mark.parametrize("run_id", ["r1", 'q"uote\\', "100%d%%s", "@@seq@@:@@event@@", "é\u2028", "x" * 256])
+def test_event_lines_are_exactly_the_server_line_encoding(run_id: str) -> None:
+    """The per-run template equals encoding a ServerLine, whatever the run id holds
+    (quotes, backslashes, %, the template's own placeholders, non-ASCII)."""
+    payloads = [encode_event(TextMessageContentEvent(message_id="m", delta=str(i))) for i in range(3)]
+    expected = [
+        msgspec.json.encode(ServerLine(id=f"{run_id}:{9 + i}", event=msgspec.Raw(p))) for i, p in enumerate(payloads)
+    ]
+    assert EventLines(run_id)(9, payloads) == expected
 
 
 def test_error_lines_round_trip_through_the_client_decoder() -> None:
@@ -118,8 +129,8 @@ def test_protocol_lines_envelopes_bare_events_errors_and_garbage() -> None:
 def test_server_and_clients_use_the_one_definition() -> None:
     """No transport writes or parses the envelope by hand: both ends import these names."""
     for module, names in [
-        (websocket, ["decode_client_message", "encode_client_message", "event_lines", "error_line", "decode_protocol_line"]),
-        (stdio, ["decode_client_message", "encode_client_message", "event_lines", "error_line", "decode_protocol_line"]),
+        (websocket, ["decode_client_message", "encode_client_message", "EventLines", "error_line", "decode_protocol_line"]),
+        (stdio, ["decode_client_message", "encode_client_message", "EventLines", "error_line", "decode_protocol_line"]),
     ]:
         for name in names:
             assert getattr(module, name) is getattr(envelope, name), (module.__name__, name)
