@@ -258,12 +258,21 @@ class AgentLoop:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
         state = _Run(input, plan.specs, self.id_factory, self.on_repair)
-        stream = self.agent.run(plan.inner_input)
+        stream: AsyncIterator[Any] = self.agent.run(plan.inner_input)
         received = False
+        continues, foreign = state.verifier.continues, state.foreign
         try:
             try:
                 async for event in stream:
                     received = True
+                    cls = event.__class__
+                    if (cls is TextMessageContentEvent or cls is ReasoningMessageContentEvent
+                            or cls is ToolCallArgsEvent and event.tool_call_id in foreign) \
+                            and event.delta and not state.lanes and continues(event):
+                        # the bulk of every stream -- text, reasoning, a foreign call's arguments --
+                        # continuing an open entity: nothing to repair or transform, verified as it passes
+                        yield event
+                        continue
                     for out in state.feed(event):
                         yield out
                     if state.phase == _ENDED:
@@ -305,7 +314,9 @@ class _Run:
         "answered",
         "awaiting",
         "expander",
+        "foreign",
         "input",
+        "lanes",
         "legacy",
         "make_id",
         "message_id",
@@ -323,7 +334,9 @@ class _Run:
         self.on_repair = on_repair
         self.verifier = Verifier(input=input)
         self.expander = ChunkExpander()
+        self.lanes = False  # the expander has an open chunk lane
         self.tools = ToolCallTransformer(specs, make_id)
+        self.foreign: set[str] = set()  # calls of tools that are not ours: verified, passed unchanged
         self.legacy: LegacyThinkingMapper | None = None
         self.phase = _BEFORE
         self.run_ids = (input.thread_id, input.run_id)
@@ -336,12 +349,6 @@ class _Run:
     def feed(self, event: Any) -> list[Event]:
         """The events one inner event becomes (a RUN_ERROR ends them when it cannot be repaired)."""
         out: list[Event] = []
-        if type(event) is TextMessageContentEvent and self.phase == _RUNNING and event.delta \
-                and not self.expander.open_lanes and self.verifier.is_open(TEXT, event.message_id):
-            # the bulk of every stream, taken straight: nothing to repair, nothing to transform
-            self.verifier.feed(event)
-            out.append(event)
-            return out
         try:
             self._route(event, out)
         except AguiEngineError as exc:  # a ProtocolViolation, a tool call's bad arguments
@@ -409,6 +416,7 @@ class _Run:
         verifier = self.verifier
         # a chunk-opened lane is open in the verifier too (its START went out): closed below
         self.expander = ChunkExpander()
+        self.lanes = False
         for message_id in verifier.open_ids(TEXT):
             self._emit(TextMessageEndEvent(message_id=message_id), out)
         for message_id in verifier.open_ids(REASONING_MESSAGE):
@@ -421,35 +429,55 @@ class _Run:
     # -- routing
 
     def _route(self, event: Any, out: list[Event]) -> None:
+        cls = event.__class__
+        if self.phase != _RUNNING or cls is UnknownEvent:
+            event = self._outside(event, out)
+            if event is None:
+                return
+            cls = event.__class__
+        if self.lanes or cls in _CHUNKS:
+            expanded = self.expander.feed(event)
+            self.lanes = self.expander.open_lanes > 0
+            for one in expanded:
+                if one.__class__ is ToolCallStartEvent and cls is ToolCallChunkEvent:
+                    self.on_repair("tool_call_chunk", f"tool call {one.tool_call_id!r} delivered as TOOL_CALL_CHUNK")
+                handler = _HANDLERS.get(one.__class__)
+                if handler is None:
+                    self._emit(one, out)
+                else:
+                    handler(self, one, out)
+            return
+        handler = _HANDLERS.get(cls)
+        if handler is None:
+            self._emit(event, out)
+        else:
+            handler(self, event, out)
+
+    def _outside(self, event: Any, out: list[Event]) -> Any:
+        """The rarer cases: an unknown event, the run's start and its end. Returns the event
+        to route on (``None``: nothing more to do)."""
         if self.phase == _ENDED:
             self.on_repair("after_terminal", f"{_name(event)} after the end of the run, dropped")
-            return
+            return None
         if event.__class__ is UnknownEvent:
             if event.type not in _LEGACY_TYPES:
                 # a newer protocol's event: neutral for the verifier, relayed whole (the codec
                 # writes it back unchanged)
                 cast(list[Any], out).append(event)
-                return
+                return None
             if self.legacy is None:
                 self.legacy = LegacyThinkingMapper(self.make_id)
             self.on_repair("legacy_thinking", f"{event.type} mapped to REASONING_*")
             event = msgspec.convert(self.legacy.map(event.data), Event)
-        cls = event.__class__
         if self.phase == _BEFORE:
-            if cls is RunStartedEvent:
+            if event.__class__ is RunStartedEvent:
                 self._emit(event, out)
                 self.phase = _RUNNING
                 self.run_ids = (event.thread_id, event.run_id)
-                return
+                return None
             # (a RUN_ERROR too: the protocol allows it first, ag-ui-validate does not -- AGUI001)
             self._start(out, f"the first event is {_name(event)}")
-        if self.expander.open_lanes or cls in _CHUNKS:
-            if cls in _CHUNKS and cls is _TOOL_CHUNK and not self.expander.open_lanes:
-                self.on_repair("tool_call_chunk", "a tool call delivered as TOOL_CALL_CHUNK")
-            for expanded in self.expander.feed(event):
-                self._handle(expanded, out)
-        else:
-            self._handle(event, out)
+        return event
 
     def _handle(self, event: Any, out: list[Event]) -> None:
         handler = _HANDLERS.get(event.__class__)
@@ -487,18 +515,16 @@ class _Run:
             for event in self.expander.pending():
                 self._handle(event, out)
             self.expander = ChunkExpander()
+            self.lanes = False
         open_calls = verifier.open_ids(TOOL)
         if open_calls or any(verifier.open_ids(kind) for kind in (TEXT, REASONING, REASONING_MESSAGE, STEP)):
             self.on_repair("open_at_finish", "closing what is still open at the end of the run")
         for call_id in open_calls:
-            temp: list[Event] = []
-            self.tools.close(self.tools.by_id[call_id], ToolCallEndEvent(tool_call_id=call_id), temp)
-            for event in temp:
-                self._emit(event, out)
+            self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
         for call_id, call in list(self.awaiting.items()):
             del self.awaiting[call_id]
             self.on_repair("args_in_snapshot", f"no arguments for {call_id!r} arrived: {{}}")
-            self._emit_all(call._close(), out)
+            self._emit_all(call._close()[1], out)
         self._close_lanes(out)
 
     def _answer(self, out: list[Event]) -> set[str]:
@@ -561,36 +587,47 @@ class _Run:
             self._emit(event, out)
 
     def _on_tool_start(self, event: ToolCallStartEvent, out: list[Event]) -> None:
-        if event.tool_call_id in self.tools.by_id:
+        call_id = event.tool_call_id
+        if call_id in self.tools.by_id or call_id in self.foreign:
             self._emit(event, out)  # the verifier names the rule (already open / id reused)
             return
         if event.parent_message_id is None:
             if self.message_id is None:
                 self.message_id = self.make_id()
-            self.on_repair("tool_call_parent", f"tool call {event.tool_call_id!r} -> message {self.message_id!r}")
+            self.on_repair("tool_call_parent", f"tool call {call_id!r} -> message {self.message_id!r}")
             event = msgspec.structs.replace(event, parent_message_id=self.message_id)
         self.verifier.feed(event)  # first: a rejected START must not be tracked
+        if event.tool_call_name not in self.tools.specs:
+            # not a tool this loop added: its arguments are the inner agent's business and pass
+            # unchanged (the verifier still checks that they end as one JSON value)
+            self.foreign.add(call_id)
+            out.append(event)
+            return
         temp: list[Event] = []
         self.tools.open(event, temp)
         out.append(temp[0])
         self._emit_all(temp[1:], out)
 
     def _on_tool_args(self, event: ToolCallArgsEvent, out: list[Event]) -> None:
-        call = self.tools.by_id.get(event.tool_call_id)
-        if call is None or call.done or call.id in self.awaiting:
-            self._emit(event, out)  # the verifier names the rule (not open)
-            return
         if not event.delta:
             self.on_repair("empty_delta", f"empty TOOL_CALL_ARGS of {event.tool_call_id!r}")
+            return
+        call = self.tools.by_id.get(event.tool_call_id)
+        if call is None or call.done or call.id in self.awaiting:
+            self._emit(event, out)  # a foreign call's arguments; else the verifier names the rule (not open)
             return
         temp: list[Event] = []
         self.tools.args(call, event, temp)
         self._emit_all(temp, out)
 
     def _on_tool_end(self, event: ToolCallEndEvent, out: list[Event]) -> None:
-        call = self.tools.by_id.get(event.tool_call_id)
+        call_id = event.tool_call_id
+        if call_id in self.foreign and self.verifier.is_open(TOOL, call_id):
+            self._emit(event, out)  # the verifier checks the arguments are one JSON value
+            return
+        call = self.tools.by_id.get(call_id)
         if call is None or call.done or call.id in self.awaiting:
-            self.on_repair("end_not_open", f"TOOL_CALL_END for {event.tool_call_id!r}, which is not open")
+            self.on_repair("end_not_open", f"TOOL_CALL_END for {call_id!r}, which is not open")
             return
         if not call.arguments_text and (call.component_id is not None or call.interactable_id is not None):
             # a whole call whose arguments travel elsewhere (a later MESSAGES_SNAPSHOT): the
@@ -603,10 +640,10 @@ class _Run:
         self._emit_all(temp, out)
 
     def _on_tool_result(self, event: ToolCallResultEvent, out: list[Event]) -> None:
-        call = self.tools.by_id.get(event.tool_call_id)
-        if call is not None and call.id not in self.awaiting and self.verifier.is_open(TOOL, call.id):
-            self.on_repair("result_before_end", f"TOOL_CALL_RESULT for open call {call.id!r}")
-            self._on_tool_end(ToolCallEndEvent(tool_call_id=call.id), out)
+        call_id = event.tool_call_id
+        if self.verifier.is_open(TOOL, call_id) and call_id not in self.awaiting:
+            self.on_repair("result_before_end", f"TOOL_CALL_RESULT for open call {call_id!r}")
+            self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
         self._emit(event, out)
         self.answered.add(event.tool_call_id)
 
@@ -620,8 +657,9 @@ class _Run:
                 if call is None:
                     continue
                 self.on_repair("args_in_snapshot", f"arguments of {call.id!r} from MESSAGES_SNAPSHOT")
-                _, custom = call._feed(tool_call.function.arguments or "")
-                self._emit_all([*custom, *call._close()], out)
+                # (the wire text is not sent: the call's END went out; the snapshot carries the arguments)
+                custom = call._feed(tool_call.function.arguments)[1] if tool_call.function.arguments else []
+                self._emit_all([*custom, *call._close()[1]], out)
 
 
 def _name(event: Any) -> str:
@@ -629,7 +667,6 @@ def _name(event: Any) -> str:
     return str(getattr(kind, "value", kind) or type(event).__name__)
 
 
-_TOOL_CHUNK: Final = ToolCallChunkEvent
 _CHUNKS: Final = frozenset({TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent})
 _END_KINDS: Final[dict[type, Kind]] = {
     TextMessageEndEvent: TEXT,

@@ -182,13 +182,16 @@ class _PropsFilter:
 class _ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
-    __slots__ = ("_closed", "_content", "_error", "_size", "_stream", "max_chars")
+    #: ``raw_ops``: the tokenizer's operations for the latest fragment (or close), before any
+    #: filtering: what the wire text of the arguments is written from (agui_engine.decision).
+    __slots__ = ("_closed", "_content", "_error", "_size", "_stream", "max_chars", "raw_ops")
     _stream: PatchStream
     _size: int
     _content: bool
     _closed: bool
     _error: Exception | None
     max_chars: int
+    raw_ops: list[dict[str, Any]]
 
     @abc.abstractmethod
     def _describe(self) -> str:  # pragma: no cover - abstract
@@ -223,10 +226,12 @@ class _ArgumentStream(abc.ABC):
             self._content = True
         try:
             # Leading whitespace goes in too, so that error offsets count it.
-            return self._stream.feed(fragment)
+            ops = self._stream.feed(fragment)
         except Exception as exc:
             self._error = exc
             raise
+        self.raw_ops = ops
+        return ops
 
     def _close_ops(self) -> list[dict[str, Any]]:
         """The tokenizer's last ops; nothing for empty arguments (they are ``{}``)."""
@@ -234,10 +239,17 @@ class _ArgumentStream(abc.ABC):
         if not self._content:
             return []
         try:
-            return self._stream.close()
+            ops = self._stream.close()
         except Exception as exc:
             self._error = exc
             raise
+        self.raw_ops = ops
+        return ops
+
+    @property
+    def parser(self) -> PatchStream:
+        """The one tokenizer of these arguments (its status and value; feed through this stream)."""
+        return self._stream
 
 
 class ComponentStream(_ArgumentStream):
@@ -291,6 +303,7 @@ class ComponentStream(_ArgumentStream):
         self._current: str | None = None  # the top-level prop being parsed
         self._current_pointer = ""  # its JSON pointer
         self._final_props: dict[str, Any] | None = None
+        self.raw_ops = []
 
     # ------------------------------------------------------------------ public API
     def start(self) -> list[CustomEvent]:
@@ -449,6 +462,7 @@ class InteractableUpdateStream(_ArgumentStream):
         self._size = 0
         self._content = False
         self._final: dict[str, Any] | None = None
+        self.raw_ops = []
 
     def _describe(self) -> str:
         return f"update of component {self.interactable.id}"

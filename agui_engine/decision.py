@@ -56,7 +56,8 @@ Every argument fragment is parsed (a :class:`~agui_engine.component_stream.Compo
 for a component, a :class:`~agui_engine.jsonstream.PatchStream` for any other tool)
 *before* its ``TOOL_CALL_ARGS`` is emitted, so malformed or oversized arguments
 fail at the fragment that broke them and everything already emitted stays valid
-JSON-so-far. On the wire a fragment is rewritten by :class:`StandardParameterFilter`:
+JSON-so-far. The wire text of a fragment is written from that one parse's operations
+(:class:`WireWriter`; the fragment is never scanned a second time):
 no ``_tambo_*`` key and no strict-mode ``null``, at any depth, ever reaches a client
 (the standard parameters surface as ``agui_engine.tool_call.status`` events and the decision's status
 messages); the decision keeps the model's raw text for the history. ``parentMessageId`` of a tool call is the assistant message id of
@@ -88,15 +89,13 @@ from typing import Any, Final
 
 import msgspec
 
-from .component_stream import ComponentStream, InteractableUpdateStream
+from .component_stream import ComponentStream, InteractableUpdateStream, _PropsFilter
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
-    DROP,
     KEEP,
     STANDARD_PARAMETER_PREFIX,
     STATUS_MESSAGE_PARAMETER,
     Component,
-    NullDefault,
     NullPolicy,
     ServerTool,
     StatusMessages,
@@ -388,272 +387,182 @@ def build_tools(
 
 #: CUSTOM event carrying a tool call's standard parameters once each is complete:
 #: ``{toolCallId, statusMessage?, completionStatusMessage?}`` (cumulative). The
-#: ``TOOL_CALL_ARGS`` stream never contains them (see :class:`StandardParameterFilter`).
+#: ``TOOL_CALL_ARGS`` stream never contains them (see :class:`WireWriter`).
 TOOL_CALL_STATUS_EVENT: Final = "agui_engine.tool_call.status"
 
 _STATUS_FIELDS: Final = {
     STATUS_MESSAGE_PARAMETER: "statusMessage",
     COMPLETION_STATUS_MESSAGE_PARAMETER: "completionStatusMessage",
 }
-_STRING_STOP = re.compile(r'["\\]')
-_STRUCTURAL = re.compile(r'["{}\[\],]')
-_COLON_AND_SPACE: Final = ": \t\r\n"
-_KEY, _VALUE = 0, 1
-# what happens to the member being read: removed (a reserved ``_tambo_*`` key), kept
-# but not yet written (its value may be a strict-mode null), held (its value is
-# null), written through
-_SKIP, _PROBE, _HOLD, _PASS = 0, 1, 2, 3
+#: Characters a JSON encoder must escape inside a string.
+_NEEDS_ESCAPE: Final = re.compile(r'["\\\x00-\x1f]').search
+_encode_json: Final = msgspec.json.Encoder().encode
 
 
-class _Frame:
-    """One open object or array of the document being rewritten."""
-
-    __slots__ = ("index", "is_object", "kept", "key", "mode", "phase")
-
-    def __init__(self, is_object: bool) -> None:
-        self.is_object = is_object
-        self.kept = 0  # members written so far (a comma goes before the next one)
-        self.phase = _KEY
-        self.mode = _PASS
-        self.key = ""
-        self.index = 0  # the current element of an array
+def _string_body(text: str) -> str:
+    """``text`` as the inside of a JSON string (what goes between the quotes)."""
+    return _encode_json(text).decode()[1:-1] if _NEEDS_ESCAPE(text) else text
 
 
-class StandardParameterFilter:
-    """Rewrite a streamed JSON object for the wire: no reserved keys, no strict-mode nulls.
+def _keep_every_null(path: Sequence[str | int]) -> Any:
+    return KEEP
 
-    ``feed(fragment) -> str`` returns the rewritten text of the fragment (possibly
-    ``""``); the outputs concatenate to the input document with, at every depth
-    (inside nested objects and objects in arrays),
 
-    * every ``_tambo_*`` member removed (:attr:`completed` collects ``(key, value)``
-      of each removed *root-level* member -- the standard parameters -- once its
-      value has ended), and
-    * every member whose value is ``null`` judged by the tool's
-      :class:`~agui_engine.components.NullPolicy` at its path (keys and array
-      indices from the root, as :func:`~agui_engine.components.unstrict_value`
-      judges it): ``DROP`` removes it, a ``NullDefault`` writes the default
-      instead, ``KEEP`` keeps the ``null``. Array elements are never removed.
+class WireWriter:
+    """A tool call's arguments for the wire, written from the one parse's operations.
 
-    So the rewritten document parses to exactly what
-    ``unstrict_value(strip_reserved_keys(document), policy)`` gives for the whole
-    text: the same policy, one verdict per path, streamed or not.
+    The arguments are parsed once, by the call's tokenizer (a
+    :class:`~agui_engine.component_stream.ComponentStream`,
+    :class:`~agui_engine.component_stream.InteractableUpdateStream` or a plain
+    :class:`~agui_engine.jsonstream.PatchStream`); :meth:`write` takes the operations
+    that parse produced for one fragment and returns the fragment's text for
+    ``TOOL_CALL_ARGS`` -- no second scanner reads the fragment again. The operations
+    go through the same filter as a component's props (``_PropsFilter``): every
+    ``_tambo_*`` member removed at any depth, every ``null`` judged by the tool's
+    :class:`~agui_engine.components.NullPolicy` at its path (``DROP`` removes it, a
+    ``NullDefault`` writes the default, ``KEEP`` keeps it; an unknown tool keeps
+    every ``null``). So the concatenated text parses to exactly
+    ``unstrict_value(strip_reserved_keys(document), policy)`` -- the same verdict as
+    the final arguments and the component streams.
 
-    Commas are repaired, so the result is valid JSON. A member's key is held until
-    the first character of its value decides the member (a reserved key's member
-    is dropped whole, a value starting with ``n`` is held until it ends), so a
-    dropped member is never sent; everything else passes through byte for byte.
+    Theory of operation: the writer keeps the stack of open containers (pointer, is
+    an object, members written) and the one open string (JSON is sequential). An
+    operation closes the open string unless it grows it (``replace`` of the same
+    path: only the new characters are written), closes the containers it is not
+    inside, writes ``,`` and ``"key":`` as needed, then opens a container (``{`` /
+    ``[``: the tokenizer announces containers empty), starts a string (no closing
+    quote yet) or writes a complete scalar. After each fragment the tokenizer's
+    status (``status_of``) says whether the open string and the innermost containers
+    are done; those are closed at once, so the text of a finished document is
+    complete when its last fragment is written. A member appears when its value
+    begins (a number when it is complete): the key of a member that turns out to be
+    dropped is never sent. The text is compact (no whitespace) and re-escaped
+    (``ensure_ascii=False``): the same JSON value, not the same bytes. A duplicate
+    key is written again (parsers keep the last); one whose ``null`` is dropped after
+    a value was shown cannot be taken back from text already sent, and stays.
 
-    The input must be a well-formed JSON object prefix: the decision loop parses
-    each fragment with the tokenizer *before* rewriting it, so a malformed
-    document never gets here. Scanning jumps between structural characters with
-    compiled regular expressions: Python code runs once per token, not per character.
+    ``completed`` collects ``(key, value)`` of each root-level ``_tambo_*`` member
+    (the standard parameters) once its value has ended, read from ``document()``
+    (the parse's value so far).
     """
 
-    __slots__ = (
-        "_direct",
-        "_escape",
-        "_frames",
-        "_in_string",
-        "_member",
-        "_out",
-        "_policy",
-        "_skip_depth",
-        "_skip_nesting",
-        "_value",
-        "completed",
-    )
+    __slots__ = ("_document", "_filter", "_root", "_stack", "_status_of", "_std", "_string", "_string_len",
+                 "completed")
 
-    def __init__(self, policy: NullPolicy | None = None) -> None:
-        self._frames: list[_Frame] = []
-        self._in_string = False
-        self._escape = False
-        self._member: list[str] = []  # whitespace and key of the member being read
-        self._value: list[str] = []  # value text not written yet
-        self._out: list[str] = []
-        self._policy = policy
-        # while a reserved member is skipped: the depth of its object, and how many
-        # containers of its value are open
-        self._skip_depth = 0
-        self._skip_nesting = 0
-        self._direct = True  # text goes straight out (the state allows no decision to wait for)
+    def __init__(self, policy: NullPolicy | None, status_of: Callable[[str], str | None],
+                 document: Callable[[], Any]) -> None:
+        self._filter = _PropsFilter(policy.decide if policy is not None else _keep_every_null)
+        self._status_of = status_of
+        self._document = document
+        self._stack: list[list[Any]] = []  # open containers: [pointer, is object, members written]
+        self._string: str | None = None  # pointer of the open string
+        self._string_len = 0  # its characters written so far
+        self._root = False  # the root object has begun
+        self._std: set[str] = set()  # root-level _tambo_* members begun, not yet ended
         self.completed: list[tuple[str, Any]] = []
 
-    def _sync(self) -> None:
-        """Recompute :attr:`_direct` after a state change (read once per piece of text)."""
-        frames = self._frames
-        if self._skip_depth:
-            self._direct = False
-        elif not frames:
-            self._direct = True
-        else:
-            top = frames[-1]
-            self._direct = not top.is_object or (top.phase == _VALUE and top.mode == _PASS)
+    def write(self, raw_ops: list[dict[str, Any]], fragment: str) -> str:
+        """The wire text for one fragment, from the tokenizer's (unfiltered) operations for it.
 
-    def _path(self) -> tuple[str | int, ...]:
-        return tuple(f.key if f.is_object else f.index for f in self._frames)
-
-    def _write_member(self, frame: _Frame, value_text: str) -> None:
-        if frame.kept:
-            self._out.append(",")
-        self._out.append("".join(self._member))
-        self._out.append(value_text)
-        self._member = []
-        frame.kept += 1
-
-    def _take(self, text: str) -> None:
-        if self._direct:
-            self._out.append(text)
-            return
-        if self._skip_depth:
-            if self._skip_depth == 1:  # a standard parameter: its value is reported
-                self._value.append(text)
-            return
-        if not self._frames:
-            self._out.append(text)
-            return
-        frame = self._frames[-1]
-        if not frame.is_object or frame.mode == _PASS and frame.phase == _VALUE:
-            self._out.append(text)
-        elif frame.phase == _KEY:
-            self._member.append(text)
-        else:
-            self._value.append(text)
-            if frame.mode == _PROBE:
-                # the first character after the colon decides: a null is held back (what
-                # came before this piece was only the colon and whitespace)
-                head = text.lstrip(_COLON_AND_SPACE)
-                if head:
-                    if head[0] == "n" and self._policy is not None:
-                        frame.mode = _HOLD
-                    else:
-                        frame.mode = _PASS
-                        self._write_member(frame, "".join(self._value))
-                        self._value = []
-                        self._direct = True
-
-    def _key_done(self, frame: _Frame) -> None:
-        raw = "".join(self._member).strip()
-        frame.key = raw[1:-1] if "\\" not in raw else json.loads(raw)
-        frame.phase = _VALUE
-        if frame.key.startswith(STANDARD_PARAMETER_PREFIX):
-            frame.mode = _SKIP
-            self._skip_depth = len(self._frames)
-            self._member = []
-        else:
-            frame.mode = _PROBE
-        self._direct = False
-
-    def _member_done(self, frame: _Frame) -> None:
-        if frame.phase == _VALUE:
-            raw = "".join(self._value)
-            if frame.mode == _SKIP:
-                if self._skip_depth == 1:
-                    try:
-                        self.completed.append((frame.key, json.loads(raw.strip().removeprefix(":"))))
-                    except ValueError:  # pragma: no cover - the tokenizer accepted this value
-                        pass
-                self._skip_depth = 0
-            elif frame.mode == _HOLD:
-                verdict = self._policy.decide(self._path()) if self._policy is not None else KEEP
-                if isinstance(verdict, NullDefault):
-                    self._write_member(frame, ":" + json.dumps(verdict.value, ensure_ascii=False))
-                elif verdict != DROP:
-                    self._write_member(frame, raw)
-            elif frame.mode == _PROBE and raw:  # pragma: no cover - a value always has a first character
-                self._write_member(frame, raw)
-        self._member = []
-        self._value = []
-        frame.phase = _KEY
-        frame.mode = _PASS
-        self._sync()
-
-    def feed(self, text: str) -> str:
-        """The rewritten text of the next fragment."""
-        if self._in_string and not self._escape and '"' not in text and "\\" not in text:
-            # the common case while a model writes prose: the fragment stays inside one string
-            self._take(text)
-            out, self._out = self._out, []
+        ``fragment`` is only looked at, never scanned: whether it holds non-whitespace
+        (the root object begins) and whether it holds a quote (without one, a string
+        that is open stays open, and so does everything around it)."""
+        out: list[str] = []
+        if self._string is not None and '"' not in fragment:
+            # the bulk of a long string value: at most its own growth (a path the filter
+            # already let through), so the filter and the status checks are skipped
+            if not raw_ops:
+                return ""
+            op = raw_ops[0]
+            if len(raw_ops) == 1 and op["path"] == self._string and op["op"] == "replace":
+                value = op["value"]
+                grown = value[self._string_len :]
+                self._string_len = len(value)
+                return _string_body(grown)
+            for op in self._filter.filter(raw_ops):
+                self._op(op, out)
             return "".join(out)
-        frames = self._frames
-        i, n = 0, len(text)
-        while i < n:
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                    self._take(text[i])
-                    i += 1
-                    continue
-                m = _STRING_STOP.search(text, i)
-                if m is None:
-                    self._take(text[i:])
-                    break
-                j = m.start()
-                if text[j] == "\\":
-                    if j + 1 < n:
-                        self._take(text[i : j + 2])
-                        i = j + 2
-                    else:
-                        self._take(text[i:])
-                        self._escape = True
-                        i = n
-                    continue
-                self._take(text[i : j + 1])
-                i = j + 1
-                self._in_string = False
-                if not self._skip_depth and frames and frames[-1].is_object and frames[-1].phase == _KEY:
-                    self._key_done(frames[-1])
-                continue
-            m = _STRUCTURAL.search(text, i)
-            if m is None:
-                self._take(text[i:])
-                break
-            j = m.start()
-            if j > i:
-                self._take(text[i:j])
-            ch = text[j]
-            i = j + 1
-            if ch == '"':
-                top = frames[-1] if frames else None
-                if top is not None and top.phase == _KEY and top.is_object and not self._skip_depth:
-                    # a key, usually whole in this fragment and without escapes: take it at once
-                    k = text.find('"', i)
-                    if k != -1 and "\\" not in text[i:k]:
-                        self._member.append(text[j : k + 1])
-                        self._key_done(top)
-                        i = k + 1
-                        continue
-                self._in_string = True
-                self._take(ch)
-            elif self._skip_nesting and ch in "{[]}":
-                # inside a skipped member's value: only its nesting is followed
-                self._skip_nesting += 1 if ch in "{[" else -1
-                self._take(ch)
-            elif ch in "{[":
-                self._take(ch)  # decides the member this container is the value of
-                if self._skip_depth:
-                    self._skip_nesting = 1
-                else:
-                    frames.append(_Frame(ch == "{"))
-                    self._direct = ch == "["
-            elif self._skip_nesting:  # a comma inside a skipped value
-                self._take(ch)
-            elif ch == ",":
-                frame = frames[-1]
-                if frame.is_object:
-                    self._member_done(frame)
-                else:
-                    frame.index += 1
-                    self._take(ch)
-            else:  # } or ]
-                frame = frames[-1]
-                if frame.is_object:
-                    self._member_done(frame)  # (its path still includes this object) whitespace before "}" is dropped
-                frames.pop()
-                self._sync()
-                self._take(ch)  # in the enclosing container's context
-        out, self._out = self._out, []
+        if not self._root and fragment and not fragment.isspace():
+            self._root = True
+            self._stack.append(["", True, 0])
+            out.append("{")
+        if raw_ops:
+            for op in raw_ops:
+                path = op["path"]
+                if path.startswith(_RESERVED_ROOT) and "/" not in path[1:]:
+                    self._std.add(path[1:])
+            for op in self._filter.filter(raw_ops):
+                self._op(op, out)
+        self._settle(out)
         return "".join(out)
+
+    def finish(self) -> str:
+        """The end of the arguments: whatever is still open, closed (nothing for a complete
+        document, whose last fragment closed it; nothing for empty arguments)."""
+        out: list[str] = []
+        if self._string is not None:
+            out.append('"')
+            self._string = None
+        while self._stack:
+            out.append("}" if self._stack.pop()[1] else "]")
+        return "".join(out)
+
+    def _op(self, op: dict[str, Any], out: list[str]) -> None:
+        path = op["path"]
+        if self._string is not None:
+            if path == self._string and op["op"] != "remove" and op["value"].__class__ is str:
+                value = op["value"]
+                out.append(_string_body(value[self._string_len :]))
+                self._string_len = len(value)
+                return
+            out.append('"')
+            self._string = None
+        if op["op"] == "remove":
+            return  # text already sent cannot be taken back (see the class docstring)
+        parent, _, token = path.rpartition("/")
+        stack = self._stack
+        while len(stack) > 1 and stack[-1][0] != parent:
+            out.append("}" if stack.pop()[1] else "]")
+        top = stack[-1]
+        if top[2]:
+            out.append(",")
+        top[2] += 1
+        if top[1]:
+            key = token.replace("~1", "/").replace("~0", "~") if "~" in token else token
+            out.append('"' + _string_body(key) + '":')
+        value = op["value"]
+        cls = value.__class__
+        if cls is str:
+            out.append('"' + _string_body(value))
+            self._string = path
+            self._string_len = len(value)
+        elif (cls is dict or cls is list) and not value:
+            # announced empty: its members follow (a complete default is closed by _settle)
+            out.append("{" if cls is dict else "[")
+            stack.append([path, cls is dict, 0])
+        else:
+            out.append(_encode_json(value).decode())
+
+    def _settle(self, out: list[str]) -> None:
+        """Close the open string and the innermost containers the tokenizer has seen end."""
+        status_of = self._status_of
+        if self._std:
+            for key in [k for k in self._std if status_of("/" + k) == "done"]:
+                self._std.discard(key)
+                document = self._document()
+                if isinstance(document, dict) and key in document:
+                    self.completed.append((key, document[key]))
+        if self._string is not None:
+            if status_of(self._string) != "done":
+                return  # still inside the string: nothing around it can have ended
+            out.append('"')
+            self._string = None
+        stack = self._stack
+        while stack and status_of(stack[-1][0]) == "done":
+            out.append("}" if stack.pop()[1] else "]")
+
+
+_RESERVED_ROOT: Final = "/" + STANDARD_PARAMETER_PREFIX
 
 
 # --------------------------------------------------------------------------- per-call tracking
@@ -675,12 +584,12 @@ class ToolCallRequest:
     """
 
     __slots__ = (
-        "_filter",
         "_final",
         "_parser",
         "_parts",
         "_stream",
         "_update",
+        "_wire",
         "_wire_status",
         "component_id",
         "done",
@@ -709,7 +618,10 @@ class ToolCallRequest:
         else:
             self._parser = PatchStream(emit_root=False)
         self._parts: list[str] = []
-        self._filter = StandardParameterFilter(_null_policy(spec))
+        streamed = self._stream or self._update
+        parser = streamed.parser if streamed is not None else self._parser
+        assert parser is not None
+        self._wire = WireWriter(_null_policy(spec), parser.status_of, lambda: parser.value)
         self._wire_status: dict[str, str] = {}
         self.done = False
         self._final: dict[str, Any] | None = None
@@ -786,38 +698,47 @@ class ToolCallRequest:
         try:
             if self._stream is not None:
                 events: list[Event] = list(self._stream.feed(delta))
+                ops = self._stream.raw_ops
             elif self._update is not None:
                 events = list(self._update.feed(delta))
+                ops = self._update.raw_ops
             else:
                 assert self._parser is not None
-                self._parser.feed(delta)
+                ops = self._parser.feed(delta)
                 events = []
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
         self._parts.append(delta)
-        wire = self._filter.feed(delta)
-        if self._filter.completed:
-            for key, value in self._filter.completed:
+        wire = self._wire.write(ops, delta)
+        completed = self._wire.completed
+        if completed:
+            for key, value in completed:
                 if key in _STATUS_FIELDS and isinstance(value, str):
                     self._wire_status[_STATUS_FIELDS[key]] = value
-            self._filter.completed = []
+            completed.clear()
             events.append(CustomEvent(name=TOOL_CALL_STATUS_EVENT, value={"toolCallId": self.id, **self._wire_status}))
         return wire, events
 
-    def _close(self) -> list[Event]:
-        """End of arguments: the last CUSTOM events; ``arguments`` becomes final."""
+    def _close(self) -> tuple[str, list[Event]]:
+        """End of arguments: (the last wire text, the last CUSTOM events); ``arguments`` becomes final.
+
+        Raises ToolCallArgumentsError for truncated arguments (nothing is returned then).
+        """
+        ops: list[dict[str, Any]] = []
         try:
             if self._stream is not None:
                 events: list[Event] = list(self._stream.close())
+                ops = self._stream.raw_ops
                 self._final = self._stream.final_props or {}
             elif self._update is not None:
                 events = list(self._update.close())
+                ops = self._update.raw_ops
                 self._final = {"componentId": self.interactable_id, _member(self.update_kind): self._update.update}
             else:
                 assert self._parser is not None
                 has_text = any(not p.isspace() for p in self._parts)
                 if has_text:
-                    self._parser.close()
+                    ops = self._parser.close()
                 raw = self._parser.value if has_text else {}
                 clean, _ = split_standard_parameters(raw)
                 policy = _null_policy(self.spec)
@@ -826,7 +747,7 @@ class ToolCallRequest:
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
         self.done = True
-        return events
+        return self._wire.write(ops, "") + self._wire.finish(), events
 
 
 def _null_policy(spec: _ToolSpec | None) -> NullPolicy | None:
@@ -917,7 +838,9 @@ class ToolCallTransformer:
 
     def close(self, call: ToolCallRequest, event: ToolCallEndEvent, out: list[Event]) -> None:
         """The end of the call's arguments (a truncated document raises; nothing is emitted then)."""
-        custom = call._close()
+        wire, custom = call._close()
+        if wire:
+            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=wire, subagent_run_id=event.subagent_run_id))
         out.append(event)
         out.extend(custom)  # tambo.component.end after the call's END: the props are final
 

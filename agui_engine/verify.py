@@ -625,6 +625,30 @@ class Verifier:
         """Ids of the open entities of one kind, in opening order."""
         return list(self._open[kind.slot])
 
+    def continues(self, event: Any) -> bool:
+        """Accept ``event`` if it is a plain continuation of an open entity; else change nothing.
+
+        The fast path for the stream's bulk (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
+        REASONING_MESSAGE_CONTENT), used by :meth:`feed` and by producers that check
+        their own bulk: exactly ``_do_continue``'s happy path, taken only when the
+        table's (RUNNING, type) row is CONTINUE with no phase change (``_FAST_CONTINUE``
+        is compiled from it), no chunk lane is open and the entity is open with a
+        matching owner. ``False`` -- for anything else, a violation included -- means
+        the event was not recorded: :meth:`feed` it.
+        """
+        fast = _FAST_CONTINUE.get(type(event))
+        if fast is not None and self._phase is _RUNNING and not self._closed and not self._expander._lanes:
+            slot, get_id, is_tool = fast
+            entry = self._open[slot].get(get_id(event))
+            if entry is not None:
+                sub = event.subagent_run_id
+                if sub is None or sub == entry.owner:
+                    self._index += 1
+                    if is_tool and entry.data is not None:
+                        entry.data.append(event.delta)
+                    return True
+        return False
+
     def is_open(self, kind: Kind, key: str) -> bool:
         """Whether the entity ``key`` of ``kind`` is open (O(1); a repairing producer asks
         before it feeds an event that would break a rule)."""
@@ -636,23 +660,8 @@ class Verifier:
         Raises :class:`ProtocolViolation` for a broken rule (unless ``collect``),
         after recovering (see the module docstring); :class:`UsageError` after close().
         """
-        # Fast path for the stream's bulk (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
-        # REASONING_MESSAGE_CONTENT): exactly _do_continue's happy path, taken only
-        # when the table's (RUNNING, type) row is CONTINUE with no phase change
-        # (_FAST_CONTINUE is compiled from it), no chunk lane is open and the
-        # entity is open with a matching owner. Anything else -- a violation
-        # included -- goes the general way below.
-        fast = _FAST_CONTINUE.get(type(event))
-        if fast is not None and self._phase is _RUNNING and not self._closed and not self._expander._lanes:
-            slot, get_id, is_tool = fast
-            entry = self._open[slot].get(get_id(event))
-            if entry is not None:
-                sub = event.subagent_run_id
-                if sub is None or sub == entry.owner:
-                    self._index += 1
-                    if is_tool and entry.data is not None:
-                        entry.data.append(event.delta)
-                    return [event]
+        if self.continues(event):
+            return [event]
         if self._closed:
             raise UsageError("Verifier.feed() called after close()")
         self._index += 1

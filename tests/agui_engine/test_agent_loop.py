@@ -127,6 +127,14 @@ def component_call(call_id: str, *fragments: str, name: str = "show_component_We
 # --------------------------------------------------------------------------- basics
 
 
+async def assert_run_error(script: list[Any], code: str, **kw: Any) -> list[Any]:
+    events, _ = await collect(Scripted(*script), **kw)
+    check_run(events)
+    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == code, events[-1]
+    return events
+
+
+
 def test_is_an_agent_and_exported() -> None:
     assert isinstance(AgentLoop(Scripted()), Agent)
     with pytest.raises(UsageError, match="run"):
@@ -238,14 +246,23 @@ async def test_other_pending_calls_and_interrupts_stay() -> None:
     assert events[-1].outcome == interrupt
 
 
-async def test_unknown_tools_pass_with_standard_parameters_removed() -> None:
+async def test_calls_of_tools_that_are_not_ours_pass_unchanged() -> None:
+    fragments = ['{"q": ', 'null, "n": [1', ", 2]}"]
     script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="m1"),
-              ToolCallArgsEvent(tool_call_id="c1", delta='{"_tambo_statusMessage":"S","q":'),
-              ToolCallArgsEvent(tool_call_id="c1", delta='null}'), ToolCallEndEvent(tool_call_id="c1"), FINISH]
-    events, _ = await collect(Scripted(*script))
+              *(ToolCallArgsEvent(tool_call_id="c1", delta=f) for f in fragments),
+              ToolCallEndEvent(tool_call_id="c1"), FINISH]
+    events, repairs = await collect(Scripted(*script), components=[CARD])
     check_run(events)
-    assert json.loads("".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent))) == {"q": None}
-    assert not any(isinstance(e, ToolCallResultEvent) for e in events)  # not ours to answer
+    assert events == script and repairs == []  # byte for byte, not ours to answer
+
+
+async def test_a_foreign_call_with_arguments_that_are_not_json_ends_the_run() -> None:
+    script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="m1"),
+              ToolCallArgsEvent(tool_call_id="c1", delta='{"q": '), ToolCallEndEvent(tool_call_id="c1"), FINISH]
+    events = await assert_run_error(script, "protocol_violation")
+    assert "c1" in events[-1].message and types(events)[-2:] == ["TOOL_CALL_ARGS", "RUN_ERROR"]
+    # left open at the end of the run: the same
+    events = await assert_run_error(script[:3] + [FINISH], "protocol_violation")
 
 
 async def test_an_interactable_update_streams_onto_the_component() -> None:
@@ -435,11 +452,6 @@ async def test_repair_open_at_finish_closes_everything_in_order() -> None:
 # --------------------------------------------------------------------------- what cannot be repaired
 
 
-async def assert_run_error(script: list[Any], code: str, **kw: Any) -> list[Any]:
-    events, _ = await collect(Scripted(*script), **kw)
-    check_run(events)
-    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == code, events[-1]
-    return events
 
 
 async def test_args_for_a_call_never_started_end_the_run_after_closing_text() -> None:

@@ -20,7 +20,7 @@ from agui_engine.decision import (
     MAX_TOOL_CALLS_PER_STEP,
     TOOL_CALL_STATUS_EVENT,
     ModelStreamError,
-    StandardParameterFilter,
+    WireWriter,
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
     run_decision_loop,
@@ -478,6 +478,20 @@ FILTER_POLICY_SCHEMA = {
 }
 
 
+def _wire(policy: Any, fragments: list[str]) -> tuple[str, dict[str, Any]]:
+    """The wire text a WireWriter writes from one PatchStream parse of ``fragments``,
+    and the standard parameters it reported."""
+    from agui_engine.jsonstream import PatchStream
+
+    stream = PatchStream(emit_root=False)
+    writer = WireWriter(policy, stream.status_of, lambda: stream.value)
+    out = [writer.write(stream.feed(part), part) for part in fragments]
+    out.append(writer.write(stream.close(), "") + writer.finish())
+    completed = dict(writer.completed)
+    assert len(completed) == len(writer.completed)  # each reported once
+    return "".join(out), completed
+
+
 @settings(max_examples=200, deadline=None)
 @given(doc=st.dictionaries(KEYS, JSON_VALUES, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=15),
        style=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :  ")]))
@@ -495,10 +509,9 @@ def test_standard_parameter_filter_any_document_any_split(doc: dict[str, Any], c
         if verdict == DROP:
             continue
         expected[key] = verdict.value if isinstance(verdict, NullDefault) else value
-    filt = StandardParameterFilter(policy)
-    out = "".join(filt.feed(part) for part in _split(source, cuts))
+    out, completed = _wire(policy, _split(source, cuts))
     assert json.loads(out) == expected
-    assert dict(filt.completed) == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
+    assert completed == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
 
 
 #: A client tool with optional properties inside nested objects and in arrays of objects.
@@ -565,11 +578,10 @@ def test_filter_removes_strict_nulls_and_reserved_keys_at_every_depth(
     order.shuffle(items)  # the standard parameter anywhere among the members
     source = json.dumps(dict(items), separators=style, ensure_ascii=False)
     policy = NullPolicy(NESTED_SCHEMA)
-    filt = StandardParameterFilter(policy)
-    out = "".join(filt.feed(part) for part in _split(source, cuts))
+    out, completed = _wire(policy, _split(source, cuts))
     # the one policy: the wire is what unstrict_value makes of the whole document
     assert json.loads(out) == unstrict_value(strip_reserved_keys(doc), policy)
-    assert dict(filt.completed) == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
+    assert completed == {k: v for k, v in doc.items() if k.startswith("_tambo_")}
 
 
 async def test_nested_strict_nulls_never_reach_tool_call_args_and_match_the_final_arguments() -> None:

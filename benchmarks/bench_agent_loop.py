@@ -1,0 +1,198 @@
+"""The agent loop's own cost per event, on top of the inner agent, side by side in one run.
+
+The agent loop sits between every framework adapter or remote agent and the client, so its cost
+is paid on every event of every wrapped run. Target (issue 10): at most 2 µs per event on top of
+the inner agent. The inner agent is a pass-through async generator over pre-built events (no
+JSON, no IO), so what is left is the loop itself: the async generator hop, the repair checks, the
+Verifier, and for tool calls the argument parse (:class:`~agui_engine.decision.ToolCallTransformer`).
+
+Workloads (decoded events, as an adapter yields them):
+
+* ``example``: the recorded weather run shipped in ``agui_engine/data/example-run.sse`` (40 events:
+  reasoning chunks, text, a tool call and its result, state, a component's CUSTOM events, steps),
+  repeated as 25 runs (1,000 events, 25 ``run()`` calls).
+* ``long-text``: one run with a 2,000-delta text message and a 500-fragment tool call (2,506 events).
+* ``component``: one run whose 500-fragment tool call is a registered component's
+  ``show_component_*`` call: the loop adds the component events (the stream grows to ~1,000 events;
+  the cost is still counted per *inner* event).
+
+Members of each group:
+
+* ``ours``: ``AgentLoop(inner).run(input)``, every event consumed.
+* ``inner``: the inner agent's ``run(input)`` consumed directly: the floor the loop adds to.
+* ``verifier``: the inner agent plus ``Verifier.feed`` per event: what verification alone costs.
+
+The per-event figure is ``(ours - inner) / inner events``; it is printed at the end of the run
+(``agent loop cost per event``) and kept in each benchmark's ``extra_info``.
+
+Run: ``pytest benchmarks/bench_agent_loop.py --benchmark-enable --benchmark-only``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from importlib import resources
+from typing import Any
+
+import msgspec
+import pytest
+
+from agui_engine.agent_loop import AgentLoop
+from agui_engine.codec import EventStreamDecoder
+from agui_engine.components import Component
+from agui_engine.events import (
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from agui_engine.verify import Verifier
+
+CARD = Component("Table", "A table of numbered rows.", {
+    "type": "object",
+    "properties": {"items": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}}},
+    "required": ["items"],
+})
+
+
+def _example_runs(runs: int) -> list[list[Any]]:
+    data = resources.files("agui_engine").joinpath("data", "example-run.sse").read_bytes()
+    decoder = EventStreamDecoder("sse")
+    one = decoder.feed(data) + decoder.close()
+    return [
+        [msgspec.structs.replace(e, run_id=f"run_{i}") if isinstance(e, (RunStartedEvent, RunFinishedEvent)) else e
+         for e in one]
+        for i in range(runs)
+    ]
+
+
+def _tool_call(name: str) -> list[Any]:
+    args = '{"items":[' + ",".join(f'{{"n":{i}}}' for i in range(500)) + "]}"
+    step = len(args) // 500
+    return [ToolCallStartEvent(tool_call_id="c", tool_call_name=name, parent_message_id="m"),
+            *(ToolCallArgsEvent(tool_call_id="c", delta=args[i : i + step]) for i in range(0, len(args), step)),
+            ToolCallEndEvent(tool_call_id="c")]
+
+
+def _long_text() -> list[list[Any]]:
+    stream: list[Any] = [RunStartedEvent(thread_id="t", run_id="r"), TextMessageStartEvent(message_id="m")]
+    stream += [TextMessageContentEvent(message_id="m", delta=f" word{i}") for i in range(2000)]
+    stream.append(TextMessageEndEvent(message_id="m"))
+    stream += [*_tool_call("f"), RunFinishedEvent(thread_id="t", run_id="r")]
+    return [stream]
+
+
+def _component() -> list[list[Any]]:
+    return [[RunStartedEvent(thread_id="t", run_id="r"), *_tool_call("show_component_Table"),
+             RunFinishedEvent(thread_id="t", run_id="r")]]
+
+
+#: workload -> the runs (each a list of inner events) and the components the loop registers.
+WORKLOADS: dict[str, tuple[list[list[Any]], list[Component]]] = {
+    "example": (_example_runs(25), []),
+    "long-text": (_long_text(), []),
+    "component": (_component(), [CARD]),
+}
+INPUT = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
+
+
+class PassThrough:
+    """The inner agent: yields the next prepared run's events, nothing else."""
+
+    def __init__(self, runs: list[list[Any]]) -> None:
+        self.runs = runs
+        self._next: Iterator[list[Any]] = iter(())
+
+    def reset(self) -> None:
+        self._next = iter(self.runs)
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Any]:
+        for event in next(self._next):
+            yield event
+
+
+async def _consume(stream: AsyncIterator[Any]) -> int:
+    n = 0
+    async for _ in stream:
+        n += 1
+    return n
+
+
+async def run_ours(inner: PassThrough, loop: AgentLoop) -> int:
+    inner.reset()
+    return sum([await _consume(loop.run(INPUT)) for _ in inner.runs])
+
+
+async def run_inner(inner: PassThrough, loop: AgentLoop) -> int:
+    inner.reset()
+    return sum([await _consume(inner.run(INPUT)) for _ in inner.runs])
+
+
+async def run_verifier(inner: PassThrough, loop: AgentLoop) -> int:
+    inner.reset()
+    n = 0
+    for _ in inner.runs:
+        verifier = Verifier()
+        async for event in inner.run(INPUT):
+            n += len(verifier.feed(event))
+        verifier.close()
+    return n
+
+
+MEMBERS = {"ours": run_ours, "inner": run_inner, "verifier": run_verifier}
+_MEDIANS: dict[tuple[str, str], float] = {}
+
+
+@pytest.fixture(scope="module")
+def event_loop_runner() -> Iterator[asyncio.AbstractEventLoop]:
+    runner = asyncio.new_event_loop()
+    yield runner
+    runner.close()
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+@pytest.mark.parametrize("impl", list(MEMBERS))
+def test_agent_loop(benchmark: Any, event_loop_runner: asyncio.AbstractEventLoop, impl: str, workload: str) -> None:
+    benchmark.group = f"agent-loop-{workload}"
+    runs, components = WORKLOADS[workload]
+    inner = PassThrough(runs)
+    loop = AgentLoop(inner, components=components)
+    member = MEMBERS[impl]
+    count = benchmark(lambda: event_loop_runner.run_until_complete(member(inner, loop)))
+    inner_events = sum(len(r) for r in runs)
+    assert count >= inner_events  # every event went through (components add some)
+    benchmark.extra_info["inner_events"] = inner_events
+    if benchmark.stats is not None:
+        _MEDIANS[(workload, impl)] = benchmark.stats.stats.median
+
+
+def pytest_terminal_summary_lines() -> list[str]:
+    """``(ours - inner) / inner events`` per workload, in µs (used by the summary hook below)."""
+    lines = []
+    for workload, (runs, _) in sorted(WORKLOADS.items()):
+        ours, inner = _MEDIANS.get((workload, "ours")), _MEDIANS.get((workload, "inner"))
+        if ours is None or inner is None:
+            continue
+        events = sum(len(r) for r in runs)
+        lines.append(f"agent loop cost per event  {workload:10s} {(ours - inner) / events * 1e6:6.2f} us on top of "
+                     f"the inner agent ({inner / events * 1e6:.2f} us/event alone, ratio {ours / inner:.1f}x, target <= 2 us)")
+    return lines
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_per_event(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    lines = pytest_terminal_summary_lines()
+    if lines:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("-", "agent loop cost per event (target <= 2 us on top of the inner agent)")
+            for line in lines:
+                reporter.write_line(line)
