@@ -141,6 +141,7 @@ from .llm import (
     Usage,
     resolve_tool_choice,
 )
+from .pointer import unescape_token
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
 __all__ = [
@@ -528,7 +529,7 @@ class WireWriter:
             out.append(",")
         top[2] += 1
         if top[1]:
-            key = token.replace("~1", "/").replace("~0", "~") if "~" in token else token
+            key = unescape_token(token) if "~" in token else token
             out.append('"' + _string_body(key) + '":')
         value = op["value"]
         cls = value.__class__
