@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.errors import CapacityError, RemoteInputError, UsageError
 
 __all__ = [
     "BadCursorError",
@@ -56,13 +56,17 @@ __all__ = [
     "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_LOG_MAX_EVENTS",
     "EventLog",
+    "EventLogUnavailableError",
     "InMemoryEventLog",
     "LogSlice",
     "READ_MAX_BYTES",
     "READ_MAX_EVENTS",
+    "RunControl",
+    "SharedEventLog",
     "UnknownRunError",
     "WS_CLOSE_CURSOR_EXPIRED",
     "WS_CLOSE_UNKNOWN_RUN",
+    "open_event_log",
 ]
 
 #: Events kept per run. A long LLM run with tool calls emits a few thousand
@@ -131,6 +135,18 @@ class UnknownRunError(RemoteInputError):
         self.run_id = run_id
 
 
+class EventLogUnavailableError(CapacityError):
+    """The shared event log (Redis) cannot be reached: new runs are refused with
+    503 + ``Retry-After`` and running runs end with ``RUN_ERROR{code:
+    "event_log_unavailable"}``; the node recovers by itself when the store returns."""
+
+    default_code = "event_log_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class BadCursorError(RemoteInputError):
     """A resume cursor that cannot be valid: malformed, or ahead of the log's head."""
 
@@ -195,6 +211,81 @@ class EventLog(Protocol):
 
     async def discard(self, run_id: str) -> None:
         """Forget the run's log. Idempotent."""
+        ...
+
+
+class RunControl(Protocol):
+    """What a :class:`SharedEventLog` may ask of the registry it serves (the
+    :class:`~transports.runs.RunRegistry` implements it)."""
+
+    @property
+    def retention_seconds(self) -> float:
+        """How long a finished run stays resumable (the store's TTL after finish)."""
+        ...
+
+    def log_cancel(self, run_id: str, code: str, message: str) -> None:
+        """End a run owned here with ``RUN_ERROR{code}`` (a DELETE on another
+        node, the store lost, this node's ownership lapsed). No-op for an unknown
+        or finished run."""
+        ...
+
+    def log_advanced(self, run_id: str, seq: int) -> None:
+        """Events up to ``seq`` of a run owned here became readable (stored):
+        wake its subscribers."""
+        ...
+
+    def log_append_latency(self, seconds: float, events: int) -> None:
+        """One batch of ``events`` appends took ``seconds`` to be stored (metrics)."""
+        ...
+
+
+@runtime_checkable
+class SharedEventLog(EventLog, Protocol):
+    """An :class:`EventLog` that several gateway nodes share, with what the
+    registry needs to coordinate runs across them (``spec/transports.md`` §4.1).
+
+    A node *owns* the runs it started (``open_run``): it alone appends to them,
+    its grace timer, DELETE and shutdown decide their end. Other nodes *follow*
+    them for resumes. A shared log writes behind: its ``appender`` returns the
+    highest seq already stored (readable by every node), and calls
+    ``RunControl.log_advanced`` as batches are stored.
+    """
+
+    def attach(self, control: RunControl) -> None:
+        """Bind the registry that owns this node's runs. Raises UsageError when
+        another registry is bound already."""
+        ...
+
+    async def open_run(self, run_id: str, thread_id: str) -> None:
+        """``create`` for a run this node owns. Raises UsageError (exists) and
+        EventLogUnavailableError."""
+        ...
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Ask the node that owns a run to cancel it; False when it has already
+        finished. Raises UnknownRunError, EventLogUnavailableError."""
+        ...
+
+    def follow(self, run_id: str) -> None:
+        """A subscriber on this node started reading a run another node owns
+        (keeps the owner's grace timer from expiring)."""
+        ...
+
+    def unfollow(self, run_id: str) -> None:
+        """That subscriber left."""
+        ...
+
+    async def remote_reader_age(self, run_id: str) -> float | None:
+        """Seconds since a subscriber on another node last read this run (0 while
+        one reads); None when none ever did."""
+        ...
+
+    async def ping(self) -> None:
+        """Check the store is reachable. Raises EventLogUnavailableError."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop this node's background work and its connections."""
         ...
 
 
@@ -366,3 +457,33 @@ class InMemoryEventLog:
     def __len__(self) -> int:
         """Number of runs with a log (for tests and metrics)."""
         return len(self._runs)
+
+
+async def open_event_log(url: str | None = None) -> EventLog:
+    """The event log named by ``url``: ``None`` or ``"memory"`` for an
+    :class:`InMemoryEventLog` (one process), ``redis://host:port/db`` (or
+    ``rediss://``) for a connected :class:`~transports.redislog.RedisEventLog`
+    shared by several gateway nodes (call its ``aclose()`` at the end).
+    Raises UsageError (unknown scheme, the ``redis`` package missing) and
+    EventLogUnavailableError (Redis unreachable or too old)."""
+    if url is None or url == "memory":
+        return InMemoryEventLog()
+    scheme = url.partition("://")[0].lower()
+    if scheme not in ("redis", "rediss", "unix"):
+        raise UsageError(f"event log {url!r}: use 'memory' or a redis://host:port/db URL")
+    try:
+        import redis  # noqa: F401 - checks the optional dependency
+    except ImportError:
+        raise UsageError("a Redis event log needs the redis package: pip install 'agui-engine[redis]'") from None
+    from .redislog import RedisEventLog
+
+    try:
+        log = RedisEventLog(url)
+    except ValueError as exc:  # redis-py's URL parser
+        raise UsageError(f"event log {url!r}: {exc}") from None
+    try:
+        await log.connect()
+    except BaseException:
+        await log.aclose()
+        raise
+    return log

@@ -58,7 +58,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
 
@@ -78,11 +78,17 @@ from .common import MAX_SEQ_DIGITS, check_run_id
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
+    BadCursorError,
     EventLog,
+    EventLogUnavailableError,
     InMemoryEventLog,
     LogSlice,
+    SharedEventLog,
     UnknownRunError,
 )
+
+if TYPE_CHECKING:
+    from .metrics import GatewayMetrics
 
 __all__ = [
     "DEFAULT_GRACE_SECONDS",
@@ -367,7 +373,17 @@ class Subscription:
         log = self._registry.log
         run_id = self.run.run_id
         while True:
-            sl = await log.read(run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
+            try:
+                sl = await log.read(run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
+            except BadCursorError:
+                # A cursor past what the log holds yet: like a local subscriber,
+                # wait for the run to get there; refused once it ended short of it.
+                head = await log.head(run_id)
+                if (await log.read(run_id, head, max_events=1)).finished:
+                    raise
+                if (timeout is not None and timeout <= 0) or not await log.wait(run_id, head, timeout):
+                    return None
+                continue
             if self._took(sl):
                 return sl
             if timeout is not None and timeout <= 0:
@@ -461,6 +477,7 @@ class RunRegistry:
         options: RegistryOptions | None = None,
         log: EventLog | None = None,
         clock: Clock | None = None,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise UsageError(f"RunRegistry needs an Agent (an object with run(input)), got {type(agent).__name__}")
@@ -474,7 +491,16 @@ class RunRegistry:
         # Finished runs kept out of the max_retained eviction while subscribers read them.
         self._reading: dict[str, TimerHandle | None] = {}
         self._closing = False
+        self._draining = False
         self._keepalive = _KeepAliveClock()
+        #: The log when several gateway nodes share it (runs owned here are
+        #: coordinated with the others through it; see spec/transports.md 4.1).
+        self._shared: SharedEventLog | None = self.log if isinstance(self.log, SharedEventLog) else None
+        if self._shared is not None:
+            self._shared.attach(self)
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.bind(lambda: float(self._active), lambda: float(self._draining or self._closing))
         # Plain-function fast paths of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(self.log, "appender", None)
         self._read_nowait = getattr(self.log, "read_nowait", None)
@@ -507,6 +533,41 @@ class RunRegistry:
         """Number of runs still running."""
         return self._active
 
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`drain` or :meth:`shutdown` began: new runs are refused."""
+        return self._draining or self._closing
+
+    async def ready(self) -> bool:
+        """Whether a load balancer should send new runs here: not draining, and
+        the event log reachable (a shared log is pinged)."""
+        if self.draining:
+            return False
+        if self._shared is not None:
+            try:
+                await self._shared.ping()
+            except EventLogUnavailableError:
+                return False
+        return True
+
+    # -- what a shared event log asks of us (eventlog.RunControl) --------------------------
+
+    def log_cancel(self, run_id: str, code: str, message: str) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and not run.follower:
+            self._request_cancel(run, code, message)
+
+    def log_advanced(self, run_id: str, seq: int) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and seq > run.head:
+            run.head = seq
+        if run is not None and run._waiters:
+            run._wake()
+
+    def log_append_latency(self, seconds: float, events: int) -> None:
+        if self.metrics is not None:
+            self.metrics.note_log_append(seconds)
+
     def get(self, run_id: str) -> Run:
         """The run with this id. Raises UnknownRunError."""
         run = self._runs.get(run_id)
@@ -529,7 +590,7 @@ class RunRegistry:
     async def start(self, input: RunAgentInput) -> Run:
         """Start a run. Raises ServerBusyError (limit reached or shutting down),
         RunExistsError (``runId`` already known)."""
-        if self._closing:
+        if self._closing or self._draining:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
         if input.run_id in self._runs:
@@ -541,7 +602,10 @@ class RunRegistry:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         run = Run(input)
         try:
-            await self.log.create(run.run_id)
+            if self._shared is not None:
+                await self._shared.open_run(run.run_id, run.thread_id)
+            else:
+                await self.log.create(run.run_id)
         except UsageError:
             # Another gateway node sharing the log has (or had) this run.
             raise RunExistsError(f"run {input.run_id!r} already exists in the shared event log") from None
@@ -554,6 +618,8 @@ class RunRegistry:
         """A subscription that starts after event ``after`` (0: from the beginning).
         The cursor is checked on the first ``next()`` (CursorExpiredError, BadCursorError)."""
         run.subscribers += 1
+        if run.follower and self._shared is not None:
+            self._shared.follow(run.run_id)
         if run._grace_handle is not None:
             run._grace_handle.cancel()
             run._grace_handle = None
@@ -561,6 +627,8 @@ class RunRegistry:
 
     def _unsubscribe(self, run: Run) -> None:
         run.subscribers -= 1
+        if run.follower and self._shared is not None:
+            self._shared.unfollow(run.run_id)
         if run.subscribers == 0 and run.run_id in self._reading:
             self._retain_read(run)
         if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
@@ -568,9 +636,27 @@ class RunRegistry:
 
     def _grace_expired(self, run: Run) -> None:
         run._grace_handle = None
-        if run.subscribers == 0 and run.state == "running":
+        if run.subscribers == 0 and run.state == "running" and self._shared is not None:
+            # Subscribers on other nodes count too: ask the shared log first.
+            asyncio.get_running_loop().create_task(self._grace_check(run))
+        elif run.subscribers == 0 and run.state == "running":
             logger.info("run %s: no subscriber for %.1f s, cancelling", run.run_id, self.grace_seconds)
             self._request_cancel(run, "abandoned", f"no client was connected for {self.grace_seconds:g} s")
+
+    async def _grace_check(self, run: Run) -> None:
+        assert self._shared is not None
+        try:
+            age = await self._shared.remote_reader_age(run.run_id)
+        except EventLogUnavailableError:
+            age = None  # the run is being ended for the lost log anyway
+        if run.subscribers or run.state != "running" or run._grace_handle is not None:
+            return  # a subscriber came back meanwhile
+        if age is not None and age < self.grace_seconds:
+            # A client reads this run on another node (or did, age seconds ago).
+            run._grace_handle = self.clock.call_later(self.grace_seconds - age, lambda: self._grace_expired(run))
+            return
+        logger.info("run %s: no subscriber on any node for %.1f s, cancelling", run.run_id, self.grace_seconds)
+        self._request_cancel(run, "abandoned", f"no client was connected for {self.grace_seconds:g} s")
 
     def _request_cancel(self, run: Run, code: str, message: str) -> None:
         if run.state == "running" and run._cancel_reason is None and run._task is not None:
@@ -586,9 +672,31 @@ class RunRegistry:
         """Cancel a running run at once: the agent's generator is closed (the upstream
         call aborted) and ``RUN_ERROR{code}`` ends the stream. Returns when that is
         done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError, RunFinishedError."""
+        if run_id not in self._runs and self._shared is not None:
+            return await self._cancel_remote(run_id)
         run = self.cancel_nowait(run_id, code=code, message=message)
         await self._wait(run, CANCEL_WAIT_SECONDS)
         return run
+
+    async def _cancel_remote(self, run_id: str) -> Run:
+        # A run another node owns: ask its owner (through the shared log), then
+        # wait until its terminal event is in the log.
+        assert self._shared is not None
+        if not await self._shared.request_cancel(run_id):
+            raise RunFinishedError(f"run {run_id!r} has already finished")
+        log = self._shared
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CANCEL_WAIT_SECONDS
+        after = await log.head(run_id)
+        while (left := deadline - loop.time()) > 0:
+            sl = await log.read(run_id, after)
+            if sl.finished:
+                break
+            after = sl.last_seq if sl.payloads else after
+            await log.wait(run_id, after, left)
+        else:
+            logger.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
+        return Run._following(run_id)
 
     def cancel_nowait(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
         """Start cancelling a running run and return at once (``run.wait_finished()``
@@ -606,6 +714,19 @@ class RunRegistry:
         done, _ = await asyncio.wait({run._task}, timeout=timeout)
         if not done:
             logger.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
+
+    async def drain(self, timeout: float) -> None:
+        """Refuse new runs (503, and :meth:`ready` turns False) and wait up to
+        ``timeout`` seconds for the running ones to end by themselves; then
+        return (call :meth:`shutdown` to end the rest)."""
+        self._draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._active and (left := deadline - loop.time()) > 0:
+            tasks = {r._task for r in self._runs.values() if r.state == "running" and r._task is not None}
+            if not tasks:
+                break
+            await asyncio.wait(tasks, timeout=left)
 
     async def shutdown(self, *, timeout: float = CANCEL_WAIT_SECONDS) -> None:
         """Refuse new runs, cancel every running run with ``RUN_ERROR{code:
@@ -628,7 +749,8 @@ class RunRegistry:
     async def _append(self, run: Run, event: Any) -> None:
         # Synthetic events (RUN_STARTED prelude, RUN_ERROR) and agent events share this.
         seq = await self.log.append(run.run_id, encode_event(event))
-        run.head = seq
+        if seq > run.head:
+            run.head = seq
         if run._waiters:
             run._wake()
 
@@ -648,6 +770,8 @@ class RunRegistry:
             await self._finish(run, RunErrorEvent(message=message, code=code))
             return
         gen = self.agent.run(run.input)
+        metrics = self.metrics
+        started_at = asyncio.get_running_loop().time() if metrics is not None else 0.0
         # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
         # earlier run (human in the loop: the client sends them back in the messages).
         verifier = Verifier(input=run.input) if self.verify else None
@@ -665,9 +789,12 @@ class RunRegistry:
                     cls = type(ev)
                     if cls in _LIFECYCLE:
                         self._note_lifecycle(run, ev, cls)
+                    elif metrics is not None:
+                        metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
+                        metrics = None
                     payload = encode_event(ev)
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
-                if seq:
+                if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
                     if run._waiters:
                         run._wake()
@@ -721,6 +848,8 @@ class RunRegistry:
         finally:
             run.state = "finished"
             self._active -= 1
+            if self.metrics is not None:
+                self.metrics.note_run_ended(run.terminal_code)
             if run._grace_handle is not None:
                 run._grace_handle.cancel()
                 run._grace_handle = None

@@ -7,7 +7,10 @@ Server: :func:`create_app` builds an aiohttp application around a
 
     POST    <path>               start a run (or resume it, with Last-Event-ID)
     GET     <path>/runs/<runId>  subscribe to a run (EventSource-style resume)
-    DELETE  <path>/runs/<runId>  cancel a run at once
+    DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
+    GET     <path>/healthz       liveness: 200 while the process serves
+    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
+    GET     <path>/metrics       Prometheus text format (when metrics are enabled)
     OPTIONS *                    CORS preflight (when CORS is configured)
 
 A request is checked completely *before* any stream starts, and refused with a
@@ -41,7 +44,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import msgspec
@@ -68,15 +71,18 @@ from .common import (
     remote_error_from_body,
 )
 from .clock import Clock
-from .eventlog import CursorExpiredError, EventLog, LogSlice
+from .eventlog import EventLog, LogSlice
+from .metrics import METRICS_CONTENT_TYPE
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     RegistryOptions,
     RunRegistry,
-    ServerBusyError,
     Subscription,
     resume_cursor,
 )
+
+if TYPE_CHECKING:
+    from .metrics import GatewayMetrics
 
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
 
@@ -174,10 +180,13 @@ def negotiate(accept: str | None) -> str:
     return best
 
 
-def _error_response(exc: AguiEngineError) -> web.Response:
+def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
     headers = {"Cache-Control": "no-store"}
-    if isinstance(exc, ServerBusyError):
-        headers["Retry-After"] = str(exc.retry_after)
+    if metrics is not None:
+        metrics.note_error(exc.code)
+    retry_after = getattr(exc, "retry_after", None)  # ServerBusyError, EventLogUnavailableError
+    if isinstance(retry_after, int):
+        headers["Retry-After"] = str(retry_after)
     if exc.http_status == 401:
         headers["WWW-Authenticate"] = 'Bearer realm="agui-engine"'
     return web.json_response(exc.to_json(), status=exc.http_status, headers=headers)
@@ -201,6 +210,7 @@ class _Gateway:
         self.auth_token = auth_token
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
+        self.metrics = registry.metrics
 
     # -- CORS ----------------------------------------------------------------------------
 
@@ -254,12 +264,14 @@ class _Gateway:
                 run = await self.registry.find(input.run_id)
                 sub = self.registry.subscribe(run, cursor)
                 first = await self._check(sub)
+                if self.metrics is not None:
+                    self.metrics.note_resume("sse")
             else:
                 run = await self.registry.start(input)
                 sub = self.registry.subscribe(run, 0)
                 first = None
         except AguiEngineError as exc:
-            return _error_response(exc)
+            return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first)
 
     async def get(self, request: web.Request) -> web.StreamResponse:
@@ -274,8 +286,10 @@ class _Gateway:
             run = await self.registry.find(run_id)
             sub = self.registry.subscribe(run, cursor)
             first = await self._check(sub)
+            if cursor and self.metrics is not None:
+                self.metrics.note_resume("sse")
         except AguiEngineError as exc:
-            return _error_response(exc)
+            return _error_response(exc, self.metrics)
         if first is not None and first.finished and not first.payloads:
             # Nothing after the cursor and the run is over: 204 tells an
             # EventSource to stop reconnecting (WHATWG), instead of looping.
@@ -288,8 +302,27 @@ class _Gateway:
             check_bearer(request.headers.get("Authorization"), self.auth_token)
             await self.registry.cancel(request.match_info["run_id"])
         except AguiEngineError as exc:
-            return _error_response(exc)
+            return _error_response(exc, self.metrics)
         return web.Response(status=204)
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        # Liveness: this process answers. Restarting it would not fix Redis.
+        return web.json_response({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+    async def readyz(self, request: web.Request) -> web.StreamResponse:
+        ready = await self.registry.ready()
+        doc = {
+            "ready": ready,
+            "draining": self.registry.draining,
+            "activeRuns": self.registry.active,
+        }
+        return web.json_response(doc, status=200 if ready else 503, headers={"Cache-Control": "no-store"})
+
+    async def metrics_text(self, request: web.Request) -> web.StreamResponse:
+        assert self.metrics is not None
+        return web.Response(
+            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
+        )
 
     async def _check(self, sub: Subscription) -> LogSlice | None:
         # Validate a resume cursor before the 200 goes out, so that an expired
@@ -316,7 +349,7 @@ class _Gateway:
         )
         try:
             await resp.prepare(request)
-            await _pump(resp.write, sub, sse, self.keepalive, first)
+            await _pump(resp.write, sub, sse, self.keepalive, first, self.metrics)
             await resp.write_eof()
         except ConnectionError:
             # The client went away (a write failed). The subscription closes
@@ -335,7 +368,9 @@ class _Gateway:
         await self.registry.shutdown()
 
 
-async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, first: LogSlice | None) -> None:
+async def _pump(
+    write: Any, sub: Subscription, sse: bool, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+) -> None:
     """Write the subscription's events until the run's last one (the shared hot
     loop of the HTTP streams): one ``write`` per ready batch."""
     run_id = sub.run.run_id
@@ -344,9 +379,12 @@ async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, firs
         if sl is None:
             try:
                 sl = await sub.next(keepalive)
-            except CursorExpiredError as exc:
-                # This subscriber fell further behind than the log holds: say so
-                # (no id: it does not move the client's cursor) and end the stream.
+            except AguiEngineError as exc:
+                # This subscriber fell further behind than the log holds (410
+                # cursor_expired), or the shared log went away (event_log_unavailable):
+                # say so (no id: it does not move the client's cursor) and end the stream.
+                if metrics is not None:
+                    metrics.note_error(exc.code)
                 err = RunErrorEvent.from_error(exc)
                 await write(encode_sse(err) if sse else encode_ndjson(err))
                 return
@@ -354,7 +392,10 @@ async def _pump(write: Any, sub: Subscription, sse: bool, keepalive: float, firs
                 await write(KEEPALIVE_SSE if sse else KEEPALIVE_NDJSON)
                 continue
         if sl.payloads:
-            await write(frame_sse(run_id, sl.first_seq, sl.payloads) if sse else frame_ndjson(sl.payloads))
+            data = frame_sse(run_id, sl.first_seq, sl.payloads) if sse else frame_ndjson(sl.payloads)
+            await write(data)
+            if metrics is not None:
+                metrics.note_sent("sse" if sse else "ndjson", len(sl.payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -368,6 +409,7 @@ def create_app(
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     clock: Clock | None = None,
+    metrics: GatewayMetrics | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | None = None,
@@ -380,7 +422,8 @@ def create_app(
     ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
     :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
-    between transports. ``auth_token``: require ``Authorization: Bearer <token>``.
+    between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
+    to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``.
     ``cors_origins``: origins allowed by CORS (``"*"`` for any).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
@@ -393,7 +436,7 @@ def create_app(
             from agui_engine.errors import UsageError
 
             raise UsageError("create_app needs an agent or a registry")
-        registry = RunRegistry(agent, options=options, log=log, clock=clock)
+        registry = RunRegistry(agent, options=options, log=log, clock=clock, metrics=metrics)
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,
@@ -409,6 +452,11 @@ def create_app(
     app.router.add_post(path, gw.post)
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
+    base = path.rstrip("/")
+    app.router.add_get(base + "/healthz", gw.healthz)
+    app.router.add_get(base + "/readyz", gw.readyz)
+    if registry.metrics is not None:
+        app.router.add_get(base + "/metrics", gw.metrics_text)
     if cors_origins:
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)

@@ -1,7 +1,11 @@
 """``agui-engine serve``: run the gateway (SSE, WebSocket or stdio) for an agent.
 
-Stops on SIGINT / SIGTERM with a graceful shutdown: open streams receive
-``RUN_ERROR{code: "shutdown"}`` before the server closes. Logs go to stderr.
+Stops on SIGINT with a graceful shutdown: open streams receive
+``RUN_ERROR{code: "shutdown"}`` before the server closes. SIGTERM drains first:
+``/readyz`` turns 503 and new runs are refused while running runs get up to
+``--drain`` seconds to end by themselves, then the shutdown ends the rest.
+``--event-log redis://host:port/db`` shares the runs' event log with other
+nodes (resume, cancel and grace on any node); the default is in memory. Logs go to stderr.
 The bearer token is read from ``--auth-token-env`` (an environment variable
 name, default ``AGUI_AUTH_TOKEN``) so that it never shows in ``ps``.
 """
@@ -18,6 +22,7 @@ import socket
 import sys
 
 from agui_engine.errors import UsageError
+from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
 from . import seconds
@@ -28,6 +33,11 @@ __all__ = ["LOG_LEVELS", "add_arguments", "listen_error", "port_number", "run"]
 #: Pause between the embedded model's chunks when serving it, so that a human
 #: watching a client sees the text arrive (a model streams ~50 tokens/s).
 DEMO_PACE_SECONDS = 0.02
+
+#: Default of ``--drain``: how long SIGTERM lets running runs finish before the
+#: shutdown ends them. Kubernetes sends SIGKILL 30 s after SIGTERM; 15 s of drain
+#: plus the shutdown's own bound (sse.SHUTDOWN_TIMEOUT, 10 s) fits inside.
+DEFAULT_DRAIN_SECONDS = 15.0
 
 
 #: The log levels ``--log-level`` takes (any case).
@@ -71,6 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
                         help="concurrent runs before new ones are refused with 503")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
+    parser.add_argument("--event-log", default="memory", metavar="URL",
+                        help="where runs' events are kept for resume: memory (this process) or "
+                             "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
+    parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
+                        help="on SIGTERM, how long running runs may take to finish before they are ended")
+    parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                         help="log detail on stderr")
 
@@ -106,20 +122,39 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(agent: object, args: argparse.Namespace) -> int:
+    from agui_engine.transports.eventlog import open_event_log
+
     options = RegistryOptions(max_runs=args.max_runs, grace_seconds=args.grace, verify=not args.no_verify)
+    log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+    try:
+        return await _serve_with(agent, args, options, log)
+    finally:
+        aclose = getattr(log, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _serve_with(agent: object, args: argparse.Namespace, options: RegistryOptions, log: EventLog) -> int:
     if args.transport == "stdio":
         from agui_engine.transports.stdio import serve_stdio
 
-        return await serve_stdio(agent, options=options)  # type: ignore[arg-type]
+        return await serve_stdio(agent, options=options, log=log)  # type: ignore[arg-type]
     token = os.environ.get(args.auth_token_env) or None
     stop = asyncio.Event()
+    signals: list[int] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal, sig)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
             pass
     if args.transport == "sse":
+        from agui_engine.transports.metrics import GatewayMetrics
         from agui_engine.transports.sse import start_sse_server
 
         try:
@@ -132,6 +167,8 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
                 cors_origins=args.cors,
                 keepalive_seconds=args.keepalive,
                 options=options,
+                log=log,
+                metrics=None if args.no_metrics else GatewayMetrics(),
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
@@ -140,7 +177,7 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
         from agui_engine.transports.websocket import start_websocket_server
 
         try:
-            server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options)  # type: ignore[arg-type]
+            server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options, log=log)  # type: ignore[arg-type]
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
@@ -149,6 +186,10 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()
+    if signals and signals[0] == signal.SIGTERM:
+        registry = server.registry  # type: ignore[attr-defined]
+        print(f"draining ({registry.active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
+        await registry.drain(args.drain)
     print("shutting down", file=sys.stderr, flush=True)
     await server.close()  # type: ignore[attr-defined]
     return 0

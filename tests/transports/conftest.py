@@ -1,9 +1,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
+
+from agui_engine.transports.redislog import RedisEventLog
+from ..redis_server import RedisServer
 
 
 class DropProxy:
@@ -71,3 +76,30 @@ async def drop_proxy() -> AsyncIterator[type[DropProxy]]:
     yield _Factory
     for p in made:
         await p.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One real redis-server for the session (fails when redis-server is missing)."""
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis_logs(redis_server: RedisServer) -> AsyncIterator[Callable[..., Awaitable[RedisEventLog]]]:
+    """A factory of connected RedisEventLogs ("nodes") on the session's Redis,
+    sharing a key prefix unique to the test; all closed at the end."""
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    made: list[RedisEventLog] = []
+
+    async def make(**kw: Any) -> RedisEventLog:
+        log = RedisEventLog(redis_server.url, prefix=prefix, **kw)
+        await log.connect()
+        made.append(log)
+        return log
+
+    yield make
+    for log in made:
+        await log.aclose()

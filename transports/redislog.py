@@ -1,0 +1,816 @@
+"""The event log on Redis Streams, shared by several gateway nodes.
+
+Theory of operation
+-------------------
+Keys of one run (``<prefix>`` defaults to ``agui:``; the run id sits in a hash
+tag so a Redis Cluster keeps a run's keys on one shard)::
+
+    <prefix>{<runId>}:s   stream: the events, in batches
+    <prefix>{<runId>}:m   hash:   owner (node id), thread (thread id)
+    <prefix>{<runId>}:r   zset:   nodes following the run -> when they last read (ms)
+    <prefix>node:<node>   string: the node's heartbeat (expires after OWNER_TTL_SECONDS)
+    <prefix>ctl:<node>    pub/sub channel: run ids to cancel, sent to the owner
+
+**Entries.** The owning node appends; every entry of the stream holds the
+events of one write tick of one run: its id is ``<last seq>-0`` and its fields
+``s`` (the first seq) and ``p`` (the payloads joined by ``\\n`` -- an encoded
+event never holds a raw newline). The end of the run is a marker entry
+``<head>-1`` (field ``e``), so ``XREAD BLOCK`` wakes for it like for events. A
+reader with cursor ``c`` asks ``XRANGE c-1 +``: the first entry returned is the
+end marker or the entry holding event ``c + 1``, so a resume costs one command
+whatever the cursor. Each append trims with ``MINID`` to the entries holding the
+last ``max_events`` events (an entry that straddles the bound is kept whole);
+the byte bound (``max_bytes``) applies to the owner's copy only.
+
+**Write behind, read after store.** The owning node keeps its runs' events in
+an :class:`~transports.eventlog.InMemoryEventLog` (the *mirror*) as well, and
+serves its own subscribers from it. ``appender`` adds to the mirror and queues
+the event; one flusher task sends everything queued during a loop pass as one
+pipeline (one ``XADD`` per run), so a busy node pays one round trip per pass,
+not per event. A subscriber on the owner sees an event only once it is stored
+(``log_advanced``): a client that moves to another node can never hold a
+cursor that node has not got.
+
+**Owner liveness.** Every node refreshes its heartbeat key every
+HEARTBEAT_INTERVAL_SECONDS with a TTL of OWNER_TTL_SECONDS. A follower waiting
+for events checks every OWNER_CHECK_SECONDS whether the owner's key is gone; if
+so it ends the run for everyone: one Lua script appends ``RUN_ERROR{code:
+"owner_lost"}`` and the end marker, atomically and only if nothing else ended
+the run first. Readers of a run whose owner was ``kill -9``-ed therefore get
+``RUN_ERROR`` at most OWNER_LOST_BOUND_SECONDS after the owner's last heartbeat.
+A node that finds its own heartbeat key expired (it stalled longer than the
+TTL) ends its runs the same way, so a run never has two writers.
+
+**Failures.** Any Redis error during a flush or a heartbeat ends this node's
+running runs with ``RUN_ERROR{code: "event_log_unavailable"}`` (written to the
+mirror, so local subscribers get it) and marks the node unready; ``open_run``
+raises EventLogUnavailableError (503) while Redis is away. Followers get the
+same code from their failed reads. The next successful command makes the node
+ready again; the broken runs' keys are deleted then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agui_engine.codec import encode_event
+from agui_engine.errors import UsageError
+from agui_engine.events import RunErrorEvent, RunStartedEvent
+
+from .eventlog import (
+    DEFAULT_LOG_MAX_BYTES,
+    DEFAULT_LOG_MAX_EVENTS,
+    READ_MAX_BYTES,
+    READ_MAX_EVENTS,
+    BadCursorError,
+    CursorExpiredError,
+    EventLogUnavailableError,
+    InMemoryEventLog,
+    LogSlice,
+    RunControl,
+    UnknownRunError,
+)
+
+__all__ = [
+    "DEFAULT_REDIS_RETENTION_SECONDS",
+    "HEARTBEAT_INTERVAL_SECONDS",
+    "OWNER_CHECK_SECONDS",
+    "OWNER_LOST_BOUND_SECONDS",
+    "OWNER_TTL_SECONDS",
+    "REDIS_MIN_VERSION",
+    "REDIS_TIMEOUT_SECONDS",
+    "RUNNING_TTL_SECONDS",
+    "RedisEventLog",
+]
+
+logger = logging.getLogger("agui_engine.transports")
+
+#: Seconds between a node's heartbeats. One pipelined command per second per node
+#: is nothing for Redis, and it sets how fast a dead owner is noticed.
+HEARTBEAT_INTERVAL_SECONDS = 1.0
+
+#: A node whose heartbeat is this old is dead: three missed beats, so one slow
+#: beat (a GC pause, a busy loop) is not mistaken for a crash.
+OWNER_TTL_SECONDS = 3.0
+
+#: How often a follower waiting for events checks that the owner lives (the
+#: length of one XREAD BLOCK). One second keeps the bound below tight while a
+#: follower costs one cheap EXISTS per idle second.
+OWNER_CHECK_SECONDS = 1.0
+
+#: Readers of a run whose owner died get RUN_ERROR{owner_lost} at most this long
+#: after the owner's last heartbeat: the key expires after OWNER_TTL_SECONDS, a
+#: waiting follower looks within OWNER_CHECK_SECONDS, plus one second for the
+#: command round trips and the reconnect of the reader.
+OWNER_LOST_BOUND_SECONDS = OWNER_TTL_SECONDS + OWNER_CHECK_SECONDS + 1.0
+
+#: TTL of a running run's keys, refreshed by its owner every quarter of it. Only
+#: reached when the owner died and no reader ever came to end the run: then the
+#: keys of the orphan go away by themselves after 10 minutes.
+RUNNING_TTL_SECONDS = 600.0
+
+#: TTL of a finished run's keys when no registry is attached (a registry sets its
+#: own ``retention_seconds``); the same 60 s as runs.DEFAULT_RETENTION_SECONDS.
+DEFAULT_REDIS_RETENTION_SECONDS = 60.0
+
+#: Connect and command timeout against Redis. A command on a healthy Redis takes
+#: well under a millisecond; 2 s covers a busy instance, while a Redis that is
+#: gone turns into a 503 / RUN_ERROR in 2 s instead of hanging requests.
+REDIS_TIMEOUT_SECONDS = 2.0
+
+#: Streams (5.0), XADD's MINID trimming (6.2) and the Lua features used here.
+REDIS_MIN_VERSION = (6, 2)
+
+_CANCEL_MESSAGE = "the run was cancelled (DELETE on another gateway node)"
+_LOST_MESSAGE = "the event log (Redis) is unreachable; the run cannot continue"
+_OWNER_LOST_MESSAGE = "the gateway node running this run stopped (no heartbeat)"
+
+# Ends a run whose owner is gone: appends the given events and the end marker,
+# only if the stream's last entry is still the one the caller saw (nobody ended
+# or extended the run in between). KEYS: stream, meta. ARGV: last id seen
+# ("0-0": empty), first seq, joined payloads, last seq, TTL in ms.
+_REAP_SCRIPT = """
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+local lastid = '0-0'
+if #last > 0 then lastid = last[1][1] end
+if lastid ~= ARGV[1] then return 0 end
+redis.call('XADD', KEYS[1], ARGV[4] .. '-0', 's', ARGV[2], 'p', ARGV[3])
+redis.call('XADD', KEYS[1], ARGV[4] .. '-1', 'e', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
+return 1
+"""
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+
+    return (redis.exceptions.RedisError, OSError, asyncio.TimeoutError)
+
+
+@dataclass(slots=True)
+class _Owned:
+    """Write-behind state of a run this node owns."""
+
+    thread_id: str
+    #: Seq of the newest event appended (stored or not).
+    head: int = 0
+    #: Highest seq stored in Redis (what subscribers may read).
+    durable: int = 0
+    #: Seq of the first event queued and not yet sent.
+    queued_from: int = 1
+    queued: list[bytes] = field(default_factory=list)
+    #: finish() was called; the end marker is queued or stored.
+    finishing: bool = False
+    #: The end marker is stored (or the run broke): readers may see the end.
+    end_visible: bool = False
+    #: Redis failed under this run: it lives on in the mirror only.
+    broken: bool = False
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def _parse_id(raw: bytes) -> tuple[int, int]:
+    ms, _, sub = raw.partition(b"-")
+    return int(ms), int(sub)
+
+
+class RedisEventLog:
+    """A :class:`~transports.eventlog.SharedEventLog` on Redis Streams (see the
+    module docstring). One instance per gateway node (per registry).
+
+    ``url``: ``redis://host:port/db`` (any URL ``redis.asyncio.from_url`` takes),
+    or pass ``client`` (a ``redis.asyncio.Redis`` without ``decode_responses``).
+    ``node_id``: this node's name in Redis (default: host, pid and a random
+    part). Call :meth:`connect` (checks Redis, starts the heartbeat) before use
+    and :meth:`aclose` at the end; ``async with`` does both.
+    Raises UsageError for bad bounds.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        node_id: str | None = None,
+        prefix: str = "agui:",
+        max_events: int = DEFAULT_LOG_MAX_EVENTS,
+        max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        timeout: float = REDIS_TIMEOUT_SECONDS,
+    ) -> None:
+        if (url is None) == (client is None):
+            raise UsageError("RedisEventLog needs exactly one of url or client")
+        if max_events < 1 or max_bytes < 1:
+            raise UsageError("RedisEventLog: max_events and max_bytes must be >= 1")
+        if client is None:
+            import redis.asyncio
+
+            client = redis.asyncio.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
+            )
+        self.url = url
+        self.redis = client
+        self.node_id = node_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.prefix = prefix
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self._mirror = InMemoryEventLog(max_events=max_events, max_bytes=max_bytes)
+        self._owned: dict[str, _Owned] = {}
+        self._dirty: list[str] = []  # owned runs with queued events or a queued end, in order
+        self._deleting: set[str] = set()
+        self._following: dict[str, int] = {}
+        self._control: RunControl | None = None
+        self._wake_flusher: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._reap: Any = None
+        self._beats = 0
+        self._closed = False
+        #: False after a Redis error until the next successful command (readiness).
+        self.healthy = True
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def _k(self, run_id: str, kind: str) -> str:
+        return f"{self.prefix}{{{run_id}}}:{kind}"
+
+    def _node_key(self, node: str) -> str:
+        return f"{self.prefix}node:{node}"
+
+    def _ctl(self, node: str) -> str:
+        return f"{self.prefix}ctl:{node}"
+
+    def _retention_ms(self) -> int:
+        seconds = self._control.retention_seconds if self._control is not None else DEFAULT_REDIS_RETENTION_SECONDS
+        return max(1, int(seconds * 1000))
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Check that Redis answers and is recent enough, then start the heartbeat,
+        the flusher and the cancel listener. Raises EventLogUnavailableError
+        (unreachable, or older than REDIS_MIN_VERSION)."""
+        try:
+            info = await asyncio.wait_for(self.redis.info("server"), self.timeout)
+        except _redis_errors() as exc:
+            raise EventLogUnavailableError(
+                f"cannot reach Redis at {self.url or 'the given client'}: {exc or type(exc).__name__}"
+            ) from None
+        version = tuple(int(x) for x in str(info.get("redis_version", "0.0")).split(".")[:2])
+        if version < REDIS_MIN_VERSION:
+            raise EventLogUnavailableError(
+                f"Redis {info.get('redis_version')} is too old: the event log needs Redis "
+                f"{'.'.join(map(str, REDIS_MIN_VERSION))} or newer (XADD MINID)"
+            )
+        self._reap = self.redis.register_script(_REAP_SCRIPT)
+        await self._beat()
+        loop = asyncio.get_running_loop()
+        self._wake_flusher = asyncio.Event()
+        self._tasks = [
+            loop.create_task(self._flusher(), name="agui-redis-flusher"),
+            loop.create_task(self._heartbeat(), name="agui-redis-heartbeat"),
+            loop.create_task(self._listen(), name="agui-redis-cancel-listener"),
+        ]
+
+    async def aclose(self) -> None:
+        """Store what is queued, stop the background tasks, remove this node's
+        heartbeat and close the connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(*_redis_errors()):
+            await self._flush()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, *_redis_errors()):
+                await task
+        with contextlib.suppress(*_redis_errors()):
+            await asyncio.wait_for(self.redis.delete(self._node_key(self.node_id)), self.timeout)
+        with contextlib.suppress(*_redis_errors()):
+            await self.redis.aclose()
+
+    async def __aenter__(self) -> RedisEventLog:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def attach(self, control: RunControl) -> None:
+        if self._control is not None and self._control is not control:
+            raise UsageError("this RedisEventLog already serves another registry (use one log per node)")
+        self._control = control
+
+    async def ping(self) -> None:
+        try:
+            await asyncio.wait_for(self.redis.ping(), self.timeout)
+        except _redis_errors() as exc:
+            self.healthy = False
+            raise EventLogUnavailableError(f"Redis is unreachable: {exc or type(exc).__name__}") from None
+        self.healthy = True
+
+    def _unavailable(self, exc: BaseException) -> EventLogUnavailableError:
+        self.healthy = False
+        return EventLogUnavailableError(f"the event log (Redis) is unreachable: {exc or type(exc).__name__}")
+
+    # -- the owner's side: write behind ----------------------------------------------------
+
+    async def create(self, run_id: str) -> None:
+        await self.open_run(run_id, "")
+
+    async def open_run(self, run_id: str, thread_id: str) -> None:
+        if run_id in self._owned:
+            raise UsageError(f"event log for run {run_id!r} already exists")
+        meta = self._k(run_id, "m")
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hsetnx(meta, "owner", self.node_id)
+            pipe.hget(meta, "owner")
+            created, owner = await asyncio.wait_for(pipe.execute(), self.timeout)
+            if not created:
+                raise UsageError(f"event log for run {run_id!r} already exists (owner {owner!r})")
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(meta, "thread", thread_id)
+            ttl = int(RUNNING_TTL_SECONDS * 1000)
+            pipe.pexpire(meta, ttl)
+            await asyncio.wait_for(pipe.execute(), self.timeout)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        self.healthy = True
+        await self._mirror.create(run_id)
+        self._owned[run_id] = _Owned(thread_id)
+
+    def appender(self, run_id: str) -> Callable[[bytes], int]:
+        """The producer's fast path: add to the mirror, queue for Redis, return the
+        highest seq already stored (what subscribers may read; see SharedEventLog)."""
+        own = self._owned.get(run_id)
+        if own is None:
+            raise UnknownRunError(run_id)
+        mirror_append = self._mirror.appender(run_id)
+
+        def append(payload: bytes) -> int:
+            mirror_append(payload)
+            own.head += 1
+            if own.broken:
+                own.durable += 1
+                return own.durable
+            if not own.queued:
+                self._dirty.append(run_id)
+                if self._wake_flusher is not None:
+                    self._wake_flusher.set()
+            own.queued.append(payload)
+            return own.durable
+
+        return append
+
+    async def append(self, run_id: str, payload: bytes) -> int:
+        own = self._owned.get(run_id)
+        if own is None:
+            raise UnknownRunError(run_id)
+        if own.finishing:
+            raise UsageError(f"append to the finished event log of run {run_id!r}")
+        self.appender(run_id)(payload)
+        seq = own.head
+        await self._until_durable(own, seq)
+        return seq
+
+    async def _until_durable(self, own: _Owned, seq: int) -> None:
+        while own.durable < seq and not own.broken:
+            if self._wake_flusher is None:  # not connected: flush inline
+                await self._flush()
+                continue
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            own.waiters.append(fut)
+            await fut
+
+    async def finish(self, run_id: str) -> None:
+        own = self._owned.get(run_id)
+        if own is None:
+            await self._remote_meta(run_id)  # UnknownRunError for a run nobody has
+            return
+        await self._mirror.finish(run_id)
+        if own.finishing:
+            return
+        own.finishing = True
+        if own.broken:
+            own.end_visible = True
+        elif not own.queued:
+            self._dirty.append(run_id)
+            if self._wake_flusher is not None:
+                self._wake_flusher.set()
+        await self._until_durable(own, own.head)
+        while not own.end_visible:
+            if self._wake_flusher is None:
+                await self._flush()
+                continue
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            own.waiters.append(fut)
+            await fut
+
+    async def _flusher(self) -> None:
+        assert self._wake_flusher is not None
+        wake = self._wake_flusher
+        while True:
+            await wake.wait()
+            wake.clear()
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Send everything queued as one pipeline (one XADD per run)."""
+        dirty, self._dirty = self._dirty, []
+        deleting, self._deleting = self._deleting, set()
+        if not dirty and not deleting:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        sent: list[tuple[_Owned, str, int, bool]] = []
+        events = 0
+        retention = self._retention_ms()
+        max_events = self.max_events
+        for run_id in dirty:
+            own = self._owned.get(run_id)
+            if own is None or own.broken:
+                continue
+            stream = self._k(run_id, "s")
+            last = own.queued_from - 1
+            if own.queued:
+                payloads, own.queued = own.queued, []
+                first = own.queued_from
+                last = first + len(payloads) - 1
+                own.queued_from = last + 1
+                events += len(payloads)
+                pipe.xadd(
+                    stream,
+                    {b"s": first, b"p": b"\n".join(payloads)},
+                    id=f"{last}-0",
+                    minid=max(0, last - max_events + 1),
+                    approximate=False,
+                )
+            end = own.finishing
+            if end:
+                pipe.xadd(stream, {b"e": b"1"}, id=f"{last}-1")
+                pipe.pexpire(stream, retention)
+                pipe.pexpire(self._k(run_id, "m"), retention)
+            sent.append((own, run_id, last, end))
+        for run_id in deleting:
+            pipe.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r"))
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(pipe.execute(), self.timeout)
+        except _redis_errors() as exc:
+            self.healthy = False
+            self._deleting |= deleting
+            logger.error("event log: storing %d events in Redis failed (%s); ending the affected runs", events, exc)
+            for own, run_id, _, _ in sent:
+                self._break(run_id, own)
+            return
+        self.healthy = True
+        elapsed = time.perf_counter() - started
+        control = self._control
+        if control is not None and events:
+            control.log_append_latency(elapsed, events)
+        for own, run_id, last, end in sent:
+            if last > own.durable:
+                own.durable = last
+                if control is not None:
+                    control.log_advanced(run_id, last)
+            if end:
+                own.end_visible = True
+                if control is not None:
+                    control.log_advanced(run_id, last)
+            own.wake()
+
+    def _break(self, run_id: str, own: _Owned) -> None:
+        """Redis failed under this run: serve the rest from the mirror, end it."""
+        if own.broken:
+            return
+        own.broken = True
+        own.queued = []
+        self._deleting.add(run_id)  # its shared copy has a gap: remove it once Redis is back
+        # Everything produced so far becomes readable here (the mirror has it).
+        head = own.durable = own.head
+        if own.finishing:
+            own.end_visible = True
+        control = self._control
+        if control is not None:
+            control.log_advanced(run_id, head)
+            control.log_cancel(run_id, "event_log_unavailable", _LOST_MESSAGE)
+        own.wake()
+
+    # -- heartbeat, ownership, cancel ----------------------------------------------------
+
+    async def _beat(self) -> None:
+        now_ms = int(time.time() * 1000)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(self._node_key(self.node_id), b"1", px=int(OWNER_TTL_SECONDS * 1000), get=True)
+        for run_id in self._following:
+            pipe.zadd(self._k(run_id, "r"), {self.node_id: now_ms})
+            pipe.pexpire(self._k(run_id, "r"), int(RUNNING_TTL_SECONDS * 1000))
+        refresh = self._beats % max(1, int(RUNNING_TTL_SECONDS / 4 / HEARTBEAT_INTERVAL_SECONDS)) == 0
+        if refresh:
+            ttl = int(RUNNING_TTL_SECONDS * 1000)
+            for run_id, own in self._owned.items():
+                if not own.finishing and not own.broken:
+                    pipe.pexpire(self._k(run_id, "s"), ttl)
+                    pipe.pexpire(self._k(run_id, "m"), ttl)
+        results = await asyncio.wait_for(pipe.execute(), self.timeout)
+        if results[0] is None and self._beats > 0:
+            # Our key had expired: followers may have ended our runs as owner_lost.
+            logger.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
+            self._end_owned("owner_lost", _OWNER_LOST_MESSAGE)
+        self._beats += 1
+        self.healthy = True
+
+    def _end_owned(self, code: str, message: str) -> None:
+        control = self._control
+        if control is None:
+            return
+        for run_id, own in list(self._owned.items()):
+            if not own.finishing:
+                control.log_cancel(run_id, code, message)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_SECONDS)
+            try:
+                await self._beat()
+                if self._deleting and self._wake_flusher is not None:
+                    self._wake_flusher.set()
+            except _redis_errors() as exc:
+                if self.healthy:
+                    logger.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
+                self.healthy = False
+                for run_id, own in list(self._owned.items()):
+                    if not own.finishing:
+                        self._break(run_id, own)
+
+    async def _listen(self) -> None:
+        # The cancel channel: other nodes publish the ids of our runs to cancel.
+        # Reconnects (after a Redis restart) with a pause of one heartbeat.
+        while True:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(self._ctl(self.node_id))
+                while True:
+                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=HEARTBEAT_INTERVAL_SECONDS)
+                    if msg is None or msg.get("type") != "message":
+                        continue
+                    run_id = msg["data"].decode() if isinstance(msg["data"], bytes) else str(msg["data"])
+                    own = self._owned.get(run_id)
+                    if own is not None and not own.finishing and self._control is not None:
+                        self._control.log_cancel(run_id, "cancelled", _CANCEL_MESSAGE)
+            except _redis_errors():
+                await asyncio.sleep(HEARTBEAT_INTERVAL_SECONDS)
+            finally:
+                with contextlib.suppress(*_redis_errors()):
+                    await pubsub.aclose()
+
+    async def request_cancel(self, run_id: str) -> bool:
+        own = self._owned.get(run_id)
+        if own is not None:
+            if own.finishing:
+                return False
+            if self._control is not None:
+                self._control.log_cancel(run_id, "cancelled", "the run was cancelled")
+            return True
+        try:
+            owner, _, _, finished = await self._remote_state(run_id)
+            if finished:
+                return False
+            receivers = await asyncio.wait_for(self.redis.publish(self._ctl(owner), run_id), self.timeout)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if not receivers:
+            await self._reap_if_dead(run_id, owner)
+        return True
+
+    def follow(self, run_id: str) -> None:
+        n = self._following.get(run_id, 0)
+        self._following[run_id] = n + 1
+        if n == 0:
+            self._touch(run_id)
+
+    def unfollow(self, run_id: str) -> None:
+        n = self._following.get(run_id, 0) - 1
+        if n > 0:
+            self._following[run_id] = n
+            return
+        self._following.pop(run_id, None)
+        self._touch(run_id)
+
+    def _touch(self, run_id: str) -> None:
+        # Say now (not at the next heartbeat) that a reader is here / just left:
+        # the owner's grace timer may be about to fire.
+        async def touch() -> None:
+            with contextlib.suppress(*_redis_errors()):
+                await asyncio.wait_for(
+                    self.redis.zadd(self._k(run_id, "r"), {self.node_id: int(time.time() * 1000)}), self.timeout
+                )
+
+        task = asyncio.get_running_loop().create_task(touch())
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
+    async def remote_reader_age(self, run_id: str) -> float | None:
+        try:
+            top = await asyncio.wait_for(
+                self.redis.zrange(self._k(run_id, "r"), -1, -1, withscores=True), self.timeout
+            )
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if not top:
+            return None
+        return max(0.0, time.time() - top[0][1] / 1000)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def head(self, run_id: str) -> int:
+        own = self._owned.get(run_id)
+        if own is not None:
+            return own.durable
+        _, head, _, _ = await self._remote_state(run_id)
+        return head
+
+    def read_nowait(
+        self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
+    ) -> LogSlice:
+        """A run owned here, from the mirror, up to what is stored. Raises
+        UnknownRunError (not owned here), CursorExpiredError, BadCursorError."""
+        own = self._owned.get(run_id)
+        if own is None:
+            raise UnknownRunError(run_id)
+        readable = own.durable - after
+        if readable <= 0:
+            sl = self._mirror.read_nowait(run_id, after, max_events=1, max_bytes=max_bytes)
+            end = own.end_visible and after == own.durable
+            return LogSlice(after + 1, [], end)
+        sl = self._mirror.read_nowait(run_id, after, max_events=min(max_events, readable), max_bytes=max_bytes)
+        sl.finished = sl.finished and own.end_visible
+        return sl
+
+    async def read(
+        self, run_id: str, after: int, *, max_events: int = READ_MAX_EVENTS, max_bytes: int = READ_MAX_BYTES
+    ) -> LogSlice:
+        if run_id in self._owned:
+            return self.read_nowait(run_id, after, max_events=max_events, max_bytes=max_bytes)
+        if after < 0:
+            raise BadCursorError(f"run {run_id!r}: resume cursor {after} is negative")
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.exists(self._k(run_id, "m"))
+            pipe.xrange(self._k(run_id, "s"), f"{after}-1", "+", count=max_events + 1)
+            pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
+            exists, entries, last = await asyncio.wait_for(pipe.execute(), self.timeout)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if not exists and not last:
+            raise UnknownRunError(run_id)
+        head = _parse_id(last[0][0])[0] if last else 0
+        payloads: list[bytes] = []
+        nbytes = 0
+        ended = False
+        for entry_id, fields in entries:
+            if _parse_id(entry_id)[1] == 1:  # the end marker (a lapsed owner's late writes after it are ignored)
+                ended = True
+                break
+            first = int(fields[b"s"])
+            want = after + 1 + len(payloads)
+            if first > want:
+                raise CursorExpiredError(run_id, after, first)
+            for p in fields[b"p"].split(b"\n")[want - first :]:
+                if payloads and (len(payloads) >= max_events or nbytes + len(p) > max_bytes):
+                    return LogSlice(after + 1, payloads, False)
+                payloads.append(p)
+                nbytes += len(p)
+        if not payloads and not ended and after > head:
+            raise BadCursorError(f"run {run_id!r}: resume cursor {after} is outside 0..{head}")
+        return LogSlice(after + 1, payloads, ended)
+
+    async def _remote_meta(self, run_id: str) -> str:
+        owner = await asyncio.wait_for(self.redis.hget(self._k(run_id, "m"), "owner"), self.timeout)
+        if owner is None:
+            raise UnknownRunError(run_id)
+        return owner.decode() if isinstance(owner, bytes) else str(owner)
+
+    async def _remote_state(self, run_id: str) -> tuple[str, int, bytes, bool]:
+        """(owner, head, last entry id, finished) of a run in Redis. Raises
+        UnknownRunError, EventLogUnavailableError."""
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hmget(self._k(run_id, "m"), "owner", "thread")
+            pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
+            (owner, _thread), last = await asyncio.wait_for(pipe.execute(), self.timeout)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if owner is None:
+            raise UnknownRunError(run_id)
+        if not last:
+            return owner.decode(), 0, b"0-0", False
+        head, sub = _parse_id(last[0][0])
+        return owner.decode(), head, last[0][0], sub == 1
+
+    async def wait(self, run_id: str, after: int, timeout: float | None) -> bool:
+        own = self._owned.get(run_id)
+        loop = asyncio.get_running_loop()
+        if own is not None:
+            if own.durable > after or own.end_visible:
+                return True
+            fut: asyncio.Future[None] = loop.create_future()
+            own.waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, timeout)
+            except TimeoutError:
+                return False
+            return True
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            owner, head, _, finished = await self._remote_state(run_id)
+            if head > after or finished:
+                return True
+            left = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - loop.time())
+            if left <= 0:
+                return False
+            try:
+                got = await asyncio.wait_for(
+                    self.redis.xread({self._k(run_id, "s"): f"{after}-0"}, count=1, block=max(1, int(left * 1000))),
+                    self.timeout + left,
+                )
+            except _redis_errors() as exc:
+                raise self._unavailable(exc) from None
+            if got:
+                return True
+            if await self._reap_if_dead(run_id, owner):
+                return True
+
+    async def _reap_if_dead(self, run_id: str, owner: str) -> bool:
+        """End a run whose owner's heartbeat is gone (RUN_ERROR{owner_lost}); True
+        when the run is over (ended by this call or by anyone before)."""
+        try:
+            if await asyncio.wait_for(self.redis.exists(self._node_key(owner)), self.timeout):
+                return False
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hget(self._k(run_id, "m"), "thread")
+            pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
+            thread, last = await asyncio.wait_for(pipe.execute(), self.timeout)
+            last_id = last[0][0] if last else b"0-0"
+            head, sub = _parse_id(last_id)
+            if sub == 1:
+                return True
+            events: list[Any] = []
+            if head == 0:
+                events.append(RunStartedEvent(thread_id=(thread or b"").decode(), run_id=run_id))
+            events.append(RunErrorEvent(message=_OWNER_LOST_MESSAGE, code="owner_lost"))
+            payloads = [encode_event(e) for e in events]
+            await asyncio.wait_for(
+                self._reap(
+                    keys=[self._k(run_id, "s"), self._k(run_id, "m")],
+                    args=[last_id, head + 1, b"\n".join(payloads), head + len(payloads), self._retention_ms()],
+                ),
+                self.timeout,
+            )
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        logger.warning("run %s: its gateway node %s stopped; ended it with RUN_ERROR{owner_lost}", run_id, owner)
+        return True
+
+    # -- discard -------------------------------------------------------------------------
+
+    def discard_nowait(self, run_id: str) -> None:
+        """Forget a run here and delete its keys with the next flush."""
+        own = self._owned.pop(run_id, None)
+        if own is not None:
+            own.wake()
+        self._mirror.discard_nowait(run_id)
+        self._deleting.add(run_id)
+        if self._wake_flusher is not None:
+            self._wake_flusher.set()
+
+    async def discard(self, run_id: str) -> None:
+        own = self._owned.pop(run_id, None)
+        if own is not None:
+            own.wake()
+        self._mirror.discard_nowait(run_id)
+        try:
+            await asyncio.wait_for(
+                self.redis.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r")), self.timeout
+            )
+        except _redis_errors():
+            self._deleting.add(run_id)  # retried with the next flush
+
+    def owned(self) -> Iterator[str]:
+        """Run ids this node owns and has not discarded (for tests and metrics)."""
+        return iter(list(self._owned))
