@@ -89,10 +89,11 @@ class Results:
 
 
 class Server:
-    def __init__(self, stack: str) -> None:
+    def __init__(self, stack: str, env: dict[str, str] | None = None) -> None:
         self.stack = stack
         self.proc = subprocess.Popen(
             [sys.executable, str(SERVER_SCRIPT), stack],
+            env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=HERE.parent,

@@ -11,6 +11,8 @@ Stacks:
 * ``engine-ws`` -- this project's WebSocket gateway (``transports.websocket``).
 * ``ref-ws`` -- FastAPI + uvicorn WebSocket, one text message per event
   (``model_dump_json(by_alias=True, exclude_none=True)``, what EventEncoder writes).
+* ``engine-sse-redis`` -- ``engine-sse`` with the shared Redis event log
+  (``AGUI_BENCH_REDIS`` = its URL; ``benchmarks/bench_scaleout.py``).
 
 Both stacks stream *the same events*, produced the same way: the run input's
 ``forwardedProps`` says how many events (``events``), how many are ready at
@@ -94,13 +96,15 @@ class BenchAgent:
         return script(agui_engine.events, input)
 
 
-async def engine_sse() -> None:
+async def engine_sse(shared_log: bool = False) -> None:
     from aiohttp import web
 
+    from agui_engine.transports.eventlog import open_event_log
     from agui_engine.transports.runs import RegistryOptions
     from agui_engine.transports.sse import create_app, start_sse_server
 
-    app = create_app(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
+    log = await open_event_log(os.environ["AGUI_BENCH_REDIS"] if shared_log else None)
+    app = create_app(BenchAgent(), log=log, options=RegistryOptions(max_runs=100_000, verify=VERIFY))
 
     async def stats_handler(request: web.Request) -> web.Response:
         return web.json_response(stats())
@@ -111,6 +115,10 @@ async def engine_sse() -> None:
     print("PORT", port, flush=True)
     print("STATS", port, flush=True)
     await asyncio.Event().wait()
+
+
+async def engine_sse_redis() -> None:
+    await engine_sse(shared_log=True)
 
 
 async def engine_ws() -> None:
@@ -197,12 +205,20 @@ async def ref_server() -> None:
 
 def main() -> None:
     stack = sys.argv[1]
-    # One core for the server, as the figures assume.
-    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
+    # One core for the server, as the figures assume (AGUI_BENCH_PIN=0: not
+    # pinned, for several gateway processes at once).
+    pin = os.environ.get("AGUI_BENCH_PIN", "1") != "0"
+    if pin and hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) > 1:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    runner = {"engine-sse": engine_sse, "engine-ws": engine_ws, "ref-sse": ref_server, "ref-ws": ref_server}[stack]
+    runner = {
+        "engine-sse": engine_sse,
+        "engine-sse-redis": engine_sse_redis,
+        "engine-ws": engine_ws,
+        "ref-sse": ref_server,
+        "ref-ws": ref_server,
+    }[stack]
     asyncio.run(runner())
 
 

@@ -86,6 +86,7 @@ __all__ = [
     "OWNER_CHECK_SECONDS",
     "OWNER_LOST_BOUND_SECONDS",
     "OWNER_TTL_SECONDS",
+    "REDIS_MAX_CONNECTIONS",
     "REDIS_MIN_VERSION",
     "REDIS_TIMEOUT_SECONDS",
     "RUNNING_TTL_SECONDS",
@@ -122,10 +123,20 @@ RUNNING_TTL_SECONDS = 600.0
 #: own ``retention_seconds``); the same 60 s as runs.DEFAULT_RETENTION_SECONDS.
 DEFAULT_REDIS_RETENTION_SECONDS = 60.0
 
-#: Connect and command timeout against Redis. A command on a healthy Redis takes
-#: well under a millisecond; 2 s covers a busy instance, while a Redis that is
-#: gone turns into a 503 / RUN_ERROR in 2 s instead of hanging requests.
-REDIS_TIMEOUT_SECONDS = 2.0
+#: Connect and command (socket) timeout against Redis. A command on a healthy Redis
+#: takes well under a millisecond, and a Redis that died refuses connections at
+#: once; this bounds a network partition. 5 s: at 2 s a node whose own event loop
+#: was saturated (hundreds of streams on a loaded machine) read its replies late
+#: and declared a healthy Redis lost.
+REDIS_TIMEOUT_SECONDS = 5.0
+
+#: Connections one node opens to Redis at most. A follower waiting for a run's
+#: next events holds one (a blocking XREAD) for up to OWNER_CHECK_SECONDS, so a
+#: node needs about one per concurrently followed run plus a few: 4,096 covers
+#: runs.DEFAULT_MAX_RUNS followed runs on top of its own, and stays well under
+#: Redis's default maxclients (10,000) for two nodes. redis-py's default (100)
+#: refused followers with "Too many connections".
+REDIS_MAX_CONNECTIONS = 4096
 
 #: Streams (5.0), XADD's MINID trimming (6.2) and the Lua features used here.
 REDIS_MIN_VERSION = (6, 2)
@@ -219,8 +230,13 @@ class RedisEventLog:
         if client is None:
             import redis.asyncio
 
+            assert url is not None
             client = redis.asyncio.from_url(
-                url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
+                url,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry_on_timeout=False,
+                max_connections=REDIS_MAX_CONNECTIONS,
             )
         self.url = url
         self.redis = client
@@ -265,10 +281,10 @@ class RedisEventLog:
         the flusher and the cancel listener. Raises EventLogUnavailableError
         (unreachable, or older than REDIS_MIN_VERSION)."""
         try:
-            info = await asyncio.wait_for(self.redis.info("server"), self.timeout)
+            info = await self.redis.info("server")
         except _redis_errors() as exc:
             raise EventLogUnavailableError(
-                f"cannot reach Redis at {self.url or 'the given client'}: {exc or type(exc).__name__}"
+                f"cannot reach Redis at {self.url or 'the given client'}: {str(exc) or type(exc).__name__}"
             ) from None
         version = tuple(int(x) for x in str(info.get("redis_version", "0.0")).split(".")[:2])
         if version < REDIS_MIN_VERSION:
@@ -300,7 +316,7 @@ class RedisEventLog:
             with contextlib.suppress(asyncio.CancelledError, *_redis_errors()):
                 await task
         with contextlib.suppress(*_redis_errors()):
-            await asyncio.wait_for(self.redis.delete(self._node_key(self.node_id)), self.timeout)
+            await self.redis.delete(self._node_key(self.node_id))
         with contextlib.suppress(*_redis_errors()):
             await self.redis.aclose()
 
@@ -318,15 +334,15 @@ class RedisEventLog:
 
     async def ping(self) -> None:
         try:
-            await asyncio.wait_for(self.redis.ping(), self.timeout)
+            await self.redis.ping()
         except _redis_errors() as exc:
             self.healthy = False
-            raise EventLogUnavailableError(f"Redis is unreachable: {exc or type(exc).__name__}") from None
+            raise EventLogUnavailableError(f"Redis is unreachable: {str(exc) or type(exc).__name__}") from None
         self.healthy = True
 
     def _unavailable(self, exc: BaseException) -> EventLogUnavailableError:
         self.healthy = False
-        return EventLogUnavailableError(f"the event log (Redis) is unreachable: {exc or type(exc).__name__}")
+        return EventLogUnavailableError(f"the event log (Redis) is unreachable: {str(exc) or type(exc).__name__}")
 
     # -- the owner's side: write behind ----------------------------------------------------
 
@@ -341,14 +357,14 @@ class RedisEventLog:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hsetnx(meta, "owner", self.node_id)
             pipe.hget(meta, "owner")
-            created, owner = await asyncio.wait_for(pipe.execute(), self.timeout)
+            created, owner = await pipe.execute()
             if not created:
                 raise UsageError(f"event log for run {run_id!r} already exists (owner {owner!r})")
             pipe = self.redis.pipeline(transaction=False)
             pipe.hset(meta, "thread", thread_id)
             ttl = int(RUNNING_TTL_SECONDS * 1000)
             pipe.pexpire(meta, ttl)
-            await asyncio.wait_for(pipe.execute(), self.timeout)
+            await pipe.execute()
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
         self.healthy = True
@@ -470,7 +486,7 @@ class RedisEventLog:
             pipe.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r"))
         started = time.perf_counter()
         try:
-            await asyncio.wait_for(pipe.execute(), self.timeout)
+            await pipe.execute()
         except _redis_errors() as exc:
             self.healthy = False
             self._deleting |= deleting
@@ -527,7 +543,7 @@ class RedisEventLog:
                 if not own.finishing and not own.broken:
                     pipe.pexpire(self._k(run_id, "s"), ttl)
                     pipe.pexpire(self._k(run_id, "m"), ttl)
-        results = await asyncio.wait_for(pipe.execute(), self.timeout)
+        results = await pipe.execute()
         if results[0] is None and self._beats > 0:
             # Our key had expired: followers may have ended our runs as owner_lost.
             logger.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
@@ -591,7 +607,7 @@ class RedisEventLog:
             owner, _, _, finished = await self._remote_state(run_id)
             if finished:
                 return False
-            receivers = await asyncio.wait_for(self.redis.publish(self._ctl(owner), run_id), self.timeout)
+            receivers = await self.redis.publish(self._ctl(owner), run_id)
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
         if not receivers:
@@ -617,9 +633,7 @@ class RedisEventLog:
         # the owner's grace timer may be about to fire.
         async def touch() -> None:
             with contextlib.suppress(*_redis_errors()):
-                await asyncio.wait_for(
-                    self.redis.zadd(self._k(run_id, "r"), {self.node_id: int(time.time() * 1000)}), self.timeout
-                )
+                await self.redis.zadd(self._k(run_id, "r"), {self.node_id: int(time.time() * 1000)})
 
         task = asyncio.get_running_loop().create_task(touch())
         self._tasks.append(task)
@@ -627,14 +641,12 @@ class RedisEventLog:
 
     async def remote_reader_age(self, run_id: str) -> float | None:
         try:
-            top = await asyncio.wait_for(
-                self.redis.zrange(self._k(run_id, "r"), -1, -1, withscores=True), self.timeout
-            )
+            top = await self.redis.zrange(self._k(run_id, "r"), -1, -1, withscores=True)
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
         if not top:
             return None
-        return max(0.0, time.time() - top[0][1] / 1000)
+        return max(0.0, time.time() - float(top[0][1]) / 1000)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -674,7 +686,7 @@ class RedisEventLog:
             pipe.exists(self._k(run_id, "m"))
             pipe.xrange(self._k(run_id, "s"), f"{after}-1", "+", count=max_events + 1)
             pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
-            exists, entries, last = await asyncio.wait_for(pipe.execute(), self.timeout)
+            exists, entries, last = await pipe.execute()
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
         if not exists and not last:
@@ -701,7 +713,7 @@ class RedisEventLog:
         return LogSlice(after + 1, payloads, ended)
 
     async def _remote_meta(self, run_id: str) -> str:
-        owner = await asyncio.wait_for(self.redis.hget(self._k(run_id, "m"), "owner"), self.timeout)
+        owner = await self.redis.hget(self._k(run_id, "m"), "owner")
         if owner is None:
             raise UnknownRunError(run_id)
         return owner.decode() if isinstance(owner, bytes) else str(owner)
@@ -713,7 +725,7 @@ class RedisEventLog:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hmget(self._k(run_id, "m"), "owner", "thread")
             pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
-            (owner, _thread), last = await asyncio.wait_for(pipe.execute(), self.timeout)
+            (owner, _thread), last = await pipe.execute()
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
         if owner is None:
@@ -737,35 +749,39 @@ class RedisEventLog:
                 return False
             return True
         deadline = None if timeout is None else loop.time() + timeout
+        block = 0.0  # the first XREAD only looks: anything after the cursor (or the end marker)?
         while True:
-            owner, head, _, finished = await self._remote_state(run_id)
-            if head > after or finished:
-                return True
-            left = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - loop.time())
-            if left <= 0:
-                return False
             try:
-                got = await asyncio.wait_for(
-                    self.redis.xread({self._k(run_id, "s"): f"{after}-0"}, count=1, block=max(1, int(left * 1000))),
-                    self.timeout + left,
+                # block < OWNER_CHECK_SECONDS < the socket timeout: a blocked read never times out
+                streams = {self._k(run_id, "s"): f"{after}-0"}
+                got = await (
+                    self.redis.xread(streams, count=1, block=max(1, int(block * 1000)))
+                    if block
+                    else self.redis.xread(streams, count=1)
                 )
             except _redis_errors() as exc:
                 raise self._unavailable(exc) from None
             if got:
                 return True
-            if await self._reap_if_dead(run_id, owner):
+            # Nothing yet: is the run still there, and its owner alive?
+            owner, _, _, _ = await self._remote_state(run_id)
+            if block and await self._reap_if_dead(run_id, owner):
                 return True
+            left = OWNER_CHECK_SECONDS if deadline is None else min(OWNER_CHECK_SECONDS, deadline - loop.time())
+            if left <= 0:
+                return False
+            block = left
 
     async def _reap_if_dead(self, run_id: str, owner: str) -> bool:
         """End a run whose owner's heartbeat is gone (RUN_ERROR{owner_lost}); True
         when the run is over (ended by this call or by anyone before)."""
         try:
-            if await asyncio.wait_for(self.redis.exists(self._node_key(owner)), self.timeout):
+            if await self.redis.exists(self._node_key(owner)):
                 return False
             pipe = self.redis.pipeline(transaction=False)
             pipe.hget(self._k(run_id, "m"), "thread")
             pipe.xrevrange(self._k(run_id, "s"), "+", "-", count=1)
-            thread, last = await asyncio.wait_for(pipe.execute(), self.timeout)
+            thread, last = await pipe.execute()
             last_id = last[0][0] if last else b"0-0"
             head, sub = _parse_id(last_id)
             if sub == 1:
@@ -775,12 +791,9 @@ class RedisEventLog:
                 events.append(RunStartedEvent(thread_id=(thread or b"").decode(), run_id=run_id))
             events.append(RunErrorEvent(message=_OWNER_LOST_MESSAGE, code="owner_lost"))
             payloads = [encode_event(e) for e in events]
-            await asyncio.wait_for(
-                self._reap(
-                    keys=[self._k(run_id, "s"), self._k(run_id, "m")],
-                    args=[last_id, head + 1, b"\n".join(payloads), head + len(payloads), self._retention_ms()],
-                ),
-                self.timeout,
+            await self._reap(
+                keys=[self._k(run_id, "s"), self._k(run_id, "m")],
+                args=[last_id, head + 1, b"\n".join(payloads), head + len(payloads), self._retention_ms()],
             )
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
@@ -805,9 +818,7 @@ class RedisEventLog:
             own.wake()
         self._mirror.discard_nowait(run_id)
         try:
-            await asyncio.wait_for(
-                self.redis.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r")), self.timeout
-            )
+            await self.redis.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r"))
         except _redis_errors():
             self._deleting.add(run_id)  # retried with the next flush
 

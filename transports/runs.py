@@ -534,6 +534,11 @@ class RunRegistry:
         return self._active
 
     @property
+    def shared_log(self) -> SharedEventLog | None:
+        """The log when it is shared by several gateway nodes (else None)."""
+        return self._shared
+
+    @property
     def draining(self) -> bool:
         """True once :meth:`drain` or :meth:`shutdown` began: new runs are refused."""
         return self._draining or self._closing

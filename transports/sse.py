@@ -286,7 +286,7 @@ class _Gateway:
             run = await self.registry.find(run_id)
             sub = self.registry.subscribe(run, cursor)
             first = await self._check(sub)
-            if cursor and self.metrics is not None:
+            if last_event_id and self.metrics is not None:
                 self.metrics.note_resume("sse")
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)

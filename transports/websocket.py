@@ -67,6 +67,7 @@ from agui_engine.errors import (
 )
 from agui_engine.events import RunAgentInput
 
+from .clock import Clock
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -93,9 +94,8 @@ from .envelope import (
     message_run_id,
     run_message,
 )
-from .clock import Clock
-from .eventlog import CursorExpiredError, EventLog
-from .runs import CANCEL_WAIT_SECONDS, RegistryOptions, RunRegistry, Subscription, resume_cursor
+from .eventlog import EventLog
+from .runs import CANCEL_WAIT_SECONDS, RegistryOptions, RunFinishedError, RunRegistry, Subscription, resume_cursor
 
 __all__ = [
     "DEFAULT_MAX_QUEUE",
@@ -206,7 +206,13 @@ class _Connection:
                 run = await self.registry.start(input)
                 self._pump(self.registry.subscribe(run, 0))
             elif isinstance(msg, CancelMessage):
-                self.registry.cancel_nowait(msg.run_id)  # the pump sends the RUN_ERROR; do not block this loop
+                if msg.run_id not in self.pumps and self.registry.shared_log is not None:
+                    # Possibly a run another node owns: ask its owner through the shared
+                    # log (one round trip; the run's readers get the RUN_ERROR).
+                    if not await self.registry.shared_log.request_cancel(msg.run_id):
+                        raise RunFinishedError(f"run {msg.run_id!r} has already finished")
+                else:
+                    self.registry.cancel_nowait(msg.run_id)  # the pump sends the RUN_ERROR; do not block this loop
             else:
                 _, cursor = resume_cursor(msg.last_event_id, msg.run_id)
                 self._check_capacity()
@@ -247,7 +253,7 @@ class _Connection:
                 if sl is None:
                     try:
                         sl = await sub.next()
-                    except CursorExpiredError as exc:
+                    except AguiEngineError as exc:  # cursor_expired, event_log_unavailable
                         await self.ws.send(error_line(exc, rid), text=True)
                         return
                 if sl.payloads:

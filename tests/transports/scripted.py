@@ -83,3 +83,20 @@ def make_input(run_id: str = "run-1", text: str = "hello") -> RunAgentInput:
     from agui_engine.events import UserMessage
 
     return RunAgentInput(thread_id="thread-1", run_id=run_id, messages=[UserMessage(id="u1", content=text)])
+
+
+class ByMessage:
+    """For gateway subprocesses that serve several behaviours: the user's text
+    picks one -- ``hang`` (3 deltas, then never finishes), otherwise 20 deltas
+    paced 5 ms apart (a run of ~0.1 s that a client can cut mid-stream)."""
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        text = getattr(input.messages[-1], "content", "") if input.messages else ""
+        inner = ScriptedAgent(deltas=3, hang=True) if text == "hang" else ScriptedAgent(deltas=20, pause=0.005)
+        async for event in inner.run(input):
+            yield event
+
+
+def by_message() -> ByMessage:
+    """Factory for ``--agent py:tests.transports.scripted:by_message``."""
+    return ByMessage()
