@@ -32,7 +32,8 @@ not per event. A subscriber on the owner sees an event only once it is stored
 cursor that node has not got.
 
 **Owner liveness.** Every node refreshes its heartbeat key every
-HEARTBEAT_INTERVAL_SECONDS with a TTL of OWNER_TTL_SECONDS. A follower waiting
+HEARTBEAT_INTERVAL_SECONDS with a TTL of OWNER_TTL_SECONDS, from a thread with
+its own connection (a busy event loop is not a dead process). A follower waiting
 for events checks every OWNER_CHECK_SECONDS whether the owner's key is gone; if
 so it ends the run for everyone: one Lua script appends ``RUN_ERROR{code:
 "owner_lost"}`` and the end marker, atomically and only if nothing else ended
@@ -56,6 +57,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -252,9 +254,13 @@ class RedisEventLog:
         self._following: dict[str, int] = {}
         self._control: RunControl | None = None
         self._wake_flusher: asyncio.Event | None = None
+        # One flush at a time: two pipelines on two connections could reach Redis
+        # out of order, and a stream refuses an entry id below its last one.
+        self._flush_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._reap: Any = None
-        self._beats = 0
+        self._stop_beating: threading.Event | None = None
+        self._beat_thread: threading.Thread | None = None
         self._closed = False
         #: False after a Redis error until the next successful command (readiness).
         self.healthy = True
@@ -293,12 +299,17 @@ class RedisEventLog:
                 f"{'.'.join(map(str, REDIS_MIN_VERSION))} or newer (XADD MINID)"
             )
         self._reap = self.redis.register_script(_REAP_SCRIPT)
-        await self._beat()
+        key, value, ttl = self._node_set_args()
+        try:
+            await self.redis.set(key, value, px=ttl)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        self._start_beating()
         loop = asyncio.get_running_loop()
         self._wake_flusher = asyncio.Event()
         self._tasks = [
             loop.create_task(self._flusher(), name="agui-redis-flusher"),
-            loop.create_task(self._heartbeat(), name="agui-redis-heartbeat"),
+            loop.create_task(self._maintain(), name="agui-redis-maintain"),
             loop.create_task(self._listen(), name="agui-redis-cancel-listener"),
         ]
 
@@ -310,6 +321,9 @@ class RedisEventLog:
         self._closed = True
         with contextlib.suppress(*_redis_errors()):
             await self._flush()
+        if self._stop_beating is not None and self._beat_thread is not None:
+            self._stop_beating.set()
+            await asyncio.to_thread(self._beat_thread.join, self.timeout)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -448,6 +462,10 @@ class RedisEventLog:
 
     async def _flush(self) -> None:
         """Send everything queued as one pipeline (one XADD per run)."""
+        async with self._flush_lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
         dirty, self._dirty = self._dirty, []
         deleting, self._deleting = self._deleting, set()
         if not dirty and not deleting:
@@ -529,50 +547,82 @@ class RedisEventLog:
 
     # -- heartbeat, ownership, cancel ----------------------------------------------------
 
-    async def _beat(self) -> None:
-        now_ms = int(time.time() * 1000)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.set(self._node_key(self.node_id), b"1", px=int(OWNER_TTL_SECONDS * 1000), get=True)
-        for run_id in self._following:
-            pipe.zadd(self._k(run_id, "r"), {self.node_id: now_ms})
-            pipe.pexpire(self._k(run_id, "r"), int(RUNNING_TTL_SECONDS * 1000))
-        refresh = self._beats % max(1, int(RUNNING_TTL_SECONDS / 4 / HEARTBEAT_INTERVAL_SECONDS)) == 0
-        if refresh:
-            ttl = int(RUNNING_TTL_SECONDS * 1000)
-            for run_id, own in self._owned.items():
-                if not own.finishing and not own.broken:
-                    pipe.pexpire(self._k(run_id, "s"), ttl)
-                    pipe.pexpire(self._k(run_id, "m"), ttl)
-        results = await pipe.execute()
-        if results[0] is None and self._beats > 0:
-            # Our key had expired: followers may have ended our runs as owner_lost.
-            logger.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
-            self._end_owned("owner_lost", _OWNER_LOST_MESSAGE)
-        self._beats += 1
-        self.healthy = True
+    def _node_set_args(self) -> tuple[str, bytes, int]:
+        return self._node_key(self.node_id), b"1", int(OWNER_TTL_SECONDS * 1000)
 
-    def _end_owned(self, code: str, message: str) -> None:
-        control = self._control
-        if control is None:
-            return
+    def _start_beating(self) -> None:
+        """The heartbeat runs in a thread with its own (blocking) connection: a
+        node whose event loop is saturated by streams is alive, and must not
+        lose its runs because a heartbeat task waited its turn for 3 s."""
+        import redis
+
+        kwargs = self.redis.connection_pool.connection_kwargs
+        if self.url is not None:
+            sync = redis.Redis.from_url(self.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout)
+        else:
+            keep = ("host", "port", "db", "username", "password", "path", "socket_timeout", "socket_connect_timeout")
+            sync = redis.Redis(**{k: v for k, v in kwargs.items() if k in keep})
+        loop = asyncio.get_running_loop()
+        stop = self._stop_beating = threading.Event()
+        key, value, ttl = self._node_set_args()
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_INTERVAL_SECONDS):
+                try:
+                    previous = sync.set(key, value, px=ttl, get=True)
+                except Exception as exc:  # noqa: BLE001 - any failure means Redis is not there for us
+                    loop.call_soon_threadsafe(self._beat_failed, exc)
+                    continue
+                loop.call_soon_threadsafe(self._beat_ok, previous is None)
+            sync.close()
+
+        self._beat_thread = threading.Thread(target=beat, name="agui-redis-heartbeat", daemon=True)
+        self._beat_thread.start()
+
+    def _beat_ok(self, lapsed: bool) -> None:
+        if lapsed and self.healthy:
+            # Our key had expired (the process stalled longer than the TTL):
+            # followers may have ended our runs as owner_lost; end them here too.
+            logger.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
+            control = self._control
+            for run_id, own in list(self._owned.items()):
+                if not own.finishing and control is not None:
+                    control.log_cancel(run_id, "owner_lost", _OWNER_LOST_MESSAGE)
+        self.healthy = True
+        if self._deleting and self._wake_flusher is not None:
+            self._wake_flusher.set()
+
+    def _beat_failed(self, exc: BaseException) -> None:
+        if self.healthy:
+            logger.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
+        self.healthy = False
         for run_id, own in list(self._owned.items()):
             if not own.finishing:
-                control.log_cancel(run_id, code, message)
+                self._break(run_id, own)
 
-    async def _heartbeat(self) -> None:
+    async def _maintain(self) -> None:
+        """Every heartbeat interval: mark the runs followed here as read (for the
+        owners' grace timers) and, every quarter of RUNNING_TTL_SECONDS, refresh
+        the TTL of the runs owned here."""
+        beats = 0
+        every = max(1, int(RUNNING_TTL_SECONDS / 4 / HEARTBEAT_INTERVAL_SECONDS))
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_SECONDS)
-            try:
-                await self._beat()
-                if self._deleting and self._wake_flusher is not None:
-                    self._wake_flusher.set()
-            except _redis_errors() as exc:
-                if self.healthy:
-                    logger.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
-                self.healthy = False
-                for run_id, own in list(self._owned.items()):
-                    if not own.finishing:
-                        self._break(run_id, own)
+            beats += 1
+            now_ms = int(time.time() * 1000)
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in self._following:
+                pipe.zadd(self._k(run_id, "r"), {self.node_id: now_ms})
+                pipe.pexpire(self._k(run_id, "r"), int(RUNNING_TTL_SECONDS * 1000))
+            if beats % every == 0:
+                ttl = int(RUNNING_TTL_SECONDS * 1000)
+                for run_id, own in self._owned.items():
+                    if not own.finishing and not own.broken:
+                        pipe.pexpire(self._k(run_id, "s"), ttl)
+                        pipe.pexpire(self._k(run_id, "m"), ttl)
+            if len(pipe):
+                with contextlib.suppress(*_redis_errors()):  # the heartbeat thread reports Redis loss
+                    await pipe.execute()
 
     async def _listen(self) -> None:
         # The cancel channel: other nodes publish the ids of our runs to cancel.
