@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FIRST_TOKEN_BUCKETS", "LOG_APPEND_BUCKETS", "METRICS_CONTENT_TYPE", "GatewayMetrics"]
+__all__ = ["FIRST_TOKEN_BUCKETS", "GatewayMetrics", "LOG_APPEND_BUCKETS", "METRICS_CONTENT_TYPE"]
 
 #: Histogram buckets (seconds) of the upstream latency to the first token: model
 #: APIs answer in 0.2-3 s, reasoning models can think for a minute.

@@ -147,6 +147,15 @@ _CANCEL_MESSAGE = "the run was cancelled (DELETE on another gateway node)"
 _LOST_MESSAGE = "the event log (Redis) is unreachable; the run cannot continue"
 _OWNER_LOST_MESSAGE = "the gateway node running this run stopped (no heartbeat)"
 
+# Creates a run's meta hash, atomically and only if no node has the run (one
+# round trip). KEYS: meta. ARGV: owner node, thread id, TTL in ms.
+_CREATE_SCRIPT = """
+if redis.call('HSETNX', KEYS[1], 'owner', ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'thread', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
 # Ends a run whose owner is gone: appends the given events and the end marker,
 # only if the stream's last entry is still the one the caller saw (nobody ended
 # or extended the run in between). KEYS: stream, meta. ARGV: last id seen
@@ -259,6 +268,7 @@ class RedisEventLog:
         self._flush_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._reap: Any = None
+        self._create: Any = None
         self._stop_beating: threading.Event | None = None
         self._beat_thread: threading.Thread | None = None
         self._closed = False
@@ -299,6 +309,7 @@ class RedisEventLog:
                 f"{'.'.join(map(str, REDIS_MIN_VERSION))} or newer (XADD MINID)"
             )
         self._reap = self.redis.register_script(_REAP_SCRIPT)
+        self._create = self.redis.register_script(_CREATE_SCRIPT)
         key, value, ttl = self._node_set_args()
         try:
             await self.redis.set(key, value, px=ttl)
@@ -324,9 +335,10 @@ class RedisEventLog:
         if self._stop_beating is not None and self._beat_thread is not None:
             self._stop_beating.set()
             await asyncio.to_thread(self._beat_thread.join, self.timeout)
-        for task in self._tasks:
+        tasks = list(self._tasks)  # done callbacks remove touch tasks from the list
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, *_redis_errors()):
                 await task
         with contextlib.suppress(*_redis_errors()):
@@ -368,19 +380,11 @@ class RedisEventLog:
             raise UsageError(f"event log for run {run_id!r} already exists")
         meta = self._k(run_id, "m")
         try:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hsetnx(meta, "owner", self.node_id)
-            pipe.hget(meta, "owner")
-            created, owner = await pipe.execute()
-            if not created:
-                raise UsageError(f"event log for run {run_id!r} already exists (owner {owner!r})")
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(meta, "thread", thread_id)
-            ttl = int(RUNNING_TTL_SECONDS * 1000)
-            pipe.pexpire(meta, ttl)
-            await pipe.execute()
+            created = await self._create(keys=[meta], args=[self.node_id, thread_id, int(RUNNING_TTL_SECONDS * 1000)])
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
+        if not created:
+            raise UsageError(f"event log for run {run_id!r} already exists")
         self.healthy = True
         await self._mirror.create(run_id)
         self._owned[run_id] = _Owned(thread_id)
