@@ -124,22 +124,29 @@ def _check_stream(
     chunks: list[Any],
     append: bool,
     versions: dict[str, list[Any]] | None = None,
-    restarts: list[tuple[int, str]] = (),  # type: ignore[assignment]
+    restarts: list[tuple[int, int, str]] = (),  # type: ignore[assignment]
 ) -> None:
     """Feed ``chunks`` (of ``text``) and check every property after every feed.
 
     ``versions`` maps each pointer to the values it takes in the document, one
     per occurrence (more than one only at or below a duplicated key); by default
     each pointer's value in ``json.loads(text)``. ``restarts`` lists where (in
-    units of the chunks: characters or bytes) a later occurrence's value begins:
-    the feed that contains that position may move the pointer and everything
-    below it back to ``started`` (or ``None``).
+    units of the chunks: characters or bytes) a later occurrence's value begins and
+    where it ends, as ``(start, end, pointer)``: the feed that contains ``start`` may
+    move the pointer and everything below it back to ``started`` (or ``None``). For a
+    number or literal the window runs on to the feed that contains ``end`` (or the
+    close): such a value is written only once the character after it ends it.
     """
     final = json.loads(text)
     if versions is None:
         versions = {p: [_resolve(final, p)] for p in _pointers(final)}
     final_pointers = _pointers(final)
-    duplicated = {p for _, p in restarts}
+    duplicated = {p for _, _, p in restarts}
+    whole: Any = b"".join(chunks) if chunks and isinstance(chunks[0], bytes) else "".join(chunks)
+    windows = [
+        (start, end if whole[start : start + 1] not in ("{", "[", '"', b"{", b"[", b'"') else start, p)
+        for start, end, p in restarts
+    ]
     stream = PatchStream(append_strings=append)
     patch_cls = jsonpatch.JsonPatchWithAppend if append else jsonpatch.JsonPatch
     doc: Any = None
@@ -149,7 +156,8 @@ def _check_stream(
     for index in range(len(chunks) + 1):
         ops = stream.feed(chunks[index]) if index < len(chunks) else stream.close()
         begin, position = position, position + (len(chunks[index]) if index < len(chunks) else 0)
-        restarted = [p for offset, p in restarts if begin <= offset < position]
+        closing = index == len(chunks)
+        restarted = [p for start, last, p in windows if begin <= last and (start < position or closing)]
         if not append:
             paths = [op["path"] for op in ops if not any(_under(op["path"], d) for d in duplicated)]
             assert len(paths) == len(set(paths)), ops
@@ -288,18 +296,19 @@ class _Writer:
 
 
 @st.composite
-def formatted(draw: st.DrawFn) -> tuple[str, dict[str, list[Any]], list[tuple[int, str]]]:
-    """Any node in any formatting: (text, versions of each pointer, restarts in characters)."""
+def formatted(draw: st.DrawFn) -> tuple[str, dict[str, list[Any]], list[tuple[int, int, str]]]:
+    """Any node in any formatting: (text, versions of each pointer, restarts as
+    ``(start, end, pointer)`` in characters)."""
     writer = _Writer(draw(st.randoms(use_true_random=False)))
     writer.ws()
     writer.value(draw(NODES), "")
     writer.ws()
     text = "".join(writer.out)
     versions: dict[str, list[Any]] = {}
-    restarts: list[tuple[int, str]] = []
+    restarts: list[tuple[int, int, str]] = []
     for pointer, start, end in sorted(writer.occurrences, key=lambda o: o[1]):
         if pointer in versions:
-            restarts.append((start, pointer))
+            restarts.append((start, end, pointer))
         versions.setdefault(pointer, []).append(json.loads(text[start:end]))
     return text, versions, restarts
 
@@ -307,11 +316,11 @@ def formatted(draw: st.DrawFn) -> tuple[str, dict[str, list[Any]], list[tuple[in
 @SETTINGS
 @given(data=st.data(), doc=formatted(), append=st.booleans(), as_bytes=st.booleans())
 def test_any_formatting_duplicate_keys_any_chunking(
-    data: st.DataObject, doc: tuple[str, dict[str, list[Any]], list[tuple[int, str]]], append: bool, as_bytes: bool
+    data: st.DataObject, doc: tuple[str, dict[str, list[Any]], list[tuple[int, int, str]]], append: bool, as_bytes: bool
 ) -> None:
     text, versions, restarts = doc
     if as_bytes:
-        restarts = [(len(text[:offset].encode()), pointer) for offset, pointer in restarts]
+        restarts = [(len(text[:start].encode()), len(text[:end].encode()), pointer) for start, end, pointer in restarts]
         _check_stream(text, data.draw(chunkings(text.encode())), append, versions, restarts)
     else:
         _check_stream(text, data.draw(chunkings(text)), append, versions, restarts)
