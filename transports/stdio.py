@@ -136,15 +136,32 @@ def _reader_thread(
 
 
 class _StdioServer:
-    def __init__(self, registry: RunRegistry, out: IO[bytes]) -> None:
+    def __init__(self, registry: RunRegistry, out: IO[bytes], queue: asyncio.Queue[Any]) -> None:
         self.registry = registry
         self.out = out
+        self.queue = queue
         self.in_flight: dict[str, bool] = {}  # run id -> tagged
         self.pumps: set[asyncio.Task[None]] = set()
+        #: stdout was closed by its reader (``serve --transport stdio | head``): nobody listens any more
+        self.closed = False
 
     def write(self, data: bytes) -> None:
-        self.out.write(data)
-        self.out.flush()
+        """Write to stdout. When its reader went away, cancel every run (nobody will
+        read them; the model must stop spending) and end serving as at the end of stdin."""
+        if self.closed:
+            return
+        try:
+            self.out.write(data)
+            self.out.flush()
+        except (BrokenPipeError, ConnectionResetError, ValueError):  # ValueError: the file was closed
+            self.closed = True
+            logger.info("stdout was closed: cancelling %d run(s) and stopping", len(self.in_flight))
+            for run_id in list(self.in_flight):
+                try:
+                    self.registry.cancel_nowait(run_id, code="disconnected", message="stdout was closed")
+                except AguiEngineError:  # it finished meanwhile
+                    pass
+            self.queue.put_nowait(_EOF)
 
     def error(self, exc: AguiEngineError, line_no: int, run_id: str | None = None) -> None:
         self.write(error_line(exc, run_id, status=False, line=line_no) + b"\n")
@@ -189,7 +206,7 @@ class _StdioServer:
         rid = sub.run.run_id
         lines = EventLines(rid)
         async with sub:
-            while not sub.done:
+            while not sub.done and not self.closed:
                 sl = await sub.next()
                 if sl is None or not sl.payloads:
                     continue
@@ -227,8 +244,11 @@ async def serve_stdio(
     queue: asyncio.Queue[Any] = asyncio.Queue()
     slots = threading.Semaphore(STDIN_MAX_PENDING_LINES)
     stop = threading.Event()
-    source = stdin if stdin is not None else sys.stdin.buffer
-    server = _StdioServer(registry, stdout if stdout is not None else sys.stdout.buffer)
+    # Our own reader over fd 0, not sys.stdin.buffer: when stdout's reader goes away the
+    # server ends while the reader thread may still block in readline(), and interpreter
+    # shutdown must not wait for (or abort on) the lock of a standard stream it finalizes.
+    source = stdin if stdin is not None else open(sys.stdin.fileno(), "rb", closefd=False)  # noqa: SIM115
+    server = _StdioServer(registry, stdout if stdout is not None else sys.stdout.buffer, queue)
     threading.Thread(
         target=_reader_thread,
         args=(source, loop, queue, max_line_bytes, slots, stop),

@@ -185,7 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if run is None:
             parser.print_help()
             return EXIT_USAGE
-        return int(run(args) or 0)
+        status = int(run(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader gone from the pipe is caught below
+        return status
     except BrokenPipeError:
         quiet_broken_pipe()
         return EXIT_BROKEN_PIPE

@@ -256,6 +256,33 @@ def test_run_piped_into_head_ends_quietly(raw: bool) -> None:
     assert done.returncode in (0, 141)
 
 
+def test_stdio_server_whose_reader_goes_away_cancels_and_ends_quietly() -> None:
+    """``serve --transport stdio | head``: stdin stays open, stdout's reader leaves
+    mid-run; the server cancels the run and exits at once, with no traceback."""
+    read_end, write_end = _small_pipe()
+    proc = subprocess.Popen(
+        [agui_engine_command(), "serve", "--transport", "stdio", "--pace", "0.005"],
+        stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    os.close(write_end)
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(b'{"threadId": "t", "runId": "r1", "messages": '
+                     b'[{"id": "m", "role": "user", "content": "Show me the Q3 dashboard"}]}\n')
+    proc.stdin.flush()
+    try:
+        assert os.read(read_end, 100)
+    finally:
+        os.close(read_end)
+    try:
+        status = proc.wait(timeout=COMMAND_TIMEOUT)  # stdin is still open: the closed stdout ends it
+        err = proc.stderr.read().decode()
+    finally:
+        proc.stdin.close()
+        proc.stderr.close()
+    assert status == 0 and "Traceback" not in err and "Fatal" not in err, err
+    assert "stdout was closed: cancelling 1 run(s)" in err
+
+
 # --------------------------------------------------------------------------- help and version
 
 
