@@ -51,7 +51,7 @@ import msgspec
 from aiohttp import web
 
 from agui_engine.agent import Agent
-from agui_engine.codec import EventStreamDecoder, encode_ndjson, encode_sse
+from agui_engine.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.errors import AguiEngineError
 from agui_engine.events import RunAgentInput, RunErrorEvent
 
@@ -88,8 +88,6 @@ __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SSEAgent", "SSEServer", "create_app", "st
 
 logger = logging.getLogger("agui_engine.transports")
 
-SSE_CONTENT_TYPE = "text/event-stream"
-NDJSON_CONTENT_TYPE = "application/x-ndjson"
 _NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
