@@ -199,14 +199,16 @@ class AgentLoop:
     """An :class:`~agui_engine.agent.Agent` around an inner Agent: tools in, verified events out.
 
     ``AgentLoop(agent, *, components=(), interactables=(), strict=True,
-    id_factory=new_id, on_repair=None)``. ``agent`` is anything with
+    id_factory=new_id, on_repair=None, append_strings=True)``. ``agent`` is anything with
     ``run(input) -> AsyncIterator[Event]``. ``components`` are offered on every run
     (a client component of the same name replaces one); ``interactables`` are
     components already on the screen (the run's ``interactables`` context adds
     more, and wins for an id given twice). ``strict`` sends the tools in strict form
     when their schemas allow. ``id_factory`` makes component, message and result
     ids. ``on_repair(id, detail)`` is told about every repair (default: a DEBUG
-    log line). See the module docstring for what a run does.
+    log line). ``append_strings`` (default): component props grow their strings with
+    ``append`` operations (linear bytes); ``False`` is strict RFC 6902 (see
+    ``spec/components.md``). See the module docstring for what a run does.
 
     Raises :class:`UsageError` for an ``agent`` without ``run`` or two components
     with one name; :meth:`run` raises :class:`RemoteInputError` for an invalid
@@ -222,6 +224,7 @@ class AgentLoop:
         strict: bool = True,
         id_factory: Callable[[], str] = new_id,
         on_repair: RepairHook | None = None,
+        append_strings: bool = True,
     ) -> None:
         if not callable(getattr(agent, "run", None)):
             raise UsageError(f"AgentLoop needs an agent with run(input), got {type(agent).__name__}")
@@ -231,6 +234,7 @@ class AgentLoop:
         self.strict = strict
         self.id_factory = id_factory
         self.on_repair: RepairHook = on_repair or _no_hook
+        self.append_strings = bool(append_strings)
         build_tools(self.components, (), interactables=self.interactables, strict=strict)  # UsageError now, not per run
         # The props checker (jsonschema, ~80 ms to import) loads at startup, not at the first component of a run.
         importlib.import_module("jsonschema")
@@ -257,7 +261,7 @@ class AgentLoop:
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
-        state = _Run(input, plan.specs, self.id_factory, self.on_repair)
+        state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
         stream: AsyncIterator[Any] = self.agent.run(plan.inner_input)
         received = False
         continues, foreign = state.verifier.continues, state.foreign
@@ -328,14 +332,14 @@ class _Run:
     )
 
     def __init__(self, input: RunAgentInput, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str],
-                 on_repair: RepairHook) -> None:
+                 on_repair: RepairHook, append_strings: bool = True) -> None:
         self.input = input
         self.make_id = make_id
         self.on_repair = on_repair
         self.verifier = Verifier(input=input)
         self.expander = ChunkExpander()
         self.lanes = False  # the expander has an open chunk lane
-        self.tools = ToolCallTransformer(specs, make_id)
+        self.tools = ToolCallTransformer(specs, make_id, append_strings=append_strings)
         self.foreign: set[str] = set()  # calls of tools that are not ours: verified, passed unchanged
         self.legacy: LegacyThinkingMapper | None = None
         self.phase = _BEFORE

@@ -74,12 +74,13 @@ import jsonpointer
 
 from .accumulator import Accumulator
 from .components import (
+    COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
     STANDARD_PARAMETER_PREFIX,
+    STATUS_MESSAGE_PARAMETER,
     Component,
     NullDefault,
     StatusMessages,
-    status_messages_of,
     strip_reserved_keys,
     unstrict_value,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "ComponentStream",
     "InteractableUpdateStream",
     "MAX_COMPONENT_ARGS_CHARS",
+    "StatusTracker",
     "component_blocks",
     "find_component",
     "seed_interactables",
@@ -125,6 +127,61 @@ class ComponentSizeError(LimitExceededError):
     """A component call's arguments crossed :data:`MAX_COMPONENT_ARGS_CHARS`."""
 
     default_code = "component_too_large"
+
+
+_STATUS_PATHS: Final = {
+    "/" + STATUS_MESSAGE_PARAMETER: "status_message",
+    "/" + COMPLETION_STATUS_MESSAGE_PARAMETER: "completion_status_message",
+}
+
+
+class StatusTracker:
+    """The standard parameters of a streaming call, followed from the tokenizer's ops.
+
+    Reading them from the parsed document would bring the open string's slot up
+    to date (a join of everything it holds) on every fragment: O(size of the
+    arguments) per fragment, quadratic in all. Here each fragment costs one
+    comparison per op; the two strings are kept as pieces and joined only when
+    :attr:`messages` is read after an op touched them (:meth:`observe` says so).
+    """
+
+    __slots__ = ("_cache", "_parts")
+
+    def __init__(self) -> None:
+        self._parts: dict[str, list[str] | None] = {}
+        self._cache: StatusMessages | None = StatusMessages()
+
+    def observe(self, ops: Sequence[Mapping[str, Any]]) -> bool:
+        """Follow raw tokenizer ops; True when one of them touched a standard parameter."""
+        touched = False
+        for op in ops:
+            field = _STATUS_PATHS.get(op["path"])
+            if field is None:
+                continue
+            touched = True
+            value = op.get("value")
+            if op["op"] == "append":
+                parts = self._parts.get(field)
+                if parts is not None and isinstance(value, str):
+                    parts.append(value)
+            else:  # add / replace (a duplicate key): the value so far; a non-string is ignored
+                self._parts[field] = [value] if isinstance(value, str) else None
+        if touched:
+            self._cache = None
+        return touched
+
+    @property
+    def messages(self) -> StatusMessages:
+        """The standard parameters as far as they have arrived."""
+        if self._cache is None:
+            joined: dict[str, str] = {}
+            for field, parts in self._parts.items():
+                if parts is not None:
+                    if len(parts) > 1:
+                        parts[:] = ["".join(parts)]
+                    joined[field] = parts[0]
+            self._cache = StatusMessages(**joined)
+        return self._cache
 
 
 class _PropsFilter:
@@ -184,7 +241,10 @@ class _ArgumentStream(abc.ABC):
 
     #: ``raw_ops``: the tokenizer's operations for the latest fragment (or close), before any
     #: filtering: what the wire text of the arguments is written from (agui_engine.decision).
-    __slots__ = ("_closed", "_content", "_error", "_size", "_stream", "max_chars", "raw_ops")
+    __slots__ = ("_closed", "_content", "_error", "_size", "_status", "_status_changed", "_stream",
+                 "max_chars", "raw_ops")
+    _status: StatusTracker
+    _status_changed: bool
     _stream: PatchStream
     _size: int
     _content: bool
@@ -199,9 +259,13 @@ class _ArgumentStream(abc.ABC):
 
     @property
     def status_messages(self) -> StatusMessages:
-        """The standard parameters as far as they have arrived (read on demand)."""
-        value = self._stream.value if self._content else None
-        return status_messages_of(value) if isinstance(value, dict) else StatusMessages()
+        """The standard parameters as far as they have arrived (O(1) unless they changed)."""
+        return self._status.messages
+
+    @property
+    def status_changed(self) -> bool:
+        """Whether the last :meth:`feed` / :meth:`close` touched a standard parameter."""
+        return self._status_changed
 
     def _feed_ops(self, fragment: str) -> list[dict[str, Any]]:
         """Raw tokenizer ops for one fragment.
@@ -231,6 +295,7 @@ class _ArgumentStream(abc.ABC):
             self._error = exc
             raise
         self.raw_ops = ops
+        self._status_changed = self._status.observe(ops)
         return ops
 
     def _close_ops(self) -> list[dict[str, Any]]:
@@ -244,6 +309,7 @@ class _ArgumentStream(abc.ABC):
             self._error = exc
             raise
         self.raw_ops = ops
+        self._status_changed = self._status.observe(ops)
         return ops
 
     @property
@@ -255,10 +321,14 @@ class _ArgumentStream(abc.ABC):
 class ComponentStream(_ArgumentStream):
     """Stream one component call's props as ``tambo.component.*`` CUSTOM events.
 
-    ``ComponentStream(component, *, message_id, component_id, append_strings=False,
-    max_chars=MAX_COMPONENT_ARGS_CHARS)``. ``append_strings`` makes growing strings
-    travel as ``{"op": "append"}`` operations carrying only the new characters
-    (the accumulator understands them; plain RFC 6902 clients need the default).
+    ``ComponentStream(component, *, message_id, component_id, append_strings=True,
+    max_chars=MAX_COMPONENT_ARGS_CHARS)``. By default growing strings travel as
+    ``{"op": "append"}`` operations carrying only the new characters, so the bytes
+    of the props deltas stay linear in the arguments (the accumulator and the
+    shipped JavaScript applier understand them). ``append_strings=False`` is strict
+    RFC 6902 for consumers that can apply only standard operations: each fragment
+    re-sends its growing string whole with ``replace`` -- quadratic bytes (a 50 KB
+    markdown prop: about 500x the argument text; see ``spec/components.md``).
     """
 
     __slots__ = (
@@ -279,7 +349,7 @@ class ComponentStream(_ArgumentStream):
         *,
         message_id: str,
         component_id: str,
-        append_strings: bool = False,
+        append_strings: bool = True,
         max_chars: int = MAX_COMPONENT_ARGS_CHARS,
     ) -> None:
         if not isinstance(component, Component):
@@ -294,6 +364,8 @@ class ComponentStream(_ArgumentStream):
         # just above ours so that ours, which names the component, is the one that fires.
         self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
         self._filter = _PropsFilter(component.null_policy.decide)
+        self._status = StatusTracker()
+        self._status_changed = False
         self._size = 0
         self._content = False  # a non-whitespace character has arrived
         self._started = False
@@ -444,7 +516,12 @@ class InteractableUpdateStream(_ArgumentStream):
     )
 
     def __init__(
-        self, interactable: Interactable, kind: UpdateKind, *, max_chars: int = MAX_COMPONENT_ARGS_CHARS
+        self,
+        interactable: Interactable,
+        kind: UpdateKind,
+        *,
+        append_strings: bool = True,
+        max_chars: int = MAX_COMPONENT_ARGS_CHARS,
     ) -> None:
         if kind not in ("props", "state"):
             raise UsageError(f"kind must be 'props' or 'state', got {kind!r}")
@@ -453,7 +530,9 @@ class InteractableUpdateStream(_ArgumentStream):
         self.max_chars = max_chars
         self._member = "/newProps" if kind == "props" else "/newState"
         self._policy = interactable.update_policy(kind)
-        self._stream = PatchStream(emit_root=False, max_bytes=4 * max_chars + 1)
+        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
+        self._status = StatusTracker()
+        self._status_changed = False
         member = self._member[1:]
         policy = self._policy
         self._filter = _PropsFilter(lambda path: policy.decide((member, *path)), self._member)

@@ -89,7 +89,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .component_stream import ComponentStream, InteractableUpdateStream, _PropsFilter
+from .component_stream import ComponentStream, InteractableUpdateStream, StatusTracker, _PropsFilter
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     KEEP,
@@ -101,7 +101,6 @@ from .components import (
     StatusMessages,
     build_llm_tool,
     split_standard_parameters,
-    status_messages_of,
     unstrict_value,
 )
 from .errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError, UsageError
@@ -430,7 +429,8 @@ class WireWriter:
     an object, members written) and the one open string (JSON is sequential). An
     operation closes the open string unless it grows it (``replace`` of the same
     path: only the new characters are written), closes the containers it is not
-    inside, writes ``,`` and ``"key":`` as needed, then opens a container (``{`` /
+    inside (an ``append`` to it, the tokenizer's default for component props, writes exactly
+    its characters), writes ``,`` and ``"key":`` as needed, then opens a container (``{`` /
     ``[``: the tokenizer announces containers empty), starts a string (no closing
     quote yet) or writes a complete scalar. After each fragment the tokenizer's
     status (``status_of``) says whether the open string and the innermost containers
@@ -475,11 +475,15 @@ class WireWriter:
             if not raw_ops:
                 return ""
             op = raw_ops[0]
-            if len(raw_ops) == 1 and op["path"] == self._string and op["op"] == "replace":
-                value = op["value"]
-                grown = value[self._string_len :]
-                self._string_len = len(value)
-                return _string_body(grown)
+            if len(raw_ops) == 1 and op["path"] == self._string:
+                if op["op"] == "append":  # append mode (the default): exactly the new characters
+                    self._string_len += len(op["value"])
+                    return _string_body(op["value"])
+                if op["op"] == "replace":
+                    value = op["value"]
+                    grown = value[self._string_len :]
+                    self._string_len = len(value)
+                    return _string_body(grown)
             for op in self._filter.filter(raw_ops):
                 self._op(op, out)
             return "".join(out)
@@ -511,6 +515,10 @@ class WireWriter:
     def _op(self, op: dict[str, Any], out: list[str]) -> None:
         path = op["path"]
         if self._string is not None:
+            if path == self._string and op["op"] == "append":
+                out.append(_string_body(op["value"]))
+                self._string_len += len(op["value"])
+                return
             if path == self._string and op["op"] != "remove" and op["value"].__class__ is str:
                 value = op["value"]
                 out.append(_string_body(value[self._string_len :]))
@@ -588,6 +596,7 @@ class ToolCallRequest:
         "_final",
         "_parser",
         "_parts",
+        "_status",
         "_stream",
         "_update",
         "_wire",
@@ -599,10 +608,11 @@ class ToolCallRequest:
         "name",
         "signature",
         "spec",
+        "status_changed",
     )
 
     def __init__(self, index: int, call_id: str, name: str, spec: _ToolSpec | None, component_id: str | None,
-                 message_id: str, signature: str | None = None) -> None:
+                 message_id: str, signature: str | None = None, *, append_strings: bool = True) -> None:
         self.index = index
         self.id = call_id
         self.name = name
@@ -613,11 +623,17 @@ class ToolCallRequest:
         self._update: InteractableUpdateStream | None = None
         self._parser: PatchStream | None = None
         if spec is not None and spec.component is not None and component_id is not None:
-            self._stream = ComponentStream(spec.component, message_id=message_id, component_id=component_id)
+            self._stream = ComponentStream(spec.component, message_id=message_id, component_id=component_id,
+                                           append_strings=append_strings)
         elif spec is not None and spec.interactable is not None and spec.update_kind is not None:
-            self._update = InteractableUpdateStream(spec.interactable, spec.update_kind)
+            self._update = InteractableUpdateStream(spec.interactable, spec.update_kind, append_strings=append_strings)
         else:
-            self._parser = PatchStream(emit_root=False)
+            # Its ops go nowhere: append mode so that a long string costs O(chunk) per fragment
+            # (replace mode joins the whole string on every fragment).
+            self._parser = PatchStream(emit_root=False, append_strings=True)
+            self._status = StatusTracker()
+        #: whether the last fragment touched a standard parameter (the step re-reads ``status`` only then)
+        self.status_changed = False
         self._parts: list[str] = []
         streamed = self._stream or self._update
         parser = streamed.parser if streamed is not None else self._parser
@@ -677,9 +693,7 @@ class ToolCallRequest:
             return self._stream.status_messages
         if self._update is not None:
             return self._update.status_messages
-        assert self._parser is not None
-        value = self._parser.value
-        return status_messages_of(value) if isinstance(value, dict) else StatusMessages()
+        return self._status.messages
 
     # -- driven by the step
 
@@ -700,12 +714,15 @@ class ToolCallRequest:
             if self._stream is not None:
                 events: list[Event] = list(self._stream.feed(delta))
                 ops = self._stream.raw_ops
+                self.status_changed = self._stream.status_changed
             elif self._update is not None:
                 events = list(self._update.feed(delta))
                 ops = self._update.raw_ops
+                self.status_changed = self._update.status_changed
             else:
                 assert self._parser is not None
                 ops = self._parser.feed(delta)
+                self.status_changed = self._status.observe(ops)
                 events = []
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
@@ -740,6 +757,7 @@ class ToolCallRequest:
                 has_text = any(not p.isspace() for p in self._parts)
                 if has_text:
                     ops = self._parser.close()
+                    self._status.observe(ops)
                 raw = self._parser.value if has_text else {}
                 clean, _ = split_standard_parameters(raw)
                 policy = _null_policy(self.spec)
@@ -797,14 +815,17 @@ class ToolCallTransformer:
     (:attr:`call_list`, :attr:`component_list`). Raises
     :class:`ToolCallArgumentsError` from :meth:`args` / :meth:`close` for malformed,
     oversized or truncated arguments (the bad fragment is not emitted; the call stays
-    open); the caller decides what that ends.
+    open); the caller decides what that ends. ``append_strings`` (default): component props
+    grow their strings with ``append`` operations (linear bytes); ``False`` is strict RFC 6902.
     """
 
-    __slots__ = ("by_id", "call_list", "component_list", "make_id", "specs")
+    __slots__ = ("append_strings", "by_id", "call_list", "component_list", "make_id", "specs")
 
-    def __init__(self, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str]) -> None:
+    def __init__(self, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str], *,
+                 append_strings: bool = True) -> None:
         self.specs = specs
         self.make_id = make_id
+        self.append_strings = append_strings
         self.by_id: dict[str, ToolCallRequest] = {}
         self.call_list: tuple[ToolCallRequest, ...] = ()
         self.component_list: tuple[ToolCallRequest, ...] = ()
@@ -817,7 +838,8 @@ class ToolCallTransformer:
         is_component = spec is not None and spec.component is not None
         component_id = self.make_id() if is_component else None
         message_id = event.parent_message_id or (self.make_id() if is_component else "")
-        call = ToolCallRequest(index, event.tool_call_id, event.tool_call_name, spec, component_id, message_id, signature)
+        call = ToolCallRequest(index, event.tool_call_id, event.tool_call_name, spec, component_id, message_id, signature,
+                               append_strings=self.append_strings)
         self.by_id[call.id] = call
         self.call_list = (*self.call_list, call)
         if component_id is not None:
@@ -863,8 +885,10 @@ _LANE_OF_ITEM: Final[dict[type, str]] = {
 
 
 class _Step:
-    def __init__(self, specs: Mapping[str, _ToolSpec], message_id: str, make_id: Callable[[], str]) -> None:
+    def __init__(self, specs: Mapping[str, _ToolSpec], message_id: str, make_id: Callable[[], str],
+                 append_strings: bool = True) -> None:
         self.specs = specs
+        self.append_strings = append_strings
         self.message_id = message_id  # the assistant message of this step
         self.text_id: str | None = None  # the open text message, if any
         self.text_ids: list[str] = []
@@ -875,7 +899,7 @@ class _Step:
         self.reasoning_blocks: tuple[ReasoningBlock, ...] = ()
         self.text_parts: list[str] = []
         self.calls: dict[int, ToolCallRequest] = {}
-        self.tools = ToolCallTransformer(specs, make_id)
+        self.tools = ToolCallTransformer(specs, make_id, append_strings=append_strings)
         self.status: StatusMessages = StatusMessages()
         self.finish: FinishReason | None = None
         self.usage: Usage | None = None
@@ -992,7 +1016,8 @@ class _Step:
             raise ModelStreamError(f"model stream sent arguments for tool call {call.id} after its end")
         out: list[Event] = []
         self.tools.args(call, ToolCallArgsEvent(tool_call_id=call.id, delta=delta), out)
-        self._refresh(call)
+        if call.status_changed:  # reading the status joins its pieces: only when it moved
+            self._refresh(call)
         return out
 
     def _refresh(self, call: ToolCallRequest) -> None:
@@ -1068,6 +1093,7 @@ async def run_decision_loop(
     parallel_tool_calls: bool = True,
     max_output_tokens: int | None = None,
     system_prompt: str | None = None,
+    append_strings: bool = True,
 ) -> AsyncGenerator[DecisionStreamItem, None]:
     """Run one model step; yield the decision so far and the AG-UI events of each model item.
 
@@ -1075,6 +1101,10 @@ async def run_decision_loop(
     added here, or ``system_prompt`` replaces the built one). ``message_id`` is the
     assistant message id of this step (default: a fresh id). The last item's
     decision is complete (``finish_reason`` set when the model sent one).
+    ``append_strings`` (default): component props (and interactable updates) grow
+    their strings with ``append`` operations carrying only the new characters;
+    ``False`` sends strict RFC 6902 (``replace`` of the whole string per fragment:
+    quadratic bytes, see ``spec/components.md``).
 
     Raises, before the model is called: :class:`UsageError` for clashing tool
     names, :class:`~agui_engine.llm.UnknownToolChoiceError`. While streaming (after yielding the
@@ -1096,7 +1126,7 @@ async def run_decision_loop(
             custom_instructions=custom_instructions,
         )
     prompt_messages = [SystemMessage(id=SYSTEM_MESSAGE_ID, content=prompt), *messages]
-    step = _Step(specs, message_id or id_factory(), id_factory)
+    step = _Step(specs, message_id or id_factory(), id_factory, append_strings)
     llm_tools = [spec.llm_tool for spec in specs.values()]
 
     stream = llm.complete(

@@ -197,6 +197,11 @@ class LLMAgent:
     thread finishes on its own and its result is discarded (inline tools block
     the loop and cannot be timed out).
 
+    ``append_strings`` (default ``True``): component props grow their strings on
+    the wire with ``append`` operations carrying only the new characters (linear
+    bytes); ``False`` is strict RFC 6902 (``replace`` of the whole string per
+    fragment, quadratic bytes -- for consumers that apply only standard ops).
+
     ``force_tool_choice`` applies to the first model call of each run only (the
     forced tool then runs and the model continues freely). ``id_factory`` makes
     every message, component and result id (default: random uuid4 hex).
@@ -224,6 +229,7 @@ class LLMAgent:
         id_factory: Callable[[], str] = new_id,
         inline_tools: Collection[str] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS,
+        append_strings: bool = True,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -250,6 +256,7 @@ class LLMAgent:
         self.memories = list(memories) if memories else None
         self.max_output_tokens = max_output_tokens
         self.id_factory = id_factory
+        self.append_strings = bool(append_strings)
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
@@ -343,6 +350,7 @@ class LLMAgent:
                 custom_instructions=self.custom_instructions,
                 memories=self.memories,
                 id_factory=self.id_factory,
+                append_strings=self.append_strings,
                 strict=self.strict,
                 parallel_tool_calls=self.parallel_tool_calls,
                 max_output_tokens=self.max_output_tokens,

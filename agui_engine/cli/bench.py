@@ -552,6 +552,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the re-parsing (quadratic) contenders on documents up to this size "
                              "(default: jiter 70000, jiter+make_patch and partial_json_parser 6000)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON lines")
+    parser.add_argument("--props-sizes", nargs="*", type=int, default=None, metavar="KIB",
+                        help="argument sizes (KiB) for the props CPU-per-chunk series "
+                             "(default: 64 512 2047; the props section runs when --documents has "
+                             "dashboard-64KB, markdown-50KB, table-200KB or deep-200)")
+    parser.add_argument("--no-strict", action="store_true",
+                        help="skip the strict RFC 6902 column of the props table (quadratic: seconds)")
 
 
 def quadratic_limit(contender: str, override: int | None = None) -> float:
@@ -634,7 +640,25 @@ def run(args: argparse.Namespace) -> int:
         print()
         print("targets (spec/jsonstream.md §6; timings carry a few % of noise on a shared machine):")
         print("\n".join(lines))
+    _run_props(args)
     return 0
+
+
+def _run_props(args: argparse.Namespace) -> None:
+    """The props section (:mod:`agui_engine.bench_props`) for the corpus shapes among the documents."""
+    from .bench_props import CPU_SIZES, WIRE_DOCUMENTS, cpu_per_chunk, format_props_report, wire_bytes
+
+    shapes = [name for name in WIRE_DOCUMENTS if name in args.documents]
+    if not shapes:
+        return
+    sizes = CPU_SIZES if args.props_sizes is None else tuple(k * 1024 for k in args.props_sizes)
+    _progress(sys.stderr, 0, 1, "component props on the wire")
+    wire = [wire_bytes(name, strict=not args.no_strict) for name in shapes]
+    cpu = [cpu_per_chunk(size, repeat=min(3, max(1, args.repeat))) for size in sizes]
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    print()
+    print(format_props_report(wire, cpu))
 
 
 #: The issue's targets. Timing is reported against them, never asserted in a test.

@@ -114,11 +114,26 @@ def test_trace_strings_done_the_moment_they_close() -> None:
     assert brief(events) == [
         ("S",),
         ("P", [("add", "/title", "He")], {"title": "streaming"}),
+        ("P", [("append", "/title", "llo")], {"title": "streaming"}),
+        ("P", [], {"title": "done"}),
+        ("P", [("add", "/count", 12)], {"title": "done", "count": "done"}),
+        ("E", {"title": "Hello", "count": 12}),
+    ]
+
+
+def test_trace_strict_rfc6902_mode_resends_the_string() -> None:
+    """``append_strings=False``: only standard RFC 6902 ops, the growing string re-sent whole."""
+    events, _ = run(WEATHER, ['{"ti', 'tle": "He', "llo", '", "count": 1', "2}"], append_strings=False)
+    assert brief(events) == [
+        ("S",),
+        ("P", [("add", "/title", "He")], {"title": "streaming"}),
         ("P", [("replace", "/title", "Hello")], {"title": "streaming"}),
         ("P", [], {"title": "done"}),
         ("P", [("add", "/count", 12)], {"title": "done", "count": "done"}),
         ("E", {"title": "Hello", "count": 12}),
     ]
+    assert {o["op"] for e in events if e.name == COMPONENT_PROPS_DELTA for o in e.value["operations"]} <= {
+        "add", "replace", "remove"}
 
 
 def test_trace_end_and_start_in_one_chunk_q2() -> None:
@@ -126,7 +141,7 @@ def test_trace_end_and_start_in_one_chunk_q2() -> None:
     assert brief(events) == [
         ("S",),
         ("P", [("add", "/a", "x")], {"a": "streaming"}),
-        ("P", [("replace", "/a", "xy"), ("add", "/b", "z")], {"a": "done", "b": "streaming"}),
+        ("P", [("append", "/a", "y"), ("add", "/b", "z")], {"a": "done", "b": "streaming"}),
         ("P", [("add", "/c", 1)], {"a": "done", "b": "done", "c": "done"}),
         ("E", {"a": "xy", "b": "z", "c": 1}),
     ]
@@ -185,7 +200,7 @@ def test_standard_parameters_never_in_ops_and_become_status_messages() -> None:
     assert brief(events) == [
         ("S",),
         ("P", [("add", "/location", "NY")], {"location": "streaming"}),
-        ("P", [("replace", "/location", "NYC")], {"location": "done"}),
+        ("P", [("append", "/location", "C")], {"location": "done"}),
         ("E", {"location": "NYC"}),
     ]
     assert "_tambo" not in json.dumps([e.value for e in events])
@@ -217,12 +232,12 @@ def test_keys_with_slash_and_tilde() -> None:
     events, _ = run(ANY, ['{"a/b": 1, "c~d": "x', 'y"}'])
     assert brief(events)[1:3] == [
         ("P", [("add", "/a~1b", 1), ("add", "/c~0d", "x")], {"a/b": "done", "c~d": "streaming"}),
-        ("P", [("replace", "/c~0d", "xy")], {"a/b": "done", "c~d": "done"}),
+        ("P", [("append", "/c~0d", "y")], {"a/b": "done", "c~d": "done"}),
     ]
 
 
-def test_append_strings_mode() -> None:
-    events, _ = run(ANY, ['{"s": "ab', "cd", 'e"}'], append_strings=True)
+def test_append_strings_mode_is_the_default() -> None:
+    events, _ = run(ANY, ['{"s": "ab', "cd", 'e"}'])
     ops = [o for e in events if e.name == COMPONENT_PROPS_DELTA for o in e.value["operations"]]
     assert ops == [{"op": "add", "path": "/s", "value": "ab"}, {"op": "append", "path": "/s", "value": "cd"},
                    {"op": "append", "path": "/s", "value": "e"}]
