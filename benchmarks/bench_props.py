@@ -1,11 +1,11 @@
 """Component props on the wire: the default (append) mode against strict RFC 6902, one gateway run each.
 
-:func:`agui_engine.bench_props.run_component_call` runs one ``LLMAgent`` run over a scripted
+:func:`agui_engine.cli.bench_props.run_component_call` runs one ``LLMAgent`` run over a scripted
 model that shows a component whose arguments arrive in 1-8 character chunks, and encodes
 every event as the gateway's SSE frame. ``ours`` is the default (growing strings travel as
 ``append`` operations), ``strict-rfc6902`` re-sends each growing string with ``replace``.
 The bytes of both are checked in every run (CI included): the default stays within
-:data:`~agui_engine.bench_props.TARGET_PROPS_RATIO` of the call's ``TOOL_CALL_ARGS`` bytes.
+:data:`~agui_engine.cli.bench_props.TARGET_PROPS_RATIO` of the call's ``TOOL_CALL_ARGS`` bytes.
 
 ``long-string-<size>``: CPU of the whole run on one long string prop at 64 KiB, 512 KiB and
 2 MiB of arguments; per chunk it stays flat (``agui-engine bench`` prints the per-chunk
@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from agui_engine.bench import make_documents, split_chunks
-from agui_engine.bench_props import (
+from agui_engine.cli.bench import make_documents, split_chunks
+from agui_engine.cli.bench_props import (
     CPU_SIZES,
     TARGET_PROPS_RATIO,
     WIRE_DOCUMENTS,

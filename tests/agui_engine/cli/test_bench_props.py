@@ -1,4 +1,4 @@
-"""agui_engine.bench_props: the props-on-the-wire measurement runs the real agent and counts real frames."""
+"""agui_engine.cli.bench_props: the props-on-the-wire measurement runs the real agent and counts real frames."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from agui_engine.bench import split_chunks
-from agui_engine.bench_props import (
+from agui_engine.cli.bench import split_chunks
+from agui_engine.cli.bench_props import (
     CpuPerChunk,
     WireBytes,
     check_props_targets,

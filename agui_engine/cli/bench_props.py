@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .bench import DOCUMENT_SEED, make_documents, split_chunks
-from .codec import encode_sse
-from .component_stream import COMPONENT_PROPS_DELTA, MAX_COMPONENT_ARGS_CHARS
-from .components import Component
-from .events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
-from .llm import Finish, LLMStreamItem, LLMTool, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
-from .llm_agent import LLMAgent
+from ..codec import encode_sse
+from ..component_stream import COMPONENT_PROPS_DELTA, MAX_COMPONENT_ARGS_CHARS
+from ..components import Component
+from ..events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
+from ..llm import Finish, LLMStreamItem, LLMTool, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
+from ..llm_agent import LLMAgent
 
 __all__ = [
     "CPU_SIZES",
