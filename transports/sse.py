@@ -11,6 +11,8 @@ Server: :func:`create_app` builds an aiohttp application around a
     GET     <path>/healthz       liveness: 200 while the process serves
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
     GET     <path>/metrics       Prometheus text format (when metrics are enabled)
+    GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
+                                 inspector page, when enabled (transports/inspector.py)
     OPTIONS *                    CORS preflight (when CORS is configured)
 
 A request is checked completely *before* any stream starts, and refused with a
@@ -73,6 +75,7 @@ from .common import (
 from .clock import Clock
 from .eventlog import EventLog, LogSlice
 from .metrics import METRICS_CONTENT_TYPE
+from .inspector import add_frontend_routes
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     RegistryOptions,
@@ -412,6 +415,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | None = None,
     cors_origins: Sequence[str] = (),
+    inspector: bool = False,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -423,6 +427,9 @@ def create_app(
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
     to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``.
     ``cors_origins``: origins allowed by CORS (``"*"`` for any).
+    ``GET <path>/static/agui-engine.js`` serves the JavaScript applier;
+    ``inspector=True`` adds the inspector page at ``GET <path>/inspect``
+    (:mod:`agui_engine.transports.inspector`).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -455,6 +462,7 @@ def create_app(
     app.router.add_get(base + "/readyz", gw.readyz)
     if registry.metrics is not None:
         app.router.add_get(base + "/metrics", gw.metrics_text)
+    add_frontend_routes(app, path, inspector=inspector, auth_token=auth_token, error_response=_error_response)
     if cors_origins:
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)

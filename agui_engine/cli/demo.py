@@ -120,8 +120,14 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
     yield demo_agent(pace_seconds=pace_seconds)
 
 
-def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai") -> AgentContext:
-    """An :data:`AgentContext` that builds the demo agent on the chosen path."""
+def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
+                          inspector: bool = True) -> AgentContext:
+    """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
+    the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
+    options = {"inspector": True} if inspector and transport == "sse" else {}
+
+    def gateway(agent: Agent) -> Agent:
+        return GatewayAgent(agent, transport=transport, **options) if via == "gateway" else agent
 
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
@@ -130,11 +136,9 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
             from agui_engine.adapters.replay import serve_over_openai_chat
 
             async with serve_over_openai_chat(model, model=EMBEDDED_MODEL_NAME) as llm:
-                agent: Agent = demo_agent(llm=llm)
-                yield GatewayAgent(agent, transport=transport) if via == "gateway" else agent
+                yield gateway(demo_agent(llm=llm))
         else:
-            agent = demo_agent(llm=model)
-            yield GatewayAgent(agent, transport=transport) if via == "gateway" else agent
+            yield gateway(demo_agent(llm=model))
 
     return context
 
@@ -161,6 +165,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Python client; direct: call the agent in-process")
     parser.add_argument("--transport", choices=("sse", "ws"), default="sse",
                         help="the gateway's transport (default sse)")
+    parser.add_argument("--no-inspect", action="store_true",
+                        help="do not serve the inspector page (<gateway>/inspect) on the demo's SSE gateway")
     parser.add_argument("--model-path", choices=("openai", "direct"), default="openai",
                         help="openai (default): the embedded model answers over loopback HTTP in OpenAI Chat "
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
@@ -232,4 +238,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "pretty":
         path = _PATH_LINES[(args.model_path, args.via)].format(t=args.transport.upper() if args.transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
-    return run_scenarios(args, production_demo_agent(via=args.via, transport=args.transport, model_path=args.model_path))
+    return run_scenarios(args, production_demo_agent(via=args.via, transport=args.transport, model_path=args.model_path,
+                                                     inspector=not args.no_inspect))

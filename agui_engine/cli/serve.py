@@ -87,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
+    parser.add_argument("--no-inspect", action="store_true",
+                        help="do not serve the inspector page at <path>/inspect (SSE; on by default)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                         help="log detail on stderr")
 
@@ -169,10 +171,13 @@ async def _serve_with(agent: object, args: argparse.Namespace, options: Registry
                 options=options,
                 log=log,
                 metrics=None if args.no_metrics else GatewayMetrics(),
+                inspector=not args.no_inspect,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url.rstrip("/") + (args.path if args.path != "/" else "/")  # type: ignore[attr-defined]
+        if not args.no_inspect:
+            print(f"inspector on {url.rstrip('/')}/inspect", file=sys.stderr, flush=True)
     else:
         from agui_engine.transports.websocket import start_websocket_server
 

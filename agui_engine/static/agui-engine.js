@@ -1,0 +1,656 @@
+// agui-engine.js -- the browser / Node half of agui-engine's generative UI. A dependency-free ES module.
+//
+// Served by the SSE gateway at `<path>/static/agui-engine.js` and shipped in the Python package
+// (agui_engine/static/). No build step: import it as is.
+//
+// Theory of operation
+// -------------------
+// A `ThreadStore` folds AG-UI events (plain objects, camelCase, as they arrive on the wire or from an
+// `@ag-ui/client` agent) into what a front end renders:
+//
+//   * components: one record per `tambo.component.start`, keyed by componentId:
+//     {id, name, messageId, toolCallId, props, state, streamingStatus, streamingState, statusMessage,
+//      completionStatusMessage, finalProps, version}. `props_delta` / `state_delta` operations are
+//     applied in place (RFC 6902 plus the engine's string `append`, spec/components.md); `end`
+//     sets finalProps (and props to it when the deltas disagree: a finding).
+//   * messages (text, tool calls with their arguments, tool results), state (STATE_SNAPSHOT and
+//     STATE_DELTA applied), runs (id, status, pending client tool calls, interrupts).
+//   * findings: everything that could not be applied, with the index of the event that caused it.
+//
+// Never throws for remote input: an unknown CUSTOM event, an operation that does not apply, a delta
+// for an unknown component each become a finding, and the component keeps its last good props (the
+// operations of one event are applied all-or-nothing: a failing event is rolled back).
+//
+// Cost: each operation is O(depth of its path); an `append` is a string concatenation (V8 keeps it as
+// a rope), so a long streamed string costs O(new characters) per event, never the whole string.
+//
+// Subscribe: `store.subscribe(listener)` calls `listener(store, event)` after every event; returns an
+// unsubscribe function. React: `useSyncExternalStore(store.subscribe, () => store.version)`; each
+// component record gets a new object (with a higher `version`) whenever it changes, so
+// `store.components.get(id)` works as a memo key.
+//
+// Inputs: `connectAgent(agent, store)` subscribes the store to an `@ag-ui/client` agent; `store.apply`
+// takes one event; `EventStreamParser` turns SSE or NDJSON text into events (raw streams, recorded
+// files); `runSSE(url, input, store)` POSTs a RunAgentInput to an agui-engine gateway and follows the
+// stream, resuming with Last-Event-ID after a dropped connection.
+//
+// Extension points: `ThreadStore.customHandlers` (name -> function(store, event, index)), for
+// features added later (data binding's query helper, UI specs) without editing the core.
+
+export const COMPONENT_START = "tambo.component.start";
+export const COMPONENT_PROPS_DELTA = "tambo.component.props_delta";
+export const COMPONENT_STATE_DELTA = "tambo.component.state_delta";
+export const COMPONENT_END = "tambo.component.end";
+export const TOOL_CALL_STATUS = "agui_engine.tool_call.status";
+
+// ------------------------------------------------------------------------------------------ JSON Patch
+
+export class PatchError extends Error {
+  constructor(message, index) {
+    super(message);
+    this.name = "PatchError";
+    this.opIndex = index;
+  }
+}
+
+function unescapeToken(token) {
+  return token.indexOf("~") === -1 ? token : token.replace(/~1/g, "/").replace(/~0/g, "~");
+}
+
+function parsePointer(path) {
+  if (typeof path !== "string") throw new Error(`path must be a string, got ${typeof path}`);
+  if (path === "") return [];
+  if (path[0] !== "/") throw new Error(`not a JSON pointer: ${JSON.stringify(path)}`);
+  return path.slice(1).split("/").map(unescapeToken);
+}
+
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function walk(doc, tokens, path) {
+  let node = doc;
+  for (let i = 0; i < tokens.length - 1; i++) {
+    const token = tokens[i];
+    if (Array.isArray(node)) {
+      const index = arrayIndex(token, node.length - 1, path);
+      node = node[index];
+    } else if (isObject(node) && Object.prototype.hasOwnProperty.call(node, token)) {
+      node = node[token];
+    } else {
+      throw new Error(`${path}: ${JSON.stringify(token)} does not exist`);
+    }
+  }
+  if (!Array.isArray(node) && !isObject(node)) throw new Error(`${path}: parent is not a container`);
+  return node;
+}
+
+function arrayIndex(token, max, path) {
+  if (!/^(0|[1-9][0-9]*)$/.test(token)) throw new Error(`${path}: ${JSON.stringify(token)} is not an array index`);
+  const index = Number(token);
+  if (index > max) throw new Error(`${path}: index ${index} out of range`);
+  return index;
+}
+
+function getAt(doc, path) {
+  const tokens = parsePointer(path);
+  if (tokens.length === 0) return doc;
+  const parent = walk(doc, tokens, path);
+  const last = tokens[tokens.length - 1];
+  if (Array.isArray(parent)) return parent[arrayIndex(last, parent.length - 1, path)];
+  if (!Object.prototype.hasOwnProperty.call(parent, last)) throw new Error(`${path} does not exist`);
+  return parent[last];
+}
+
+function clone(value) {
+  return value === null || typeof value !== "object" ? value : JSON.parse(JSON.stringify(value));
+}
+
+function deepEqual(a, b) {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length) return false;
+  for (const k of ka) {
+    if (!Object.prototype.hasOwnProperty.call(b, k) || !deepEqual(a[k], b[k])) return false;
+  }
+  return true;
+}
+
+// One operation, in place. Returns [newDoc, undo]: undo() restores what the op changed.
+function applyOne(doc, op) {
+  if (!isObject(op)) throw new Error("operation is not an object");
+  const kind = op.op;
+  const path = op.path;
+  const tokens = parsePointer(path);
+  const needsValue = kind === "add" || kind === "replace" || kind === "test" || kind === "append";
+  if (needsValue && !Object.prototype.hasOwnProperty.call(op, "value")) throw new Error(`${kind} ${path}: no value`);
+  if (kind === "move" || kind === "copy") {
+    const value = getAt(doc, op.from);
+    if (kind === "move" && (path === op.from || path.startsWith(op.from + "/"))) {
+      throw new Error(`move ${op.from} -> ${path}: into itself`);
+    }
+    let undoRemove = () => {};
+    let current = doc;
+    if (kind === "move") [current, undoRemove] = applyOne(doc, { op: "remove", path: op.from });
+    const [next, undoAdd] = applyOne(current, { op: "add", path, value: kind === "copy" ? clone(value) : value });
+    return [next, () => { undoAdd(); undoRemove(); }];
+  }
+  if (tokens.length === 0) {
+    if (kind === "add" || kind === "replace") return [op.value, () => {}];
+    if (kind === "test") {
+      if (!deepEqual(doc, op.value)) throw new Error("test failed at the root");
+      return [doc, () => {}];
+    }
+    throw new Error(`${kind} on the document root`);
+  }
+  const parent = walk(doc, tokens, path);
+  const last = tokens[tokens.length - 1];
+  if (Array.isArray(parent)) {
+    if (kind === "add") {
+      const index = last === "-" ? parent.length : arrayIndex(last, parent.length, path);
+      parent.splice(index, 0, op.value);
+      return [doc, () => parent.splice(index, 1)];
+    }
+    const index = arrayIndex(last, parent.length - 1, path);
+    const old = parent[index];
+    if (kind === "remove") {
+      parent.splice(index, 1);
+      return [doc, () => parent.splice(index, 0, old)];
+    }
+    if (kind === "replace") {
+      parent[index] = op.value;
+      return [doc, () => { parent[index] = old; }];
+    }
+    if (kind === "append") {
+      if (typeof old !== "string" || typeof op.value !== "string") throw new Error(`append ${path}: not a string`);
+      parent[index] = old + op.value;
+      return [doc, () => { parent[index] = old; }];
+    }
+    if (kind === "test") {
+      if (!deepEqual(old, op.value)) throw new Error(`test failed at ${path}`);
+      return [doc, () => {}];
+    }
+    throw new Error(`unknown op ${JSON.stringify(kind)}`);
+  }
+  const had = Object.prototype.hasOwnProperty.call(parent, last);
+  const old = parent[last];
+  const restore = had ? () => { parent[last] = old; } : () => { delete parent[last]; };
+  switch (kind) {
+    case "add":
+      parent[last] = op.value;
+      return [doc, restore];
+    case "replace":
+      if (!had) throw new Error(`replace ${path}: does not exist`);
+      parent[last] = op.value;
+      return [doc, restore];
+    case "remove":
+      if (!had) throw new Error(`remove ${path}: does not exist`);
+      delete parent[last];
+      return [doc, restore];
+    case "append":
+      if (!had) throw new Error(`append ${path}: does not exist`);
+      if (typeof old !== "string" || typeof op.value !== "string") throw new Error(`append ${path}: not a string`);
+      parent[last] = old + op.value;
+      return [doc, restore];
+    case "test":
+      if (!had || !deepEqual(old, op.value)) throw new Error(`test failed at ${path}`);
+      return [doc, () => {}];
+    default:
+      throw new Error(`unknown op ${JSON.stringify(kind)}`);
+  }
+}
+
+/**
+ * Apply JSON Patch operations (RFC 6902 and the engine's string `append`) to `doc` in place,
+ * all or nothing. Returns the new document (a new value only when an op replaced the root).
+ * Throws PatchError (with `opIndex`) and leaves `doc` exactly as it was when one does not apply.
+ */
+export function applyOperations(doc, ops) {
+  if (!Array.isArray(ops)) throw new PatchError("operations must be a list", -1);
+  const undo = [];
+  let current = doc;
+  for (let i = 0; i < ops.length; i++) {
+    try {
+      const [next, back] = applyOne(current, ops[i]);
+      current = next;
+      undo.push(back);
+    } catch (err) {
+      for (let j = undo.length - 1; j >= 0; j--) undo[j]();
+      throw new PatchError(`operation ${i}: ${err.message}`, i);
+    }
+  }
+  return current;
+}
+
+// ------------------------------------------------------------------------------------------ wire parsing
+
+/**
+ * SSE or NDJSON text in, AG-UI events out: `feed(text) -> events`, `close() -> events`.
+ * SSE: every `data:` block is one event (multi-line data joined with "\n"), `id:` sets `lastEventId`,
+ * comments and unknown fields are skipped. `format` is "sse", "ndjson" or "auto" (decided by the first
+ * non-blank character: `{` is NDJSON). A frame that is not JSON becomes an entry in `errors`
+ * ({index, message, text}), never an exception.
+ */
+export class EventStreamParser {
+  constructor(format = "auto") {
+    this.format = format;
+    this.buffer = "";
+    this.lastEventId = null;
+    this.errors = [];
+    this.frames = 0;
+    this._data = null;
+    this._id = null;
+  }
+
+  feed(text) {
+    this.buffer += text;
+    const out = [];
+    let start = 0;
+    for (;;) {
+      const nl = this.buffer.indexOf("\n", start);
+      if (nl === -1) break;
+      let line = this.buffer.slice(start, nl);
+      if (line.endsWith("\r")) line = line.slice(0, -1);
+      start = nl + 1;
+      this._line(line, out);
+    }
+    this.buffer = this.buffer.slice(start);
+    return out;
+  }
+
+  close() {
+    const out = [];
+    if (this.buffer) {
+      const rest = this.buffer;
+      this.buffer = "";
+      this._line(rest, out);
+    }
+    if (this.format === "sse") this._line("", out);
+    return out;
+  }
+
+  _line(line, out) {
+    if (this.format === "auto") {
+      if (line.trim() === "") return;
+      this.format = line.trimStart().startsWith("{") ? "ndjson" : "sse";
+    }
+    if (this.format === "ndjson") {
+      if (line.trim() !== "") this._emit(line, out, null);
+      return;
+    }
+    if (line === "") {
+      if (this._data !== null) this._emit(this._data, out, this._id);
+      this._data = null;
+      return;
+    }
+    if (line[0] === ":") return;
+    const colon = line.indexOf(":");
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? "" : line.slice(colon + 1);
+    if (value[0] === " ") value = value.slice(1);
+    if (field === "data") this._data = this._data === null ? value : this._data + "\n" + value;
+    else if (field === "id" && value.indexOf("\0") === -1) {
+      this.lastEventId = value;
+      this._id = value;
+    }
+  }
+
+  _emit(text, out, id) {
+    const index = this.frames++;
+    try {
+      const event = JSON.parse(text);
+      if (!isObject(event) || typeof event.type !== "string") throw new Error("not an AG-UI event (no type)");
+      if (id !== null) Object.defineProperty(event, "__id", { value: id, enumerable: false });
+      out.push(event);
+    } catch (err) {
+      this.errors.push({ index, message: err.message, text: text.slice(0, 200) });
+    }
+  }
+}
+
+/** Parse a whole recorded stream (an .sse or .ndjson file's text). Returns {events, errors}. */
+export function parseRecording(text) {
+  const parser = new EventStreamParser("auto");
+  const events = parser.feed(text);
+  events.push(...parser.close());
+  return { events, errors: parser.errors };
+}
+
+// ------------------------------------------------------------------------------------------ the store
+
+/** `@ag-ui/client` spells some types in camelCase on its objects; the wire uses UPPER_SNAKE. */
+function typeOf(event) {
+  return typeof event?.type === "string" ? event.type : "";
+}
+
+export class ThreadStore {
+  constructor() {
+    this.components = new Map();
+    this.messages = [];
+    this.state = {};
+    this.runs = [];
+    this.findings = [];
+    this.events = 0;
+    this.version = 0;
+    this.customHandlers = new Map([
+      [COMPONENT_START, (s, e, i) => s._componentStart(e, i)],
+      [COMPONENT_PROPS_DELTA, (s, e, i) => s._componentDelta(e, i, "props")],
+      [COMPONENT_STATE_DELTA, (s, e, i) => s._componentDelta(e, i, "state")],
+      [COMPONENT_END, (s, e, i) => s._componentEnd(e, i)],
+      [TOOL_CALL_STATUS, (s, e, i) => s._toolCallStatus(e, i)],
+    ]);
+    this._listeners = new Set();
+    this._byId = new Map();
+    this._toolCalls = new Map();
+    this._lastToolCall = null;
+    this.subscribe = this.subscribe.bind(this);
+  }
+
+  /** `listener(store, event)` after every event; returns the unsubscribe function. */
+  subscribe(listener) {
+    this._listeners.add(listener);
+    return () => this._listeners.delete(listener);
+  }
+
+  /** Fold one event in. Never throws for bad input: it becomes a finding. */
+  apply(event) {
+    const index = this.events++;
+    try {
+      this._apply(event, index);
+    } catch (err) {
+      this._finding(index, event, "internal", `could not apply: ${err && err.message}`);
+    }
+    this.version++;
+    for (const listener of this._listeners) {
+      try {
+        listener(this, event);
+      } catch (err) {
+        // a listener's bug must not stop the stream; it is reported once per event
+        this._finding(index, event, "listener", `a subscriber threw: ${err && err.message}`);
+      }
+    }
+  }
+
+  applyAll(events) {
+    for (const event of events) this.apply(event);
+  }
+
+  /** Plain data: {componentId: props} (what tests and the inspector compare). */
+  propsById() {
+    const out = {};
+    for (const [id, c] of this.components) out[id] = c.props;
+    return out;
+  }
+
+  _finding(index, event, kind, message) {
+    this.findings.push({ eventIndex: index, eventType: typeOf(event), kind, message });
+  }
+
+  _apply(event, index) {
+    switch (typeOf(event)) {
+      case "RUN_STARTED":
+        this.runs.push({ threadId: event.threadId, runId: event.runId, status: "running", pendingToolCallIds: [],
+                         interrupts: [] });
+        break;
+      case "RUN_FINISHED": {
+        const run = this._run();
+        run.status = "finished";
+        run.result = event.result;
+        const outcome = event.outcome;
+        if (outcome && outcome.type === "interrupt") run.interrupts = outcome.interrupts || [];
+        if (outcome && Array.isArray(outcome.pendingToolCallIds)) run.pendingToolCallIds = outcome.pendingToolCallIds;
+        break;
+      }
+      case "RUN_ERROR": {
+        const run = this._run();
+        run.status = "error";
+        run.error = { message: event.message, code: event.code };
+        break;
+      }
+      case "TEXT_MESSAGE_START":
+        this._message(event.messageId, event.role || "assistant");
+        break;
+      case "TEXT_MESSAGE_CONTENT": {
+        const m = this._byId.get(event.messageId);
+        if (!m) this._finding(index, event, "unknown_message", `no message ${event.messageId}`);
+        else m.content = (m.content || "") + (event.delta || "");
+        break;
+      }
+      case "TOOL_CALL_START": {
+        const parent = event.parentMessageId ? this._message(event.parentMessageId, "assistant") : null;
+        const call = { id: event.toolCallId, type: "function", function: { name: event.toolCallName, arguments: "" } };
+        if (parent) (parent.toolCalls ||= []).push(call);
+        this._toolCalls.set(event.toolCallId, call);
+        this._lastToolCall = event.toolCallId;
+        break;
+      }
+      case "TOOL_CALL_ARGS": {
+        const call = this._toolCalls.get(event.toolCallId);
+        if (!call) this._finding(index, event, "unknown_tool_call", `no tool call ${event.toolCallId}`);
+        else call.function.arguments += event.delta || "";
+        break;
+      }
+      case "TOOL_CALL_RESULT":
+        this.messages.push({ id: event.messageId, role: "tool", toolCallId: event.toolCallId, content: event.content });
+        this._byId.set(event.messageId, this.messages[this.messages.length - 1]);
+        break;
+      case "STATE_SNAPSHOT":
+        this.state = clone(event.snapshot);
+        break;
+      case "STATE_DELTA":
+        try {
+          this.state = applyOperations(this.state, event.delta);
+        } catch (err) {
+          this._finding(index, event, "state_patch", err.message);
+        }
+        break;
+      case "MESSAGES_SNAPSHOT":
+        for (const m of event.messages || []) {
+          if (!this._byId.has(m.id)) {
+            const copy = clone(m);
+            this.messages.push(copy);
+            this._byId.set(copy.id, copy);
+          }
+        }
+        break;
+      case "CUSTOM": {
+        const handler = this.customHandlers.get(event.name);
+        if (handler) handler(this, event, index);
+        else this._finding(index, event, "unknown_custom", `unknown CUSTOM event ${JSON.stringify(event.name)} (ignored)`);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  _run() {
+    if (!this.runs.length || this.runs[this.runs.length - 1].status !== "running") {
+      this.runs.push({ threadId: null, runId: null, status: "running", pendingToolCallIds: [], interrupts: [] });
+    }
+    return this.runs[this.runs.length - 1];
+  }
+
+  _message(id, role) {
+    let m = this._byId.get(id);
+    if (!m) {
+      m = { id, role, content: "" };
+      this.messages.push(m);
+      this._byId.set(id, m);
+    }
+    return m;
+  }
+
+  _value(event, index, ...keys) {
+    const value = event.value;
+    if (!isObject(value)) {
+      this._finding(index, event, "component", `CUSTOM ${event.name}: value must be an object`);
+      return null;
+    }
+    for (const key of keys) {
+      if (typeof value[key] !== "string") {
+        this._finding(index, event, "component", `CUSTOM ${event.name}: value.${key} must be a string`);
+        return null;
+      }
+    }
+    return value;
+  }
+
+  _set(record) {
+    record.version = this.version + 1;
+    this.components.set(record.id, record);
+  }
+
+  _componentStart(event, index) {
+    const value = this._value(event, index, "messageId", "componentId", "componentName");
+    if (!value) return;
+    if (this.components.has(value.componentId)) {
+      this._finding(index, event, "component", `component ${value.componentId} already started`);
+      return;
+    }
+    const status = this._statusOf(this._lastToolCall);
+    this._set({
+      id: value.componentId, name: value.componentName, messageId: value.messageId, toolCallId: this._lastToolCall,
+      props: {}, state: undefined, streamingStatus: {}, streamingState: "started", finalProps: undefined,
+      statusMessage: status.statusMessage, completionStatusMessage: status.completionStatusMessage, version: 0,
+    });
+    const m = this._message(value.messageId, "assistant");
+    (m.components ||= []).push(value.componentId);
+  }
+
+  // The value and the known component an update event is about, or null (a finding recorded).
+  _target(event, index) {
+    const value = this._value(event, index, "componentId");
+    if (!value) return null;
+    const c = this.components.get(value.componentId);
+    if (!c) {
+      this._finding(index, event, "component", `unknown component ${value.componentId} (no start event)`);
+      return null;
+    }
+    return [value, c];
+  }
+
+  _componentDelta(event, index, member) {
+    const found = this._target(event, index);
+    if (!found) return;
+    const [value, c] = found;
+    const record = { ...c, streamingState: "streaming" };
+    if (isObject(value.streamingStatus)) record.streamingStatus = { ...value.streamingStatus };
+    try {
+      const target = isObject(c[member]) || Array.isArray(c[member]) ? c[member] : {};
+      record[member] = applyOperations(target, value.operations);
+    } catch (err) {
+      // all or nothing: the props are exactly the last good ones
+      this._finding(index, event, "component_patch",
+                    `operations for component ${c.id} did not apply: ${err.message} (last good ${member} kept)`);
+    }
+    this._set(record);
+  }
+
+  _componentEnd(event, index) {
+    const found = this._target(event, index);
+    if (!found) return;
+    const [value, c] = found;
+    const record = { ...c, streamingState: "done" };
+    for (const [key, member] of [["finalProps", "props"], ["finalState", "state"]]) {
+      const final = value[key];
+      if (isObject(final)) {
+        if (member === "props") record.finalProps = clone(final);
+        if (!deepEqual(final, c[member])) {
+          record[member] = clone(final);
+          this._finding(index, event, "component_final_mismatch",
+                        `component ${c.id}: ${member} built from the deltas differ from ${key}; ${key} kept`);
+        }
+      }
+    }
+    this._set(record);
+  }
+
+  _statusOf(toolCallId) {
+    return (this._status && this._status.get(toolCallId)) || {};
+  }
+
+  _toolCallStatus(event, index) {
+    const value = this._value(event, index, "toolCallId");
+    if (!value) return;
+    (this._status ||= new Map()).set(value.toolCallId, {
+      statusMessage: value.statusMessage, completionStatusMessage: value.completionStatusMessage,
+    });
+    for (const c of this.components.values()) {
+      if (c.toolCallId === value.toolCallId) {
+        this._set({ ...c, statusMessage: value.statusMessage, completionStatusMessage: value.completionStatusMessage });
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------ inputs
+
+/** Subscribe `store` to an `@ag-ui/client` agent's events; returns the unsubscribe function. */
+export function connectAgent(agent, store = new ThreadStore()) {
+  const sub = agent.subscribe({ onEvent: ({ event }) => { store.apply(event); } });
+  return () => sub.unsubscribe();
+}
+
+/** Seconds between resume attempts after a dropped connection, and how many (then the run is given up). */
+export const RESUME_DELAY_MS = 250;
+export const MAX_RESUMES = 5;
+
+/**
+ * POST `input` (a RunAgentInput) to an agui-engine gateway at `url` and apply the stream to `store`.
+ * When the connection drops before RUN_FINISHED / RUN_ERROR, resume with `GET <url>/runs/<runId>` and
+ * `Last-Event-ID` (at most MAX_RESUMES times). `hooks.onFrame({event, id, resumed})` sees every
+ * event, `hooks.onResume({lastEventId, attempt})` every reconnection, `hooks.onReader(reader)` each
+ * connection's body reader (cancelling it drops that connection: the run is resumed); `hooks.signal`
+ * aborts; `hooks.headers` are added to every request (e.g. Authorization).
+ * Resolves to {lastEventId, resumes, terminal}.
+ */
+export async function runSSE(url, input, store, hooks = {}) {
+  const base = url.replace(/\/+$/, "");
+  let lastEventId = null;
+  let resumes = 0;
+  let terminal = false;
+  let response = await fetch(url, {
+    method: "POST",
+    headers: { ...hooks.headers, "Content-Type": "application/json", Accept: "text/event-stream" },
+    body: JSON.stringify(input),
+    signal: hooks.signal,
+  });
+  for (;;) {
+    if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
+    const parser = new EventStreamParser("sse");
+    const decoder = new TextDecoder();
+    const reader = response.body.getReader();
+    hooks.onReader?.(reader);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        const text = decoder.decode(value, { stream: true });
+        for (const event of parser.feed(text)) {
+          lastEventId = event.__id ?? lastEventId;
+          store.apply(event);
+          hooks.onFrame?.({ event, id: event.__id, resumed: resumes > 0 });
+          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") terminal = true;
+        }
+      }
+    } catch (err) {
+      if (hooks.signal?.aborted) throw err;
+      // a dropped connection: resume below
+    }
+    if (terminal || lastEventId === null || resumes >= MAX_RESUMES) break;
+    resumes++;
+    hooks.onResume?.({ lastEventId, attempt: resumes });
+    await new Promise((resolve) => setTimeout(resolve, RESUME_DELAY_MS));
+    const runId = lastEventId.slice(0, lastEventId.lastIndexOf(":"));
+    response = await fetch(`${base}/runs/${encodeURIComponent(runId)}`, {
+      headers: { ...hooks.headers, Accept: "text/event-stream", "Last-Event-ID": lastEventId },
+      signal: hooks.signal,
+    });
+    if (response.status === 204) break;
+  }
+  return { lastEventId, resumes, terminal };
+}

@@ -1,0 +1,361 @@
+// The agui-engine inspector: what a stream contains, live or recorded. Served at `<path>/inspect`.
+//
+// Theory of operation
+// -------------------
+// One ThreadStore (agui-engine.js) holds the conversation; the page keeps a timeline of rows (one per
+// event, plus one per resumption after a dropped connection) and renders on the next animation frame
+// after a change, so a fast stream costs one render per frame, not one per event.
+//
+//   * Send: POST a RunAgentInput (the thread's messages so far + the new user message) to the gateway
+//     (`runSSE`: resumes with Last-Event-ID when the connection drops; "Drop connection" cancels the
+//     live connection to show it).
+//   * Open recording: parse the .sse / .ndjson file in the page and replay it into a fresh store.
+//   * Findings: the server's Verifier annotates (POST <path>/inspect/verify with the run's events, or
+//     the file's bytes): each finding is shown on the event that caused it; the applier's own findings
+//     (operations that do not apply, unknown CUSTOM events) are shown the same way.
+//
+// Extension points (for later features): `cardRenderers` (component name -> function(record) returning
+// an Element; the default renders any props generically) and `panels` (functions called on each render).
+
+import { ThreadStore, parseRecording, runSSE } from "./agui-engine.js";
+
+const $ = (id) => document.getElementById(id);
+const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
+const base = endpoint.replace(/\/+$/, "");
+
+export const cardRenderers = new Map();
+export const panels = [];
+
+const app = {
+  store: new ThreadStore(),
+  rows: [], // {kind: "event"|"resume", index, type, name, seq, size, time, runId, findings: []}
+  byEvent: new Map(), // store event index -> row
+  threadId: "inspector-" + Math.random().toString(36).slice(2, 10),
+  running: false,
+  reader: null,
+  runId: null,
+  verified: [],
+  cardRenderers,
+  panels,
+};
+window.__inspector = app;
+
+// ------------------------------------------------------------------------------------------ rows
+
+function addEventRow(event, { seq = null, time = null } = {}) {
+  const index = app.store.events - 1;
+  if (event.type === "RUN_STARTED") app.runId = event.runId;
+  const row = {
+    kind: "event", index, type: event.type, name: event.type === "CUSTOM" ? event.name : null, seq,
+    size: new TextEncoder().encode(JSON.stringify(event)).length, time, runId: app.runId, findings: [], dom: null,
+  };
+  app.rows.push(row);
+  app.byEvent.set(index, row);
+  schedule();
+}
+
+function addFinding(index, rule, message, source) {
+  const row = app.byEvent.get(index) || app.byEvent.get(index - 1); // end-of-stream findings: the last event
+  const finding = { index, rule, message, source };
+  if (row) {
+    if (row.findings.some((f) => f.rule === rule && f.message === message)) return;
+    row.findings.push(finding);
+    row.dom = null;
+  }
+  app.verified.push(finding);
+  schedule();
+}
+
+let seenStoreFindings = 0;
+function collectStoreFindings() {
+  const findings = app.store.findings;
+  for (; seenStoreFindings < findings.length; seenStoreFindings++) {
+    const f = findings[seenStoreFindings];
+    addFinding(f.eventIndex, f.kind, f.message, "applier");
+  }
+}
+
+// ------------------------------------------------------------------------------------------ render
+
+let pending = false;
+function schedule() {
+  if (!pending) {
+    pending = true;
+    requestAnimationFrame(render);
+  }
+}
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text == null ? "" : String(text);
+  if (cls) td.className = cls;
+  return td;
+}
+
+function rowElement(row) {
+  const tr = document.createElement("tr");
+  if (row.kind === "resume") {
+    tr.className = "resume";
+    const td = cell(row.text);
+    td.colSpan = 7;
+    tr.append(td);
+    return tr;
+  }
+  tr.dataset.index = row.index;
+  tr.dataset.type = row.type;
+  if (row.type === "CUSTOM") tr.classList.add("custom");
+  if (row.findings.length) tr.classList.add("finding");
+  const type = row.name ? `CUSTOM ${row.name}` : row.type;
+  const finding = row.findings.map((f) => `[${f.rule}] ${f.message}`).join("; ");
+  tr.append(cell(row.index), cell(type), cell(row.seq ?? "-"), cell(row.size), cell(row.time ?? "-"),
+            cell(row.runId ?? "-"), cell(finding, "finding-text"));
+  return tr;
+}
+
+function renderTimeline() {
+  const body = $("timeline").tBodies[0];
+  app.rows.forEach((row, i) => {
+    if (row.dom && row.dom.parentNode === body) return;
+    const el = rowElement(row);
+    const existing = body.children[i];
+    if (existing) body.replaceChild(el, existing);
+    else body.append(el);
+    row.dom = el;
+  });
+  $("event-count").textContent = app.store.events;
+}
+
+function renderValue(value, depth = 0) {
+  const span = document.createElement("div");
+  span.className = "value";
+  if (value !== null && typeof value === "object" && depth < 6) {
+    const ul = document.createElement("ul");
+    for (const [k, v] of Object.entries(value)) {
+      const li = document.createElement("li");
+      const key = document.createElement("b");
+      key.textContent = Array.isArray(value) ? `${k}: ` : `${k}: `;
+      li.append(key, renderValue(v, depth + 1));
+      ul.append(li);
+    }
+    span.append(ul);
+  } else {
+    span.textContent = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  return span;
+}
+
+function genericCard(c) {
+  const card = document.createElement("div");
+  const head = document.createElement("header");
+  head.textContent = c.name;
+  const meta = document.createElement("span");
+  meta.className = "badge " + c.streamingState;
+  meta.textContent = c.streamingState;
+  const id = document.createElement("small");
+  id.textContent = c.id;
+  head.append(meta, id);
+  card.append(head);
+  const message = c.streamingState === "done" ? c.completionStatusMessage || c.statusMessage : c.statusMessage;
+  if (message) {
+    const p = document.createElement("div");
+    p.className = "status-message";
+    p.textContent = message;
+    card.append(p);
+  }
+  for (const [key, value] of Object.entries(c.props || {})) {
+    const prop = document.createElement("div");
+    prop.className = "prop";
+    prop.dataset.prop = key;
+    const k = document.createElement("span");
+    k.className = "key";
+    k.textContent = key;
+    const status = (c.streamingStatus || {})[key] || "-";
+    const badge = document.createElement("span");
+    badge.className = "badge " + status;
+    badge.textContent = status;
+    prop.append(k, badge, renderValue(value));
+    card.append(prop);
+  }
+  return card;
+}
+
+function renderComponents() {
+  const root = $("components");
+  root.replaceChildren(...[...app.store.components.values()].map((c) => {
+    const render = cardRenderers.get(c.name) || genericCard;
+    const el = render(c);
+    el.classList.add("card");
+    el.dataset.componentId = c.id;
+    el.dataset.componentName = c.name;
+    el.dataset.streamingState = c.streamingState;
+    return el;
+  }));
+}
+
+function renderMessages() {
+  $("messages").replaceChildren(...app.store.messages.map((m) => {
+    const div = document.createElement("div");
+    div.className = "message";
+    div.dataset.role = m.role;
+    const role = document.createElement("span");
+    role.className = "role";
+    role.textContent = m.role + (m.toolCallId ? ` (${m.toolCallId})` : "");
+    div.append(role, document.createTextNode(typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+    for (const call of m.toolCalls || []) {
+      const t = document.createElement("div");
+      t.className = "tool-call";
+      const args = call.function.arguments;
+      t.textContent = `→ ${call.function.name}(${args.length > 400 ? args.slice(0, 400) + "…" : args})`;
+      div.append(t);
+    }
+    return div;
+  }));
+}
+
+function render() {
+  pending = false;
+  collectStoreFindings();
+  renderTimeline();
+  renderComponents();
+  renderMessages();
+  $("state").textContent = JSON.stringify(app.store.state, null, 2);
+  $("finding-count").textContent = app.verified.length;
+  const ordered = [...app.verified].sort((a, b) => a.index - b.index);
+  $("findings").replaceChildren(...ordered.map((f) => {
+    const li = document.createElement("li");
+    li.dataset.index = f.index;
+    li.textContent = `event ${f.index}: [${f.rule}] ${f.message}`;
+    return li;
+  }));
+  for (const panel of panels) panel(app);
+}
+
+function setStatus(state, text) {
+  $("status").dataset.state = state;
+  $("status").textContent = text || state;
+}
+
+// ------------------------------------------------------------------------------------------ server findings
+
+function authHeaders() {
+  const token = $("token").value.trim();
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function verify(body, offset) {
+  try {
+    const response = await fetch(`${base}/inspect/verify`, { method: "POST", body, headers: authHeaders() });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    const result = await response.json();
+    for (const f of result.findings) addFinding(offset + f.eventIndex, f.rule, f.message, "verifier");
+    if (result.decodeError) addFinding(offset + (result.decodeError.frameIndex ?? 0), "decode", result.decodeError.message, "verifier");
+    return result;
+  } catch (err) {
+    addFinding(offset, "verify", `could not ask the server for findings: ${err.message}`, "inspector");
+    return null;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ live runs
+
+function history() {
+  return app.store.messages.map((m) => {
+    const out = { id: m.id, role: m.role };
+    if (m.role === "tool") return { ...out, toolCallId: m.toolCallId, content: m.content ?? "" };
+    if (m.content) out.content = m.content;
+    if (m.toolCalls && m.toolCalls.length) out.toolCalls = m.toolCalls;
+    if (m.role === "user" && out.content === undefined) out.content = "";
+    return out;
+  });
+}
+
+async function send(text) {
+  if (app.running) return;
+  app.running = true;
+  $("send").disabled = true;
+  $("drop").disabled = false;
+  const id = () => Math.random().toString(36).slice(2, 12);
+  const user = { id: "u-" + id(), role: "user", content: text };
+  const input = { threadId: app.threadId, runId: "run-" + id(), messages: [...history(), user], tools: [], context: [],
+                  state: app.store.state, forwardedProps: {} };
+  app.store.messages.push({ ...user });
+  const offset = app.store.events;
+  const raw = [];
+  const start = performance.now();
+  setStatus("streaming");
+  try {
+    const result = await runSSE(endpoint, input, app.store, {
+      headers: authHeaders(),
+      onReader: (reader) => { app.reader = reader; },
+      onFrame: ({ event, id: eventId }) => {
+        raw.push(JSON.stringify(event));
+        const seq = eventId ? Number(eventId.slice(eventId.lastIndexOf(":") + 1)) : null;
+        addEventRow(event, { seq, time: `${Math.round(performance.now() - start)} ms` });
+      },
+      onResume: ({ lastEventId, attempt }) => {
+        setStatus("resuming", `resuming (${attempt})`);
+        app.rows.push({ kind: "resume", text: `connection dropped; resumed with Last-Event-ID ${lastEventId}`,
+                        lastEventId, dom: null });
+        schedule();
+      },
+    });
+    setStatus(result.terminal ? "done" : "error", result.terminal ? `done (${result.resumes} resumed)` : "stream ended early");
+  } catch (err) {
+    setStatus("error", `error: ${err.message}`);
+  } finally {
+    app.running = false;
+    app.reader = null;
+    $("send").disabled = false;
+    $("drop").disabled = true;
+  }
+  await verify(raw.join("\n") + "\n", offset);
+}
+
+// ------------------------------------------------------------------------------------------ recordings
+
+async function replay(file) {
+  const text = await file.text();
+  app.store = new ThreadStore();
+  app.rows = [];
+  app.byEvent = new Map();
+  app.verified = [];
+  app.runId = null;
+  seenStoreFindings = 0;
+  $("timeline").tBodies[0].replaceChildren();
+  setStatus("streaming", `replaying ${file.name}`);
+  const { events, errors } = parseRecording(text);
+  let first = null;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i];
+    app.store.apply(event);
+    const ts = typeof event.timestamp === "number" ? event.timestamp : null;
+    if (first === null && ts !== null) first = ts;
+    const seq = event.__id ? Number(event.__id.slice(event.__id.lastIndexOf(":") + 1)) : null;
+    addEventRow(event, { seq, time: ts !== null ? `${ts - first} ms` : null });
+    if (i % 25 === 24) await new Promise((resolve) => requestAnimationFrame(resolve));
+  }
+  for (const e of errors) addFinding(e.index, "parse", `frame ${e.index} is not an event: ${e.message}`, "inspector");
+  await verify(text, 0);
+  setStatus("done", `replayed ${file.name}: ${events.length} events`);
+}
+
+// ------------------------------------------------------------------------------------------ wiring
+
+$("send-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const text = $("message").value.trim();
+  if (text) {
+    $("message").value = "";
+    send(text);
+  }
+});
+$("recording").addEventListener("change", () => {
+  const file = $("recording").files[0];
+  if (file) replay(file);
+});
+$("drop").addEventListener("click", () => {
+  if (app.reader) app.reader.cancel().catch(() => {});
+});
+app.store.subscribe(() => schedule());
+app.ready = true;
+render();
