@@ -215,6 +215,19 @@ async def test_a_component_call_gets_the_component_events_and_an_answer() -> Non
     assert block is not None and block["props"] == end["finalProps"]
 
 
+@pytest.mark.parametrize("append", [True, False], ids=["default-append", "strict-rfc6902"])
+async def test_growing_strings_travel_as_append_by_default(append: bool) -> None:
+    script = [START, *component_call("c1", '{"city":"To', "k", "y", 'o","temperature":1}'), FINISH]
+    options = {} if append else {"append_strings": False}
+    events, _ = await collect(Scripted(*script), components=[CARD], **options)
+    ops = [(o["op"], o["path"], o.get("value")) for value in customs(events, COMPONENT_PROPS_DELTA)
+           for o in value["operations"]]
+    grow = [("append", "/city", "k"), ("append", "/city", "y"), ("append", "/city", "o")] if append else \
+        [("replace", "/city", "Tok"), ("replace", "/city", "Toky"), ("replace", "/city", "Tokyo")]
+    assert ops == [("add", "/city", "To"), *grow, ("add", "/temperature", 1)]
+    check_run(events)
+
+
 async def test_props_that_do_not_fit_the_schema_are_told_in_the_answer() -> None:
     script = [START, *component_call("c1", '{"city":"Oslo","temperature":null,"note":null}'), FINISH]
     events, _ = await collect(Scripted(*script), components=[CARD])
