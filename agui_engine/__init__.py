@@ -204,6 +204,7 @@ from .llm import (
     Usage,
 )
 from .llm_agent import LLMAgent, StepLimitExceededError
+from .thread import Thread, ToolRoundsExceededError, Turn
 from .verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
 
 __version__ = "0.1.0"
@@ -336,6 +337,7 @@ __all__ = [
     "TextMessageRole",
     "TextMessageStartEvent",
     "TextPart",
+    "Thread",
     "TokenUsage",
     "Tool",
     "ToolArgumentsError",
@@ -353,6 +355,8 @@ __all__ = [
     "ToolCallStartEvent",
     "ToolChoice",
     "ToolMessage",
+    "ToolRoundsExceededError",
+    "Turn",
     "UINode",
     "UnknownComponentError",
     "UnknownEvent",

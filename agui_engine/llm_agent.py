@@ -159,6 +159,24 @@ class StepLimitExceededError(LimitExceededError):
     default_code = "step_limit_exceeded"
 
 
+async def invoke_tool(tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool = False) -> Any:
+    """Call ``tool`` with ``arguments`` and await its result.
+
+    An ``async def`` tool (and an ``inline`` one) runs on the event loop; any other sync
+    tool in a worker thread (``asyncio.to_thread``), so that a blocking function never
+    stalls other runs: a cancellation stops the await, the thread finishes and its
+    result is discarded. Raises what :meth:`ServerTool.call` and the function raise.
+    """
+    if tool.is_async or inline:
+        result = tool.call(arguments)
+    else:
+        result = await asyncio.to_thread(tool.call, arguments)
+    # a sync callable may still hand back an awaitable (a partial of an async function)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 def format_tool_result(value: Any) -> str:
     """The string content of a tool result: a ``str`` as is, anything else as compact JSON.
 
@@ -403,24 +421,12 @@ class LLMAgent:
     ) -> dict[str, tuple[str, str | None]]:
         """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
 
-        async def invoke(tool: ServerTool, call: ToolCallRequest) -> Any:
-            if tool.is_async or tool.name in self.inline_tools:
-                result = tool.call(call.arguments)
-            else:
-                # off the loop: a blocking function must not stall other runs. A
-                # cancellation or timeout stops the await; the thread finishes and is discarded.
-                result = await asyncio.to_thread(tool.call, call.arguments)
-            # a sync callable may still hand back an awaitable (a partial of an async function)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
             deadline = asyncio.timeout(self.tool_timeout)
             try:
                 async with deadline:
-                    result = await invoke(tool, call)
+                    result = await invoke_tool(tool, call.arguments, inline=tool.name in self.inline_tools)
                 content = format_tool_result(result)
             except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
                 if isinstance(exc, TimeoutError) and deadline.expired():

@@ -43,10 +43,10 @@ from ..llm_agent import LLMAgent
 
 __all__ = [
     "CPU_SIZES",
+    "CpuPerChunk",
     "TARGET_CPU_GROWTH",
     "TARGET_PROPS_RATIO",
     "WIRE_DOCUMENTS",
-    "CpuPerChunk",
     "WireBytes",
     "check_props_targets",
     "cpu_per_chunk",

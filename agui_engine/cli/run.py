@@ -2,26 +2,42 @@
 remote AG-UI endpoint (SSE over HTTP, or WebSocket for ``ws://`` URLs) and
 render the stream live with the demo renderer (``--raw``: the events as NDJSON).
 
-Exit status: 0 when the run finished, 1 when it ended with ``RUN_ERROR``, 2
+Both modes are a :class:`~agui_engine.thread.Thread`: ``--tool module:function``
+registers a Python function as a client tool (it runs here when a run ends with
+it pending, and its result goes back in a follow-up run). Without a message (or
+with ``--chat``) the command is multi-turn: each line of stdin is the next user
+message on the same thread (history and state carried across runs) until EOF or
+``/quit``; an interrupt is answered by the next line (empty: cancelled).
+
+Exit status: 0 when the (last) run finished, 1 when it ended with ``RUN_ERROR``, 2
 when the URL is not one, or the endpoint refused or could not be reached. A
 failure before the first event is one line saying what to do; when the
 endpoint speaks the other transport (an ``http://`` URL of a WebSocket server,
 a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use.
 """
-
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import aclosing
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
 from agui_engine.codec import encode_ndjson
 from agui_engine.errors import AguiEngineError, UsageError
-from agui_engine.events import Event, RunAgentInput, RunErrorEvent, UserMessage
+from agui_engine.events import (
+    Event,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    UserMessage,
+)
+from agui_engine.thread import Thread
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "URL_SCHEMES", "add_arguments", "check_url", "make_input", "run"]
 
@@ -35,7 +51,11 @@ PROBE_TIMEOUT_SECONDS: Final = 3.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True,
                         help="the AG-UI endpoint: http(s)://... for SSE, ws(s)://... for WebSocket (required)")
-    parser.add_argument("message", help="the user message (required)")
+    parser.add_argument("message", nargs="?", default=None,
+                        help="the user message (none: multi-turn, one message per line of stdin)")
+    parser.add_argument("--chat", action="store_true", help="multi-turn: read one message per line of stdin")
+    parser.add_argument("--tool", action="append", default=[], metavar="MODULE:FUNCTION",
+                        help="a Python function to offer as a client tool and run locally, repeatable")
     parser.add_argument("--header", action="append", default=[], metavar="NAME: VALUE",
                         help="extra request header, repeatable (default: none)")
     parser.add_argument("--thread-id", default=None, help="thread id to send (default: a fresh one)")
@@ -62,28 +82,60 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
     )
 
 
-async def _events_to(agent_events: AsyncIterator[Event], args: argparse.Namespace) -> RunErrorEvent | None:
-    """Write the run's events to stdout (rendered, or NDJSON with ``--raw``) and
-    return its RUN_ERROR, if any. The stream is closed on every way out (a reader
-    that went away included), so the remote run is cancelled, not abandoned."""
-    error: RunErrorEvent | None = None
+def _sink(args: argparse.Namespace) -> Callable[[Event], None]:
+    """Where each event goes: the demo's renderer (one for demo and run) or NDJSON lines."""
     out = sys.stdout
-    if not args.raw:
-        from .render import console_modes, make_renderer
+    if args.raw:
+        def raw(event: Event) -> None:
+            out.buffer.write(encode_ndjson(event))
+            out.buffer.flush()
 
-        live, color = console_modes(out, plain=args.plain, no_color=args.no_color)
-        renderer = make_renderer(out, live=live, color=color)
-    async with aclosing(agent_events):  # type: ignore[type-var]
-        async for event in agent_events:
-            if isinstance(event, RunErrorEvent):
-                error = event
-            if args.raw:
-                out.buffer.write(encode_ndjson(event))
-                out.buffer.flush()
-            else:
-                renderer.handle(event)
-        out.flush()
-    return error
+        return raw
+    from .render import console_modes, make_renderer
+
+    live, color = console_modes(out, plain=args.plain, no_color=args.no_color)
+    renderer = make_renderer(out, live=live, color=color)
+
+    def render(event: Event) -> None:
+        renderer.handle(event)
+        if isinstance(event, (RunFinishedEvent, RunErrorEvent)):
+            out.flush()
+
+    return render
+
+
+def _load_tool(spec: str) -> Callable[..., Any]:
+    """``module:function`` -> the function. Raises UsageError saying what to write."""
+    module_name, _, name = spec.rpartition(":")
+    if not module_name or not name:
+        raise UsageError(f"--tool {spec!r}: write module:function, e.g. mytools:get_weather")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        fn = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"--tool {spec!r}: {exc}") from None
+    if not callable(fn):
+        raise UsageError(f"--tool {spec!r}: {name} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+async def _read_line(prompt: str) -> str | None:
+    """The next line of stdin (None at EOF); the prompt goes to stderr on a terminal."""
+    if sys.stdin.isatty():
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+    line = await asyncio.to_thread(sys.stdin.readline)
+    return line.rstrip("\r\n") if line else None
+
+
+async def _answer(interrupt: Interrupt) -> ResumeEntry:
+    """An interrupt answered by the next line of stdin (empty: cancelled)."""
+    text = f"interrupt ({interrupt.reason}): {interrupt.message or interrupt.id} -- answer (empty: cancel): "
+    line = await _read_line(text)
+    if not line:
+        return ResumeEntry(interrupt_id=interrupt.id, status="cancelled")
+    return ResumeEntry(interrupt_id=interrupt.id, status="resolved", payload=line)
 
 
 async def _other_transport(url: str) -> str | None:
@@ -116,35 +168,51 @@ async def _other_transport(url: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """See the module docstring. Raises UsageError for a bad URL or header (the CLI prints one line)."""
+    """See the module docstring. Raises UsageError for a bad URL, header or tool (the CLI prints one line)."""
     headers = {}
     for h in args.header:
         name, sep, value = h.partition(":")
         if not sep or not name.strip():
             raise UsageError(f"--header {h!r} is not 'Name: value'")
         headers[name.strip()] = value.strip()
+    if args.chat and args.message is not None:
+        raise UsageError("give a message or --chat, not both")
+    chat = args.chat or args.message is None
     url = check_url(args.url)
     from .agent_spec import agent_from_spec
 
     agent = agent_from_spec(url, headers=headers)
+    tools = [_load_tool(spec) for spec in args.tool]
+    sink = _sink(args)
+    started = False
+
+    def on_event(event: Event) -> None:
+        nonlocal started
+        started = True
+        sink(event)
+
+    thread = Thread(agent, thread_id=args.thread_id or f"thread-{uuid.uuid4().hex[:12]}", tools=tools,
+                    on_interrupt=_answer if chat else None, on_event=on_event)
+
+    async def turns() -> str:
+        if not chat:
+            return (await thread.send(args.message)).status
+        status = "finished"
+        while True:
+            line = await _read_line("you> ")
+            if line is None or line.strip() == "/quit":
+                return status
+            if line.strip():
+                status = (await thread.send(line)).status
 
     async def main() -> int:
-        started = False
-
-        async def tap() -> AsyncIterator[Event]:
-            nonlocal started
-            async with aclosing(agent.run(make_input(args.message, args.thread_id))) as events:  # type: ignore[type-var]
-                async for event in events:
-                    started = True
-                    yield event
-
         try:
-            error = await _events_to(tap(), args)
+            status = await turns()
         except AguiEngineError as exc:
             message = exc.message if started else await _before_the_first_event(url, exc)
             print(f"agui-engine run: {message}", file=sys.stderr)
             return 2
-        return 1 if error is not None else 0
+        return 1 if status == "error" else 0
 
     try:
         return asyncio.run(main())
