@@ -16,7 +16,7 @@ import pytest
 
 from agui_engine.component_stream import component_blocks
 from agui_engine.thread import Thread
-from agui_engine.transports import SSEAgent, WebSocketAgent, start_sse_server, start_ws_server
+from agui_engine.transports import SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
 from agui_engine.transports.stdio import StdioAgent
 
 from ..agui_engine.thread_agents import client_tools_agent
@@ -34,7 +34,7 @@ async def remote(kind: str) -> AsyncIterator[Any]:
     if kind == "stdio":
         yield StdioAgent([sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio", "--agent", SPEC])
         return
-    start = start_sse_server if kind == "sse" else start_ws_server
+    start = start_sse_server if kind == "sse" else start_websocket_server
     server = await start(client_tools_agent(), port=0)
     try:
         yield SSEAgent(server.url) if kind == "sse" else WebSocketAgent(server.url)
