@@ -100,9 +100,8 @@ def verify_recording(data: bytes) -> dict[str, Any]:
             "severity": v.severity,
             "relatedIndex": v.related_index,
         }
-        for v in [*verifier.violations, *verifier.warnings]
+        for v in sorted([*verifier.violations, *verifier.warnings], key=lambda v: v.event_index)
     ]
-    findings.sort(key=lambda f: f["eventIndex"])
     return {"format": fmt, "events": len(events), "findings": findings, "decodeError": decode_error}
 
 
