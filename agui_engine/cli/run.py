@@ -52,10 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", required=True,
                         help="the AG-UI endpoint: http(s)://... for SSE, ws(s)://... for WebSocket (required)")
     parser.add_argument("message", nargs="?", default=None,
-                        help="the user message (none: multi-turn, one message per line of stdin)")
+                        help="the user message (default: none, multi-turn: one message per line of stdin)")
     parser.add_argument("--chat", action="store_true", help="multi-turn: read one message per line of stdin")
     parser.add_argument("--tool", action="append", default=[], metavar="MODULE:FUNCTION",
-                        help="a Python function to offer as a client tool and run locally, repeatable")
+                        help="a Python function to offer as a client tool and run locally, repeatable "
+                             "(default: none)")
     parser.add_argument("--header", action="append", default=[], metavar="NAME: VALUE",
                         help="extra request header, repeatable (default: none)")
     parser.add_argument("--thread-id", default=None, help="thread id to send (default: a fresh one)")
