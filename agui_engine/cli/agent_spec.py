@@ -41,6 +41,7 @@ import re
 import sys
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, Protocol
+from urllib.parse import urlsplit
 
 from agui_engine.agent import Agent
 from agui_engine.errors import UsageError
@@ -49,7 +50,9 @@ __all__ = [
     "AgentLoader",
     "SCHEMES",
     "Scheme",
+    "URL_SCHEMES",
     "agent_from_spec",
+    "check_url",
     "embedded_agent",
     "spec_help",
 ]
@@ -82,6 +85,9 @@ SCHEMES: Final[dict[str, Scheme]] = {
     "py": Scheme("agui_engine.cli.agent_spec:load_python", "py:<module>:<name>"),
     "langgraph": Scheme("agui_engine.cli.agent_spec:load_langgraph", "langgraph:<module>:<name>"),
 }
+
+#: The schemes of a remote AG-UI endpoint and the transport each means.
+URL_SCHEMES: Final = {"http": "SSE", "https": "SSE", "ws": "WebSocket", "wss": "WebSocket"}
 
 #: The row for a spec whose scheme is not in :data:`SCHEMES`: a provider model.
 MODEL_SCHEME: Final = Scheme("agui_engine.cli.agent_spec:load_model", "<provider>:<model>")
@@ -139,13 +145,30 @@ def load_embedded(spec: str, *, headers: Mapping[str, str], pace_seconds: float)
 def load_sse(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     from agui_engine.transports.sse import SSEAgent
 
-    return SSEAgent(spec, headers=headers)
+    return SSEAgent(check_url(spec), headers=headers)
 
 
 def load_websocket(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     from agui_engine.transports.websocket import WebSocketAgent
 
-    return WebSocketAgent(spec, headers=headers)
+    return WebSocketAgent(check_url(spec), headers=headers)
+
+
+def check_url(url: str, *, what: str = "agent spec") -> str:
+    """``url`` if it is an AG-UI endpoint URL (a scheme of :data:`URL_SCHEMES`, a host, a
+    valid port); raises UsageError naming ``what`` and saying how to write it."""
+    scheme, sep, rest = url.partition("://")
+    if not (sep and scheme.lower() in URL_SCHEMES):
+        bare = rest if sep else url
+        raise UsageError(f"{what} {url!r} needs http:// (SSE) or ws:// (WebSocket): write http://{bare} or ws://{bare}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise UsageError(f"{what} {url!r} is not a URL ({exc}): write e.g. {scheme}://127.0.0.1:8000/") from None
+    if not parts.hostname:
+        raise UsageError(f"{what} {url!r} has no host: write e.g. {scheme}://127.0.0.1:8000/")
+    return url
 
 
 def load_stdio(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:

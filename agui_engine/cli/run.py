@@ -39,10 +39,8 @@ from agui_engine.events import (
 )
 from agui_engine.thread import Thread
 
-__all__ = ["PROBE_TIMEOUT_SECONDS", "URL_SCHEMES", "add_arguments", "check_url", "make_input", "run"]
+__all__ = ["PROBE_TIMEOUT_SECONDS", "add_arguments", "make_input", "run"]
 
-#: The URL schemes ``--url`` takes: SSE over HTTP(S), or WebSocket.
-URL_SCHEMES: Final = {"http": "SSE", "https": "SSE", "ws": "WebSocket", "wss": "WebSocket"}
 #: How long the check "does this endpoint speak the other transport?" may take after a
 #: failure: a loopback or LAN server answers in milliseconds; a user waits at most this.
 PROBE_TIMEOUT_SECONDS: Final = 3.0
@@ -63,15 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help="print the events as NDJSON instead of rendering them")
     parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
-
-
-def check_url(url: str) -> str:
-    """``url`` if its scheme is one of :data:`URL_SCHEMES`; raises UsageError saying how to write it."""
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme.lower() in URL_SCHEMES:
-        return url
-    bare = rest if sep else url
-    raise UsageError(f"--url {url!r} needs http:// (SSE) or ws:// (WebSocket): write http://{bare} or ws://{bare}")
 
 
 def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
@@ -140,6 +129,8 @@ async def _answer(interrupt: Interrupt) -> ResumeEntry:
 
 
 async def _other_transport(url: str) -> str | None:
+    from .agent_spec import URL_SCHEMES
+
     """After ``url`` failed before its first event: the hint when the endpoint
     speaks the other transport, else None (bounded by PROBE_TIMEOUT_SECONDS)."""
     scheme, _, rest = url.partition("://")
@@ -179,8 +170,9 @@ def run(args: argparse.Namespace) -> int:
     if args.chat and args.message is not None:
         raise UsageError("give a message or --chat, not both")
     chat = args.chat or args.message is None
-    url = check_url(args.url)
-    from .agent_spec import agent_from_spec
+    from .agent_spec import agent_from_spec, check_url
+
+    url = check_url(args.url, what="--url")
 
     agent = agent_from_spec(url, headers=headers)
     tools = [_load_tool(spec) for spec in args.tool]

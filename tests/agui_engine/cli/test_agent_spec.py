@@ -36,3 +36,30 @@ def test_package_exports_load_lazily() -> None:
         assert getattr(transports, name) is not None
     with pytest.raises(AttributeError):
         transports.nope  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("http://", "has no host"),
+        ("wss://h:99999/", "is not a URL"),
+        ("127.0.0.1:8000", "write http://127.0.0.1:8000 (SSE) or ws://127.0.0.1:8000"),
+        ("stdio:", "write stdio:<command>"),
+        ("embedded:x", "takes no options"),
+    ],
+)
+def test_mistakes_say_what_to_write(spec: str, expected: str) -> None:
+    with pytest.raises(UsageError) as info:
+        agent_from_spec(spec)
+    assert expected in info.value.message
+
+
+def test_every_scheme_row_names_a_loader_that_exists() -> None:
+    """The table's strings are imports: each must resolve (a typo would only show when used)."""
+    import importlib
+
+    from agui_engine.cli.agent_spec import MODEL_SCHEME, SCHEMES
+
+    for row in [*SCHEMES.values(), MODEL_SCHEME]:
+        module, _, function = row.loader.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), row

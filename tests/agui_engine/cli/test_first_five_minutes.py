@@ -159,6 +159,15 @@ def test_run_url_without_a_scheme(url: str) -> None:
     assert "http://" in line and "ws://" in line and url in line
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [("ws://", "has no host"), ("http:///agui", "has no host"), ("http://127.0.0.1:99999/", "is not a URL")],
+)
+def test_run_url_that_is_not_one(url: str, expected: str) -> None:
+    line = one_line(cli("run", "--url", url, "hi"))
+    assert expected in line and "://127.0.0.1:8000/" in line
+
+
 @contextmanager
 def serving(*args: str) -> Iterator[str]:
     """``agui-engine serve ARGS --port 0`` as a subprocess; yields its URL."""
