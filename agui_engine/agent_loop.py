@@ -256,7 +256,8 @@ class AgentLoop:
         tools = [t for t in input.tools if not is_ui_tool(t.name)]
         tools += [Tool(name=s.llm_tool.name, description=s.llm_tool.description, parameters=s.llm_tool.parameters)
                   for s in ours.values()]
-        return _Plan(inner_input=msgspec.structs.replace(input, tools=tools), specs=ours)
+        unchanged = not ours and len(tools) == len(input.tools)
+        return _Plan(inner_input=input if unchanged else msgspec.structs.replace(input, tools=tools), specs=ours)
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
@@ -354,7 +355,12 @@ class _Run:
         """The events one inner event becomes (a RUN_ERROR ends them when it cannot be repaired)."""
         out: list[Event] = []
         try:
-            self._route(event, out)
+            if self.phase == _RUNNING and not self.lanes and event.__class__ not in _ROUTED:
+                # nothing to repair or transform (state, custom, steps, activity ...): verified, passed
+                self.verifier.feed(event)
+                out.append(event)
+            else:
+                self._route(event, out)
         except AguiEngineError as exc:  # a ProtocolViolation, a tool call's bad arguments
             self._fail(RunErrorEvent.from_error(exc), out)
         return out
@@ -406,7 +412,7 @@ class _Run:
             return
         if self.phase == _BEFORE:
             self._start(out, "the run failed before its first event")
-        else:
+        elif self.lanes or self.verifier.any_open():
             try:
                 self._close_lanes(out)
             except AguiEngineError:  # pragma: no cover - closing what the verifier says is open is valid
@@ -515,6 +521,8 @@ class _Run:
     def _close_all(self, out: list[Event]) -> None:
         """Everything open at the end of the run, closed (tool calls need complete arguments)."""
         verifier = self.verifier
+        if not self.lanes and not self.awaiting and not verifier.any_open():
+            return  # the common case: a run that closed what it opened
         if self.expander.open_lanes:
             for event in self.expander.pending():
                 self._handle(event, out)
@@ -557,6 +565,9 @@ class _Run:
             self.message_id = event.message_id
 
     def _on_text_content(self, event: TextMessageContentEvent, out: list[Event]) -> None:
+        if event.delta and self.verifier.continues(event):
+            out.append(event)
+            return
         if not event.delta:
             self.on_repair("empty_delta", f"empty TEXT_MESSAGE_CONTENT of {event.message_id!r}")
             return
@@ -567,6 +578,9 @@ class _Run:
         self._emit(event, out)
 
     def _on_reasoning_content(self, event: ReasoningMessageContentEvent, out: list[Event]) -> None:
+        if event.delta and self.verifier.continues(event):
+            out.append(event)
+            return
         if not event.delta:
             self.on_repair("empty_delta", f"empty REASONING_MESSAGE_CONTENT of {event.message_id!r}")
             return
@@ -678,6 +692,9 @@ _END_KINDS: Final[dict[type, Kind]] = {
     ReasoningEndEvent: REASONING,
     StepFinishedEvent: STEP,
 }
+#: Event classes :meth:`_Run.feed` cannot simply verify and pass: those with a handler, chunks,
+#: unknown events (filled in below).
+_ROUTED: frozenset[type] = frozenset()
 #: Event class -> how the run treats it; every other event is verified and passed.
 _HANDLERS: Final[dict[type, Callable[[_Run, Any, list[Event]], None]]] = {
     RunStartedEvent: _Run._on_run_started,
@@ -696,3 +713,4 @@ _HANDLERS: Final[dict[type, Callable[[_Run, Any, list[Event]], None]]] = {
     ToolCallResultEvent: _Run._on_tool_result,
     MessagesSnapshotEvent: _Run._on_messages_snapshot,
 }
+_ROUTED = frozenset({*_HANDLERS, *_CHUNKS, UnknownEvent})

@@ -649,6 +649,10 @@ class Verifier:
                     return True
         return False
 
+    def any_open(self) -> bool:
+        """Whether any entity of any kind is open in the current run."""
+        return any(self._open)
+
     def is_open(self, kind: Kind, key: str) -> bool:
         """Whether the entity ``key`` of ``kind`` is open (O(1); a repairing producer asks
         before it feeds an event that would break a rule)."""

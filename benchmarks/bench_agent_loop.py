@@ -24,15 +24,17 @@ Members of each group:
 * ``inner``: the inner agent's ``run(input)`` consumed directly: the floor the loop adds to.
 * ``verifier``: the inner agent plus ``Verifier.feed`` per event: what verification alone costs.
 
-The per-event figure is ``(ours - inner) / inner events``; it is printed at the end of the run
-(``agent loop cost per event``) and kept in each benchmark's ``extra_info``.
-
-Run: ``pytest benchmarks/bench_agent_loop.py --benchmark-enable --benchmark-only``.
+The per-event figure is ``(ours - inner) / inner events`` in CPU time, medians of interleaved
+rounds (a loaded machine slows every member alike): ``python benchmarks/bench_agent_loop.py``.
+The pytest-benchmark group of each workload (``pytest benchmarks/bench_agent_loop.py
+--benchmark-enable --benchmark-only``) prints the members side by side as ratios.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
+import time
 from collections.abc import AsyncIterator, Iterator
 from importlib import resources
 from typing import Any
@@ -165,7 +167,6 @@ async def run_verifier(inner: PassThrough, loop: AgentLoop) -> int:
 
 
 MEMBERS = {"ours": run_ours, "inner": run_inner, "verifier": run_verifier}
-_MEDIANS: dict[tuple[str, str], float] = {}
 
 
 @pytest.fixture(scope="module")
@@ -187,31 +188,36 @@ def test_agent_loop(benchmark: Any, event_loop_runner: asyncio.AbstractEventLoop
     inner_events = sum(len(r) for r in runs)
     assert count >= inner_events  # every event went through (components add some)
     benchmark.extra_info["inner_events"] = inner_events
-    stats = getattr(benchmark, "stats", None)
-    if stats is not None:
-        _MEDIANS[(workload, impl)] = stats.stats.median
 
 
-def pytest_terminal_summary_lines() -> list[str]:
-    """``(ours - inner) / inner events`` per workload, in µs (used by the summary hook below)."""
-    lines = []
-    for workload, (runs, _) in sorted(WORKLOADS.items()):
-        ours, inner = _MEDIANS.get((workload, "ours")), _MEDIANS.get((workload, "inner"))
-        if ours is None or inner is None:
-            continue
-        events = sum(len(r) for r in runs)
-        lines.append(f"agent loop cost per event  {workload:10s} {(ours - inner) / events * 1e6:6.2f} us on top of "
-                     f"the inner agent ({inner / events * 1e6:.2f} us/event alone, ratio {ours / inner:.1f}x, target <= 2 us)")
-    return lines
+def measure(rounds: int = 41) -> dict[str, dict[str, float]]:
+    """CPU seconds (``time.process_time``) per workload and member, the median of ``rounds``
+    rounds interleaved (inner, verifier, ours, inner, ...) so that a busy machine slows all
+    alike, after one warm-up round of each."""
+    out: dict[str, dict[str, float]] = {}
+    runner = asyncio.new_event_loop()
+    try:
+        for workload, (runs, components) in sorted(WORKLOADS.items()):
+            inner = PassThrough(runs)
+            loop = AgentLoop(inner, components=components)
+            samples: dict[str, list[float]] = {name: [] for name in MEMBERS}
+            for member in MEMBERS.values():
+                runner.run_until_complete(member(inner, loop))
+            for _ in range(rounds):
+                for name, member in MEMBERS.items():
+                    start = time.process_time()
+                    runner.run_until_complete(member(inner, loop))
+                    samples[name].append(time.process_time() - start)
+            out[workload] = {name: statistics.median(cpu) for name, cpu in samples.items()}
+    finally:
+        runner.close()
+    return out
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _print_per_event(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    lines = pytest_terminal_summary_lines()
-    if lines:
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_sep("-", "agent loop cost per event (target <= 2 us on top of the inner agent)")
-            for line in lines:
-                reporter.write_line(line)
+if __name__ == "__main__":
+    for workload, medians in measure().items():
+        events = sum(len(r) for r in WORKLOADS[workload][0])
+        inner, ours, verifier = medians["inner"], medians["ours"], medians["verifier"]
+        print(f"{workload:10s} {events:5d} inner events: inner agent alone {inner / events * 1e6:5.2f} us/event, "
+              f"+ Verifier {(verifier - inner) / events * 1e6:5.2f}, + agent loop {(ours - inner) / events * 1e6:5.2f} "
+              f"us/event (ratio {ours / inner:4.1f}x the inner agent; target <= 2 us on top)")
