@@ -47,7 +47,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -96,6 +96,9 @@ from .envelope import (
 )
 from .eventlog import EventLog
 from .runs import CANCEL_WAIT_SECONDS, RegistryOptions, RunFinishedError, RunRegistry, Subscription, resume_cursor
+
+if TYPE_CHECKING:
+    from .metrics import GatewayMetrics
 
 __all__ = [
     "DEFAULT_MAX_QUEUE",
@@ -227,7 +230,11 @@ class _Connection:
                     sub.close()
                     raise
                 self._pump(sub, first)
+                if self.registry.metrics is not None:
+                    self.registry.metrics.note_resume("websocket")
         except AguiEngineError as exc:
+            if self.registry.metrics is not None:
+                self.registry.metrics.note_error(exc.code)
             # the error line names the run the message was about, read leniently (the
             # message may be the malformed one)
             await self.ws.send(error_line(exc, message_run_id(message)), text=True)
@@ -247,6 +254,7 @@ class _Connection:
     async def _run_pump(self, sub: Subscription, first: Any) -> None:
         rid = sub.run.run_id
         lines = EventLines(rid)
+        metrics = self.registry.metrics
         async with sub:
             sl = first
             while True:
@@ -254,10 +262,15 @@ class _Connection:
                     try:
                         sl = await sub.next()
                     except AguiEngineError as exc:  # cursor_expired, event_log_unavailable
+                        if metrics is not None:
+                            metrics.note_error(exc.code)
                         await self.ws.send(error_line(exc, rid), text=True)
                         return
                 if sl.payloads:
-                    await self.send_lines(lines(sl.first_seq, sl.payloads))
+                    batch = lines(sl.first_seq, sl.payloads)
+                    await self.send_lines(batch)
+                    if metrics is not None:
+                        metrics.note_sent("websocket", len(batch), sum(map(len, batch)) + len(batch) - 1)
                 if sl.finished:
                     return
                 sl = None
@@ -298,19 +311,22 @@ async def start_websocket_server(
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     clock: Clock | None = None,
+    metrics: GatewayMetrics | None = None,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
     ``max_size``: largest incoming message (a ``run`` message carries a whole
     RunAgentInput); larger closes with 1009. ``max_queue`` / ``write_limit``:
     the library's incoming-frame and outgoing-byte high-water marks (see
-    spec/transports.md, Backpressure). Raises UsageError when neither
+    spec/transports.md, Backpressure). ``metrics``: a
+    :class:`~transports.metrics.GatewayMetrics` to fill (render it yourself:
+    this server has no HTTP routes). Raises UsageError when neither
     ``agent`` nor ``registry`` is given.
     """
     if registry is None:
         if agent is None:
             raise UsageError("start_websocket_server needs an agent or a registry")
-        registry = RunRegistry(agent, options=options, log=log, clock=clock)
+        registry = RunRegistry(agent, options=options, log=log, clock=clock, metrics=metrics)
     connections: set[_Connection] = set()
 
     def process_request(conn: ServerConnection, request: Request) -> Response | None:
