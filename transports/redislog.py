@@ -259,6 +259,7 @@ class RedisEventLog:
         self._mirror = InMemoryEventLog(max_events=max_events, max_bytes=max_bytes)
         self._owned: dict[str, _Owned] = {}
         self._dirty: list[str] = []  # owned runs with queued events or a queued end, in order
+        self._creating: list[tuple[str, str, asyncio.Future[bool]]] = []  # (run id, thread id, created?)
         self._deleting: set[str] = set()
         self._following: dict[str, int] = {}
         self._control: RunControl | None = None
@@ -378,11 +379,15 @@ class RedisEventLog:
     async def open_run(self, run_id: str, thread_id: str) -> None:
         if run_id in self._owned:
             raise UsageError(f"event log for run {run_id!r} already exists")
-        meta = self._k(run_id, "m")
-        try:
-            created = await self._create(keys=[meta], args=[self.node_id, thread_id, int(RUNNING_TTL_SECONDS * 1000)])
-        except _redis_errors() as exc:
-            raise self._unavailable(exc) from None
+        # Created by the flusher with whatever else this loop pass queued: a burst
+        # of new runs costs one pipeline, not one connection each.
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._creating.append((run_id, thread_id, fut))
+        if self._wake_flusher is None:
+            await self._flush()
+        else:
+            self._wake_flusher.set()
+        created = await fut
         if not created:
             raise UsageError(f"event log for run {run_id!r} already exists")
         self.healthy = True
@@ -472,9 +477,14 @@ class RedisEventLog:
     async def _flush_locked(self) -> None:
         dirty, self._dirty = self._dirty, []
         deleting, self._deleting = self._deleting, set()
-        if not dirty and not deleting:
+        creating, self._creating = self._creating, []
+        if not dirty and not deleting and not creating:
             return
         pipe = self.redis.pipeline(transaction=False)
+        running_ttl = int(RUNNING_TTL_SECONDS * 1000)
+        for run_id, thread_id, _ in creating:
+            # On a pipeline this only queues the EVALSHA (the pipeline loads the script first).
+            await self._create(keys=[self._k(run_id, "m")], args=[self.node_id, thread_id, running_ttl], client=pipe)
         sent: list[tuple[_Owned, str, int, bool]] = []
         events = 0
         retention = self._retention_ms()
@@ -508,16 +518,22 @@ class RedisEventLog:
             pipe.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r"))
         started = time.perf_counter()
         try:
-            await pipe.execute()
+            results = await pipe.execute()
         except _redis_errors() as exc:
             self.healthy = False
             self._deleting |= deleting
+            for _, _, fut in creating:
+                if not fut.done():
+                    fut.set_exception(self._unavailable(exc))
             logger.error("event log: storing %d events in Redis failed (%s); ending the affected runs", events, exc)
             for own, run_id, _, _ in sent:
                 self._break(run_id, own)
             return
         self.healthy = True
         elapsed = time.perf_counter() - started
+        for (_, _, fut), created in zip(creating, results):
+            if not fut.done():
+                fut.set_result(bool(created))
         control = self._control
         if control is not None and events:
             control.log_append_latency(elapsed, events)
