@@ -22,7 +22,10 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   importable from Python (your own agent without writing a server);
 * ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument
   factory of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`
-  (the ``agui-engine[langgraph]`` extra), in the agent loop (client components).
+  (the ``agui-engine[langgraph]`` extra), in the agent loop (client components);
+* ``crewai:<module>:<name>`` -- a CrewAI ``Crew``, ``Flow`` class or
+  ``factory(input)`` behind :class:`~agui_engine.adapters.crewai.CrewAIAgent`
+  (the ``agui-engine[crewai]`` extra), in the agent loop.
 
 A spec whose scheme is not a row is a model, ``<provider>:<model>``
 (``openai:gpt-4o``, ``anthropic:...``), through
@@ -84,6 +87,7 @@ SCHEMES: Final[dict[str, Scheme]] = {
     "stdio": Scheme("agui_engine.cli.agent_spec:load_stdio", "stdio:<command>"),
     "py": Scheme("agui_engine.cli.agent_spec:load_python", "py:<module>:<name>"),
     "langgraph": Scheme("agui_engine.cli.agent_spec:load_langgraph", "langgraph:<module>:<name>"),
+    "crewai": Scheme("agui_engine.cli.agent_spec:load_crewai", "crewai:<module>:<name>"),
 }
 
 #: The schemes of a remote AG-UI endpoint and the transport each means.
@@ -234,6 +238,18 @@ def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float
     return AgentLoop(LangGraphAgent(graph))
 
 
+def load_crewai(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
+    """``crewai:<module>:<name>``: a CrewAI ``Crew``, a ``Flow`` class or a
+    ``factory(input) -> Crew | Flow`` behind :class:`~agui_engine.adapters.crewai.CrewAIAgent`,
+    wrapped in the :class:`~agui_engine.agent_loop.AgentLoop` (verified, repaired,
+    component-aware)."""
+    from agui_engine.adapters.crewai import CrewAIAgent
+    from agui_engine.agent_loop import AgentLoop
+
+    target = _import_attr(spec, "crewai:", "crewai:myapp.crew:crew")
+    return AgentLoop(CrewAIAgent(target))
+
+
 def _import_attr(spec: str, scheme: str, example: str) -> Any:
     """The object ``<module>:<name>`` (after ``scheme``) names; the current directory is
     importable, as with ``python -m``. Raises UsageError saying what to write instead."""
@@ -247,6 +263,8 @@ def _import_attr(spec: str, scheme: str, example: str) -> Any:
     except ModuleNotFoundError as exc:
         if scheme == "langgraph:" and (exc.name or "").split(".")[0] in ("langgraph", "langchain_core"):
             raise UsageError(f"agent spec {spec!r}: {module_name} needs langgraph: pip install 'agui-engine[langgraph]'") from None
+        if scheme == "crewai:" and (exc.name or "").split(".")[0] == "crewai":
+            raise UsageError(f"agent spec {spec!r}: {module_name} needs crewai: pip install 'agui-engine[crewai]'") from None
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(
                 f"agent spec {spec!r}: no module named {exc.name!r} (run from the directory that holds it, "

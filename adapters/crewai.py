@@ -1,0 +1,627 @@
+"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.agent.Agent`.
+
+Theory of operation
+-------------------
+CrewAI runs synchronously (``kickoff``) and reports what happens on a process-global
+event bus. :class:`CrewAIAgent` runs one kickoff per AG-UI run on a thread of its own
+and listens through a **stream sink scoped to that run**: CrewAI publishes every event
+to the sinks registered in the *context* of the code that emits it
+(``crewai.events.stream_context``, a ``ContextVar``), synchronously, before any bus
+handler runs. The kickoff runs inside a copy of the context holding this run's sink,
+so two concurrent runs never see each other's events, and the events arrive in the
+order they were emitted (no bus thread pool, no ``flush``).
+
+Each CrewAI event is handed to the asyncio loop (``call_soon_threadsafe``) and
+:class:`CrewEventTranslator`, a per-run state machine with no IO, turns it into AG-UI
+events (the table is :data:`CrewEventTranslator.HANDLERS`):
+
+=================================================  ==============================================
+CrewAI event (``type``)                            AG-UI events
+=================================================  ==============================================
+``crew_kickoff_started`` / ``_completed``          ``STEP_STARTED`` / ``STEP_FINISHED``
+                                                   ``crew:<name>``
+``task_started`` / ``task_completed``              ``STEP_*`` ``task:<name>`` (nested)
+``agent_execution_started`` / ``_completed``       ``STEP_*`` ``agent:<role>`` (nested)
+``method_execution_started`` / ``_finished``       ``STEP_*`` ``method:<name>``; on finish the
+(Flow)                                             flow state: ``STATE_SNAPSHOT`` the first
+                                                   time, then ``STATE_DELTA`` (RFC 6902)
+``llm_call_started`` / ``llm_call_completed``      one assistant message per LLM call: opened
+                                                   by its first text chunk, closed at the end
+                                                   of the call (or by the next other event)
+``llm_stream_chunk`` text                          ``TEXT_MESSAGE_START`` once, then
+                                                   ``TEXT_MESSAGE_CONTENT`` per chunk
+``llm_stream_chunk`` with ``tool_call``            ``TOOL_CALL_START`` (once id and name are
+(native function calling)                          known) and ``TOOL_CALL_ARGS`` per fragment,
+                                                   keyed by the call's index
+``llm_thinking_chunk``                             ``REASONING_START`` / ``REASONING_MESSAGE_*``
+``tool_usage_started``                             the tool call, whole: ``TOOL_CALL_START``,
+                                                   ``TOOL_CALL_ARGS`` (its arguments as JSON),
+                                                   ``TOOL_CALL_END`` -- unless the model
+                                                   already streamed that call
+``tool_usage_finished`` / ``tool_usage_error``     ``TOOL_CALL_RESULT`` (an error is a result
+                                                   too: ``Error: <message>``)
+``*_failed`` / ``agent_execution_error``           closes its step; the run ends ``RUN_ERROR``
+                                                   with the reason (no traceback)
+kickoff returns                                    the output as the closing assistant
+                                                   message, then ``RUN_FINISHED``
+=================================================  ==============================================
+
+Everything still open at the end (a message, a tool call, steps) is closed in order,
+so the stream always verifies.
+
+**Input** (:func:`kickoff_inputs`): ``message`` (the latest user message's text),
+``history`` (the conversation as ``role: text`` lines), ``context`` (the client's
+context entries as ``description: value`` lines), ``tools`` (the client's tools as a
+JSON list of ``{name, description, parameters}``), the run's ``state`` (when it is an
+object: its keys), and ``forwardedProps["inputs"]`` (an object: its keys, last). A
+crew's task descriptions interpolate them (``"Answer: {message}"``); a flow gets them as
+its initial state.
+
+**Targets**: a ``Crew`` (copied for every run: ``crew.copy()``, so runs share no
+agent or task state), a ``Flow`` *class* (instantiated per run), or a callable
+``factory(input) -> Crew | Flow`` (a factory may attach :func:`client_tools` to its
+agents, so a crew can call the client's tools and components).
+
+**Stopping.** Closing the event iterator (the client went away, the run was
+cancelled) marks the run closed. CrewAI cannot be interrupted from outside a thread,
+so the sink raises :class:`KickoffCancelled` inside the kickoff at the next event it
+emits (the next LLM chunk, tool use, task boundary): the kickoff unwinds there, and
+nothing it does afterwards reaches the finished run. A blocking LLM request or tool
+call in progress finishes first (it emits nothing while it blocks). The thread is a
+daemon: a kickoff stuck forever in a tool does not keep the process alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, ClassVar, Final
+
+import jsonpatch
+import msgspec
+
+from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, UsageError
+from agui_engine.events import (
+    Event,
+    JsonPatch,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = [
+    "CREWAI_MISSING",
+    "CrewAIAgent",
+    "CrewEventTranslator",
+    "KickoffCancelled",
+    "MAX_PENDING_CREWAI_EVENTS",
+    "client_tools",
+    "kickoff_inputs",
+]
+
+log = logging.getLogger(__name__)
+
+#: The one line a user gets when crewai is not installed.
+CREWAI_MISSING: Final = "CrewAI is not installed: pip install 'agui-engine[crewai]'"
+
+#: CrewAI events a run may hold before the consumer reads them. The registry drains an
+#: agent into its event log as fast as it can, so this is only reached when the loop is
+#: starved; then the kickoff is stopped (RUN_ERROR) rather than growing without bound.
+#: 100,000 events is ~100x a long crew's whole run (a 1,000-token answer is ~1,000 chunks).
+MAX_PENDING_CREWAI_EVENTS: Final = 100_000
+
+#: Longest step name taken from a task description (descriptions are prompts, often long).
+STEP_NAME_CHARS: Final = 80
+
+
+class KickoffCancelled(Exception):
+    """Raised inside a kickoff, at its next event, once its run was closed."""
+
+
+def _import_crewai() -> Any:
+    try:
+        import crewai
+    except ImportError as exc:  # pragma: no cover - the extra is installed in CI
+        raise UsageError(CREWAI_MISSING) from exc
+    return crewai
+
+
+# ----------------------------------------------------------------------------- input
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [getattr(part, "text", None) for part in content or ()]
+    return "\n".join(p for p in parts if isinstance(p, str))
+
+
+def kickoff_inputs(input: RunAgentInput) -> dict[str, Any]:
+    """The kickoff inputs of a run (the mapping is in the module docstring)."""
+    latest = ""
+    history: list[str] = []
+    for message in input.messages:
+        # an AG-UI message's role is its Struct tag, not a field
+        role = str(getattr(type(message).__struct_config__, "tag", "") or "")
+        text = _text_of(getattr(message, "content", None))
+        if role == "user":
+            latest = text
+        if text:
+            history.append(f"{role}: {text}")
+    tools = [
+        {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        for tool in input.tools
+    ]
+    inputs: dict[str, Any] = {
+        "message": latest,
+        "history": "\n".join(history),
+        "context": "\n".join(f"{c.description}: {c.value}" for c in input.context),
+        "tools": json.dumps(tools, ensure_ascii=False),
+    }
+    if isinstance(input.state, Mapping):
+        inputs.update(input.state)
+    forwarded = input.forwarded_props
+    if isinstance(forwarded, Mapping) and isinstance(forwarded.get("inputs"), Mapping):
+        inputs.update(forwarded["inputs"])
+    return inputs
+
+
+def client_tools(input: RunAgentInput) -> list[Any]:
+    """The client's tools (``input.tools``, components' ``show_component_*`` included) as
+    CrewAI tools an agent can be given. Calling one does not run anything on the server:
+    the call streams to the client as a tool call (the client renders or runs it), and
+    the agent is told so, so it can go on or finish."""
+    _import_crewai()
+    from crewai.tools import BaseTool
+
+    made: list[Any] = []
+    for tool in input.tools:
+        schema = tool.parameters if isinstance(tool.parameters, Mapping) else {"type": "object"}
+
+        def _run(self: Any, **kwargs: Any) -> str:
+            return f"{self.name} was sent to the user's screen with {json.dumps(kwargs, ensure_ascii=False)}."
+
+        cls = type(
+            f"ClientTool_{tool.name}",
+            (BaseTool,),
+            {
+                "__annotations__": {"name": str, "description": str},
+                "name": tool.name,
+                "description": tool.description or tool.name,
+                "_run": _run,
+            },
+        )
+        instance = cls()
+        instance.args_schema = _args_model(tool.name, schema)
+        made.append(instance)
+    return made
+
+
+def _args_model(name: str, schema: Mapping[str, Any]) -> Any:
+    """A pydantic model of a JSON Schema's top-level properties (CrewAI validates tool
+    arguments with pydantic); nested values stay free-form."""
+    import pydantic
+
+    fields: dict[str, Any] = {}
+    required = set(schema.get("required") or ())
+    for prop in schema.get("properties") or {}:
+        fields[prop] = (Any, ... if prop in required else None)
+    return pydantic.create_model(f"{name}_args", **fields)
+
+
+# ----------------------------------------------------------------------------- translation
+
+
+def _short(text: Any) -> str:
+    value = " ".join(str(text or "").split())
+    return value if len(value) <= STEP_NAME_CHARS else value[: STEP_NAME_CHARS - 1] + "…"
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class _StreamedCall:
+    __slots__ = ("id", "name", "started")
+
+    def __init__(self, call_id: str | None, name: str | None) -> None:
+        self.id = call_id
+        self.name = name
+        self.started = False
+
+
+Handler = Callable[["CrewEventTranslator", Any], list[Event]]
+
+
+class CrewEventTranslator:
+    """CrewAI events of one run -> AG-UI events (no IO; see the module's table).
+
+    ``feed(event)`` takes one CrewAI event (any object with a ``type`` attribute) and
+    returns the AG-UI events it causes; ``finish(output)`` and ``fail(message)`` close
+    what is open and end the run. Unknown event types are skipped: CrewAI adds events
+    in minor releases.
+    """
+
+    def __init__(self, *, run_id: str, thread_id: str) -> None:
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self._counter = 0
+        self._text_id: str | None = None
+        self._reasoning_id: str | None = None
+        self._steps: list[str] = []
+        self._streamed: dict[int, _StreamedCall] = {}
+        #: tool name -> ids of calls awaiting their result, oldest first
+        self._awaiting: dict[str, list[str]] = {}
+        self._state: Any = None
+        self._state_sent = False
+        self.error: str | None = None
+        self.text_seen = False
+
+    def _id(self, kind: str) -> str:
+        self._counter += 1
+        return f"{self.run_id}-{kind}-{self._counter}"
+
+    # -- closing what is open
+    def _close_message(self) -> list[Event]:
+        out: list[Event] = []
+        if self._text_id is not None:
+            out.append(TextMessageEndEvent(message_id=self._text_id))
+            self._text_id = None
+        if self._reasoning_id is not None:
+            out.append(ReasoningMessageEndEvent(message_id=self._reasoning_id))
+            out.append(ReasoningEndEvent(message_id=self._reasoning_id))
+            self._reasoning_id = None
+        for call in self._streamed.values():
+            if call.started and call.id is not None:
+                out.append(ToolCallEndEvent(tool_call_id=call.id))
+                self._awaiting.setdefault(call.name or "", []).append(call.id)
+        self._streamed.clear()
+        return out
+
+    def _open_step(self, name: str) -> list[Event]:
+        self._steps.append(name)
+        return [StepStartedEvent(step_name=name)]
+
+    def _close_step(self, prefix: str) -> list[Event]:
+        """Closes the innermost open step of this kind (and any left open inside it)."""
+        for i in range(len(self._steps) - 1, -1, -1):
+            if self._steps[i].startswith(prefix):
+                closing = self._steps[i:]
+                del self._steps[i:]
+                return [StepFinishedEvent(step_name=name) for name in reversed(closing)]
+        return []
+
+    # -- events
+    def feed(self, event: Any) -> list[Event]:
+        """The AG-UI events one CrewAI event causes."""
+        kind = getattr(event, "type", None)
+        handler = self.HANDLERS.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            return []
+        if kind in ("llm_stream_chunk", "llm_thinking_chunk"):
+            return handler(self, event)
+        return self._close_message() + handler(self, event)
+
+    def _on_crew_started(self, event: Any) -> list[Event]:
+        return self._open_step(f"crew:{_short(getattr(event, 'crew_name', None) or 'crew')}")
+
+    def _on_crew_finished(self, event: Any) -> list[Event]:
+        return self._close_step("crew:")
+
+    def _on_crew_failed(self, event: Any) -> list[Event]:
+        self.error = self.error or f"the crew failed: {getattr(event, 'error', '')}"
+        return self._close_step("crew:")
+
+    def _on_task_started(self, event: Any) -> list[Event]:
+        name = getattr(event, "task_name", None) or getattr(getattr(event, "task", None), "description", None)
+        return self._open_step(f"task:{_short(name or 'task')}")
+
+    def _on_task_finished(self, event: Any) -> list[Event]:
+        return self._close_step("task:")
+
+    def _on_task_failed(self, event: Any) -> list[Event]:
+        self.error = self.error or f"a task failed: {getattr(event, 'error', '')}"
+        return self._close_step("task:")
+
+    def _on_agent_started(self, event: Any) -> list[Event]:
+        role = getattr(getattr(event, "agent", None), "role", None) or getattr(event, "agent_role", None)
+        return self._open_step(f"agent:{_short(role or 'agent')}")
+
+    def _on_agent_finished(self, event: Any) -> list[Event]:
+        return self._close_step("agent:")
+
+    def _on_agent_error(self, event: Any) -> list[Event]:
+        self.error = self.error or f"an agent failed: {getattr(event, 'error', '')}"
+        return self._close_step("agent:")
+
+    def _on_method_started(self, event: Any) -> list[Event]:
+        return self._open_step(f"method:{getattr(event, 'method_name', 'method')}")
+
+    def _on_method_finished(self, event: Any) -> list[Event]:
+        return self.state_events(getattr(event, "state", None)) + self._close_step("method:")
+
+    def _on_method_failed(self, event: Any) -> list[Event]:
+        self.error = self.error or f"flow method {getattr(event, 'method_name', '?')} failed: {getattr(event, 'error', '')}"
+        return self._close_step("method:")
+
+    def _on_text_chunk(self, event: Any) -> list[Event]:
+        tool_call = getattr(event, "tool_call", None)
+        if tool_call is not None:
+            return self._on_tool_call_chunk(tool_call)
+        chunk = getattr(event, "chunk", "")
+        if not isinstance(chunk, str) or not chunk:
+            return []
+        out: list[Event] = []
+        if self._text_id is None:
+            self._text_id = self._id("msg")
+            out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+        self.text_seen = True
+        out.append(TextMessageContentEvent(message_id=self._text_id, delta=chunk))
+        return out
+
+    def _on_tool_call_chunk(self, tool_call: Any) -> list[Event]:
+        index = getattr(tool_call, "index", 0)
+        function = getattr(tool_call, "function", None)
+        name = getattr(function, "name", None)
+        arguments = getattr(function, "arguments", None) or ""
+        call = self._streamed.get(index)
+        if call is None:
+            call = self._streamed[index] = _StreamedCall(getattr(tool_call, "id", None), name)
+        call.id = call.id or getattr(tool_call, "id", None)
+        call.name = call.name or name
+        out: list[Event] = []
+        if not call.started and call.name:
+            call.id = call.id or self._id("call")
+            call.started = True
+            out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name))
+        if call.started and call.id is not None and arguments:
+            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
+        return out
+
+    def _on_thinking_chunk(self, event: Any) -> list[Event]:
+        chunk = getattr(event, "chunk", "")
+        if not isinstance(chunk, str) or not chunk:
+            return []
+        out: list[Event] = []
+        if self._reasoning_id is None:
+            self._reasoning_id = self._id("reasoning")
+            out.append(ReasoningStartEvent(message_id=self._reasoning_id))
+            out.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
+        out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=chunk))
+        return out
+
+    def _on_llm_call_boundary(self, event: Any) -> list[Event]:
+        return []  # feed() already closed the message of the previous call
+
+    def _on_tool_started(self, event: Any) -> list[Event]:
+        name = str(getattr(event, "tool_name", "") or "tool")
+        if self._awaiting.get(name):
+            return []  # the model streamed this call already (native function calling)
+        call_id = self._id("call")
+        args = getattr(event, "tool_args", None)
+        text = args if isinstance(args, str) else json.dumps(_jsonable(args or {}), ensure_ascii=False)
+        self._awaiting.setdefault(name, []).append(call_id)
+        out: list[Event] = [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name)]
+        if text:
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=text))
+        out.append(ToolCallEndEvent(tool_call_id=call_id))
+        return out
+
+    def _result(self, event: Any, content: str) -> list[Event]:
+        name = str(getattr(event, "tool_name", "") or "tool")
+        waiting = self._awaiting.get(name)
+        if not waiting:
+            return []
+        call_id = waiting.pop(0)
+        return [ToolCallResultEvent(message_id=self._id("result"), tool_call_id=call_id, content=content, role="tool")]
+
+    def _on_tool_finished(self, event: Any) -> list[Event]:
+        output = getattr(event, "output", "")
+        return self._result(event, output if isinstance(output, str) else json.dumps(_jsonable(output)))
+
+    def _on_tool_error(self, event: Any) -> list[Event]:
+        return self._result(event, f"Error: {getattr(event, 'error', '')}")
+
+    HANDLERS: ClassVar[Mapping[str, Handler]] = {
+        "crew_kickoff_started": _on_crew_started,
+        "crew_kickoff_completed": _on_crew_finished,
+        "crew_kickoff_failed": _on_crew_failed,
+        "task_started": _on_task_started,
+        "task_completed": _on_task_finished,
+        "task_failed": _on_task_failed,
+        "agent_execution_started": _on_agent_started,
+        "agent_execution_completed": _on_agent_finished,
+        "agent_execution_error": _on_agent_error,
+        "method_execution_started": _on_method_started,
+        "method_execution_finished": _on_method_finished,
+        "method_execution_failed": _on_method_failed,
+        "llm_call_started": _on_llm_call_boundary,
+        "llm_call_completed": _on_llm_call_boundary,
+        "llm_call_failed": _on_llm_call_boundary,
+        "llm_stream_chunk": _on_text_chunk,
+        "llm_thinking_chunk": _on_thinking_chunk,
+        "tool_usage_started": _on_tool_started,
+        "tool_usage_finished": _on_tool_finished,
+        "tool_usage_error": _on_tool_error,
+    }
+
+    # -- state and the end
+    def state_events(self, state: Any) -> list[Event]:
+        """``STATE_SNAPSHOT`` the first time, then ``STATE_DELTA`` when the state changed."""
+        if state is None:
+            return []
+        value = _jsonable(state)
+        if isinstance(value, dict):
+            value.pop("id", None)  # CrewAI's per-instance flow id, not application state
+        if not self._state_sent:
+            self._state_sent = True
+            self._state = value
+            return [StateSnapshotEvent(snapshot=value)]
+        patch = jsonpatch.make_patch(self._state, value).patch
+        self._state = value
+        return [StateDeltaEvent(delta=msgspec.convert(patch, JsonPatch))] if patch else []
+
+    def _close_all(self) -> list[Event]:
+        out = self._close_message()
+        while self._steps:
+            out.append(StepFinishedEvent(step_name=self._steps.pop()))
+        return out
+
+    def finish(self, output: Any, state: Any = None) -> list[Event]:
+        """Closes what is open, the output as the closing assistant message, ``RUN_FINISHED``
+        (or ``RUN_ERROR`` when a failure was seen on the way)."""
+        out = self._close_all() + self.state_events(state)
+        if self.error is not None:
+            return out + [RunErrorEvent(message=self.error[:MAX_ERROR_MESSAGE_CHARS], code="crewai_error")]
+        text = getattr(output, "raw", output)
+        if text is not None and not isinstance(text, str):
+            text = json.dumps(_jsonable(text), ensure_ascii=False)
+        if text:
+            message_id = self._id("msg")
+            out += [
+                TextMessageStartEvent(message_id=message_id, role="assistant"),
+                TextMessageContentEvent(message_id=message_id, delta=text),
+                TextMessageEndEvent(message_id=message_id),
+            ]
+        return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+
+    def fail(self, message: str, code: str = "crewai_error") -> list[Event]:
+        """Closes what is open and ends the run with ``RUN_ERROR`` (the first failure seen
+        on the way, if any, is the reason)."""
+        reason = self.error or message
+        return self._close_all() + [RunErrorEvent(message=reason[:MAX_ERROR_MESSAGE_CHARS], code=code)]
+
+
+# ----------------------------------------------------------------------------- the agent
+
+_DONE: Final = object()
+
+
+class CrewAIAgent:
+    """A CrewAI ``Crew``, ``Flow`` class or ``factory(input) -> Crew | Flow`` as an Agent.
+
+    Safe for concurrent runs: each run kicks off its own copy (a Crew is copied, a Flow
+    class instantiated, a factory called) on its own thread, listening through a sink
+    scoped to that run (module docstring). Raises :class:`UsageError` at construction
+    for a target that is none of these.
+    """
+
+    def __init__(self, target: Any) -> None:
+        crewai = _import_crewai()
+        self._crew_type: Any = crewai.Crew
+        self._flow_type: Any = crewai.Flow
+        if isinstance(target, crewai.Crew) or (isinstance(target, type) and issubclass(target, crewai.Flow)):
+            self.target = target
+        elif isinstance(target, crewai.Flow):
+            raise UsageError("pass the Flow class (or a factory), not an instance: each run needs its own flow state")
+        elif callable(target):
+            self.target = target
+        else:
+            raise UsageError(f"CrewAIAgent needs a Crew, a Flow class or a factory(input), got {type(target).__name__}")
+
+    def _instance(self, input: RunAgentInput) -> Any:
+        target: Any = self.target
+        if isinstance(target, self._crew_type):
+            return target.copy()
+        if isinstance(target, type) and issubclass(target, self._flow_type):
+            return target()
+        made = target(input)
+        if not isinstance(made, (self._crew_type, self._flow_type)):
+            raise UsageError(f"the CrewAI factory returned {type(made).__name__}, not a Crew or a Flow")
+        return made
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """One kickoff as one AG-UI run (module docstring). Never raises after RUN_STARTED:
+        failures end the run with RUN_ERROR; the kickoff's exception is logged with its
+        traceback."""
+        from crewai.events.stream_context import add_stream_sink
+
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        translator = CrewEventTranslator(run_id=input.run_id, thread_id=input.thread_id)
+        try:
+            instance = self._instance(input)
+            inputs = kickoff_inputs(input)
+            fields = getattr(type(getattr(instance, "state", None)), "model_fields", None)
+            if isinstance(instance, self._flow_type) and fields is not None:
+                # a structured flow state refuses keys it does not declare
+                inputs = {k: v for k, v in inputs.items() if k in fields}
+        except Exception as exc:
+            log.exception("CrewAI run %s could not start", input.run_id)
+            for event in translator.fail(f"the CrewAI target could not start: {exc}"):
+                yield event
+            return
+
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
+        closed = threading.Event()
+        pending = [0]
+
+        def post(kind: Any, value: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+
+        def sink(source: Any, event: Any) -> None:
+            # Runs on the kickoff's thread, inside CrewAI's emit: raising here unwinds the kickoff.
+            if closed.is_set():
+                raise KickoffCancelled(f"run {input.run_id} was closed")
+            pending[0] += 1
+            if pending[0] > MAX_PENDING_CREWAI_EVENTS:
+                raise KickoffCancelled(f"run {input.run_id}: {MAX_PENDING_CREWAI_EVENTS} events unread")
+            post("event", event)
+
+        def work() -> None:
+            try:
+                output = instance.kickoff(inputs=inputs)
+                post(_DONE, (output, getattr(instance, "state", None) if isinstance(instance, self._flow_type) else None))
+            except BaseException as exc:  # the kickoff's failure is the run's, reported below
+                if not closed.is_set():
+                    post("error", exc)
+
+        context = contextvars.copy_context()
+        context.run(add_stream_sink, sink)
+        thread = threading.Thread(target=context.run, args=(work,), name=f"crewai-{input.run_id}", daemon=True)
+        thread.start()
+        try:
+            while True:
+                kind, value = await queue.get()
+                if kind == "event":
+                    pending[0] -= 1
+                    for event in translator.feed(value):
+                        yield event
+                elif kind is _DONE:
+                    output, state = value
+                    for event in translator.finish(output, state):
+                        yield event
+                    return
+                else:
+                    log.error("CrewAI run %s failed", input.run_id, exc_info=value)
+                    for event in translator.fail(f"{type(value).__name__}: {value}"):
+                        yield event
+                    return
+        finally:
+            closed.set()

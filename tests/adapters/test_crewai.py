@@ -1,0 +1,315 @@
+"""CrewAI behind the engine, with the real crewai: scripted LLMs (CrewAI's own BaseLLM
+extension point) for the shapes, and CrewAI's OpenAI-compatible LLM streaming from the
+project's provider replay server. Every run passes the engine's Verifier and
+ag-ui-validate."""
+
+from __future__ import annotations
+
+import os
+
+# CrewAI offline: no telemetry, no tracing, no cost-map download (set before crewai imports).
+os.environ.update(
+    CREWAI_DISABLE_TELEMETRY="true",
+    OTEL_SDK_DISABLED="true",
+    CREWAI_TRACING_ENABLED="false",
+    CREWAI_DISABLE_TRACKING="true",
+    LITELLM_LOCAL_MODEL_COST_MAP="True",
+)
+
+import asyncio  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+import msgspec  # noqa: E402
+import pytest  # noqa: E402
+from ag_ui_validate.pytest_plugin import assert_valid_agui  # noqa: E402
+from crewai import LLM, Agent, BaseLLM, Crew, Task  # noqa: E402
+from crewai.flow.flow import Flow, listen, start  # noqa: E402
+from crewai.tools import BaseTool  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+from agui_engine.adapters.crewai import CrewAIAgent, kickoff_inputs  # noqa: E402
+from agui_engine.adapters.replay import ReplayServer  # noqa: E402
+from agui_engine.codec import encode_event  # noqa: E402
+from agui_engine.errors import UsageError  # noqa: E402
+from agui_engine.events import (  # noqa: E402
+    Context,
+    Event,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    ToolCallArgsEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from agui_engine.verify import verify_events  # noqa: E402
+
+KEY = "sk-test-CREW"
+
+
+class ScriptedLLM(BaseLLM):
+    """CrewAI's own extension point: replies in order (the last repeats), each streamed as
+    whitespace-separated chunks through CrewAI's stream-chunk event."""
+
+    replies: list[str] = []
+    delay: float = 0.0
+    fail_with: str | None = None
+    i: int = 0
+
+    def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
+             from_task: Any = None, from_agent: Any = None, response_model: Any = None, **kw: Any) -> str:
+        if self.fail_with:
+            raise RuntimeError(self.fail_with)
+        reply = self.replies[min(self.i, len(self.replies) - 1)]
+        self.i += 1
+        for piece in reply.split(" "):
+            if self.delay:
+                time.sleep(self.delay)
+            self._emit_stream_chunk_event(piece + " ", from_task=from_task, from_agent=from_agent)
+        return reply
+
+    async def acall(self, *args: Any, **kw: Any) -> str:
+        return self.call(*args, **kw)
+
+    def supports_function_calling(self) -> bool:
+        return False
+
+    def supports_stop_words(self) -> bool:
+        return True
+
+    def get_context_window_size(self) -> int:
+        return 8192
+
+
+class WeatherTool(BaseTool):
+    name: str = "get_weather"
+    description: str = "The current weather for a city."
+
+    def _run(self, city: str) -> str:
+        return f"{city}: sunny, 21 C"
+
+
+class BrokenTool(BaseTool):
+    name: str = "get_weather"
+    description: str = "The current weather for a city."
+
+    def _run(self, city: str) -> str:
+        raise ConnectionError("the weather service is down")
+
+
+def use_tool(city: str) -> str:
+    return f'Thought: I need the weather\nAction: get_weather\nAction Input: {{"city": "{city}"}}'
+
+
+def final(answer: str) -> str:
+    return f"Thought: I now know the final answer\nFinal Answer: {answer}"
+
+
+def weather_crew(llm_a: BaseLLM, llm_b: BaseLLM, tool: BaseTool | None = None) -> Crew:
+    forecaster = Agent(role="forecaster", goal="find the weather", backstory="a meteorologist",
+                       llm=llm_a, tools=[tool or WeatherTool()], verbose=False)
+    writer = Agent(role="writer", goal="write one sentence", backstory="a copywriter", llm=llm_b, verbose=False)
+    return Crew(
+        agents=[forecaster, writer],
+        tasks=[
+            Task(description="Find the weather for: {message}", expected_output="the weather", agent=forecaster),
+            Task(description="Write it as one sentence.", expected_output="one sentence", agent=writer),
+        ],
+        verbose=False,
+    )
+
+
+def run_input(text: str = "Paris", *, run: str = "r1", **kw: Any) -> RunAgentInput:
+    return RunAgentInput(thread_id="t1", run_id=run, messages=[UserMessage(id="u1", content=text)], **kw)
+
+
+def check(events: Sequence[Any]) -> None:
+    assert verify_events(events) == [], verify_events(events)
+    assert_valid_agui([msgspec.json.decode(encode_event(e)) for e in events], max_warnings=0)
+    assert KEY not in repr(events)
+
+
+async def collect(agent: CrewAIAgent, input: RunAgentInput) -> list[Event]:
+    events = [e async for e in agent.run(input)]
+    check(events)
+    return events
+
+
+def of(events: Sequence[Any], cls: type) -> list[Any]:
+    return [e for e in events if isinstance(e, cls)]
+
+
+def texts(events: Sequence[Any]) -> str:
+    return "".join(e.delta for e in of(events, TextMessageContentEvent))
+
+
+async def test_two_agent_crew_streams_tokens_tools_and_steps_before_it_finishes() -> None:
+    crew = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), final("Paris: sunny, 21 C")]),
+                        ScriptedLLM(model="b", replies=[final("It is sunny in Paris.")]))
+    events = await collect(CrewAIAgent(crew), run_input("Paris"))
+
+    steps = [(type(e).__name__[:8], e.step_name) for e in events if isinstance(e, (StepStartedEvent, StepFinishedEvent))]
+    assert steps[0] == ("StepStar", "crew:crew")
+    assert any(kind == "StepStar" and name.startswith("task:Find the weather for") for kind, name in steps)
+    assert ("StepStar", "agent:forecaster") in steps and ("StepStar", "agent:writer") in steps
+    [start] = of(events, ToolCallStartEvent)
+    assert start.tool_call_name == "get_weather"
+    assert "".join(e.delta for e in of(events, ToolCallArgsEvent)) == '{"city": "Paris"}'
+    [result] = of(events, ToolCallResultEvent)
+    assert result.tool_call_id == start.tool_call_id and result.content == "Paris: sunny, 21 C"
+    # tokens arrive live: the first text chunk comes before the last task completes
+    first_token = next(i for i, e in enumerate(events) if isinstance(e, TextMessageContentEvent))
+    last_task_done = max(i for i, e in enumerate(events)
+                         if isinstance(e, StepFinishedEvent) and e.step_name.startswith("task:"))
+    assert first_token < last_task_done
+    # the crew's output closes the run as an assistant message
+    assert events[-3].delta == "It is sunny in Paris."
+    assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_a_failing_tool_is_a_tool_result_and_the_crew_goes_on() -> None:
+    crew = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Oslo"), final("unknown")]),
+                        ScriptedLLM(model="b", replies=[final("No forecast today.")]), tool=BrokenTool())
+    events = await collect(CrewAIAgent(crew), run_input("Oslo"))
+    results = of(events, ToolCallResultEvent)
+    assert results and all("the weather service is down" in r.content for r in results)
+    assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_a_failing_task_ends_the_run_with_run_error_and_everything_before_verifies() -> None:
+    crew = weather_crew(ScriptedLLM(model="a", replies=[final("fine")]),
+                        ScriptedLLM(model="b", fail_with="the model is overloaded"))
+    events = await collect(CrewAIAgent(crew), run_input())
+    assert isinstance(events[-1], RunErrorEvent)
+    assert "the model is overloaded" in events[-1].message
+    assert "Traceback" not in events[-1].message
+
+
+class TripState(BaseModel):
+    message: str = ""
+    city: str = ""
+    forecast: str = ""
+
+
+class TripFlow(Flow[TripState]):
+    @start()
+    def pick_city(self) -> str:
+        self.state.city = self.state.message.split()[-1]
+        return self.state.city
+
+    @listen(pick_city)
+    def forecast(self, city: str) -> str:
+        self.state.forecast = f"sunny in {city}"
+        return self.state.forecast
+
+
+async def test_a_flow_streams_its_methods_as_steps_and_its_state_as_snapshot_then_deltas() -> None:
+    events = await collect(CrewAIAgent(TripFlow), run_input("weather in Rome"))
+    steps = [e.step_name for e in of(events, StepStartedEvent)]
+    assert steps == ["method:pick_city", "method:forecast"]
+    [snapshot] = of(events, StateSnapshotEvent)
+    assert snapshot.snapshot["city"] == "Rome"
+    deltas = of(events, StateDeltaEvent)
+    ops = [msgspec.to_builtins(op) for d in deltas for op in d.delta]
+    assert {"op": "replace", "path": "/forecast", "value": "sunny in Rome"} in ops
+    assert texts(events).endswith("sunny in Rome")
+    # two runs of one Flow class share no state
+    again = await collect(CrewAIAgent(TripFlow), run_input("weather in Oslo", run="r2"))
+    assert of(again, StateSnapshotEvent)[0].snapshot["city"] == "Oslo"
+
+
+async def test_two_concurrent_runs_never_see_each_others_events() -> None:
+    def crew_for(answer: str) -> Crew:
+        return weather_crew(ScriptedLLM(model="a", replies=[use_tool(answer), final(answer)], delay=0.002),
+                            ScriptedLLM(model="b", replies=[final(f"sentence about {answer}")], delay=0.002))
+
+    agent_a, agent_b = CrewAIAgent(crew_for("Lima")), CrewAIAgent(crew_for("Cairo"))
+    a, b = await asyncio.gather(collect(agent_a, run_input("Lima", run="ra")), collect(agent_b, run_input("Cairo", run="rb")))
+    assert "Cairo" not in texts(a) and "Lima" in texts(a)
+    assert "Lima" not in texts(b) and "Cairo" in texts(b)
+    assert all("Cairo" not in e.delta for e in of(a, ToolCallArgsEvent))
+
+
+async def test_closing_the_iterator_stops_the_kickoff_at_its_next_event() -> None:
+    slow = ScriptedLLM(model="a", replies=[final(" ".join(["word"] * 2000))], delay=0.005)
+    crew = weather_crew(slow, ScriptedLLM(model="b", replies=[final("never")]))
+    before = {t.name for t in threading.enumerate()}
+    started = time.monotonic()
+    stream = CrewAIAgent(crew).run(run_input(run="rc"))
+    got = []
+    async for event in stream:
+        got.append(event)
+        if isinstance(event, TextMessageContentEvent):
+            break
+    await stream.aclose()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(t.name == "crewai-rc" for t in threading.enumerate()):
+        await asyncio.sleep(0.02)
+    assert not any(t.name == "crewai-rc" for t in threading.enumerate()), "the kickoff thread is still running"
+    assert "crewai-rc" not in before
+    # the reply alone takes 2,000 x 5 ms = 10 s to stream: the kickoff stopped at its next chunk
+    assert time.monotonic() - started < 8
+
+
+async def test_crewai_llm_streams_from_a_real_openai_compatible_server() -> None:
+    server = ReplayServer()
+    await server.start()
+    try:
+        llm = LLM(model="openai/gpt-4o", base_url=server.base_url("openai_chat", "text"), api_key=KEY, stream=True)
+        agent = Agent(role="assistant", goal="answer", backstory="helpful", llm=llm, verbose=False)
+        crew = Crew(agents=[agent], tasks=[Task(description="{message}", expected_output="an answer", agent=agent)],
+                    verbose=False)
+        events = await collect(CrewAIAgent(crew), run_input("hello"))
+    finally:
+        await server.close()
+    contents = of(events, TextMessageContentEvent)
+    assert len(contents) >= 3  # the fixture's chunks arrive as they come, then the final answer
+    assert isinstance(events[-1], RunFinishedEvent)
+
+
+def test_kickoff_inputs_mapping() -> None:
+    input = run_input("What now?", state={"city": "Rome"}, context=[Context(description="user", value="Ada")],
+                      forwarded_props={"inputs": {"tone": "brief"}})
+    inputs = kickoff_inputs(input)
+    assert inputs["message"] == "What now?"
+    assert inputs["history"] == "user: What now?"
+    assert inputs["context"] == "user: Ada"
+    assert inputs["tools"] == "[]"
+    assert inputs["city"] == "Rome" and inputs["tone"] == "brief"
+
+
+def test_targets_that_are_not_crews_or_flows_are_refused_in_one_line() -> None:
+    with pytest.raises(UsageError, match="Flow class"):
+        CrewAIAgent(TripFlow())
+    with pytest.raises(UsageError, match="needs a Crew"):
+        CrewAIAgent(42)
+
+
+#: The crew `agui-engine serve --agent crewai:...` serves in the test below.
+SERVED_CREW = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), final("Paris: sunny")]),
+                           ScriptedLLM(model="b", replies=[final("Sunny in Paris.")]))
+
+
+@pytest.mark.timeout(300)  # two processes import crewai (5-20 s each on a loaded machine)
+async def test_served_by_agui_engine_serve_with_a_crewai_spec() -> None:
+    import sys
+    from pathlib import Path
+
+    from agui_engine.transports import StdioAgent
+
+    root = Path(__file__).resolve().parents[2]
+    command = [sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio",
+               "--agent", "crewai:tests.adapters.test_crewai:SERVED_CREW"]
+    events = [e async for e in StdioAgent(command, cwd=str(root), env={**os.environ}).run(run_input("Paris"))]
+    check(events)
+    assert [e.tool_call_name for e in of(events, ToolCallStartEvent)] == ["get_weather"]
+    assert "Sunny in Paris." in texts(events)
+    assert isinstance(events[-1], RunFinishedEvent)
