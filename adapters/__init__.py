@@ -6,7 +6,8 @@ first client, and the loopback replay server (:mod:`agui_engine.adapters.replay`
 for tests and the demo) only when imported by name. Helpers for writing a provider
 (:mod:`~agui_engine.adapters.provider`, :mod:`~agui_engine.adapters.prompt`) are
 exported by their modules. See ``spec/providers.md``. :class:`LangGraphAgent` (a compiled
-LangGraph graph as an agent, ``spec/langgraph.md``) imports langgraph on first use.
+LangGraph graph as an agent, ``spec/langgraph.md``) imports langgraph on first use, and
+:class:`CrewAIAgent` (a CrewAI crew or flow, ``spec/crewai.md``) crewai.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicClient
+    from .crewai import CrewAIAgent
     from .gemini import GeminiClient
     from .langgraph import LangGraphAgent
     from .models import ModelSpec, client_from_spec, parse_model_spec
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "AnthropicClient": "anthropic",
+    "CrewAIAgent": "crewai",
     "GeminiClient": "gemini",
     "LangGraphAgent": "langgraph",
     "ModelSpec": "models",
@@ -42,6 +45,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "AnthropicClient",
+    "CrewAIAgent",
     "GeminiClient",
     "LangGraphAgent",
     "ModelSpec",

@@ -17,6 +17,7 @@ MODULES = public_modules("adapters", "agui_engine.adapters", set())
 
 EXPECTED_ALL = [
     "AnthropicClient",
+    "CrewAIAgent",
     "GeminiClient",
     "LangGraphAgent",
     "ModelSpec",
