@@ -74,6 +74,7 @@ daemon: a kickoff stuck forever in a tool does not keep the process alive.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import json
 import logging
@@ -523,6 +524,46 @@ class CrewEventTranslator:
 _DONE: Final = object()
 
 
+class _Handoff:
+    """Items from the kickoff's thread to the event loop, one loop wake-up per batch.
+
+    Waking the loop (``call_soon_threadsafe``) costs more than translating an event, and a
+    model streams a chunk every few hundred microseconds; so the thread appends to a deque
+    and wakes the loop only when the loop is not already due to look. The loop clears
+    ``_scheduled`` *before* it drains: an item appended after the drain then finds the
+    flag clear and wakes it again, so none is stranded.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.items: collections.deque[tuple[Any, Any]] = collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._ready = asyncio.Event()
+
+    def put(self, item: tuple[Any, Any]) -> None:
+        """From the kickoff's thread."""
+        self.items.append(item)
+        with self._lock:
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def take(self) -> list[tuple[Any, Any]]:
+        """On the loop: every item so far (at least one), oldest first."""
+        while True:
+            with self._lock:
+                self._scheduled = False
+            batch = []
+            while self.items:
+                batch.append(self.items.popleft())
+            if batch:
+                return batch
+            await self._ready.wait()
+            self._ready.clear()
+
+
 class CrewAIAgent:
     """A CrewAI ``Crew``, ``Flow`` class or ``factory(input) -> Crew | Flow`` as an Agent.
 
@@ -577,30 +618,25 @@ class CrewAIAgent:
                 yield event
             return
 
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[Any, Any]] = asyncio.Queue()
+        handoff = _Handoff(asyncio.get_running_loop())
         closed = threading.Event()
-        pending = [0]
-
-        def post(kind: Any, value: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
 
         def sink(source: Any, event: Any) -> None:
             # Runs on the kickoff's thread, inside CrewAI's emit: raising here unwinds the kickoff.
             if closed.is_set():
                 raise KickoffCancelled(f"run {input.run_id} was closed")
-            pending[0] += 1
-            if pending[0] > MAX_PENDING_CREWAI_EVENTS:
+            if len(handoff.items) >= MAX_PENDING_CREWAI_EVENTS:
                 raise KickoffCancelled(f"run {input.run_id}: {MAX_PENDING_CREWAI_EVENTS} events unread")
-            post("event", event)
+            handoff.put(("event", event))
 
         def work() -> None:
             try:
                 output = instance.kickoff(inputs=inputs)
-                post(_DONE, (output, getattr(instance, "state", None) if isinstance(instance, self._flow_type) else None))
+                state = getattr(instance, "state", None) if isinstance(instance, self._flow_type) else None
+                handoff.put((_DONE, (output, state)))
             except BaseException as exc:  # the kickoff's failure is the run's, reported below
                 if not closed.is_set():
-                    post("error", exc)
+                    handoff.put(("error", exc))
 
         context = contextvars.copy_context()
         context.run(add_stream_sink, sink)
@@ -608,20 +644,19 @@ class CrewAIAgent:
         thread.start()
         try:
             while True:
-                kind, value = await queue.get()
-                if kind == "event":
-                    pending[0] -= 1
-                    for event in translator.feed(value):
-                        yield event
-                elif kind is _DONE:
-                    output, state = value
-                    for event in translator.finish(output, state):
-                        yield event
-                    return
-                else:
-                    log.error("CrewAI run %s failed", input.run_id, exc_info=value)
-                    for event in translator.fail(f"{type(value).__name__}: {value}"):
-                        yield event
-                    return
+                for kind, value in await handoff.take():
+                    if kind == "event":
+                        for event in translator.feed(value):
+                            yield event
+                    elif kind is _DONE:
+                        output, state = value
+                        for event in translator.finish(output, state):
+                            yield event
+                        return
+                    else:
+                        log.error("CrewAI run %s failed", input.run_id, exc_info=value)
+                        for event in translator.fail(f"{type(value).__name__}: {value}"):
+                            yield event
+                        return
         finally:
             closed.set()
