@@ -44,6 +44,7 @@ import random
 import time
 from collections.abc import (
     AsyncGenerator,
+    AsyncIterator,
     Awaitable,
     Callable,
     Hashable,
@@ -73,6 +74,8 @@ from agui_engine.llm import (
 __all__ = [
     "CompletionRequest",
     "DEFAULT_MAX_RETRIES",
+    "DRAIN_TIMEOUT_SECONDS",
+    "MAX_DRAIN_BYTES",
     "MAX_PROVIDER_FRAME_BYTES",
     "MAX_RETRY_AFTER_SECONDS",
     "MalformedStream",
@@ -97,6 +100,17 @@ MAX_PROVIDER_FRAME_BYTES = 32 * 1024 * 1024
 #: An HTTP error body is read at most this far: provider error JSON is well under 4 KiB;
 #: a proxy's HTML error page is cut here rather than buffered whole.
 MAX_ERROR_BODY_BYTES = 64 * 1024
+#: After a stream's terminal marker (``[DONE]``, ``response.completed``,
+#: ``message_stop``) the rest of the body is read and dropped, at most this many bytes,
+#: so httpx sees the body end and returns the connection to its pool: the next request
+#: of a tool loop reuses it instead of paying a new TCP/TLS handshake. A provider sends
+#: nothing or a few bytes (the last chunk, a trailing newline) after its marker; a body
+#: that keeps going past 64 KiB is not worth reading, and its connection is dropped.
+MAX_DRAIN_BYTES = 64 * 1024
+#: The longest wait for the body's end after the terminal marker (same reasoning): the
+#: end follows the marker within milliseconds; a server that holds the connection open
+#: costs the caller at most this much before the connection is dropped instead.
+DRAIN_TIMEOUT_SECONDS = 1.0
 #: ``MAX_ERROR_MESSAGE_CHARS`` (imported above, still importable from here) is
 #: :data:`agui_engine.errors.MAX_ERROR_MESSAGE_CHARS`: a provider's error message is cut
 #: to it before it goes into a ``ProviderError`` / ``RUN_ERROR``, as the transports cut
@@ -889,9 +903,15 @@ class StreamingLLMClient(abc.ABC):
                     code=error.error_type or "not_an_event_stream",
                 )
             stream = ProviderStream(self.new_parser())
+            chunks = response.aiter_bytes()
             try:
-                async for chunk in response.aiter_bytes():
-                    for item in stream.feed(chunk):
+                async for chunk in chunks:
+                    items = stream.feed(chunk)
+                    if stream.done:
+                        # Before the terminal item reaches the consumer (who may stop
+                        # iterating there): read the body's end so the connection is pooled.
+                        await _drain(chunks)
+                    for item in items:
                         yield item
                     if stream.done:
                         return
@@ -911,6 +931,21 @@ class StreamingLLMClient(abc.ABC):
                     yield item
         finally:
             await response.aclose()
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read and drop the rest of a body, at most :data:`MAX_DRAIN_BYTES` within
+    :data:`DRAIN_TIMEOUT_SECONDS`. A body read to its end returns its connection to
+    httpx's pool when the response closes; past either bound (or on a transport error)
+    this gives up silently and the close drops the connection, as before."""
+
+    size = 0
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(DRAIN_TIMEOUT_SECONDS):  # in this task: httpx's stream is not shared
+            async for rest in chunks:
+                size += len(rest)
+                if size > MAX_DRAIN_BYTES:
+                    return
 
 
 async def _read_bounded(response: httpx.Response) -> bytes:

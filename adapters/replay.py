@@ -33,7 +33,9 @@ the Chat parser -- instead of being called directly. A client that goes away clo
 the model's stream.
 
 Every request is recorded (:attr:`ReplayServer.requests`: path, query, headers, JSON
-body). The server never logs requests; recorded headers never appear in ``repr``.
+body, and the client's address): :attr:`ReplayServer.connections` counts the distinct
+TCP connections (client ports) requests came on, so a test can check that a tool loop
+reuses one connection. The server never logs requests; recorded headers never appear in ``repr``.
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
     query: dict[str, str]
     headers: dict[str, str] = msgspec.field(default_factory=dict)
     json: Any = None
+    #: The client's ``(host, port)``: requests on one TCP connection share it.
+    peer: tuple[str, int] | None = None
 
     def __repr__(self) -> str:  # headers carry API keys: never printed
         return f"RecordedRequest(path={self.path!r}, query={self.query!r})"
@@ -210,6 +214,12 @@ class ReplayServer:
         self._models[model_id] = llm
         return f"{self.url}/m/{model_id}/v1"
 
+    @property
+    def connections(self) -> int:
+        """How many distinct TCP connections (client address and port) the recorded
+        requests came on."""
+        return len({r.peer for r in self.requests})
+
     async def wait_for_disconnect(self, timeout: float) -> bool:
         """Wait until the server has seen a client go away mid-stream."""
         try:
@@ -237,7 +247,9 @@ class ReplayServer:
         except msgspec.DecodeError:
             return web.json_response({"error": {"message": "request body is not JSON", "type": "invalid_request_error"}}, status=400)
         self.requests.append(
-            RecordedRequest(path=request.path, query=dict(request.query), headers=dict(request.headers), json=body)
+            RecordedRequest(
+                path=request.path, query=dict(request.query), headers=dict(request.headers), json=body, peer=_peer(request)
+            )
         )
         fixture = script.fixtures[min(script.served, len(script.fixtures) - 1)]
         script.served += 1
@@ -281,7 +293,11 @@ class ReplayServer:
         except (msgspec.DecodeError, RemoteInputError, KeyError, TypeError) as exc:
             message = exc.message if isinstance(exc, RemoteInputError) else f"bad request body ({type(exc).__name__})"
             return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
-        self.requests.append(RecordedRequest(path=request.path, query=dict(request.query), headers=dict(request.headers), json=body))
+        self.requests.append(
+            RecordedRequest(
+                path=request.path, query=dict(request.query), headers=dict(request.headers), json=body, peer=_peer(request)
+            )
+        )
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -324,6 +340,11 @@ class ReplayServer:
     def _saw_disconnect(self) -> None:
         self.disconnects += 1
         self._disconnected.set()
+
+
+def _peer(request: web.Request) -> tuple[str, int] | None:
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    return (str(peer[0]), int(peer[1])) if peer else None
 
 
 @asynccontextmanager

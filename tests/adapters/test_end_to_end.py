@@ -203,3 +203,13 @@ async def test_closing_the_run_closes_the_provider_response(provider: str) -> No
         await events.aclose()  # type: ignore[attr-defined]
         assert await server.wait_for_disconnect(timeout=5.0)
         await client.aclose()
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_tool_loop_reuses_one_connection(provider: str) -> None:
+    # Three model calls (component, component, text) over one pooled TCP connection:
+    # each response's body is read to its end after the terminal marker.
+    events, server = await _run(provider, "tool_calls", "tool_calls", "text")
+    assert isinstance(events[-1], RunFinishedEvent)
+    assert len(server.requests) == 3
+    assert server.connections == 1, [r.peer for r in server.requests]
