@@ -461,9 +461,9 @@ class Accumulator:
             for message in ev.input.messages:
                 if message.id not in self._by_id:
                     self.add_message(message)
-            if ev.input.resume:
-                answered = {entry.interrupt_id for entry in ev.input.resume}
-                self.pending_interrupts = [i for i in self.pending_interrupts if i["id"] not in answered]
+        # Pending interrupts are NOT cleared by a resuming RUN_STARTED: as in the reference
+        # client, only the run's RUN_FINISHED replaces them, so a resume whose run ends in
+        # RUN_ERROR did not happen and the interrupts stay pending.
 
     def _current_run(self) -> RunRecord:
         if not self.runs or self.runs[-1].status != "running":
@@ -500,6 +500,8 @@ class Accumulator:
 
     def _start_message(self, message_id: str, role: str, ev: Any, name: str | None = None) -> None:
         message = self._by_id.get(message_id)
+        if message is not None and message.get("role") == "activity":
+            return  # ids are unique across kinds; the reference client ignores this START too
         if message is None:
             message = {"id": message_id, "role": role, "content": ""}
             if name is not None:
@@ -509,6 +511,7 @@ class Accumulator:
             self._append(message)
         elif message.get("content") is None:
             message["content"] = ""  # an assistant message created by a tool call now gets text
+        _merge_metadata(message, ev)
 
     def _on_text_start(self, ev: TextMessageStartEvent) -> None:
         self._start_message(ev.message_id, ev.role or "assistant", ev, ev.name)
@@ -533,10 +536,15 @@ class Accumulator:
                 return
             parts = self._text_parts[ev.message_id] = []
         parts.append(ev.delta)
+        if ev.metadata is not None:
+            _merge_metadata(self._by_id[ev.message_id], ev)
 
     def _on_message_end(self, ev: TextMessageEndEvent | ReasoningMessageEndEvent) -> None:
         if ev.message_id in self._text_parts:
             self._flush()
+        message = self._by_id.get(ev.message_id)
+        if message is not None and message.get("role") != "activity":
+            _merge_metadata(message, ev)
 
     def _on_reasoning_start(self, ev: ReasoningMessageStartEvent) -> None:
         self._start_message(ev.message_id, "reasoning", ev)
@@ -556,9 +564,11 @@ class Accumulator:
         found = self._tool_calls.get(ev.tool_call_id)
         if found is not None:
             found[1]["function"]["name"] = ev.tool_call_name  # a replayed start only renames
+            _merge_metadata(found[1], ev)
             return
         parent = self._owner_for(ev)
         call = {"id": ev.tool_call_id, "type": "function", "function": {"name": ev.tool_call_name, "arguments": ""}}
+        _merge_metadata(call, ev)
         parent.setdefault("toolCalls", []).append(call)
         self._tool_calls[ev.tool_call_id] = (parent, call)
 
@@ -591,10 +601,15 @@ class Accumulator:
                 return
             parts = self._args_parts[ev.tool_call_id] = []
         parts.append(ev.delta)
+        if ev.metadata is not None:
+            _merge_metadata(self._tool_calls[ev.tool_call_id][1], ev)
 
     def _on_tool_end(self, ev: ToolCallEndEvent) -> None:
         if ev.tool_call_id in self._args_parts:
             self._flush()
+        found = self._tool_calls.get(ev.tool_call_id)
+        if found is not None:
+            _merge_metadata(found[1], ev)
 
     def _on_tool_result(self, ev: ToolCallResultEvent) -> None:
         self._flush()
@@ -602,6 +617,7 @@ class Accumulator:
         result: dict[str, Any] = {"id": ev.message_id, "role": "tool", "content": content, "toolCallId": ev.tool_call_id}
         if ev.subagent_run_id is not None:
             result["subagentRunId"] = ev.subagent_run_id
+        _merge_metadata(result, ev)
         existing = self._by_id.get(ev.message_id)
         if existing is not None:
             existing.clear()
@@ -673,20 +689,27 @@ class Accumulator:
             }
             if ev.subagent_run_id is not None:
                 message["subagentRunId"] = ev.subagent_run_id
+            _merge_metadata(message, ev)
             self._append(message)
-        elif not replace:
-            return
         elif existing.get("role") == "activity":
-            existing["activityType"] = ev.activity_type
-            existing["content"] = content
-        else:
-            # The reference client overwrites a non-activity message with this id (ag-ui#1350).
+            if replace:
+                # A replacing snapshot states the attribution afresh: no subagentRunId drops the old one.
+                existing["activityType"] = ev.activity_type
+                existing["content"] = content
+                if ev.subagent_run_id is not None:
+                    existing["subagentRunId"] = ev.subagent_run_id
+                else:
+                    existing.pop("subagentRunId", None)
+            _merge_metadata(existing, ev)
+        elif replace:
+            # The reference client overwrites a non-activity message with this id (ag-ui#1350),
+            # keeping nothing of it (not its metadata either).
             self._flush()
-            metadata = existing.get("metadata")
             existing.clear()
             existing.update({"id": ev.message_id, "role": "activity", "activityType": ev.activity_type, "content": content})
-            if metadata is not None:
-                existing["metadata"] = metadata
+            if ev.subagent_run_id is not None:
+                existing["subagentRunId"] = ev.subagent_run_id
+            _merge_metadata(existing, ev)
 
     def _on_activity_delta(self, ev: ActivityDeltaEvent) -> None:
         message = self._by_id.get(ev.message_id)
@@ -702,8 +725,10 @@ class Accumulator:
                 event=ev,
             )
             return
+        _merge_metadata(message, ev)  # merged even when the patch then fails, as the reference client does
         try:
             message["content"] = apply_json_patch(message.get("content", {}), ev.patch)
+            message["activityType"] = ev.activity_type
         except PatchError as exc:
             self.report_problem(
                 "activity_patch",
@@ -760,6 +785,20 @@ class Accumulator:
 
 _CUSTOM_ATTR: Final = "_custom_handlers"
 _EVENT_ATTR: Final = "_event_handlers"
+
+
+def _merge_metadata(target: dict[str, Any], ev: Any) -> None:
+    """Fold ``ev.metadata`` into ``target["metadata"]`` key by key, last write winning.
+
+    As ``mergeMetadata`` of ``@ag-ui/core``: shallow (a key's value is replaced
+    outright), a copy of the event's object, and nothing at all when the event has none.
+    """
+    incoming = ev.metadata
+    if incoming is None:
+        return
+    merged = dict(target.get("metadata") or {})
+    merged.update(_copy_json(msgspec.to_builtins(incoming)))
+    target["metadata"] = merged
 
 
 def _register_custom(target: Any, name: str, handler: CustomHandler, replace: bool) -> None:

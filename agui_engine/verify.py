@@ -13,7 +13,11 @@ exactly like the reference TypeScript client's pipeline (``transformChunks`` the
    ``subagentRunId``) has at most one open *chunk lane*: a text message, a tool
    call or a reasoning message opened by a chunk. The first chunk of a lane
    synthesises the ``*_START`` event, every chunk with a delta a
-   ``*_CONTENT``/``*_ARGS`` event, and the lane is closed (a synthesised
+   ``*_CONTENT``/``*_ARGS`` event. A chunk naming an open entity joins that
+   entity's lane whatever its own ``subagentRunId`` says (it may only agree);
+   a bare chunk (no id, no ``subagentRunId``) joins the parent lane if that has
+   its kind open, else the only lane that has (several: ``chunk.ambiguous``).
+   The lane is closed (a synthesised
    ``*_END``) by the next chunk naming another id or kind, or by the next event
    that closes lanes (see ``_LANE_POLICY``). ``feed`` returns the expanded
    events; callers forward those, never the chunks.
@@ -137,7 +141,8 @@ _RULE_LIST: tuple[Rule, ...] = (
     Rule("subagent.unterminated", "error", "a sub-agent is still running at RUN_FINISHED", "AGUI604"),
     Rule("attribution.mismatch", "error", "a continuation names another sub-agent than the event that opened it", "AGUI606"),
     Rule("chunk.missing_id", "error", "the first chunk of a lane must carry its id (and a tool call's name)", "AGUI504"),
-    Rule("chunk.conflict", "error", "a continuation chunk restates a different role, name or parent", ""),
+    Rule("chunk.conflict", "error", "a continuation chunk restates a different role, name, parent or sub-agent", ""),
+    Rule("chunk.ambiguous", "error", "a chunk without id or subagentRunId while several lanes of its kind are open", ""),
 )
 
 #: Every rule by id. The severity here is the default; ``Verifier(relax=...)``
@@ -347,8 +352,8 @@ class _LanePolicy(enum.Enum):
 
 
 #: How each non-chunk event affects open chunk lanes (reference client, §12 of the protocol notes):
-#: RAW, ACTIVITY_* and REASONING_ENCRYPTED_VALUE pass through; RUN_STARTED / RUN_FINISHED close
-#: everything; everything else closes the lane it is attributed to. Unknown values pass through
+#: RAW, ACTIVITY_*, REASONING_ENCRYPTED_VALUE and SUBAGENT_STARTED pass through; RUN_STARTED /
+#: RUN_FINISHED / MESSAGES_SNAPSHOT close everything; everything else closes the lane it is attributed to. Unknown values pass through
 #: like RAW. One deliberate difference: RUN_ERROR drops open lanes without a synthesised END, so
 #: a half-streamed tool call is never presented as complete (a client may execute it on END).
 _LANE_POLICY: Final[dict[str, _LanePolicy]] = {
@@ -356,6 +361,8 @@ _LANE_POLICY: Final[dict[str, _LanePolicy]] = {
     "ACTIVITY_SNAPSHOT": _LanePolicy.KEEP,
     "ACTIVITY_DELTA": _LanePolicy.KEEP,
     "REASONING_ENCRYPTED_VALUE": _LanePolicy.KEEP,
+    "SUBAGENT_STARTED": _LanePolicy.KEEP,
+    "MESSAGES_SNAPSHOT": _LanePolicy.CLOSE_ALL,
     "RUN_STARTED": _LanePolicy.CLOSE_ALL,
     "RUN_FINISHED": _LanePolicy.CLOSE_ALL,
     "RUN_ERROR": _LanePolicy.DROP_ALL,
@@ -435,8 +442,50 @@ class ChunkExpander:
 
     # -- internals
 
+    def _owner(self, event: Any, kind: Kind, chunk_id: str | None) -> str | None:
+        """The lane key (``subagentRunId``) a chunk belongs to, as the reference client resolves it.
+
+        A chunk naming an open entity of its kind goes to that entity's lane (its
+        ``subagentRunId``, if given, must agree); otherwise its ``subagentRunId``
+        decides; a bare chunk (neither) goes to the parent lane if that has its kind
+        open, else to the only lane that has. Raises :class:`ProtocolViolation`
+        (``chunk.conflict``, ``chunk.ambiguous``); nothing changes then.
+        """
+        given = event.subagent_run_id
+        if chunk_id is not None:
+            for key, lane in self._lanes.items():
+                if lane.kind is kind and lane.id == chunk_id:
+                    if given is not None and given != key:
+                        raise self._refuse(
+                            "chunk.conflict",
+                            f"{_tag_of(type(event))} for {kind.label} {chunk_id!r} says subagentRunId={given!r}, "
+                            f"but the open stream belongs to {key or 'the parent agent'!r}",
+                            event,
+                            {kind.id_wire: chunk_id},
+                        )
+                    return key
+            return given
+        if given is not None:
+            return given
+        parent = self._lanes.get(None)
+        if parent is not None and parent.kind is kind:
+            return None
+        open_keys = [key for key, lane in self._lanes.items() if lane.kind is kind]
+        if len(open_keys) > 1:
+            raise self._refuse(
+                "chunk.ambiguous",
+                f"{_tag_of(type(event))} carries neither {kind.id_wire} nor subagentRunId, "
+                f"but {len(open_keys)} lanes have an open {kind.label}",
+                event,
+                {},
+            )
+        return open_keys[0] if open_keys else None
+
+    def _refuse(self, rule: str, message: str, event: Any, ids: dict[str, str]) -> ProtocolViolation:
+        return ProtocolViolation([_violation(rule, message, self._index, _tag_of(type(event)), ids)])
+
     def _chunk(self, event: Any, kind: Kind, chunk_id: str | None) -> list[Any]:
-        key = event.subagent_run_id
+        key = self._owner(event, kind, chunk_id)
         lane = self._lanes.get(key)
         if lane is not None and lane.kind is kind and (chunk_id is None or chunk_id == lane.id):
             self._check_continuation(event, lane)
@@ -504,6 +553,8 @@ class ChunkExpander:
 
     def _content(self, event: Any, lane: _Lane, *, started: bool) -> list[Any]:
         delta = event.delta
+        # A continuation without its own attribution is the lane's (the reference client's rule).
+        owner = lane.owner if event.subagent_run_id is None else event.subagent_run_id
         if delta is None:
             # Nothing to say -- unless the chunk carries metadata that a START did not take.
             if event.metadata is None or started:
@@ -516,7 +567,7 @@ class ChunkExpander:
             "delta": delta,
             "timestamp": event.timestamp,
             "metadata": event.metadata,
-            "subagent_run_id": event.subagent_run_id,
+            "subagent_run_id": owner,
         }
         return [content_cls(**fields)]
 

@@ -319,8 +319,11 @@ def test_resume_answers_pending_interrupts_and_input_messages_are_added() -> Non
     run_input = RunAgentInput(thread_id="t", run_id="r2", messages=[UserMessage(id="u", content="yes")],
                               resume=[ResumeEntry(interrupt_id="i1", status="resolved")])
     acc.apply(RunStartedEvent(thread_id="t", run_id="r2", input=run_input))
-    assert [i["id"] for i in acc.pending_interrupts] == ["i2"]
+    # As @ag-ui/client: the resume is only done when its run finishes (see test_accumulator_parity).
+    assert [i["id"] for i in acc.pending_interrupts] == ["i1", "i2"]
     assert acc.messages == [{"id": "u", "role": "user", "content": "yes"}]
+    acc.apply(RunFinishedEvent(thread_id="t", run_id="r2"))
+    assert acc.pending_interrupts == []
 
 
 def test_initial_input_is_copied() -> None:

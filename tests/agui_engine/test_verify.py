@@ -277,6 +277,11 @@ RULE_CASES: dict[str, tuple[list[Any], int, dict[str, str]]] = {
     "chunk.missing_id": ([START, TextMessageChunkEvent(delta="x")], 1, {}),
     "chunk.conflict": ([START, TextMessageChunkEvent(message_id="m", role="assistant", delta="a"),
                         TextMessageChunkEvent(role="user", delta="b")], 2, {"messageId": "m"}),
+    "chunk.ambiguous": ([START, SubagentStartedEvent(subagent_run_id="s1", name="a"),
+                         SubagentStartedEvent(subagent_run_id="s2", name="b"),
+                         TextMessageChunkEvent(message_id="m1", subagent_run_id="s1", delta="a"),
+                         TextMessageChunkEvent(message_id="m2", subagent_run_id="s2", delta="b"),
+                         TextMessageChunkEvent(delta="c")], 5, {}),
 }
 
 
