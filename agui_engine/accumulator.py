@@ -648,10 +648,10 @@ class Accumulator:
         present: set[str] = set()
         for message in self._messages:
             role = message.get("role")
-            if (role == "activity" and keep_activity) or (role == "reasoning" and keep_reasoning):
-                merged.append(message)
-            elif message["id"] in by_id:
+            if message["id"] in by_id:  # the snapshot's version wins, whatever the local role
                 merged.append(by_id[message["id"]])
+            elif (role == "activity" and keep_activity) or (role == "reasoning" and keep_reasoning):
+                merged.append(message)
             else:
                 continue
             present.add(message["id"])
