@@ -751,6 +751,10 @@ class ToolCallRequest:
             elif self._update is not None:
                 events = list(self._update.close())
                 ops = self._update.raw_ops
+                # The next update of this instance (this step, or this run's next call) merges into
+                # what this one built: "add eggs" then "make it pink" keeps the eggs.
+                assert self.spec is not None and self.spec.interactable is not None and self._update.final is not None
+                self.spec.interactable = self.spec.interactable.updated(self._update.kind, self._update.final)
                 self._final = {"componentId": self.interactable_id, _member(self.update_kind): self._update.update}
             else:
                 assert self._parser is not None

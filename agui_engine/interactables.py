@@ -111,6 +111,13 @@ class Interactable(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
         """The current props (or state, ``{}`` when unknown)."""
         return dict(self.props if kind == "props" else (self.state or {}))
 
+    def updated(self, kind: UpdateKind, values: Mapping[str, Any]) -> Interactable:
+        """A copy whose props (or state) are ``values``: the instance after an update, so that the
+        next update merges into what the previous one built (and the prompt shows it)."""
+        if kind == "props":
+            return msgspec.structs.replace(self, props=dict(values))
+        return msgspec.structs.replace(self, state=dict(values))
+
     def schema(self, kind: UpdateKind) -> dict[str, Any] | None:
         return self.props_schema if kind == "props" else self.state_schema
 

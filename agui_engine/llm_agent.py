@@ -196,6 +196,18 @@ class _RunSetup(msgspec.Struct, kw_only=True):
     context: list[tuple[str, str]]
 
 
+def _carry_updates(setup: _RunSetup, decision: Decision) -> None:
+    """The step's interactable updates become the instances' current props (state) for the next step:
+    its update tools merge into them and its system prompt shows them."""
+    by_id = {item.id: n for n, item in enumerate(setup.interactables)}
+    for call in decision.tool_calls:
+        spec, kind = call.spec, call.update_kind
+        if call.done and spec is not None and spec.interactable is not None and kind is not None:
+            n = by_id.get(spec.interactable.id)
+            if n is not None:
+                setup.interactables[n] = setup.interactables[n].updated(kind, spec.interactable.current(kind))
+
+
 class LLMAgent:
     """An :class:`~agui_engine.agent.Agent` that runs the decision loop over an :class:`LLMClient`.
 
@@ -386,6 +398,7 @@ class LLMAgent:
             history.extend(_assistant_messages(decision))
             if not decision.tool_calls:
                 return
+            _carry_updates(setup, decision)
             runnable: list[ToolCallRequest] = []
             for call in decision.tool_calls:
                 if call.component_id is not None or call.interactable_id is not None:
