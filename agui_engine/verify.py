@@ -451,7 +451,7 @@ class ChunkExpander:
         open, else to the only lane that has. Raises :class:`ProtocolViolation`
         (``chunk.conflict``, ``chunk.ambiguous``); nothing changes then.
         """
-        given = event.subagent_run_id
+        given: str | None = event.subagent_run_id
         if chunk_id is not None:
             for key, lane in self._lanes.items():
                 if lane.kind is kind and lane.id == chunk_id:
