@@ -21,7 +21,11 @@ Theory of operation
 Tolerated quirks of compatible servers: a missing ``index`` (a new ``id`` opens a new
 call, a fragment without one continues the last call), the id repeated on every
 fragment, a different id under an index already in use (a new call, never merged),
-name and whole arguments in one fragment, arguments before the id/name.
+name and whole arguments in one fragment, arguments before the id/name, and a
+``function.name`` split across fragments: the name's pieces are joined and the call
+starts (``ToolCallStart`` with the whole name) when its arguments begin, another call
+begins, or the choice finishes. A fragment repeating the whole name so far is a
+repeat (servers that send the name on every fragment), not a piece.
 
 :func:`encode_chat_stream` is the inverse: it renders any ``LLMStreamItem`` stream
 as Chat Completions SSE bytes (used to put an in-process model behind the replay
@@ -112,6 +116,8 @@ class ChatStreamParser(StreamParser):
         self._lenient_eof = lenient_eof
         self._finish_reason: str | None = None
         self._last_key: int | None = None
+        #: call key -> the name pieces so far of a call not started yet.
+        self._names: dict[int, str] = {}
 
     def _handle(self, event: str, data: str) -> list[LLMStreamItem]:
         if data.startswith("[DONE]"):
@@ -136,6 +142,7 @@ class ChatStreamParser(StreamParser):
             reason = choice.get("finish_reason")
             if reason:
                 self._finish_reason = reason
+                items += self._start_named()
                 items += self.tools.end_all()
         usage = chunk.get("usage")
         if isinstance(usage, dict):
@@ -171,12 +178,31 @@ class ChatStreamParser(StreamParser):
         known_id = self.tools.current_id(key)
         new = self.tools.knows(key) and call_id is not None and known_id is not None and call_id != known_id
         self._last_key = key
-        items = self.tools.open(key, id=call_id, name=function.get("name") or None, new=new)
+        # A new call (another key, or a new id under this one) means the names of the
+        # calls before it are complete.
+        items = self._start_named(except_key=None if new else key)
+        items += self.tools.open(key, id=call_id, new=new)
+        name = function.get("name")
+        if isinstance(name, str) and name and not self.tools.started(key):
+            so_far = self._names.get(key, "")
+            if name != so_far:
+                self._names[key] = so_far + name
         arguments = function.get("arguments")
-        if isinstance(arguments, str):
+        if isinstance(arguments, dict):  # a few servers send the object itself
+            arguments = msgspec.json.encode(arguments).decode()
+        if isinstance(arguments, str) and arguments:
+            items += self._start_named(only_key=key)
             items += self.tools.args(key, arguments)
-        elif isinstance(arguments, dict):  # a few servers send the object itself
-            items += self.tools.args(key, msgspec.json.encode(arguments).decode())
+        return items
+
+    def _start_named(self, *, except_key: int | None = None, only_key: int | None = None) -> list[LLMStreamItem]:
+        """Start the calls whose (possibly split) names are complete: all of them, all
+        but ``except_key``, or only ``only_key``."""
+        items: list[LLMStreamItem] = []
+        for key in list(self._names):
+            if key == except_key or (only_key is not None and key != only_key):
+                continue
+            items += self.tools.open(key, name=self._names.pop(key))
         return items
 
     def _keys(self) -> int:
@@ -194,9 +220,10 @@ class ChatStreamParser(StreamParser):
         )
 
     def _done(self) -> list[LLMStreamItem]:
+        items = self._start_named()
         raw = self._finish_reason
         reason: FinishReason = self.natural_finish() if raw is None else _FINISH.get(raw, "other")
-        return self.finish(reason, raw)
+        return items + self.finish(reason, raw)
 
     def _at_eof(self) -> list[LLMStreamItem]:
         if self._lenient_eof and self._finish_reason is not None:

@@ -349,6 +349,11 @@ class ToolCallTracker:
         call = self._by_key.get(key)
         return call is not None and bool(call.sent or call.pending)
 
+    def started(self, key: Hashable) -> bool:
+        """Whether the call under ``key`` has started (its ``ToolCallStart`` went out)."""
+        call = self._by_key.get(key)
+        return call is not None and call.started
+
     def current_id(self, key: Hashable) -> str | None:
         call = self._by_key.get(key)
         return None if call is None else call.id

@@ -61,7 +61,8 @@ async def _openai_chat(base_url: str) -> dict[str, Any]:
                     entry = calls.setdefault(index, [None, None, ""])
                     entry[0] = entry[0] or call.id
                     if call.function:
-                        entry[1] = entry[1] or call.function.name
+                        # Name pieces are joined, as the SDK's ChatCompletionStreamState does.
+                        entry[1] = (entry[1] or "") + (call.function.name or "") or None
                         entry[2] += call.function.arguments or ""
                 finish = choice.finish_reason or finish
             if chunk.usage:

@@ -226,3 +226,25 @@ async def test_encode_chat_stream_round_trips_through_the_parser() -> None:
             for key in ("text", "reasoning", "calls"):
                 assert a[key] == b[key], (provider, name, key)
             assert a["end"][:2] == b["end"][:2] or a["end"][0] == b["end"][0] == "error"
+
+
+def test_a_tool_name_streamed_in_pieces_starts_the_call_with_the_whole_name() -> None:
+    fixture = load_fixture("openai_compatible", "split_tool_name")
+    for chunks in ([fixture.body], [fixture.body[i : i + 1] for i in range(len(fixture.body))]):
+        items = parse_chunks("openai_compatible", chunks)
+        starts = [i for i in items if isinstance(i, ToolCallStart)]
+        assert starts == [ToolCallStart(index=0, id="call_s1", name="show_component_WeatherCard")]
+        assert digest(items)["calls"] == [("call_s1", "show_component_WeatherCard", {"city": "Paris", "tempC": 18})]
+    # Split name with no arguments at all: started at finish; a name repeated whole on
+    # every fragment is not doubled; two calls each get their own joined name.
+    items = _feed(
+        ChatStreamParser(provider="openai-compatible"),
+        _delta(tool_calls=[{"index": 0, "id": "a", "function": {"name": "get_", "arguments": ""}}]),
+        _delta(tool_calls=[{"index": 0, "function": {"name": "time"}}]),
+        _delta(tool_calls=[{"index": 1, "id": "b", "function": {"name": "f"}}]),
+        _delta(tool_calls=[{"index": 1, "function": {"name": "f", "arguments": "{}"}}]),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        "[DONE]",
+    )
+    assert [(i.index, i.name) for i in items if isinstance(i, ToolCallStart)] == [(0, "get_time"), (1, "f")]
+    assert digest(items)["calls"] == [("a", "get_time", {}), ("b", "f", {})]
