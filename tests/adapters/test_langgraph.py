@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 import msgspec
 import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
+from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
@@ -149,6 +150,17 @@ async def test_react_agent_with_a_server_tool_over_chat_openai() -> None:
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is None
     assert finished.usage and finished.usage[0].input_tokens and finished.usage[0].output_tokens
     assert [s.step_name for s in of(events, StepStartedEvent)] == ["agent", "tools", "agent"]
+
+
+async def test_langchain_create_agent_runs_parallel_tools_as_one_step() -> None:
+    """LangChain 1.x's prebuilt agent (model node "model"; each tool call its own "tools" task
+    through Send): the two parallel tasks are one step, both results arrive."""
+    async with ReplayServer() as server:
+        graph = create_agent(openai_model(server, "tool_calls", "text"), [CARD_TOOL])
+        events = await collect(LangGraphAgent(graph), run_input(UserMessage(id="u1", content="Weather?")))
+    assert [s.step_name for s in of(events, StepStartedEvent)] == ["model", "tools", "model"]
+    assert [r.tool_call_id for r in of(events, ToolCallResultEvent)] == ["call_Q1aXv7", "call_R2bYw8"]
+    assert texts(events)
 
 
 async def test_anthropic_thinking_signature_and_redacted_thinking_reach_the_client() -> None:
