@@ -89,12 +89,28 @@ __all__ = [
     "Problem",
     "RunRecord",
     "apply_json_patch",
+    "grow_string",
 ]
 
 #: ``handler(accumulator, event)`` for one CUSTOM event name.
 CustomHandler = Callable[["Accumulator", CustomEvent], None]
 #: ``handler(accumulator, event)`` run after the built-in handling of one event type.
 EventHandler = Callable[["Accumulator", Any], None]
+
+
+def grow_string(container: Any, key: Any, tail: str) -> None:
+    """``container[key] += tail`` for a ``str`` value, without copying the string.
+
+    ``container[key] + tail`` copies the whole string, so a string grown by n pieces
+    (a message flushed before every CUSTOM event, a component prop streamed with
+    ``append``) would cost O(n^2). Taken out of its container the string has one
+    reference, the local ``current``, and CPython's ``+=`` then grows it in place (a
+    realloc, not a copy): O(len(tail)) amortized. Raises what indexing ``container`` raises.
+    """
+    current = container[key]
+    container[key] = None  # the container lets go: ``current`` is the one reference
+    current += tail
+    container[key] = current
 
 
 class Problem(msgspec.Struct, frozen=True, kw_only=True):
@@ -418,14 +434,15 @@ class Accumulator:
             for message_id, parts in self._text_parts.items():
                 message = self._by_id.get(message_id)
                 if message is not None:
-                    message["content"] = (message.get("content") or "") + "".join(parts)
+                    if not isinstance(message.get("content"), str):
+                        message["content"] = ""
+                    grow_string(message, "content", "".join(parts))
             self._text_parts.clear()
         if self._args_parts:
             for call_id, parts in self._args_parts.items():
                 found = self._tool_calls.get(call_id)
                 if found is not None:
-                    function = found[1]["function"]
-                    function["arguments"] = function["arguments"] + "".join(parts)
+                    grow_string(found[1]["function"], "arguments", "".join(parts))
             self._args_parts.clear()
 
     def _hooks_for(self, ev: Any) -> list[EventHandler]:

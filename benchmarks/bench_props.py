@@ -55,3 +55,32 @@ def test_props_bytes_within_target_on_every_shape() -> None:
     for name in WIRE_DOCUMENTS:
         measured = wire_bytes(name, strict=name in STRICT_DOCUMENTS)
         assert measured.ratio <= TARGET_PROPS_RATIO, measured
+
+
+@pytest.mark.parametrize("impl", ["ours", "jsonpatch-append"])
+def test_accumulate_long_string(benchmark: Any, impl: str) -> None:
+    """The client half: a 128 KiB string prop applied by the Accumulator (in-place appends) against
+    jsonpatch's AppendOperation (``old + new``: a copy of the whole string per event)."""
+    import jsonpatch
+
+    from agui_engine.accumulator import Accumulator
+    from agui_engine.component_stream import COMPONENT_PROPS_DELTA, component_blocks
+
+    events: list[Any] = []
+    run_component_call(split_chunks(long_string_arguments(128 * 1024)), on_frame=lambda e, _f: events.append(e))
+    deltas = [e.value["operations"] for e in events if getattr(e, "name", "") == COMPONENT_PROPS_DELTA]
+    benchmark.group = f"accumulate a 128 KiB string prop ({len(deltas)} deltas)"
+
+    def ours() -> Any:
+        acc = Accumulator()
+        acc.apply_all(events)
+        return component_blocks(acc)[0]["props"]
+
+    def theirs() -> Any:
+        doc: Any = {}
+        for ops in deltas:
+            doc = jsonpatch.JsonPatchWithAppend(ops).apply(doc, in_place=True)
+        return doc
+
+    props = benchmark.pedantic(ours if impl == "ours" else theirs, rounds=1, iterations=1)
+    assert len(props["content"]) > 100_000

@@ -646,3 +646,32 @@ def test_events_match_the_checked_in_schema() -> None:
     bad = {"type": "CUSTOM", "name": "tambo.component.end", "value": {"componentId": "c",
                                                                      "finalProps": {"_tambo_statusMessage": "x"}}}
     assert not validator.is_valid(bad)
+
+
+def test_accumulator_appends_in_place_with_the_jsonpatch_result() -> None:
+    acc = Accumulator()
+    start = CustomEvent(name=COMPONENT_START, value={"messageId": "m", "componentId": "c", "componentName": "X"})
+    acc.apply(start)
+    shared = "sh"
+    ops_list = [
+        [{"op": "add", "path": "/a~1b", "value": {"s": shared, "l": ["x", "y"]}},
+         {"op": "add", "path": "/t", "value": "1"}],
+        [{"op": "append", "path": "/a~1b/s", "value": "ared"}, {"op": "append", "path": "/a~1b/l/1", "value": "z"}],
+        [{"op": "append", "path": "/t", "value": "2"}, {"op": "append", "path": "/t", "value": "3"}],
+    ]
+    expected: dict[str, Any] = {}
+    for ops in ops_list:
+        acc.apply(CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": "c", "operations": ops}))
+        expected = jsonpatch.JsonPatchWithAppend(ops).apply(expected)
+    block = find_component(acc, "c")
+    assert block is not None and block["props"] == expected == {"a/b": {"s": "shared", "l": ["x", "yz"]}, "t": "123"}
+    assert shared == "sh" and ops_list[0][0]["value"]["s"] == "sh"  # nothing shared was changed
+    assert list(block["props"]) == ["a/b", "t"]  # key order kept
+    # appends that do not apply are reported as before, and the props stay usable
+    for bad in ({"op": "append", "path": "/missing", "value": "x"},
+                {"op": "append", "path": "/a~1b/l", "value": "x"},
+                {"op": "append", "path": "/a~1b/l/7", "value": "x"},
+                {"op": "append", "path": "/t", "value": 5}):
+        acc.apply(CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": "c", "operations": [bad]}))
+    assert len(acc.problems) == 4 and all("did not apply" in p.message for p in acc.problems)
+    assert block["props"] == expected
