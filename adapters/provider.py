@@ -605,6 +605,9 @@ class ProviderStream:
     def __init__(self, parser: StreamParser, *, max_frame_bytes: int = MAX_PROVIDER_FRAME_BYTES) -> None:
         self.parser = parser
         self._decoder = SSEDecoder(max_frame_bytes=max_frame_bytes)
+        #: The body's last bytes (at most ``MAX_ERROR_BODY_BYTES``): an error written as
+        #: bare JSON lines instead of an SSE ``data:`` frame is found here at the end.
+        self._tail = bytearray()
 
     @property
     def done(self) -> bool:
@@ -613,6 +616,9 @@ class ProviderStream:
     def feed(self, data: bytes) -> list[LLMStreamItem]:
         if self.parser.done:
             return []
+        self._tail += data
+        if len(self._tail) > MAX_ERROR_BODY_BYTES:
+            del self._tail[: len(self._tail) - MAX_ERROR_BODY_BYTES]
         try:
             messages = self._decoder.feed(data)
         except RemoteInputError as exc:
@@ -631,7 +637,31 @@ class ProviderStream:
             self._decoder.close()
         except RemoteInputError as exc:
             return self.parser.fail(f"{self.parser.provider} stream: {exc.message}", code=exc.code)
-        return self.parser.close()
+        return self._bare_json_error() or self.parser.close()
+
+    def _bare_json_error(self) -> list[LLMStreamItem]:
+        """An error the provider wrote as bare JSON lines (not SSE; Gemini does, e.g.
+        ``[{"error": {"code": 429, ...}}]`` pretty-printed) at the end of the body: the
+        lines of the tail that are not SSE fields, decoded, as an in-band error.
+        ``[]`` when there is none (the SSE decoder ignored those lines as unknown fields)."""
+        lines = self._tail.decode("utf-8", "replace").splitlines()
+        sse = ("data:", "event:", "id:", "retry:", ":")
+        # Only the lines after the last SSE field: earlier ones are the stream itself.
+        last = max((i for i, line in enumerate(lines) if line.startswith(sse)), default=-1)
+        text = "\n".join(lines[last + 1 :]).strip()
+        if not text.startswith(("{", "[")):
+            return []
+        try:
+            body = msgspec.json.decode(text)
+        except msgspec.DecodeError:
+            return []
+        first = body[0] if isinstance(body, list) and body else body
+        if not isinstance(first, dict) or "error" not in first:
+            return []
+        error_type, message, _ = extract_error(body)
+        error = first["error"]
+        status = error.get("code") if isinstance(error, dict) else None
+        return self.parser.in_band_error(error_type, message, status=status)
 
 
 def _default_id_factory() -> str:

@@ -198,6 +198,8 @@ async def _gemini(base_url: str) -> dict[str, Any]:
             out["end"] = ("finish", finish)
     except genai_errors.APIError as exc:
         out["end"] = ("error", exc.code)
+    except genai_errors.UnknownApiResponseError:  # an error as bare JSON lines: the SDK fails to parse it
+        out["end"] = ("error", None)
     return out
 
 

@@ -32,6 +32,8 @@ from agui_engine.events import (
 from agui_engine.llm import (
     LLMTool,
     ReasoningDelta,
+    StreamError,
+    TextDelta,
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallStart,
@@ -219,3 +221,19 @@ def test_client_url_and_header() -> None:
     url, _ = client.build_request(CompletionRequest(messages=[], tools=[]))
     assert url == "http://h/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     assert client.auth_headers() == {"x-goog-api-key": "k"} and "k" not in url
+
+
+def test_an_error_written_as_bare_json_lines_is_an_error_not_truncation() -> None:
+    body = load_fixture("gemini", "bare_json_error").body
+    for chunks in ([body], [body[i : i + 1] for i in range(len(body))]):
+        items = parse_chunks("gemini", chunks)
+        assert items[0] == TextDelta(text="Paris is ")
+        end = items[-1]
+        assert isinstance(end, StreamError)
+        assert end.code == "UNAVAILABLE" and end.retryable
+        assert "The model is overloaded" in end.message
+    # at the very start (nothing else in the body), as one line
+    bare = b'{"error": {"code": 400, "message": "API key not valid", "status": "INVALID_ARGUMENT"}}\n'
+    (only,) = parse_chunks("gemini", [bare])
+    assert isinstance(only, StreamError) and only.code == "INVALID_ARGUMENT" and not only.retryable
+    assert "API key not valid" in only.message
