@@ -26,7 +26,9 @@ results -> ``functionResponse`` parts (named after the call they answer); tools 
 ``functionDeclarations`` with ``parametersJsonSchema`` (full JSON Schema). A tool
 call's own signature (its ``encrypted_value``) goes back on its ``functionCall``
 part; the turn's reasoning signature goes on the first call when that call has
-none of its own, else on the turn's text part. Minted ids
+none of its own, else on the turn's text part; a signature right *after* an assistant
+turn (Gemini 3 signs the trailing text part, so it streams after the text) goes back
+on that turn's last text part. Minted ids
 (prefix :data:`MINTED_ID_PREFIX`) are not sent back; provider ids are.
 """
 
@@ -251,6 +253,14 @@ def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]]
                     parts.append(entry)
                 if spare is not None and parts and "text" in parts[0]:
                     parts[0]["thoughtSignature"] = spare  # a text part's own signature goes back on it
+                    spare = None
+            if spare is not None and not parts and contents and contents[-1]["role"] == "model" and contents[-1]["parts"]:
+                # Gemini 3 signs the turn's trailing text part; the signature streamed after
+                # that text, so it is a reasoning message after the assistant message: it
+                # goes back on the text part it came with.
+                last = contents[-1]["parts"][-1]
+                if "text" in last and "thoughtSignature" not in last:
+                    last["thoughtSignature"] = spare
             add("model", parts)
     return system, contents
 

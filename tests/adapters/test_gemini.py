@@ -13,6 +13,7 @@ from agui_engine.adapters.gemini import (
     GeminiClient,
     GeminiStreamParser,
     build_gemini_body,
+    build_gemini_contents,
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.adapters.replay import load_fixture
@@ -237,3 +238,17 @@ def test_an_error_written_as_bare_json_lines_is_an_error_not_truncation() -> Non
     (only,) = parse_chunks("gemini", [bare])
     assert isinstance(only, StreamError) and only.code == "INVALID_ARGUMENT" and not only.retryable
     assert "API key not valid" in only.message
+
+
+def test_a_signature_on_a_trailing_text_part_goes_back_on_that_part() -> None:
+    # Gemini 3: the last text part carries the signature, streamed after the text, so the
+    # history holds it as a reasoning message right after the assistant message.
+    messages = [
+        UserMessage(id="u1", content="hi"),
+        AssistantMessage(id="a1", content="Hello world"),
+        ReasoningMessage(id="r1", content="", encrypted_value="CiQB0e2Kb7XqTHJhaWxpbmc="),
+        UserMessage(id="u2", content="again"),
+    ]
+    _, contents = build_gemini_contents(messages)
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[1]["parts"] == [{"text": "Hello world", "thoughtSignature": "CiQB0e2Kb7XqTHJhaWxpbmc="}]
