@@ -107,3 +107,30 @@ async def test_a_spec_and_the_environment_alone_reach_the_provider(
     assert "sk-from-env" in {k.lower(): v for k, v in request.headers.items()}[auth_header]
     if fixtures == "openai_compatible":
         assert request.json["model"] == "qwen2.5:7b"  # type: ignore[index]
+
+
+def test_reasoning_options_in_the_spec_reach_the_request_body() -> None:
+    from agui_engine.adapters.provider import CompletionRequest
+    from agui_engine.errors import UsageError as _UsageError
+
+    env = {"ANTHROPIC_API_KEY": "k" * 20, "OPENAI_API_KEY": "k" * 20, "GEMINI_API_KEY": "k" * 20}
+    request = CompletionRequest(messages=[], tools=[])
+    bodies = {
+        spec: client_from_spec(spec, env=env).build_request(request)[1]  # type: ignore[attr-defined]
+        for spec in (
+            "anthropic:claude-sonnet-4-5?thinking=4096",
+            "openai-responses:o4-mini?reasoning=high",
+            "openai:o4-mini?reasoning=low",
+            "gemini:gemini-2.5-flash?thinking=1024",
+        )
+    }
+    assert bodies["anthropic:claude-sonnet-4-5?thinking=4096"]["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert bodies["anthropic:claude-sonnet-4-5?thinking=4096"]["model"] == "claude-sonnet-4-5"
+    assert bodies["openai-responses:o4-mini?reasoning=high"]["reasoning"]["effort"] == "high"
+    assert bodies["openai:o4-mini?reasoning=low"]["reasoning_effort"] == "low"
+    gemini = bodies["gemini:gemini-2.5-flash?thinking=1024"]
+    assert gemini["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 1024, "includeThoughts": True}
+    for bad in ("anthropic:m?thinking=lots", "openai-responses:m?reasoning=max", "anthropic:m?reasoning=high", "gemini:m?x=1"):
+        with pytest.raises(_UsageError) as info:
+            parse_model_spec(bad)
+        assert "\n" not in info.value.message
