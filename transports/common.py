@@ -47,7 +47,9 @@ __all__ = [
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRIES",
+    "InputTooDeepError",
     "InvalidInputError",
+    "MAX_INPUT_DEPTH",
     "MAX_RUN_ID_LENGTH",
     "MalformedInputError",
     "NotAcceptableError",
@@ -70,6 +72,16 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 #: characters fits any UUID/ULID scheme with room for a prefix.
 MAX_RUN_ID_LENGTH = 256
 
+#: Levels of JSON nesting (arrays and objects) accepted in client input: an HTTP
+#: body, a WebSocket message (its envelope counts), a stdio line -- so also a
+#: RunAgentInput's ``state``, ``forwardedProps`` and tool results. Deeper input is an
+#: :class:`InputTooDeepError` (413 / 4413 / an error line), never a RecursionError.
+#: Real states nest a few dozen levels; 512 is jsonstream.MAX_DEPTH (it still takes
+#: JSONTestSuite's 500-deep arrays) and stays well under msgspec's bound (the
+#: interpreter's recursion limit, ~1000 less the caller's stack), so everything
+#: accepted here can also be encoded into events and decoded again by a client.
+MAX_INPUT_DEPTH = 512
+
 #: WebSocket close codes (application range 4000-4999), documented in spec/transports.md.
 WS_CLOSE_UNAUTHORIZED = 4401
 WS_CLOSE_INVALID_INPUT = 4422
@@ -87,6 +99,12 @@ class InvalidInputError(RemoteInputError):
     http_status = 422
     ws_close_code = WS_CLOSE_INVALID_INPUT
     default_code = "invalid_input"
+
+
+class InputTooDeepError(LimitExceededError):
+    """Client input nests deeper than MAX_INPUT_DEPTH (HTTP 413, WebSocket 4413, a stdio error line)."""
+
+    default_code = "input_too_deep"
 
 
 class UnauthorizedError(RemoteInputError):
@@ -117,25 +135,106 @@ def check_body_size(size: int, limit: int) -> None:
         raise LimitExceededError(f"the RunAgentInput is {size} bytes; the limit is {limit} bytes")
 
 
-def decode_run_input(data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> RunAgentInput:
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` (decoded JSON) nests arrays/objects deeper than ``limit``;
+    iterative, so the check itself cannot exhaust the stack."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _deep_error(where: str) -> InputTooDeepError:
+    return InputTooDeepError(f"{where} nests deeper than {MAX_INPUT_DEPTH} levels of arrays/objects")
+
+
+def _bracket_count(data: bytes | str) -> int:
+    # An upper bound of the nesting depth, at C speed: input that cannot be too
+    # deep (nearly all of it) is never walked.
+    if isinstance(data, str):
+        return data.count("[") + data.count("{")
+    return data.count(b"[") + data.count(b"{")
+
+
+def check_input_depth(data: bytes | str, *, where: str = "the input", max_depth: int = MAX_INPUT_DEPTH) -> None:
+    """Raise InputTooDeepError when JSON text ``data`` nests arrays/objects deeper
+    than ``max_depth``; text that is not JSON is left to the caller's decoder. For
+    decoders that recurse and cannot be bounded themselves (the WebSocket envelope)."""
+    if _bracket_count(data) <= max_depth:
+        return
+    try:
+        value = msgspec.json.decode(data)
+    except RecursionError:
+        raise _deep_error(where) from None
+    except msgspec.DecodeError:
+        return
+    if _too_deep(value, max_depth):
+        raise _deep_error(where)
+
+
+def decode_json_input(
+    data: bytes | str, *, where: str = "the input", type: Any = Any, max_depth: int = MAX_INPUT_DEPTH
+) -> Any:
+    """Decode client JSON (as ``type``) with its nesting bounded by ``max_depth``
+    (0: only by msgspec's own recursion bound, for text whose depth was checked).
+
+    Raises InputTooDeepError (too deep: found by msgspec's own recursion bound, or by
+    an iterative walk when the text holds more brackets than ``max_depth``, so input
+    that cannot be too deep costs one ``count`` pass), MalformedInputError (not JSON;
+    names the byte offset) and msgspec.ValidationError (JSON of the wrong shape, for
+    the caller to word).
+    """
+    try:
+        value = msgspec.json.decode(data, type=type)
+    except RecursionError:
+        raise _deep_error(where) from None
+    except msgspec.ValidationError:
+        raise  # a DecodeError subclass: the wrong shape, for the caller to word
+    except msgspec.DecodeError as exc:
+        at = "" if "byte" in str(exc) else f" (at byte {len(data)}, the end of the input)"
+        raise MalformedInputError(f"{where} is not valid JSON: {exc}{at}") from None
+    if max_depth and _bracket_count(data) > max_depth and _too_deep(
+        value if type is Any else msgspec.to_builtins(value), max_depth
+    ):
+        raise _deep_error(where)
+    return value
+
+
+def decode_run_input(
+    data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BODY_BYTES, depth_checked: bool = False
+) -> RunAgentInput:
     """Decode and validate one RunAgentInput.
 
     ``data`` is JSON text (bytes or str) or an already-decoded JSON value (a dict
-    taken out of a WebSocket envelope). Raises LimitExceededError (over
-    ``max_bytes``), MalformedInputError (not JSON; says where), InvalidInputError
-    (wrong shape; says the JSON path, or a run id unusable in an event id).
+    taken out of a WebSocket envelope, whose depth :func:`decode_json_input`
+    checked with the envelope; ``depth_checked``: the text's depth was checked with
+    its envelope too, by :func:`check_input_depth`). Raises LimitExceededError (over ``max_bytes``),
+    InputTooDeepError (nested over MAX_INPUT_DEPTH), MalformedInputError (not JSON;
+    says where), InvalidInputError (wrong shape; says the JSON path, or a run id
+    unusable in an event id).
     """
     try:
         if isinstance(data, (bytes, bytearray, memoryview, str)):
             check_body_size(len(data), max_bytes)
-            value = msgspec.json.decode(data, type=RunAgentInput)
+            value = decode_json_input(
+                bytes(data) if isinstance(data, (bytearray, memoryview)) else data,
+                where="the RunAgentInput",
+                type=RunAgentInput,
+                max_depth=0 if depth_checked else MAX_INPUT_DEPTH,
+            )
         else:
             value = msgspec.convert(data, RunAgentInput)
     except msgspec.ValidationError as exc:
         raise InvalidInputError(f"not a valid RunAgentInput: {exc}") from None
-    except msgspec.DecodeError as exc:
-        where = "" if "byte" in str(exc) else f" (at byte {len(data)}, the end of the input)"
-        raise MalformedInputError(f"the RunAgentInput is not valid JSON: {exc}{where}") from None
     check_run_id(value.run_id)
     return value
 
@@ -143,10 +242,13 @@ def decode_run_input(data: bytes | str | Any, *, max_bytes: int = DEFAULT_MAX_BO
 def check_run_id(run_id: str) -> None:
     """Raise InvalidInputError unless ``run_id`` can be part of an event id
     (``<runId>:<seq>`` in an SSE ``id:`` line, a URL, a log key)."""
-    if not run_id or len(run_id) > MAX_RUN_ID_LENGTH or "\n" in run_id or "\r" in run_id or "\0" in run_id:
+    # isprintable(): no C0/C1 control (CR, LF, NUL, VT, DEL ...), no line/paragraph
+    # separator, no lone surrogate -- none of which an HTTP header (X-AGUI-Run-Id), an
+    # SSE id line or a log key can carry.
+    if not run_id or len(run_id) > MAX_RUN_ID_LENGTH or not run_id.isprintable():
         raise InvalidInputError(
-            f"runId must be 1..{MAX_RUN_ID_LENGTH} characters without CR, LF or NUL "
-            "(it becomes part of every event id) - at `$.runId`"
+            f"runId must be 1..{MAX_RUN_ID_LENGTH} printable characters (no control characters: "
+            "it becomes part of every event id and of the X-AGUI-Run-Id header) - at `$.runId`"
         )
 
 
@@ -169,7 +271,9 @@ def check_bearer(authorization: str | None, expected: str | None) -> None:
     token = extract_bearer(authorization)
     if token is None:
         raise UnauthorizedError("missing bearer token (send Authorization: Bearer <token>)")
-    if not hmac.compare_digest(token.encode("utf-8"), expected.encode("utf-8")):
+    # surrogateescape: a header's non-UTF-8 bytes arrive as lone surrogates (aiohttp,
+    # websockets); they make a wrong token, not an encoding error.
+    if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected.encode("utf-8")):
         raise UnauthorizedError("invalid bearer token")
 
 
@@ -403,7 +507,7 @@ def _seq_of(ident: str, run_id: str) -> int:
     """The ``seq`` of an event id of this run; 0 for an id of another form (a
     server whose ids are not ``<runId>:<seq>``: nothing is skipped then)."""
     rid, _, seq = ident.rpartition(":")
-    return int(seq) if rid == run_id and seq.isdigit() and len(seq) <= MAX_SEQ_DIGITS else 0
+    return int(seq) if rid == run_id and seq.isascii() and seq.isdigit() and len(seq) <= MAX_SEQ_DIGITS else 0
 
 
 def end_or_raise(error: AguiEngineError, yielded: bool) -> RunErrorEvent:

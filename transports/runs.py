@@ -907,7 +907,8 @@ def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, i
     from .eventlog import BadCursorError
 
     rid, sep, seq_text = last_event_id.rpartition(":")
-    if not sep or not rid or not seq_text.isdigit() or len(seq_text) > MAX_SEQ_DIGITS:
+    # isascii(): str.isdigit() is also true for "²" or "١", which int() refuses.
+    if not sep or not rid or not (seq_text.isascii() and seq_text.isdigit()) or len(seq_text) > MAX_SEQ_DIGITS:
         raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
     if run_id is not None and rid != run_id:
         raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -150,9 +151,20 @@ def frame_ndjson(payloads: Sequence[bytes]) -> bytes:
     return b"\n".join(payloads) + b"\n"
 
 
+#: RFC 9110 section 12.4.2: ``qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )``.
+_QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
+
+
+def _qvalue(text: str) -> float:
+    """The weight of an Accept ``q`` parameter; 0 (the range is not acceptable) for
+    anything outside RFC 9110's grammar: ``inf``, ``nan``, ``2``, ``-1``, ``1e0``."""
+    return float(text) if _QVALUE.fullmatch(text) else 0.0
+
+
 def negotiate(accept: str | None) -> str:
     """``"sse"`` or ``"ndjson"`` for an Accept header (q-values honoured; SSE on
-    ties, wildcards and a missing header). Raises NotAcceptableError."""
+    ties, wildcards and a missing header; a range whose q is outside RFC 9110's
+    grammar counts as q=0). Raises NotAcceptableError."""
     if not accept:
         return "sse"
     best_q = 0.0
@@ -164,10 +176,7 @@ def negotiate(accept: str | None) -> str:
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
-                try:
-                    q = float(val)
-                except ValueError:
-                    q = 0.0
+                q = _qvalue(val.strip())
         if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
             kind = "sse"
         elif media in _NDJSON_TYPES:

@@ -59,6 +59,8 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     TERMINAL_EVENTS,
     ConnectionLostError,
+    InvalidInputError,
+    decode_json_input,
     decode_run_input,
     end_or_raise,
     remote_error_from_line,
@@ -173,13 +175,15 @@ class _StdioServer:
         if not line.strip():
             return
         try:
-            doc = msgspec.json.decode(line)
-        except msgspec.DecodeError as exc:
-            from .common import MalformedInputError
-
-            self.error(MalformedInputError(f"line {line_no} is not valid JSON: {exc}"), line_no)
+            doc = decode_json_input(line, where=f"line {line_no}")
+            if not isinstance(doc, dict):
+                # JSON, but not an object: invalid input (decode_run_input would
+                # take a JSON string for JSON text and call it malformed).
+                raise InvalidInputError(f"line {line_no} is JSON but not an object (a RunAgentInput or a cancel) - at `$`")
+        except AguiEngineError as exc:
+            self.error(exc, line_no)
             return
-        if isinstance(doc, dict) and doc.get("type") == "cancel":
+        if doc.get("type") == "cancel":
             try:
                 message = decode_client_message(line)  # the WebSocket protocol's CancelMessage
                 assert isinstance(message, CancelMessage)  # "type" is "cancel"
@@ -191,7 +195,7 @@ class _StdioServer:
             input = decode_run_input(doc, max_bytes=max_bytes)
             run = await self.registry.start(input)
         except AguiEngineError as exc:
-            rid = doc.get("runId") if isinstance(doc, dict) and isinstance(doc.get("runId"), str) else None
+            rid = doc.get("runId") if isinstance(doc.get("runId"), str) else None
             self.error(exc, line_no, rid)
             return
         if self.in_flight:

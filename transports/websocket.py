@@ -75,9 +75,11 @@ from .common import (
     DEFAULT_MAX_RETRIES,
     AttemptItem,
     RemoteClientBase,
+    InputTooDeepError,
     ServerHandle,
     UnauthorizedError,
     check_bearer,
+    check_input_depth,
     decode_run_input,
     remote_error_from_body,
     remote_error_from_line,
@@ -160,7 +162,7 @@ class _TooManyRuns(CapacityError):
 
 
 #: Error codes that count as a malformed message (towards MAX_BAD_MESSAGES).
-_MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded"})
+_MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded", "input_too_deep"})
 
 
 class _Connection:
@@ -202,9 +204,11 @@ class _Connection:
     async def handle(self, message: str) -> bool:
         """Serve one message; False when it was malformed."""
         try:
+            # Bounded depth first: the envelope decoders recurse like any msgspec decode.
+            check_input_depth(message, where="the message")
             msg = decode_client_message(message)
             if isinstance(msg, RunMessage):
-                input = decode_run_input(bytes(msg.input), max_bytes=self.max_size)
+                input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
                 run = await self.registry.start(input)
                 self._pump(self.registry.subscribe(run, 0))
@@ -237,7 +241,8 @@ class _Connection:
                 self.registry.metrics.note_error(exc.code)
             # the error line names the run the message was about, read leniently (the
             # message may be the malformed one)
-            await self.ws.send(error_line(exc, message_run_id(message)), text=True)
+            rid = None if isinstance(exc, InputTooDeepError) else message_run_id(message)
+            await self.ws.send(error_line(exc, rid), text=True)
             return exc.code not in _MALFORMED_CODES
         return True
 
