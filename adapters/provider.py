@@ -88,6 +88,8 @@ __all__ = [
     "api_key_from",
     "is_retryable_status",
     "parse_retry_after",
+    "redact",
+    "scrub",
 ]
 
 logger = logging.getLogger(__name__)
@@ -223,6 +225,15 @@ def redact(text: str, secrets: Sequence[str]) -> str:
         if len(secret) >= MIN_REDACTED_SECRET_CHARS:
             text = text.replace(secret, "[redacted]")
     return text
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """The one path every provider error string takes before it leaves the adapter
+    (``ProviderError`` message, type, code, provider message; every ``StreamError``
+    message and code, mid-stream ones included): :func:`redact` first, then the cut
+    to ``MAX_ERROR_MESSAGE_CHARS`` -- in that order, so a cut can never leave the
+    head of a key behind."""
+    return _clip(redact(text, secrets))
 
 
 def _clip(text: str) -> str:
@@ -475,6 +486,9 @@ class StreamParser(abc.ABC):
         self.model: str | None = None
         self.done = False
         self.frames = 0
+        #: Strings that must never appear in an item (the client's API key), set by
+        #: :class:`StreamingLLMClient` for each response: :meth:`fail` scrubs them.
+        self.secrets: Sequence[str] = ()
 
     # -- subclass API
     @abc.abstractmethod
@@ -516,7 +530,10 @@ class StreamParser(abc.ABC):
             return []
         self.done = True
         items: list[LLMStreamItem] = [self.usage] if self.usage is not None else []
-        items.append(StreamError(message=_clip(message), code=code, retryable=retryable))
+        # Upstream text (an in-band error's message and type, a frame that broke the
+        # format) may carry the key: scrub() before anything sees it.
+        code = None if code is None else scrub(code, self.secrets)
+        items.append(StreamError(message=scrub(message, self.secrets), code=code, retryable=retryable))
         return items
 
     def finish(self, reason: FinishReason, raw_reason: str | None = None) -> list[LLMStreamItem]:
@@ -882,7 +899,9 @@ class StreamingLLMClient(abc.ABC):
         if message is None:
             text = body.decode("utf-8", "replace").strip()
             message = text or response.reason_phrase or "no body"
-        message = _clip(redact(message, secrets))
+        message = scrub(message, secrets)
+        if error_type is not None:
+            error_type = scrub(error_type, secrets)
         retryable = is_retryable_status(status) or is_retryable_error_type(error_type)
         should_retry = response.headers.get("x-should-retry")
         if should_retry in ("true", "false"):
@@ -916,7 +935,7 @@ class StreamingLLMClient(abc.ABC):
         except httpx.TransportError as exc:
             # The URL carries no secret (keys travel in headers); redact anyway.
             raise ProviderError(
-                redact(f"{self.provider}: cannot reach {request.url.host}: {type(exc).__name__}: {exc}", self._secrets()),
+                scrub(f"{self.provider}: cannot reach {request.url.host}: {type(exc).__name__}: {exc}", self._secrets()),
                 provider=self.provider,
                 retryable=True,
                 code="provider_unreachable",
@@ -930,14 +949,19 @@ class StreamingLLMClient(abc.ABC):
                 body = await _read_bounded(response)
                 error = self._error_from_response(response, body)
                 raise ProviderError(
-                    f"{self.provider}: expected an event stream, got {content_type.split(';')[0]}: {error.provider_message}",
+                    scrub(
+                        f"{self.provider}: expected an event stream, got {content_type.split(';')[0]}: {error.provider_message}",
+                        self._secrets(),
+                    ),
                     provider=self.provider,
                     status=response.status_code,
                     error_type=error.error_type,
                     provider_message=error.provider_message,
                     code=error.error_type or "not_an_event_stream",
                 )
-            stream = ProviderStream(self.new_parser())
+            parser = self.new_parser()
+            parser.secrets = self._secrets()
+            stream = ProviderStream(parser)
             chunks = response.aiter_bytes()
             try:
                 async for chunk in chunks:
@@ -959,7 +983,7 @@ class StreamingLLMClient(abc.ABC):
                     yield item
             except httpx.TransportError as exc:
                 for item in stream.parser.fail(
-                    redact(f"{self.provider} connection lost mid-stream: {type(exc).__name__}: {exc}", self._secrets()),
+                    f"{self.provider} connection lost mid-stream: {type(exc).__name__}: {exc}",
                     code="connection_lost",
                     retryable=True,
                 ):

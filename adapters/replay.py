@@ -196,13 +196,15 @@ class ReplayServer:
         await self.close()
 
     def base_url(
-        self, provider: str, *fixtures: str, hold_after: int | None = None, cut_after: int | None = None
+        self, provider: str, *fixtures: str | Fixture, hold_after: int | None = None, cut_after: int | None = None
     ) -> str:
         """Register a script (the fixtures served to successive requests; the last one
-        repeats) and return the base URL a client of ``provider`` is configured with."""
+        repeats) and return the base URL a client of ``provider`` is configured with.
+        A fixture is a recorded one's name, or a :class:`Fixture` made by the caller (a
+        hostile upstream: an error body or stream built for one test)."""
         if not fixtures:
             raise UsageError("a script needs at least one fixture")
-        loaded = [load_fixture(provider, name) for name in fixtures]
+        loaded = [f if isinstance(f, Fixture) else load_fixture(provider, f) for f in fixtures]
         script_id = f"{provider}-{len(self._scripts)}"
         self._scripts[script_id] = _Script(provider=provider, fixtures=loaded, hold_after=hold_after, cut_after=cut_after)
         return f"{self.url}/s/{script_id}{PROVIDERS[provider][1]}"
