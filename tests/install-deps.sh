@@ -10,6 +10,7 @@ cd "$(dirname "$0")"
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v ss >/dev/null 2>&1 || need_apt+=(iproute2)  # reads a listener's backlog back
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   echo "+ apt-get install ${need_apt[*]}"

@@ -63,6 +63,7 @@ from .common import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
+    LISTEN_BACKLOG,
     AttemptItem,
     NotAcceptableError,
     RemoteClientBase,
@@ -116,10 +117,6 @@ CANCEL_REQUEST_TIMEOUT = 2.0
 #: well inside the 30 s an orchestrator (Kubernetes) grants before SIGKILL.
 SHUTDOWN_TIMEOUT = 10.0
 
-#: Accept backlog of the listening socket. A network blip can make every client
-#: of a full server (DEFAULT_MAX_RUNS) reconnect at once; 2048 (2x that) keeps
-#: the kernel from dropping those SYNs. Linux caps it at net.core.somaxconn.
-LISTEN_BACKLOG = 2048
 
 #: Characters of a client's Accept / Content-Type header quoted in a 406 / 415
 #: message: any real value (< 100 characters) is shown whole so the client sees
@@ -512,9 +509,10 @@ async def start_sse_server(
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    sock.listen(LISTEN_BACKLOG)
     sock.setblocking(False)
-    site = web.SockSite(runner, sock)
+    # The site's own backlog (aiohttp's default: 128) is what counts: asyncio's
+    # create_server calls listen() again with it, replacing any earlier listen().
+    site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]

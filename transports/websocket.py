@@ -73,6 +73,7 @@ from .common import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
+    LISTEN_BACKLOG,
     AttemptItem,
     RemoteClientBase,
     InputTooDeepError,
@@ -370,6 +371,7 @@ async def start_websocket_server(
         max_queue=max_queue,
         write_limit=write_limit,
         compression=None,
+        backlog=LISTEN_BACKLOG,  # passed on to loop.create_server (its default is 100)
     )
     sock = next(iter(server.sockets))
     bound = sock.getsockname()
