@@ -490,6 +490,9 @@ class RunRegistry:
         self._retained: OrderedDict[str, TimerHandle | None] = OrderedDict()
         # Finished runs kept out of the max_retained eviction while subscribers read them.
         self._reading: dict[str, TimerHandle | None] = {}
+        # Finished runs whose retention expired while a subscriber was still reading
+        # them: discarded when their last reader leaves, not under its feet.
+        self._expired: set[str] = set()
         self._closing = False
         self._draining = False
         self._keepalive = _KeepAliveClock()
@@ -867,8 +870,14 @@ class RunRegistry:
         self._queue_retained(run, handle)
 
     def _retain_read(self, run: Run) -> None:
-        # The last reader of a finished run left: it now waits its turn for eviction.
-        self._queue_retained(run, self._reading.pop(run.run_id))
+        # The last reader of a finished run left: it now waits its turn for eviction,
+        # or goes at once if its retention ran out while it was being read.
+        handle = self._reading.pop(run.run_id)
+        if run.run_id in self._expired:
+            self._expired.discard(run.run_id)
+            self._drop(run.run_id)
+            return
+        self._queue_retained(run, handle)
 
     def _queue_retained(self, run: Run, handle: TimerHandle | None) -> None:
         if run.subscribers > 0:
@@ -889,6 +898,16 @@ class RunRegistry:
             self._drop(old_id)
 
     def _discard_later(self, run_id: str) -> None:
+        run = self._runs.get(run_id)
+        if run is not None and run.subscribers > 0:
+            # A slow reader is still on its way to the end: discarding the log now
+            # would cut its stream short of the terminal event. The run stays until
+            # its last reader leaves (_retain_read); a reader that stops reading
+            # is cut by the transports' write timeout, so this is bounded too.
+            self._retained.pop(run_id, None)
+            self._reading[run_id] = None
+            self._expired.add(run_id)
+            return
         self._retained.pop(run_id, None)
         self._reading.pop(run_id, None)
         self._drop(run_id)

@@ -64,6 +64,7 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
     LISTEN_BACKLOG,
+    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
     NotAcceptableError,
     RemoteClientBase,
@@ -73,6 +74,7 @@ from .common import (
     check_body_size,
     decode_run_input,
     remote_error_from_body,
+    send_or_stall,
 )
 from .clock import Clock
 from .eventlog import EventLog, LogSlice
@@ -210,9 +212,11 @@ class _Gateway:
         max_body_bytes: int,
         auth_token: str | None,
         cors_origins: Sequence[str],
+        send_timeout: float,
     ) -> None:
         self.registry = registry
         self.keepalive = keepalive_seconds
+        self.send_timeout = send_timeout
         self.max_body_bytes = max_body_bytes
         self.auth_token = auth_token
         self.cors_any = "*" in cors_origins
@@ -356,8 +360,18 @@ class _Gateway:
         )
         try:
             await resp.prepare(request)
-            await _pump(resp.write, sub, sse, self.keepalive, first, self.metrics)
-            await resp.write_eof()
+            transport = request.transport
+
+            async def write(data: bytes) -> None:
+                await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
+
+            await _pump(write, sub, sse, self.keepalive, first, self.metrics)
+            await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
+        except TimeoutError:
+            # The client stopped reading for send_timeout: cut it (the run goes on).
+            logger.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
+            if request.transport is not None:
+                request.transport.abort()
         except ConnectionError:
             # The client went away (a write failed). The subscription closes
             # below; the grace period decides what happens to the run.
@@ -422,6 +436,7 @@ def create_app(
     auth_token: str | None = None,
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
+    send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -435,7 +450,9 @@ def create_app(
     ``cors_origins``: origins allowed by CORS (``"*"`` for any).
     ``GET <path>/static/agui-engine.js`` serves the JavaScript applier;
     ``inspector=True`` adds the inspector page at ``GET <path>/inspect``
-    (:mod:`agui_engine.transports.inspector`).
+    (:mod:`agui_engine.transports.inspector`). ``send_timeout``:
+    seconds a stream's write may wait for a client that stopped reading before the
+    stream is cut (``SEND_STALL_TIMEOUT_SECONDS``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -454,6 +471,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         auth_token=auth_token,
         cors_origins=cors_origins,
+        send_timeout=send_timeout,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.

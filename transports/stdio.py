@@ -74,7 +74,7 @@ from .envelope import (
     error_line,
     message_run_id,
 )
-from .eventlog import EventLog
+from .eventlog import CursorExpiredError, EventLog, UnknownRunError
 from .runs import RegistryOptions, RunRegistry, Subscription
 
 __all__ = ["StdioAgent", "serve_stdio"]
@@ -211,7 +211,13 @@ class _StdioServer:
         lines = EventLines(rid)
         async with sub:
             while not sub.done and not self.closed:
-                sl = await sub.next()
+                try:
+                    sl = await sub.next()
+                except (CursorExpiredError, UnknownRunError) as exc:
+                    # Lapped by the producer (a slow stdout reader), or the log is
+                    # gone: the run ends on this pipe with its error line.
+                    self.error(exc, 0, rid)
+                    break
                 if sl is None or not sl.payloads:
                     continue
                 if self.in_flight.get(rid):

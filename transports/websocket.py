@@ -74,6 +74,7 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
     LISTEN_BACKLOG,
+    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
     RemoteClientBase,
     InputTooDeepError,
@@ -84,6 +85,7 @@ from .common import (
     decode_run_input,
     remote_error_from_body,
     remote_error_from_line,
+    send_or_stall,
 )
 from .envelope import (
     CancelMessage,
@@ -167,10 +169,11 @@ _MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "l
 
 
 class _Connection:
-    def __init__(self, ws: ServerConnection, registry: RunRegistry, max_size: int) -> None:
+    def __init__(self, ws: ServerConnection, registry: RunRegistry, max_size: int, send_timeout: float) -> None:
         self.ws = ws
         self.registry = registry
         self.max_size = max_size
+        self.send_timeout = send_timeout
         query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
         self.batch = query.get("batch", ["1"])[0] != "0"
         self.pumps: dict[str, asyncio.Task[None]] = {}
@@ -258,6 +261,21 @@ class _Connection:
         task.add_done_callback(lambda _t: self.pumps.pop(rid, None))
 
     async def _run_pump(self, sub: Subscription, first: Any) -> None:
+        try:
+            await self._pump_events(sub, first)
+        except TimeoutError:
+            # The client stopped reading for send_timeout: the connection (one TCP
+            # stream for all its runs) is stalled; cut it, the runs' grace applies.
+            logger.info("run %s: client stopped reading at event %d; closing the connection", sub.run.run_id, sub.cursor)
+            self.ws.transport.abort()
+        except websockets.ConnectionClosed:
+            pass  # the client went away; the subscription is closed, the grace applies
+
+    async def _send(self, lines: list[bytes]) -> None:
+        size = sum(map(len, lines))
+        await send_or_stall(lambda: self.send_lines(lines), size, self.ws.transport, self.send_timeout)
+
+    async def _pump_events(self, sub: Subscription, first: Any) -> None:
         rid = sub.run.run_id
         lines = EventLines(rid)
         metrics = self.registry.metrics
@@ -270,11 +288,11 @@ class _Connection:
                     except AguiEngineError as exc:  # cursor_expired, event_log_unavailable
                         if metrics is not None:
                             metrics.note_error(exc.code)
-                        await self.ws.send(error_line(exc, rid), text=True)
+                        await self._send([error_line(exc, rid)])
                         return
                 if sl.payloads:
                     batch = lines(sl.first_seq, sl.payloads)
-                    await self.send_lines(batch)
+                    await self._send(batch)
                     if metrics is not None:
                         metrics.note_sent("websocket", len(batch), sum(map(len, batch)) + len(batch) - 1)
                 if sl.finished:
@@ -318,6 +336,7 @@ async def start_websocket_server(
     log: EventLog | None = None,
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
+    send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -326,7 +345,8 @@ async def start_websocket_server(
     the library's incoming-frame and outgoing-byte high-water marks (see
     spec/transports.md, Backpressure). ``metrics``: a
     :class:`~transports.metrics.GatewayMetrics` to fill (render it yourself:
-    this server has no HTTP routes). Raises UsageError when neither
+    this server has no HTTP routes). ``send_timeout``: seconds a send may wait for
+    a client that stopped reading before the connection is cut. Raises UsageError when neither
     ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -353,7 +373,7 @@ async def start_websocket_server(
         return None
 
     async def handler(ws: ServerConnection) -> None:
-        conn = _Connection(ws, registry, max_size)
+        conn = _Connection(ws, registry, max_size, send_timeout)
         connections.add(conn)
         try:
             await conn.serve()
