@@ -55,6 +55,7 @@ __all__ = [
     "MalformedInputError",
     "NotAcceptableError",
     "RemoteAgentError",
+    "RequestTimeoutError",
     "RetryPolicy",
     "SEND_STALL_TIMEOUT_SECONDS",
     "ServerHandle",
@@ -123,6 +124,13 @@ class InputTooDeepError(LimitExceededError):
     """Client input nests deeper than MAX_INPUT_DEPTH (HTTP 413, WebSocket 4413, a stdio error line)."""
 
     default_code = "input_too_deep"
+
+
+class RequestTimeoutError(RemoteInputError):
+    """The client did not send its whole request in time (HTTP 408)."""
+
+    http_status = 408
+    default_code = "request_timeout"
 
 
 class UnauthorizedError(RemoteInputError):

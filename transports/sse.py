@@ -68,6 +68,7 @@ from .common import (
     AttemptItem,
     NotAcceptableError,
     RemoteClientBase,
+    RequestTimeoutError,
     ServerHandle,
     UnsupportedMediaTypeError,
     check_bearer,
@@ -128,6 +129,18 @@ MAX_ECHOED_HEADER_CHARS = 200
 #: while reading, not after buffering a body of any size (64 KiB: a typical
 #: socket read).
 BODY_READ_CHUNK = 64 * 1024
+#: Seconds a connection may go without a complete set of request headers: from
+#: connect, and again from the end of each response (idle keep-alive). aiohttp's
+#: own connection timer (``keepalive_timeout``; its default, 3,630 s, let 2,400
+#: trickling or silent connections sit for as long as they liked). 75 s is nginx's
+#: keep-alive default and above the 60 s idle timeout of common load balancers, so
+#: a balancer never reuses a connection the gateway has just closed.
+HTTP_IDLE_TIMEOUT_SECONDS = 75.0
+#: Seconds to receive a whole request body, from the end of its headers: past it
+#: the answer is 408 (``RequestTimeoutError``) and nothing is started. A typical
+#: body is a few KiB; 60 s still takes the 8 MiB limit at ~140 KiB/s, while a
+#: client trickling an 8 MiB body cannot hold it for longer than this.
+BODY_TIMEOUT_SECONDS = 60.0
 #: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
 CORS_MAX_AGE = 600
 
@@ -213,8 +226,10 @@ class _Gateway:
         auth_token: str | None,
         cors_origins: Sequence[str],
         send_timeout: float,
+        body_timeout: float,
     ) -> None:
         self.registry = registry
+        self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
         self.max_body_bytes = max_body_bytes
@@ -257,10 +272,16 @@ class _Gateway:
             check_body_size(request.content_length, self.max_body_bytes)
         chunks: list[bytes] = []
         total = 0
-        async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
-            total += len(chunk)
-            check_body_size(total, self.max_body_bytes)
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
+                    total += len(chunk)
+                    check_body_size(total, self.max_body_bytes)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"the request body did not arrive within {self.body_timeout:g} s ({total} bytes came)"
+            ) from None
         return b"".join(chunks)
 
     async def post(self, request: web.Request) -> web.StreamResponse:
@@ -437,6 +458,7 @@ def create_app(
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
+    body_timeout: float = BODY_TIMEOUT_SECONDS,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -452,7 +474,8 @@ def create_app(
     ``inspector=True`` adds the inspector page at ``GET <path>/inspect``
     (:mod:`agui_engine.transports.inspector`). ``send_timeout``:
     seconds a stream's write may wait for a client that stopped reading before the
-    stream is cut (``SEND_STALL_TIMEOUT_SECONDS``).
+    stream is cut (``SEND_STALL_TIMEOUT_SECONDS``). ``body_timeout``: seconds to
+    receive a request body (408 past it; ``BODY_TIMEOUT_SECONDS``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -472,6 +495,7 @@ def create_app(
         auth_token=auth_token,
         cors_origins=cors_origins,
         send_timeout=send_timeout,
+        body_timeout=body_timeout,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -515,13 +539,25 @@ async def start_sse_server(
     port: int = 0,
     app: web.Application | None = None,
     shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+    idle_timeout: float = HTTP_IDLE_TIMEOUT_SECONDS,
     **options: Any,
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
-    it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint."""
+    it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint.
+    ``idle_timeout``: seconds a connection may go without complete request
+    headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``)."""
     if app is None:
         app = create_app(agent, **options)
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=shutdown_timeout)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=shutdown_timeout,
+        # aiohttp's connection timer runs from connect and from the end of each
+        # response, and closes a connection whose next request's headers are not
+        # complete by then: the headers timeout and the idle keep-alive in one.
+        keepalive_timeout=idle_timeout,
+    )
     await runner.setup()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

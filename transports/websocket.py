@@ -112,6 +112,7 @@ __all__ = [
     "DEFAULT_WRITE_LIMIT",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
+    "WS_OPEN_TIMEOUT_SECONDS",
     "WebSocketAgent",
     "WebSocketServer",
     "start_websocket_server",
@@ -123,6 +124,12 @@ logger = logging.getLogger("agui_engine.transports")
 #: below the 30-60 s idle timeouts of common proxies and load balancers.
 DEFAULT_PING_INTERVAL = 20.0
 DEFAULT_PING_TIMEOUT = 20.0
+
+#: Seconds from TCP connect to a completed opening handshake (websockets'
+#: ``open_timeout``, passed explicitly): a client that sends nothing or trickles
+#: its upgrade request is closed after it. 10 s (the library's default) is ample
+#: for one HTTP request even over a slow mobile link.
+WS_OPEN_TIMEOUT_SECONDS = 10.0
 
 #: Malformed messages in a row before the connection is closed (4400). A client
 #: that sends this many in a row is broken; answering each forever costs the
@@ -337,6 +344,7 @@ async def start_websocket_server(
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
+    open_timeout: float = WS_OPEN_TIMEOUT_SECONDS,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -346,7 +354,8 @@ async def start_websocket_server(
     spec/transports.md, Backpressure). ``metrics``: a
     :class:`~transports.metrics.GatewayMetrics` to fill (render it yourself:
     this server has no HTTP routes). ``send_timeout``: seconds a send may wait for
-    a client that stopped reading before the connection is cut. Raises UsageError when neither
+    a client that stopped reading before the connection is cut. ``open_timeout``:
+    seconds from connect to a completed handshake. Raises UsageError when neither
     ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -392,6 +401,7 @@ async def start_websocket_server(
         write_limit=write_limit,
         compression=None,
         backlog=LISTEN_BACKLOG,  # passed on to loop.create_server (its default is 100)
+        open_timeout=open_timeout,
     )
     sock = next(iter(server.sockets))
     bound = sock.getsockname()

@@ -42,3 +42,106 @@ async def test_the_sse_server_listens_with_the_documented_backlog() -> None:
 async def test_the_websocket_server_listens_with_the_documented_backlog() -> None:
     async with await start_websocket_server(ScriptedAgent()) as srv:
         assert listen_backlog(port_of(srv.url)) == expected_backlog() > 100
+
+
+# --------------------------------------------------------------------------- timeouts
+
+import asyncio  # noqa: E402
+import time  # noqa: E402
+
+import msgspec  # noqa: E402
+
+from .scripted import make_input  # noqa: E402
+
+
+async def _closed_within(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, trickle: bytes, limit: float) -> float:
+    """Send ``trickle`` one byte every 50 ms (forever, if it must) until the server
+    closes the connection; return how long that took (fails after ``limit``)."""
+    start = time.monotonic()
+    i = 0
+    while time.monotonic() - start < limit:
+        if i < len(trickle):
+            try:
+                writer.write(trickle[i : i + 1])
+                await writer.drain()
+            except ConnectionError:
+                return time.monotonic() - start
+            i += 1
+        try:
+            data = await asyncio.wait_for(reader.read(65536), 0.05)
+        except TimeoutError:
+            continue
+        except ConnectionError:
+            return time.monotonic() - start
+        if not data or data.startswith(b"HTTP/1.1 408"):
+            return time.monotonic() - start
+    raise AssertionError(f"still open after {limit} s")
+
+
+async def test_http_connections_that_send_nothing_or_trickle_headers_are_cut_within_the_idle_timeout() -> None:
+    async with await start_sse_server(ScriptedAgent(), idle_timeout=0.5) as srv:
+        port = port_of(srv.url)
+        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        silent, trickler = conns
+        trickle = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + b"X-Pad: " + b"a" * 200
+        took = await asyncio.gather(
+            _closed_within(*silent, b"", 5),
+            _closed_within(*trickler, trickle, 5),
+        )
+        assert all(t < 0.5 * 2 + 0.5 for t in took), took
+        # idle keep-alive: a finished request, then nothing
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        conns.append((reader, writer))
+        payload = msgspec.json.encode(make_input("ka"))
+        writer.write(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/x-ndjson\r\n"
+            b"Content-Length: %d\r\n\r\n%b" % (len(payload), payload)
+        )
+        await writer.drain()
+        body = b""
+        while b"RUN_FINISHED" not in body:
+            chunk = await asyncio.wait_for(reader.read(65536), 5)
+            assert chunk, body  # closed before the run ended
+            body += chunk
+        assert await _closed_within(reader, writer, b"", 5) < 2.0
+        for _, w in conns:
+            w.close()
+
+
+async def test_a_trickled_request_body_is_answered_408_within_the_body_timeout_and_starts_nothing() -> None:
+    agent = ScriptedAgent()
+    async with await start_sse_server(agent, body_timeout=0.5) as srv:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(srv.url))
+        payload = msgspec.json.encode(make_input("slow-body"))
+        writer.write(
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload)
+        )
+        await writer.drain()
+        start = time.monotonic()
+        answer = b""
+        for i in range(len(payload) - 1):  # all but the last byte, slowly
+            writer.write(payload[i : i + 1])
+            await writer.drain()
+            try:
+                answer += await asyncio.wait_for(reader.read(65536), 0.05)
+            except TimeoutError:
+                pass
+            if answer:
+                break
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert b'"request_timeout"' in answer
+        assert time.monotonic() - start < 2.0
+        writer.close()
+    assert agent.started == set()
+
+
+async def test_a_websocket_handshake_that_never_completes_is_cut_within_the_open_timeout() -> None:
+    async with await start_websocket_server(ScriptedAgent(), open_timeout=0.5) as srv:
+        port = port_of(srv.url)
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        trickler = await asyncio.open_connection("127.0.0.1", port)
+        trickle = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" + b"X-Pad: " + b"a" * 200
+        took = await asyncio.gather(_closed_within(*silent, b"", 5), _closed_within(*trickler, trickle, 5))
+        assert all(t < 1.5 for t in took), took
+        for _, w in (silent, trickler):
+            w.close()
