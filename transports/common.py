@@ -248,6 +248,7 @@ def decode_run_input(
     says where), InvalidInputError (wrong shape; says the JSON path, or a run id
     unusable in an event id).
     """
+    value: RunAgentInput
     try:
         if isinstance(data, (bytes, bytearray, memoryview, str)):
             check_body_size(len(data), max_bytes)
