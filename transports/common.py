@@ -17,8 +17,13 @@ mistake the same way (see ``spec/transports.md``).
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
+import logging
+import os
 import random
+import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Self
 
@@ -47,9 +52,11 @@ __all__ = [
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRIES",
+    "FD_EXHAUSTION_LOG_INTERVAL_SECONDS",
     "InputTooDeepError",
     "InvalidInputError",
     "LISTEN_BACKLOG",
+    "ListeningSocket",
     "MAX_INPUT_DEPTH",
     "MAX_RUN_ID_LENGTH",
     "MalformedInputError",
@@ -63,7 +70,10 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "WS_CLOSE_INVALID_INPUT",
     "WS_CLOSE_UNAUTHORIZED",
+    "listening_socket",
 ]
+
+logger = logging.getLogger("agui_engine.transports")
 
 #: Largest accepted RunAgentInput (HTTP body, WebSocket message, stdio line). A
 #: long conversation with tool results and a state document is a few hundred
@@ -264,6 +274,82 @@ def decode_run_input(
         raise InvalidInputError(f"not a valid RunAgentInput: {exc}") from None
     check_run_id(value.run_id)
     return value
+
+
+#: At most one "file descriptors exhausted" warning per this many seconds (with
+#: the count of connections shed since the last one). Unthrottled, asyncio's
+#: accept loop logged 232,769 lines (100 MB) in 30 s; one line per 10 s still
+#: shows when exhaustion starts and ends.
+FD_EXHAUSTION_LOG_INTERVAL_SECONDS = 10.0
+
+
+class ListeningSocket(socket.socket):
+    """The servers' listening socket: a plain TCP socket whose ``accept()`` copes
+    with file-descriptor exhaustion (EMFILE / ENFILE) itself instead of handing it
+    to asyncio, whose accept loop then logs once per pending connection per tick
+    (``backlog`` times) and keeps the listener readable.
+
+    Theory of operation: the socket holds one *reserve* descriptor. When accept
+    fails for lack of descriptors, the reserve is released, the waiting
+    connection is accepted and closed at once (a clear refusal instead of a
+    client hanging in the backlog), the reserve is taken back and asyncio is
+    told "nothing more now" (BlockingIOError). Existing connections keep being
+    served; as their timeouts free descriptors, new ones are served again. A
+    warning is logged at most once per FD_EXHAUSTION_LOG_INTERVAL_SECONDS with the
+    number of connections shed (state: ``shed``, ``_last_log``)."""
+
+    def __init__(self, family: int, log_interval: float = FD_EXHAUSTION_LOG_INTERVAL_SECONDS) -> None:
+        super().__init__(family, socket.SOCK_STREAM)
+        self.log_interval = log_interval
+        self.shed = 0
+        self._last_log = -log_interval
+        self._reserve: int | None = os.open(os.devnull, os.O_RDONLY)
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().accept()
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+        self._shed_one()
+        raise BlockingIOError(errno.EAGAIN, "file descriptors exhausted; a connection was shed")
+
+    def _shed_one(self) -> None:
+        if self._reserve is not None:
+            os.close(self._reserve)
+            self._reserve = None
+        try:
+            conn, _ = super().accept()
+            conn.close()
+            self.shed += 1
+        except OSError:
+            pass
+        try:
+            self._reserve = os.open(os.devnull, os.O_RDONLY)
+        except OSError:
+            self._reserve = None  # retaken on the next shed
+        now = time.monotonic()
+        if now - self._last_log >= self.log_interval:
+            logger.warning(
+                "file descriptors exhausted: shedding new connections (%d so far); serving the open ones", self.shed
+            )
+            self._last_log = now
+
+    def close(self) -> None:
+        if self._reserve is not None:
+            os.close(self._reserve)
+            self._reserve = None
+        super().close()
+
+
+def listening_socket(host: str, port: int) -> ListeningSocket:
+    """A bound, non-blocking :class:`ListeningSocket` for ``host:port`` (the caller
+    hands it to aiohttp / websockets, which call ``listen(LISTEN_BACKLOG)``)."""
+    sock = ListeningSocket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.setblocking(False)
+    return sock
 
 
 #: A send of at least this many bytes gets the stall deadline even when the

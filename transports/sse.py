@@ -76,6 +76,7 @@ from .common import (
     decode_run_input,
     remote_error_from_body,
     send_or_stall,
+    listening_socket,
 )
 from .clock import Clock
 from .eventlog import EventLog, LogSlice
@@ -559,17 +560,13 @@ async def start_sse_server(
         keepalive_timeout=idle_timeout,
     )
     await runner.setup()
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.setblocking(False)
+    sock = listening_socket(host, port)  # sheds connections when descriptors run out
     # The site's own backlog (aiohttp's default: 128) is what counts: asyncio's
     # create_server calls listen() again with it, replacing any earlier listen().
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
     bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if family == socket.AF_INET6 else bound[0]
+    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
     return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY))
 
 

@@ -86,6 +86,7 @@ from .common import (
     remote_error_from_body,
     remote_error_from_line,
     send_or_stall,
+    listening_socket,
 )
 from .envelope import (
     CancelMessage,
@@ -391,8 +392,7 @@ async def start_websocket_server(
 
     server = await serve(
         handler,
-        host,
-        port,
+        sock=listening_socket(host, port),  # sheds connections when descriptors run out
         process_request=process_request,
         max_size=max_size,
         ping_interval=ping_interval,

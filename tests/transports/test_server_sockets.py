@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
+
+import pytest
+import websockets
 
 from agui_engine.transports.common import LISTEN_BACKLOG
 from agui_engine.transports.sse import start_sse_server
@@ -145,3 +149,91 @@ async def test_a_websocket_handshake_that_never_completes_is_cut_within_the_open
         assert all(t < 1.5 for t in took), took
         for _, w in (silent, trickler):
             w.close()
+
+
+# --------------------------------------------------------------------------- descriptor exhaustion
+
+import sys  # noqa: E402
+
+_EXHAUSTED_SERVER = """
+import asyncio, logging, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+from tests.transports.scripted import ScriptedAgent
+from agui_engine.transports.sse import start_sse_server
+from agui_engine.transports.websocket import start_websocket_server
+
+async def main():
+    if sys.argv[1] == "sse":
+        srv = await start_sse_server(ScriptedAgent(deltas=1), idle_timeout=1.0)
+    else:
+        srv = await start_websocket_server(ScriptedAgent(deltas=1), open_timeout=1.0)
+    print(srv.url, flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await srv.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_descriptor_exhaustion_sheds_connections_logs_once_and_keeps_serving(transport: str) -> None:
+    """A server limited to 64 descriptors, 200 idle connections: it logs one line
+    (not one per accept), and a real client still gets its run through meanwhile."""
+    import socket
+
+    from websockets.asyncio.client import connect
+
+    root = str(Path(__file__).resolve().parents[2])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _EXHAUSTED_SERVER, transport, cwd=root,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    url = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().strip()
+    hogs = []
+    try:
+        for _ in range(200):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", port_of(url)))
+            except BlockingIOError:
+                pass
+            hogs.append(s)
+        await asyncio.sleep(1.5)
+        served = False
+        for attempt in range(20):  # a real client retries a refused connection, as SSEAgent does
+            try:
+                if transport == "sse":
+                    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+                    payload = msgspec.json.encode(make_input(f"real-{attempt}"))
+                    writer.write(
+                        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                        b"Content-Length: %d\r\n\r\n%b" % (len(payload), payload)
+                    )
+                    body = await asyncio.wait_for(reader.read(-1), 5)
+                    writer.close()
+                    served = b"RUN_FINISHED" in body
+                else:
+                    async with connect(url, open_timeout=5) as ws:
+                        await ws.send(msgspec.json.encode({"type": "run", "input": make_input(f"real-{attempt}")}).decode())
+                        got = ""
+                        while "RUN_FINISHED" not in got:
+                            got = str(await asyncio.wait_for(ws.recv(), 5))
+                        served = True
+            except (OSError, TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake):
+                await asyncio.sleep(0.25)
+                continue
+            if served:
+                break
+        assert served
+    finally:
+        for s in hogs:
+            s.close()
+        proc.stdin.close()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    lines = err.decode().splitlines()
+    assert sum("file descriptors exhausted" in line for line in lines) <= 2, lines[:20]
+    assert not any("out of system resource" in line for line in lines), lines[:20]
+    assert len(lines) < 20, lines[:20]
