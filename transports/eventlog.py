@@ -59,6 +59,7 @@ __all__ = [
     "EventLogUnavailableError",
     "InMemoryEventLog",
     "LogSlice",
+    "MAX_HELD_PER_STALLED_RUN_FACTOR",
     "READ_MAX_BYTES",
     "READ_MAX_EVENTS",
     "RunControl",
@@ -79,6 +80,13 @@ DEFAULT_LOG_MAX_EVENTS = 20_000
 #: worst case is 4 GiB, which an operator lowers with ``max_bytes`` (or by
 #: lowering the concurrent-run limit) on smaller machines.
 DEFAULT_LOG_MAX_BYTES = 4 * 1024 * 1024
+#: What one run's log, and a client that never reads it, cost the server at most,
+#: as a multiple of DEFAULT_LOG_MAX_BYTES (which counts the events' encoded bytes):
+#: msgspec's encoder returns bytes with ~50 % allocation slack (a 1,058-byte event
+#: takes 1,618 bytes), and the connection adds one coalesced read (READ_MAX_BYTES)
+#: and its transport buffers. Measured 6.6-7.2 MiB for a 4 MiB log, SSE and
+#: WebSocket (tests/transports/test_slow_readers.py); 2x is the bound we promise.
+MAX_HELD_PER_STALLED_RUN_FACTOR = 2
 
 #: At most this many events per ``read``: the unit of write coalescing. 512
 #: frames of a typical 100-byte delta is ~50 KiB, one socket write that the

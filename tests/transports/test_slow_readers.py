@@ -146,3 +146,51 @@ async def test_a_client_that_stops_reading_is_cut_after_the_send_timeout() -> No
                     break
                 await asyncio.sleep(0.02)
             assert run is not None and run.subscribers == 0
+
+
+class Filler:
+    """More event bytes than a run's log keeps (DEFAULT_LOG_MAX_BYTES), in token-sized deltas."""
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        yield TextMessageStartEvent(message_id="m", role="assistant")
+        for i in range(12_000):
+            yield TextMessageContentEvent(message_id="m", delta="z" * 400)
+            if i % 200 == 0:
+                await asyncio.sleep(0)
+        yield TextMessageEndEvent(message_id="m")
+        yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_a_never_reading_client_holds_no_more_than_spec_limits_promises(transport: str) -> None:
+    """spec/limits.md (DEFAULT_LOG_MAX_BYTES): a client that never reads costs the
+    server at most MAX_HELD_PER_STALLED_RUN_FACTOR x the log's byte bound (the log's
+    events with msgspec's allocation slack, plus one coalesced read and the transport
+    buffers). Measured with tracemalloc on the server side of a real connection."""
+    import gc
+    import tracemalloc
+
+    from agui_engine.transports.eventlog import DEFAULT_LOG_MAX_BYTES, MAX_HELD_PER_STALLED_RUN_FACTOR
+
+    tracemalloc.start()
+    try:
+        srv = await (start_sse_server(Filler()) if transport == "sse" else start_websocket_server(Filler()))
+        gc.collect()
+        base = tracemalloc.get_traced_memory()[0]
+        if transport == "sse":
+            _, writer = await _post_with_small_buffer(srv.url, "never")
+        else:
+            ws = await connect(srv.url, max_queue=1)
+            await ws.send(msgspec.json.encode({"type": "run", "input": make_input("never")}).decode())
+        await _wait_retention_expired(srv.registry, "never")
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+        if transport == "sse":
+            writer.close()
+        else:
+            ws.transport.abort()
+        await srv.close()
+    finally:
+        tracemalloc.stop()
+    assert DEFAULT_LOG_MAX_BYTES < held <= MAX_HELD_PER_STALLED_RUN_FACTOR * DEFAULT_LOG_MAX_BYTES, held / 2**20
