@@ -398,19 +398,33 @@ def extract_bearer(authorization: str | None) -> str | None:
     return token.strip()
 
 
-def check_bearer(authorization: str | None, expected: str | None) -> None:
-    """Raise UnauthorizedError unless the header carries ``expected`` (no-op when
-    ``expected`` is None). Compared in constant time (``hmac.compare_digest``),
-    so response timing does not leak how much of a guess was right."""
+def check_bearer(authorization: str | None, expected: str | Mapping[str, str] | None) -> str | None:
+    """Check an ``Authorization: Bearer`` header and return the *principal* it
+    authenticates: ``None`` when auth is off (``expected`` None), ``""`` for the
+    one shared token (``expected`` a str: everyone holding it is one principal),
+    else the name ``expected`` (token -> principal) maps the token to. Raises
+    UnauthorizedError. Tokens are compared in constant time
+    (``hmac.compare_digest``), every configured one on every request, so response
+    timing leaks neither how much of a guess was right nor which token matched."""
     if expected is None:
-        return
+        return None
     token = extract_bearer(authorization)
     if token is None:
         raise UnauthorizedError("missing bearer token (send Authorization: Bearer <token>)")
     # surrogateescape: a header's non-UTF-8 bytes arrive as lone surrogates (aiohttp,
     # websockets); they make a wrong token, not an encoding error.
-    if not hmac.compare_digest(token.encode("utf-8", "surrogateescape"), expected.encode("utf-8")):
+    got = token.encode("utf-8", "surrogateescape")
+    if isinstance(expected, str):
+        if not hmac.compare_digest(got, expected.encode("utf-8")):
+            raise UnauthorizedError("invalid bearer token")
+        return ""
+    principal: str | None = None
+    for candidate, name in expected.items():
+        if hmac.compare_digest(got, candidate.encode("utf-8")):
+            principal = name
+    if principal is None:
         raise UnauthorizedError("invalid bearer token")
+    return principal
 
 
 class RemoteAgentError(UpstreamError):

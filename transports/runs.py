@@ -240,6 +240,7 @@ class Run:
         "follower",
         "head",
         "input",
+        "owner",
         "run_id",
         "state",
         "subscribers",
@@ -267,6 +268,9 @@ class Run:
         #: True for a run this registry only follows: it runs on another gateway
         #: node, and its events come from the shared event log.
         self.follower = False
+        #: The principal that started the run (see ``check_bearer``); ``None``: any
+        #: (auth off, or a follower run, whose owner only its node knows).
+        self.owner: str | None = None
 
     @classmethod
     def _following(cls, run_id: str) -> Run:
@@ -595,9 +599,18 @@ class RunRegistry:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    async def start(self, input: RunAgentInput) -> Run:
-        """Start a run. Raises ServerBusyError (limit reached or shutting down),
-        RunExistsError (``runId`` already known)."""
+    def check_owner(self, run: Run, principal: str | None) -> Run:
+        """``run`` if ``principal`` may read or cancel it: the run has no owner, or
+        it is the principal that started it. Raises UnknownRunError otherwise -- the
+        same 404 as for a run that does not exist, so ids cannot be probed."""
+        if run.owner is not None and principal is not None and run.owner != principal:
+            raise UnknownRunError(run.run_id)
+        return run
+
+    async def start(self, input: RunAgentInput, *, owner: str | None = None) -> Run:
+        """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`).
+        Raises ServerBusyError (limit reached or shutting down), RunExistsError
+        (``runId`` already known)."""
         if self._closing or self._draining:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
@@ -609,6 +622,7 @@ class RunRegistry:
         if self._active >= self.max_runs:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         run = Run(input)
+        run.owner = owner
         try:
             if self._shared is not None:
                 await self._shared.open_run(run.run_id, run.thread_id)
@@ -676,13 +690,16 @@ class RunRegistry:
             if run._producing:
                 run._task.cancel()
 
-    async def cancel(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
+    async def cancel(
+        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", principal: str | None = None
+    ) -> Run:
         """Cancel a running run at once: the agent's generator is closed (the upstream
         call aborted) and ``RUN_ERROR{code}`` ends the stream. Returns when that is
-        done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError, RunFinishedError."""
+        done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError (also for a run
+        ``principal`` does not own: :meth:`check_owner`), RunFinishedError."""
         if run_id not in self._runs and self._shared is not None:
             return await self._cancel_remote(run_id)
-        run = self.cancel_nowait(run_id, code=code, message=message)
+        run = self.cancel_nowait(run_id, code=code, message=message, principal=principal)
         await self._wait(run, CANCEL_WAIT_SECONDS)
         return run
 
@@ -706,11 +723,13 @@ class RunRegistry:
             logger.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
         return Run._following(run_id)
 
-    def cancel_nowait(self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled") -> Run:
+    def cancel_nowait(
+        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", principal: str | None = None
+    ) -> Run:
         """Start cancelling a running run and return at once (``run.wait_finished()``
         waits for the end). For message loops that must not block on one run.
-        Raises UnknownRunError, RunFinishedError."""
-        run = self.get(run_id)
+        Raises UnknownRunError (also for a run ``principal`` does not own), RunFinishedError."""
+        run = self.check_owner(self.get(run_id), principal)
         if run.state != "running":
             raise RunFinishedError(f"run {run_id!r} has already finished")
         self._request_cancel(run, code, message)

@@ -224,7 +224,7 @@ class _Gateway:
         *,
         keepalive_seconds: float,
         max_body_bytes: int,
-        auth_token: str | None,
+        auth_token: str | Mapping[str, str] | None,
         cors_origins: Sequence[str],
         send_timeout: float,
         body_timeout: float,
@@ -287,20 +287,20 @@ class _Gateway:
 
     async def post(self, request: web.Request) -> web.StreamResponse:
         try:
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             body = await self._read_body(request)
             input = decode_run_input(body, max_bytes=self.max_body_bytes)
             fmt = negotiate(request.headers.get("Accept"))
             last_event_id = request.headers.get("Last-Event-ID")
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = await self.registry.find(input.run_id)
+                run = self.registry.check_owner(await self.registry.find(input.run_id), principal)
                 sub = self.registry.subscribe(run, cursor)
                 first = await self._check(sub)
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input)
+                run = await self.registry.start(input, owner=principal)
                 sub = self.registry.subscribe(run, 0)
                 first = None
         except AguiEngineError as exc:
@@ -310,13 +310,13 @@ class _Gateway:
     async def get(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
         try:
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             fmt = negotiate(request.headers.get("Accept"))
             cursor = 0
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, run_id)
-            run = await self.registry.find(run_id)
+            run = self.registry.check_owner(await self.registry.find(run_id), principal)
             sub = self.registry.subscribe(run, cursor)
             first = await self._check(sub)
             if last_event_id and self.metrics is not None:
@@ -332,8 +332,8 @@ class _Gateway:
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         try:
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
-            await self.registry.cancel(request.match_info["run_id"])
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await self.registry.cancel(request.match_info["run_id"], principal=principal)
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return web.Response(status=204)
@@ -455,7 +455,7 @@ def create_app(
     metrics: GatewayMetrics | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    auth_token: str | None = None,
+    auth_token: str | Mapping[str, str] | None = None,
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
@@ -469,7 +469,9 @@ def create_app(
     :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
-    to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``.
+    to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
+    token, or a mapping token -> principal name, which binds each run to the
+    principal that started it (stream, resume and cancel answer 404 to others).
     ``cors_origins``: origins allowed by CORS (``"*"`` for any).
     ``GET <path>/static/agui-engine.js`` serves the JavaScript applier;
     ``inspector=True`` adds the inspector page at ``GET <path>/inspect``

@@ -177,8 +177,12 @@ _MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "l
 
 
 class _Connection:
-    def __init__(self, ws: ServerConnection, registry: RunRegistry, max_size: int, send_timeout: float) -> None:
+    def __init__(
+        self, ws: ServerConnection, registry: RunRegistry, max_size: int, send_timeout: float, principal: str | None
+    ) -> None:
         self.ws = ws
+        #: Who authenticated this connection (check_bearer): its runs are bound to it.
+        self.principal = principal
         self.registry = registry
         self.max_size = max_size
         self.send_timeout = send_timeout
@@ -222,7 +226,7 @@ class _Connection:
             if isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
-                run = await self.registry.start(input)
+                run = await self.registry.start(input, owner=self.principal)
                 self._pump(self.registry.subscribe(run, 0))
             elif isinstance(msg, CancelMessage):
                 if msg.run_id not in self.pumps and self.registry.shared_log is not None:
@@ -231,7 +235,8 @@ class _Connection:
                     if not await self.registry.shared_log.request_cancel(msg.run_id):
                         raise RunFinishedError(f"run {msg.run_id!r} has already finished")
                 else:
-                    self.registry.cancel_nowait(msg.run_id)  # the pump sends the RUN_ERROR; do not block this loop
+                    # the pump sends the RUN_ERROR; do not block this loop
+                    self.registry.cancel_nowait(msg.run_id, principal=self.principal)
             else:
                 _, cursor = resume_cursor(msg.last_event_id, msg.run_id)
                 self._check_capacity()
@@ -239,7 +244,8 @@ class _Connection:
                     raise RemoteInputError(
                         f"run {msg.run_id!r} is already streaming on this connection", code="run_exists"
                     )
-                sub = self.registry.subscribe(await self.registry.find(msg.run_id), cursor)
+                run = self.registry.check_owner(await self.registry.find(msg.run_id), self.principal)
+                sub = self.registry.subscribe(run, cursor)
                 try:
                     first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
                 except BaseException:
@@ -334,7 +340,7 @@ async def start_websocket_server(
     host: str = "127.0.0.1",
     port: int = 0,
     registry: RunRegistry | None = None,
-    auth_token: str | None = None,
+    auth_token: str | Mapping[str, str] | None = None,
     max_size: int = DEFAULT_MAX_BODY_BYTES,
     ping_interval: float | None = DEFAULT_PING_INTERVAL,
     ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
@@ -365,15 +371,18 @@ async def start_websocket_server(
         registry = RunRegistry(agent, options=options, log=log, clock=clock, metrics=metrics)
     connections: set[_Connection] = set()
 
-    def process_request(conn: ServerConnection, request: Request) -> Response | None:
-        if auth_token is None:
-            return None
+    def authorization(request: Request) -> str | None:
         header = request.headers.get("Authorization")
         if header is None:
             token = parse_qs(urlsplit(request.path).query).get("access_token", [None])[0]
             header = f"Bearer {token}" if token else None
+        return header
+
+    def process_request(conn: ServerConnection, request: Request) -> Response | None:
+        if auth_token is None:
+            return None
         try:
-            check_bearer(header, auth_token)
+            check_bearer(authorization(request), auth_token)
         except UnauthorizedError as exc:
             resp = conn.respond(HTTPStatus.UNAUTHORIZED, msgspec.json.encode(exc.to_json()).decode() + "\n")
             del resp.headers["Content-Type"]
@@ -383,7 +392,9 @@ async def start_websocket_server(
         return None
 
     async def handler(ws: ServerConnection) -> None:
-        conn = _Connection(ws, registry, max_size, send_timeout)
+        # The handshake passed process_request: this names its principal, not raises.
+        principal = check_bearer(authorization(ws.request), auth_token) if ws.request is not None else None
+        conn = _Connection(ws, registry, max_size, send_timeout, principal)
         connections.add(conn)
         try:
             await conn.serve()
