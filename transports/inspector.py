@@ -29,7 +29,7 @@ here as for runs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any, Final
 
@@ -126,7 +126,7 @@ def add_frontend_routes(
     path: str,
     *,
     inspector: bool,
-    auth_token: str | None,
+    auth_token: str | Mapping[str, str] | None,
     error_response: Callable[[AguiEngineError], web.Response],
 ) -> None:
     """Add the static files (always) and the inspector (``inspector=True``) under ``path``."""
