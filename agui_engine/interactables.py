@@ -255,9 +255,11 @@ def interactables_from_context(context: Sequence[Any]) -> list[Interactable]:
             try:
                 interactable = msgspec.convert(item, Interactable)
             except msgspec.ValidationError as exc:
+                # msgspec wraps what __post_init__ raises (the id check) in a
+                # ValidationError; the id check is about the member ``id``.
+                if isinstance(exc.__cause__, UsageError):
+                    raise RemoteInputError(f"{here}.id: {exc.__cause__.message}") from None
                 raise RemoteInputError(f"{here}: {exc}") from None
-            except UsageError as exc:
-                raise RemoteInputError(f"{here}.id: {exc.message}") from None
             if interactable.id in seen:
                 raise RemoteInputError(f"{here}.id: duplicate interactable id {interactable.id!r}")
             seen.add(interactable.id)

@@ -62,6 +62,7 @@ from agui_engine.llm_agent import (
     format_tool_result,
 )
 
+from ..waiting import eventually
 from .run_checks import check_run
 from .scripted_llm import ScriptedLLM, call, counter_ids, text
 
@@ -284,8 +285,7 @@ async def test_a_blocking_sync_tool_does_not_block_a_concurrent_coroutine() -> N
         return "released" if release.wait(timeout=10) else "it blocked the event loop"
 
     async def releaser() -> None:
-        while not tool_threads:
-            await asyncio.sleep(0)
+        await eventually(lambda: tool_threads, what="the tool's thread to start")
         release.set()
 
     llm = ScriptedLLM([*call(0, "c1", "blocking"), Finish(reason="tool_calls")], text("done"))
@@ -356,8 +356,8 @@ async def test_cancelling_during_a_sync_tool_returns_at_once_and_discards_its_re
         await task  # returns while the thread is still blocked: the run does not wait for it
     assert finished == []
     release.set()
-    while not finished:  # the thread runs to its end; nothing of it reaches the run
-        await asyncio.sleep(0.01)
+    # the thread runs to its end; nothing of it reaches the run
+    await eventually(lambda: finished, what="the abandoned tool thread to finish")
     assert not any(isinstance(e, (ToolCallResultEvent, RunFinishedEvent)) for e in seen)
     assert len(llm.calls) == 1 and llm.closed == 1
 

@@ -19,7 +19,19 @@ from agui_engine.transports.sse import SSEAgent, start_sse_server
 from agui_engine.transports.stdio import StdioAgent
 from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
 
+from agui_engine.transports.eventlog import UnknownRunError
+from agui_engine.transports.runs import RunRegistry
+
+from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
+
+
+def run_finished(registry: RunRegistry, run_id: str) -> bool:
+    """True once the registry knows the run and it has ended (a poll predicate)."""
+    try:
+        return registry.get(run_id).finished
+    except UnknownRunError:
+        return False
 
 
 async def test_the_same_agent_on_all_three_transports_gives_the_same_events() -> None:
@@ -191,8 +203,7 @@ async def _sse_stalled(url: str, run_id: str, registry) -> bytes:  # type: ignor
         b"Content-Length: %d\r\n\r\n%b" % (len(payload), payload)
     )
     await writer.drain()
-    while run_id not in registry._runs or not registry.get(run_id).finished:
-        await asyncio.sleep(0.02)
+    await eventually(lambda: run_finished(registry, run_id), timeout=30)
     data = await asyncio.wait_for(reader.read(-1), 30)
     writer.close()
     return data.partition(b"\r\n\r\n")[2]
@@ -225,8 +236,7 @@ async def test_a_stalled_reader_never_makes_the_server_buffer_without_bound() ->
     async with await start_websocket_server(Bulky(), log=InMemoryEventLog(max_bytes=256 * 1024)) as srv:
         async with connect(srv.url + "?batch=0", max_queue=1) as ws:
             await ws.send(msgspec.json.encode({"type": "run", "input": make_input("bp-ws")}).decode())
-            while "bp-ws" not in srv.registry._runs or not srv.registry.get("bp-ws").finished:
-                await asyncio.sleep(0.02)
+            await eventually(lambda: run_finished(srv.registry, "bp-ws"), timeout=30)
             lines = []
             while not lines or "error" not in lines[-1]:
                 lines.append(msgspec.json.decode(await asyncio.wait_for(ws.recv(), 10)))

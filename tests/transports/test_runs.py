@@ -21,6 +21,7 @@ from agui_engine.transports.runs import (
     resume_cursor,
 )
 
+from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
 
 
@@ -92,8 +93,8 @@ async def test_limits_duplicates_and_bad_run_ids() -> None:
 async def test_cancel_closes_the_generator_and_ends_with_run_error() -> None:
     agent = ScriptedAgent(deltas=3, hang=True)
     reg = RunRegistry(agent)
-    await reg.start(make_input("x"))
-    await asyncio.sleep(0.01)
+    started = await reg.start(make_input("x"))
+    await eventually(lambda: started.head >= 3, what="the first text delta")  # the agent now hangs inside its loop
     run = await reg.cancel("x")
     assert "x" in agent.cancelled and run.terminal_code == "cancelled"
     events = await drain(reg, "x")

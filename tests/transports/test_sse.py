@@ -22,6 +22,7 @@ from agui_engine.transports.sse import (
     start_sse_server,
 )
 
+from ..waiting import WAIT_TIMEOUT, eventually
 from .scripted import ScriptedAgent, make_input
 
 
@@ -184,7 +185,7 @@ class Frames:
     async def take(self, n: int | None = None) -> list:
         try:
             while n is None or len(self.pending) < n:
-                self.pending += self.dec.feed(await self.it.__anext__())
+                self.pending += self.dec.feed(await asyncio.wait_for(self.it.__anext__(), WAIT_TIMEOUT))
         except StopAsyncIteration:
             pass
         if n is None:
@@ -298,11 +299,7 @@ async def test_grace_period_then_cancel_when_the_last_subscriber_leaves() -> Non
                 await _read_until(r, 3)
         await asyncio.sleep(0.1)
         assert agent.cancelled == set()  # still within the grace period
-        for _ in range(100):
-            if "run-1" in agent.cancelled:
-                break
-            await asyncio.sleep(0.02)
-        assert "run-1" in agent.cancelled
+        await eventually(lambda: "run-1" in agent.cancelled, what="the grace period to cancel the run")
         run = srv.registry.get("run-1")
         assert run.terminal_code == "abandoned"
 
@@ -405,11 +402,8 @@ async def test_closing_the_sse_agent_early_cancels_the_remote_run() -> None:
             if e.type.value == "TEXT_MESSAGE_CONTENT":
                 break
         await gen.aclose()
-        for _ in range(100):
-            if "run-1" in agent.cancelled:
-                break
-            await asyncio.sleep(0.01)
-    assert "run-1" in agent.cancelled  # long before the 60 s grace period
+        # long before the 60 s grace period
+        await eventually(lambda: "run-1" in agent.cancelled, timeout=5, what="the DELETE to cancel the run")
 
 
 def test_registry_key_is_exposed() -> None:
