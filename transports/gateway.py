@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.errors import UsageError
 from agui_engine.events import Event, RunAgentInput
 
@@ -23,7 +23,7 @@ __all__ = ["GatewayAgent", "run_via_gateway"]
 
 
 async def run_via_gateway(
-    agent: Agent, input: RunAgentInput, *, transport: str = "sse", **server_options: Any
+    agent: Agent | AgentFunction, input: RunAgentInput, *, transport: str = "sse", **server_options: Any
 ) -> AsyncIterator[Event]:
     """Yield the events of ``input`` run by ``agent`` behind a loopback gateway.
 
@@ -59,10 +59,10 @@ class GatewayAgent:
     loopback gateway in front of ``agent`` (see :func:`run_via_gateway`): a
     drop-in wrapper for the demo, ``GatewayAgent(demo_agent())``."""
 
-    def __init__(self, agent: Agent, *, transport: str = "sse", **server_options: Any) -> None:
+    def __init__(self, agent: Agent | AgentFunction, *, transport: str = "sse", **server_options: Any) -> None:
         if transport not in ("sse", "ws", "websocket"):
             raise UsageError(f"GatewayAgent: unknown transport {transport!r} (sse or ws)")
-        self.agent = agent
+        self.agent = as_agent(agent, where="GatewayAgent(agent)")
         self.transport = transport
         self.server_options = server_options
 

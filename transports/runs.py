@@ -55,6 +55,7 @@ their logs are discarded.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -62,10 +63,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.codec import encode_event
 from agui_engine.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
 from agui_engine.events import (
+    BaseEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -476,16 +478,14 @@ class RunRegistry:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AgentFunction,
         *,
         options: RegistryOptions | None = None,
         log: EventLog | None = None,
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise UsageError(f"RunRegistry needs an Agent (an object with run(input)), got {type(agent).__name__}")
-        self.agent = agent
+        self.agent: Agent = as_agent(agent, where="RunRegistry(agent)")
         self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = log if log is not None else InMemoryEventLog()
         self.clock: Clock = clock if clock is not None else LoopClock()
@@ -796,7 +796,7 @@ class RunRegistry:
             code, message = run._cancel_reason
             await self._finish(run, RunErrorEvent(message=message, code=code))
             return
-        gen = self.agent.run(run.input)
+        gen: Any = None
         metrics = self.metrics
         started_at = asyncio.get_running_loop().time() if metrics is not None else 0.0
         # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
@@ -809,7 +809,10 @@ class RunRegistry:
         append_one = self._appender(rid) if self._appender is not None else None
         append = self.log.append
         try:
+            gen = self._open_agent(run.input)
             async for event in gen:
+                if not isinstance(event, BaseEvent):
+                    check_event(event, count)  # raises NotAnEventError: nothing unchecked goes out
                 out = feed(event) if feed is not None else (event,)
                 seq = 0
                 for ev in out:
@@ -842,9 +845,10 @@ class RunRegistry:
             logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
             error = RunErrorEvent.from_error(exc)
         except Exception as exc:  # noqa: BLE001 - an agent bug must not take the gateway down
-            # Only the type: an exception's text or traceback may carry secrets
-            # (URLs with keys, request headers), and none may reach a log line.
-            logger.error("run %s: the agent raised %s", run.run_id, type(exc).__name__)
+            # The operator needs the message and the traceback to fix the agent
+            # (logger.exception-style, at ERROR); the client gets neither: they
+            # may carry secrets (URLs with keys, SQL, file paths).
+            logger.error("run %s: the agent raised %s: %s", run.run_id, type(exc).__name__, exc, exc_info=exc)
             error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
         finally:
             # An Agent returns an async iterator; an async generator (the usual
@@ -862,6 +866,21 @@ class RunRegistry:
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     logger.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
         await self._finish(run, error)
+
+    def _open_agent(self, input: RunAgentInput) -> Any:
+        # What agent.run(input) returned, checked: an ``async def run`` without a
+        # yield returns a coroutine, which ``async for`` would refuse with a bare
+        # TypeError. Raises UsageError saying what to write instead.
+        gen = self.agent.run(input)
+        if not hasattr(gen, "__anext__"):
+            close = getattr(gen, "close", None)
+            if inspect.iscoroutine(gen) and close is not None:
+                close()  # never awaited on purpose: no "never awaited" warning
+            raise UsageError(
+                f"{self.agent!r}.run(input) returned {type(gen).__name__}, not an async iterator: "
+                "write run as an async generator (async def run(self, input): ... yield event)"
+            )
+        return gen
 
     async def _finish(self, run: Run, error: RunErrorEvent | None) -> None:
         try:

@@ -43,9 +43,11 @@ The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import socket
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +55,7 @@ import httpx
 import msgspec
 from aiohttp import web
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.errors import AguiEngineError
 from agui_engine.events import RunAgentInput, RunErrorEvent
@@ -96,6 +98,17 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_CONNECT_TIMEOUT", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
 
 logger = logging.getLogger("agui_engine.transports")
+#: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
+access_logger = logging.getLogger("agui_engine.access")
+
+#: The status an access-log line shows for a request whose client closed the
+#: connection before the answer ended (a stream cut after its ``200``): nginx's
+#: "client closed request", so log tools that know nginx read it right.
+STATUS_CLIENT_CLOSED = 499
+
+#: The run the current request is about, noted by the handlers for the access log
+#: (a context variable: the handler runs in its middleware's task and context).
+_RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("agui_engine_run_id", default=None)
 
 _NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
 
@@ -290,6 +303,7 @@ class _Gateway:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             body = await self._read_body(request)
             input = decode_run_input(body, max_bytes=self.max_body_bytes)
+            _RUN_ID.set(input.run_id)
             fmt = negotiate(request.headers.get("Accept"))
             last_event_id = request.headers.get("Last-Event-ID")
             if last_event_id:
@@ -309,6 +323,7 @@ class _Gateway:
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
+        _RUN_ID.set(run_id)
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             fmt = negotiate(request.headers.get("Accept"))
@@ -331,6 +346,7 @@ class _Gateway:
         return await self._stream(request, sub, fmt, first)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
+        _RUN_ID.set(request.match_info["run_id"])
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             await self.registry.cancel(request.match_info["run_id"], principal=principal)
@@ -444,8 +460,37 @@ async def _pump(
         sl = None
 
 
+@web.middleware
+async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
+    """One line per request, when it ends: method, path, status, run id, duration.
+    Refusals (4xx) included; a stream the client cut is logged as STATUS_CLIENT_CLOSED."""
+    start = time.perf_counter()
+    status = 500
+    _RUN_ID.set(None)
+    try:
+        response: web.StreamResponse = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:  # aiohttp's own answers (404 no such route, 405)
+        status = exc.status
+        raise
+    except asyncio.CancelledError:
+        status = STATUS_CLIENT_CLOSED
+        raise
+    finally:
+        access_logger.info(
+            "%s %s %s %d run=%s %.1fms",
+            request.remote or "-",
+            request.method,
+            request.path,
+            status,
+            _RUN_ID.get() or "-",
+            (time.perf_counter() - start) * 1000.0,
+        )
+
+
 def create_app(
-    agent: Agent | None = None,
+    agent: Agent | AgentFunction | None = None,
     *,
     path: str = "/",
     registry: RunRegistry | None = None,
@@ -460,6 +505,7 @@ def create_app(
     inspector: bool = False,
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
     body_timeout: float = BODY_TIMEOUT_SECONDS,
+    access_log: bool = True,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -479,6 +525,9 @@ def create_app(
     seconds a stream's write may wait for a client that stopped reading before the
     stream is cut (``SEND_STALL_TIMEOUT_SECONDS``). ``body_timeout``: seconds to
     receive a request body (408 past it; ``BODY_TIMEOUT_SECONDS``).
+    ``access_log``: one INFO line per request on the ``agui_engine.access``
+    logger (``<client> <method> <path> <status> run=<runId> <ms>ms``), refusals
+    included; shown wherever logging is configured at INFO (``agui-engine serve``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -490,7 +539,7 @@ def create_app(
             from agui_engine.errors import UsageError
 
             raise UsageError("create_app needs an agent or a registry")
-        registry = RunRegistry(agent, options=options, log=log, clock=clock, metrics=metrics)
+        registry = RunRegistry(as_agent(agent, where="create_app(agent)"), options=options, log=log, clock=clock, metrics=metrics)
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,
@@ -502,7 +551,7 @@ def create_app(
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
-    app = web.Application(client_max_size=max_body_bytes)
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[_access_log] if access_log else [])
     app[REGISTRY_KEY] = registry
     runs = path.rstrip("/") + "/runs/{run_id}"
     app.router.add_post(path, gw.post)
@@ -536,7 +585,7 @@ class SSEServer(ServerHandle):
 
 
 async def start_sse_server(
-    agent: Agent | None = None,
+    agent: Agent | AgentFunction | None = None,
     *,
     host: str = "127.0.0.1",
     port: int = 0,

@@ -46,7 +46,7 @@ from typing import IO, Any
 
 import msgspec
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     AguiEngineError,
@@ -229,7 +229,7 @@ class _StdioServer:
 
 
 async def serve_stdio(
-    agent: Agent | None = None,
+    agent: Agent | AgentFunction | None = None,
     *,
     registry: RunRegistry | None = None,
     stdin: IO[bytes] | None = None,
@@ -247,7 +247,7 @@ async def serve_stdio(
         if agent is None:
             raise UsageError("serve_stdio needs an agent or a registry")
         # No subscriber ever leaves a stdio run early, so the grace period never applies.
-        registry = RunRegistry(agent, options=options, log=log)
+        registry = RunRegistry(as_agent(agent, where="serve_stdio(agent)"), options=options, log=log)
     loop = asyncio.get_running_loop()
     # Bounded by the reader thread's ``slots``, not by the queue itself (the thread
     # cannot await), so the queue never holds more than STDIN_MAX_PENDING_LINES + EOF.

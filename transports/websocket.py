@@ -56,7 +56,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.codec import LegacyThinkingMapper
 from agui_engine.errors import (
     WS_CLOSE_BAD_INPUT,
@@ -335,7 +335,7 @@ class WebSocketServer(ServerHandle):
 
 
 async def start_websocket_server(
-    agent: Agent | None = None,
+    agent: Agent | AgentFunction | None = None,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
@@ -368,7 +368,9 @@ async def start_websocket_server(
     if registry is None:
         if agent is None:
             raise UsageError("start_websocket_server needs an agent or a registry")
-        registry = RunRegistry(agent, options=options, log=log, clock=clock, metrics=metrics)
+        registry = RunRegistry(
+            as_agent(agent, where="start_websocket_server(agent)"), options=options, log=log, clock=clock, metrics=metrics
+        )
     connections: set[_Connection] = set()
 
     def authorization(request: Request) -> str | None:

@@ -91,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not serve the inspector page at <path>/inspect (SSE; on by default)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                         help="log detail on stderr")
+    parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
+                        help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
 
 
 def listen_error(exc: OSError, host: str, port: int) -> UsageError:
@@ -172,6 +174,7 @@ async def _serve_with(agent: object, args: argparse.Namespace, options: Registry
                 log=log,
                 metrics=None if args.no_metrics else GatewayMetrics(),
                 inspector=not args.no_inspect,
+                access_log=args.access_log,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc

@@ -229,3 +229,91 @@ async def test_a_finished_run_still_being_read_is_not_evicted() -> None:
         reg.get("one")
     assert len(log) == 1
     await reg.shutdown()
+
+
+async def test_an_async_generator_function_is_served_like_an_agent_object() -> None:
+    async def agent(input: RunAgentInput):  # type: ignore[no-untyped-def]
+        async for event in ScriptedAgent(deltas=2).run(input):
+            yield event
+
+    reg = RunRegistry(agent)
+    await reg.start(make_input("f"))
+    assert await drain(reg, "f") == [e async for e in ScriptedAgent(deltas=2).run(make_input("f"))]
+
+
+@pytest.mark.parametrize(("bad", "index", "shown"), [({"type": "TEXT_MESSAGE_CONTENT"}, 3, "a dict"), ("hi", 0, "a str"),
+                                                      (None, 3, "None")])
+async def test_a_value_that_is_not_an_event_ends_the_run_naming_its_type_and_index(
+    bad: object, index: int, shown: str
+) -> None:
+    """Nothing unchecked goes out, there is one RUN_STARTED, and what came before
+    is sent and verifies."""
+    from agui_engine.verify import Verifier
+
+    closed: list[bool] = []
+
+    async def agent(input: RunAgentInput):  # type: ignore[no-untyped-def]
+        try:
+            n = 0
+            async for event in ScriptedAgent(deltas=5).run(input):
+                if n == index:
+                    yield bad
+                yield event
+                n += 1
+        finally:
+            closed.append(True)
+
+    reg = RunRegistry(agent)
+    await reg.start(make_input("d"))
+    events = await drain(reg, "d")
+    assert [e.type.value for e in events].count("RUN_STARTED") == 1
+    assert events[:-1] == [e async for e in ScriptedAgent(deltas=5).run(make_input("d"))][: max(index, 1)]
+    last = events[-1]
+    assert last.type.value == "RUN_ERROR" and last.code == "not_an_event"
+    assert last.message.startswith(f"the agent yielded {shown}") and f"at event index {index}" in last.message
+    verifier = Verifier()
+    for e in events:
+        verifier.feed(e)
+    verifier.close()
+    assert closed == [True]
+
+
+async def test_an_async_run_without_yield_is_a_clear_run_error() -> None:
+    class Forgot:
+        async def run(self, input: RunAgentInput) -> list:  # type: ignore[type-arg]
+            return []
+
+    reg = RunRegistry(Forgot())
+    await reg.start(make_input("c"))
+    events = await drain(reg, "c")
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].code == "usage_error"
+    assert "returned coroutine, not an async iterator" in events[-1].message
+    assert "async def run(self, input): ... yield event" in events[-1].message
+
+
+def test_every_server_refuses_a_non_agent_saying_what_it_got() -> None:
+    from agui_engine.transports.gateway import GatewayAgent
+    from agui_engine.transports.sse import create_app
+
+    with pytest.raises(UsageError, match=r"^RunRegistry\(agent\): got a str"):
+        RunRegistry("embedded")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^create_app\(agent\): got the class ScriptedAgent; pass an instance"):
+        create_app(ScriptedAgent)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"^GatewayAgent\(agent\): got a dict"):
+        GatewayAgent({})  # type: ignore[arg-type]
+
+
+async def test_start_websocket_server_and_serve_stdio_take_an_agent_function() -> None:
+    from agui_engine.transports.stdio import serve_stdio
+    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+
+    async def agent(input: RunAgentInput):  # type: ignore[no-untyped-def]
+        async for event in ScriptedAgent(deltas=1).run(input):
+            yield event
+
+    async with await start_websocket_server(agent) as srv:
+        got = [e async for e in WebSocketAgent(srv.url).run(make_input("w"))]
+    assert got[-1].type.value == "RUN_FINISHED"
+    with pytest.raises(UsageError, match=r"^serve_stdio\(agent\): got an int \(3\)"):
+        await serve_stdio(3)  # type: ignore[arg-type]

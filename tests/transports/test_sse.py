@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from agui_engine.codec import SSEDecoder, decode_event, encode_event
-from agui_engine.events import RunAgentInput
+from agui_engine.events import RunAgentInput, RunStartedEvent
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import (
@@ -433,18 +433,28 @@ async def test_a_client_slower_than_the_bounded_log_gets_a_clear_cursor_expired(
     assert msgs[-1].id is None
 
 
-async def test_no_secret_or_traceback_reaches_the_log(caplog: pytest.LogCaptureFixture) -> None:
-    class Leaky:
+async def test_an_agent_failure_is_logged_with_message_and_traceback_and_the_client_gets_neither(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator needs the message and the traceback to fix the agent; the
+    client gets a RUN_ERROR naming only the type (the text may hold secrets)."""
+
+    class Broken:
         async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
-            raise RuntimeError("api_key=sk-secret-123 in https://x?key=sk-secret-123")
-            yield  # pragma: no cover
+            yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+            raise ValueError("my database is down at postgres://app:hunter2@db")
 
     with caplog.at_level("DEBUG", logger="agui_engine.transports"):
-        async with await start_sse_server(Leaky()) as srv:
+        async with await start_sse_server(Broken()) as srv:
             r = await post(srv.url, body())
-    assert "sk-secret" not in r.text
-    assert "sk-secret" not in caplog.text and "Traceback" not in caplog.text
-    assert "RuntimeError" in caplog.text
+    events = [decode_event(m.data) for m in frames(r.content)]
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].code == "agent_error" and events[-1].message == "the agent failed (ValueError)"
+    assert "hunter2" not in r.text and "Traceback" not in r.text and "database" not in r.text
+    (record,) = [rec for rec in caplog.records if rec.levelname == "ERROR"]
+    assert "ValueError: my database is down" in record.getMessage()
+    assert record.exc_info is not None and record.exc_info[0] is ValueError
+    assert "Traceback" in caplog.text and 'raise ValueError("my database is down' in caplog.text
 
 
 async def test_sse_agent_reports_an_expired_cursor_after_a_drop_as_run_error(drop_proxy) -> None:  # type: ignore[no-untyped-def]
@@ -547,3 +557,38 @@ async def test_sse_agent_maps_legacy_thinking_and_locates_a_bad_frame() -> None:
     assert [e.type.value for e in events] == ["RUN_STARTED", "REASONING_START", "REASONING_END", "RUN_ERROR"]
     assert events[-1].code == "invalid_event"
     assert f"frame 3 at byte {len(good)}" in events[-1].message and "$.messageId" in events[-1].message
+
+
+async def test_access_log_one_line_per_request_refusals_and_cut_streams_included(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    with caplog.at_level("INFO", logger="agui_engine.access"):
+        async with await start_sse_server(agent, grace_seconds=60) as srv:
+            h = {"Content-Type": "application/json"}
+            async with httpx.AsyncClient(timeout=10) as c:
+                async with c.stream("POST", srv.url, content=body(), headers=h) as r:
+                    await _read_until(r, 3)  # then the client cuts the stream
+                await eventually(lambda: "499" in caplog.text, what="the cut stream's access line")
+                await c.post(srv.url, content=b"x", headers={"Content-Type": "text/plain"})
+                await c.post(srv.url, content=body(), headers=h)  # run-1 exists: 409
+                await c.delete(srv.url + "runs/run-1")
+                await c.get(srv.url + "nowhere")
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "agui_engine.access"]
+    fields = [line.split() for line in lines]
+    assert [f[1:5] for f in fields] == [
+        ["POST", "/", "499", "run=run-1"],
+        ["POST", "/", "415", "run=-"],
+        ["POST", "/", "409", "run=run-1"],
+        ["DELETE", "/runs/run-1", "204", "run=run-1"],
+        ["GET", "/nowhere", "404", "run=-"],
+    ]
+    assert all(f[0] == "127.0.0.1" and f[5].endswith("ms") and float(f[5][:-2]) >= 0 for f in fields)
+    assert float(fields[0][5][:-2]) > float(fields[1][5][:-2])  # the stream lasted; the refusal did not
+
+
+async def test_access_log_can_be_turned_off(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="agui_engine.access"):
+        async with await start_sse_server(ScriptedAgent(), access_log=False) as srv:
+            r = await post(srv.url, body())
+    assert r.status_code == 200 and not [rec for rec in caplog.records if rec.name == "agui_engine.access"]
