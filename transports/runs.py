@@ -32,7 +32,8 @@ found in a shared event log: its subscriptions read the log and wait on it
 Run states (``Run.state``)::
 
     running --agent ends / error / cancel--> finished --retention expires--> discarded
-       |  \\__ last subscriber leaves --> (grace timer) --expires--> cancel("abandoned")
+       |  \\__ last subscriber leaves, resumable --> (grace timer) --expires--> cancel("abandoned")
+       |  \\__ last subscriber leaves, not resumable --> (disconnect grace, 0 s) --> cancel("disconnected")
        |  \\__ a subscriber arrives ---> grace timer stopped
        \\__ cancel(reason) -> producer task cancelled -> agent generator aclose()d
                            -> RUN_ERROR{code: reason} appended -> finished
@@ -93,6 +94,7 @@ if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
 __all__ = [
+    "DEFAULT_DISCONNECT_GRACE_SECONDS",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
     "DEFAULT_MAX_RETAINED",
@@ -124,6 +126,13 @@ DEFAULT_MAX_RUNS = 1000
 #: whose connection dropped can reconnect and resume. 30 s covers a mobile
 #: network change or a laptop waking up, without paying for abandoned runs long.
 DEFAULT_GRACE_SECONDS = 30.0
+
+#: How long a run keeps going after its last subscriber left when that subscriber
+#: did not declare it would resume (see ``RunRegistry.subscribe(resumable=...)``):
+#: the official @ag-ui/client's abortRun() -- a chat UI's stop button -- only
+#: closes the connection and never sends DELETE, and it never reconnects. Waiting
+#: would only spend model tokens nobody reads, so the run is cancelled at once.
+DEFAULT_DISCONNECT_GRACE_SECONDS = 0.0
 
 #: How long a finished run's log stays available for resume (a client that lost
 #: the connection just before the terminal event must still get it).
@@ -175,7 +184,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     unchanged (``create_app(agent, options=RegistryOptions(max_runs=50))``).
 
     ``max_runs``: concurrent running runs (then 503 / 4503). ``grace_seconds``: how
-    long a run outlives its last subscriber. ``retention_seconds``: how long a
+    long a run outlives its last subscriber when that one declared it resumes;
+    ``disconnect_grace_seconds``: when it did not (the official client's abort:
+    0, it stops at once; see RunRegistry.subscribe). ``retention_seconds``: how long a
     finished run stays resumable. ``max_retained``: finished runs kept at most.
     ``verify``: run every event through the protocol Verifier (default on: the
     gateway never forwards a stream a client would reject).
@@ -184,6 +195,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
 
     max_runs: int = DEFAULT_MAX_RUNS
     grace_seconds: float = DEFAULT_GRACE_SECONDS
+    disconnect_grace_seconds: float = DEFAULT_DISCONNECT_GRACE_SECONDS
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
     max_retained: int = DEFAULT_MAX_RETAINED
     verify: bool = True
@@ -193,7 +205,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
             raise UsageError(f"RegistryOptions.max_runs must be >= 1, got {self.max_runs}")
         if self.max_retained < 0:
             raise UsageError(f"RegistryOptions.max_retained must be >= 0, got {self.max_retained}")
-        for name in ("grace_seconds", "retention_seconds"):
+        for name in ("grace_seconds", "disconnect_grace_seconds", "retention_seconds"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
                 raise UsageError(f"RegistryOptions.{name} must be >= 0, got {value}")
@@ -303,11 +315,14 @@ class Subscription:
     """A cursor into one run's log. Use as an async context manager (or call
     :meth:`close`) so that the registry knows when the last subscriber leaves."""
 
-    __slots__ = ("_closed", "_registry", "cursor", "done", "run")
+    __slots__ = ("_closed", "_registry", "cursor", "done", "resumable", "run")
 
-    def __init__(self, registry: RunRegistry, run: Run, cursor: int) -> None:
+    def __init__(self, registry: RunRegistry, run: Run, cursor: int, resumable: bool = True) -> None:
         self._registry = registry
         self.run = run
+        #: Whether the client comes back after a drop (decides the grace period
+        #: when it is the last subscriber to leave; see RunRegistry.subscribe).
+        self.resumable = resumable
         #: seq of the last event handed out.
         self.cursor = cursor
         #: True once the slice holding the run's last event was returned.
@@ -406,7 +421,7 @@ class Subscription:
         """Leave the run (idempotent). The last subscriber leaving starts the grace timer."""
         if not self._closed:
             self._closed = True
-            self._registry._unsubscribe(self.run)
+            self._registry._unsubscribe(self.run, self.resumable)
 
     async def __aenter__(self) -> Self:
         return self
@@ -524,6 +539,10 @@ class RunRegistry:
         return self.options.grace_seconds
 
     @property
+    def disconnect_grace_seconds(self) -> float:
+        return self.options.disconnect_grace_seconds
+
+    @property
     def retention_seconds(self) -> float:
         return self.options.retention_seconds
 
@@ -636,36 +655,51 @@ class RunRegistry:
         run._task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
         return run
 
-    def subscribe(self, run: Run, after: int = 0) -> Subscription:
+    def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
         """A subscription that starts after event ``after`` (0: from the beginning).
-        The cursor is checked on the first ``next()`` (CursorExpiredError, BadCursorError)."""
+        The cursor is checked on the first ``next()`` (CursorExpiredError, BadCursorError).
+
+        ``resumable``: the client reconnects after a drop (it said so, or it is
+        resuming now). When the last subscriber leaves a running run, the run
+        waits ``grace_seconds`` for it if that subscriber was resumable, else
+        ``disconnect_grace_seconds`` (0: it is cancelled at once, code
+        ``disconnected``): a client that will not come back has stopped the run."""
         run.subscribers += 1
         if run.follower and self._shared is not None:
             self._shared.follow(run.run_id)
         if run._grace_handle is not None:
             run._grace_handle.cancel()
             run._grace_handle = None
-        return Subscription(self, run, after)
+        return Subscription(self, run, after, resumable)
 
-    def _unsubscribe(self, run: Run) -> None:
+    def _unsubscribe(self, run: Run, resumable: bool) -> None:
         run.subscribers -= 1
         if run.follower and self._shared is not None:
             self._shared.unfollow(run.run_id)
         if run.subscribers == 0 and run.run_id in self._reading:
             self._retain_read(run)
         if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
-            run._grace_handle = self.clock.call_later(self.grace_seconds, lambda: self._grace_expired(run))
+            if resumable:
+                grace, code = self.grace_seconds, "abandoned"
+                message = f"no client was connected for {self.grace_seconds:g} s"
+            else:
+                grace, code = self.disconnect_grace_seconds, "disconnected"
+                message = "the client closed the connection and did not declare it would resume"
+            if grace <= 0:
+                self._grace_expired(run, code, message)
+            else:
+                run._grace_handle = self.clock.call_later(grace, lambda: self._grace_expired(run, code, message))
 
-    def _grace_expired(self, run: Run) -> None:
+    def _grace_expired(self, run: Run, code: str, message: str) -> None:
         run._grace_handle = None
         if run.subscribers == 0 and run.state == "running" and self._shared is not None:
             # Subscribers on other nodes count too: ask the shared log first.
-            asyncio.get_running_loop().create_task(self._grace_check(run))
+            asyncio.get_running_loop().create_task(self._grace_check(run, code, message))
         elif run.subscribers == 0 and run.state == "running":
-            logger.info("run %s: no subscriber for %.1f s, cancelling", run.run_id, self.grace_seconds)
-            self._request_cancel(run, "abandoned", f"no client was connected for {self.grace_seconds:g} s")
+            logger.info("run %s: %s; cancelling", run.run_id, message)
+            self._request_cancel(run, code, message)
 
-    async def _grace_check(self, run: Run) -> None:
+    async def _grace_check(self, run: Run, code: str, message: str) -> None:
         assert self._shared is not None
         try:
             age = await self._shared.remote_reader_age(run.run_id)
@@ -675,10 +709,14 @@ class RunRegistry:
             return  # a subscriber came back meanwhile
         if age is not None and age < self.grace_seconds:
             # A client reads this run on another node (or did, age seconds ago).
-            run._grace_handle = self.clock.call_later(self.grace_seconds - age, lambda: self._grace_expired(run))
+            # That reader resumes across nodes: its grace period is the one that counts.
+            abandoned = f"no client was connected for {self.grace_seconds:g} s"
+            run._grace_handle = self.clock.call_later(
+                self.grace_seconds - age, lambda: self._grace_expired(run, "abandoned", abandoned)
+            )
             return
-        logger.info("run %s: no subscriber on any node for %.1f s, cancelling", run.run_id, self.grace_seconds)
-        self._request_cancel(run, "abandoned", f"no client was connected for {self.grace_seconds:g} s")
+        logger.info("run %s: %s (no subscriber on any node); cancelling", run.run_id, message)
+        self._request_cancel(run, code, message)
 
     def _request_cancel(self, run: Run, code: str, message: str) -> None:
         if run.state == "running" and run._cancel_reason is None and run._task is not None:

@@ -112,6 +112,13 @@ _RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("agui_engin
 
 _NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
 
+#: Request header by which a client declares it will reconnect after a drop
+#: (``Last-Event-ID``) and so wants the run kept for the grace period when its
+#: connection goes. Without it (the official @ag-ui/client), closing the
+#: connection stops the run: see RunRegistry.subscribe(resumable=...).
+RESUMABLE_HEADER = "X-AGUI-Resumable"
+_NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
+
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
 KEEPALIVE_SSE = b": keep-alive\n\n"
@@ -271,7 +278,7 @@ class _Gateway:
             status=204,
             headers={
                 "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": "Content-Type, Accept, Authorization, Last-Event-ID",
+                "Access-Control-Allow-Headers": f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}",
                 "Access-Control-Max-Age": str(CORS_MAX_AGE),
             },
         )
@@ -306,16 +313,19 @@ class _Gateway:
             _RUN_ID.set(input.run_id)
             fmt = negotiate(request.headers.get("Accept"))
             last_event_id = request.headers.get("Last-Event-ID")
+            # A client resuming now evidently resumes; otherwise it must say so.
+            declared = request.headers.get(RESUMABLE_HEADER)
+            resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in _NOT_RESUMABLE)
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, input.run_id)
                 run = self.registry.check_owner(await self.registry.find(input.run_id), principal)
-                sub = self.registry.subscribe(run, cursor)
+                sub = self.registry.subscribe(run, cursor, resumable=resumable)
                 first = await self._check(sub)
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
                 run = await self.registry.start(input, owner=principal)
-                sub = self.registry.subscribe(run, 0)
+                sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
@@ -332,7 +342,9 @@ class _Gateway:
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, run_id)
             run = self.registry.check_owner(await self.registry.find(run_id), principal)
-            sub = self.registry.subscribe(run, cursor)
+            # GET is the EventSource-style endpoint: an EventSource reconnects by
+            # itself (and cannot send a header to say so), so it is resumable.
+            sub = self.registry.subscribe(run, cursor, resumable=True)
             first = await self._check(sub)
             if last_event_id and self.metrics is not None:
                 self.metrics.note_resume("sse")
@@ -686,7 +698,9 @@ class SSEAgent(RemoteClientBase):
     async def _attempt(
         self, client: httpx.AsyncClient, input: RunAgentInput, last_id: str | None
     ) -> AsyncIterator[AttemptItem]:
-        headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE}
+        # It reconnects with Last-Event-ID after a drop, so it asks the server to
+        # keep the run for the grace period rather than stop it on a disconnect.
+        headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
         async with client.stream("POST", self.url, content=msgspec.json.encode(input), headers=headers) as resp:

@@ -317,3 +317,49 @@ async def test_start_websocket_server_and_serve_stdio_take_an_agent_function() -
     assert got[-1].type.value == "RUN_FINISHED"
     with pytest.raises(UsageError, match=r"^serve_stdio\(agent\): got an int \(3\)"):
         await serve_stdio(3)  # type: ignore[arg-type]
+
+
+async def test_a_plain_subscriber_leaving_stops_the_run_a_resumable_one_gets_the_grace_period() -> None:
+    """What a client's abort means: a subscriber that did not declare it would
+    resume (the official @ag-ui/client) stops the run when it goes, so the model
+    stops spending; one that resumes keeps the run for grace_seconds."""
+    agent = ScriptedAgent(deltas=3, hang=True)
+    reg = RunRegistry(agent, options=RegistryOptions(grace_seconds=60))
+    plain = await reg.start(make_input("plain"))
+    kept = await reg.start(make_input("kept"))
+    await eventually(lambda: plain.head >= 3 and kept.head >= 3, what="both runs to reach their first delta")
+    reg.subscribe(plain, resumable=False).close()
+    reg.subscribe(kept, resumable=True).close()
+    await plain.wait_finished()
+    assert plain.terminal_code == "disconnected" and "plain" in agent.cancelled
+    assert kept.state == "running" and "kept" not in agent.cancelled
+    events = await drain(reg, "plain")
+    assert events[-1].type.value == "RUN_ERROR" and "did not declare it would resume" in events[-1].message
+    # another subscriber still reading keeps a run alive whoever leaves
+    both = await reg.start(make_input("both"))
+    reader = reg.subscribe(both, resumable=True)
+    reg.subscribe(both, resumable=False).close()
+    assert both.state == "running"
+    reader.close()
+    assert both.state == "running"  # the last to leave was resumable: grace
+    await reg.shutdown(timeout=2)
+
+
+async def test_a_disconnect_grace_delays_the_stop_and_a_return_cancels_it() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    clock = ManualClock()
+    reg = RunRegistry(agent, options=RegistryOptions(disconnect_grace_seconds=2), clock=clock)
+    run = await reg.start(make_input("g"))
+    reg.subscribe(run, resumable=False).close()
+    clock.advance(1.9)
+    back = reg.subscribe(run, resumable=False)  # came back within the grace: the timer stops
+    clock.advance(10)
+    assert run.state == "running"
+    back.close()
+    clock.advance(1.9)
+    assert run.state == "running"
+    clock.advance(0.1)
+    await asyncio.wait_for(run.wait_finished(), 5)
+    assert run.terminal_code == "disconnected"
+    with pytest.raises(UsageError):
+        RegistryOptions(disconnect_grace_seconds=-1)

@@ -36,7 +36,9 @@ from ..redis_server import RedisServer
 from .scripted import ScriptedAgent, make_input
 
 ROOT = Path(__file__).resolve().parents[2]
-JSON = {"Content-Type": "application/json"}
+#: The clients here cut their stream and resume on the other node, so they declare
+#: it: without X-AGUI-Resumable a closed stream stops its run (spec/transports.md §3.1).
+JSON = {"Content-Type": "application/json", "X-AGUI-Resumable": "1"}
 #: Every wait in these tests ends by this many seconds (a loaded CI machine).
 DEADLINE = 30.0
 

@@ -201,7 +201,7 @@ async def _read_until(resp: httpx.Response, n_frames: int) -> list:
 async def test_disconnect_and_resume_loses_and_repeats_nothing() -> None:
     agent = ScriptedAgent(deltas=30, pause=0.01)
     async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=5)) as srv:
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-AGUI-Resumable": "1"}  # a client that resumes says so
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r1:
                 first = await _read_until(r1, 5)
@@ -232,7 +232,7 @@ async def test_resume_on_another_gateway_node_sharing_the_event_log() -> None:
     shared = InMemoryEventLog()
     agent = ScriptedAgent(deltas=30, pause=0.01)
     async with await start_sse_server(agent, log=shared) as a, await start_sse_server(agent, log=shared) as b:
-        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-AGUI-Resumable": "1"}
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", a.url, content=body(), headers=h) as r1:
                 first = await _read_until(r1, 5)
@@ -293,7 +293,7 @@ async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
 async def test_grace_period_then_cancel_when_the_last_subscriber_leaves() -> None:
     agent = ScriptedAgent(deltas=3, hang=True)
     async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=0.2)) as srv:
-        h = {"Content-Type": "application/json"}
+        h = {"Content-Type": "application/json", "X-AGUI-Resumable": "1"}  # it declared it would resume
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r:
                 await _read_until(r, 3)
@@ -564,8 +564,8 @@ async def test_access_log_one_line_per_request_refusals_and_cut_streams_included
 ) -> None:
     agent = ScriptedAgent(deltas=3, hang=True)
     with caplog.at_level("INFO", logger="agui_engine.access"):
-        async with await start_sse_server(agent, grace_seconds=60) as srv:
-            h = {"Content-Type": "application/json"}
+        async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=60)) as srv:
+            h = {"Content-Type": "application/json", "X-AGUI-Resumable": "1"}
             async with httpx.AsyncClient(timeout=10) as c:
                 async with c.stream("POST", srv.url, content=body(), headers=h) as r:
                     await _read_until(r, 3)  # then the client cuts the stream
