@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,51 @@ def test_library_examples_run(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         assert done.stdout
+
+
+def _agent_module() -> str:
+    """The "Write your own agent" module: the python block that starts with ``# my_agent.py``."""
+    (code,) = [block for block in _blocks("python") if block.startswith("# my_agent.py\n")]
+    return code
+
+
+def test_write_your_own_agent_is_served_by_the_commands_shown(tmp_path: Path) -> None:
+    """Both forms of the README's agent, served by exactly the ``serve`` commands the
+    README shows (on port 0) and called with its ``run`` command: each is a complete,
+    valid run carrying the agent's text."""
+    import os
+    import time
+
+    from agui_engine.codec import decode_event
+
+    (tmp_path / "my_agent.py").write_text(_agent_module(), encoding="utf-8")
+    commands = [shlex.split(line) for block in _blocks("bash") for line in block.splitlines() if line.strip()]
+    serves = [c for c in commands if c[:2] == ["agui-engine", "serve"] and any(a.startswith("py:my_agent:") for a in c)]
+    (run,) = [c for c in commands if c[:2] == ["agui-engine", "run"]]
+    assert len(serves) == 2
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    texts = []
+    for serve in serves:
+        server = subprocess.Popen([sys.executable, "-m", "agui_engine", *serve[1:], "--port", "0"], cwd=tmp_path,
+                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+        try:
+            assert server.stderr is not None
+            url, deadline = None, time.monotonic() + 30
+            while url is None and time.monotonic() < deadline:  # bounded: the server prints its URL once
+                line = server.stderr.readline().decode()
+                if line.startswith("serving on "):
+                    url = line.split()[-1]
+                elif not line and server.poll() is not None:
+                    break
+            assert url, f"{' '.join(serve)} did not start"
+            args = [a if not a.startswith("http://") else url for a in run[1:]]
+            done = subprocess.run([sys.executable, "-m", "agui_engine", *args, "--raw"], capture_output=True,
+                                  timeout=60, cwd=tmp_path, env=env)
+            assert done.returncode == 0, done.stderr.decode()
+            events = [decode_event(line) for line in done.stdout.splitlines() if line.strip()]
+            assert events[0].type.value == "RUN_STARTED" and events[-1].type.value == "RUN_FINISHED"
+            texts.append("".join(e.delta for e in events if e.type.value == "TEXT_MESSAGE_CONTENT"))
+        finally:
+            server.terminate()
+            server.wait(timeout=15)
+    assert texts == ["You said: hello ", "YOU SAID: HELLO "]
