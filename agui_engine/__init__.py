@@ -28,7 +28,7 @@ See ``spec/`` for the protocol as implemented.
 from __future__ import annotations
 
 from .accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .agent import Agent
+from .agent import Agent, AgentFunction, NotAnEventError, as_agent
 from .agent_loop import AgentLoop, run_agent_loop
 from .codec import (
     EventDecodeError,
@@ -216,6 +216,7 @@ __all__ = [
     "ActivitySnapshotEvent",
     "AddOperation",
     "Agent",
+    "AgentFunction",
     "AgentLoop",
     "AguiEngineError",
     "AnyEvent",
@@ -278,6 +279,7 @@ __all__ = [
     "MoveOperation",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
+    "NotAnEventError",
     "NullPolicy",
     "PROTOCOL_VERSION",
     "PartSource",
@@ -372,6 +374,7 @@ __all__ = [
     "Violation",
     "__version__",
     "apply_json_patch",
+    "as_agent",
     "component_blocks",
     "decode_event",
     "encode_event",

@@ -20,7 +20,7 @@ MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC)
 
 EXPECTED_ALL = [
     "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
-    "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage", "AudioInputContent", "AudioPart", "BaseEvent",
+    "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage", "AudioInputContent", "AudioPart", "BaseEvent",
     "COMPONENT_END", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapacityError",
     "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
     "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
@@ -30,7 +30,7 @@ EXPECTED_ALL = [
     "InputContent", "Interactable", "InteractableUpdateStream", "Interrupt", "JSONStreamError",
     "JSONStreamLimitError", "JSONTooDeepError", "JsonPatch", "JsonPatchOperation", "LLMAgent", "LLMClient",
     "LLMStreamItem", "LLMTool", "LimitExceededError", "Message", "MessagesSnapshotEvent", "ModelStreamError",
-    "MoveOperation", "NDJSONDecoder", "NDJSON_CONTENT_TYPE", "NullPolicy", "PROTOCOL_VERSION", "PartSource",
+    "MoveOperation", "NDJSONDecoder", "NDJSON_CONTENT_TYPE", "NotAnEventError", "NullPolicy", "PROTOCOL_VERSION", "PartSource",
     "PatchError", "PatchStream", "Problem", "ProtocolViolation", "RawEvent", "ReasoningBlock", "ReasoningDelta",
     "ReasoningEncryptedValueEvent", "ReasoningEndEvent", "ReasoningMessage", "ReasoningMessageChunkEvent",
     "ReasoningMessageContentEvent", "ReasoningMessageEndEvent", "ReasoningMessageStartEvent",
@@ -48,7 +48,7 @@ EXPECTED_ALL = [
     "ToolCallResultEvent", "ToolCallStart", "ToolCallStartEvent", "ToolChoice", "ToolMessage",
     "ToolRoundsExceededError", "Turn", "UINode", "UnknownComponentError", "UnknownEvent", "UnknownToolChoiceError",
     "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier", "VideoInputContent",
-    "VideoPart", "Violation", "__version__", "apply_json_patch", "component_blocks", "decode_event",
+    "VideoPart", "Violation", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event",
     "encode_event", "encode_ndjson", "encode_sse", "encode_sse_comment", "find_component", "interactable_tools",
     "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema",
     "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
