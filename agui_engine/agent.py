@@ -118,7 +118,7 @@ def as_agent(obj: object, *, where: str = "agent") -> Agent:
             ) from None
         except ValueError:  # no signature to inspect (a builtin): trust it
             pass
-        return FunctionAgent(obj)  # type: ignore[arg-type]
+        return FunctionAgent(obj)
     if inspect.iscoroutinefunction(obj):
         raise UsageError(
             f"{where}: {_name(obj)} is an async function that does not yield: an agent function must be an async "
