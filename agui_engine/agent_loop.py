@@ -103,7 +103,7 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
-from .agent import Agent
+from .agent import Agent, AgentFunction, as_agent
 from .components import Component, is_ui_tool
 from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools, new_id
 from .errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
@@ -217,7 +217,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AgentFunction,
         *,
         components: Sequence[Component] = (),
         interactables: Sequence[Interactable] = (),
@@ -226,9 +226,7 @@ class AgentLoop:
         on_repair: RepairHook | None = None,
         append_strings: bool = True,
     ) -> None:
-        if not callable(getattr(agent, "run", None)):
-            raise UsageError(f"AgentLoop needs an agent with run(input), got {type(agent).__name__}")
-        self.agent = agent
+        self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         self.components = list(components)
         self.interactables = list(interactables)
         self.strict = strict
@@ -296,7 +294,7 @@ class AgentLoop:
 
 
 def run_agent_loop(
-    agent: Agent,
+    agent: Agent | AgentFunction,
     input: RunAgentInput,
     *,
     components: Sequence[Component] = (),

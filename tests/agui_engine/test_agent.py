@@ -95,3 +95,13 @@ def test_check_event_accepts_events_and_names_type_and_index_of_anything_else() 
         assert ei.value.message.startswith(f"the agent yielded {shown}")
         assert "at event index 3" in ei.value.message
         assert ei.value.code == "not_an_event" and RunErrorEvent.from_error(ei.value).code == "not_an_event"
+
+
+async def test_the_agent_loop_wraps_either_form() -> None:
+    from agui_engine.agent_loop import AgentLoop
+
+    for inner in (hello, Hello()):
+        events = [e async for e in AgentLoop(inner).run(INPUT)]
+        assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_FINISHED"]
+    with pytest.raises(UsageError, match=r"^AgentLoop\(agent\): got a str"):
+        AgentLoop("agent")  # type: ignore[arg-type]
