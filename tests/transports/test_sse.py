@@ -12,6 +12,7 @@ from aiohttp import web
 
 from agui_engine.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.events import RunAgentInput, RunStartedEvent
+from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import (
@@ -291,16 +292,20 @@ async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
 
 
 async def test_grace_period_then_cancel_when_the_last_subscriber_leaves() -> None:
+    """On the registry's clock: no real-time wait for the grace period."""
     agent = ScriptedAgent(deltas=3, hang=True)
-    async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=0.2)) as srv:
+    clock = ManualClock()
+    async with await start_sse_server(agent, options=RegistryOptions(grace_seconds=30), clock=clock) as srv:
         h = {"Content-Type": "application/json", "X-AGUI-Resumable": "1"}  # it declared it would resume
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r:
                 await _read_until(r, 3)
-        await asyncio.sleep(0.1)
-        assert agent.cancelled == set()  # still within the grace period
-        await eventually(lambda: "run-1" in agent.cancelled, what="the grace period to cancel the run")
         run = srv.registry.get("run-1")
+        await eventually(lambda: run.subscribers == 0, what="the server to see the client go")
+        clock.advance(29.9)
+        assert agent.cancelled == set() and run.state == "running"  # still within the grace period
+        clock.advance(0.1)
+        await eventually(lambda: "run-1" in agent.cancelled, what="the grace period to cancel the run")
         assert run.terminal_code == "abandoned"
 
 
