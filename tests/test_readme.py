@@ -99,4 +99,8 @@ def test_write_your_own_agent_is_served_by_the_commands_shown(tmp_path: Path) ->
         finally:
             server.terminate()
             server.wait(timeout=15)
+        # serve writes its access log by default: the run's request, with its run id
+        assert server.stderr is not None
+        log = server.stderr.read().decode()
+        assert " POST / 200 run=" in log, log
     assert texts == ["You said: hello ", "YOU SAID: HELLO "]
