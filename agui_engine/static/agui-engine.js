@@ -605,17 +605,38 @@ export const MAX_RESUMES = 5;
  * `Last-Event-ID` (at most MAX_RESUMES times). `hooks.onFrame({event, id, resumed})` sees every
  * event, `hooks.onResume({lastEventId, attempt})` every reconnection, `hooks.onReader(reader)` each
  * connection's body reader (cancelling it drops that connection: the run is resumed); `hooks.signal`
- * aborts; `hooks.headers` are added to every request (e.g. Authorization).
+ * aborts, and stops the run on the server (DELETE <url>/runs/<runId>); `hooks.headers` are added to
+ * every request (e.g. Authorization). The POST declares `X-AGUI-Resumable: 1`, so the gateway keeps
+ * the run through a dropped connection for its grace period (spec/transports.md §3.1).
  * Resolves to {lastEventId, resumes, terminal}.
  */
 export async function runSSE(url, input, store, hooks = {}) {
   const base = url.replace(/\/+$/, "");
+  let terminal = false;
+  // This client resumes, so a closed connection no longer stops the run: a stop must say so.
+  const stop = () => {
+    if (!terminal) {
+      fetch(`${base}/runs/${encodeURIComponent(input.runId)}`, { method: "DELETE", headers: { ...hooks.headers } })
+        .catch(() => {});
+    }
+  };
+  hooks.signal?.addEventListener("abort", stop, { once: true });
+  try {
+    return await runSSEStream(url, base, input, store, hooks, (done) => { terminal = done; });
+  } finally {
+    hooks.signal?.removeEventListener("abort", stop);
+  }
+}
+
+async function runSSEStream(url, base, input, store, hooks, setTerminal) {
   let lastEventId = null;
   let resumes = 0;
   let terminal = false;
   let response = await fetch(url, {
     method: "POST",
-    headers: { ...hooks.headers, "Content-Type": "application/json", Accept: "text/event-stream" },
+    headers: {
+      ...hooks.headers, "Content-Type": "application/json", Accept: "text/event-stream", "X-AGUI-Resumable": "1",
+    },
     body: JSON.stringify(input),
     signal: hooks.signal,
   });
@@ -634,7 +655,10 @@ export async function runSSE(url, input, store, hooks = {}) {
           lastEventId = event.__id ?? lastEventId;
           store.apply(event);
           hooks.onFrame?.({ event, id: event.__id, resumed: resumes > 0 });
-          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") terminal = true;
+          if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+            terminal = true;
+            setTerminal(true);
+          }
         }
       }
     } catch (err) {
