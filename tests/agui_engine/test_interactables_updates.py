@@ -1,5 +1,4 @@
 """Interactable components (more): parsing them from a run's context, their update tools, the partial updates those tools carry, and the shallow merge."""
-the partial updates those tools carry, and the shallow merge."""
 
 from __future__ import annotations
 
