@@ -19,7 +19,9 @@ from .scripted import ScriptedAgent, make_input
 TOKENS = {"token-alice": "alice", "token-bob": "bob"}
 ALICE = {"Authorization": "Bearer token-alice"}
 BOB = {"Authorization": "Bearer token-bob"}
-JSON = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+#: These clients leave a run and come back to it, so they declare it: without
+#: X-AGUI-Resumable a closed stream stops its run (spec/transports.md §3.1).
+JSON = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-AGUI-Resumable": "1"}
 
 
 async def _wait_running(registry: object, run_id: str) -> None:
