@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-from agui_engine.agent import Agent
+from agui_engine.agent import Agent, as_agent
 from agui_engine.errors import UsageError
 
 __all__ = [
@@ -284,11 +284,7 @@ def _as_agent(obj: Any) -> Agent | None:
     if isinstance(obj, Agent) and not inspect.isclass(obj):
         return obj
     if inspect.isasyncgenfunction(obj):
-        from agui_engine import agent as agent_module
-
-        as_agent = getattr(agent_module, "as_agent", None)
-        if as_agent is not None:
-            return as_agent(obj)  # type: ignore[no-any-return]
+        return as_agent(obj)
     return None
 
 
