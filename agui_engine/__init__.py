@@ -205,6 +205,7 @@ from .llm import (
 )
 from .llm_agent import LLMAgent, StepLimitExceededError
 from .thread import Thread, ToolRoundsExceededError, Turn
+from .tool_runner import ToolDeadlineExceeded, ToolRunner
 from .verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
 
 __version__ = "0.1.0"
@@ -356,8 +357,10 @@ __all__ = [
     "ToolCallStart",
     "ToolCallStartEvent",
     "ToolChoice",
+    "ToolDeadlineExceeded",
     "ToolMessage",
     "ToolRoundsExceededError",
+    "ToolRunner",
     "Turn",
     "UINode",
     "UnknownComponentError",

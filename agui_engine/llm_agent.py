@@ -47,12 +47,16 @@ unexpected exception becomes code ``internal_error`` with no traceback), after
 the decision loop has closed the open text and reasoning. Usage of all steps is
 summed per (provider, model) into ``RUN_FINISHED.usage`` / ``RUN_ERROR.usage``.
 
-Sync server tools run in a worker thread (``asyncio.to_thread``): a gateway
-serves many runs on one event loop, and a blocking function (a database driver,
-``requests``, a CPU-bound helper) run inline would stall every other stream. The
-thread hop costs tens of microseconds, so tools known to return at once can be
-named in ``inline_tools`` to run on the loop instead. The threads come from the
-loop's default executor, whose size bounds how many sync tools run at once.
+Server tools run through a :class:`~agui_engine.tool_runner.ToolRunner`
+(``tool_runner``; the standard one is :class:`agui_engine.transports.ThreadedToolRunner`):
+worker threads for sync tools and deadlines are IO, which the core leaves to the
+layer that owns the event loop. A gateway serves many runs on one loop, and a
+blocking function (a database driver, ``requests``, a CPU-bound helper) run
+inline would stall every other stream, so a sync tool runs in a worker thread --
+except the tools named in ``inline_tools`` (known to return at once; they skip the
+thread hop, tens of microseconds). An agent whose tools need a runner and has none
+is refused at construction with a :class:`UsageError` saying what to pass (see
+:func:`~agui_engine.tool_runner.needs_runner`): never a loop silently blocked.
 
 Tool timeout: each server tool call gets ``tool_timeout`` seconds (default
 :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`; ``None`` waits forever). A tool that does
@@ -74,7 +78,6 @@ or exception is discarded.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Final
@@ -121,6 +124,7 @@ from .interactables import (
     interactables_from_context,
 )
 from .llm import LLMClient, LLMTool, Usage, resolve_tool_choice
+from .tool_runner import ToolDeadlineExceeded, ToolRunner, needs_runner, run_tool
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -157,24 +161,6 @@ class StepLimitExceededError(LimitExceededError):
     """The model was still calling tools after ``max_steps`` model calls."""
 
     default_code = "step_limit_exceeded"
-
-
-async def invoke_tool(tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool = False) -> Any:
-    """Call ``tool`` with ``arguments`` and await its result.
-
-    An ``async def`` tool (and an ``inline`` one) runs on the event loop; any other sync
-    tool in a worker thread (``asyncio.to_thread``), so that a blocking function never
-    stalls other runs: a cancellation stops the await, the thread finishes and its
-    result is discarded. Raises what :meth:`ServerTool.call` and the function raise.
-    """
-    if tool.is_async or inline:
-        result = tool.call(arguments)
-    else:
-        result = await asyncio.to_thread(tool.call, arguments)
-    # a sync callable may still hand back an awaitable (a partial of an async function)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 def format_tool_result(value: Any) -> str:
@@ -215,11 +201,15 @@ class LLMAgent:
     functions (sync or ``async def``; their schema comes from the signature,
     see :func:`~agui_engine.components.tool_from_callable`). An ``async def``
     function is awaited on the event loop; a sync function runs in a worker
-    thread (``asyncio.to_thread``) so that a blocking call never stalls other
-    runs on the loop, except the tools named in ``inline_tools`` (sync tools
-    known to return at once, which then skip the thread hop). A cancelled run
-    stops waiting for a sync tool at once; the thread finishes on its own and
-    its result is discarded.
+    thread of ``tool_runner`` so that a blocking call never stalls other runs on
+    the loop, except the tools named in ``inline_tools`` (sync tools known to
+    return at once, which then skip the thread hop). A cancelled run stops
+    waiting for a sync tool at once; the thread finishes on its own and its
+    result is discarded. ``tool_runner`` (a
+    :class:`~agui_engine.tool_runner.ToolRunner`, usually
+    ``agui_engine.transports.ThreadedToolRunner()``) is required when there are
+    server tools, unless every one is ``async def`` or inline and
+    ``tool_timeout`` is ``None``.
 
     ``tool_timeout`` (seconds, default :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`,
     ``None`` for none) bounds each server tool call: a late tool becomes an error
@@ -238,7 +228,8 @@ class LLMAgent:
 
     Raises :class:`UsageError` for a tool that cannot be described, two
     server tools / components with one name, an ``inline_tools`` name that is
-    not a server tool, or a ``tool_timeout`` that is not a positive number; :meth:`run` raises
+    not a server tool, a ``tool_timeout`` that is not a positive number, or server tools
+    that need a ``tool_runner`` when none is given; :meth:`run` raises
     :class:`~agui_engine.llm.UnknownToolChoiceError` before ``RUN_STARTED`` when
     ``force_tool_choice`` names no tool of that run.
     """
@@ -260,6 +251,7 @@ class LLMAgent:
         inline_tools: Collection[str] = (),
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS,
         append_strings: bool = True,
+        tool_runner: ToolRunner | None = None,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -278,6 +270,16 @@ class LLMAgent:
         if unknown:
             raise UsageError(f"inline_tools names no server tool: {', '.join(map(repr, unknown))}")
         self.inline_tools = frozenset(inline_tools)
+        if tool_runner is None:
+            needy = [t.name for t in self.tools
+                     if needs_runner(t, inline=t.name in self.inline_tools, timeout=tool_timeout)]
+            if needy:
+                raise UsageError(
+                    f"the server tools {', '.join(map(repr, needy))} need a tool runner (a worker thread for a "
+                    "sync tool, a clock for tool_timeout): pass "
+                    "tool_runner=agui_engine.transports.ThreadedToolRunner()"
+                )
+        self.tool_runner = tool_runner
         self.max_steps = max_steps
         self.strict = strict
         self.parallel_tool_calls = parallel_tool_calls
@@ -436,19 +438,15 @@ class LLMAgent:
 
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
-            deadline = asyncio.timeout(self.tool_timeout)
+            inline = tool.name in self.inline_tools
             try:
-                async with deadline:
-                    result = await invoke_tool(tool, call.arguments, inline=tool.name in self.inline_tools)
+                result = await run_tool(self.tool_runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
                 content = format_tool_result(result)
+            except ToolDeadlineExceeded:
+                error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
+                return f"Error: {error}", error
             except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-                if isinstance(exc, TimeoutError) and deadline.expired():
-                    # our deadline, not a TimeoutError the tool raised itself
-                    error = (
-                        f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
-                    )
-                else:
-                    error = f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {exc}"
                 return f"Error: {error}", error
             if len(content) > MAX_TOOL_RESULT_CHARS:
                 error = (

@@ -53,7 +53,8 @@ from .agent import Agent
 from .components import ServerTool, tool_from_callable
 from .errors import LimitExceededError, UsageError
 from .events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
-from .llm_agent import format_tool_result, invoke_tool
+from .llm_agent import format_tool_result
+from .tool_runner import ToolRunner, needs_runner, run_tool
 
 __all__ = [
     "InterruptHandler",
@@ -111,12 +112,17 @@ class Thread:
 
     ``Thread(agent, *, thread_id=None, tools=(), on_interrupt=None, context=(),
     state=None, forwarded_props=None, max_tool_rounds=MAX_TOOL_ROUNDS,
-    id_factory=uuid4 hex, on_event=None)``. ``tools`` are client tools: Python
-    callables (their schema from the signature, like server tools) or
+    id_factory=uuid4 hex, on_event=None, tool_runner=None)``. ``tools`` are client
+    tools: Python callables (their schema from the signature, like server tools) or
     :class:`~agui_engine.components.ServerTool` values; their definitions go to the
-    agent in ``RunAgentInput.tools`` and they run here. ``on_event(event)`` sees every
-    event as it arrives (to render live). Raises :class:`UsageError` for an
-    ``agent`` without ``run``, two tools with one name, a bad ``max_tool_rounds``.
+    agent in ``RunAgentInput.tools`` and they run here: ``async def`` ones on the
+    event loop, sync ones through ``tool_runner`` (a
+    :class:`~agui_engine.tool_runner.ToolRunner`, usually
+    ``agui_engine.transports.ThreadedToolRunner()``: a worker thread, so that a
+    blocking tool does not stall the loop). ``on_event(event)`` sees every event as it
+    arrives (to render live). Raises :class:`UsageError` for an ``agent`` without
+    ``run``, two tools with one name, a bad ``max_tool_rounds``, a sync tool without
+    a ``tool_runner``.
     """
 
     def __init__(
@@ -132,6 +138,7 @@ class Thread:
         max_tool_rounds: int = MAX_TOOL_ROUNDS,
         id_factory: Callable[[], str] = _new_id,
         on_event: Callable[[Event], None] | None = None,
+        tool_runner: ToolRunner | None = None,
     ) -> None:
         if not callable(getattr(agent, "run", None)):
             raise UsageError(f"Thread needs an agent with run(input), got {type(agent).__name__}")
@@ -146,6 +153,13 @@ class Thread:
             if st.name in self.tools:
                 raise UsageError(f"two client tools are named {st.name!r}")
             self.tools[st.name] = st
+        needy = [t.name for t in self.tools.values() if needs_runner(t, inline=False, timeout=None)]
+        if needy and tool_runner is None:
+            raise UsageError(
+                f"the sync client tools {', '.join(map(repr, needy))} need a worker thread: pass "
+                "tool_runner=agui_engine.transports.ThreadedToolRunner(), or make them async def"
+            )
+        self.tool_runner = tool_runner
         self.on_interrupt = on_interrupt
         self.context = list(context)
         self.forwarded_props = forwarded_props
@@ -281,7 +295,9 @@ class Thread:
         try:
             raw = call["function"].get("arguments") or "{}"
             args = msgspec.json.decode(raw) if raw.strip() else {}
-            content = format_tool_result(await invoke_tool(tool, args if isinstance(args, dict) else {}))
+            arguments = args if isinstance(args, dict) else {}
+            result = await run_tool(self.tool_runner, tool, arguments, inline=False, timeout=None)
+            content = format_tool_result(result)
         except Exception as exc:  # noqa: BLE001 - a failing client tool is a result the agent sees
             error = f"{type(exc).__name__}: {exc}"
             content = f"Error: {error}"

@@ -65,15 +65,6 @@ CORE_FORBIDDEN_SYS = {"stdin", "stdout", "stderr", "argv", "exit"}
 #: Built-ins that do terminal or file IO.
 CORE_FORBIDDEN_BUILTINS = {"print", "open", "input", "breakpoint"}
 
-#: Named exceptions to the core's no-IO rule, each with its reason. (module, what)
-CORE_IO_EXCEPTIONS = {
-    # A sync server tool (a database driver, requests) must not block every other run on
-    # the loop, and a hung tool must not hold its run: the agent needs a worker thread and
-    # a deadline. Injecting both is the agents work (issue 9, item 8), not the layering's.
-    ("agui_engine.llm_agent", "asyncio.to_thread"),
-    ("agui_engine.llm_agent", "asyncio.timeout"),
-}
-
 #: A string that names a project module (optionally ``:attribute``), as a spec table does.
 PROJECT_MODULE_STRING = re.compile(r"^agui_engine(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 
@@ -181,7 +172,6 @@ def test_the_core_does_no_io() -> None:
                 and isinstance(node.value, ast.Name)
                 and node.value.id == "asyncio"
                 and node.attr in CORE_FORBIDDEN_ASYNCIO
-                and (module, f"asyncio.{node.attr}") not in CORE_IO_EXCEPTIONS
             ):
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls asyncio.{node.attr}")
             elif (

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .runs import RegistryOptions, RunRegistry
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
+    from .tool_runner import ThreadedToolRunner
     from .websocket import WebSocketAgent, WebSocketServer, start_websocket_server
 
 # public name -> submodule that defines it
@@ -29,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "GatewayMetrics": "metrics",
     "RedisEventLog": "redislog",
     "SharedEventLog": "eventlog",
+    "ThreadedToolRunner": "tool_runner",
     "open_event_log": "eventlog",
     "ConnectionLostError": "common",
     "CursorExpiredError": "eventlog",
@@ -72,6 +74,7 @@ __all__ = [
     "SSEServer",
     "SharedEventLog",
     "StdioAgent",
+    "ThreadedToolRunner",
     "UnknownRunError",
     "WebSocketAgent",
     "WebSocketServer",

@@ -53,6 +53,7 @@ from agui_engine.llm import LLMClient
 from agui_engine.llm_agent import LLMAgent
 from agui_engine.transports.gateway import GatewayAgent
 from agui_engine.verify import ProtocolViolation, Verifier
+from agui_engine.transports import ThreadedToolRunner
 
 from . import seconds
 from .pacing import paced
@@ -105,7 +106,7 @@ def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LL
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
-    return LLMAgent(model, components=demo_components(), tools=[get_weather])
+    return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner())
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,

@@ -38,6 +38,7 @@ from agui_engine.events import (
     UserMessage,
 )
 from agui_engine.thread import Thread
+from agui_engine.transports.tool_runner import ThreadedToolRunner
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "add_arguments", "make_input", "run"]
 
@@ -185,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         sink(event)
 
     thread = Thread(agent, thread_id=args.thread_id or f"thread-{uuid.uuid4().hex[:12]}", tools=tools,
-                    on_interrupt=_answer if chat else None, on_event=on_event)
+                    on_interrupt=_answer if chat else None, on_event=on_event, tool_runner=ThreadedToolRunner())
 
     async def turns() -> str:
         if not chat:

@@ -39,6 +39,7 @@ from agui_engine.llm import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agui_engine.transports import ThreadedToolRunner
 
 from .conftest import digest, digest_fixture, parse_chunks
 
@@ -198,7 +199,7 @@ async def test_each_call_signature_goes_from_the_stream_through_a_run_back_onto_
         """Look up."""
         return q.upper()
 
-    agent = LLMAgent(GeminiOverBytes(), tools=[lookup], inline_tools=["lookup"])
+    agent = LLMAgent(GeminiOverBytes(), tools=[lookup], tool_runner=ThreadedToolRunner(), inline_tools=["lookup"])
     events = [e async for e in agent.run(RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="go")]))]
     starts = {e.tool_call_id for e in events if isinstance(e, ToolCallStartEvent)}
     values = [(e.subtype, e.entity_id, e.encrypted_value) for e in events if isinstance(e, ReasoningEncryptedValueEvent)]

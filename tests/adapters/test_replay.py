@@ -20,6 +20,7 @@ from agui_engine.adapters.replay import (
 )
 from agui_engine.cli.pacing import PacedModel
 from agui_engine.errors import UsageError
+from agui_engine.transports import ThreadedToolRunner
 
 
 async def _post(url: str, json: object = None) -> httpx.Response:
@@ -142,10 +143,10 @@ async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run
     from agui_engine.verify import verify_events
 
     run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content=message)])
-    direct = LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], id_factory=_ids())
+    direct = LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=_ids())
     expected = [e async for e in direct.run(run_input)]
     async with serve_over_openai_chat(EmbeddedModel()) as client:
-        served = LLMAgent(client, components=demo_components(), tools=[get_weather], id_factory=_ids())
+        served = LLMAgent(client, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=_ids())
         events = [e async for e in served.run(run_input)]
     assert isinstance(events[-1], RunFinishedEvent) and verify_events(events) == []
     assert _comparable(events) == _comparable(expected)

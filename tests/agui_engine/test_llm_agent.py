@@ -61,6 +61,7 @@ from agui_engine.llm_agent import (
     LLMAgent,
     format_tool_result,
 )
+from agui_engine.transports import ThreadedToolRunner
 
 from ..waiting import eventually
 from .run_checks import check_run
@@ -77,7 +78,7 @@ async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
 
 
 def demo_agent(**kw: Any) -> LLMAgent:
-    return LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], id_factory=counter_ids(), **kw)
+    return LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids(), **kw)
 
 
 def test_is_an_agent() -> None:
@@ -144,7 +145,7 @@ async def test_sequential_cities_without_parallel_calls() -> None:
 async def test_client_tool_ends_the_run_with_pending_ids() -> None:
     llm = ScriptedLLM([TextDelta(text="Booking."), *call(0, "c1", "book", '{"when":"noon"}'),
                        *call(1, "c2", "get_weather", '{"city":"Paris"}'), Finish(reason="tool_calls")])
-    agent = LLMAgent(llm, tools=[get_weather], id_factory=counter_ids())
+    agent = LLMAgent(llm, tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids())
     book = Tool(name="book", description="Book a table", parameters={"type": "object",
                                                                      "properties": {"when": {"type": "string"}}})
     events = await collect(agent, run_input("book", tools=[book]))
@@ -236,7 +237,7 @@ async def test_a_raising_tool_becomes_an_error_result() -> None:
         raise ValueError(f"bad x {x}")
 
     llm = ScriptedLLM([*call(0, "c1", "explode", '{"x":3}'), Finish(reason="tool_calls")], text("Sorry."))
-    events = await collect(LLMAgent(llm, tools=[explode]), run_input())
+    events = await collect(LLMAgent(llm, tools=[explode], tool_runner=ThreadedToolRunner()), run_input())
     check_run(events)
     (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert result.content == "Error: ValueError: bad x 3"
@@ -251,7 +252,7 @@ async def test_bad_arguments_for_a_server_tool_are_an_error_result() -> None:
         return 2 * x
 
     llm = ScriptedLLM([*call(0, "c1", "need_int", '{"x":"nope"}'), Finish(reason="tool_calls")], text("ok"))
-    events = await collect(LLMAgent(llm, tools=[need_int]), run_input())
+    events = await collect(LLMAgent(llm, tools=[need_int], tool_runner=ThreadedToolRunner()), run_input())
     (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert result.content.startswith("Error: ToolArgumentsError") and "x" in result.content
 
@@ -270,7 +271,7 @@ async def test_async_tools_of_one_step_run_concurrently() -> None:
         return "set"
 
     llm = ScriptedLLM([*call(0, "a", "waiter"), *call(1, "b", "setter"), Finish(reason="tool_calls")], text("done"))
-    events = await asyncio.wait_for(collect(LLMAgent(llm, tools=[waiter, setter]), run_input()), timeout=10)
+    events = await asyncio.wait_for(collect(LLMAgent(llm, tools=[waiter, setter], tool_runner=ThreadedToolRunner()), run_input()), timeout=10)
     assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["waited", "set"]
 
 
@@ -290,7 +291,7 @@ async def test_a_blocking_sync_tool_does_not_block_a_concurrent_coroutine() -> N
 
     llm = ScriptedLLM([*call(0, "c1", "blocking"), Finish(reason="tool_calls")], text("done"))
     events, _ = await asyncio.wait_for(
-        asyncio.gather(collect(LLMAgent(llm, tools=[blocking]), run_input()), releaser()), timeout=30
+        asyncio.gather(collect(LLMAgent(llm, tools=[blocking], tool_runner=ThreadedToolRunner()), run_input()), releaser()), timeout=30
     )
     check_run(events)
     assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["released"]
@@ -317,7 +318,7 @@ async def test_inline_tools_and_async_tools_run_on_the_event_loop() -> None:
 
     llm = ScriptedLLM([*call(0, "a", "quick"), *call(1, "b", "coro"), *call(2, "c", "slow"),
                        Finish(reason="tool_calls")], text("done"))
-    events = await collect(LLMAgent(llm, tools=[quick, coro, slow], inline_tools=["quick"]), run_input())
+    events = await collect(LLMAgent(llm, tools=[quick, coro, slow], tool_runner=ThreadedToolRunner(), inline_tools=["quick"]), run_input())
     assert [e.content for e in events if isinstance(e, ToolCallResultEvent)] == ["q", "c", "s"]
     loop_thread = threading.get_ident()
     assert threads["quick"] == threads["coro"] == loop_thread != threads["slow"]
@@ -325,9 +326,9 @@ async def test_inline_tools_and_async_tools_run_on_the_event_loop() -> None:
 
 def test_inline_tools_must_name_server_tools() -> None:
     with pytest.raises(UsageError, match="'nope'"):
-        LLMAgent(EmbeddedModel(), tools=[get_weather], inline_tools=["nope"])
+        LLMAgent(EmbeddedModel(), tools=[get_weather], tool_runner=ThreadedToolRunner(), inline_tools=["nope"])
     with pytest.raises(UsageError, match="collection"):
-        LLMAgent(EmbeddedModel(), tools=[get_weather], inline_tools="get_weather")
+        LLMAgent(EmbeddedModel(), tools=[get_weather], tool_runner=ThreadedToolRunner(), inline_tools="get_weather")
 
 
 async def test_cancelling_during_a_sync_tool_returns_at_once_and_discards_its_result() -> None:
@@ -346,7 +347,7 @@ async def test_cancelling_during_a_sync_tool_returns_at_once_and_discards_its_re
     seen: list[Any] = []
 
     async def consume() -> None:
-        async for event in LLMAgent(llm, tools=[stuck]).run(run_input()):
+        async for event in LLMAgent(llm, tools=[stuck], tool_runner=ThreadedToolRunner()).run(run_input()):
             seen.append(event)
 
     task = asyncio.ensure_future(consume())
@@ -369,7 +370,7 @@ async def test_step_limit_ends_with_run_error() -> None:
         """Loops."""
         return "again"
 
-    events = await collect(LLMAgent(llm, tools=[lookup_again], max_steps=3), run_input())
+    events = await collect(LLMAgent(llm, tools=[lookup_again], tool_runner=ThreadedToolRunner(), max_steps=3), run_input())
     check_run(events)
     assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "step_limit_exceeded"
     assert len(llm.calls) == 3 and DEFAULT_MAX_STEPS >= 7
@@ -452,7 +453,7 @@ def test_server_side_misconfiguration_is_a_usage_error() -> None:
         """x"""
 
     with pytest.raises(UsageError):
-        LLMAgent(ScriptedLLM(), tools=[f, f])
+        LLMAgent(ScriptedLLM(), tools=[f, f], tool_runner=ThreadedToolRunner())
     with pytest.raises(UsageError):
         LLMAgent(ScriptedLLM(), max_steps=0)
 
@@ -468,7 +469,7 @@ async def test_cancelling_the_consumer_closes_the_model_stream() -> None:
 
 async def test_force_tool_choice_applies_to_the_first_step_only() -> None:
     llm = ScriptedLLM([*call(0, "c1", "get_weather", '{"city":"Oslo"}'), Finish(reason="tool_calls")], text("ok"))
-    events = await collect(LLMAgent(llm, tools=[get_weather], force_tool_choice="get_weather"), run_input("weather"))
+    events = await collect(LLMAgent(llm, tools=[get_weather], tool_runner=ThreadedToolRunner(), force_tool_choice="get_weather"), run_input("weather"))
     assert [c.tool_choice for c in llm.calls] == ["get_weather", "auto"]
     result = next(e for e in events if isinstance(e, ToolCallResultEvent))
     assert result.content.startswith("Error: LookupError")  # Oslo is not in the demo table
@@ -478,7 +479,7 @@ async def test_history_of_the_next_step_keeps_reasoning_signature_and_tool_calls
     llm = ScriptedLLM([ReasoningDelta(text="think"), ReasoningDelta(signature="SIG"), TextDelta(text="Let me see."),
                        *call(0, "c1", "get_weather", '{"city":"Tokyo"}'), Finish(reason="tool_calls")],
                       text("Done."))
-    await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    await collect(LLMAgent(llm, tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids()), run_input("w"))
     second = llm.calls[1].messages
     reasoning, assistant, tool = second[-3:]
     assert isinstance(reasoning, ReasoningMessage) and reasoning.content == "think" and reasoning.encrypted_value == "SIG"
@@ -493,7 +494,7 @@ async def test_history_keeps_every_reasoning_block_and_each_calls_signature() ->
                        ToolCallArgsDelta(index=0, delta='{"city":"Tokyo"}'), ToolCallEnd(index=0),
                        *call(1, "c2", "get_weather", '{"city":"Paris"}'), Finish(reason="tool_calls")],
                       text("Done."))
-    events = await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    events = await collect(LLMAgent(llm, tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids()), run_input("w"))
     acc = check_run(events)
     second = llm.calls[1].messages
     first, redacted, assistant = second[-5:-2]
@@ -515,7 +516,7 @@ async def test_history_keeps_reasoning_that_came_after_text_after_it(text_after:
                        ReasoningDelta(text="which city?"), ReasoningDelta(signature="S2"), *tail,
                        *call(0, "c1", "get_weather", '{"city":"Tokyo"}'), Finish(reason="tool_calls")],
                       text("Done."))
-    events = await collect(LLMAgent(llm, tools=[get_weather], id_factory=counter_ids()), run_input("w"))
+    events = await collect(LLMAgent(llm, tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids()), run_input("w"))
     check_run(events)
     history = llm.calls[1].messages[2:-1]  # after the system prompt and the user message, before the result
     shape = [(type(m).__name__, m.content, bool(getattr(m, "tool_calls", None))) for m in history]
@@ -576,7 +577,7 @@ async def test_oversized_tool_result_is_an_error() -> None:
         return "x" * (MAX_TOOL_RESULT_CHARS + 1)
 
     llm = ScriptedLLM([*call(0, "c1", "big"), Finish(reason="tool_calls")], text("ok"))
-    events = await collect(LLMAgent(llm, tools=[big]), run_input())
+    events = await collect(LLMAgent(llm, tools=[big], tool_runner=ThreadedToolRunner()), run_input())
     result = next(e for e in events if isinstance(e, ToolCallResultEvent))
     assert "MAX_TOOL_RESULT_CHARS" in result.content
 
@@ -609,7 +610,7 @@ async def test_cancelling_during_a_tool_cancels_the_tool() -> None:
         return "never"
 
     llm = ScriptedLLM([*call(0, "c1", "slow"), Finish(reason="tool_calls")], text("x"))
-    task = asyncio.ensure_future(collect(LLMAgent(llm, tools=[slow]), run_input()))
+    task = asyncio.ensure_future(collect(LLMAgent(llm, tools=[slow], tool_runner=ThreadedToolRunner()), run_input()))
     await asyncio.wait_for(started.wait(), timeout=10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -691,7 +692,7 @@ async def test_any_scripted_run_verifies_and_components_match(script: tuple[list
     steps, shown = script
     pick = Tool(name="pick", description="client pick", parameters={"type": "object",
                                                                     "properties": {"choice": {"type": "string"}}})
-    agent = LLMAgent(ScriptedLLM(*steps), components=demo_components(), tools=[get_weather], id_factory=counter_ids())
+    agent = LLMAgent(ScriptedLLM(*steps), components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=counter_ids())
     events = await collect(agent, run_input("x", tools=[pick]))
     acc = check_run(events)
     finals = [e.value["finalProps"] for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
@@ -747,7 +748,7 @@ async def test_an_async_tool_past_tool_timeout_is_cancelled_and_becomes_an_error
         return "never"
 
     llm = ScriptedLLM([*call(0, "c1", "hang", "{}"), Finish(reason="tool_calls")], text("It timed out."))
-    events = await collect(LLMAgent(llm, tools=[hang], tool_timeout=0.05), run_input())
+    events = await collect(LLMAgent(llm, tools=[hang], tool_runner=ThreadedToolRunner(), tool_timeout=0.05), run_input())
     check_run(events)
     (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert result.content == "Error: the tool hang did not return within tool_timeout=0.05 s"
@@ -769,7 +770,7 @@ async def test_a_sync_tool_past_tool_timeout_is_abandoned_and_its_late_result_di
 
     llm = ScriptedLLM([*call(0, "c1", "block", "{}"), Finish(reason="tool_calls")], text("ok"))
     try:
-        events = await collect(LLMAgent(llm, tools=[block], tool_timeout=0.05), run_input())
+        events = await collect(LLMAgent(llm, tools=[block], tool_runner=ThreadedToolRunner(), tool_timeout=0.05), run_input())
     finally:
         release.set()
     check_run(events)
@@ -786,7 +787,7 @@ async def test_a_timeout_error_raised_by_the_tool_itself_is_reported_as_such() -
         raise TimeoutError("upstream read timed out")
 
     llm = ScriptedLLM([*call(0, "c1", "own_timeout", "{}"), Finish(reason="tool_calls")], text("ok"))
-    events = await collect(LLMAgent(llm, tools=[own_timeout], tool_timeout=5), run_input())
+    events = await collect(LLMAgent(llm, tools=[own_timeout], tool_runner=ThreadedToolRunner(), tool_timeout=5), run_input())
     (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert result.content == "Error: TimeoutError: upstream read timed out"
 

@@ -21,6 +21,7 @@ from agui_engine.events import (
     ToolCallStartEvent,
 )
 from agui_engine.thread import MAX_TOOL_ROUNDS, Thread, ToolRoundsExceededError
+from agui_engine.transports import ThreadedToolRunner
 
 from .thread_agents import ApprovalAgent, client_tools_agent
 
@@ -35,7 +36,7 @@ def get_weather(city: str) -> dict[str, Any]:
 
 async def test_send_runs_the_client_tool_and_follows_up_automatically() -> None:
     CALLS.clear()
-    thread = Thread(client_tools_agent(), tools=[get_weather])
+    thread = Thread(client_tools_agent(), tools=[get_weather], tool_runner=ThreadedToolRunner())
     turn = await thread.send("What's the weather in Tokyo?")
     assert CALLS == ["Tokyo"]
     assert len(turn.runs) == 2 and [r.status for r in turn.runs] == ["finished", "finished"]
@@ -60,7 +61,7 @@ async def test_a_raising_client_tool_sends_its_error_as_the_result() -> None:
         """Look up the current weather for a city."""
         raise ConnectionError(f"weather service down for {city}")
 
-    thread = Thread(client_tools_agent(), tools=[get_weather])
+    thread = Thread(client_tools_agent(), tools=[get_weather], tool_runner=ThreadedToolRunner())
     turn = await thread.send("What's the weather in Paris?")
     (_, content, error) = turn.tool_results[0]
     assert error == "ConnectionError: weather service down for Paris"
@@ -75,7 +76,7 @@ async def test_async_tools_and_unknown_pending_calls_stay_for_the_caller() -> No
         """Look up the current weather for a city."""
         return f"{city}: 18 C, cloudy"
 
-    thread = Thread(client_tools_agent(), tools=[get_weather])
+    thread = Thread(client_tools_agent(), tools=[get_weather], tool_runner=ThreadedToolRunner())
     turn = await thread.send("What's the weather in Berlin?")
     assert turn.tool_results[0][1] == "Berlin: 18 C, cloudy"
 
@@ -93,7 +94,7 @@ class PendingCall:
 
 
 async def test_a_pending_call_of_an_unknown_tool_stays_for_the_caller() -> None:
-    thread = Thread(PendingCall(), tools=[get_weather])
+    thread = Thread(PendingCall(), tools=[get_weather], tool_runner=ThreadedToolRunner())
     turn = await thread.send("open it")
     assert turn.pending_tool_call_ids == ["x1"] and len(turn.runs) == 1 and turn.tool_results == []
     thread.add_tool_result("x1", "opened")
@@ -146,6 +147,6 @@ def test_usage_errors() -> None:
     with pytest.raises(UsageError, match="agent with run"):
         Thread(object())  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="two client tools"):
-        Thread(client_tools_agent(), tools=[get_weather, get_weather])
+        Thread(client_tools_agent(), tools=[get_weather, get_weather], tool_runner=ThreadedToolRunner())
     with pytest.raises(UsageError, match="max_tool_rounds"):
         Thread(client_tools_agent(), max_tool_rounds=-1)

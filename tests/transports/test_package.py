@@ -34,6 +34,7 @@ EXPECTED_ALL = [
     "SSEServer",
     "SharedEventLog",
     "StdioAgent",
+    "ThreadedToolRunner",
     "UnknownRunError",
     "WebSocketAgent",
     "WebSocketServer",

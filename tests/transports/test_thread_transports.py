@@ -18,6 +18,7 @@ from agui_engine.component_stream import component_blocks
 from agui_engine.thread import Thread
 from agui_engine.transports import SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
 from agui_engine.transports.stdio import StdioAgent
+from agui_engine.transports import ThreadedToolRunner
 
 from ..agui_engine.thread_agents import client_tools_agent
 
@@ -45,7 +46,7 @@ async def remote(kind: str) -> AsyncIterator[Any]:
 @pytest.mark.parametrize("kind", ["sse", "ws", "stdio"])
 async def test_a_client_tool_turn_over_each_transport(kind: str) -> None:
     async with remote(kind) as agent:
-        thread = Thread(agent, tools=[get_weather])
+        thread = Thread(agent, tools=[get_weather], tool_runner=ThreadedToolRunner())
         turn = await thread.send("What's the weather in Oslo?")
         assert [r.status for r in turn.runs] == ["finished", "finished"]
         assert turn.tool_results and turn.tool_results[0][2] is None
