@@ -34,8 +34,19 @@
 // files); `runSSE(url, input, store)` POSTs a RunAgentInput to an agui-engine gateway and follows the
 // stream, resuming with Last-Event-ID after a dropped connection.
 //
+// Data binding (spec/components.md, "Data binding"): a component the model chose gets business
+// meaning in its props, `{resourceId, params, ...}`, never a URL. `query(resourceId, params, options)`
+// POSTs `{resourceId, params}` to the gateway's one fixed proxy, `<path>/data/query` (the same
+// Authorization header as runs), and resolves to the resolver's data or rejects with a `QueryError`
+// ({status, code, message, path, retryAfter}). `bindQuery(store, options)` keeps one query per
+// component whose props carry a resourceId: it queries once the resourceId and params are complete
+// (their streamingStatus is `done`, or the component ended), again only when the canonical
+// `resourceId + params` change (so deltas of other props never query), after `debounceMs`; an older
+// query is aborted and its answer, should it still arrive, never overwrites a newer one (each query
+// has a sequence number). `binding.get(componentId)` is the result, `binding.log` every query made.
+//
 // Extension points: `ThreadStore.customHandlers` (name -> function(store, event, index)), for
-// features added later (data binding's query helper, UI specs) without editing the core.
+// features added later (UI specs) without editing the core.
 
 export const COMPONENT_START = "tambo.component.start";
 export const COMPONENT_PROPS_DELTA = "tambo.component.props_delta";
@@ -677,4 +688,268 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal) {
     if (response.status === 204) break;
   }
   return { lastEventId, resumes, terminal };
+}
+
+
+// ------------------------------------------------------------------------------------------ data binding
+
+/** Where a gateway answers queries, relative to its run URL: `POST <path>/data/query`. */
+export const QUERY_SUFFIX = "/data/query";
+/**
+ * Milliseconds `bindQuery` waits after a component's resourceId + params changed before it queries.
+ * Complete params (streamingStatus `done`) rarely change again, so this only merges the burst of
+ * changes an interactable update or a re-shown component makes; 50 ms is below what a person notices.
+ */
+export const QUERY_DEBOUNCE_MS = 50;
+/** Entries `binding.log` keeps (the oldest are dropped): a page left open must not grow without bound. */
+export const MAX_QUERY_LOG = 200;
+
+/**
+ * A query the gateway (or the network) refused. `status` is the HTTP status (0: the gateway could not
+ * be reached; 200: an answer that is not `{resourceId, data}`), `code` the error code of the gateway's
+ * JSON body (`{"error": {"code", "message", "path"?}}`), `path` the JSON path of invalid params
+ * (422; `$.city`) or null, `retryAfter` the seconds of a `Retry-After` header (429/503) or null.
+ */
+export class QueryError extends Error {
+  constructor(message, { status = 0, code = "query_failed", path = null, resourceId = null, retryAfter = null } = {}) {
+    super(message);
+    this.name = "QueryError";
+    this.status = status;
+    this.code = code;
+    this.path = path;
+    this.resourceId = resourceId;
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** `url` (an agent's run URL, as for `runSSE`) -> the URL its gateway answers queries at. */
+export function queryURL(url) {
+  return url.replace(/\/+$/, "") + QUERY_SUFFIX;
+}
+
+/** The run URL of the gateway that served this module (`<path>/static/agui-engine.js` -> `<path>/`). */
+function servingGateway() {
+  const here = import.meta.url;
+  if (!/^https?:/.test(here)) {
+    throw new TypeError("query: options.url (the agent's run URL) is required when agui-engine.js is not " +
+                        "loaded from the gateway");
+  }
+  return new URL("../", here).href;
+}
+
+/** JSON with object keys sorted at every depth: equal values give equal text (the dedup key). */
+export function canonicalJSON(value) {
+  if (Array.isArray(value)) return "[" + value.map(canonicalJSON).join(",") + "]";
+  if (isObject(value)) {
+    return "{" + Object.keys(value).sort().map((k) => JSON.stringify(k) + ":" + canonicalJSON(value[k])).join(",") + "}";
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+function errorPath(error) {
+  if (typeof error.path === "string") return error.path;
+  // the engine's validation messages end with "- at $.city" (spec/components.md §5)
+  const found = typeof error.message === "string" ? /- at (\$\S*)\s*$/.exec(error.message) : null;
+  return found ? found[1] : null;
+}
+
+/**
+ * Query the gateway for `resourceId` with `params`; resolves to the resolver's data.
+ * `options`: `url` (the agent's run URL; default: the gateway that served this module), `headers`
+ * (an object or a function returning one, e.g. `{Authorization: "Bearer ..."}`), `signal` (an
+ * AbortSignal: aborting rejects with the signal's reason and drops the connection).
+ * Rejects with a `QueryError` for every refusal (HTTP status, code, message, path) and for an
+ * unreachable gateway (status 0, code "network"); with a TypeError for a resourceId that is not a
+ * non-empty string or params that are not an object (nothing is sent).
+ */
+export async function query(resourceId, params = {}, options = {}) {
+  if (typeof resourceId !== "string" || resourceId === "") throw new TypeError("query: resourceId must be a non-empty string");
+  if (!isObject(params)) throw new TypeError(`query ${resourceId}: params must be an object`);
+  const url = queryURL(options.url ?? servingGateway());
+  const headers = typeof options.headers === "function" ? options.headers() : options.headers;
+  let response;
+  let text;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      headers: { ...headers, "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ resourceId, params }),
+      signal: options.signal,
+    });
+    text = await response.text();
+  } catch (err) {
+    if (options.signal?.aborted) throw options.signal.reason ?? err;
+    throw new QueryError(`query ${resourceId}: the gateway could not be reached (${err.message})`,
+                         { status: 0, code: "network", resourceId });
+  }
+  let body = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON (a proxy's HTML error page): reported below with the status
+  }
+  if (!response.ok) {
+    const error = isObject(body) && isObject(body.error) ? body.error : {};
+    const retry = Number.parseInt(response.headers.get("Retry-After") ?? "", 10);
+    const message = typeof error.message === "string" ? error.message : `HTTP ${response.status}: ${text.slice(0, 200)}`;
+    throw new QueryError(message, {
+      status: response.status, code: typeof error.code === "string" ? error.code : `http_${response.status}`,
+      path: errorPath(error), resourceId, retryAfter: Number.isNaN(retry) ? null : retry,
+    });
+  }
+  if (!isObject(body) || !Object.prototype.hasOwnProperty.call(body, "data")) {
+    throw new QueryError(`query ${resourceId}: the answer is not {resourceId, data}: ${text.slice(0, 200)}`,
+                         { status: response.status, code: "bad_response", resourceId });
+  }
+  return body.data;
+}
+
+const now = () => globalThis.performance?.now() ?? Date.now();
+
+/** The props of component record `c` a query is made from, or null while they are incomplete. */
+function boundQuery(c) {
+  const props = c.props;
+  if (!isObject(props) || typeof props.resourceId !== "string" || props.resourceId === "") return null;
+  const params = props.params ?? {};
+  if (!isObject(params)) return null;
+  const status = c.streamingStatus || {};
+  // Complete: the component ended, or (first stream only: an interactable update's deltas carry no
+  // status, so after an end the old statuses say nothing) both props are marked done.
+  const complete = c.streamingState === "done" ||
+    (c.finalProps === undefined && status.resourceId === "done" && status.params === "done");
+  return complete ? { resourceId: props.resourceId, params } : null;
+}
+
+/**
+ * Keeps the data of every component of `store` whose props carry `{resourceId, params}` (see the top
+ * of this file). `options`: `url`, `headers` (as for `query`), `debounceMs` (QUERY_DEBOUNCE_MS),
+ * `abortSuperseded` (default true: a newer query aborts the older one; either way the older answer is
+ * never applied). Returns a QueryBinding.
+ */
+export function bindQuery(store, options = {}) {
+  return new QueryBinding(store, options);
+}
+
+/**
+ * One store's queries. `results`: componentId -> {componentId, resourceId, params, key, status
+ * ("loading" | "ok" | "error"), data, error (a QueryError), seq, ms, version} (a new object on each
+ * change); `log`: every query, newest last (at most MAX_QUERY_LOG), {seq, componentId, resourceId,
+ * params, status ("loading" | "ok" | "error" | "stale" | "aborted"), httpStatus, ms, data, error};
+ * `version` grows on each change. `subscribe(listener)` -> unsubscribe (`listener(binding, entry)`);
+ * `query(resourceId, params)` a query by hand (logged, bound to no component); `refresh(componentId)`
+ * queries again with the same params; `stop()` aborts everything and leaves the store.
+ */
+export class QueryBinding {
+  constructor(store, options = {}) {
+    this.store = store;
+    this.options = options;
+    this.debounceMs = options.debounceMs ?? QUERY_DEBOUNCE_MS;
+    this.results = new Map();
+    this.log = [];
+    this.version = 0;
+    this._seq = 0;
+    this._bound = new Map(); // componentId -> {key, timer, controller, seq}
+    this._listeners = new Set();
+    this.subscribe = this.subscribe.bind(this);
+    this._unsubscribe = store.subscribe((s, event) => {
+      const id = isObject(event?.value) ? event.value.componentId : undefined;
+      if (typeof id === "string") this._consider(id);
+    });
+    for (const id of store.components.keys()) this._consider(id);
+  }
+
+  subscribe(listener) {
+    this._listeners.add(listener);
+    return () => this._listeners.delete(listener);
+  }
+
+  get(componentId) {
+    return this.results.get(componentId);
+  }
+
+  refresh(componentId) {
+    const bound = this._bound.get(componentId);
+    const found = this.store.components.get(componentId);
+    const q = found && boundQuery(found);
+    if (bound && q) this._start(componentId, q, bound);
+  }
+
+  /** A query by hand (the inspector's form); resolves to its log entry. */
+  query(resourceId, params) {
+    return this._run(null, resourceId, params, undefined);
+  }
+
+  stop() {
+    this._unsubscribe();
+    for (const bound of this._bound.values()) {
+      clearTimeout(bound.timer);
+      bound.controller?.abort();
+    }
+    this._bound.clear();
+  }
+
+  _notify(entry) {
+    this.version++;
+    for (const listener of this._listeners) listener(this, entry);
+  }
+
+  _consider(componentId) {
+    const c = this.store.components.get(componentId);
+    const q = c && boundQuery(c);
+    if (!q) return;
+    const key = canonicalJSON([q.resourceId, q.params]);
+    let bound = this._bound.get(componentId);
+    if (bound && bound.key === key) return; // the same query: an unrelated prop changed
+    if (!bound) this._bound.set(componentId, (bound = { key, timer: null, controller: null, seq: 0 }));
+    bound.key = key;
+    clearTimeout(bound.timer);
+    // params are copied now: later deltas mutate the props in place
+    const frozen = { resourceId: q.resourceId, params: JSON.parse(JSON.stringify(q.params)) };
+    if (this.debounceMs > 0) bound.timer = setTimeout(() => this._start(componentId, frozen, bound), this.debounceMs);
+    else this._start(componentId, frozen, bound);
+  }
+
+  _start(componentId, q, bound) {
+    bound.timer = null;
+    if (this.options.abortSuperseded !== false) bound.controller?.abort();
+    bound.controller = new AbortController();
+    this._run(componentId, q.resourceId, q.params, bound);
+  }
+
+  async _run(componentId, resourceId, params, bound) {
+    const seq = ++this._seq;
+    const key = canonicalJSON([resourceId, params]);
+    const started = now();
+    const entry = { seq, componentId, resourceId, params, status: "loading", httpStatus: null, ms: null, data: undefined,
+                    error: null };
+    this.log.push(entry);
+    if (this.log.length > MAX_QUERY_LOG) this.log.splice(0, this.log.length - MAX_QUERY_LOG);
+    const current = () => !bound || bound.seq === seq;
+    if (bound) {
+      bound.seq = seq;
+      const previous = this.results.get(componentId);
+      // the last data stays visible while the new query runs
+      this.results.set(componentId, { componentId, resourceId, params, key, status: "loading",
+                                      data: previous?.data, error: null, seq, ms: null, version: this.version + 1 });
+    }
+    this._notify(entry);
+    const signal = bound ? bound.controller.signal : undefined;
+    try {
+      entry.data = await query(resourceId, params, { url: this.options.url, headers: this.options.headers, signal });
+      entry.status = "ok";
+      entry.httpStatus = 200;
+    } catch (err) {
+      entry.error = err;
+      entry.httpStatus = err instanceof QueryError ? err.status : null;
+      entry.status = signal?.aborted ? "aborted" : "error";
+    }
+    entry.ms = Math.round(now() - started);
+    if (entry.status !== "aborted" && !current()) entry.status = "stale"; // a newer query owns the result
+    if (bound && current() && entry.status !== "aborted") {
+      this.results.set(componentId, { componentId, resourceId, params, key, status: entry.status, data: entry.data,
+                                      error: entry.error, seq, ms: entry.ms, version: this.version + 1 });
+    }
+    this._notify(entry);
+    return entry;
+  }
 }
