@@ -14,10 +14,16 @@
 //     the file's bytes): each finding is shown on the event that caused it; the applier's own findings
 //     (operations that do not apply, unknown CUSTOM events) are shown the same way.
 //
-// Extension points (for later features): `cardRenderers` (component name -> function(record) returning
-// an Element; the default renders any props generically) and `panels` (functions called on each render).
+//   * Data: every component whose props carry `{resourceId, params}` is bound to the gateway's query
+//     endpoint (`bindQuery`: queried once its params are complete, again when they change); its card
+//     shows the data (WeatherCard renders the weather from it), the Queries panel every query
+//     (resourceId, params, status, HTTP status, time, data or error), and its form sends one by hand.
+//
+// Extension points (for later features): `cardRenderers` (component name -> function(record, result)
+// returning an Element, `result` the component's query result or undefined; the default renders any
+// props generically) and `panels` (functions called on each render).
 
-import { ThreadStore, parseRecording, runSSE } from "./agui-engine.js";
+import { ThreadStore, bindQuery, parseRecording, runSSE } from "./agui-engine.js";
 
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
@@ -27,7 +33,8 @@ export const cardRenderers = new Map();
 export const panels = [];
 
 const app = {
-  store: new ThreadStore(),
+  store: null,
+  binding: null, // the store's QueryBinding
   rows: [], // {kind: "event"|"resume", index, type, name, seq, size, time, runId, findings: []}
   byEvent: new Map(), // store event index -> row
   threadId: "inspector-" + Math.random().toString(36).slice(2, 10),
@@ -144,7 +151,36 @@ function renderValue(value, depth = 0) {
   return span;
 }
 
-function genericCard(c) {
+// "code: message (at path)" of a query's error (the path only when the message does not end with it).
+function errorText(e = {}) {
+  const text = `${e.code ?? e.name}: ${e.message}`;
+  return e.path && !text.includes(e.path) ? `${text} (at ${e.path})` : text;
+}
+
+function dataSection(result) {
+  const section = document.createElement("div");
+  section.className = "data";
+  section.dataset.status = result.status;
+  const head = document.createElement("div");
+  head.className = "data-head";
+  const badge = document.createElement("span");
+  badge.className = "badge " + result.status;
+  badge.textContent = result.status === "error" ? `error ${result.error?.status ?? ""}`.trim() : result.status;
+  head.append(`data: ${result.resourceId} `, badge);
+  if (result.ms != null) head.append(` ${result.ms} ms`);
+  section.append(head);
+  if (result.status === "error") {
+    const err = document.createElement("div");
+    err.className = "data-error";
+    err.textContent = errorText(result.error);
+    section.append(err);
+  } else if (result.data !== undefined) {
+    section.append(renderValue(result.data));
+  }
+  return section;
+}
+
+function genericCard(c, result) {
   const card = document.createElement("div");
   const head = document.createElement("header");
   head.textContent = c.name;
@@ -176,14 +212,44 @@ function genericCard(c) {
     prop.append(k, badge, renderValue(value));
     card.append(prop);
   }
+  if (result) card.append(dataSection(result));
   return card;
 }
+
+// The demo's WeatherCard: the model chose {resourceId: "weather.current", params: {city}}; the numbers
+// come from the query's data (a card from a recording without a resourceId shows its own props). Under
+// the weather view, the generic card: every prop with its status, and the query's outcome.
+function weatherCard(c, result) {
+  const card = genericCard(c, result);
+  const props = c.props || {};
+  const source = typeof props.resourceId === "string" ? (result && result.data) || {} : props;
+  const view = document.createElement("div");
+  view.className = "weather-view";
+  const city = document.createElement("div");
+  city.className = "weather-city";
+  city.textContent = source.city ?? props.params?.city ?? props.city ?? "…";
+  const line = document.createElement("div");
+  line.className = "weather-line";
+  const fields = [["temperature", (v) => `${v} °C`], ["condition", String], ["humidity", (v) => `${v} % humidity`],
+                  ["wind_kph", (v) => `wind ${v} km/h`]];
+  for (const [key, show] of fields) {
+    if (source[key] === undefined) continue;
+    const span = document.createElement("span");
+    span.dataset.field = key;
+    span.textContent = show(source[key]);
+    line.append(span);
+  }
+  view.append(city, line);
+  card.querySelector("header").after(view);
+  return card;
+}
+cardRenderers.set("WeatherCard", weatherCard);
 
 function renderComponents() {
   const root = $("components");
   root.replaceChildren(...[...app.store.components.values()].map((c) => {
     const render = cardRenderers.get(c.name) || genericCard;
-    const el = render(c);
+    const el = render(c, app.binding.get(c.id));
     el.classList.add("card");
     el.dataset.componentId = c.id;
     el.dataset.componentName = c.name;
@@ -212,12 +278,30 @@ function renderMessages() {
   }));
 }
 
+function renderQueries() {
+  const log = app.binding.log;
+  $("query-count").textContent = log.length;
+  $("queries").tBodies[0].replaceChildren(...log.slice().reverse().map((q) => {
+    const tr = document.createElement("tr");
+    tr.dataset.seq = q.seq;
+    tr.dataset.status = q.status;
+    tr.dataset.resourceId = q.resourceId;
+    if (q.httpStatus != null) tr.dataset.httpStatus = q.httpStatus;
+    const outcome = q.status === "error" ? errorText(q.error) : q.data === undefined ? "" : JSON.stringify(q.data);
+    tr.append(cell(q.seq), cell(q.componentId ?? "(form)"), cell(q.resourceId), cell(JSON.stringify(q.params)),
+              cell(q.status), cell(q.httpStatus ?? "-"), cell(q.ms == null ? "-" : `${q.ms} ms`),
+              cell(outcome.length > 300 ? outcome.slice(0, 300) + "…" : outcome, "outcome"));
+    return tr;
+  }));
+}
+
 function render() {
   pending = false;
   collectStoreFindings();
   renderTimeline();
   renderComponents();
   renderMessages();
+  renderQueries();
   $("state").textContent = JSON.stringify(app.store.state, null, 2);
   $("finding-count").textContent = app.verified.length;
   const ordered = [...app.verified].sort((a, b) => a.index - b.index);
@@ -313,9 +397,18 @@ async function send(text) {
 
 // ------------------------------------------------------------------------------------------ recordings
 
+// A fresh store (the page's, or a recording's), bound to the gateway's query endpoint.
+function useStore(store) {
+  app.binding?.stop();
+  app.store = store;
+  app.binding = bindQuery(store, { url: endpoint, headers: authHeaders });
+  app.binding.subscribe(() => schedule());
+  store.subscribe(() => schedule());
+}
+
 async function replay(file) {
   const text = await file.text();
-  app.store = new ThreadStore();
+  useStore(new ThreadStore());
   app.rows = [];
   app.byEvent = new Map();
   app.verified = [];
@@ -356,6 +449,19 @@ $("recording").addEventListener("change", () => {
 $("drop").addEventListener("click", () => {
   if (app.reader) app.reader.cancel().catch(() => {});
 });
-app.store.subscribe(() => schedule());
+$("query-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const resourceId = $("query-resource").value.trim();
+  let params;
+  try {
+    params = JSON.parse($("query-params").value.trim() || "{}");
+  } catch (err) {
+    $("query-problem").textContent = `params are not JSON: ${err.message}`;
+    return;
+  }
+  $("query-problem").textContent = "";
+  app.binding.query(resourceId, params).catch((err) => { $("query-problem").textContent = err.message; });
+});
+useStore(new ThreadStore());
 app.ready = true;
 render();
