@@ -45,6 +45,8 @@ calls.network = await call("weather.current", { city: "Paris" }, { url: "http://
 const controller = new AbortController();
 setTimeout(() => controller.abort(), 100);
 calls.aborted = await call("test.slow", { ms: 1500, tag: "aborted" }, { signal: controller.signal });
+// two at once on a resource that runs one query at a time: the second waits out the queue, then 503
+[calls.busyFirst, calls.busy] = await Promise.all([call("test.busy", {}), sleep(50).then(() => call("test.busy", {}))]);
 calls.headersFunction = await call("weather.current", { city: "Tokyo" }, { headers: () => headers });
 try {
   await mod.query("", {}, { url });
