@@ -85,18 +85,23 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, UsageError
+from agui_engine.decision import new_id
+from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.events import (
     Event,
+    Interrupt,
     JsonPatch,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedOutcome,
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
@@ -115,9 +120,13 @@ __all__ = [
     "CREWAI_MISSING",
     "CrewAIAgent",
     "CrewEventTranslator",
+    "FEEDBACK_INTERRUPT_REASON",
     "KickoffCancelled",
+    "MAX_PAUSED_CREWAI_FLOWS",
     "MAX_PENDING_CREWAI_EVENTS",
+    "TASK_HUMAN_INPUT_UNSUPPORTED",
     "client_tools",
+    "feedback_of",
     "kickoff_inputs",
 ]
 
@@ -134,6 +143,22 @@ MAX_PENDING_CREWAI_EVENTS: Final = 100_000
 
 #: Longest step name taken from a task description (descriptions are prompts, often long).
 STEP_NAME_CHARS: Final = 80
+
+#: Paused flows (``@human_feedback``) one :class:`CrewAIAgent` keeps for a resume, oldest
+#: dropped first. A paused flow is its state plus the pending review (a few KB); a client
+#: that never answers must not grow the process without bound, and 10,000 open reviews
+#: is far more than one server has users waiting on at once.
+MAX_PAUSED_CREWAI_FLOWS: Final = 10_000
+
+#: ``Interrupt.reason`` of a flow paused by ``@human_feedback`` (the LangGraph adapter's
+#: is ``langgraph.interrupt``).
+FEEDBACK_INTERRUPT_REASON: Final = "crewai.human_feedback"
+
+#: Why a ``Task(human_input=True)`` ends an AG-UI run with ``RUN_ERROR`` (spec/crewai.md).
+TASK_HUMAN_INPUT_UNSUPPORTED: Final = (
+    "Task(human_input=True) cannot pause a crew over AG-UI: crewai 1.15 asks for the review inside the "
+    "agent executor and has no way to resume a crew from there; use a Flow method with @human_feedback"
+)
 
 
 class KickoffCancelled(Exception):
@@ -367,6 +392,10 @@ class CrewEventTranslator:
     def _on_method_finished(self, event: Any) -> list[Event]:
         return self.state_events(getattr(event, "state", None)) + self._close_step("method:")
 
+    def _on_method_paused(self, event: Any) -> list[Event]:
+        # @human_feedback paused the flow after this method: its state so far, then its step ends
+        return self._on_method_finished(event)
+
     def _on_method_failed(self, event: Any) -> list[Event]:
         self.error = self.error or f"flow method {getattr(event, 'method_name', '?')} failed: {getattr(event, 'error', '')}"
         return self._close_step("method:")
@@ -462,6 +491,7 @@ class CrewEventTranslator:
         "method_execution_started": _on_method_started,
         "method_execution_finished": _on_method_finished,
         "method_execution_failed": _on_method_failed,
+        "method_execution_paused": _on_method_paused,
         "llm_call_started": _on_llm_call_boundary,
         "llm_call_completed": _on_llm_call_boundary,
         "llm_call_failed": _on_llm_call_boundary,
@@ -494,9 +524,9 @@ class CrewEventTranslator:
             out.append(StepFinishedEvent(step_name=self._steps.pop()))
         return out
 
-    def finish(self, output: Any, state: Any = None) -> list[Event]:
+    def finish(self, output: Any, state: Any = None, outcome: RunFinishedOutcome | None = None) -> list[Event]:
         """Closes what is open, the output as the closing assistant message, ``RUN_FINISHED``
-        (or ``RUN_ERROR`` when a failure was seen on the way)."""
+        carrying ``outcome`` (or ``RUN_ERROR`` when a failure was seen on the way)."""
         out = self._close_all() + self.state_events(state)
         if self.error is not None:
             return out + [RunErrorEvent(message=self.error[:MAX_ERROR_MESSAGE_CHARS], code="crewai_error")]
@@ -510,13 +540,138 @@ class CrewEventTranslator:
                 TextMessageContentEvent(message_id=message_id, delta=text),
                 TextMessageEndEvent(message_id=message_id),
             ]
-        return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+        return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
 
     def fail(self, message: str, code: str = "crewai_error") -> list[Event]:
         """Closes what is open and ends the run with ``RUN_ERROR`` (the first failure seen
         on the way, if any, is the reason)."""
         reason = self.error or message
         return self._close_all() + [RunErrorEvent(message=reason[:MAX_ERROR_MESSAGE_CHARS], code=code)]
+
+
+# ----------------------------------------------------------------------------- human feedback
+
+#: Set (to True) in the context of every kickoff this adapter runs: the feedback provider
+#: below pauses only those, and leaves CrewAI's console prompt to everything else.
+_IN_AGUI_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("agui_crewai_run", default=False)
+
+
+class _RunFeedbackProvider:
+    """CrewAI's process-wide default ``HumanFeedbackProvider`` while a :class:`CrewAIAgent`
+    exists (installed only when none was set). Inside an AG-UI run a ``@human_feedback``
+    method pauses the flow (``HumanFeedbackPending``: CrewAI persists it, the kickoff
+    returns it, the run ends with an interrupt); anywhere else it does exactly what CrewAI
+    does without a provider (asks on the console)."""
+
+    def request_feedback(self, context: Any, flow: Any) -> str:
+        if _IN_AGUI_RUN.get():
+            from crewai.flow.async_feedback import HumanFeedbackPending
+
+            raise HumanFeedbackPending(context=context)
+        return str(flow._request_human_feedback(message=context.message, output=context.method_output,
+                                                metadata=context.metadata, emit=context.emit,
+                                                method_name=context.method_name))
+
+
+def _install_feedback_provider() -> None:
+    from crewai.flow.flow_config import flow_config
+
+    if flow_config.hitl_provider is None:
+        flow_config.hitl_provider = _RunFeedbackProvider()
+
+
+def _refuse_task_human_input() -> None:
+    """In the run's context: a ``Task(human_input=True)`` fails the task with
+    :data:`TASK_HUMAN_INPUT_UNSUPPORTED` instead of reading the server's stdin (which, under
+    ``serve --transport stdio``, is the protocol itself)."""
+    from crewai.core.providers.human_input import SyncHumanInputProvider, set_provider
+
+    class _Refuse(SyncHumanInputProvider):
+        def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+        async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+    set_provider(_Refuse())
+
+
+_persistence_type: Any = None
+
+
+def _memory_persistence() -> Any:
+    """A CrewAI ``FlowPersistence`` in this process's memory, for the flows one agent paused
+    (CrewAI's default would write a SQLite file under the user's data directory)."""
+    global _persistence_type
+    if _persistence_type is None:
+        import pydantic
+        from crewai.flow.persistence.base import FlowPersistence
+
+        class AgentMemoryPersistence(FlowPersistence):
+            persistence_type: str = "agui-engine-memory"
+            _saved: dict[str, tuple[dict[str, Any], Any]] = pydantic.PrivateAttr(default_factory=dict)
+
+            def init_db(self) -> None:
+                pass
+
+            @staticmethod
+            def _dump(state: Any) -> dict[str, Any]:
+                return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
+
+            def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
+                self._saved[flow_uuid] = (self._dump(state_data), self._saved.get(flow_uuid, ({}, None))[1])
+
+            def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
+                saved = self._saved.get(flow_uuid)
+                return saved[0] if saved else None
+
+            def save_pending_feedback(self, flow_uuid: str, context: Any, state_data: Any) -> None:
+                self._saved[flow_uuid] = (self._dump(state_data), context)
+
+            def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], Any] | None:
+                saved = self._saved.get(flow_uuid)
+                return saved if saved and saved[1] is not None else None
+
+            def clear_pending_feedback(self, flow_uuid: str) -> None:
+                self._saved.pop(flow_uuid, None)
+
+        _persistence_type = AgentMemoryPersistence
+    return _persistence_type()
+
+
+class _Paused:
+    """A flow paused in a run of this agent, waiting for the answer to ``interrupt_id``."""
+
+    __slots__ = ("flow_id", "flow_type", "persistence", "thread_id")
+
+    def __init__(self, thread_id: str, flow_type: Any, flow_id: str, persistence: Any) -> None:
+        self.thread_id = thread_id
+        self.flow_type = flow_type
+        self.flow_id = flow_id
+        self.persistence = persistence
+
+
+def feedback_of(entry: ResumeEntry) -> str:
+    """The feedback string a ``resume`` entry hands to ``Flow.resume``: a string payload as
+    is, any other payload as JSON, none (or a ``cancelled`` entry) as ``""`` -- which CrewAI
+    resolves to the review's ``default_outcome`` (or its first ``emit`` outcome)."""
+    if entry.status == "cancelled" or entry.payload is None:
+        return ""
+    if isinstance(entry.payload, str):
+        return entry.payload
+    return json.dumps(entry.payload, ensure_ascii=False)
+
+
+def _interrupt(interrupt_id: str, pending: Any) -> Interrupt:
+    context = pending.context
+    emit = list(context.emit) if context.emit else None
+    return Interrupt(
+        id=interrupt_id,
+        reason=FEEDBACK_INTERRUPT_REASON,
+        message=context.message or None,
+        response_schema={"type": "string", "enum": emit} if emit else {"type": "string"},
+        metadata={"method": context.method_name, "output": _jsonable(context.method_output), "emit": emit},
+    )
 
 
 # ----------------------------------------------------------------------------- the agent
@@ -585,6 +740,38 @@ class CrewAIAgent:
             self.target = target
         else:
             raise UsageError(f"CrewAIAgent needs a Crew, a Flow class or a factory(input), got {type(target).__name__}")
+        _install_feedback_provider()
+        self._persistence = _memory_persistence()
+        #: interrupt id -> the flow it paused, oldest first (bounded: MAX_PAUSED_CREWAI_FLOWS)
+        self._paused: collections.OrderedDict[str, _Paused] = collections.OrderedDict()
+        self._paused_lock = threading.Lock()
+
+    def _take_paused(self, input: RunAgentInput) -> _Paused:
+        """The paused flow ``input.resume`` answers, no longer pending. Raises
+        :class:`RemoteInputError` (before ``RUN_STARTED``) unless it is exactly one entry
+        naming an interrupt this thread is waiting on."""
+        entries = input.resume or []
+        with self._paused_lock:
+            waiting = [iid for iid, p in self._paused.items() if p.thread_id == input.thread_id]
+            if len(entries) != 1:
+                raise RemoteInputError(f"resume: a paused CrewAI flow waits for one answer, got {len(entries)} "
+                                       f"entries (pending: {', '.join(map(repr, waiting)) or 'none'})")
+            entry = entries[0]
+            if entry.interrupt_id not in waiting:
+                raise RemoteInputError(f"resume[0].interruptId: {entry.interrupt_id!r} is not a pending interrupt of "
+                                       f"this thread (pending: {', '.join(map(repr, waiting)) or 'none'})")
+            return self._paused.pop(entry.interrupt_id)
+
+    def _pause(self, thread_id: str, instance: Any, pending: Any) -> RunFinishedInterruptOutcome:
+        """Keeps a flow the run paused for its resume; the interrupt outcome that says so."""
+        interrupt_id = new_id()
+        paused = _Paused(thread_id, type(instance), pending.context.flow_id, instance.persistence)
+        with self._paused_lock:
+            self._paused[interrupt_id] = paused
+            while len(self._paused) > MAX_PAUSED_CREWAI_FLOWS:
+                _, dropped = self._paused.popitem(last=False)
+                dropped.persistence.clear_pending_feedback(dropped.flow_id)
+        return RunFinishedInterruptOutcome(interrupts=[_interrupt(interrupt_id, pending)])
 
     def _instance(self, input: RunAgentInput) -> Any:
         target: Any = self.target
@@ -598,20 +785,34 @@ class CrewAIAgent:
         return made
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        """One kickoff as one AG-UI run (module docstring). Never raises after RUN_STARTED:
-        failures end the run with RUN_ERROR; the kickoff's exception is logged with its
-        traceback."""
+        """One kickoff as one AG-UI run (module docstring), or the resume of a flow a run of
+        this agent paused (``input.resume``). Raises :class:`RemoteInputError` before
+        ``RUN_STARTED`` for a resume that answers no pending interrupt of the thread; never
+        raises after it: failures end the run with RUN_ERROR, the kickoff's exception logged
+        with its traceback."""
         from crewai.events.stream_context import add_stream_sink
+        from crewai.flow.async_feedback import HumanFeedbackPending
 
+        resumed = self._take_paused(input) if input.resume else None
+        answer = input.resume[0] if resumed is not None and input.resume else None
         yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
         translator = CrewEventTranslator(run_id=input.run_id, thread_id=input.thread_id)
+        kickoff: Callable[[], Any]
         try:
-            instance = self._instance(input)
-            inputs = kickoff_inputs(input)
-            fields = getattr(type(getattr(instance, "state", None)), "model_fields", None)
-            if isinstance(instance, self._flow_type) and fields is not None:
-                # a structured flow state refuses keys it does not declare
-                inputs = {k: v for k, v in inputs.items() if k in fields}
+            if resumed is not None:
+                instance = resumed.flow_type.from_pending(resumed.flow_id, persistence=resumed.persistence)
+                feedback = feedback_of(answer) if answer is not None else ""
+                kickoff = lambda: instance.resume(feedback)  # noqa: E731
+            else:
+                instance = self._instance(input)
+                inputs = kickoff_inputs(input)
+                if isinstance(instance, self._flow_type):
+                    fields = getattr(type(getattr(instance, "state", None)), "model_fields", None)
+                    if fields is not None:  # a structured flow state refuses keys it does not declare
+                        inputs = {k: v for k, v in inputs.items() if k in fields}
+                    if instance.persistence is None:  # where a @human_feedback pause is kept
+                        instance.persistence = self._persistence
+                kickoff = lambda: instance.kickoff(inputs=inputs)  # noqa: E731
         except Exception as exc:
             log.exception("CrewAI run %s could not start", input.run_id)
             for event in translator.fail(f"the CrewAI target could not start: {exc}"):
@@ -631,7 +832,7 @@ class CrewAIAgent:
 
         def work() -> None:
             try:
-                output = instance.kickoff(inputs=inputs)
+                output = kickoff()
                 state = getattr(instance, "state", None) if isinstance(instance, self._flow_type) else None
                 handoff.put((_DONE, (output, state)))
             except BaseException as exc:  # the kickoff's failure is the run's, reported below
@@ -640,6 +841,8 @@ class CrewAIAgent:
 
         context = contextvars.copy_context()
         context.run(add_stream_sink, sink)
+        context.run(_IN_AGUI_RUN.set, True)
+        context.run(_refuse_task_human_input)
         thread = threading.Thread(target=context.run, args=(work,), name=f"crewai-{input.run_id}", daemon=True)
         thread.start()
         try:
@@ -650,8 +853,13 @@ class CrewAIAgent:
                             yield event
                     elif kind is _DONE:
                         output, state = value
-                        for event in translator.finish(output, state):
-                            yield event
+                        if isinstance(output, HumanFeedbackPending):
+                            outcome = self._pause(input.thread_id, instance, output)
+                            for event in translator.finish(None, state, outcome):
+                                yield event
+                        else:
+                            for event in translator.finish(output, state):
+                                yield event
                         return
                     else:
                         log.error("CrewAI run %s failed", input.run_id, exc_info=value)

@@ -19,27 +19,31 @@ os.environ.update(
 import asyncio  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
 import msgspec  # noqa: E402
 import pytest  # noqa: E402
-from ag_ui_validate.pytest_plugin import assert_valid_agui  # noqa: E402
 from crewai import LLM, Agent, BaseLLM, Crew, Task  # noqa: E402
+from crewai.flow import human_feedback  # noqa: E402
 from crewai.flow.flow import Flow, listen, start  # noqa: E402
 from crewai.tools import BaseTool  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from agui_engine.adapters.crewai import CrewAIAgent, kickoff_inputs  # noqa: E402
+from agui_engine.adapters.crewai import (  # noqa: E402
+    FEEDBACK_INTERRUPT_REASON,
+    TASK_HUMAN_INPUT_UNSUPPORTED,
+    CrewAIAgent,
+    kickoff_inputs,
+)
 from agui_engine.adapters.replay import ReplayServer  # noqa: E402
-from agui_engine.codec import encode_event  # noqa: E402
-from agui_engine.errors import UsageError  # noqa: E402
+from agui_engine.errors import RemoteInputError, UsageError  # noqa: E402
 from agui_engine.events import (  # noqa: E402
     Context,
-    Event,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     StateDeltaEvent,
     StateSnapshotEvent,
     StepFinishedEvent,
@@ -50,10 +54,7 @@ from agui_engine.events import (  # noqa: E402
     ToolCallStartEvent,
     UserMessage,
 )
-from agui_engine.verify import verify_events  # noqa: E402
-
-KEY = "sk-test-CREW"
-
+from tests.adapters.agent_runs import KEY, check, collect, of, texts  # noqa: E402
 
 class ScriptedLLM(BaseLLM):
     """CrewAI's own extension point: replies in order (the last repeats), each streamed as
@@ -131,26 +132,6 @@ def run_input(text: str = "Paris", *, run: str = "r1", **kw: Any) -> RunAgentInp
     return RunAgentInput(thread_id="t1", run_id=run, messages=[UserMessage(id="u1", content=text)], **kw)
 
 
-def check(events: Sequence[Any]) -> None:
-    assert verify_events(events) == [], verify_events(events)
-    assert_valid_agui([msgspec.json.decode(encode_event(e)) for e in events], max_warnings=0)
-    assert KEY not in repr(events)
-
-
-async def collect(agent: CrewAIAgent, input: RunAgentInput) -> list[Event]:
-    events = [e async for e in agent.run(input)]
-    check(events)
-    return events
-
-
-def of(events: Sequence[Any], cls: type) -> list[Any]:
-    return [e for e in events if isinstance(e, cls)]
-
-
-def texts(events: Sequence[Any]) -> str:
-    return "".join(e.delta for e in of(events, TextMessageContentEvent))
-
-
 async def test_two_agent_crew_streams_tokens_tools_and_steps_before_it_finishes() -> None:
     crew = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), final("Paris: sunny, 21 C")]),
                         ScriptedLLM(model="b", replies=[final("It is sunny in Paris.")]))
@@ -224,6 +205,97 @@ async def test_a_flow_streams_its_methods_as_steps_and_its_state_as_snapshot_the
     # two runs of one Flow class share no state
     again = await collect(CrewAIAgent(TripFlow), run_input("weather in Oslo", run="r2"))
     assert of(again, StateSnapshotEvent)[0].snapshot["city"] == "Oslo"
+
+
+class ReviewState(BaseModel):
+    message: str = ""
+    draft: str = ""
+    verdict: str = ""
+
+
+class ReviewFlow(Flow[ReviewState]):
+    """A draft reviewed by a human (@human_feedback, no provider: the adapter's pauses it),
+    then published with the review."""
+
+    @start()
+    @human_feedback(message="Publish this draft?")
+    def write(self) -> str:
+        self.state.draft = f"A post about {self.state.message}."
+        return self.state.draft
+
+    @listen(write)
+    def publish(self, review: Any) -> str:
+        self.state.verdict = review.feedback
+        return f"published {review.output!r} with {review.feedback!r}"
+
+
+class RoutedReviewFlow(Flow[ReviewState]):
+    """A review whose answer routes the flow: no answer (a cancelled resume) is the default."""
+
+    @start()
+    @human_feedback(message="Approve?", emit=["approved", "rejected"], default_outcome="rejected")
+    def write(self) -> str:
+        self.state.draft = "draft"
+        return self.state.draft
+
+    @listen("approved")
+    def ship(self) -> str:
+        self.state.verdict = "shipped"
+        return "shipped"
+
+    @listen("rejected")
+    def shelve(self) -> str:
+        self.state.verdict = "shelved"
+        return "shelved"
+
+
+async def test_human_feedback_pauses_the_flow_as_an_interrupt_and_the_resume_finishes_it() -> None:
+    agent = CrewAIAgent(ReviewFlow)
+    first = await collect(agent, run_input("cats", run="r1"))
+    finished = first[-1]
+    assert isinstance(finished, RunFinishedEvent) and isinstance(finished.outcome, RunFinishedInterruptOutcome)
+    (intr,) = finished.outcome.interrupts
+    assert intr.reason == FEEDBACK_INTERRUPT_REASON and intr.message == "Publish this draft?"
+    assert intr.metadata == {"method": "write", "output": "A post about cats.", "emit": None}
+    # the method's step closed and the state so far reached the client before the pause
+    assert [e.step_name for e in of(first, StepStartedEvent)] == ["method:write"]
+    assert of(first, StateSnapshotEvent)[0].snapshot["draft"] == "A post about cats."
+    assert texts(first) == ""  # a pause is not an answer
+    # a resume must answer a pending interrupt of this thread, before anything streams
+    with pytest.raises(RemoteInputError, match="not a pending interrupt"):
+        await anext(agent.run(run_input(run="r2", resume=[ResumeEntry(interrupt_id="nope", status="resolved")])))
+    with pytest.raises(RemoteInputError, match="not a pending interrupt"):
+        await anext(agent.run(RunAgentInput(thread_id="other", run_id="r2", messages=[],
+                                            resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
+    second = await collect(agent, run_input(run="r2", resume=[
+        ResumeEntry(interrupt_id=intr.id, status="resolved", payload="ship it")]))
+    assert isinstance(second[-1], RunFinishedEvent) and second[-1].outcome is None
+    assert texts(second) == "published 'A post about cats.' with 'ship it'"
+    snapshot = of(second, StateSnapshotEvent)[0].snapshot
+    assert snapshot["draft"] == "A post about cats."  # the resumed flow has the paused one's state
+    ops = [msgspec.to_builtins(op) for d in of(second, StateDeltaEvent) for op in d.delta]
+    assert ops == [{"op": "replace", "path": "/verdict", "value": "ship it"}]  # the flow finished with the feedback
+    # answered once: it is no longer pending
+    with pytest.raises(RemoteInputError, match="pending: none"):
+        await anext(agent.run(run_input(run="r3", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
+
+
+async def test_a_cancelled_resume_takes_the_reviews_default_outcome() -> None:
+    agent = CrewAIAgent(RoutedReviewFlow)
+    first = await collect(agent, run_input(run="r1"))
+    (intr,) = first[-1].outcome.interrupts  # type: ignore[union-attr]
+    assert intr.response_schema == {"type": "string", "enum": ["approved", "rejected"]}
+    second = await collect(agent, run_input(run="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="cancelled")]))
+    assert [e.step_name for e in of(second, StepStartedEvent)] == ["method:write", "method:shelve"]
+    assert texts(second).endswith("shelved")
+
+
+async def test_task_human_input_ends_the_run_saying_why_instead_of_reading_stdin() -> None:
+    crew = weather_crew(ScriptedLLM(model="a", replies=[final("fine")]), ScriptedLLM(model="b", replies=[final("ok")]))
+    crew.tasks[0].human_input = True
+    events = await collect(CrewAIAgent(crew), run_input())
+    assert isinstance(events[-1], RunErrorEvent)
+    assert TASK_HUMAN_INPUT_UNSUPPORTED[:60] in events[-1].message
 
 
 async def test_two_concurrent_runs_never_see_each_others_events() -> None:

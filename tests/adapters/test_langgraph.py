@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 
 import msgspec
 import pytest
-from ag_ui_validate.pytest_plugin import assert_valid_agui
 from langchain.agents import create_agent
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import HumanMessage
@@ -30,7 +29,6 @@ from agui_engine.adapters.langgraph import (
     to_langchain_messages,
 )
 from agui_engine.adapters.replay import ReplayServer
-from agui_engine.codec import encode_event
 from agui_engine.components import Component
 from agui_engine.errors import RemoteInputError
 from agui_engine.events import (
@@ -63,8 +61,8 @@ from agui_engine.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.verify import verify_events
 
+from .agent_runs import KEY, check, collect, of, texts
 from .conftest import REQUEST_HISTORY
 from .langgraph_graphs import (
     CARD_TOOL,
@@ -76,30 +74,12 @@ from .langgraph_graphs import (
     text,
 )
 
-KEY = "sk-test-S3CRET"
 CLIENT_TOOL = Tool(name="confirm", description="Ask the user to confirm.",
                    parameters={"type": "object", "properties": {"what": {"type": "string"}}})
 
 
 def run_input(*messages: Any, run: str = "r1", thread: str = "t1", **kw: Any) -> RunAgentInput:
     return RunAgentInput(thread_id=thread, run_id=run, messages=list(messages), **kw)
-
-
-def check(events: Sequence[Any]) -> None:
-    """Every run is valid for our Verifier and for ag-ui-validate, and contains no key."""
-    assert verify_events(events) == [], verify_events(events)
-    assert_valid_agui([msgspec.json.decode(encode_event(e)) for e in events], max_warnings=0)
-    assert KEY not in repr(events)
-
-
-async def collect(agent: LangGraphAgent, input: RunAgentInput) -> list[Event]:
-    events = [e async for e in agent.run(input)]
-    check(events)
-    return events
-
-
-def of(events: Sequence[Any], cls: type) -> list[Any]:
-    return [e for e in events if isinstance(e, cls)]
 
 
 def args_by_call(events: Sequence[Any]) -> dict[str, str]:
@@ -110,10 +90,6 @@ def args_by_call(events: Sequence[Any]) -> dict[str, str]:
         elif isinstance(e, ToolCallArgsEvent):
             out[e.tool_call_id] += e.delta
     return out
-
-
-def texts(events: Sequence[Any]) -> str:
-    return "".join(e.delta for e in of(events, TextMessageContentEvent))
 
 
 def messages_of(events: Sequence[Any]) -> list[Any]:

@@ -29,7 +29,8 @@ from agui_engine.codec import encode_event
 from agui_engine.events import ResumeEntry, RunAgentInput, UserMessage
 
 from .langgraph_graphs import CARD_TOOL, ScriptedChatModel, agent_graph, call, finish, official_events, text
-from .test_langgraph import anthropic_model, check, openai_model
+from .agent_runs import check
+from .test_langgraph import anthropic_model, openai_model
 
 GraphFactory = Callable[[ReplayServer], Any]
 
