@@ -88,6 +88,7 @@ import msgspec
 from agui_engine.decision import new_id
 from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.events import (
+    CustomEvent,
     Event,
     Interrupt,
     JsonPatch,
@@ -127,6 +128,7 @@ __all__ = [
     "TASK_HUMAN_INPUT_UNSUPPORTED",
     "client_tools",
     "feedback_of",
+    "flow_inputs",
     "kickoff_inputs",
 ]
 
@@ -211,6 +213,39 @@ def kickoff_inputs(input: RunAgentInput) -> dict[str, Any]:
     if isinstance(forwarded, Mapping) and isinstance(forwarded.get("inputs"), Mapping):
         inputs.update(forwarded["inputs"])
     return inputs
+
+
+def flow_inputs(input: RunAgentInput, state_type: Any = None) -> dict[str, Any]:
+    """The initial state a Flow gets: :func:`kickoff_inputs`, and for a structured (pydantic)
+    state only the keys it declares whose values it accepts (the others keep their defaults);
+    such a state that declares ``messages`` gets the conversation as Chat Completions messages
+    and one that declares ``copilotkit`` gets ``{"actions": [<the client's tools as functions>]}``
+    -- the shape of ``ag-ui-crewai``'s ``CopilotKitState``, so flows written for it run
+    unchanged."""
+    import pydantic
+
+    inputs = kickoff_inputs(input)
+    fields = getattr(state_type, "model_fields", None)
+    if not isinstance(fields, Mapping):
+        return inputs
+    from agui_engine.adapters.openai_chat import build_chat_messages
+
+    inputs["messages"] = build_chat_messages(input.messages, developer_role=False)
+    inputs["copilotkit"] = {"actions": [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+        for t in input.tools
+    ]}
+    kept: dict[str, Any] = {}
+    for key, value in inputs.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        try:
+            pydantic.TypeAdapter(field.annotation).validate_python(value)
+        except pydantic.ValidationError:
+            continue  # e.g. a list-typed `context`: the state's own default stays
+        kept[key] = value
+    return kept
 
 
 def client_tools(input: RunAgentInput) -> list[Any]:
@@ -301,7 +336,9 @@ class CrewEventTranslator:
         self._text_id: str | None = None
         self._reasoning_id: str | None = None
         self._steps: list[str] = []
-        self._streamed: dict[int, _StreamedCall] = {}
+        #: calls the model is streaming: by index (CrewAI's chunks) or by id (ag-ui-crewai's)
+        self._streamed: dict[int | str, _StreamedCall] = {}
+        self._chunk_call: str | None = None
         #: tool name -> ids of calls awaiting their result, oldest first
         self._awaiting: dict[str, list[str]] = {}
         self._state: Any = None
@@ -328,6 +365,7 @@ class CrewEventTranslator:
                 out.append(ToolCallEndEvent(tool_call_id=call.id))
                 self._awaiting.setdefault(call.name or "", []).append(call.id)
         self._streamed.clear()
+        self._chunk_call = None
         return out
 
     def _open_step(self, name: str) -> list[Event]:
@@ -350,7 +388,7 @@ class CrewEventTranslator:
         handler = self.HANDLERS.get(kind) if isinstance(kind, str) else None
         if handler is None:
             return []
-        if kind in ("llm_stream_chunk", "llm_thinking_chunk"):
+        if kind in self.CHUNKS:
             return handler(self, event)
         return self._close_message() + handler(self, event)
 
@@ -404,7 +442,9 @@ class CrewEventTranslator:
         tool_call = getattr(event, "tool_call", None)
         if tool_call is not None:
             return self._on_tool_call_chunk(tool_call)
-        chunk = getattr(event, "chunk", "")
+        return self._text(getattr(event, "chunk", ""))
+
+    def _text(self, chunk: Any) -> list[Event]:
         if not isinstance(chunk, str) or not chunk:
             return []
         out: list[Event] = []
@@ -433,6 +473,45 @@ class CrewEventTranslator:
         if call.started and call.id is not None and arguments:
             out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
         return out
+
+    # -- what a flow written for ag-ui-crewai publishes on CrewAI's bus (its copilotkit_* helpers):
+    #    AG-UI events wrapped as CrewAI events, re-issued here in this run's own message
+    def _on_bridged_text(self, event: Any) -> list[Event]:
+        return self._text(getattr(event, "delta", None))
+
+    def _on_bridged_tool_call(self, event: Any) -> list[Event]:
+        call_id = getattr(event, "tool_call_id", None) or self._chunk_call
+        if call_id is None:
+            return []
+        self._chunk_call = call_id
+        call = self._streamed.get(call_id)
+        if call is None:
+            call = self._streamed[call_id] = _StreamedCall(call_id, getattr(event, "tool_call_name", None))
+        call.name = call.name or getattr(event, "tool_call_name", None)
+        out: list[Event] = []
+        if not call.started and call.name:
+            call.started = True
+            out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=call.name))
+        delta = getattr(event, "delta", None)
+        if call.started and isinstance(delta, str) and delta:
+            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=delta))
+        return out
+
+    def _on_bridged_tool_result(self, event: Any) -> list[Event]:
+        call_id = str(getattr(event, "tool_call_id", ""))
+        for waiting in self._awaiting.values():
+            if call_id in waiting:
+                waiting.remove(call_id)
+        return [ToolCallResultEvent(message_id=str(getattr(event, "message_id", None) or self._id("result")),
+                                    tool_call_id=call_id, content=str(getattr(event, "content", "")), role="tool")]
+
+    def _on_bridged_state(self, event: Any) -> list[Event]:
+        value = _jsonable(getattr(event, "snapshot", None))
+        self._state, self._state_sent = value, True
+        return [StateSnapshotEvent(snapshot=value)]
+
+    def _on_bridged_custom(self, event: Any) -> list[Event]:
+        return [CustomEvent(name=str(getattr(event, "name", "")), value=_jsonable(getattr(event, "value", None)))]
 
     def _on_thinking_chunk(self, event: Any) -> list[Event]:
         chunk = getattr(event, "chunk", "")
@@ -500,7 +579,15 @@ class CrewEventTranslator:
         "tool_usage_started": _on_tool_started,
         "tool_usage_finished": _on_tool_finished,
         "tool_usage_error": _on_tool_error,
+        "TEXT_MESSAGE_CHUNK": _on_bridged_text,
+        "TOOL_CALL_CHUNK": _on_bridged_tool_call,
+        "TOOL_CALL_RESULT": _on_bridged_tool_result,
+        "STATE_SNAPSHOT": _on_bridged_state,
+        "CUSTOM": _on_bridged_custom,
     }
+    #: Event types that continue the model message being streamed (all others close it).
+    CHUNKS: ClassVar[frozenset[str]] = frozenset(
+        {"llm_stream_chunk", "llm_thinking_chunk", "TEXT_MESSAGE_CHUNK", "TOOL_CALL_CHUNK"})
 
     # -- state and the end
     def state_events(self, state: Any) -> list[Event]:
@@ -807,9 +894,7 @@ class CrewAIAgent:
                 instance = self._instance(input)
                 inputs = kickoff_inputs(input)
                 if isinstance(instance, self._flow_type):
-                    fields = getattr(type(getattr(instance, "state", None)), "model_fields", None)
-                    if fields is not None:  # a structured flow state refuses keys it does not declare
-                        inputs = {k: v for k, v in inputs.items() if k in fields}
+                    inputs = flow_inputs(input, type(instance.state))
                     if instance.persistence is None:  # where a @human_feedback pause is kept
                         instance.persistence = self._persistence
                 kickoff = lambda: instance.kickoff(inputs=inputs)  # noqa: E731

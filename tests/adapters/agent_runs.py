@@ -3,9 +3,11 @@ readers the adapter tests share: one piece of code for both."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import jsonpatch
 import msgspec
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
@@ -38,3 +40,38 @@ def of(events: Sequence[Any], cls: type) -> list[Any]:
 
 def texts(events: Sequence[Any]) -> str:
     return "".join(e.delta for e in of(events, TextMessageContentEvent))
+
+
+def digest(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What a run's events carry, independent of ids, chunking into events and ordering."""
+    out: dict[str, Any] = {"text": Counter(), "reasoning": Counter(), "encrypted": Counter(), "calls": {},
+                           "results": {}, "custom": [], "steps": set(), "usage": None, "interrupts": 0,
+                           "args_events": Counter(), "states": []}
+    for e in events:
+        kind = e["type"]
+        if kind == "TEXT_MESSAGE_CONTENT":
+            out["text"][e["delta"]] += 1
+        elif kind == "REASONING_MESSAGE_CONTENT":
+            out["reasoning"][e["delta"]] += 1
+        elif kind == "REASONING_ENCRYPTED_VALUE":
+            out["encrypted"][e["encryptedValue"]] += 1
+        elif kind == "TOOL_CALL_START":
+            out["calls"][e["toolCallId"]] = [e["toolCallName"], ""]
+        elif kind == "TOOL_CALL_ARGS":
+            out["calls"][e["toolCallId"]][1] += e["delta"]
+            out["args_events"][e["toolCallId"]] += 1
+        elif kind == "TOOL_CALL_RESULT":
+            out["results"][e["toolCallId"]] = e["content"]
+        elif kind == "CUSTOM" and e["name"] != "on_interrupt":  # the official legacy interrupt echo
+            out["custom"].append((e["name"], e["value"]))
+        elif kind == "STATE_SNAPSHOT":
+            out["states"].append(e["snapshot"])
+        elif kind == "STATE_DELTA":
+            out["states"].append(jsonpatch.apply_patch(out["states"][-1], e["delta"]))
+        elif kind == "STEP_STARTED":
+            out["steps"].add(e["stepName"])
+        elif kind == "RUN_FINISHED":
+            usage = e.get("usage") or []
+            out["usage"] = (sum(u.get("inputTokens", 0) for u in usage), sum(u.get("outputTokens", 0) for u in usage))
+            out["interrupts"] = len((e.get("outcome") or {}).get("interrupts") or [])
+    return out

@@ -29,41 +29,10 @@ from agui_engine.codec import encode_event
 from agui_engine.events import ResumeEntry, RunAgentInput, UserMessage
 
 from .langgraph_graphs import CARD_TOOL, ScriptedChatModel, agent_graph, call, finish, official_events, text
-from .agent_runs import check
+from .agent_runs import check, digest
 from .test_langgraph import anthropic_model, openai_model
 
 GraphFactory = Callable[[ReplayServer], Any]
-
-
-def digest(events: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """What a run's events carry, independent of ids, chunking into events and ordering."""
-    out: dict[str, Any] = {"text": Counter(), "reasoning": Counter(), "encrypted": Counter(), "calls": {},
-                           "results": {}, "custom": [], "steps": set(), "usage": None, "interrupts": 0,
-                           "args_events": Counter()}
-    for e in events:
-        kind = e["type"]
-        if kind == "TEXT_MESSAGE_CONTENT":
-            out["text"][e["delta"]] += 1
-        elif kind == "REASONING_MESSAGE_CONTENT":
-            out["reasoning"][e["delta"]] += 1
-        elif kind == "REASONING_ENCRYPTED_VALUE":
-            out["encrypted"][e["encryptedValue"]] += 1
-        elif kind == "TOOL_CALL_START":
-            out["calls"][e["toolCallId"]] = [e["toolCallName"], ""]
-        elif kind == "TOOL_CALL_ARGS":
-            out["calls"][e["toolCallId"]][1] += e["delta"]
-            out["args_events"][e["toolCallId"]] += 1
-        elif kind == "TOOL_CALL_RESULT":
-            out["results"][e["toolCallId"]] = e["content"]
-        elif kind == "CUSTOM" and e["name"] != "on_interrupt":  # the official legacy interrupt echo
-            out["custom"].append((e["name"], e["value"]))
-        elif kind == "STEP_STARTED":
-            out["steps"].add(e["stepName"])
-        elif kind == "RUN_FINISHED":
-            usage = e.get("usage") or []
-            out["usage"] = (sum(u.get("inputTokens", 0) for u in usage), sum(u.get("outputTokens", 0) for u in usage))
-            out["interrupts"] = len((e.get("outcome") or {}).get("interrupts") or [])
-    return out
 
 
 def assert_covers(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
