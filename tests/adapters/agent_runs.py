@@ -13,11 +13,16 @@ from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from agui_engine.agent import Agent
 from agui_engine.codec import encode_event
+from agui_engine.components import Component
 from agui_engine.events import Event, RunAgentInput, TextMessageContentEvent
 from agui_engine.verify import verify_events
 
 #: The API key the adapter tests hand their models: it must never reach an event.
 KEY = "sk-test-S3CRET"
+
+#: The component the adapter tests' agents show through the agent loop.
+WEATHER_CARD = Component("WeatherCard", "Shows the weather of one city.", {
+    "type": "object", "properties": {"city": {"type": "string"}, "tempC": {"type": "number"}}, "required": ["city"]})
 
 
 def check(events: Sequence[Any]) -> None:

@@ -15,8 +15,17 @@ from typing import Any  # noqa: E402
 from ag_ui_crewai import CopilotKitState, copilotkit_emit_state, copilotkit_stream  # noqa: E402
 from crewai.flow.flow import Flow, listen, start  # noqa: E402
 
+from agui_engine.events import RunAgentInput, Tool, UserMessage  # noqa: E402
 from tests.adapters.agent_runs import KEY  # noqa: E402
 from tests.adapters.test_crewai import ScriptedLLM, final, use_tool, weather_crew  # noqa: E402
+
+
+#: The client's tool both bridges hand the flow (ag-ui-crewai refuses a run without a tools list).
+WEATHER = Tool(name="get_weather", description="The weather for a city.",
+               parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+#: The run input of the differential test and the benchmark.
+QUESTION = RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content="Weather in Paris?")],
+                         tools=[WEATHER], state={})
 
 
 def chat_flow(chat_base_url: str, crew_words: int = 3) -> type[Flow[Any]]:

@@ -33,12 +33,15 @@ from agui_engine.adapters.crewai import (  # noqa: E402
     FEEDBACK_INTERRUPT_REASON,
     TASK_HUMAN_INPUT_UNSUPPORTED,
     CrewAIAgent,
+    client_tools,
     kickoff_inputs,
 )
 from agui_engine.adapters.replay import ReplayServer  # noqa: E402
+from agui_engine.agent_loop import AgentLoop  # noqa: E402
 from agui_engine.errors import RemoteInputError, UsageError  # noqa: E402
 from agui_engine.events import (  # noqa: E402
     Context,
+    CustomEvent,
     ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
@@ -54,15 +57,20 @@ from agui_engine.events import (  # noqa: E402
     ToolCallStartEvent,
     UserMessage,
 )
-from tests.adapters.agent_runs import KEY, check, collect, of, texts  # noqa: E402
+from tests.adapters.agent_runs import KEY, WEATHER_CARD, check, collect, of, texts  # noqa: E402
+from tests.agui_engine.run_checks import check_run  # noqa: E402
 
 class ScriptedLLM(BaseLLM):
     """CrewAI's own extension point: replies in order (the last repeats), each streamed as
-    whitespace-separated chunks through CrewAI's stream-chunk event."""
+    whitespace-separated chunks through CrewAI's stream-chunk event. With ``stream_calls`` a
+    reply's ``Action`` streams as a model streams a tool call (CrewAI's tool-call chunks: id
+    and name, then the ``Action Input`` in :data:`CALL_PIECES` fragments) while CrewAI still
+    runs it from the reply's ReAct text."""
 
     replies: list[str] = []
     delay: float = 0.0
     fail_with: str | None = None
+    stream_calls: bool = False
     i: int = 0
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
@@ -71,10 +79,20 @@ class ScriptedLLM(BaseLLM):
             raise RuntimeError(self.fail_with)
         reply = self.replies[min(self.i, len(self.replies) - 1)]
         self.i += 1
-        for piece in reply.split(" "):
+        text, _, action = reply.partition("\nAction: ") if self.stream_calls else (reply, "", "")
+        for piece in text.split(" "):
             if self.delay:
                 time.sleep(self.delay)
             self._emit_stream_chunk_event(piece + " ", from_task=from_task, from_agent=from_agent)
+        if action:
+            name, _, arguments = action.partition("\nAction Input: ")
+            call_id = f"call_{self.i}"
+            self._emit_stream_chunk_event("", from_task=from_task, from_agent=from_agent, tool_call={
+                "id": call_id, "function": {"name": name, "arguments": ""}, "index": 0})
+            size = -(-len(arguments) // CALL_PIECES)
+            for at in range(0, len(arguments), size):
+                self._emit_stream_chunk_event("", from_task=from_task, from_agent=from_agent, tool_call={
+                    "id": call_id, "function": {"name": "", "arguments": arguments[at:at + size]}, "index": 0})
         return reply
 
     async def acall(self, *args: Any, **kw: Any) -> str:
@@ -88,6 +106,10 @@ class ScriptedLLM(BaseLLM):
 
     def get_context_window_size(self) -> int:
         return 8192
+
+
+#: fragments a streamed tool call's arguments come in
+CALL_PIECES = 4
 
 
 class WeatherTool(BaseTool):
@@ -345,6 +367,35 @@ async def test_crewai_llm_streams_from_a_real_openai_compatible_server() -> None
     contents = of(events, TextMessageContentEvent)
     assert len(contents) >= 3  # the fixture's chunks arrive as they come, then the final answer
     assert isinstance(events[-1], RunFinishedEvent)
+
+
+def card_crew(input: RunAgentInput) -> Crew:
+    """A one-agent crew whose model calls the component tool the agent loop offers (CrewAI
+    gets it through client_tools), its arguments streaming, then finishes."""
+    card = 'Thought: show it\nAction: show_component_WeatherCard\nAction Input: {"city": "Oslo", "tempC": -3.5}'
+    designer = Agent(role="designer", goal="show the weather", backstory="a UI designer", verbose=False,
+                     llm=ScriptedLLM(model="c", stream_calls=True, replies=[card, final("The card is on screen.")]),
+                     tools=client_tools(input))
+    return Crew(agents=[designer], verbose=False,
+                tasks=[Task(description="Show the weather for: {message}", expected_output="a card", agent=designer)])
+
+
+async def test_a_crew_drives_a_component_through_the_agent_loop() -> None:
+    input = run_input("Oslo")
+    events = [e async for e in AgentLoop(CrewAIAgent(card_crew), components=[WEATHER_CARD]).run(input)]
+    check(events)
+    check_run(events, input_=input)
+    components = [e for e in of(events, CustomEvent) if e.name.startswith("tambo.component.")]
+    assert components[0].name == "tambo.component.start" and components[-1].name == "tambo.component.end"
+    assert len([e for e in components if e.name == "tambo.component.props_delta"]) >= 2  # the props stream
+    assert components[-1].value["finalProps"] == {"city": "Oslo", "tempC": -3.5}
+    [start] = of(events, ToolCallStartEvent)
+    assert start.tool_call_name == "show_component_WeatherCard"
+    assert len(of(events, ToolCallArgsEvent)) >= 2
+    [result] = of(events, ToolCallResultEvent)  # CrewAI ran the client tool: one answer, the agent loop adds none
+    assert result.tool_call_id == start.tool_call_id and "user's screen" in result.content
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].outcome is None
+    assert texts(events).endswith("The card is on screen.")
 
 
 def test_kickoff_inputs_mapping() -> None:

@@ -16,15 +16,11 @@ import msgspec
 from agui_engine.adapters.crewai import CrewAIAgent
 from agui_engine.adapters.replay import ReplayServer
 from agui_engine.codec import EventStreamDecoder, encode_event
-from agui_engine.events import RunAgentInput, Tool, UserMessage
+from agui_engine.events import RunAgentInput
 
 from .agent_runs import check, digest
-from .crewai_flows import chat_flow
+from .crewai_flows import QUESTION, chat_flow
 
-WEATHER = Tool(name="get_weather", description="The weather for a city.",
-               parameters={"type": "object", "properties": {"city": {"type": "string"}}})
-QUESTION = RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content="Weather in Paris?")],
-                         tools=[WEATHER], state={})
 
 
 async def official_events(flow: Any, input: RunAgentInput) -> list[dict[str, Any]]:

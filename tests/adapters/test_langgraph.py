@@ -29,7 +29,6 @@ from agui_engine.adapters.langgraph import (
     to_langchain_messages,
 )
 from agui_engine.adapters.replay import ReplayServer
-from agui_engine.components import Component
 from agui_engine.errors import RemoteInputError
 from agui_engine.events import (
     AssistantMessage,
@@ -62,7 +61,7 @@ from agui_engine.events import (
     UserMessage,
 )
 
-from .agent_runs import KEY, check, collect, of, texts
+from .agent_runs import KEY, WEATHER_CARD, check, collect, of, texts
 from .conftest import REQUEST_HISTORY
 from .langgraph_graphs import (
     CARD_TOOL,
@@ -216,10 +215,6 @@ async def test_a_client_tool_ends_the_run_pending_and_the_next_run_continues() -
             *history, ToolMessage(id="tr1", tool_call_id="call_c1", content="yes"), run="r2", tools=[CLIENT_TOOL]))
         assert texts(second) == "Thanks, confirmed."
         assert isinstance(second[-1], RunFinishedEvent) and second[-1].outcome is None
-
-
-WEATHER_CARD = Component("WeatherCard", "Shows the weather of one city.", {
-    "type": "object", "properties": {"city": {"type": "string"}, "tempC": {"type": "number"}}, "required": ["city"]})
 
 
 @pytest.mark.parametrize("checkpointed", [False, True])
