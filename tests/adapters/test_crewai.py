@@ -421,6 +421,13 @@ SERVED_CREW = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), fi
                            ScriptedLLM(model="b", replies=[final("Sunny in Paris.")]))
 
 
+#: The crew tests/adapters/test_crewai_served.py serves to the real @ag-ui/client: each chunk
+#: 10 ms apart, as a model streams, so the crew runs for over a second after its first token.
+LIVE_CREW = weather_crew(
+    ScriptedLLM(model="a", delay=0.01, replies=[use_tool("Paris"), final("Paris: sunny, 21 C")]),
+    ScriptedLLM(model="b", delay=0.01, replies=[final("It is sunny in Paris, " + " ".join(["warm"] * 50) + ".")]))
+
+
 @pytest.mark.timeout(300)  # two processes import crewai (5-20 s each on a loaded machine)
 async def test_served_by_agui_engine_serve_with_a_crewai_spec() -> None:
     import sys

@@ -1,0 +1,79 @@
+"""A CrewAI crew served by ``agui-engine serve --agent crewai:<module>:<name>`` (a real
+subprocess, HTTP SSE) and watched by the real ``@ag-ui/client`` 1.0.0 in Node: its agents'
+tokens, its tool call and its steps arrive while the crew runs, not when it is done."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS = Path(__file__).resolve().parents[1] / "js"
+SPEC = "crewai:tests.adapters.test_crewai:LIVE_CREW"
+#: How long before the crew's last task ends its first token must have reached the client.
+#: The crew streams ~100 chunks 10 ms apart after its first token (>= 1 s), so a buffered
+#: stream (everything at the end) misses this by far, and a live one meets it with room.
+EARLY_SECONDS = 0.4
+
+
+def serve(spec: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``agui-engine serve --port 0 --agent <spec>`` started; its URL once it listens."""
+    env = {key: value for key, value in os.environ.items() if key != "AGUI_AUTH_TOKEN"}
+    server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--agent", spec],
+                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    assert server.stderr is not None
+    deadline = time.monotonic() + 120  # importing crewai takes 5-20 s on a loaded machine
+    while time.monotonic() < deadline:
+        line = server.stderr.readline().decode()
+        if not line and server.poll() is not None:
+            break
+        if line.startswith("serving on "):
+            return server, line.split()[-1]
+    server.kill()
+    raise AssertionError("the server did not start")
+
+
+@pytest.mark.timeout(300)  # the server process imports crewai (5-20 s on a loaded machine)
+def test_served_crew_streams_live_to_the_real_ag_ui_client() -> None:
+    node = shutil.which("node")
+    assert node, "node is required (tests/install-deps.sh)"
+    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    server, url = serve(SPEC)
+    try:
+        out = subprocess.run([node, str(JS / "crewai_client.mjs"), url], capture_output=True, text=True,
+                             timeout=120, cwd=JS)
+        assert out.returncode == 0, out.stderr
+        result = json.loads(out.stdout)
+    finally:
+        server.terminate()
+        assert server.wait(timeout=15) == 0
+    assert result["error"] is None, "the client's own verifier accepted the run"
+    events: list[dict[str, Any]] = result["events"]
+    at: list[float] = result["at"]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
+    steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+    assert steps[0] == "crew:crew" and "agent:forecaster" in steps and "agent:writer" in steps
+    [call] = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    assert call["toolCallName"] == "get_weather"
+    [result_event] = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    assert result_event["toolCallId"] == call["toolCallId"] and result_event["content"] == "Paris: sunny, 21 C"
+    # live: the first token, the tool call and the first task's end reached the client well
+    # before the crew's last task ended (a stream buffered until the end would deliver all at once)
+    first_token = kinds.index("TEXT_MESSAGE_CONTENT")
+    last_task_end = max(i for i, e in enumerate(events)
+                        if e["type"] == "STEP_FINISHED" and e["stepName"].startswith("task:"))
+    assert at[last_task_end] - at[first_token] >= EARLY_SECONDS * 1000, (at[first_token], at[last_task_end])
+    assert at[last_task_end] - at[kinds.index("TOOL_CALL_RESULT")] >= EARLY_SECONDS * 1000
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text.endswith("It is sunny in Paris, " + LIVE_WORDS + ".")
+
+
+LIVE_WORDS = " ".join(["warm"] * 50)
