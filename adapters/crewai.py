@@ -42,6 +42,13 @@ CrewAI event (``type``)                            AG-UI events
                                                    too: ``Error: <message>``)
 ``*_failed`` / ``agent_execution_error``           closes its step; the run ends ``RUN_ERROR``
                                                    with the reason (no traceback)
+``method_execution_paused`` (``@human_feedback``)  the flow state, ``STEP_FINISHED``
+``TEXT_MESSAGE_CHUNK`` / ``TOOL_CALL_CHUNK`` /     what ``ag-ui-crewai``'s helpers publish (a
+``STATE_SNAPSHOT`` / ``TOOL_CALL_RESULT`` /        flow written for it): re-issued in this run
+``CUSTOM``
+kickoff returns ``HumanFeedbackPending``           ``RUN_FINISHED`` with an interrupt outcome
+                                                   (one :class:`Interrupt`); the next run's
+                                                   ``resume`` resumes the flow
 kickoff returns                                    the output as the closing assistant
                                                    message, then ``RUN_FINISHED``
 =================================================  ==============================================
@@ -55,7 +62,15 @@ context entries as ``description: value`` lines), ``tools`` (the client's tools 
 JSON list of ``{name, description, parameters}``), the run's ``state`` (when it is an
 object: its keys), and ``forwardedProps["inputs"]`` (an object: its keys, last). A
 crew's task descriptions interpolate them (``"Answer: {message}"``); a flow gets them as
-its initial state.
+its initial state (:func:`flow_inputs`: a structured state only the keys it declares and
+accepts, plus ``messages`` / ``copilotkit`` in ``ag-ui-crewai``'s shape when it declares them).
+
+**Human feedback** (``spec/crewai.md``): inside a run, a ``@human_feedback`` method pauses
+the flow (the adapter's default provider raises ``HumanFeedbackPending``; CrewAI keeps the
+paused flow in the agent's in-memory persistence); the run ends with an interrupt outcome,
+and a run whose ``resume`` answers it rebuilds the flow (``from_pending``) and resumes it
+with the answer as feedback. ``Task(human_input=True)`` cannot pause a crew (CrewAI 1.15
+has no resume point inside a task): such a task fails the run, saying so.
 
 **Targets**: a ``Crew`` (copied for every run: ``crew.copy()``, so runs share no
 agent or task state), a ``Flow`` *class* (instantiated per run), or a callable
