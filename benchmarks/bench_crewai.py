@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false",
                   CREWAI_DISABLE_TRACKING="true", LITELLM_LOCAL_MODEL_COST_MAP="True")
 
@@ -194,6 +196,7 @@ def report(figures: dict[str, Any]) -> None:
           f"ours/theirs = {t['ours'] / t['theirs']:.3f}")
 
 
+@pytest.mark.timeout(180)  # the flow, its crew and litellm's first import (5-10 s) on a loaded machine
 def test_bench_ours(benchmark: Any) -> None:
     async def once() -> int:
         async with ReplayServer() as server:
@@ -202,6 +205,7 @@ def test_bench_ours(benchmark: Any) -> None:
     assert benchmark.pedantic(lambda: asyncio.run(once()), rounds=1) > 2 * WORDS
 
 
+@pytest.mark.timeout(180)  # as above, and ag-ui-crewai's per-request flow copy
 def test_bench_theirs(benchmark: Any) -> None:
     async def once() -> int:
         async with ReplayServer() as server:

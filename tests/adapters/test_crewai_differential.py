@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 
 from agui_engine.adapters.crewai import CrewAIAgent
 from agui_engine.adapters.replay import ReplayServer
@@ -79,6 +80,7 @@ def without_ids(value: Any) -> Any:
     return value
 
 
+@pytest.mark.timeout(180)  # both bridges run the flow and its crew; litellm's first import takes 5-10 s
 async def test_text_flow_and_its_crew() -> None:
     ours, theirs, ours_events = await both("text")
     assert theirs["text"]
@@ -87,6 +89,7 @@ async def test_text_flow_and_its_crew() -> None:
     assert ours["text"]["sunny "] > theirs["text"]["sunny "]
 
 
+@pytest.mark.timeout(180)  # as above
 async def test_tool_call_flow_and_its_crew() -> None:
     ours, theirs, _ = await both("tool_calls")
     assert len(theirs["calls"]) >= 2  # the fixture's two parallel calls (and the crew's tool, once it finished)
