@@ -312,6 +312,48 @@ async def test_a_cancelled_resume_takes_the_reviews_default_outcome() -> None:
     assert texts(second).endswith("shelved")
 
 
+async def test_an_answer_routes_the_review_through_crewais_own_classifier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``emit``, CrewAI classifies the answer with the decorator's LLM (its own call, here
+    CrewAI's OpenAI LLM against the replay server answering ``approved``) and routes by it."""
+    import json
+
+    from agui_engine.adapters.replay import Fixture
+
+    completion = {"id": "chatcmpl-r", "object": "chat.completion", "created": 0, "model": "gpt-4o",
+                  "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "approved"}}],
+                  "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)  # CrewAI rebuilds the LLM from its config (no key in it) on resume
+    async with ReplayServer() as server:
+        url = server.base_url("openai_chat", Fixture(provider="openai_chat", name="approved", status=200,
+                                                     headers={"content-type": "application/json"},
+                                                     body=json.dumps(completion).encode()))
+
+        class Classified(Flow[ReviewState]):
+            @start()
+            @human_feedback(message="Approve?", emit=["approved", "rejected"], default_outcome="rejected",
+                            llm=LLM(model="openai/gpt-4o", base_url=url))
+            def write(self) -> str:
+                self.state.draft = "draft"
+                return self.state.draft
+
+            @listen("approved")
+            def ship(self) -> str:
+                return "shipped"
+
+            @listen("rejected")
+            def shelve(self) -> str:
+                return "shelved"
+
+        agent = CrewAIAgent(Classified)
+        first = await collect(agent, run_input(run="r1"))
+        (intr,) = first[-1].outcome.interrupts  # type: ignore[union-attr]
+        second = await collect(agent, run_input(run="r2", resume=[
+            ResumeEntry(interrupt_id=intr.id, status="resolved", payload="Looks great, go ahead")]))
+        assert server.requests, "the answer was classified by the model"
+    assert [e.step_name for e in of(second, StepStartedEvent)] == ["method:write", "method:ship"]
+    assert texts(second).endswith("shipped")
+
+
 async def test_task_human_input_ends_the_run_saying_why_instead_of_reading_stdin() -> None:
     crew = weather_crew(ScriptedLLM(model="a", replies=[final("fine")]), ScriptedLLM(model="b", replies=[final("ok")]))
     crew.tasks[0].human_input = True
