@@ -242,7 +242,7 @@ class ReviewFlow(Flow[ReviewState]):
     @start()
     @human_feedback(message="Publish this draft?")
     def write(self) -> str:
-        self.state.draft = f"A post about {self.state.message}."
+        self.state.draft = f"A post about {self.state.message.split()[-1]}."
         return self.state.draft
 
     @listen(write)
@@ -468,6 +468,12 @@ SERVED_CREW = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), fi
 LIVE_CREW = weather_crew(
     ScriptedLLM(model="a", delay=0.01, replies=[use_tool("Paris"), final("Paris: sunny, 21 C")]),
     ScriptedLLM(model="b", delay=0.01, replies=[final("It is sunny in Paris, " + " ".join(["warm"] * 50) + ".")]))
+
+
+def live_target(input: RunAgentInput) -> Any:
+    """What test_crewai_served.py serves: the review flow when the user asks for a review, else
+    the live crew (a factory: CrewAIAgent copies the crew, instantiates the flow)."""
+    return ReviewFlow() if kickoff_inputs(input)["message"].startswith("review") else LIVE_CREW.copy()
 
 
 @pytest.mark.timeout(300)  # two processes import crewai (5-20 s each on a loaded machine)

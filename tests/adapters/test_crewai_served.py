@@ -1,6 +1,7 @@
 """A CrewAI crew served by ``agui-engine serve --agent crewai:<module>:<name>`` (a real
 subprocess, HTTP SSE) and watched by the real ``@ag-ui/client`` 1.0.0 in Node: its agents'
-tokens, its tool call and its steps arrive while the crew runs, not when it is done."""
+tokens, its tool call and its steps arrive while the crew runs, not when it is done; and a
+flow's ``@human_feedback`` pause reaches the client as an interrupt its next run answers."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 JS = Path(__file__).resolve().parents[1] / "js"
-SPEC = "crewai:tests.adapters.test_crewai:LIVE_CREW"
+SPEC = "crewai:tests.adapters.test_crewai:live_target"
 #: How long before the crew's last task ends its first token must have reached the client.
 #: The crew streams ~100 chunks 10 ms apart after its first token (>= 1 s), so a buffered
 #: stream (everything at the end) misses this by far, and a live one meets it with room.
@@ -54,9 +55,10 @@ def test_served_crew_streams_live_to_the_real_ag_ui_client() -> None:
     finally:
         server.terminate()
         assert server.wait(timeout=15) == 0
-    assert result["error"] is None, "the client's own verifier accepted the run"
-    events: list[dict[str, Any]] = result["events"]
-    at: list[float] = result["at"]
+    crew, asked, resumed = result["runs"]
+    assert [r["error"] for r in result["runs"]] == [None] * 3, "the client's own verifier accepted every run"
+    events: list[dict[str, Any]] = crew["events"]
+    at: list[float] = crew["at"]
     kinds = [e["type"] for e in events]
     assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
     steps = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
@@ -74,6 +76,12 @@ def test_served_crew_streams_live_to_the_real_ag_ui_client() -> None:
     assert at[last_task_end] - at[kinds.index("TOOL_CALL_RESULT")] >= EARLY_SECONDS * 1000
     text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text.endswith("It is sunny in Paris, " + LIVE_WORDS + ".")
+    # the review: the flow pauses (an interrupt outcome), the client's resume finishes it with its answer
+    (interrupt,) = asked["events"][-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "crewai.human_feedback" and interrupt["message"] == "Publish this draft?"
+    resumed_text = "".join(e["delta"] for e in resumed["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert resumed_text == "published 'A post about cats.' with 'ship it'"
+    assert "outcome" not in resumed["events"][-1]
 
 
 LIVE_WORDS = " ".join(["warm"] * 50)
