@@ -105,6 +105,7 @@ import msgspec
 
 from .agent import Agent, AgentFunction, as_agent
 from .components import Component, is_ui_tool
+from .resources import Resource, ResourceRegistry, collect_resources
 from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools, new_id
 from .errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
 from .codec import LegacyThinkingMapper
@@ -199,7 +200,7 @@ class AgentLoop:
     """An :class:`~agui_engine.agent.Agent` around an inner Agent: tools in, verified events out.
 
     ``AgentLoop(agent, *, components=(), interactables=(), strict=True,
-    id_factory=new_id, on_repair=None, append_strings=True)``. ``agent`` is anything with
+    id_factory=new_id, on_repair=None, append_strings=True, resources=None)``. ``agent`` is anything with
     ``run(input) -> AsyncIterator[Event]``. ``components`` are offered on every run
     (a client component of the same name replaces one); ``interactables`` are
     components already on the screen (the run's ``interactables`` context adds
@@ -225,9 +226,13 @@ class AgentLoop:
         id_factory: Callable[[], str] = new_id,
         on_repair: RepairHook | None = None,
         append_strings: bool = True,
+        resources: ResourceRegistry | Sequence[Resource] | None = None,
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         self.components = list(components)
+        #: The data resources the components show (``resources`` plus those they name),
+        #: served by a gateway in front of this loop (``POST <path>/data/query``).
+        self.resources: ResourceRegistry = collect_resources(self.components, resources)
         self.interactables = list(interactables)
         self.strict = strict
         self.id_factory = id_factory

@@ -57,6 +57,9 @@ from .errors import RemoteInputError, UsageError
 from .llm import LLMTool
 from .pointer import escape_token, pointer_tokens, unescape_token
 
+if typing.TYPE_CHECKING:
+    from .resources import Resource, ResourceRegistry
+
 __all__ = [
     "COMPLETION_STATUS_MESSAGE_PARAMETER",
     "Component",
@@ -884,10 +887,18 @@ class Component(_ToolSource):
     property.
     """
 
-    __slots__ = ("_json_validator", "_policy", "_tools", "description", "name", "props_schema", "struct_type")
+    __slots__ = (
+        "_json_validator", "_policy", "_tools", "description", "name", "props_schema", "resources", "struct_type",
+    )  # fmt: skip
 
     def __init__(
-        self, name: str, description: str, props_schema: Mapping[str, Any] | type[msgspec.Struct]
+        self,
+        name: str,
+        description: str,
+        props_schema: Mapping[str, Any] | type[msgspec.Struct],
+        *,
+        resources: Sequence[Resource | str] = (),
+        registry: ResourceRegistry | None = None,
     ) -> None:
         self.name: str = _check_component_name(name)
         if not isinstance(description, str):
@@ -898,6 +909,10 @@ class Component(_ToolSource):
             self.struct_type = props_schema
         schema = copy.deepcopy(dict(_as_schema(props_schema)))
         _check_object_schema(schema, f"component {name!r} props schema")
+        #: The resources this component can show, by id (``resourceId`` is one of them).
+        self.resources: dict[str, Resource] = _component_resources(name, resources, registry)
+        if self.resources:
+            schema = _with_resources(schema, list(self.resources.values()), f"component {name!r}")
         self.props_schema: dict[str, Any] = schema
         self._policy: NullPolicy | None = None
         self._json_validator: Any = None
@@ -945,7 +960,15 @@ class Component(_ToolSource):
         followed (the core does no IO); props under a schema ``jsonschema`` cannot
         apply (that, an unknown ``type``, a bad ``pattern``, a keyword of the wrong
         type) are not judged (``None``). Raises nothing: a problem is the answer.
+
+        A component with ``resources`` is checked first for its ``resourceId`` (one of
+        its resources) and its ``params`` against *that* resource's schema
+        (:meth:`~agui_engine.resources.Resource.params_problem`, path ``$.params...``).
         """
+        if self.resources:
+            problem = self._resource_problem(props)
+            if problem is not None:
+                return problem
         if self.struct_type is not None:
             try:
                 msgspec.convert(dict(props), self.struct_type)
@@ -965,6 +988,20 @@ class Component(_ToolSource):
             return None
         return f"{error.message} - at {error.json_path}"
 
+    def _resource_problem(self, props: Mapping[str, Any]) -> str | None:
+        from .resources import PARAMS_PROP, RESOURCE_ID_PROP
+
+        chosen = props.get(RESOURCE_ID_PROP)
+        resource = self.resources.get(chosen) if isinstance(chosen, str) else None
+        if resource is None:
+            if RESOURCE_ID_PROP not in props:
+                return f"'{RESOURCE_ID_PROP}' is a required property - at $"
+            return f"{_dump(chosen)} is not one of {_dump(list(self.resources))} - at $.{RESOURCE_ID_PROP}"
+        if PARAMS_PROP not in props:
+            return f"'{PARAMS_PROP}' is a required property - at $"
+        found = resource.params_problem(props[PARAMS_PROP], root=f"$.{PARAMS_PROP}")
+        return None if found is None else found[0]
+
     def _validator(self) -> Any:
         if self._json_validator is None:
             from jsonschema import Draft202012Validator
@@ -983,6 +1020,121 @@ class Component(_ToolSource):
             return msgspec.convert(dict(props), self.struct_type)
         except msgspec.ValidationError as exc:
             raise ToolArgumentsError(f"component {self.name}: invalid props: {exc}") from None
+
+
+def _component_resources(
+    name: str, resources: Sequence[Resource | str], registry: ResourceRegistry | None
+) -> dict[str, Resource]:
+    """The resources a component names, by id (strings looked up in ``registry``)."""
+    if isinstance(resources, str):
+        raise UsageError(f"component {name!r}: resources must be a list of resources or ids, not one string")
+    if not resources:
+        return {}
+    from .resources import Resource, ResourceRegistry
+
+    where = f"component {name!r}"
+    if registry is None:
+        strings = [r for r in resources if not isinstance(r, Resource)]
+        if strings:
+            raise UsageError(
+                f"{where}: resource {strings[0]!r} is named by id; pass registry= (the ResourceRegistry "
+                "declaring it) or the Resource itself"
+            )
+        registry = ResourceRegistry()
+    out: dict[str, Resource] = {}
+    for resource in registry.lookup(resources, where):
+        if resource.id in out:
+            raise UsageError(f"{where}: resource {resource.id!r} is named twice")
+        out[resource.id] = resource
+    return out
+
+
+def _refs(node: Any) -> set[str]:
+    """Every ``$ref`` string in a schema (iterative: a schema may nest deeply)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("$ref"), str):
+                found.add(item["$ref"])
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def _embedded_params(resource: Resource, defs: dict[str, Any], where: str) -> dict[str, Any]:
+    """``resource``'s params schema, ready to sit at ``/properties/params`` of a props
+    schema: its own ``$defs`` move into ``defs`` under ``<id>.<name>`` and every local
+    ``$ref`` (``#``, ``#/$defs/<name>``, ``#/definitions/<name>``) is rewritten to match.
+    Raises UsageError for any other ``$ref``."""
+    schema = copy.deepcopy(resource.params_schema)
+    own = {**(schema.pop("definitions", None) or {}), **(schema.pop("$defs", None) or {})}
+    prefix = resource.id + "."
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: rewrite(v) for k, v in node.items()}
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                if ref == "#":
+                    out["$ref"] = "#/$defs/" + escape_token(resource.id)
+                elif ref.startswith(("#/$defs/", "#/definitions/")) and "/" not in ref.split("/", 2)[2]:
+                    out["$ref"] = "#/$defs/" + escape_token(prefix + unescape_token(ref.split("/", 2)[2]))
+                else:
+                    raise UsageError(f"{where}: resource {resource.id} params schema: $ref {ref!r} is not a local definition")
+            return out
+        if isinstance(node, list):
+            return [rewrite(v) for v in node]
+        return node
+
+    body: dict[str, Any] = rewrite(schema)
+    if "#" in _refs(schema) or any("#" in _refs(v) for v in own.values()):
+        defs[resource.id] = body
+        body = {"$ref": "#/$defs/" + escape_token(resource.id)}
+    for key, value in own.items():
+        defs[prefix + key] = rewrite(value)
+    return body
+
+
+def _with_resources(schema: dict[str, Any], resources: list[Resource], where: str) -> dict[str, Any]:
+    """A props schema with ``resourceId`` (an enum of the resources' ids) and ``params``
+    (their params schemas; an ``anyOf`` when they differ) first and required.
+    Raises UsageError when the schema already declares either, or its ``$defs`` clash."""
+    from .resources import PARAMS_PROP, RESOURCE_ID_PROP
+
+    props = dict(schema.get("properties") or {})
+    for key in (RESOURCE_ID_PROP, PARAMS_PROP):
+        if key in props:
+            raise UsageError(f"{where}: its props schema declares {key!r}, which resources= adds")
+    defs: dict[str, Any] = {}
+    bodies: list[dict[str, Any]] = []
+    for resource in resources:
+        body = _embedded_params(resource, defs, where)
+        if body not in bodies:
+            bodies.append(body)
+    described = "; ".join(f"{r.id} ({r.description})" if r.description else r.id for r in resources)
+    params: dict[str, Any] = bodies[0] if len(bodies) == 1 else {"anyOf": bodies}
+    out = {k: v for k, v in schema.items() if k not in ("properties", "required")}
+    out["type"] = "object"
+    out["properties"] = {
+        RESOURCE_ID_PROP: {
+            "type": "string",
+            "enum": [r.id for r in resources],
+            "description": f"Which data resource the component shows; the app fetches the data itself: {described}",
+        },
+        PARAMS_PROP: params,
+        **props,
+    }
+    out["required"] = [RESOURCE_ID_PROP, PARAMS_PROP, *(schema.get("required") or [])]
+    if defs:
+        existing = dict(schema.get("$defs") or {})
+        clash = sorted(set(existing) & set(defs))
+        if clash:
+            raise UsageError(f"{where}: $defs {clash[0]!r} of its props schema clashes with a resource's definitions")
+        out["$defs"] = {**existing, **defs}
+    return out
 
 
 def component_from_tool(name: str, description: str | None, parameters: Mapping[str, Any] | None) -> Component:

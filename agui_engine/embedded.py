@@ -56,6 +56,7 @@ from typing import Any
 
 import msgspec
 
+from .resources import Resource, ResourceParamsError
 from .llm import (
     Finish,
     LLMStreamItem,
@@ -192,6 +193,52 @@ def demo_weather(city: str) -> dict[str, Any]:
         known = ", ".join(sorted(v["city"] for v in DEMO_WEATHER.values()))
         raise LookupError(f"no demo weather data for {city!r}; known cities: {known}")
     return dict(found)
+
+
+#: Id of the demo's data resource: the current weather of a city (params ``{city}``).
+WEATHER_RESOURCE_ID = "weather.current"
+
+#: Params of ``weather.current``.
+WEATHER_PARAMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "description": "City name, e.g. Tokyo"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+#: Props of the demo ``WeatherCard`` when it is bound to ``weather.current``: besides
+#: ``resourceId`` and ``params`` (added by ``Component(resources=...)``), a remark.
+WEATHER_CARD_RESOURCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"note": {"type": "string", "description": "A short remark shown under the numbers"}},
+}
+
+#: Seconds a ``weather.current`` answer stays cached (the demo table never changes;
+#: a real weather API updates every 10-15 minutes, so a minute is safe either way).
+WEATHER_CACHE_TTL = 60.0
+
+
+def weather_current(params: Mapping[str, Any], identity: str | None) -> dict[str, Any]:
+    """The resolver of ``weather.current``: :func:`demo_weather` for ``params["city"]``.
+
+    Raises :class:`~agui_engine.resources.ResourceParamsError` (422, path
+    ``$.params.city``) for a city the demo table does not have, so a front end shows
+    the caller's mistake rather than a server failure.
+    """
+    try:
+        return demo_weather(str(params["city"]))
+    except LookupError as exc:
+        raise ResourceParamsError(str(exc), path="$.params.city") from None
+
+
+#: The demo's ``weather.current`` resource (served by the gateway in front of the demo agent).
+WEATHER_CURRENT = Resource(
+    WEATHER_RESOURCE_ID,
+    weather_current,
+    params=WEATHER_PARAMS_SCHEMA,
+    description="the current weather of a city (demo data)",
+    cache_ttl=WEATHER_CACHE_TTL,
+)
 
 
 # --------------------------------------------------------------------------- conversation view
@@ -383,6 +430,21 @@ def _example(schema: Any, depth: int = 0) -> Any:
     return {"integer": 1, "number": 1.5, "boolean": True, "null": None}.get(str(kind), "example")
 
 
+def _card_city(args: dict[str, Any]) -> str:
+    """The city a WeatherCard call showed: its ``city`` prop, or ``params.city`` when resource-bound."""
+    params = args.get("params")
+    city = params.get("city") if isinstance(params, dict) else args.get("city")
+    return str(city or "")
+
+
+def _resource_ids(tool: LLMTool) -> list[str]:
+    """The ids a resource-bound component tool offers (its ``resourceId`` enum), else []."""
+    props = _schema_properties(tool) or {}
+    spec = props.get("resourceId")
+    ids = spec.get("enum") if isinstance(spec, dict) else None
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+
+
 def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
@@ -432,15 +494,28 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
             calls=calls,
         )
 
-    shown = {str(a.get("city", "")).lower() for a in turn.called(_UI_PREFIX + "WeatherCard") if isinstance(a, dict)}
-    ready = [c for c in cities if results.get(c.lower(), (None, None))[0] is not None]
-    to_show = [c for c in ready if str(results[c.lower()][0].get("city", c)).lower() not in shown]  # type: ignore[union-attr]
+    shown = {_card_city(a).lower() for a in turn.called(_UI_PREFIX + "WeatherCard") if isinstance(a, dict)}
+    resource_ids = _resource_ids(card) if card is not None else []
+    # a card bound to a resource needs no numbers from the model (the app fetches them),
+    # so without a get_weather tool it is shown for every city straight away
+    bound = bool(resource_ids) and get_weather is None
+    rid = WEATHER_RESOURCE_ID if WEATHER_RESOURCE_ID in resource_ids or not resource_ids else resource_ids[0]
+    found = {c: results.get(c.lower(), (None, None))[0] for c in cities}
+    ready = [c for c in cities if bound or found[c] is not None]
+    to_show = [c for c in ready if str((found[c] or {}).get("city", c)).lower() not in shown]
     if card is not None and to_show:
         batch = to_show if parallel else to_show[:1]
         card_calls: list[PlannedCall] = []
         for c in batch:
-            data = dict(results[c.lower()][0] or {})
+            data = dict(found[c] or {})
             data["note"] = "Demo data from the embedded model, not a live forecast."
+            if resource_ids:
+                # a resource-bound card: the model names the data, the app fetches it
+                data = {
+                    "resourceId": rid,
+                    "params": {"city": data.get("city", c)},
+                    "note": f"Live from the {rid} resource (demo data), not a forecast.",
+                }
             card_calls.append(
                 PlannedCall(
                     name=card.name,
@@ -463,6 +538,8 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
             )
         elif error is not None:
             lines.append(f"I couldn't get the weather for {c}: {error.rstrip('.')}.")
+        elif bound and c.lower() in shown:
+            lines.append(f"The card shows the current weather in {c}; the app loads it from {rid}.")
         else:
             lines.append(f"I have no way to look up the weather for {c} here.")
     return PlannedReply(text=" ".join(lines) + " (Demo data from the embedded model.)")

@@ -125,6 +125,7 @@ from .interactables import (
 )
 from .llm import LLMClient, LLMTool, Usage, resolve_tool_choice
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, needs_runner, run_tool
+from .resources import Resource, ResourceRegistry, collect_resources
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -252,6 +253,7 @@ class LLMAgent:
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT_SECONDS,
         append_strings: bool = True,
         tool_runner: ToolRunner | None = None,
+        resources: ResourceRegistry | Sequence[Resource] | None = None,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -262,6 +264,9 @@ class LLMAgent:
         self.tool_timeout = tool_timeout
         self.llm = llm
         self.components = list(components)
+        #: The data resources this agent's components show, served by a gateway in front of
+        #: it (``POST <path>/data/query``): ``resources`` plus those the components name.
+        self.resources: ResourceRegistry = collect_resources(self.components, resources)
         self.tools = [t if isinstance(t, ServerTool) else tool_from_callable(t) for t in tools]
         _unique([c.tool_name for c in self.components] + [t.name for t in self.tools], "server")
         if isinstance(inline_tools, str):

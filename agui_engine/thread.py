@@ -234,6 +234,24 @@ class Thread:
                     f"max_tool_rounds={self.max_tool_rounds} follow-up runs (MAX_TOOL_ROUNDS)"
                 )
 
+    async def query(self, resource_id: str, params: Any = None) -> Any:
+        """A resource's data, asked of the gateway behind the thread's agent
+        (``SSEAgent.query``: ``POST <url>/data/query``; ``WebSocketAgent.query``: a
+        ``query`` message): what a resource-bound component of this thread shows.
+
+        Returns the data; raises the typed errors of :mod:`agui_engine.resources`
+        (404, 422 with ``path``, 403, 503, 504, 502) and the client's connection
+        errors; :class:`UsageError` when the agent cannot query (an in-process agent,
+        stdio: no gateway serves resources there).
+        """
+        ask = getattr(self.agent, "query", None)
+        if not callable(ask):
+            raise UsageError(
+                f"{type(self.agent).__name__} cannot answer data queries: use SSEAgent or WebSocketAgent "
+                "(the gateway serves the resources)"
+            )
+        return await ask(resource_id, params)
+
     # ------------------------------------------------------------------ internals
 
     def _input(self, resume: list[ResumeEntry] | None) -> RunAgentInput:

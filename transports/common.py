@@ -165,10 +165,10 @@ class NotAcceptableError(RemoteInputError):
     default_code = "not_acceptable"
 
 
-def check_body_size(size: int, limit: int) -> None:
-    """Raise LimitExceededError if ``size`` bytes exceed ``limit``."""
+def check_body_size(size: int, limit: int, *, what: str = "the RunAgentInput") -> None:
+    """Raise LimitExceededError if ``size`` bytes exceed ``limit`` (``what`` names the body)."""
     if size > limit:
-        raise LimitExceededError(f"the RunAgentInput is {size} bytes; the limit is {limit} bytes")
+        raise LimitExceededError(f"{what} is {size} bytes; the limit is {limit} bytes")
 
 
 def _too_deep(value: Any, limit: int) -> bool:

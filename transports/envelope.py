@@ -9,11 +9,14 @@ by ``"type"``::
     {"type": "run",    "input": <RunAgentInput>}             RunMessage
     {"type": "cancel", "runId": "..."}                       CancelMessage
     {"type": "resume", "runId": "...", "lastEventId": "..."} ResumeMessage
+    {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
 
 Server -> client, one JSON object per line (:class:`ServerLine`)::
 
     {"id": "<runId>:<seq>", "event": {...AG-UI event...}}    an event of a run
     {"runId": "...", "error": {"code", "message", "status"}} an error (runId: when it belongs to a run)
+    {"queryId": "...", "result": <data>}                     the answer to a query
+    {"queryId": "...", "error": {"code", "message", "status", "path"?}}  a query refused
 
 and, on stdio only, a bare AG-UI event (it has ``"type"``) while a single run is in flight.
 
@@ -26,7 +29,7 @@ the transport.
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import Annotated, Any, Final, NamedTuple
 
 import msgspec
 
@@ -39,7 +42,9 @@ __all__ = [
     "ClientMessage",
     "ErrorBody",
     "EventLines",
+    "MAX_QUERY_ID_LENGTH",
     "ProtocolLine",
+    "QueryMessage",
     "ResumeMessage",
     "RunMessage",
     "ServerLine",
@@ -47,9 +52,16 @@ __all__ = [
     "decode_protocol_line",
     "encode_client_message",
     "error_line",
+    "message_query_id",
     "message_run_id",
+    "query_result_line",
     "run_message",
 ]
+
+#: Longest ``queryId`` of a WebSocket ``query`` message. The client picks it and the
+#: server echoes it on the answer line; 256 characters (MAX_RUN_ID_LENGTH's figure) fits
+#: any UUID/ULID scheme with a prefix while bounding what each answer line repeats.
+MAX_QUERY_ID_LENGTH: Final = 256
 
 
 # --------------------------------------------------------------------------- client -> server
@@ -75,8 +87,17 @@ class ResumeMessage(msgspec.Struct, tag="resume", tag_field="type", frozen=True,
     last_event_id: str
 
 
+class QueryMessage(msgspec.Struct, tag="query", tag_field="type", frozen=True, kw_only=True, rename="camel"):
+    """Ask for a resource's data (``transports.data``); answered by one line carrying
+    ``queryId``: ``result`` or ``error``. ``params`` defaults to ``{}``."""
+
+    query_id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_ID_LENGTH)]
+    resource_id: str
+    params: Any = msgspec.field(default_factory=dict)
+
+
 #: A message a client sends; the ``"type"`` member says which.
-ClientMessage = RunMessage | CancelMessage | ResumeMessage
+ClientMessage = RunMessage | CancelMessage | ResumeMessage | QueryMessage
 
 _CLIENT_DECODER: Final = msgspec.json.Decoder(ClientMessage)
 _ENCODER: Final = msgspec.json.Encoder()
@@ -88,6 +109,7 @@ class _RunIdProbe(msgspec.Struct, rename="camel"):
 
     run_id: Any = None
     input: Any = None
+    query_id: Any = None
 
 
 _PROBE_DECODER: Final = msgspec.json.Decoder(_RunIdProbe)
@@ -110,7 +132,7 @@ def decode_client_message(data: str | bytes) -> ClientMessage:
     try:
         return _CLIENT_DECODER.decode(data)
     except msgspec.ValidationError as exc:
-        raise RemoteInputError(f"not a run, cancel or resume message: {exc}") from None
+        raise RemoteInputError(f"not a run, cancel, resume or query message: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
 
@@ -128,6 +150,17 @@ def message_run_id(data: str | bytes) -> str | None:
     return rid if isinstance(rid, str) else None
 
 
+def message_query_id(data: str | bytes) -> str | None:
+    """The ``queryId`` a message names, read leniently (its error line echoes it); None
+    when it names none, it is too long to echo, or the text is not a JSON object."""
+    try:
+        probe = _PROBE_DECODER.decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    qid = probe.query_id
+    return qid if isinstance(qid, str) and 0 < len(qid) <= MAX_QUERY_ID_LENGTH else None
+
+
 # --------------------------------------------------------------------------- server -> client
 
 
@@ -138,6 +171,8 @@ class ErrorBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     code: str
     message: str
     status: int | None = None
+    #: The JSON path of a query's invalid params (``$.params.city``).
+    path: str | None = None
 
 
 class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
@@ -153,6 +188,8 @@ class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     run_id: str | None = None
     error: ErrorBody | None = None
     line: int | None = None
+    query_id: str | None = None
+    result: msgspec.Raw = msgspec.Raw()  # a query's data (empty: absent)
 
 
 _LINE_DECODER: Final = msgspec.json.Decoder(ServerLine)
@@ -199,13 +236,30 @@ class EventLines:
 
 
 def error_line(
-    exc: AguiEngineError, run_id: str | None = None, *, status: bool = True, line: int | None = None
+    exc: AguiEngineError,
+    run_id: str | None = None,
+    *,
+    status: bool = True,
+    line: int | None = None,
+    query_id: str | None = None,
 ) -> bytes:
     """The error line for ``exc``: its code and message, its WebSocket status unless
-    ``status`` is False (stdio), the ``run_id`` it belongs to and the input ``line`` it
-    answers, when given."""
-    body = ErrorBody(code=exc.code, message=exc.message, status=exc.ws_close_code if status else None)
-    return _ENCODER.encode(ServerLine(run_id=run_id, error=body, line=line))
+    ``status`` is False (stdio), the ``run_id`` / ``query_id`` it belongs to, the input
+    ``line`` it answers, and the JSON ``path`` of invalid params, when given."""
+    path = getattr(exc, "path", None)
+    body = ErrorBody(
+        code=exc.code,
+        message=exc.message,
+        status=exc.ws_close_code if status else None,
+        path=path if isinstance(path, str) else None,
+    )
+    return _ENCODER.encode(ServerLine(run_id=run_id, error=body, line=line, query_id=query_id))
+
+
+def query_result_line(query_id: str, data: bytes) -> bytes:
+    """The answer line of a query: ``{"queryId": ..., "result": <data>}`` (``data``:
+    the already-encoded JSON, copied as is)."""
+    return _ENCODER.encode(ServerLine(query_id=query_id, result=msgspec.Raw(data)))
 
 
 class ProtocolLine(NamedTuple):
@@ -236,6 +290,9 @@ def decode_protocol_line(
         return ProtocolLine(None, decode_event(line, legacy=legacy, tolerant=tolerant), None, None)
     if len(head.event) and head.id is not None:
         return ProtocolLine(head.id, decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant), None, None)
+    if head.query_id is not None:
+        # the answer to a data query (WebSocketAgent.query reads those itself): no run's business
+        return ProtocolLine(None, None, None, None)
     if head.error is not None:
         return ProtocolLine(None, None, head.error, head.run_id)
     raise RemoteInputError(

@@ -66,5 +66,10 @@ class GatewayAgent:
         self.transport = transport
         self.server_options = server_options
 
+    @property
+    def resources(self) -> Any:
+        """The data resources of the agent behind the gateway (served by it), or None."""
+        return getattr(self.agent, "resources", None)
+
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         return run_via_gateway(self.agent, input, transport=self.transport, **self.server_options)

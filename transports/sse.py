@@ -8,6 +8,8 @@ Server: :func:`create_app` builds an aiohttp application around a
     POST    <path>               start a run (or resume it, with Last-Event-ID)
     GET     <path>/runs/<runId>  subscribe to a run (EventSource-style resume)
     DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
+    POST    <path>/data/query    a component's data: {resourceId, params} -> {resourceId, data}
+                                 (transports/data.py; errors as below plus 403/404/422/502/503/504)
     GET     <path>/healthz       liveness: 200 while the process serves
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
     GET     <path>/metrics       Prometheus text format (when metrics are enabled)
@@ -44,9 +46,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import re
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,8 +61,9 @@ from aiohttp import web
 
 from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
-from agui_engine.errors import AguiEngineError
+from agui_engine.errors import AguiEngineError, RemoteInputError
 from agui_engine.events import RunAgentInput, RunErrorEvent
+from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
@@ -68,6 +73,7 @@ from .common import (
     LISTEN_BACKLOG,
     SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
+    ConnectionLostError,
     NotAcceptableError,
     RemoteClientBase,
     RequestTimeoutError,
@@ -81,6 +87,15 @@ from .common import (
     listening_socket,
 )
 from .clock import Clock
+from .data import (
+    QUERY_QUEUE_TIMEOUT_SECONDS,
+    QUERY_REQUEST_TIMEOUT_SECONDS,
+    QueryRequest,
+    ResourceBroker,
+    broker_for,
+    decode_query,
+    query_error_from_body,
+)
 from .eventlog import EventLog, LogSlice
 from .metrics import METRICS_CONTENT_TYPE
 from .inspector import add_frontend_routes
@@ -248,8 +263,10 @@ class _Gateway:
         cors_origins: Sequence[str],
         send_timeout: float,
         body_timeout: float,
+        broker: ResourceBroker | None = None,
     ) -> None:
         self.registry = registry
+        self.broker = broker
         self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
@@ -285,19 +302,19 @@ class _Gateway:
 
     # -- handlers ------------------------------------------------------------------------
 
-    async def _read_body(self, request: web.Request) -> bytes:
+    async def _read_body(self, request: web.Request, what: str = "the RunAgentInput") -> bytes:
         ctype = request.headers.get("Content-Type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
         if request.content_length is not None:
-            check_body_size(request.content_length, self.max_body_bytes)
+            check_body_size(request.content_length, self.max_body_bytes, what=what)
         chunks: list[bytes] = []
         total = 0
         try:
             async with asyncio.timeout(self.body_timeout):
                 async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
                     total += len(chunk)
-                    check_body_size(total, self.max_body_bytes)
+                    check_body_size(total, self.max_body_bytes, what=what)
                     chunks.append(chunk)
         except TimeoutError:
             raise RequestTimeoutError(
@@ -330,6 +347,19 @@ class _Gateway:
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first)
+
+    async def data_query(self, request: web.Request) -> web.StreamResponse:
+        """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the query")
+            if self.broker is None:
+                decode_query(body, max_bytes=self.max_body_bytes)  # a malformed body is still a 400
+                raise UnknownResourceError("this gateway serves no data resources")
+            answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=answer, content_type="application/json", headers={"Cache-Control": "no-store"})
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
@@ -518,6 +548,8 @@ def create_app(
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
     body_timeout: float = BODY_TIMEOUT_SECONDS,
     access_log: bool = True,
+    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
+    query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -540,6 +572,12 @@ def create_app(
     ``access_log``: one INFO line per request on the ``agui_engine.access``
     logger (``<client> <method> <path> <status> run=<runId> <ms>ms``), refusals
     included; shown wherever logging is configured at INFO (``agui-engine serve``).
+    ``resources``: the data resources served at ``POST <path>/data/query`` (a
+    ResourceRegistry, a list of Resource, or a shared
+    :class:`~transports.data.ResourceBroker`); default: the served agent's
+    ``resources`` (``LLMAgent`` / ``AgentLoop`` collect their components'). Without
+    any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
+    a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -560,6 +598,7 @@ def create_app(
         cors_origins=cors_origins,
         send_timeout=send_timeout,
         body_timeout=body_timeout,
+        broker=broker_for(registry.agent, resources, queue_timeout=query_queue_timeout),
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -570,6 +609,8 @@ def create_app(
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
     base = path.rstrip("/")
+    query = base + "/data/query"
+    app.router.add_post(query, gw.data_query)
     app.router.add_get(base + "/healthz", gw.healthz)
     app.router.add_get(base + "/readyz", gw.readyz)
     if registry.metrics is not None:
@@ -578,6 +619,7 @@ def create_app(
     if cors_origins:
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
+        app.router.add_route("OPTIONS", query, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.on_shutdown.append(gw.on_shutdown)
     return app
@@ -637,6 +679,20 @@ async def start_sse_server(
 # The client
 # ---------------------------------------------------------------------------------------
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process: building it (loading the CA
+    bundle) costs ~150 ms, which every new client would otherwise pay -- per run and per
+    query -- blocking the event loop meanwhile."""
+    return httpx.create_ssl_context()
+
+
+class _QueryAnswerDoc(msgspec.Struct):
+    """A 200 query answer as a client reads it (only ``data`` matters)."""
+
+    data: Any = None
+
+
 class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
 
@@ -676,13 +732,48 @@ class SSEAgent(RemoteClientBase):
         self.tolerant = tolerant
         self._client = client
 
+    async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
+        """A resource's data: ``POST <url>/data/query {resourceId, params}``.
+
+        Returns the decoded ``data``. Raises the typed errors of
+        :mod:`agui_engine.resources` for the server's refusals (UnknownResourceError 404,
+        ResourceParamsError 422 with ``path``, ResourcePermissionError 403,
+        ResourceBusyError 503, ResourceTimeoutError 504, ResourceFailedError /
+        ResourceResultTooLargeError 502), RemoteAgentError for any other refusal (401,
+        400, 413 ...), ConnectionLostError when the server cannot be reached, and
+        ResourceTimeoutError when no answer comes within ``timeout`` seconds.
+        """
+        url = self.url.rstrip("/") + "/data/query"
+        body = msgspec.json.encode(QueryRequest(resource_id=resource_id, params={} if params is None else params))
+        headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json"}
+        client = self._client or httpx.AsyncClient(verify=_ssl_context())
+        try:
+            resp = await client.post(
+                url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
+            )
+        except httpx.TimeoutException:
+            raise ResourceTimeoutError(f"POST {url}: no answer to the query of {resource_id} within {timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        finally:
+            if self._client is None:
+                await client.aclose()
+        if resp.status_code != 200:
+            raise query_error_from_body(resp.status_code, resp.content, where=f"POST {url}")
+        try:
+            return msgspec.json.decode(resp.content, type=_QueryAnswerDoc).data
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise RemoteInputError(f"POST {url}: not a query answer {{resourceId, data}}: {exc}") from None
+
     def _runs_url(self, run_id: str) -> str:
         from urllib.parse import quote
 
         return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
 
     async def _open(self) -> httpx.AsyncClient:
-        return self._client or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout))
+        return self._client or httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context()
+        )
 
     async def _close(self, client: httpx.AsyncClient) -> None:
         if self._client is None:

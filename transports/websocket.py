@@ -10,6 +10,7 @@ both encode and decode. Client -> server, one JSON text message each::
     {"type": "run",    "input": <RunAgentInput>}
     {"type": "cancel", "runId": "..."}
     {"type": "resume", "runId": "...", "lastEventId": "<runId>:<seq>"}
+    {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}
 
 Server -> client: text messages made of one or more *lines* (newline-separated
 JSON objects; several lines when several events were ready at once -- write
@@ -17,6 +18,11 @@ coalescing; connect with ``?batch=0`` to get exactly one line per message)::
 
     {"id": "<runId>:<seq>", "event": {...AG-UI event...}}
     {"runId": "...", "error": {"code": "...", "message": "...", "status": 4xxx}}
+    {"queryId": "...", "result": <data>}  /  {"queryId": "...", "error": {...}}
+
+A ``query`` asks for a resource's data (``transports/data.py``, the same code as the SSE
+gateway's ``POST <path>/data/query``; the connection's principal is the identity); it
+runs in its own task, so a slow resolver holds up neither the runs nor other queries.
 
 An error line tied to a run carries its ``runId``; an error about a message
 that names no run (malformed JSON, unknown type) has none. ``status`` is the
@@ -45,7 +51,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -66,9 +73,11 @@ from agui_engine.errors import (
     UsageError,
 )
 from agui_engine.events import RunAgentInput
+from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .clock import Clock
 from .common import (
+    ConnectionLostError,
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
     DEFAULT_MAX_BODY_BYTES,
@@ -88,16 +97,21 @@ from .common import (
     send_or_stall,
     listening_socket,
 )
+from .data import QUERY_QUEUE_TIMEOUT_SECONDS, QUERY_REQUEST_TIMEOUT_SECONDS, ResourceBroker, broker_for, query_error_from_line
 from .envelope import (
     CancelMessage,
     EventLines,
+    QueryMessage,
     ResumeMessage,
     RunMessage,
+    ServerLine,
     decode_client_message,
     decode_protocol_line,
     encode_client_message,
     error_line,
+    message_query_id,
     message_run_id,
+    query_result_line,
     run_message,
 )
 from .eventlog import EventLog
@@ -111,6 +125,7 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
     "DEFAULT_WRITE_LIMIT",
+    "MAX_QUERIES_PER_CONNECTION",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
     "WS_OPEN_TIMEOUT_SECONDS",
@@ -140,6 +155,11 @@ MAX_BAD_MESSAGES = 16
 #: Runs one connection may have in flight. A UI rarely has more than a handful;
 #: 64 bounds what one connection can make the server hold.
 MAX_RUNS_PER_CONNECTION = 64
+
+#: Data queries one connection may have in flight (answers not yet sent). A page of
+#: cards queries a few resources at once; 64 (MAX_RUNS_PER_CONNECTION's figure) bounds
+#: the tasks one connection can make the server hold while resolvers are slow.
+MAX_QUERIES_PER_CONNECTION = 64
 
 #: Incoming frames the websockets library buffers per connection before it stops
 #: reading the socket (its high-water mark; it resumes at a quarter). Client
@@ -172,15 +192,30 @@ class _TooManyRuns(CapacityError):
     default_code = "too_many_runs"
 
 
+class _TooManyQueries(CapacityError):
+    http_status = 429
+    ws_close_code = WS_CLOSE_TOO_MANY_RUNS
+    default_code = "too_many_queries"
+
+
 #: Error codes that count as a malformed message (towards MAX_BAD_MESSAGES).
 _MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded", "input_too_deep"})
 
 
 class _Connection:
     def __init__(
-        self, ws: ServerConnection, registry: RunRegistry, max_size: int, send_timeout: float, principal: str | None
+        self,
+        ws: ServerConnection,
+        registry: RunRegistry,
+        max_size: int,
+        send_timeout: float,
+        principal: str | None,
+        broker: ResourceBroker | None = None,
     ) -> None:
         self.ws = ws
+        self.broker = broker
+        #: Data queries being answered (each its own task).
+        self.queries: set[asyncio.Task[None]] = set()
         #: Who authenticated this connection (check_bearer): its runs are bound to it.
         self.principal = principal
         self.registry = registry
@@ -212,10 +247,11 @@ class _Connection:
         except websockets.ConnectionClosed:
             pass
         finally:
-            for task in self.pumps.values():
+            tasks = [*self.pumps.values(), *self.queries]
+            for task in tasks:
                 task.cancel()
-            if self.pumps:
-                await asyncio.gather(*self.pumps.values(), return_exceptions=True)
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     async def handle(self, message: str) -> bool:
         """Serve one message; False when it was malformed."""
@@ -223,7 +259,9 @@ class _Connection:
             # Bounded depth first: the envelope decoders recurse like any msgspec decode.
             check_input_depth(message, where="the message")
             msg = decode_client_message(message)
-            if isinstance(msg, RunMessage):
+            if isinstance(msg, QueryMessage):
+                self._query(msg)
+            elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
                 run = await self.registry.start(input, owner=self.principal)
@@ -259,10 +297,38 @@ class _Connection:
                 self.registry.metrics.note_error(exc.code)
             # the error line names the run the message was about, read leniently (the
             # message may be the malformed one)
-            rid = None if isinstance(exc, InputTooDeepError) else message_run_id(message)
-            await self.ws.send(error_line(exc, rid), text=True)
+            deep = isinstance(exc, InputTooDeepError)
+            rid = None if deep else message_run_id(message)
+            qid = None if deep else message_query_id(message)
+            await self.ws.send(error_line(exc, rid, query_id=qid), text=True)
             return exc.code not in _MALFORMED_CODES
         return True
+
+    def _query(self, msg: QueryMessage) -> None:
+        """Answer a query in its own task (its slow resolver holds up nothing else)."""
+        if len(self.queries) >= MAX_QUERIES_PER_CONNECTION:
+            raise _TooManyQueries(f"this connection already has {MAX_QUERIES_PER_CONNECTION} queries in flight")
+        task = asyncio.get_running_loop().create_task(self._answer(msg))
+        self.queries.add(task)
+        task.add_done_callback(self.queries.discard)
+
+    async def _answer(self, msg: QueryMessage) -> None:
+        try:
+            if self.broker is None:
+                raise UnknownResourceError("this gateway serves no data resources")
+            data = await self.broker.query(msg.resource_id, msg.params, self.principal)
+            line = query_result_line(msg.query_id, data)
+        except AguiEngineError as exc:
+            if self.registry.metrics is not None:
+                self.registry.metrics.note_error(exc.code)
+            line = error_line(exc, query_id=msg.query_id)
+        try:
+            await self._send([line])
+        except TimeoutError:
+            logger.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
+            self.ws.transport.abort()
+        except websockets.ConnectionClosed:
+            pass  # the client went away: nobody to answer
 
     def _check_capacity(self) -> None:
         if len(self.pumps) >= MAX_RUNS_PER_CONNECTION:
@@ -352,6 +418,8 @@ async def start_websocket_server(
     metrics: GatewayMetrics | None = None,
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
     open_timeout: float = WS_OPEN_TIMEOUT_SECONDS,
+    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
+    query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -362,8 +430,11 @@ async def start_websocket_server(
     :class:`~transports.metrics.GatewayMetrics` to fill (render it yourself:
     this server has no HTTP routes). ``send_timeout``: seconds a send may wait for
     a client that stopped reading before the connection is cut. ``open_timeout``:
-    seconds from connect to a completed handshake. Raises UsageError when neither
-    ``agent`` nor ``registry`` is given.
+    seconds from connect to a completed handshake. ``resources``: the data resources
+    ``query`` messages may ask for (a ResourceRegistry, a list of Resource, or a shared
+    :class:`~transports.data.ResourceBroker`; default: the served agent's
+    ``resources``); ``query_queue_timeout``: see ``data.QUERY_QUEUE_TIMEOUT_SECONDS``.
+    Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
         if agent is None:
@@ -372,6 +443,7 @@ async def start_websocket_server(
             as_agent(agent, where="start_websocket_server(agent)"), options=options, log=log, clock=clock, metrics=metrics
         )
     connections: set[_Connection] = set()
+    broker = broker_for(registry.agent, resources, queue_timeout=query_queue_timeout)
 
     def authorization(request: Request) -> str | None:
         header = request.headers.get("Authorization")
@@ -396,7 +468,7 @@ async def start_websocket_server(
     async def handler(ws: ServerConnection) -> None:
         # The handshake passed process_request: this names its principal, not raises.
         principal = check_bearer(authorization(ws.request), auth_token) if ws.request is not None else None
-        conn = _Connection(ws, registry, max_size, send_timeout, principal)
+        conn = _Connection(ws, registry, max_size, send_timeout, principal, broker)
         connections.add(conn)
         try:
             await conn.serve()
@@ -466,6 +538,41 @@ class WebSocketAgent(RemoteClientBase):
         )
         self.max_size = max_size
 
+    async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
+        """A resource's data over a ``query`` message (on a connection of its own).
+
+        Returns the decoded data. Raises the typed errors of
+        :mod:`agui_engine.resources` for the server's refusals (404, 422 with
+        ``path``, 403, 503, 504, 502), RemoteAgentError for any other refusal (a
+        refused handshake: 401 ...), ConnectionLostError when the server cannot be
+        reached or closes, ResourceTimeoutError when no answer comes within ``timeout``.
+        """
+        where = f"WebSocket {self.url}"
+        query_id = uuid.uuid4().hex
+        message = encode_client_message(
+            QueryMessage(query_id=query_id, resource_id=resource_id, params={} if params is None else params)
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                try:
+                    ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
+                except websockets.InvalidStatus as exc:
+                    raise remote_error_from_body(
+                        exc.response.status_code, bytes(exc.response.body or b""), where=where
+                    ) from None
+                async with ws:
+                    await ws.send(message, text=True)
+                    async for frame in ws:
+                        for line in (frame.encode() if isinstance(frame, str) else frame).split(b"\n"):
+                            answer = _decode_answer(line, query_id, where)
+                            if answer is not None:
+                                return msgspec.json.decode(answer)
+        except TimeoutError:
+            raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
+        except (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError) as exc:
+            raise ConnectionLostError(f"{where}: the query of {resource_id} got no answer ({type(exc).__name__})") from None
+        raise ConnectionLostError(f"{where} closed the connection before answering the query of {resource_id}")
+
     async def _open(self) -> _WebSocketSession:
         return _WebSocketSession()
 
@@ -509,3 +616,23 @@ class WebSocketAgent(RemoteClientBase):
                 elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
                     yield item.event_id, [item.event]  # type: ignore[list-item]
                 # else: another run's event on a shared connection
+
+
+_LINE_DECODER = msgspec.json.Decoder(ServerLine)
+
+
+def _decode_answer(line: bytes, query_id: str, where: str) -> bytes | None:
+    """The data bytes of the answer to ``query_id`` in ``line``, None for any other line.
+    Raises the query's typed error when the line refuses it (or refuses the message)."""
+    try:
+        head = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise RemoteInputError(f"{where}: not a protocol line", code="malformed_json") from None
+    if head.query_id == query_id:
+        if head.error is not None:
+            raise query_error_from_line(head.error, where=where)
+        return bytes(head.result) if len(head.result) else b"null"
+    if head.query_id is None and head.run_id is None and head.error is not None:
+        # the server could not read the message at all (no queryId to echo)
+        raise query_error_from_line(head.error, where=where)
+    return None

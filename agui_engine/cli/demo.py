@@ -43,7 +43,8 @@ from agui_engine.components import Component
 from agui_engine.embedded import (
     DASHBOARD_SCHEMA,
     EMBEDDED_MODEL_NAME,
-    WEATHER_CARD_SCHEMA,
+    WEATHER_CARD_RESOURCE_SCHEMA,
+    WEATHER_CURRENT,
     EmbeddedModel,
     demo_weather,
 )
@@ -51,13 +52,14 @@ from agui_engine.errors import AguiEngineError
 from agui_engine.events import RunAgentInput, UserMessage
 from agui_engine.llm import LLMClient
 from agui_engine.llm_agent import LLMAgent
+from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 from agui_engine.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
 
 from . import seconds
 from .pacing import paced
-from .render import console_modes, make_renderer
+from .render import Query, console_modes, fetch_component_data, make_renderer
 
 __all__ = [
     "AgentContext",
@@ -93,10 +95,12 @@ def get_weather(city: Annotated[str, msgspec.Meta(description="City name, e.g. T
 
 
 def demo_components() -> list[Component]:
-    """The demo's components: ``WeatherCard`` and ``Dashboard``."""
+    """The demo's components: ``WeatherCard`` (bound to the ``weather.current`` resource:
+    the model names the city, the app fetches the numbers) and ``Dashboard``."""
     return [
-        Component("WeatherCard", "Shows the current weather for one city: temperature, condition, humidity, wind.",
-                  WEATHER_CARD_SCHEMA),
+        Component("WeatherCard", "Shows the current weather for one city: temperature, condition, humidity, wind. "
+                  "The app loads the numbers from the chosen resource.",
+                  WEATHER_CARD_RESOURCE_SCHEMA, resources=[WEATHER_CURRENT]),
         Component("Dashboard", "A business dashboard: titled sections of metric, chart, table and note blocks.",
                   DASHBOARD_SCHEMA),
     ]
@@ -174,7 +178,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
-                   live: bool, color: bool) -> int:
+                   live: bool, color: bool, query: Query | None = None) -> int:
     run_input = RunAgentInput(
         thread_id=f"demo-thread-{index}",
         run_id=f"demo-run-{index}",
@@ -194,6 +198,8 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
                     if args.format == "ndjson":
                         out.write(encode_ndjson(checked).decode())
                     else:
+                        if query is not None:
+                            await fetch_component_data(renderer, checked, query)
                         renderer.handle(checked)
         verifier.close()
     except ProtocolViolation as exc:
@@ -224,8 +230,15 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
     async def main() -> int:
         status = 0
         async with agent_context(pace) as agent:
+            # a resource-bound card's data, fetched as a front end would: through the
+            # gateway's own query code (ResourceBroker), in-process
+            broker = broker_for(agent)
+            query: Query | None = None
+            if broker is not None:
+                async def query(resource_id: str, params: Any) -> Any:
+                    return msgspec.json.decode(await broker.query(resource_id, params, None))
             for index, text in enumerate(messages):
-                status = max(status, await _run_one(agent, text, index, out, args, tty, color))
+                status = max(status, await _run_one(agent, text, index, out, args, tty, color, query))
         return status
 
     try:

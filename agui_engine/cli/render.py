@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, TextIO
 
 import msgspec
@@ -38,6 +39,7 @@ from ..component_stream import (
 )
 from ..components import is_ui_tool
 from ..decision import TOOL_CALL_STATUS_EVENT
+from ..errors import AguiEngineError
 from ..events import (
     CustomEvent,
     Event,
@@ -60,6 +62,7 @@ __all__ = [
     "MAX_RENDER_WIDTH",
     "Renderer",
     "console_modes",
+    "fetch_component_data",
     "make_renderer",
 ]
 
@@ -111,6 +114,8 @@ class _ComponentView:
         self.printed: set[str] = set()
         self.done = False
         self.note = ""
+        #: The data its resource answered (``(resourceId, data, error)``), see Renderer.attach_data.
+        self.data: tuple[str, Any, str | None] | None = None
 
 
 class Renderer:
@@ -178,8 +183,26 @@ class Renderer:
             sub = _tree({key: value}, "", inner)
             lines.append(f"  │ {self._c('32' if mark == '✓' else '33', mark)} {sub[0]}")
             lines.extend(f"  │   {s}" for s in sub[1:])
+        lines.extend(f"  │ {self._c('34', '⇣')} {line}" for line in self._data_lines(view, inner))
         lines.append(self._c("36", "  └" + (f" {view.note}" if view.note else "")))
         return lines
+
+    def _data_lines(self, view: _ComponentView, width: int) -> list[str]:
+        """What the component's resource answered, as lines (empty before any answer)."""
+        if view.data is None:
+            return []
+        resource_id, data, error = view.data
+        if error is not None:
+            return [_short(f"{resource_id} failed: {error}", width)]
+        return _tree(data, "", width) if isinstance(data, (dict, list)) and data else [_short(f"{resource_id}: {_short(data, width)}", width)]
+
+    def attach_data(self, component_id: str, resource_id: str, data: Any = None, error: str | None = None) -> None:
+        """Show the data a component's resource answered (or the error) with its box:
+        call it before the component's ``end`` event is handled, so the finished box
+        (live) or its done line (plain) carries it."""
+        view = self.components.get(component_id)
+        if view is not None:
+            view.data = (resource_id, data, error)
 
     def _draw_region(self) -> None:
         if not self.live or self.inline or not self.active:
@@ -321,6 +344,8 @@ class Renderer:
                 self._draw_region()
             else:
                 self._print_done_props(view)
+                for line in self._data_lines(view, self.width - 10):
+                    self._line(f"    {self._c('34', '⇣')} {view.label} {line}")
                 note = f" · {view.note}" if view.note else ""
                 self._line(self._c("1;36", f"  ▣ {view.label} done{note}"))
 
@@ -368,3 +393,26 @@ def make_renderer(out: TextIO, *, live: bool, color: bool) -> Renderer:
     """A :class:`Renderer` sized to the terminal (one place for ``demo`` and ``run``)."""
     size = shutil.get_terminal_size(FALLBACK_TERMINAL_SIZE)
     return Renderer(out, live=live, color=color, width=min(size.columns, MAX_RENDER_WIDTH), height=size.lines)
+
+
+#: ``query(resource_id, params) -> data``: how a front end fetches a component's data
+#: (the demo: the gateway's ResourceBroker in-process; a remote agent: its ``query``).
+Query = Callable[[str, Any], Awaitable[Any]]
+
+
+async def fetch_component_data(renderer: Renderer, event: Event, query: Query) -> None:
+    """If ``event`` ends a component bound to a resource (``finalProps`` with
+    ``resourceId``), fetch its data with ``query`` and attach it to the renderer (an
+    engine error is shown as the box's error line). Call it before ``renderer.handle``."""
+    if not isinstance(event, CustomEvent) or event.name != COMPONENT_END or not isinstance(event.value, dict):
+        return
+    props = event.value.get("finalProps")
+    if not isinstance(props, dict) or not isinstance(props.get("resourceId"), str):
+        return
+    resource_id = props["resourceId"]
+    try:
+        data = await query(resource_id, props.get("params", {}))
+    except AguiEngineError as exc:
+        renderer.attach_data(str(event.value.get("componentId")), resource_id, error=f"[{exc.code}] {exc.message}")
+        return
+    renderer.attach_data(str(event.value.get("componentId")), resource_id, data)

@@ -93,7 +93,8 @@ async def test_weather_run_calls_the_server_tool_then_shows_the_card_then_answer
     assert json.loads(results[0].content) == demo_weather("Tokyo")
     assert results[1].content.startswith("Component WeatherCard is shown")
     (end,) = [e.value for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
-    assert end["finalProps"]["city"] == "Tokyo" and end["finalProps"]["temperature"] == 18.5
+    # the card is bound to weather.current: the model names the data, the app fetches it
+    assert end["finalProps"]["resourceId"] == "weather.current" and end["finalProps"]["params"] == {"city": "Tokyo"}
     block = find_component(acc, end["componentId"])
     assert block is not None and block["props"] == end["finalProps"] and block["streamingState"] == "done"
     assert "18.5°C" in acc.messages[-1]["content"]
@@ -139,7 +140,7 @@ async def test_sequential_cities_without_parallel_calls() -> None:
     events = await collect(demo_agent(parallel_tool_calls=False), run_input("weather in Tokyo and Paris"))
     check_run(events)
     cards = [e for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
-    assert [c.value["finalProps"]["city"] for c in cards] == ["Tokyo", "Paris"]
+    assert [c.value["finalProps"]["params"]["city"] for c in cards] == ["Tokyo", "Paris"]
 
 
 async def test_client_tool_ends_the_run_with_pending_ids() -> None:

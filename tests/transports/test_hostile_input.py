@@ -193,36 +193,26 @@ async def test_stdio_server_subprocess_survives_a_100000_deep_line() -> None:
 
 # --------------------------------------------------------------------------- fuzzing
 
-import threading  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from websockets.sync.client import connect as sync_connect  # noqa: E402
 
+from .loop_thread import LoopThread, json_values  # noqa: E402
+
 TOKEN = "fuzz-token"
 
 
-class _Servers:
+class _Servers(LoopThread):
     """An SSE and a WebSocket gateway running in their own event loop thread, so that
     hypothesis (synchronous) can hit them with real sockets."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.sse = asyncio.run_coroutine_threadsafe(
-            start_sse_server(ScriptedAgent(deltas=1), auth_token=TOKEN, cors_origins=["*"]), self.loop
-        ).result(10)
-        self.ws = asyncio.run_coroutine_threadsafe(start_websocket_server(ScriptedAgent(deltas=1)), self.loop).result(10)
+        super().__init__()
+        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), auth_token=TOKEN, cors_origins=["*"])
+        self.ws = self.start(start_websocket_server, ScriptedAgent(deltas=1))
         self.port = int(self.sse.url.rsplit(":", 1)[1].strip("/"))
-
-    def close(self) -> None:
-        for srv in (self.sse, self.ws):
-            asyncio.run_coroutine_threadsafe(srv.close(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 @pytest.fixture(scope="module")
@@ -232,11 +222,7 @@ def servers() -> Iterator[_Servers]:
     s.close()
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-    max_leaves=20,
-)
+_json = json_values
 _header_bytes = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
 _run_ids = st.text(max_size=12, alphabet=st.characters(blacklist_categories=["Cs"])) | st.sampled_from(["run-1", "x\x0b", "A", "a:b", "é", "\udcff"])
 

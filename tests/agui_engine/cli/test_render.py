@@ -44,9 +44,12 @@ def test_weather_demo_renders_plain_lines_without_a_terminal() -> None:
         '  ⚙ get_weather(city="Tokyo")  — Checking the weather in Tokyo',
         '    ↳ get_weather → {"city":"Tokyo","temperature":18.5',
         "  ▣ WeatherCard #1 started",
-        "    ✓ WeatherCard #1 city: Tokyo",
-        "    ✓ WeatherCard #1 temperature: 18.5",
-        "    ✓ WeatherCard #1 condition: Partly cloudy",
+        "    ✓ WeatherCard #1 resourceId: weather.current",
+        '    ✓ WeatherCard #1 params: {"city": "Tokyo"}',
+        # the card's data: fetched from the weather.current resource, not written by the model
+        "    ⇣ WeatherCard #1 city: Tokyo",
+        "    ⇣ WeatherCard #1 temperature: 18.5",
+        "    ⇣ WeatherCard #1 condition: Partly cloudy",
         "  ▣ WeatherCard #1 done · Showed the weather card for Tokyo",
         "  assistant › It's 18.5°C and partly cloudy in Tokyo, with 64% humidity.",
         "● finished · embedded-demo-1:",
@@ -100,7 +103,7 @@ async def test_live_rendering_draws_component_boxes_in_place() -> None:
     pyte.Stream(screen).feed(raw.replace("\n", "\r\n"))
     shown = [line.rstrip() for line in screen.display if line.strip()]
     for city in ("Tokyo", "Paris"):
-        assert any(line.endswith(f"✓ city: {city}") for line in shown)
+        assert any(line.endswith(f'✓ params: {{"city": "{city}"}}') for line in shown)
     assert sum("WeatherCard #" in line and "· done" in line for line in shown) == 2
     assert not any("· streaming" in line for line in shown)  # nothing left half drawn
     assert shown[-1].startswith("● finished")

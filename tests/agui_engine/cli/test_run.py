@@ -37,7 +37,11 @@ async def test_multi_turn_with_a_client_tool() -> None:
     assert len(starts) == 3 and len({e["threadId"] for e in starts}) == 1  # 2 runs for the tool turn + 1
     assert [e["type"] for e in events].count("RUN_FINISHED") == 3
     ends = [e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "tambo.component.end"]
-    assert ends and ends[0]["finalProps"]["temperature"] == 3.5  # the local tool's numbers reached the card
+    # the card names its data (the weather.current resource); the local tool's numbers reached the model
+    assert ends and ends[0]["finalProps"]["resourceId"] == "weather.current"
+    assert ends[0]["finalProps"]["params"] == {"city": "Tokyo"}
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert "It's 3.5°C and snow in Tokyo" in text
 
 
 async def test_one_message_and_an_interrupt_answered_from_stdin() -> None:

@@ -1,0 +1,559 @@
+"""Data queries through the real gateway on loopback: ``POST <path>/data/query`` on the SSE
+server and the ``query`` message on the WebSocket server, the Python clients
+(``SSEAgent.query``, ``WebSocketAgent.query``, ``Thread.query``), every error status, the
+cache, the concurrency limit, slow resolvers, and a resource-bound component in a real run
+of the embedded model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+import websockets
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from websockets.asyncio.client import connect
+from websockets.sync.client import connect as sync_connect
+
+from agui_engine.component_stream import COMPONENT_END
+from agui_engine.components import Component
+from agui_engine.embedded import EmbeddedModel
+from agui_engine.events import CustomEvent, RunAgentInput, ToolCallResultEvent, UserMessage
+from agui_engine.llm import LLMTool
+from agui_engine.llm_agent import LLMAgent
+from agui_engine.resources import (
+    Resource,
+    ResourceBusyError,
+    ResourceFailedError,
+    ResourceParamsError,
+    ResourcePermissionError,
+    ResourceRegistry,
+    ResourceResultTooLargeError,
+    ResourceTimeoutError,
+    UnknownResourceError,
+)
+from agui_engine.thread import Thread
+from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
+from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.data import ResourceBroker
+from agui_engine.errors import UsageError
+
+from .loop_thread import LoopThread, json_values
+from .scripted import ScriptedAgent
+
+TOKENS = {"tok-alice": "alice", "tok-bob": "bob"}
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+
+
+class Calls:
+    """How often each resolver really ran (what a cache hit must not increase)."""
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+
+    def note(self, name: str) -> None:
+        self.count[name] = self.count.get(name, 0) + 1
+
+
+def make_registry(calls: Calls, gate: asyncio.Event | None = None) -> ResourceRegistry:
+    registry = ResourceRegistry()
+
+    @registry.resource("echo", params={"type": "object"}, cache_ttl=60)
+    def echo(params: Any, identity: str | None) -> dict[str, Any]:
+        calls.note("echo")
+        return {"params": params, "identity": identity}
+
+    @registry.resource("private.notes", params=CITY, permission=lambda identity, params: identity == "alice")
+    async def private_notes(params: Any, identity: str | None) -> dict[str, Any]:
+        calls.note("private.notes")
+        return {"owner": identity, "city": params["city"]}
+
+    @registry.resource("slow", timeout=0.5)
+    async def slow(params: Any, identity: str | None) -> str:
+        calls.note("slow")
+        await asyncio.sleep(30)
+        return "never"
+
+    @registry.resource("slow.sync", timeout=0.3, max_concurrency=None)
+    def slow_sync(params: Any, identity: str | None) -> str:
+        calls.note("slow.sync")
+        time.sleep(1.0)
+        return "late"
+
+    @registry.resource("fast")
+    async def fast(params: Any, identity: str | None) -> int:
+        calls.note("fast")
+        return 42
+
+    @registry.resource("broken")
+    def broken(params: Any, identity: str | None) -> None:
+        raise RuntimeError("database password is hunter2")
+
+    @registry.resource("not.json")
+    def notjson_values(params: Any, identity: str | None) -> object:
+        return object()
+
+    @registry.resource("big", max_result_bytes=100)
+    def big(params: Any, identity: str | None) -> str:
+        return "x" * 200
+
+    @registry.resource("gated", max_concurrency=2)
+    async def gated(params: Any, identity: str | None) -> str:
+        calls.note("gated")
+        assert gate is not None
+        await asyncio.wait_for(gate.wait(), 10)
+        return "opened"
+
+    @registry.resource("hook.raises", permission=lambda identity, params: 1 / 0)
+    def hook_raises(params: Any, identity: str | None) -> int:
+        return 1
+
+    @registry.resource("struct.city", params=msgspec.defstruct("CityParams", [("city", str)]))
+    def struct_city(params: Any, identity: str | None) -> str:
+        return str(params.city)
+
+    return registry
+
+
+@asynccontextmanager
+async def gateway(agent: Any = None, *, start: Any = start_sse_server, **options: Any) -> AsyncIterator[Any]:
+    """A gateway on loopback (SSE by default) in front of ``agent`` (a scripted one)."""
+    server = await start(agent if agent is not None else ScriptedAgent(deltas=1), **options)
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+async def post(url: str, body: Any, token: str | None = "tok-alice", *, raw: bytes | None = None,
+               content_type: str = "application/json") -> httpx.Response:
+    headers = {"Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(timeout=20) as client:
+        return await client.post(url + "data/query", content=raw if raw is not None else json.dumps(body), headers=headers)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+async def test_a_query_answers_the_data_and_the_python_clients_read_it() -> None:
+    calls = Calls()
+    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+        resp = await post(server.url, {"resourceId": "echo", "params": {"a": [1, "é"]}})
+        assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("application/json")
+        assert resp.headers["Cache-Control"] == "no-store"
+        assert resp.json() == {"resourceId": "echo", "data": {"params": {"a": [1, "é"]}, "identity": "alice"}}
+        client = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
+        assert await client.query("echo", {"b": 2}) == {"params": {"b": 2}, "identity": "bob"}
+        assert await client.query("fast") == 42  # params default to {}
+        thread = Thread(client)
+        assert await thread.query("struct.city", {"city": "Oslo"}) == "Oslo"  # a Struct reached the resolver
+
+
+async def test_permission_is_the_hooks_answer_for_each_identity() -> None:
+    calls = Calls()
+    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+        alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
+        bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
+        assert await alice.query("private.notes", {"city": "Oslo"}) == {"owner": "alice", "city": "Oslo"}
+        with pytest.raises(ResourcePermissionError) as info:
+            await bob.query("private.notes", {"city": "Oslo"})
+        assert info.value.http_status == 403 and info.value.code == "forbidden"
+        resp = await post(server.url, {"resourceId": "private.notes", "params": {"city": "Oslo"}}, "tok-bob")
+        assert resp.status_code == 403 and resp.json()["error"]["code"] == "forbidden"
+        assert calls.count["private.notes"] == 1  # bob's query never reached the resolver
+        # no token at all: the gateway's own 401, before anything else
+        resp = await post(server.url, {"resourceId": "private.notes", "params": {"city": "Oslo"}}, None)
+        assert resp.status_code == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+        with pytest.raises(RemoteAgentError) as refused:
+            await SSEAgent(server.url).query("echo", {})
+        assert refused.value.status == 401 and refused.value.code == "unauthorized"
+
+
+async def test_without_auth_the_identity_is_none() -> None:
+    calls = Calls()
+    async with gateway(resources=make_registry(calls)) as server:
+        assert await SSEAgent(server.url).query("echo", {}) == {"params": {}, "identity": None}
+        with pytest.raises(ResourcePermissionError, match="anonymous"):
+            await SSEAgent(server.url).query("private.notes", {"city": "Oslo"})
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "error"),
+    [
+        ({"resourceId": "nope"}, 404, "unknown_resource", UnknownResourceError),
+        ({"resourceId": "private.notes", "params": {"city": 3}}, 422, "invalid_params", ResourceParamsError),
+        ({"resourceId": "private.notes", "params": {}}, 422, "invalid_params", ResourceParamsError),
+        ({"resourceId": "slow"}, 504, "resource_timeout", ResourceTimeoutError),
+        ({"resourceId": "broken"}, 502, "resource_failed", ResourceFailedError),
+        ({"resourceId": "not.json"}, 502, "resource_failed", ResourceFailedError),
+        ({"resourceId": "hook.raises"}, 502, "resource_failed", ResourceFailedError),
+        ({"resourceId": "big"}, 502, "result_too_large", ResourceResultTooLargeError),
+    ],
+)
+async def test_each_refusal_has_its_status_and_typed_error(
+    body: dict[str, Any], status: int, code: str, error: type[Exception], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "agui_engine.transports")
+    async with gateway(auth_token=TOKENS, resources=make_registry(Calls())) as server:
+        resp = await post(server.url, body)
+        assert resp.status_code == status, resp.text
+        doc = resp.json()["error"]
+        assert doc["code"] == code and doc["message"]
+        assert "hunter2" not in resp.text and "Traceback" not in resp.text and "RuntimeError" not in resp.text
+        if status == 422:
+            assert doc["path"] == "$.params.city" if body["params"] else doc["path"] == "$.params"
+            assert doc["message"].endswith(f"- at {doc['path']}")
+        with pytest.raises(error) as info:
+            await SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"}).query(
+                body["resourceId"], body.get("params")
+            )
+        assert getattr(info.value, "code") == code
+        if status == 422:
+            assert getattr(info.value, "path") == doc["path"]
+    if code == "resource_failed" and body["resourceId"] == "broken":
+        # the traceback is in the server's log, not in the answer
+        logged = [r for r in caplog.records if r.exc_info and "broken" in r.getMessage()]
+        assert logged and "hunter2" in str(logged[0].exc_info[1])
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "status", "code"),
+    [
+        (b'{"resourceId": "echo", ', "application/json", 400, "malformedjson_values"),
+        (b"\xff\xfe", "application/json", 400, "malformedjson_values"),
+        (b'{"resourceId": 5}', "application/json", 422, "invalid_input"),
+        (b'["echo"]', "application/json", 422, "invalid_input"),
+        (b'{"params": {}}', "application/json", 422, "invalid_input"),
+        (b'{"resourceId": "echo"}', "text/plain", 415, "unsupported_media_type"),
+        (b'{"resourceId":"echo","params":' + b"[" * 600 + b"]" * 600 + b"}", "application/json", 413, "input_too_deep"),
+        (b'{"resourceId":"echo","params":"' + b"x" * 5000 + b'"}', "application/json", 413, "limit_exceeded"),
+    ],
+)
+async def test_malformed_bodies_are_refused_as_run_bodies_are(raw: bytes, content_type: str, status: int, code: str) -> None:
+    async with gateway(resources=make_registry(Calls()), max_body_bytes=4096) as server:
+        resp = await post(server.url, None, raw=raw, content_type=content_type)
+        assert resp.status_code == status, resp.text
+        assert resp.json()["error"]["code"] == code
+
+
+async def test_a_gateway_without_resources_answers_404_to_every_query() -> None:
+    async with gateway() as server:
+        resp = await post(server.url, {"resourceId": "echo"})
+        assert resp.status_code == 404 and resp.json()["error"]["code"] == "unknown_resource"
+        assert (await post(server.url, None, raw=b"{")).status_code == 400
+
+
+async def test_the_query_path_follows_the_gateway_path_and_cors() -> None:
+    async with gateway(path="/agui", resources=make_registry(Calls()), cors_origins=["http://app.test"]) as server:
+        url = server.url + "agui/"
+        assert await SSEAgent(server.url + "agui").query("fast") == 42
+        async with httpx.AsyncClient() as client:
+            pre = await client.options(url + "data/query", headers={"Origin": "http://app.test",
+                                                                    "Access-Control-Request-Method": "POST"})
+            assert pre.status_code == 204 and "POST" in pre.headers["Access-Control-Allow-Methods"]
+            resp = await client.post(url + "data/query", json={"resourceId": "fast"}, headers={"Origin": "http://app.test"})
+            assert resp.status_code == 200 and resp.headers["Access-Control-Allow-Origin"] == "http://app.test"
+
+
+# --------------------------------------------------------------------------- cache and limits
+
+
+async def test_the_cache_is_keyed_by_id_canonical_params_and_identity() -> None:
+    calls = Calls()
+    clock = ManualClock()
+    broker = ResourceBroker(make_registry(calls), clock=clock)
+    async with gateway(auth_token=TOKENS, resources=broker) as server:
+        alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
+        bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
+        first = await alice.query("echo", {"a": 1, "b": [2, 3]})
+        assert await alice.query("echo", {"b": [2, 3], "a": 1}) == first  # same params, other key order
+        assert calls.count["echo"] == 1
+        assert (await bob.query("echo", {"a": 1, "b": [2, 3]}))["identity"] == "bob"  # never alice's data
+        assert calls.count["echo"] == 2
+        await alice.query("echo", {"a": 2})
+        assert calls.count["echo"] == 3
+        clock.advance(59.0)
+        await alice.query("echo", {"a": 1, "b": [2, 3]})
+        assert calls.count["echo"] == 3  # still fresh
+        clock.advance(1.5)
+        await alice.query("echo", {"a": 1, "b": [2, 3]})
+        assert calls.count["echo"] == 4  # expired after its 60 s TTL: resolved again
+        # a resource without a TTL is never cached
+        await alice.query("fast")
+        await alice.query("fast")
+        assert calls.count["fast"] == 2
+
+
+async def test_a_slow_resolver_times_out_while_other_queries_keep_flowing() -> None:
+    calls = Calls()
+    async with gateway(resources=make_registry(calls)) as server:
+        client = SSEAgent(server.url)
+        started = time.monotonic()
+        slow = asyncio.create_task(client.query("slow"))
+        slow_sync = asyncio.create_task(client.query("slow.sync"))
+        await asyncio.sleep(0.05)
+        answers = await asyncio.gather(*(client.query("fast") for _ in range(20)))
+        flowing = time.monotonic() - started
+        assert answers == [42] * 20 and not slow.done()  # all answered while the slow ones were still running
+        with pytest.raises(ResourceTimeoutError):
+            await slow
+        with pytest.raises(ResourceTimeoutError):
+            await slow_sync
+        assert flowing < 0.5 <= time.monotonic() - started  # the fast ones finished before the 0.5 s timeout
+        assert calls.count == {"slow": 1, "slow.sync": 1, "fast": 20}
+
+
+async def test_the_concurrency_limit_queues_then_refuses_with_503() -> None:
+    calls = Calls()
+    gate = asyncio.Event()
+    async with gateway(resources=make_registry(calls, gate), query_queue_timeout=0.3) as server:
+        client = SSEAgent(server.url)
+        held = [asyncio.create_task(client.query("gated")) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        assert calls.count["gated"] == 2
+        resp = await post(server.url, {"resourceId": "gated"}, None)  # a third one: waits 0.3 s, refused
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "resource_busy"
+        assert resp.headers["Retry-After"] == "1"
+        with pytest.raises(ResourceBusyError):
+            await client.query("gated")
+        assert calls.count["gated"] == 2  # never more than max_concurrency=2 at once
+        assert await client.query("fast") == 42  # another resource is not held up
+        waiting = asyncio.create_task(client.query("gated"))  # queued: gets a slot when one frees
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert await asyncio.gather(*held, waiting) == ["opened"] * 3
+
+
+# --------------------------------------------------------------------------- WebSocket
+
+
+async def lines(ws: Any, count: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while len(out) < count:
+        message = await asyncio.wait_for(ws.recv(), 10)
+        out.extend(json.loads(line) for line in message.split("\n"))
+    return out
+
+
+async def test_the_websocket_query_message() -> None:
+    calls = Calls()
+    async with gateway(start=start_websocket_server, auth_token=TOKENS, resources=make_registry(calls)) as server:
+        async with connect(server.url, additional_headers={"Authorization": "Bearer tok-bob"}) as ws:
+            # a slow query first, then a fast one on the same connection: the fast answer comes first
+            await ws.send(json.dumps({"type": "query", "queryId": "q-slow", "resourceId": "slow"}))
+            await ws.send(json.dumps({"type": "query", "queryId": "q1", "resourceId": "echo", "params": {"x": 1}}))
+            await ws.send(json.dumps({"type": "query", "queryId": "q2", "resourceId": "private.notes",
+                                      "params": {"city": 5}}))
+            await ws.send(json.dumps({"type": "query", "queryId": "q3", "resourceId": "private.notes",
+                                      "params": {"city": "Oslo"}}))
+            await ws.send(json.dumps({"type": "query", "queryId": "q4", "resourceId": "nope"}))
+            await ws.send(json.dumps({"type": "query", "resourceId": "echo"}))  # no queryId: malformed
+            got = await lines(ws, 6)
+        by_id = {line.get("queryId"): line for line in got}
+        assert got[-1]["queryId"] == "q-slow"  # answered last, after its 0.5 s timeout
+        assert by_id["q1"] == {"queryId": "q1", "result": {"params": {"x": 1}, "identity": "bob"}}
+        assert by_id["q2"]["error"] == {
+            "code": "invalid_params", "status": 4422, "path": "$.params.city",
+            "message": "params of private.notes do not match its schema: 5 is not of type 'string' - at $.params.city",
+        }
+        assert by_id["q3"]["error"]["code"] == "forbidden" and by_id["q3"]["error"]["status"] == 4403
+        assert by_id["q4"]["error"]["code"] == "unknown_resource" and by_id["q4"]["error"]["status"] == 4404
+        assert by_id["q-slow"]["error"]["code"] == "resource_timeout" and by_id["q-slow"]["error"]["status"] == 4504
+        assert by_id[None]["error"]["code"] == "bad_input" and "queryId" in by_id[None]["error"]["message"]
+
+        # the Python client over WebSocket, and a thread over it
+        alice = WebSocketAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
+        assert await Thread(alice).query("private.notes", {"city": "Oslo"}) == {"owner": "alice", "city": "Oslo"}
+        with pytest.raises(ResourceParamsError) as info:
+            await alice.query("private.notes", {"city": None})
+        assert info.value.path == "$.params.city"
+        with pytest.raises(ResourcePermissionError):
+            await WebSocketAgent(server.url, headers={"Authorization": "Bearer tok-bob"}).query("private.notes",
+                                                                                             {"city": "Oslo"})
+        with pytest.raises(RemoteAgentError) as refused:
+            await WebSocketAgent(server.url).query("echo")
+        assert refused.value.status == 401
+
+
+async def test_a_websocket_query_runs_beside_a_run_on_the_same_connection() -> None:
+    async with gateway(start=start_websocket_server, resources=make_registry(Calls())) as server:
+        async with connect(server.url) as ws:
+            run = RunAgentInput(thread_id="t", run_id="r1", messages=[UserMessage(id="u", content="hi")])
+            await ws.send(json.dumps({"type": "run", "input": msgspec.to_builtins(run)}))
+            await ws.send(json.dumps({"type": "query", "queryId": "q", "resourceId": "fast"}))
+            seen: list[dict[str, Any]] = []
+            while not any(line.get("queryId") == "q" for line in seen) or not any(
+                line.get("event", {}).get("type") == "RUN_FINISHED" for line in seen
+            ):
+                seen.extend(await lines(ws, 1))
+        assert {"queryId": "q", "result": 42} in seen
+
+
+async def test_too_many_websocket_queries_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agui_engine.transports.websocket as wsmod
+
+    monkeypatch.setattr(wsmod, "MAX_QUERIES_PER_CONNECTION", 2)
+    gate = asyncio.Event()
+    async with gateway(start=start_websocket_server, resources=make_registry(Calls(), gate)) as server:
+        async with connect(server.url) as ws:
+            for i in range(3):
+                await ws.send(json.dumps({"type": "query", "queryId": f"g{i}", "resourceId": "gated"}))
+            (refused,) = await lines(ws, 1)
+            assert refused["queryId"] == "g2" and refused["error"]["code"] == "too_many_queries"
+            assert refused["error"]["status"] == 4429
+            gate.set()
+            answers = await lines(ws, 2)
+        assert sorted(a["queryId"] for a in answers) == ["g0", "g1"]
+
+
+async def test_a_thread_over_an_agent_without_a_gateway_cannot_query() -> None:
+    with pytest.raises(UsageError, match="cannot answer data queries"):
+        await Thread(ScriptedAgent()).query("echo", {})
+
+
+# --------------------------------------------------------------------------- components in a run
+
+
+class RecordingModel:
+    """The embedded model, recording the tools and the messages each model call was given."""
+
+    def __init__(self) -> None:
+        self.model = EmbeddedModel()
+        self.tools: list[list[LLMTool]] = []
+        self.messages: list[list[Any]] = []
+
+    def complete(self, messages: Any, tools: Any, tool_choice: Any = "auto", **options: Any) -> Any:
+        self.tools.append(list(tools))
+        self.messages.append(list(messages))
+        return self.model.complete(messages, tools, tool_choice, **options)
+
+
+WEATHER = Resource("weather.current", lambda p, i: {"city": p["city"], "temperature": 21.0}, params=CITY)
+FORECAST = Resource("weather.forecast", lambda p, i: [], params=CITY)
+UNITS = Resource(
+    "weather.units",
+    lambda p, i: {},
+    params={"type": "object", "properties": {"city": {"type": "string"}, "units": {"enum": ["c", "f"]}},
+            "required": ["city", "units"]},
+)
+CARD_PROPS = {"type": "object", "properties": {"note": {"type": "string"}}}
+
+
+async def run_over_gateway(component: Component) -> tuple[RecordingModel, list[Any], Any]:
+    model = RecordingModel()
+    agent = LLMAgent(model, components=[component])
+    async with gateway(agent) as server:
+        client = SSEAgent(server.url)
+        run = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="What's the weather in Tokyo?")])
+        events = [e async for e in client.run(run)]
+        data = await client.query("weather.current", {"city": "Tokyo"}) if "weather.current" in component.resources else None
+    return model, events, data
+
+
+async def test_the_model_chooses_a_resource_from_the_enum_and_the_gateway_serves_it() -> None:
+    card = Component("WeatherCard", "Current weather.", CARD_PROPS, resources=[WEATHER, FORECAST])
+    model, events, data = await run_over_gateway(card)
+    (tool,) = [t for t in model.tools[0] if t.name == "show_component_WeatherCard"]
+    assert tool.strict and tool.parameters["properties"]["resourceId"]["enum"] == ["weather.current", "weather.forecast"]
+    (end,) = [e.value for e in events if isinstance(e, CustomEvent) and e.name == COMPONENT_END]
+    assert end["finalProps"]["resourceId"] == "weather.current" and end["finalProps"]["params"] == {"city": "Tokyo"}
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert result.content == "Component WeatherCard is shown on the user's screen."
+    assert data == {"city": "Tokyo", "temperature": 21.0}  # served by the gateway in front of the agent
+
+
+async def test_params_that_do_not_fit_the_chosen_resource_go_back_to_the_model() -> None:
+    card = Component("WeatherCard", "Current weather.", CARD_PROPS, resources=[UNITS])
+    model, events, _ = await run_over_gateway(card)
+    (result,) = [e for e in events if isinstance(e, ToolCallResultEvent)]
+    assert "do not match its schema" in result.content and "- at $.params" in result.content
+    assert "'units' is a required property" in result.content
+    tool_message = model.messages[1][-1]  # the model's next call sees the error with the JSON path
+    assert "'units' is a required property - at $.params" in (tool_message.error or "")
+
+
+# --------------------------------------------------------------------------- property: never 500
+
+
+class _Servers(LoopThread):
+    """An SSE and a WebSocket gateway serving the test resources in their own loop thread,
+    so that hypothesis (synchronous) can hit them with real sockets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        registry = self.call(self._registry)
+        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), resources=registry, max_body_bytes=64 * 1024)
+        self.ws = self.start(start_websocket_server, ScriptedAgent(deltas=1), resources=registry)
+
+    @staticmethod
+    async def _registry() -> ResourceRegistry:
+        registry = make_registry(Calls(), asyncio.Event())  # the gate's Event belongs to the servers' loop
+        registry.add(Resource("tight", lambda p, i: p, params={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 0}, "tags": {"type": "array", "items": {"type": "string"}},
+                           "mode": {"enum": ["a", "b"]}, "pattern": {"type": "string", "pattern": "^[a-z]+$"}},
+            "required": ["n"], "additionalProperties": False}, max_result_bytes=2048))
+        return registry
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[_Servers]:
+    s = _Servers()
+    yield s
+    s.close()
+
+
+_ids = st.sampled_from(["echo", "tight", "struct.city", "private.notes", "not.json", "big", "nope", ""]) | st.text(max_size=12)
+
+
+@st.composite
+def _query_bodies(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["query", "query", "json", "bytes", "deep"]))
+    if kind == "query":
+        doc: dict[str, Any] = {"resourceId": draw(_ids | json_values)}
+        if draw(st.booleans()):
+            doc["params"] = draw(json_values)
+        return msgspec.json.encode(doc)
+    if kind == "json":
+        return msgspec.json.encode(draw(json_values))
+    if kind == "deep":
+        n = draw(st.integers(400, 2000))
+        return b'{"resourceId":"echo","params":' + b"[" * n + b"]" * n + b"}"
+    return draw(st.binary(max_size=200))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_query_bodies())
+def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, body: bytes) -> None:
+    resp = httpx.post(servers.sse.url + "data/query", content=body, headers={"Content-Type": "application/json"},
+                      timeout=20)
+    assert resp.status_code < 500 or resp.status_code in (502, 503, 504), (resp.status_code, resp.text, body[:200])
+    if resp.status_code != 200:
+        assert resp.json()["error"]["code"] != "internal_error"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(resource_id=_ids, params=json_values, query_id=st.text(min_size=1, max_size=8))
+def test_no_query_message_makes_the_websocket_answer_4500(
+    servers: _Servers, resource_id: str, params: Any, query_id: str
+) -> None:
+    message = json.dumps({"type": "query", "queryId": query_id, "resourceId": resource_id, "params": params})
+    with sync_connect(servers.ws.url, open_timeout=10, close_timeout=5) as ws:
+        ws.send(message)
+        try:
+            reply = json.loads(ws.recv(timeout=10))
+        except websockets.ConnectionClosed as exc:  # pragma: no cover - the assertion's message
+            raise AssertionError(f"the connection closed: {exc}") from None
+    assert reply["queryId"] == query_id
+    if "error" in reply:
+        assert reply["error"]["status"] != 4500 and reply["error"]["code"] != "internal_error", reply
