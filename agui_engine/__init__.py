@@ -15,6 +15,7 @@ authors):
 * :mod:`~agui_engine.llm`, :mod:`~agui_engine.decision`, :mod:`~agui_engine.llm_agent`,
   :mod:`~agui_engine.embedded` -- the model contract, the decision loop, the agent, the demo model.
 * :mod:`~agui_engine.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
+* :mod:`~agui_engine.resources` -- data resources components show, fetched through the gateway by id.
 * :mod:`~agui_engine.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
@@ -204,6 +205,17 @@ from .llm import (
     Usage,
 )
 from .llm_agent import LLMAgent, StepLimitExceededError
+from .resources import (
+    Resource,
+    ResourceBusyError,
+    ResourceFailedError,
+    ResourceParamsError,
+    ResourcePermissionError,
+    ResourceRegistry,
+    ResourceResultTooLargeError,
+    ResourceTimeoutError,
+    UnknownResourceError,
+)
 from .thread import Thread, ToolRoundsExceededError, Turn
 from .tool_runner import ToolDeadlineExceeded, ToolRunner
 from .verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
@@ -302,6 +314,14 @@ __all__ = [
     "RemoteInputError",
     "RemoveOperation",
     "ReplaceOperation",
+    "Resource",
+    "ResourceBusyError",
+    "ResourceFailedError",
+    "ResourceParamsError",
+    "ResourcePermissionError",
+    "ResourceRegistry",
+    "ResourceResultTooLargeError",
+    "ResourceTimeoutError",
     "ResumeEntry",
     "Role",
     "RunAgentInput",
@@ -365,6 +385,7 @@ __all__ = [
     "UINode",
     "UnknownComponentError",
     "UnknownEvent",
+    "UnknownResourceError",
     "UnknownToolChoiceError",
     "UpstreamError",
     "UrlSource",

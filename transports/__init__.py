@@ -15,6 +15,7 @@ from agui_engine._lazy import export_names, load_export
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
     from .common import ConnectionLostError, RemoteAgentError
+    from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
     from .runs import RegistryOptions, RunRegistry
@@ -41,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "ManualClock": "clock",
     "RegistryOptions": "runs",
     "RemoteAgentError": "common",
+    "ResourceBroker": "data",
     "RunRegistry": "runs",
     "SSEAgent": "sse",
     "SSEServer": "sse",
@@ -69,6 +71,7 @@ __all__ = [
     "RedisEventLog",
     "RegistryOptions",
     "RemoteAgentError",
+    "ResourceBroker",
     "RunRegistry",
     "SSEAgent",
     "SSEServer",

@@ -47,9 +47,10 @@ async def test_send_runs_the_client_tool_and_follows_up_automatically() -> None:
     assert roles[0] == "user" and "tool" in roles and roles[-1] == "assistant"
     tool_message = next(m for m in thread.messages if m["role"] == "tool")
     assert tool_message["toolCallId"] == call_id
-    # the follow-up run used the tool's numbers: the card shows them
+    # the follow-up run used the tool's numbers in its answer; the card names its data (weather.current)
     (card,) = component_blocks(thread.accumulator)
-    assert card["name"] == "WeatherCard" and card["props"]["temperature"] == 21.5
+    assert card["name"] == "WeatherCard" and card["props"]["params"] == {"city": "Tokyo"}
+    assert "21.5°C" in thread.messages[-1]["content"]
     # a second turn on the same thread carries the history
     turn2 = await thread.send("thanks!")
     assert len(turn2.runs) == 1 and turn2.status == "finished"

@@ -98,7 +98,7 @@ def make_registry(calls: Calls, gate: asyncio.Event | None = None) -> ResourceRe
         raise RuntimeError("database password is hunter2")
 
     @registry.resource("not.json")
-    def notjson_values(params: Any, identity: str | None) -> object:
+    def not_json(params: Any, identity: str | None) -> object:
         return object()
 
     @registry.resource("big", max_result_bytes=100)
@@ -229,8 +229,8 @@ async def test_each_refusal_has_its_status_and_typed_error(
 @pytest.mark.parametrize(
     ("raw", "content_type", "status", "code"),
     [
-        (b'{"resourceId": "echo", ', "application/json", 400, "malformedjson_values"),
-        (b"\xff\xfe", "application/json", 400, "malformedjson_values"),
+        (b'{"resourceId": "echo", ', "application/json", 400, "malformed_json"),
+        (b"\xff\xfe", "application/json", 400, "malformed_json"),
         (b'{"resourceId": 5}', "application/json", 422, "invalid_input"),
         (b'["echo"]', "application/json", 422, "invalid_input"),
         (b'{"params": {}}', "application/json", 422, "invalid_input"),
@@ -547,7 +547,8 @@ def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, bod
 def test_no_query_message_makes_the_websocket_answer_4500(
     servers: _Servers, resource_id: str, params: Any, query_id: str
 ) -> None:
-    message = json.dumps({"type": "query", "queryId": query_id, "resourceId": resource_id, "params": params})
+    # msgspec writes inf as null (json.dumps would write Infinity, which is not JSON: a malformed message)
+    message = msgspec.json.encode({"type": "query", "queryId": query_id, "resourceId": resource_id, "params": params}).decode()
     with sync_connect(servers.ws.url, open_timeout=10, close_timeout=5) as ws:
         ws.send(message)
         try:

@@ -29,6 +29,7 @@ EXPECTED_ALL = [
     "RedisEventLog",
     "RegistryOptions",
     "RemoteAgentError",
+    "ResourceBroker",
     "RunRegistry",
     "SSEAgent",
     "SSEServer",
