@@ -558,3 +558,41 @@ def test_no_query_message_makes_the_websocket_answer_4500(
     assert reply["queryId"] == query_id
     if "error" in reply:
         assert reply["error"]["status"] != 4500 and reply["error"]["code"] != "internal_error", reply
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_agui_engine_serve_serves_the_demo_resources_by_default(transport: str) -> None:
+    import os
+    import signal
+    import sys
+
+    from agui_engine.embedded import DEMO_WEATHER
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agui_engine", "serve", "--transport", transport, "--port", "0",
+        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "AGUI_AUTH_TOKEN": "serve-token"},
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        async with asyncio.timeout(30):
+            while url is None:
+                line = (await proc.stderr.readline()).decode()
+                assert line, "the server exited before serving"
+                if line.startswith("serving on "):
+                    url = line.split()[-1]
+        client_class: Any = SSEAgent if transport == "sse" else WebSocketAgent
+        client = client_class(url, headers={"Authorization": "Bearer serve-token"})
+        assert await client.query("weather.current", {"city": "Tokyo"}) == DEMO_WEATHER["tokyo"]
+        with pytest.raises(ResourceParamsError) as info:
+            await client.query("weather.current", {"city": "Atlantis"})  # not in the demo table
+        assert info.value.path == "$.params.city"
+        with pytest.raises(RemoteAgentError):
+            await client_class(url).query("weather.current", {"city": "Tokyo"})  # no token: 401
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
