@@ -19,11 +19,12 @@ operations are then filtered, in order:
    A later duplicate key that replaces a held-back ``null`` becomes an ``add``;
    a duplicate ``null`` replacing a shown value becomes a ``remove``.
 
-``streamingStatus`` maps every top-level prop present in the props to
-``"started"`` | ``"streaming"`` | ``"done"``, straight from the tokenizer: a prop is
-``done`` the moment its closing token arrives, in the same event. A feed whose
-only effect is a status change (the closing quote of a string) still emits a
-props_delta, with no operations.
+Every path of the props, at any depth, has a status -- ``"started"`` while its
+value is open, ``"done"`` from its closing token on -- followed by :class:`PathStatus`
+in the same pass as the operations, and sent as changes only: a delta's
+``statusChanges`` holds what its own operations do not imply (see ``PathStatus``
+and spec/components.md, "Status"). A feed whose only effect is a status change
+(the closing quote of a string) still emits a props_delta, with no operations.
 
 Invariant (tested on random documents and random splits): after every event,
 applying all operations so far to ``{}`` gives :attr:`ComponentStream.props`; at
@@ -33,7 +34,7 @@ held-back ``null`` ever appears in either.
 
 Events, in order: ``tambo.component.start {messageId, componentId, componentName}``
 (from :meth:`start`, or prepended by the first ``feed``/``close``), zero or more
-``tambo.component.props_delta {componentId, operations, streamingStatus}``, then
+``tambo.component.props_delta {componentId, operations, statusChanges?}``, then
 ``tambo.component.end {componentId, finalProps}`` from :meth:`close`. The decision
 loop emits the ``TOOL_CALL_*`` events itself.
 
@@ -53,11 +54,8 @@ expressed as operations on the existing instance.
 The accumulator handlers (registered on :class:`~agui_engine.accumulator.Accumulator`
 when this module is imported; :func:`register_component_handlers`) turn these
 events into content blocks ``{"type": "component", "id", "name", "props",
-"streamingState"}`` in the list :data:`BLOCKS_KEY` (``contentBlocks``) of the
-assistant message; :func:`find_component` looks one up.
-
-Only the prop being parsed can still change (JSON is sequential), so
-``streamingStatus`` costs one status query per fragment, not one per prop.
+"streamingState", "propsStatus"}`` in the list :data:`BLOCKS_KEY` (``contentBlocks``)
+of the assistant message; :func:`find_component` looks one up.
 
 No IO happens here.
 """
@@ -89,7 +87,7 @@ from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import CustomEvent
 from .interactables import Interactable, UpdateKind, merge_update
 from .jsonstream import PatchStream
-from .pointer import pointer_tokens, unescape_token
+from .pointer import escape_token, pointer_tokens
 
 __all__ = [
     "COMPONENT_END",
@@ -101,9 +99,15 @@ __all__ = [
     "ComponentStream",
     "InteractableUpdateStream",
     "MAX_COMPONENT_ARGS_CHARS",
+    "PROPS_STATUS_KEY",
+    "PathStatus",
+    "STATUS_CHANGES_KEY",
     "StatusTracker",
+    "apply_status_changes",
     "component_blocks",
     "find_component",
+    "implied_status",
+    "implied_statuses",
     "seed_interactables",
 ]
 
@@ -183,6 +187,213 @@ class StatusTracker:
                     joined[field] = parts[0]
             self._cache = StatusMessages(**joined)
         return self._cache
+
+
+#: Key of a props delta's per-path status changes (see :class:`PathStatus`).
+STATUS_CHANGES_KEY: Final = "statusChanges"
+#: Status of a value that has begun and whose closing token has not arrived.
+STARTED: Final = "started"
+#: Status of a value whose closing token has arrived (a scalar: when it is complete).
+DONE: Final = "done"
+
+
+class PathStatus:
+    """Per-path streaming status of the props, sent as changes only.
+
+    Theory of operation
+    -------------------
+    Every RFC 6901 pointer present in the props (the root excluded) has a status:
+    ``"started"`` while its value is open -- a string before its closing quote, an
+    object or array before its closing bracket -- and ``"done"`` from its closing
+    token on (a number or literal is complete when it appears, so it is ``done`` at
+    once). The statuses come from the same single pass as the operations, with no
+    re-parsing: JSON is sequential, so the open values always form one chain from
+    the root down (a stack), and
+
+    ==========================================  =====================================
+    event                                       status change
+    ==========================================  =====================================
+    an op creates a value at ``p``              every open value that does not contain
+    (``add``/``replace``; ``remove`` deletes)   ``p`` is ``done`` (it must have closed
+                                                first); the old value at ``p`` and
+                                                everything under it is forgotten; ``p``
+                                                is ``started`` (string, object, array:
+                                                pushed) or ``done`` (other scalars)
+    ``append`` / ``replace`` growing the open   none
+    string
+    the end of a feed                           from the top, every value on the stack
+                                                that the tokenizer no longer has open at
+                                                that level closed in this feed: ``done``
+    ==========================================  =====================================
+
+    The ops are the filtered ones (no ``_tambo_*`` key, no held-back null): the
+    values shown are a prefix of the tokenizer's chain of open values (whatever is
+    open under a reserved key is deeper than all of them), so comparing the top of
+    the stack with the tokenizer's open value at the same level
+    (:meth:`~agui_engine.jsonstream.PatchStream.open_pointer`) is exact, and costs one
+    comparison per value closed. A complete value an op carries whole (a schema
+    default) is ``done`` with everything inside it.
+
+    :meth:`observe` returns the changes since the previous call that the delta's own
+    operations do not imply: ``{pointer: "started" | "done" | None}``, ``None``
+    meaning the path left the props. A consumer first gives the path of every
+    ``add`` / ``replace`` the status its value implies (:func:`implied_status`:
+    ``started`` for a string, ``[]``, ``{}``; ``done`` otherwise), then applies these
+    (:func:`implied_statuses`, :func:`apply_status_changes`); so what travels is mostly the ``done`` of strings
+    and containers at their closing token, and nothing for a path whose status ends
+    where it began. Work per op is O(length of its
+    path) amortised (each path is pushed, popped and forgotten once); memory is one
+    entry per path of the props. Raises nothing.
+    """
+
+    __slots__ = ("_children", "_stack", "_string", "status")
+
+    def __init__(self) -> None:
+        #: The full status map: pointer -> ``"started"`` | ``"done"``.
+        self.status: dict[str, str] = {}
+        self._stack: list[str] = []  # open values, outermost first
+        self._string = False  # the innermost open value is a string
+        self._children: dict[str, dict[str, None]] = {}  # pointer -> its children's pointers (an ordered set)
+
+    def observe(self, ops: Sequence[Mapping[str, Any]],
+                open_pointer: Callable[[int], str | None]) -> dict[str, str | None]:
+        """Follow one feed's (filtered) ops; ``open_pointer(level)`` = the pointer the tokenizer
+        has open at that level below the root after the feed (``None``: nothing that deep).
+        Returns the status changes (see the class docstring)."""
+        status, stack = self.status, self._stack
+        before: dict[str, str | None] = {}
+        for op in ops:
+            kind, path = op["op"], op["path"]
+            if kind == "append":
+                continue
+            value = op.get("value")
+            if self._string and kind == "replace" and value.__class__ is str and stack and stack[-1] == path:
+                continue  # the open string grows (strict RFC 6902 mode re-sends it whole)
+            while stack and not path.startswith(stack[-1] + "/"):
+                self._set(stack.pop(), DONE, before)
+            self._string = False
+            if path in status:
+                self._forget(path, kind == "remove", before)
+            if kind == "remove":
+                continue
+            parent = path[: path.rfind("/")]
+            if parent:
+                self._children.setdefault(parent, {})[path] = None
+            if implied_status(value) == STARTED:
+                self._set(path, STARTED, before)
+                stack.append(path)
+                self._string = value.__class__ is str
+            else:
+                self._set(path, DONE, before)
+                if value.__class__ in (dict, list):
+                    self._complete(path, value, before)
+        while stack and open_pointer(len(stack) - 1) != stack[-1]:
+            self._set(stack.pop(), DONE, before)
+            self._string = False
+        # What a consumer derives from the ops themselves (see implied_status) is not sent.
+        seen: dict[str, str | None] = dict(before)
+        for op in ops:
+            if op["op"] in _IMPLYING_OPS:
+                seen[op["path"]] = implied_status(op.get("value"))
+        return {path: status.get(path) for path, old in seen.items() if status.get(path) != old}
+
+    def finish(self) -> dict[str, str | None]:
+        """The end of the call: everything still open is ``done``; returns the changes."""
+        return self.observe((), _NOTHING_OPEN)
+
+    def _set(self, path: str, value: str, before: dict[str, str | None]) -> None:
+        status = self.status
+        if path not in before:
+            before[path] = status.get(path)
+        status[path] = value
+
+    def _forget(self, path: str, itself: bool, before: dict[str, str | None]) -> None:
+        """Drop what was under ``path`` (and ``path`` itself if ``itself``)."""
+        status, children = self.status, self._children
+        todo = list(children.pop(path, ()))
+        if itself:
+            todo.append(path)
+        while todo:
+            gone = todo.pop()
+            if gone in status:
+                if gone not in before:
+                    before[gone] = status[gone]
+                del status[gone]
+            todo.extend(children.pop(gone, ()))
+
+    def _complete(self, path: str, value: Any, before: dict[str, str | None]) -> None:
+        """A whole container arrived in one op: every path inside it is ``done``."""
+        todo = [(path, value)]
+        while todo:
+            base, node = todo.pop()
+            items = node.items() if node.__class__ is dict else enumerate(node)
+            kids = self._children.setdefault(base, {})
+            for key, child in items:
+                sub = base + "/" + escape_token(str(key))
+                kids[sub] = None
+                self._set(sub, DONE, before)
+                if child.__class__ in (dict, list):
+                    todo.append((sub, child))
+
+
+def _NOTHING_OPEN(level: int) -> None:
+    return None
+
+
+#: Operations whose path gets the status their value implies (:func:`implied_status`).
+_IMPLYING_OPS: Final = frozenset(("add", "replace"))
+
+
+def implied_status(value: Any) -> str:
+    """The status an ``add`` / ``replace`` of ``value`` gives its path, unsent: ``"started"``
+    for a string, ``[]`` or ``{}`` (the tokenizer announces them when they open), ``"done"``
+    for anything else (a number or literal appears complete; a non-empty container is a
+    whole value, such as a schema default)."""
+    if value.__class__ is str or (value.__class__ in (dict, list) and not value):
+        return STARTED
+    return DONE
+
+
+def implied_statuses(operations: Any) -> list[tuple[str, str]]:
+    """``(path, status)`` that each ``add`` / ``replace`` of a props delta implies, in order.
+
+    Take them *before* applying the operations: applying puts an op's ``{}`` or ``[]`` into
+    the props, and the ops after it fill that very object in. Anything that is not an
+    operation object is skipped (applying the operations reports it).
+    """
+    out: list[tuple[str, str]] = []
+    if isinstance(operations, list):
+        for op in operations:
+            if isinstance(op, dict) and op.get("op") in _IMPLYING_OPS and isinstance(op.get("path"), str) and op["path"]:
+                out.append((op["path"], implied_status(op.get("value"))))
+    return out
+
+
+def apply_status_changes(status: dict[str, str], implied: Sequence[tuple[str, str]], changes: Any) -> None:
+    """Rebuild the full map ``status`` (in place) from one props delta whose operations just
+    applied: first each ``(path, status)`` of ``implied`` (:func:`implied_statuses` of the
+    operations, taken before they applied), then ``changes`` (the delta's ``statusChanges``,
+    may be ``None``) on top: ``None`` removes the path, ``"started"`` / ``"done"`` set it.
+
+    Raises :class:`RemoteInputError` (``status`` untouched) when ``changes`` is not an
+    object of pointer -> one of those three (the root ``""`` has no status: the block's
+    ``streamingState`` is the whole component's).
+    """
+    if changes is None:
+        changes = {}
+    if not isinstance(changes, Mapping):
+        raise RemoteInputError(f"{STATUS_CHANGES_KEY} must be an object, got {type(changes).__name__}")
+    for path, value in changes.items():
+        if not isinstance(path, str) or not path.startswith("/") or value not in (STARTED, DONE, None):
+            raise RemoteInputError(f"{STATUS_CHANGES_KEY}[{path!r}]: expected a JSON pointer -> "
+                                   f"'started' | 'done' | null, got {value!r}")
+    for path, implied_value in implied:
+        status[path] = implied_value
+    for path, value in changes.items():
+        if value is None:
+            status.pop(path, None)
+        else:
+            status[path] = value
 
 
 class _PropsFilter:
@@ -333,11 +544,9 @@ class ComponentStream(_ArgumentStream):
     """
 
     __slots__ = (
-        "_current",
-        "_current_pointer",
         "_filter",
         "_final_props",
-        "_last_status",
+        "_paths",
         "_started",
         "component",
         "component_id",
@@ -372,9 +581,7 @@ class ComponentStream(_ArgumentStream):
         self._started = False
         self._closed = False
         self._error: Exception | None = None
-        self._last_status: dict[str, str] = {}
-        self._current: str | None = None  # the top-level prop being parsed
-        self._current_pointer = ""  # its JSON pointer
+        self._paths = PathStatus()
         self._final_props: dict[str, Any] | None = None
         self.raw_ops = []
 
@@ -422,10 +629,9 @@ class ComponentStream(_ArgumentStream):
             return []
         events = [] if self._started else self.start()
         raw = self._close_ops()
-        if raw:
-            delta = self._delta(raw)
-            if delta is not None:
-                events.append(delta)
+        delta = self._delta(raw)
+        if delta is not None:
+            events.append(delta)
         self._final_props = self.props
         events.append(
             CustomEvent(name=COMPONENT_END, value={"componentId": self.component_id, "finalProps": self._final_props})
@@ -449,51 +655,27 @@ class ComponentStream(_ArgumentStream):
         return self._final_props
 
     @property
-    def streaming_status(self) -> dict[str, str]:
-        """The last ``streamingStatus`` sent."""
-        return dict(self._last_status)
+    def status(self) -> dict[str, str]:
+        """Status of every path of the props as sent so far (``{pointer: "started" | "done"}``, a copy)."""
+        return dict(self._paths.status)
 
     # ------------------------------------------------------------------ internals
     def _describe(self) -> str:
         return f"component {self.component.name} ({self.component_id})"
 
+    def _open_below_root(self, level: int) -> str | None:
+        return self._stream.open_pointer(level + 1)
+
     def _delta(self, raw: list[dict[str, Any]]) -> CustomEvent | None:
         ops = self._filter.filter(raw)
-        # JSON is sequential: every top-level prop before the one being parsed is
-        # complete, so only that one (``_current``) needs asking -- O(depth) per
-        # feed instead of O(props). Held-back nulls never get here (no op).
-        status = self._last_status
-        changed = False
-        current, pointer = self._current, self._current_pointer
-        inside = pointer + "/"
-        for op in ops:
-            path = op["path"]
-            if current is not None and op["op"] != "remove" and (path == pointer or path.startswith(inside)):
-                continue
-            token = path[1:].split("/", 1)[0]
-            key = unescape_token(token)
-            if op["op"] == "remove" and path == "/" + token:
-                changed = status.pop(key, None) is not None or changed
-                if key == current:
-                    current = None
-                continue
-            if current is not None and current != key and status.get(current) != "done":
-                status[current] = "done"
-                changed = True
-            current, pointer = key, "/" + token
-            inside = pointer + "/"
-        if current is not None:
-            state = self._stream.status_of(pointer) or "started"
-            if status.get(current) != state:
-                status[current] = state
-                changed = True
-        self._current, self._current_pointer = current, pointer
-        if not ops and not changed:
+        changes = self._paths.observe(ops, self._open_below_root)
+        if not ops and not changes:
             return None
-        return CustomEvent(
-            name=COMPONENT_PROPS_DELTA,
-            value={"componentId": self.component_id, "operations": ops, "streamingStatus": dict(status)},
-        )
+        value: dict[str, Any] = {"componentId": self.component_id, "operations": ops}
+        if changes:
+            value[STATUS_CHANGES_KEY] = changes
+        return CustomEvent(name=COMPONENT_PROPS_DELTA, value=value)
+
 
 class InteractableUpdateStream(_ArgumentStream):
     """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.
@@ -552,7 +734,7 @@ class InteractableUpdateStream(_ArgumentStream):
         return COMPONENT_PROPS_DELTA if self.kind == "props" else COMPONENT_STATE_DELTA
 
     def feed(self, args_fragment: str) -> list[CustomEvent]:
-        """Like :meth:`ComponentStream.feed`; the delta carries no ``streamingStatus``."""
+        """Like :meth:`ComponentStream.feed`; the delta carries no ``statusChanges``."""
         ops = self._filter.filter(self._feed_ops(args_fragment))
         if not ops:
             return []
@@ -605,6 +787,8 @@ class InteractableUpdateStream(_ArgumentStream):
 #: message's ``content`` stays the AG-UI text string; blocks live beside it, so
 #: ``Accumulator.messages_as_structs()`` still validates (unknown keys are dropped).
 BLOCKS_KEY: Final = "contentBlocks"
+#: Key of a component block's per-path props status, rebuilt from the deltas' ``statusChanges``.
+PROPS_STATUS_KEY: Final = "propsStatus"
 
 _INDEX_ATTR: Final = "_component_blocks"
 
@@ -690,6 +874,7 @@ def _on_start(acc: Accumulator, ev: CustomEvent) -> None:
         "name": value["componentName"],
         "props": {},
         "streamingState": "started",
+        PROPS_STATUS_KEY: {},
     }
     message.setdefault(BLOCKS_KEY, []).append(block)
     _index(acc)[block["id"]] = (message, block)
@@ -757,7 +942,15 @@ def _apply_ops(block: dict[str, Any], member: str, ev: CustomEvent, value: Mappi
 
 def _on_props_delta(acc: Accumulator, ev: CustomEvent) -> None:
     value = _value(ev, "componentId")
-    _apply_ops(_block(acc, ev, value), "props", ev, value)
+    block = _block(acc, ev, value)
+    implied = implied_statuses(value.get("operations"))
+    _apply_ops(block, "props", ev, value)
+    status = block.get(PROPS_STATUS_KEY)
+    if status is not None:  # a component streamed here, not a seeded interactable
+        try:
+            apply_status_changes(status, implied, value.get(STATUS_CHANGES_KEY))
+        except RemoteInputError as exc:
+            raise RemoteInputError(f"CUSTOM {ev.name}: component {block['id']!r}: {exc}") from None
 
 
 def _on_state_delta(acc: Accumulator, ev: CustomEvent) -> None:
@@ -769,6 +962,10 @@ def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
     value = _value(ev, "componentId")
     block = _block(acc, ev, value)
     block["streamingState"] = "done"
+    status = block.get(PROPS_STATUS_KEY)
+    if status:  # the end of the call: whatever is still open is done
+        for path in status:
+            status[path] = DONE
     for key, member in (("finalProps", "props"), ("finalState", "state")):
         final = value.get(key)
         if isinstance(final, dict) and final != block.get(member):

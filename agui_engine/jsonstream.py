@@ -413,6 +413,18 @@ class PatchStream:
             out[token if isinstance(root, dict) else int(token)] = "started"
         return out
 
+    def open_pointer(self, level: int) -> str | None:
+        """Pointer of the open value at nesting ``level`` (0 = the root), or ``None`` when
+        fewer values are open. Open values are the containers whose closing bracket has not
+        arrived and the open string; JSON is sequential, so they form one chain from the
+        root down. O(1): with the ops, it is all a per-path status needs."""
+        ptrs = self._ptrs
+        if 0 <= level < len(ptrs) - 1:
+            return ptrs[level + 1]
+        if level == len(ptrs) - 1 and self._state == _S_STRING:
+            return self._s_path
+        return None
+
     def status_of(self, pointer: str) -> str | None:
         """Status of the value at ``pointer``: ``"started"``, ``"streaming"``,
         ``"done"``, or ``None`` if it has not begun. Raises :class:`UsageError`

@@ -35,6 +35,7 @@ from ..component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
+    PROPS_STATUS_KEY,
     find_component,
 )
 from ..components import is_ui_tool
@@ -56,6 +57,7 @@ from ..events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from ..pointer import escape_token
 
 __all__ = [
     "FALLBACK_TERMINAL_SIZE",
@@ -73,7 +75,7 @@ __all__ = [
 _MIN_LIVE_LINES: Final = 6
 
 
-_STATUS_MARK: Final = {"started": "·", "streaming": "…", "done": "✓"}
+_STATUS_MARK: Final = {"started": "…", "done": "✓"}
 
 
 def _short(value: Any, width: int) -> str:
@@ -110,7 +112,6 @@ class _ComponentView:
         self.name = name
         self.id = component_id
         self.label = f"{name} #{ordinal}"
-        self.status: dict[str, str] = {}
         self.printed: set[str] = set()
         self.done = False
         self.note = ""
@@ -172,14 +173,15 @@ class Renderer:
         self.out.write(delta.replace("\n", "\n    "))
 
     def _box(self, view: _ComponentView) -> list[str]:
-        block = find_component(self.acc, view.id)
-        props = block.get("props", {}) if block else {}
-        state = "done" if view.done else ("streaming" if view.status else "started")
+        block = find_component(self.acc, view.id) or {}
+        props = block.get("props", {})
+        status = block.get(PROPS_STATUS_KEY) or {}
+        state = "done" if view.done else block.get("streamingState", "started")
         head = f"  ┌ {view.label} · {state}"
         lines = [self._c("1;36", head)]
         inner = self.width - 8
         for key, value in props.items():
-            mark = _STATUS_MARK.get(view.status.get(key, "done" if view.done else "started"), "·")
+            mark = _STATUS_MARK.get(status.get("/" + escape_token(key), "done" if view.done else "started"), "·")
             sub = _tree({key: value}, "", inner)
             lines.append(f"  │ {self._c('32' if mark == '✓' else '33', mark)} {sub[0]}")
             lines.extend(f"  │   {s}" for s in sub[1:])
@@ -324,8 +326,6 @@ class Renderer:
             view = self.components.get(str(value.get("componentId")))
             if view is None:
                 return
-            status = value.get("streamingStatus") or {}
-            view.status = dict(status)
             if self.live:
                 self._redraw()
             else:
@@ -335,7 +335,6 @@ class Renderer:
             if view is None:
                 return
             view.done = True
-            view.status = {k: "done" for k in view.status}
             if self.live:
                 self._clear_region()
                 if view in self.active:
@@ -350,10 +349,11 @@ class Renderer:
                 self._line(self._c("1;36", f"  ▣ {view.label} done{note}"))
 
     def _print_done_props(self, view: _ComponentView) -> None:
-        block = find_component(self.acc, view.id)
-        props = block.get("props", {}) if block else {}
+        block = find_component(self.acc, view.id) or {}
+        props = block.get("props", {})
+        status = block.get(PROPS_STATUS_KEY) or {}
         for key, value in props.items():
-            if key in view.printed or (view.status.get(key) != "done" and not view.done):
+            if key in view.printed or (status.get("/" + escape_token(key)) != "done" and not view.done):
                 continue
             view.printed.add(key)
             tree = _tree({key: value}, "", self.width - 10)

@@ -9,10 +9,13 @@
 // `@ag-ui/client` agent) into what a front end renders:
 //
 //   * components: one record per `tambo.component.start`, keyed by componentId:
-//     {id, name, messageId, toolCallId, props, state, streamingStatus, streamingState, statusMessage,
+//     {id, name, messageId, toolCallId, props, state, propsStatus, streamingState, statusMessage,
 //      completionStatusMessage, finalProps, version}. `props_delta` / `state_delta` operations are
 //     applied in place (RFC 6902 plus the engine's string `append`, spec/components.md); `end`
-//     sets finalProps (and props to it when the deltas disagree: a finding).
+//     sets finalProps (and props to it when the deltas disagree: a finding). `propsStatus` is the
+//     status of every path of the props ({pointer: "started" | "done"}), rebuilt from each delta's
+//     operations and `statusChanges` (only what changed and the operations do not imply travels);
+//     `end` marks whatever is left done.
 //   * messages (text, tool calls with their arguments, tool results), state (STATE_SNAPSHOT and
 //     STATE_DELTA applied), runs (id, status, pending client tool calls, interrupts).
 //   * findings: everything that could not be applied, with the index of the event that caused it.
@@ -234,6 +237,58 @@ export function applyOperations(doc, ops) {
     }
   }
   return current;
+}
+
+// ------------------------------------------------------------------------------------------ per-path status
+
+/** Key of a props delta's per-path status changes (spec/components.md, "Status"). */
+export const STATUS_CHANGES = "statusChanges";
+
+/** The status an `add` / `replace` of `value` gives its path, unsent (spec/components.md, "Status"). */
+export function impliedStatus(value) {
+  const empty = (Array.isArray(value) && value.length === 0) || (isObject(value) && Object.keys(value).length === 0);
+  return typeof value === "string" || empty ? "started" : "done";
+}
+
+/**
+ * The [path, status] each `add` / `replace` of a props delta implies, in order. Take them before
+ * applying the operations: applying puts an op's `{}` or `[]` into the props, and the ops after it
+ * fill that very object in.
+ */
+export function impliedStatuses(ops) {
+  const out = [];
+  if (Array.isArray(ops)) {
+    for (const op of ops) {
+      if (isObject(op) && (op.op === "add" || op.op === "replace") && typeof op.path === "string" && op.path) {
+        out.push([op.path, impliedStatus(op.value)]);
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Rebuild the per-path status map `status` ({pointer: "started" | "done"}) in place from one props
+ * delta whose operations just applied: first each [path, status] of `implied` (`impliedStatuses` of
+ * the operations, taken before they applied), then `changes` (the delta's `statusChanges`, may be
+ * undefined) on top: null removes the path, the others set it. Throws, leaving `status` as it was,
+ * when `changes` is not an object of JSON pointers to "started" | "done" | null.
+ */
+export function applyStatusChanges(status, implied, changes) {
+  const entries = changes === undefined ? [] : isObject(changes) ? Object.entries(changes) : null;
+  if (entries === null) throw new Error(`${STATUS_CHANGES} must be an object`);
+  for (const [path, value] of entries) {
+    if (path[0] !== "/" || !(value === "started" || value === "done" || value === null)) {
+      throw new Error(`${STATUS_CHANGES}[${JSON.stringify(path)}]: expected a JSON pointer -> ` +
+                      `"started" | "done" | null, got ${JSON.stringify(value)}`);
+    }
+  }
+  for (const [path, value] of implied) status[path] = value;
+  for (const [path, value] of entries) {
+    if (value === null) delete status[path];
+    else status[path] = value;
+  }
+  return status;
 }
 
 // ------------------------------------------------------------------------------------------ wire parsing
@@ -525,7 +580,7 @@ export class ThreadStore {
     const status = this._statusOf(this._lastToolCall);
     this._set({
       id: value.componentId, name: value.componentName, messageId: value.messageId, toolCallId: this._lastToolCall,
-      props: {}, state: undefined, streamingStatus: {}, streamingState: "started", finalProps: undefined,
+      props: {}, state: undefined, propsStatus: {}, streamingState: "started", finalProps: undefined,
       statusMessage: status.statusMessage, completionStatusMessage: status.completionStatusMessage, version: 0,
     });
     const m = this._message(value.messageId, "assistant");
@@ -549,10 +604,18 @@ export class ThreadStore {
     if (!found) return;
     const [value, c] = found;
     const record = { ...c, streamingState: "streaming" };
-    if (isObject(value.streamingStatus)) record.streamingStatus = { ...value.streamingStatus };
+    const implied = member === "props" && c.propsStatus ? impliedStatuses(value.operations) : null;
     try {
       const target = isObject(c[member]) || Array.isArray(c[member]) ? c[member] : {};
       record[member] = applyOperations(target, value.operations);
+      // the status follows the props: applied only when the event's operations were
+      if (implied) {
+        try {
+          record.propsStatus = applyStatusChanges(c.propsStatus, implied, value[STATUS_CHANGES]);
+        } catch (err) {
+          this._finding(index, event, "component", `component ${c.id}: ${err.message}`);
+        }
+      }
     } catch (err) {
       // all or nothing: the props are exactly the last good ones
       this._finding(index, event, "component_patch",
@@ -566,6 +629,9 @@ export class ThreadStore {
     if (!found) return;
     const [value, c] = found;
     const record = { ...c, streamingState: "done" };
+    if (c.propsStatus) {  // the end of the call: whatever is still open is done
+      for (const path of Object.keys(c.propsStatus)) c.propsStatus[path] = "done";
+    }
     for (const [key, member] of [["finalProps", "props"], ["finalState", "state"]]) {
       const final = value[key];
       if (isObject(final)) {

@@ -132,16 +132,24 @@ function renderTimeline() {
   $("event-count").textContent = app.store.events;
 }
 
-function renderValue(value, depth = 0) {
+// A pointer's reference token (RFC 6901): "~" -> "~0", "/" -> "~1".
+function escapeToken(key) {
+  return String(key).replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+// `status` is the component's per-path status map; every member still open is marked data-status="started".
+function renderValue(value, depth = 0, path = "", status = {}) {
   const span = document.createElement("div");
   span.className = "value";
   if (value !== null && typeof value === "object" && depth < 6) {
     const ul = document.createElement("ul");
     for (const [k, v] of Object.entries(value)) {
       const li = document.createElement("li");
+      const sub = `${path}/${escapeToken(k)}`;
+      li.dataset.status = status[sub] || "-";
       const key = document.createElement("b");
-      key.textContent = Array.isArray(value) ? `${k}: ` : `${k}: `;
-      li.append(key, renderValue(v, depth + 1));
+      key.textContent = `${k}: `;
+      li.append(key, renderValue(v, depth + 1, sub, status));
       ul.append(li);
     }
     span.append(ul);
@@ -205,11 +213,14 @@ function genericCard(c, result) {
     const k = document.createElement("span");
     k.className = "key";
     k.textContent = key;
-    const status = (c.streamingStatus || {})[key] || "-";
+    const statuses = c.propsStatus || {};
+    const path = "/" + escapeToken(key);
+    const status = statuses[path] || "-";
+    prop.dataset.status = status;
     const badge = document.createElement("span");
     badge.className = "badge " + status;
     badge.textContent = status;
-    prop.append(k, badge, renderValue(value));
+    prop.append(k, badge, renderValue(value, 0, path, statuses));
     card.append(prop);
   }
   if (result) card.append(dataSection(result));

@@ -23,8 +23,10 @@ from agui_engine.component_stream import (
     ComponentSizeError,
     ComponentStream,
     InteractableUpdateStream,
+    apply_status_changes,
     component_blocks,
     find_component,
+    implied_statuses,
     seed_interactables,
 )
 from agui_engine.components import Component, StatusMessages, unstrict_value
@@ -69,15 +71,29 @@ def run(component: Component, chunks: list[str], **kw: Any) -> tuple[list[Custom
 
 
 def brief(events: list[CustomEvent]) -> list[tuple[Any, ...]]:
+    """Each event in short; a props delta with its ops and the full per-path status map rebuilt so far."""
     out: list[tuple[Any, ...]] = []
+    status: dict[str, str] = {}
     for ev in events:
         if ev.name == COMPONENT_PROPS_DELTA:
             ops = [(o["op"], o["path"], o.get("value")) for o in ev.value["operations"]]
-            out.append(("P", ops, ev.value["streamingStatus"]))
+            apply_status_changes(status, implied_statuses(ev.value["operations"]), ev.value.get("statusChanges"))
+            out.append(("P", ops, dict(status)))
         elif ev.name == COMPONENT_START:
             out.append(("S",))
         else:
             out.append(("E", ev.value["finalProps"]))
+    return out
+
+
+def pointers(value: Any, base: str = "") -> set[str]:
+    """Every RFC 6901 pointer inside ``value`` (the root excluded)."""
+    out: set[str] = set()
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        path = base + "/" + str(key).replace("~", "~0").replace("/", "~1")
+        out.add(path)
+        out |= pointers(child, path)
     return out
 
 
@@ -101,11 +117,13 @@ def test_event_payloads_exact() -> None:
         "componentId": "c1",
         "operations": [{"op": "add", "path": "/temperature", "value": 72},
                        {"op": "add", "path": "/location", "value": "NYC"}],
-        "streamingStatus": {"temperature": "done", "location": "done"},
+        # both statuses are what the add ops imply (a number is complete when it appears; "NYC"
+        # closed in the same feed): only the string's "done" has to travel
+        "statusChanges": {"/location": "done"},
     }
     assert events[2].value == {"componentId": "c1", "finalProps": {"temperature": 72, "location": "NYC"}}
     assert stream.final_props == {"temperature": 72, "location": "NYC"}
-    assert stream.streaming_status == {"temperature": "done", "location": "done"}
+    assert stream.status == {"/temperature": "done", "/location": "done"}
 
 
 def test_trace_strings_done_the_moment_they_close() -> None:
@@ -113,10 +131,10 @@ def test_trace_strings_done_the_moment_they_close() -> None:
     events, _ = run(WEATHER, ['{"ti', 'tle": "He', "llo", '", "count": 1', "2}"])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/title", "He")], {"title": "streaming"}),
-        ("P", [("append", "/title", "llo")], {"title": "streaming"}),
-        ("P", [], {"title": "done"}),
-        ("P", [("add", "/count", 12)], {"title": "done", "count": "done"}),
+        ("P", [("add", "/title", "He")], {"/title": "started"}),
+        ("P", [("append", "/title", "llo")], {"/title": "started"}),
+        ("P", [], {"/title": "done"}),  # the closing quote
+        ("P", [("add", "/count", 12)], {"/title": "done", "/count": "done"}),
         ("E", {"title": "Hello", "count": 12}),
     ]
 
@@ -126,10 +144,10 @@ def test_trace_strict_rfc6902_mode_resends_the_string() -> None:
     events, _ = run(WEATHER, ['{"ti', 'tle": "He', "llo", '", "count": 1', "2}"], append_strings=False)
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/title", "He")], {"title": "streaming"}),
-        ("P", [("replace", "/title", "Hello")], {"title": "streaming"}),
-        ("P", [], {"title": "done"}),
-        ("P", [("add", "/count", 12)], {"title": "done", "count": "done"}),
+        ("P", [("add", "/title", "He")], {"/title": "started"}),
+        ("P", [("replace", "/title", "Hello")], {"/title": "started"}),
+        ("P", [], {"/title": "done"}),
+        ("P", [("add", "/count", 12)], {"/title": "done", "/count": "done"}),
         ("E", {"title": "Hello", "count": 12}),
     ]
     assert {o["op"] for e in events if e.name == COMPONENT_PROPS_DELTA for o in e.value["operations"]} <= {
@@ -140,9 +158,9 @@ def test_trace_end_and_start_in_one_chunk_q2() -> None:
     events, _ = run(ANY, ['{"a": "x', 'y", "b": "z', '", "c": 1}'])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/a", "x")], {"a": "streaming"}),
-        ("P", [("append", "/a", "y"), ("add", "/b", "z")], {"a": "done", "b": "streaming"}),
-        ("P", [("add", "/c", 1)], {"a": "done", "b": "done", "c": "done"}),
+        ("P", [("add", "/a", "x")], {"/a": "started"}),
+        ("P", [("append", "/a", "y"), ("add", "/b", "z")], {"/a": "done", "/b": "started"}),
+        ("P", [("add", "/c", 1)], {"/a": "done", "/b": "done", "/c": "done"}),
         ("E", {"a": "xy", "b": "z", "c": 1}),
     ]
 
@@ -151,7 +169,7 @@ def test_trace_numbers_never_removed_q4() -> None:
     events, _ = run(ANY, ['{"a": 1', ".", '5, "b": true}'])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/a", 1.5), ("add", "/b", True)], {"a": "done", "b": "done"}),
+        ("P", [("add", "/a", 1.5), ("add", "/b", True)], {"/a": "done", "/b": "done"}),
         ("E", {"a": 1.5, "b": True}),
     ]
 
@@ -160,8 +178,8 @@ def test_trace_literals_only_when_complete_q5() -> None:
     events, _ = run(ANY, ['{"ok": t', "ru", 'e, "x": nu', "ll}"])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/ok", True)], {"ok": "done"}),
-        ("P", [("add", "/x", None)], {"ok": "done", "x": "done"}),  # x is nullable: its null is real
+        ("P", [("add", "/ok", True)], {"/ok": "done"}),
+        ("P", [("add", "/x", None)], {"/ok": "done", "/x": "done"}),  # x is nullable: its null is real
         ("E", {"ok": True, "x": None}),
     ]
 
@@ -173,11 +191,14 @@ def test_trace_nested_paths_and_array_appends() -> None:
     events, _ = run(comp, ['{"items": [', '{"id": 1, "name": "A', '"}, {"id"', ": 2}]}"])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/items", [])], {"items": "started"}),
+        ("P", [("add", "/items", [])], {"/items": "started"}),
         ("P", [("add", "/items/0", {}), ("add", "/items/0/id", 1), ("add", "/items/0/name", "A")],
-         {"items": "streaming"}),
-        ("P", [("add", "/items/1", {})], {"items": "streaming"}),
-        ("P", [("add", "/items/1/id", 2)], {"items": "done"}),
+         {"/items": "started", "/items/0": "started", "/items/0/id": "done", "/items/0/name": "started"}),
+        # a nested value is done at its own closing token: "A" at its quote, /items/0 at its brace
+        ("P", [("add", "/items/1", {})], {"/items": "started", "/items/0": "done", "/items/0/id": "done",
+                                          "/items/0/name": "done", "/items/1": "started"}),
+        ("P", [("add", "/items/1/id", 2)], {"/items": "done", "/items/0": "done", "/items/0/id": "done",
+                                            "/items/0/name": "done", "/items/1": "done", "/items/1/id": "done"}),
         ("E", {"items": [{"id": 1, "name": "A"}, {"id": 2}]}),
     ]
 
@@ -199,8 +220,8 @@ def test_standard_parameters_never_in_ops_and_become_status_messages() -> None:
     events += stream.close()
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/location", "NY")], {"location": "streaming"}),
-        ("P", [("append", "/location", "C")], {"location": "done"}),
+        ("P", [("add", "/location", "NY")], {"/location": "started"}),
+        ("P", [("append", "/location", "C")], {"/location": "done"}),
         ("E", {"location": "NYC"}),
     ]
     assert "_tambo" not in json.dumps([e.value for e in events])
@@ -212,8 +233,8 @@ def test_strict_nulls_held_back_and_defaults_sent() -> None:
     events, stream = run(comp, ['{"title": null, "sub": nu', 'll, "size": null, "note": null}'])
     assert brief(events) == [
         ("S",),
-        ("P", [("add", "/title", None)], {"title": "done"}),  # required: the null is the model's answer
-        ("P", [("add", "/size", 3), ("add", "/note", None)], {"title": "done", "size": "done", "note": "done"}),
+        ("P", [("add", "/title", None)], {"/title": "done"}),  # required: the null is the model's answer
+        ("P", [("add", "/size", 3), ("add", "/note", None)], {"/title": "done", "/size": "done", "/note": "done"}),
         ("E", {"title": None, "size": 3, "note": None}),
     ]
     assert stream.props == stream.final_props
@@ -231,8 +252,8 @@ def test_duplicate_keys_stay_consistent() -> None:
 def test_keys_with_slash_and_tilde() -> None:
     events, _ = run(ANY, ['{"a/b": 1, "c~d": "x', 'y"}'])
     assert brief(events)[1:3] == [
-        ("P", [("add", "/a~1b", 1), ("add", "/c~0d", "x")], {"a/b": "done", "c~d": "streaming"}),
-        ("P", [("append", "/c~0d", "y")], {"a/b": "done", "c~d": "done"}),
+        ("P", [("add", "/a~1b", 1), ("add", "/c~0d", "x")], {"/a~1b": "done", "/c~0d": "started"}),
+        ("P", [("append", "/c~0d", "y")], {"/a~1b": "done", "/c~0d": "done"}),
     ]
 
 
@@ -449,19 +470,20 @@ def test_random_props_and_chunkings(doc: dict[str, Any], cuts: list[int], indent
                 assert not any("_tambo_" in op["path"] for op in ops)
                 accumulated = jsonpatch.JsonPatchWithAppend(ops).apply(accumulated)
                 _check_no_reserved_or_dropped_nulls(accumulated)
-                assert set(ev.value["streamingStatus"]) == set(accumulated)
+                assert set(find_component(acc, "c")["propsStatus"]) == pointers(accumulated)
         events = []
         assert accumulated == stream.props
     for ev in stream.close():
         acc.apply(ev)
         if ev.name == COMPONENT_PROPS_DELTA:
             accumulated = jsonpatch.JsonPatchWithAppend(ev.value["operations"]).apply(accumulated)
-            assert set(ev.value["streamingStatus"].values()) <= {"done"}
+            assert set(ev.value.get("statusChanges", {}).values()) <= {"done"}
     expected = unstrict_value({k: v for k, v in json.loads(data).items() if not k.startswith("_tambo_")},
                               PROPERTY_SCHEMA)
     assert accumulated == stream.final_props == expected == PROPERTY_COMPONENT.unstrict_props(json.loads(data))
     assert find_component(acc, "c") == {"type": "component", "id": "c", "name": "Random", "props": expected,
-                                         "streamingState": "done"}
+                                         "streamingState": "done",
+                                         "propsStatus": dict.fromkeys(pointers(expected), "done")}
     assert acc.problems == []
     assert stream.status_messages == StatusMessages(
         status_message=doc.get("_tambo_statusMessage"),
@@ -499,7 +521,8 @@ def test_accumulator_blocks_on_the_text_message() -> None:
     acc.apply_all(a.feed('{"title": "A'))
     acc.apply_all(b.feed('{"title": "B"}'))
     assert find_component(acc, "c1") == {"type": "component", "id": "c1", "name": "WeatherCard",
-                                         "props": {"title": "A"}, "streamingState": "streaming"}
+                                         "props": {"title": "A"}, "streamingState": "streaming",
+                                         "propsStatus": {"/title": "started"}}
     acc.apply_all(a.feed('"}') + a.close() + b.close())
     message = acc.get_message("m1")
     assert message is not None and message["content"] == "Here it is:"
@@ -514,7 +537,8 @@ def test_accumulator_creates_the_message_and_reports_bad_events() -> None:
     stream = ComponentStream(WEATHER, message_id="m9", component_id="c9")
     acc.apply_all(stream.start())
     assert acc.get_message("m9") == {"id": "m9", "role": "assistant", BLOCKS_KEY: [
-        {"type": "component", "id": "c9", "name": "WeatherCard", "props": {}, "streamingState": "started"}]}
+        {"type": "component", "id": "c9", "name": "WeatherCard", "props": {}, "streamingState": "started",
+         "propsStatus": {}}]}
     acc.apply(CustomEvent(name=COMPONENT_START, value={"messageId": "m9", "componentId": "c9",
                                                       "componentName": "X"}))
     acc.apply(CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": "nope", "operations": []}))
@@ -522,7 +546,10 @@ def test_accumulator_creates_the_message_and_reports_bad_events() -> None:
                                                             "operations": [{"op": "replace", "path": "/x",
                                                                             "value": 1}]}))
     acc.apply(CustomEvent(name=COMPONENT_END, value="bad"))
-    assert [p.kind for p in acc.problems] == ["handler"] * 4
+    acc.apply(CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": "c9", "operations": [],
+                                                            "statusChanges": {"/x": "streaming"}}))
+    assert [p.kind for p in acc.problems] == ["handler"] * 5
+    assert "statusChanges['/x']" in acc.problems[4].message and find_component(acc, "c9")["propsStatus"] == {}
     assert "already started" in acc.problems[0].message and "unknown component" in acc.problems[1].message
     # The end event's finalProps repair what a failed delta left behind.
     acc.apply(CustomEvent(name=COMPONENT_END, value={"componentId": "c9", "finalProps": {"title": "T"}}))

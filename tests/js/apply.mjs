@@ -10,11 +10,13 @@ const lines = readFileSync(0, "utf8").split("\n").filter((l) => l.trim());
 const out = [];
 for (const line of lines) {
   store.apply(JSON.parse(line));
-  out.push(JSON.stringify({ props: store.propsById(), findings: store.findings }));
+  const status = {};
+  for (const [id, c] of store.components) status[id] = c.propsStatus;
+  out.push(JSON.stringify({ props: store.propsById(), findings: store.findings, status }));
 }
 const finals = {};
 for (const [id, c] of store.components) {
-  finals[id] = { finalProps: c.finalProps, streamingState: c.streamingState, streamingStatus: c.streamingStatus,
+  finals[id] = { finalProps: c.finalProps, streamingState: c.streamingState, propsStatus: c.propsStatus,
                  statusMessage: c.statusMessage ?? null, completionStatusMessage: c.completionStatusMessage ?? null };
 }
 out.push(JSON.stringify({ components: finals, messages: store.messages, state: store.state, runs: store.runs }));

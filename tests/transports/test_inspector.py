@@ -65,7 +65,7 @@ async def open_inspector(browser: Any, url: str) -> Any:
 
 COMPONENTS_JS = """() => [...window.__inspector.store.components.values()].map(c => ({
     id: c.id, name: c.name, props: c.props, finalProps: c.finalProps, streamingState: c.streamingState,
-    streamingStatus: c.streamingStatus}))"""
+    propsStatus: c.propsStatus}))"""
 RUN_FINISHED_JS = "() => window.__inspector.rows.some(r => r.type === 'RUN_FINISHED' || r.type === 'RUN_ERROR')"
 
 
@@ -93,7 +93,7 @@ async def test_live_run_card_fills_in_while_streaming(browser: Any, tmp_path: Pa
         assert final and all(c["streamingState"] == "done" for c in final)
         for c in final:
             assert c["props"] == c["finalProps"] and c["props"]
-            assert set(c["streamingStatus"].values()) == {"done"}
+            assert c["propsStatus"] and set(c["propsStatus"].values()) == {"done"}
         # the props mid-run were a prefix of the final ones (same keys seen so far)
         assert set(streaming[0]["props"]) <= set(next(c for c in final if c["id"] == streaming[0]["id"])["props"])
         # the card shows every prop with its status, the timeline every event, no finding for a clean run

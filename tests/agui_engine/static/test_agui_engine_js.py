@@ -91,7 +91,7 @@ def test_recorded_demo_runs_match_the_accumulator(message: str) -> None:
     for component in final["components"].values():
         assert component["streamingState"] == "done"
         assert component["statusMessage"] and component["completionStatusMessage"]
-        assert set(component["streamingStatus"].values()) == {"done"}
+        assert component["propsStatus"] and set(component["propsStatus"].values()) == {"done"}
     assert final["runs"][-1]["status"] == "finished"
 
 
