@@ -70,9 +70,11 @@ import msgspec
 
 from .errors import RemoteInputError, UsageError
 from .events import (
+    ActivityMessage,
     Event,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
+    ReasoningMessage,
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     RunAgentInput,
@@ -140,6 +142,8 @@ _RULE_LIST: tuple[Rule, ...] = (
     Rule("subagent.not_open", "error", "SUBAGENT_FINISHED/ERROR for a sub-agent that is not running", "AGUI602 AGUI603"),
     Rule("subagent.unterminated", "error", "a sub-agent is still running at RUN_FINISHED", "AGUI604"),
     Rule("attribution.mismatch", "error", "a continuation names another sub-agent than the event that opened it", "AGUI606"),
+    Rule("attribution.parent_mismatch", "error",
+         "TOOL_CALL_START names another sub-agent than the owner of its parentMessageId", ""),
     Rule("chunk.missing_id", "error", "the first chunk of a lane must carry its id (and a tool call's name)", "AGUI504"),
     Rule("chunk.conflict", "error", "a continuation chunk restates a different role, name, parent or sub-agent", ""),
     Rule("chunk.ambiguous", "error", "a chunk without id or subagentRunId while several lanes of its kind are open", ""),
@@ -617,6 +621,7 @@ class Verifier:
         "_expander",
         "_index",
         "_known_tool_calls",
+        "_message_owners",
         "_open",
         "_pending",
         "_phase",
@@ -650,13 +655,14 @@ class Verifier:
         self._pending: list[Violation] = []
         self._closed = False
         self._known_tool_calls: set[str] = set()
+        self._new_run_scope()
         if input is not None:
             self._known_tool_calls.update(_tool_call_ids_of(input.messages))
+            self._register_owners(input.messages, replace=False)
         self._run_ids: tuple[str, str] | None = None
         self._thread_id: str | None = None  # of the latest run
         self._run_index = -1
         self._terminal_index = -1
-        self._new_run_scope()
         #: Errors found so far (only filled with ``collect=True``).
         self.violations: list[Violation] = []
         #: Warnings found so far (always collected, never raised).
@@ -780,6 +786,21 @@ class Verifier:
         self._closed_text: dict[str, _Open] = {}
         self._closed_tools: dict[str, int] = {}
         self._closed_subagents: dict[str, tuple[int, bool]] = {}
+        #: message id -> the sub-agent that owns it (None: the run itself), as the reference
+        #: client keeps it: a TEXT_MESSAGE_START registers its message if unknown, a
+        #: TOOL_CALL_RESULT and a MESSAGES_SNAPSHOT (re)assign theirs, the run's input
+        #: registers its messages if unknown. A TOOL_CALL_START's parentMessageId is judged
+        #: against it. Reasoning and activity messages are not in it (the client keeps them
+        #: apart).
+        self._message_owners: dict[str, str | None] = {}
+
+    def _register_owners(self, messages: Iterable[Any], *, replace: bool) -> None:
+        owners = self._message_owners
+        for message in messages:
+            if isinstance(message, (ReasoningMessage, ActivityMessage)):
+                continue
+            if replace or message.id not in owners:
+                owners[message.id] = message.subagent_run_id
 
     def _report(
         self,
@@ -839,6 +860,9 @@ class Verifier:
 
     def _do_messages_snapshot(self, row: Row, ev: Any) -> None:
         self._known_tool_calls.update(_tool_call_ids_of(ev.messages))
+        # The snapshot's versions are the truth: a message it lists without subagentRunId
+        # belongs to the run itself from now on.
+        self._register_owners(ev.messages, replace=True)
 
     def _do_implicit_run(self, row: Row, ev: Any) -> None:
         type_name = _TYPE_BY_CLASS[type(ev)]
@@ -901,6 +925,7 @@ class Verifier:
         self._run_index = self._index
         if ev.input is not None:
             self._known_tool_calls.update(_tool_call_ids_of(ev.input.messages))
+            self._register_owners(ev.input.messages, replace=False)
 
     def _do_finish_run(self, row: Row, ev: RunFinishedEvent) -> None:
         if self._run_ids is not None and (ev.thread_id, ev.run_id) != self._run_ids:
@@ -968,6 +993,21 @@ class Verifier:
                 return
             data = [] if self._check_args else None
             self._known_tool_calls.add(key)
+            parent = ev.parent_message_id
+            if parent is not None and parent in self._message_owners:
+                parent_owner = self._message_owners[parent]
+                if owner is None:
+                    owner = parent_owner  # a call belongs to the message that carries it
+                elif owner != parent_owner:
+                    shown = repr(parent_owner) if parent_owner is not None else "the run itself"
+                    self._report(
+                        "attribution.parent_mismatch",
+                        f"TOOL_CALL_START for tool call {key!r} names sub-agent {owner!r}, but its parent "
+                        f"message {parent!r} belongs to {shown}; a tool call belongs to the message that "
+                        "carries it",
+                        "TOOL_CALL_START",
+                        {"toolCallId": key, "parentMessageId": parent, "subagentRunId": owner},
+                    )
         elif kind is SUBAGENT:
             prior_sub = self._closed_subagents.get(key)
             if prior_sub is not None:
@@ -983,6 +1023,8 @@ class Verifier:
                     return
                 del self._closed_subagents[key]  # resuming a suspended sub-agent
         opened[key] = _Open(self._index, owner, data)
+        if kind is TEXT and key not in self._message_owners:
+            self._message_owners[key] = owner
 
     def _do_continue(self, row: Row, ev: Any) -> None:
         kind: Kind = row.kind  # type: ignore[assignment]
@@ -1036,6 +1078,7 @@ class Verifier:
             )
 
     def _do_tool_result(self, row: Row, ev: ToolCallResultEvent) -> None:
+        self._message_owners[ev.message_id] = ev.subagent_run_id  # the result message is its sender's
         key = ev.tool_call_id
         entry = self._open[TOOL.slot].get(key)
         if entry is not None:

@@ -49,6 +49,7 @@ class ThreadWriter:
         self.message_ids: list[str] = []
         self.owners: dict[str, str | None] = {}  # message id -> subagentRunId of its author
         self.activity_ids: list[str] = []
+        self.reasoning_ids: set[str] = set()  # the client keeps no owner for these (spec/verifier.md)
         self.pending: list[str] = []
 
     def new_id(self, kind: str) -> str:
@@ -122,10 +123,13 @@ class ThreadWriter:
         cid = self.new_id("c")
         parent: dict[str, Any] = {}
         own = [m for m in self.message_ids if self.owners.get(m) == subagent]
+        attribution = self.sub(subagent)
         if own and self.rng.random() < 0.4:
             parent = {"parentMessageId": self.rng.choice(own)}  # a tool call belongs to its message's author
+            if parent["parentMessageId"] not in self.reasoning_ids and self.rng.random() < 0.3:
+                attribution = {}  # the START may leave it out: the call inherits its parent's owner
         self.emit({"type": "TOOL_CALL_START", "toolCallId": cid, "toolCallName": "lookup", **parent,
-                   **self.sub(subagent), **self.meta()})
+                   **attribution, **self.meta()})
         for piece in self.rng.choice([['{"q":', '"x"}'], ["{}"], []]):
             self.emit({"type": "TOOL_CALL_ARGS", "toolCallId": cid, "delta": piece, **self.sub(subagent), **self.meta()})
         self.emit({"type": "TOOL_CALL_END", "toolCallId": cid, **self.sub(subagent), **self.meta()})
@@ -162,14 +166,17 @@ class ThreadWriter:
         else:
             self.message_ids.append(cid)
             self.owners[cid] = subagent
+            if kind == "reasoning":
+                self.reasoning_ids.add(cid)
         if self.rng.random() < 0.5:
             self.snapshot(subagent)  # closes every chunk lane
 
     def subagent(self, _: str | None) -> None:
         sid = self.new_id("s")
         self.emit({"type": "SUBAGENT_STARTED", "subagentRunId": sid, "name": "helper"})
-        for _ in range(self.rng.randint(1, 3)):
-            self.rng.choice([self.text, self.chunks, self.chunks, self.tool_call, self.activity, self.reasoning])(sid)
+        for _ in range(self.rng.randint(1, 4)):
+            self.rng.choice([self.text, self.chunks, self.chunks, self.tool_call, self.tool_call, self.activity,
+                             self.reasoning, self.snapshot])(sid)
         if self.rng.random() < 0.8:
             self.emit({"type": "SUBAGENT_FINISHED", "subagentRunId": sid})
         else:
@@ -227,14 +234,23 @@ class ThreadWriter:
         self.emit({"type": "ACTIVITY_SNAPSHOT", "messageId": aid, "activityType": rng.choice(["PLAN", "SEARCH"]),
                    "content": {"step": rng.randint(0, 3)}, **replace, **self.sub(subagent), **self.meta()})
 
-    def snapshot(self, _: str | None) -> None:
+    def snapshot(self, subagent: str | None) -> None:
         rng = self.rng
-        kept = [m for m in self.message_ids if rng.random() < 0.5]
-        messages: list[dict[str, Any]] = [{"id": m, "role": "user", "content": f"kept {m}"} for m in kept]
+        # inside a sub-agent, its own messages stay (its later tool calls may name them as parent)
+        kept = [m for m in self.message_ids
+                if rng.random() < 0.5 or (subagent is not None and self.owners.get(m) == subagent)]
+        messages: list[dict[str, Any]] = []
+        for m in kept:
+            # The snapshot's version is the truth about who owns a message: it may keep a
+            # sub-agent's attribution (that sub-agent's later tool calls may name it as their
+            # parent) or leave it out (the message then belongs to the run itself).
+            owner = self.owners.get(m) if rng.random() < 0.5 else None
+            self.owners[m] = owner
+            messages.append({"id": m, "role": "user", "content": f"kept {m}", **self.sub(owner)})
         fresh = self.new_id("u")
         messages.append({"id": fresh, "role": "user", "content": "new"})
         self.message_ids = [*kept, fresh]
-        self.owners.update(dict.fromkeys(self.message_ids))  # the snapshot's versions carry no subagentRunId
+        self.owners[fresh] = None
         self.emit({"type": "MESSAGES_SNAPSHOT", "messages": messages})
 
     def misc(self, _: str | None) -> None:
@@ -265,16 +281,21 @@ def python_side(thread: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def test_accumulator_equals_the_real_client_on_random_threads() -> None:
+def run_client(threads: list[list[dict[str, Any]]], *flags: str) -> list[dict[str, Any]]:
+    """Each thread through the real client in one node process: {messages, state, pendingInterrupts, error}."""
     node = shutil.which("node")
     assert node is not None, "node is required (tests/install-deps.sh)"
     assert (JS_DIR / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    stdin = "".join(json.dumps(thread) + "\n" for thread in threads)
+    done = subprocess.run([node, "apply_events.mjs", *flags], cwd=JS_DIR, input=stdin, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_accumulator_equals_the_real_client_on_random_threads() -> None:
     rng = random.Random(SEED)
     threads = [ThreadWriter(rng, n).thread() for n in range(THREADS)]
-    stdin = "".join(json.dumps(thread) + "\n" for thread in threads)
-    done = subprocess.run([node, "apply_events.mjs"], cwd=JS_DIR, input=stdin, capture_output=True, text=True,
-                          timeout=120, check=True)
-    client = [json.loads(line) for line in done.stdout.splitlines()]
+    client = run_client(threads)
     assert len(client) == len(threads)
     differences = []
     for number, (thread, theirs) in enumerate(zip(threads, client, strict=True)):
@@ -287,3 +308,100 @@ def test_accumulator_equals_the_real_client_on_random_threads() -> None:
     events = sum(len(t) for t in threads)
     assert events > 20 * THREADS  # the generator writes real threads, not stubs
     assert differences == [], f"{len(differences)} differences over {THREADS} threads / {events} events: {differences[:3]}"
+
+
+# --------------------------------------------------------------------------- a tool call's parent message
+
+RS = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+RF = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+
+
+def _sub(name: str | None) -> dict[str, Any]:
+    return {"subagentRunId": name} if name else {}
+
+
+def _text(mid: str, sub: str | None = None) -> list[dict[str, Any]]:
+    return [{"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "assistant", **_sub(sub)},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": "hi", **_sub(sub)},
+            {"type": "TEXT_MESSAGE_END", "messageId": mid, **_sub(sub)}]
+
+
+def _call(cid: str, parent: str | None, start_sub: str | None, sub: str | None = None) -> list[dict[str, Any]]:
+    p = {"parentMessageId": parent} if parent else {}
+    return [{"type": "TOOL_CALL_START", "toolCallId": cid, "toolCallName": "lookup", **p, **_sub(start_sub)},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": cid, "delta": "{}", **_sub(sub)},
+            {"type": "TOOL_CALL_END", "toolCallId": cid, **_sub(sub)}]
+
+
+def _started(*names: str) -> list[dict[str, Any]]:
+    return [{"type": "SUBAGENT_STARTED", "subagentRunId": n, "name": "helper"} for n in names]
+
+
+def _finished(*names: str) -> list[dict[str, Any]]:
+    return [{"type": "SUBAGENT_FINISHED", "subagentRunId": n} for n in names]
+
+
+def _snap(*messages: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "MESSAGES_SNAPSHOT", "messages": list(messages)}
+
+
+_M = {"id": "m", "role": "assistant", "content": "hi"}
+#: name -> (thread, whether the client's verifier refuses it). A sub-agent's TOOL_CALL_START naming a
+#: parent message: the owner the client keeps for the message decides (spec/verifier.md).
+PARENT_CASES: dict[str, tuple[list[dict[str, Any]], bool]] = {
+    "snapshot gives the sub-agent's message to the run": (
+        [RS, *_started("s"), *_text("m", "s"), _snap(_M), *_call("c", "m", "s", "s"), *_finished("s"), RF], True),
+    "snapshot drops the message: its owner stays": (
+        [RS, *_started("s"), *_text("m", "s"), _snap({"id": "u", "role": "user", "content": "x"}),
+         *_call("c", "m", "s", "s"), *_finished("s"), RF], False),
+    "snapshot keeps the sub-agent's attribution": (
+        [RS, *_started("s"), _snap({**_M, "subagentRunId": "s"}), *_call("c", "m", "s", "s"), *_finished("s"), RF],
+        False),
+    "snapshot message is a user message": (
+        [RS, *_started("s"), _snap({"id": "m", "role": "user", "content": "hi"}), *_call("c", "m", "s", "s"),
+         *_finished("s"), RF], True),
+    "the run's own message": ([RS, *_text("m"), *_started("s"), *_call("c", "m", "s", "s"), *_finished("s"), RF], True),
+    "unknown parent": ([RS, *_started("s"), *_call("c", "m", "s", "s"), *_finished("s"), RF], False),
+    "no attribution on START: the call inherits the parent's owner": (
+        [RS, *_started("s"), _snap({**_M, "subagentRunId": "s"}), *_call("c", "m", None, "s"), *_finished("s"), RF],
+        False),
+    "inherited owner, another sub-agent on ARGS": (
+        [RS, *_started("s", "s2"), _snap({**_M, "subagentRunId": "s"}), *_call("c", "m", None, "s2"),
+         *_finished("s", "s2"), RF], True),
+    "a tool result belongs to its sender": (
+        [RS, *_started("s", "s2"), *_call("c0", None, "s", "s"),
+         {"type": "TOOL_CALL_RESULT", "messageId": "r", "toolCallId": "c0", "content": "ok", "subagentRunId": "s"},
+         *_call("c", "r", "s2", "s2"), *_finished("s", "s2"), RF], True),
+    "a chunk after the snapshot": (
+        [RS, *_started("s"), *_text("m", "s"), _snap(_M),
+         {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "toolCallName": "x", "parentMessageId": "m",
+          "subagentRunId": "s", "delta": "{}"}, *_finished("s"), RF], True),
+    "the run's input registers its messages": (
+        [{**RS, "input": {"threadId": "t", "runId": "r", "state": {}, "messages": [{**_M, "subagentRunId": "s"}],
+                          "tools": [], "context": [], "forwardedProps": {}}},
+         *_started("s", "s2"), *_call("c", "m", "s2", "s2"), *_finished("s", "s2"), RF], True),
+    "the next run forgets the owners": (
+        [RS, *_started("s"), *_text("m", "s"), *_finished("s"), RF,
+         {**RS, "runId": "r2"}, *_started("s2"), *_call("c", "m", "s2", "s2"), *_finished("s2"),
+         {**RF, "runId": "r2"}], False),
+    "a reasoning message is not judged": (
+        [RS, *_started("s"), {"type": "REASONING_MESSAGE_START", "messageId": "m", "role": "reasoning"},
+         {"type": "REASONING_MESSAGE_END", "messageId": "m"}, *_call("c", "m", "s", "s"), *_finished("s"), RF],
+        False),
+}
+
+
+def test_a_tool_calls_parent_message_is_judged_as_the_client_judges_it() -> None:
+    """The Verifier refuses exactly what the client's verifyEvents refuses; the Accumulator builds
+    what the client's applier builds (run without verifyEvents, so refused streams compare too)."""
+    threads = [thread for thread, _ in PARENT_CASES.values()]
+    verified = run_client(threads)
+    applied = run_client(threads, "--no-verify")
+    for (name, (thread, refused)), theirs, their_apply in zip(PARENT_CASES.items(), verified, applied, strict=True):
+        ours = python_side(thread)
+        assert (theirs["error"] is not None) == refused, (name, theirs["error"])
+        assert bool(ours["violations"]) == refused, (name, ours["violations"])
+        if refused:
+            assert any(v.startswith("attribution.") for v in ours["violations"]), (name, ours["violations"])
+        assert their_apply["error"] is None and ours["messages"] == their_apply["messages"], name
+        assert ours["problems"] == [], (name, ours["problems"])

@@ -274,6 +274,12 @@ RULE_CASES: dict[str, tuple[list[Any], int, dict[str, str]]] = {
     "attribution.mismatch": ([START, TextMessageStartEvent(message_id="m", subagent_run_id="s1"),
                               TextMessageContentEvent(message_id="m", delta="x", subagent_run_id="s2")], 2,
                              {"messageId": "m", "subagentRunId": "s2"}),
+    # the snapshot's version of m has no subagentRunId: from then on m belongs to the run itself
+    "attribution.parent_mismatch": ([START, SubagentStartedEvent(subagent_run_id="s", name="n"),
+                                     MessagesSnapshotEvent(messages=[AssistantMessage(id="m", content="hi")]),
+                                     ToolCallStartEvent(tool_call_id="c", tool_call_name="f", parent_message_id="m",
+                                                        subagent_run_id="s")], 3,
+                                    {"toolCallId": "c", "parentMessageId": "m", "subagentRunId": "s"}),
     "chunk.missing_id": ([START, TextMessageChunkEvent(delta="x")], 1, {}),
     "chunk.conflict": ([START, TextMessageChunkEvent(message_id="m", role="assistant", delta="a"),
                         TextMessageChunkEvent(role="user", delta="b")], 2, {"messageId": "m"}),
