@@ -251,51 +251,66 @@ class PathStatus:
     def __init__(self) -> None:
         #: The full status map: pointer -> ``"started"`` | ``"done"``.
         self.status: dict[str, str] = {}
-        self._stack: list[str] = []  # open values, outermost first
+        self._stack: list[str] = []  # open values (pointer + "/"), outermost first
         self._string = False  # the innermost open value is a string
-        self._children: dict[str, dict[str, None]] = {}  # pointer -> its children's pointers (an ordered set)
+        #: pointer + "/" -> its children's pointers (an ordered set), to forget a replaced subtree
+        self._children: dict[str, dict[str, None]] = {}
 
     def observe(self, ops: Sequence[Mapping[str, Any]],
                 open_pointer: Callable[[int], str | None]) -> dict[str, str | None]:
         """Follow one feed's (filtered) ops; ``open_pointer(level)`` = the pointer the tokenizer
         has open at that level below the root after the feed (``None``: nothing that deep).
         Returns the status changes (see the class docstring)."""
-        status, stack = self.status, self._stack
+        status, stack = self.status, self._stack  # stack entries are pointers + "/": prefixes of what is inside
+        if not ops or (len(ops) == 1 and ops[0]["op"] == "append"):
+            # The bulk of a stream: a string grows (or nothing shows). Only a close can change a status.
+            if not stack or open_pointer(len(stack) - 1) == stack[-1][:-1]:
+                return {}
+        # The status a path had before this feed, for the paths a pop, a forget or a default
+        # changed after (or instead of) their op; every other path this feed touched has exactly
+        # the status its op implies, which the consumer derives itself.
         before: dict[str, str | None] = {}
+        implied: dict[str, str] = {}
+        children = self._children
         for op in ops:
-            kind, path = op["op"], op["path"]
+            kind = op["op"]
             if kind == "append":
                 continue
+            path = op["path"]
             value = op.get("value")
-            if self._string and kind == "replace" and value.__class__ is str and stack and stack[-1] == path:
+            cls = value.__class__
+            if self._string and kind == "replace" and cls is str and stack[-1][:-1] == path:
                 continue  # the open string grows (strict RFC 6902 mode re-sends it whole)
-            while stack and not path.startswith(stack[-1] + "/"):
-                self._set(stack.pop(), DONE, before)
+            while stack and not path.startswith(stack[-1]):
+                self._set(stack.pop()[:-1], DONE, before)
             self._string = False
             if path in status:
                 self._forget(path, kind == "remove", before)
             if kind == "remove":
                 continue
-            parent = path[: path.rfind("/")]
-            if parent:
-                self._children.setdefault(parent, {})[path] = None
-            if implied_status(value) == STARTED:
-                self._set(path, STARTED, before)
-                stack.append(path)
-                self._string = value.__class__ is str
+            if stack:  # JSON is sequential: the parent is the innermost open container
+                kids = children.get(stack[-1])
+                if kids is None:
+                    children[stack[-1]] = {path: None}
+                else:
+                    kids[path] = None
+            if cls is str or ((cls is dict or cls is list) and not value):
+                status[path] = implied[path] = STARTED
+                stack.append(path + "/")
+                self._string = cls is str
             else:
-                self._set(path, DONE, before)
-                if value.__class__ in (dict, list):
+                status[path] = implied[path] = DONE
+                if cls is dict or cls is list:
                     self._complete(path, value, before)
-        while stack and open_pointer(len(stack) - 1) != stack[-1]:
-            self._set(stack.pop(), DONE, before)
+        while stack and open_pointer(len(stack) - 1) != stack[-1][:-1]:
+            self._set(stack.pop()[:-1], DONE, before)
             self._string = False
-        # What a consumer derives from the ops themselves (see implied_status) is not sent.
-        seen: dict[str, str | None] = dict(before)
-        for op in ops:
-            if op["op"] in _IMPLYING_OPS:
-                seen[op["path"]] = implied_status(op.get("value"))
-        return {path: status.get(path) for path, old in seen.items() if status.get(path) != old}
+        out: dict[str, str | None] = {}
+        for path, old in before.items():
+            now = status.get(path)
+            if now != implied.get(path, old):
+                out[path] = now
+        return out
 
     def finish(self) -> dict[str, str | None]:
         """The end of the call: everything still open is ``done``; returns the changes."""
@@ -309,8 +324,8 @@ class PathStatus:
 
     def _forget(self, path: str, itself: bool, before: dict[str, str | None]) -> None:
         """Drop what was under ``path`` (and ``path`` itself if ``itself``)."""
-        status, children = self.status, self._children
-        todo = list(children.pop(path, ()))
+        status, children = self.status, self._children  # children: keyed by pointer + "/"
+        todo = list(children.pop(path + "/", ()))
         if itself:
             todo.append(path)
         while todo:
@@ -319,7 +334,7 @@ class PathStatus:
                 if gone not in before:
                     before[gone] = status[gone]
                 del status[gone]
-            todo.extend(children.pop(gone, ()))
+            todo.extend(children.pop(gone + "/", ()))
 
     def _complete(self, path: str, value: Any, before: dict[str, str | None]) -> None:
         """A whole container arrived in one op: every path inside it is ``done``."""
@@ -327,7 +342,7 @@ class PathStatus:
         while todo:
             base, node = todo.pop()
             items = node.items() if node.__class__ is dict else enumerate(node)
-            kids = self._children.setdefault(base, {})
+            kids = self._children.setdefault(base + "/", {})
             for key, child in items:
                 sub = base + "/" + escape_token(str(key))
                 kids[sub] = None
