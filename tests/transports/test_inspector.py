@@ -99,6 +99,11 @@ async def test_live_run_card_fills_in_while_streaming(browser: Any, tmp_path: Pa
         # the card shows every prop with its status, the timeline every event, no finding for a clean run
         names = await page.eval_on_selector_all(".card .prop", "els => els.map(e => e.dataset.prop)")
         assert set(names) >= set(final[0]["props"])
+        # the badge of every prop and the mark of every nested member come from the per-path status map
+        await page.wait_for_function(
+            "[...document.querySelectorAll('.card .prop, .card .value li')].every(e => e.dataset.status === 'done')",
+            timeout=DEADLINE_MS)
+        assert await page.eval_on_selector_all(".card .value li", "els => els.length") > 0
         await page.wait_for_function(  # the last render lands on the next animation frame
             "document.querySelectorAll('#timeline tbody tr').length === window.__inspector.store.events",
             timeout=DEADLINE_MS)
