@@ -43,7 +43,7 @@
 // Authorization header as runs), and resolves to the resolver's data or rejects with a `QueryError`
 // ({status, code, message, path, retryAfter}). `bindQuery(store, options)` keeps one query per
 // component whose props carry a resourceId: it queries once the resourceId and params are complete
-// (their streamingStatus is `done`, or the component ended), again only when the canonical
+// (their `propsStatus` is `done`, or the component ended), again only when the canonical
 // `resourceId + params` change (so deltas of other props never query), after `debounceMs`; an older
 // query is aborted and its answer, should it still arrive, never overwrites a newer one (each query
 // has a sequence number). `binding.get(componentId)` is the result, `binding.log` every query made.
@@ -763,7 +763,7 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal) {
 export const QUERY_SUFFIX = "/data/query";
 /**
  * Milliseconds `bindQuery` waits after a component's resourceId + params changed before it queries.
- * Complete params (streamingStatus `done`) rarely change again, so this only merges the burst of
+ * Complete params (`propsStatus` `done`) rarely change again, so this only merges the burst of
  * changes an interactable update or a re-shown component makes; 50 ms is below what a person notices.
  */
 export const QUERY_DEBOUNCE_MS = 50;
@@ -878,11 +878,11 @@ function boundQuery(c) {
   if (!isObject(props) || typeof props.resourceId !== "string" || props.resourceId === "") return null;
   const params = props.params ?? {};
   if (!isObject(params)) return null;
-  const status = c.streamingStatus || {};
+  const status = c.propsStatus || {};
   // Complete: the component ended, or (first stream only: an interactable update's deltas carry no
-  // status, so after an end the old statuses say nothing) both props are marked done.
+  // statusChanges, so after an end the statuses say nothing) both props are marked done.
   const complete = c.streamingState === "done" ||
-    (c.finalProps === undefined && status.resourceId === "done" && status.params === "done");
+    (c.finalProps === undefined && status["/resourceId"] === "done" && status["/params"] === "done");
   return complete ? { resourceId: props.resourceId, params } : null;
 }
 

@@ -59,9 +59,10 @@ try {
 const custom = (name, value) => ({ type: "CUSTOM", name, value });
 const start = (id, name = "WeatherCard") =>
   custom(mod.COMPONENT_START, { messageId: "m-" + id, componentId: id, componentName: name });
-const delta = (id, operations, streamingStatus) =>
-  custom(mod.COMPONENT_PROPS_DELTA, streamingStatus ? { componentId: id, operations, streamingStatus }
-                                                   : { componentId: id, operations });
+// statusChanges as the engine sends them: only what the delta's own operations do not imply
+const delta = (id, operations, statusChanges) =>
+  custom(mod.COMPONENT_PROPS_DELTA, statusChanges ? { componentId: id, operations, statusChanges }
+                                                 : { componentId: id, operations });
 const end = (id, finalProps) => custom(mod.COMPONENT_END, { componentId: id, finalProps });
 
 const store = new mod.ThreadStore();
@@ -75,23 +76,22 @@ const feed = async (event) => {
 
 // c1: the resource id and the params stream in; the query starts when both are done, once.
 await feed(start("c1"));
-await feed(delta("c1", [{ op: "add", path: "/resourceId", value: "weather.cur" }], { resourceId: "streaming" }));
-await feed(delta("c1", [{ op: "append", path: "/resourceId", value: "rent" }], { resourceId: "done" }));
-await feed(delta("c1", [{ op: "add", path: "/params", value: {} }], { resourceId: "done", params: "started" }));
-await feed(delta("c1", [{ op: "add", path: "/params/city", value: "Par" }], { resourceId: "done", params: "streaming" }));
+await feed(delta("c1", [{ op: "add", path: "/resourceId", value: "weather.cur" }]));  // implied: started
+await feed(delta("c1", [{ op: "append", path: "/resourceId", value: "rent" }], { "/resourceId": "done" }));
+await feed(delta("c1", [{ op: "add", path: "/params", value: {} }]));
+await feed(delta("c1", [{ op: "add", path: "/params/city", value: "Par" }]));
 const beforeDone = binding.log.length;
-await feed(delta("c1", [{ op: "append", path: "/params/city", value: "is" }], { resourceId: "done", params: "done" }));
+await feed(delta("c1", [{ op: "append", path: "/params/city", value: "is" }],
+                 { "/params/city": "done", "/params": "done" }));
 // unrelated props stream on: no new query
-await feed(delta("c1", [{ op: "add", path: "/note", value: "Bring" }],
-                 { resourceId: "done", params: "done", note: "streaming" }));
-await feed(delta("c1", [{ op: "append", path: "/note", value: " an umbrella" }],
-                 { resourceId: "done", params: "done", note: "done" }));
+await feed(delta("c1", [{ op: "add", path: "/note", value: "Bring" }]));
+await feed(delta("c1", [{ op: "append", path: "/note", value: " an umbrella" }], { "/note": "done" }));
 await until(() => binding.get("c1")?.status === "ok", "c1's data");
 const c1First = binding.get("c1");
 // the end with the same params (keys in another order would be the same key too): no new query
 await feed(end("c1", { resourceId: "weather.current", params: { city: "Paris" }, note: "Bring an umbrella" }));
 const afterEnd = binding.log.length;
-// an update of the params after the end (an interactable-style delta: no streamingStatus) queries
+// an update of the params after the end (an interactable-style delta: no statusChanges) queries
 // only once the new props are final
 await feed(delta("c1", [{ op: "replace", path: "/params/city", value: "Tok" }]));
 const duringUpdate = binding.log.length;
