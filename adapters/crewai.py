@@ -682,20 +682,27 @@ def _install_feedback_provider() -> None:
         flow_config.hitl_provider = _RunFeedbackProvider()
 
 
+_refusing_type: Any = None
+
+
 def _refuse_task_human_input() -> None:
     """In the run's context: a ``Task(human_input=True)`` fails the task with
     :data:`TASK_HUMAN_INPUT_UNSUPPORTED` instead of reading the server's stdin (which, under
     ``serve --transport stdio``, is the protocol itself)."""
+    global _refusing_type
     from crewai.core.providers.human_input import SyncHumanInputProvider, set_provider
 
-    class _Refuse(SyncHumanInputProvider):
-        def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
-            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+    if _refusing_type is None:
 
-        async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
-            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+        class RefuseHumanInput(SyncHumanInputProvider):
+            def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
+                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
 
-    set_provider(_Refuse())
+            async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
+                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+        _refusing_type = RefuseHumanInput
+    set_provider(_refusing_type())
 
 
 _persistence_type: Any = None

@@ -60,6 +60,8 @@ from tests.adapters.test_crewai import ScriptedLLM, final, use_tool, weather_cre
 
 #: words per scripted crew reply (one stream chunk each)
 WORDS = 200
+#: words per crew reply when pytest runs each side once (CI checks they work, fast)
+TEST_WORDS = 20
 #: seconds between two chunks of the paced crew (a model streaming)
 PACE = 0.002
 
@@ -200,16 +202,16 @@ def report(figures: dict[str, Any]) -> None:
 def test_bench_ours(benchmark: Any) -> None:
     async def once() -> int:
         async with ReplayServer() as server:
-            return await ours(CrewAIAgent(chat_flow(server.base_url("openai_chat", "text"), crew_words=WORDS)))
+            return await ours(CrewAIAgent(chat_flow(server.base_url("openai_chat", "text"), crew_words=TEST_WORDS)))
 
-    assert benchmark.pedantic(lambda: asyncio.run(once()), rounds=1) > 2 * WORDS
+    assert benchmark.pedantic(lambda: asyncio.run(once()), rounds=1) > 2 * TEST_WORDS
 
 
 @pytest.mark.timeout(180)  # as above, and ag-ui-crewai's per-request flow copy
 def test_bench_theirs(benchmark: Any) -> None:
     async def once() -> int:
         async with ReplayServer() as server:
-            return await theirs(official_app(chat_flow(server.base_url("openai_chat", "text"), crew_words=WORDS)()))
+            return await theirs(official_app(chat_flow(server.base_url("openai_chat", "text"), crew_words=TEST_WORDS)()))
 
     assert benchmark.pedantic(lambda: asyncio.run(once()), rounds=1) > 5
 
