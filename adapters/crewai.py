@@ -710,7 +710,9 @@ _persistence_type: Any = None
 
 def _memory_persistence() -> Any:
     """A CrewAI ``FlowPersistence`` in this process's memory, for the flows one agent paused
-    (CrewAI's default would write a SQLite file under the user's data directory)."""
+    (CrewAI's default would write a SQLite file under the user's data directory). It keeps
+    paused flows only (their state and pending review, until resumed or dropped: bounded by
+    :data:`MAX_PAUSED_CREWAI_FLOWS`); other state saves (``Flow.ask`` checkpoints) are not kept."""
     global _persistence_type
     if _persistence_type is None:
         import pydantic
@@ -728,7 +730,7 @@ def _memory_persistence() -> Any:
                 return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
 
             def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
-                self._saved[flow_uuid] = (self._dump(state_data), self._saved.get(flow_uuid, ({}, None))[1])
+                pass  # only pauses are kept (above): anything else would grow with every flow run
 
             def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
                 saved = self._saved.get(flow_uuid)
@@ -941,6 +943,9 @@ class CrewAIAgent:
             try:
                 output = kickoff()
                 state = getattr(instance, "state", None) if isinstance(instance, self._flow_type) else None
+                if isinstance(output, HumanFeedbackPending):
+                    # kept here, not on the loop: a run closed meanwhile still leaves it bounded
+                    output = self._pause(input.thread_id, instance, output)
                 handoff.put((_DONE, (output, state)))
             except BaseException as exc:  # the kickoff's failure is the run's, reported below
                 if not closed.is_set():
@@ -960,9 +965,8 @@ class CrewAIAgent:
                             yield event
                     elif kind is _DONE:
                         output, state = value
-                        if isinstance(output, HumanFeedbackPending):
-                            outcome = self._pause(input.thread_id, instance, output)
-                            for event in translator.finish(None, state, outcome):
+                        if isinstance(output, RunFinishedInterruptOutcome):
+                            for event in translator.finish(None, state, output):
                                 yield event
                         else:
                             for event in translator.finish(output, state):
