@@ -53,19 +53,26 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_RETRIES",
     "FD_EXHAUSTION_LOG_INTERVAL_SECONDS",
+    "IDLE_CAP_LOG_INTERVAL_SECONDS",
+    "IDLE_CAP_RESPONSE",
+    "IdleConnectionGate",
     "InputTooDeepError",
     "InvalidInputError",
     "LISTEN_BACKLOG",
     "ListeningSocket",
+    "MAX_IDLE_CONNECTIONS",
+    "MAX_IDLE_CONNECTIONS_PER_IP",
     "MAX_INPUT_DEPTH",
     "MAX_RUN_ID_LENGTH",
     "MalformedInputError",
     "NotAcceptableError",
+    "RETRY_AFTER_IDLE_CAP_SECONDS",
     "RemoteAgentError",
     "RequestTimeoutError",
     "RetryPolicy",
     "SEND_STALL_TIMEOUT_SECONDS",
     "ServerHandle",
+    "ThrottledWarning",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
     "WS_CLOSE_INVALID_INPUT",
@@ -283,6 +290,22 @@ def decode_run_input(
 FD_EXHAUSTION_LOG_INTERVAL_SECONDS = 10.0
 
 
+class ThrottledWarning:
+    """A warning logged at most once per ``interval`` seconds (later calls within
+    it are dropped): for events that a hostile or broken peer can make happen once
+    per connection, where one line per event would flood the log."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = -interval
+
+    def warn(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            logger.warning(message, *args)
+
+
 class ListeningSocket(socket.socket):
     """The servers' listening socket: a plain TCP socket whose ``accept()`` copes
     with file-descriptor exhaustion (EMFILE / ENFILE) itself instead of handing it
@@ -296,13 +319,12 @@ class ListeningSocket(socket.socket):
     told "nothing more now" (BlockingIOError). Existing connections keep being
     served; as their timeouts free descriptors, new ones are served again. A
     warning is logged at most once per FD_EXHAUSTION_LOG_INTERVAL_SECONDS with the
-    number of connections shed (state: ``shed``, ``_last_log``)."""
+    number of connections shed (state: ``shed``, a :class:`ThrottledWarning`)."""
 
     def __init__(self, family: int, log_interval: float = FD_EXHAUSTION_LOG_INTERVAL_SECONDS) -> None:
         super().__init__(family, socket.SOCK_STREAM)
-        self.log_interval = log_interval
         self.shed = 0
-        self._last_log = -log_interval
+        self._warning = ThrottledWarning(log_interval)
         self._reserve: int | None = os.open(os.devnull, os.O_RDONLY)
 
     def accept(self) -> tuple[socket.socket, Any]:
@@ -328,12 +350,7 @@ class ListeningSocket(socket.socket):
             self._reserve = os.open(os.devnull, os.O_RDONLY)
         except OSError:
             self._reserve = None  # retaken on the next shed
-        now = time.monotonic()
-        if now - self._last_log >= self.log_interval:
-            logger.warning(
-                "file descriptors exhausted: shedding new connections (%d so far); serving the open ones", self.shed
-            )
-            self._last_log = now
+        self._warning.warn("file descriptors exhausted: shedding new connections (%d so far); serving the open ones", self.shed)
 
     def close(self) -> None:
         if self._reserve is not None:
@@ -350,6 +367,138 @@ def listening_socket(host: str, port: int) -> ListeningSocket:
     sock.bind((host, port))
     sock.setblocking(False)
     return sock
+
+
+#: Connections one client address may hold open while they run nothing: reading
+#: request headers or a body, in the WebSocket opening handshake, idle between
+#: requests (keep-alive), or a WebSocket with no run in flight. A browser keeps at
+#: most 6 connections to a host (the HTTP/1.1 per-host limit) and a few of them idle,
+#: so 128 admits ~20 browsers behind one NAT with every connection idle at once,
+#: while one address can take at most 1/8 of MAX_IDLE_CONNECTIONS. Behind a reverse
+#: proxy every client has the proxy's address: raise it or turn it off (0).
+MAX_IDLE_CONNECTIONS_PER_IP = 128
+#: Connections the whole server holds open while they run nothing (as above). A
+#: network blip can make every client of a full server (runs.DEFAULT_MAX_RUNS =
+#: 1,000) reconnect at once, and each is "not running" until its request is read:
+#: 1,024 admits that storm, while idle connections alone can no longer take the
+#: descriptors of a default 1,024-descriptor process nor hold memory without bound
+#: (2,400 trickling connections sat for good before the timeouts and this cap).
+MAX_IDLE_CONNECTIONS = 1024
+#: ``Retry-After`` (seconds) of the 503 a connection over either cap gets. Idle
+#: connections end all the time (a request arrives, the idle timeout passes), so a
+#: place is likely free within a second; the refusal costs the server one write.
+RETRY_AFTER_IDLE_CAP_SECONDS = 1
+#: At most one "connection cap reached" warning per this many seconds, with the
+#: number refused so far: a flood refused per connection must not become a flood
+#: of log lines (see FD_EXHAUSTION_LOG_INTERVAL_SECONDS).
+IDLE_CAP_LOG_INTERVAL_SECONDS = 10.0
+
+_IDLE_CAP_BODY = (
+    b'{"error":{"code":"server_busy","message":"too many connections that are not running a run; '
+    b'retry later"}}\n'
+)
+#: The whole answer to a connection over the cap, written once at connect (before
+#: anything is read): an HTTP client and a WebSocket handshake both see a 503.
+IDLE_CAP_RESPONSE = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
+    b"Retry-After: %d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%b"
+    % (RETRY_AFTER_IDLE_CAP_SECONDS, len(_IDLE_CAP_BODY), _IDLE_CAP_BODY)
+)
+
+
+def _peer_address(transport: Any) -> str:
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if isinstance(peer, tuple) and peer:
+        host = str(peer[0])
+        # An IPv4 client of a dual-stack socket arrives as ::ffff:a.b.c.d: one client, one key.
+        return host[7:] if host.startswith("::ffff:") else host
+    return "-"  # a Unix socket, a closed transport: one shared bucket
+
+
+class IdleConnectionGate:
+    """The cap on connections that run nothing (the servers' guard against
+    connections opened only to be held), per client address and in total.
+
+    Theory of operation: every accepted connection is *idle* (counted) from the
+    moment it is made; :meth:`admit` refuses it when its address already holds
+    ``per_ip`` idle connections or the server ``total`` -- the connection gets
+    IDLE_CAP_RESPONSE (503 + ``Retry-After``) and is closed before anything is
+    read, and a warning is logged at most once per ``log_interval`` seconds.
+    While a connection streams a run (:meth:`running`: an SSE stream, a WebSocket
+    with at least one run in flight) it is not counted; :meth:`idle` counts it
+    again when that ends, :meth:`closed` forgets it. Connections already open are
+    never cut by the cap: it only decides whether a new one is served. ``per_ip``
+    / ``total`` of 0 or None: no cap of that kind. State: the address of each
+    idle / running connection and the idle count per address."""
+
+    def __init__(
+        self,
+        per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
+        total: int | None = MAX_IDLE_CONNECTIONS,
+        log_interval: float = IDLE_CAP_LOG_INTERVAL_SECONDS,
+    ) -> None:
+        self.per_ip = per_ip or 0
+        self.total = total or 0
+        #: Connections refused since the server started.
+        self.refused = 0
+        self._idle: dict[object, str] = {}
+        self._running: dict[object, str] = {}
+        self._per_address: dict[str, int] = {}
+        self._warning = ThrottledWarning(log_interval)
+
+    @property
+    def idle_count(self) -> int:
+        """Connections open and running nothing now."""
+        return len(self._idle)
+
+    def admit(self, conn: object, transport: Any) -> bool:
+        """Count a new connection as idle and return True, or refuse it (write the
+        503, close the transport) and return False when a cap is reached."""
+        address = _peer_address(transport)
+        held = self._per_address.get(address, 0)
+        if (self.per_ip and held >= self.per_ip) or (self.total and len(self._idle) >= self.total):
+            self.refused += 1
+            self._warning.warn(
+                "connections that run nothing are at their cap (%d per address, %d in all; %d open): "
+                "refusing new ones with 503 (%d so far)",
+                self.per_ip, self.total, len(self._idle), self.refused,
+            )
+            try:
+                transport.write(IDLE_CAP_RESPONSE)
+            finally:
+                transport.close()
+            return False
+        self._idle[conn] = address
+        self._per_address[address] = held + 1
+        return True
+
+    def _uncount(self, address: str) -> None:
+        left = self._per_address[address] - 1
+        if left:
+            self._per_address[address] = left
+        else:
+            del self._per_address[address]
+
+    def running(self, conn: object) -> None:
+        """``conn`` started streaming a run: it no longer counts (no-op if unknown)."""
+        address = self._idle.pop(conn, None)
+        if address is not None:
+            self._uncount(address)
+            self._running[conn] = address
+
+    def idle(self, conn: object) -> None:
+        """``conn``'s runs ended and it stays open: it counts again (no-op if unknown or closed)."""
+        address = self._running.pop(conn, None)
+        if address is not None:
+            self._idle[conn] = address
+            self._per_address[address] = self._per_address.get(address, 0) + 1
+
+    def closed(self, conn: object) -> None:
+        """``conn`` was closed (no-op if it was refused or is unknown)."""
+        address = self._idle.pop(conn, None)
+        if address is not None:
+            self._uncount(address)
+        self._running.pop(conn, None)
 
 
 #: A send of at least this many bytes gets the stall deadline even when the

@@ -71,9 +71,12 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
     LISTEN_BACKLOG,
+    MAX_IDLE_CONNECTIONS,
+    MAX_IDLE_CONNECTIONS_PER_IP,
     SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
     ConnectionLostError,
+    IdleConnectionGate,
     NotAcceptableError,
     RemoteClientBase,
     RequestTimeoutError,
@@ -181,6 +184,9 @@ BODY_TIMEOUT_SECONDS = 60.0
 CORS_MAX_AGE = 600
 
 REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRegistry)
+#: The server's cap on connections that run nothing (set by start_sse_server): a
+#: stream tells it its connection is running a run, and idle again after.
+IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
 
 
 def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
@@ -438,6 +444,11 @@ class _Gateway:
                 "X-AGUI-Run-Id": run.run_id,
             },
         )
+        # While it streams a run the connection is not "idle": the cap on connections
+        # that run nothing does not count it (see IdleConnectionGate).
+        gate = request.config_dict.get(IDLE_GATE_KEY)
+        if gate is not None:
+            gate.running(request.protocol)
         try:
             await resp.prepare(request)
             transport = request.transport
@@ -463,6 +474,8 @@ class _Gateway:
             raise
         finally:
             sub.close()
+            if gate is not None:
+                gate.idle(request.protocol)
         return resp
 
     async def on_shutdown(self, app: web.Application) -> None:
@@ -625,13 +638,35 @@ def create_app(
     return app
 
 
+def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
+    """Route aiohttp's per-connection callbacks through ``gate``: every new
+    connection is admitted (or refused) when it is made, forgotten when it is lost."""
+    assert server is not None  # set by runner.setup()
+    made, lost = server.connection_made, server.connection_lost
+
+    def connection_made(handler: Any, transport: asyncio.Transport) -> None:
+        made(handler, transport)
+        gate.admit(handler, transport)
+
+    def connection_lost(handler: Any, exc: BaseException | None = None) -> None:
+        gate.closed(handler)
+        lost(handler, exc)
+
+    server.connection_made = connection_made  # type: ignore[method-assign]
+    server.connection_lost = connection_lost  # type: ignore[method-assign]
+
+
 class SSEServer(ServerHandle):
     """A running SSE gateway (see :func:`start_sse_server`): ``url``, ``registry``, ``close()``."""
 
-    def __init__(self, runner: web.AppRunner, url: str, registry: RunRegistry | None) -> None:
+    def __init__(
+        self, runner: web.AppRunner, url: str, registry: RunRegistry | None, gate: IdleConnectionGate | None = None
+    ) -> None:
         self.runner = runner
         self.url = url
         self.registry = registry
+        #: The cap on connections that run nothing (counts, refusals).
+        self.gate = gate
 
     async def close(self) -> None:
         """Graceful shutdown: open streams get ``RUN_ERROR{code: "shutdown"}``, then close."""
@@ -646,14 +681,22 @@ async def start_sse_server(
     app: web.Application | None = None,
     shutdown_timeout: float = SHUTDOWN_TIMEOUT,
     idle_timeout: float = HTTP_IDLE_TIMEOUT_SECONDS,
+    max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
+    max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
     **options: Any,
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
     it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint.
     ``idle_timeout``: seconds a connection may go without complete request
-    headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``)."""
+    headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``).
+    ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
+    (reading a request, idle keep-alive) the server / one client address may hold;
+    a new one past either is answered 503 + ``Retry-After`` and closed before
+    anything is read (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap)."""
     if app is None:
         app = create_app(agent, **options)
+    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    app[IDLE_GATE_KEY] = gate
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -665,6 +708,7 @@ async def start_sse_server(
         keepalive_timeout=idle_timeout,
     )
     await runner.setup()
+    _gate_connections(runner.server, gate)
     sock = listening_socket(host, port)  # sheds connections when descriptors run out
     # The site's own backlog (aiohttp's default: 128) is what counts: asyncio's
     # create_server calls listen() again with it, replacing any earlier listen().
@@ -672,7 +716,7 @@ async def start_sse_server(
     await site.start()
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY))
+    return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY), gate)
 
 
 # ---------------------------------------------------------------------------------------

@@ -83,8 +83,11 @@ from .common import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
     LISTEN_BACKLOG,
+    MAX_IDLE_CONNECTIONS,
+    MAX_IDLE_CONNECTIONS_PER_IP,
     SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
+    IdleConnectionGate,
     RemoteClientBase,
     InputTooDeepError,
     ServerHandle,
@@ -202,6 +205,22 @@ class _TooManyQueries(CapacityError):
 _MALFORMED_CODES = frozenset({"malformed_json", "bad_input", "invalid_input", "limit_exceeded", "input_too_deep"})
 
 
+class _GatedConnection(ServerConnection):
+    """A server connection admitted by its server's IdleConnectionGate when the TCP
+    connection is made (before the handshake is read) and forgotten when lost;
+    ``gate`` is set on a per-server subclass (see start_websocket_server)."""
+
+    gate: IdleConnectionGate
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.gate.admit(self, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.gate.closed(self)
+        super().connection_lost(exc)
+
+
 class _Connection:
     def __init__(
         self,
@@ -211,11 +230,15 @@ class _Connection:
         send_timeout: float,
         principal: str | None,
         broker: ResourceBroker | None = None,
+        gate: IdleConnectionGate | None = None,
     ) -> None:
         self.ws = ws
         self.broker = broker
         #: Data queries being answered (each its own task).
         self.queries: set[asyncio.Task[None]] = set()
+        #: The cap on connections that run nothing: told when this connection's
+        #: first run starts and when its last one ends.
+        self.gate = gate
         #: Who authenticated this connection (check_bearer): its runs are bound to it.
         self.principal = principal
         self.registry = registry
@@ -337,8 +360,15 @@ class _Connection:
     def _pump(self, sub: Subscription, first: Any = None) -> None:
         rid = sub.run.run_id
         task = asyncio.get_running_loop().create_task(self._run_pump(sub, first))
+        if not self.pumps and self.gate is not None:
+            self.gate.running(self.ws)
         self.pumps[rid] = task
-        task.add_done_callback(lambda _t: self.pumps.pop(rid, None))
+        task.add_done_callback(lambda _t: self._pump_done(rid))
+
+    def _pump_done(self, rid: str) -> None:
+        self.pumps.pop(rid, None)
+        if not self.pumps and self.gate is not None:
+            self.gate.idle(self.ws)
 
     async def _run_pump(self, sub: Subscription, first: Any) -> None:
         try:
@@ -383,10 +413,19 @@ class _Connection:
 class WebSocketServer(ServerHandle):
     """A running WebSocket gateway: ``url``, ``registry``, ``close()`` (graceful)."""
 
-    def __init__(self, server: Server, url: str, registry: RunRegistry, connections: set[_Connection]) -> None:
+    def __init__(
+        self,
+        server: Server,
+        url: str,
+        registry: RunRegistry,
+        connections: set[_Connection],
+        gate: IdleConnectionGate | None = None,
+    ) -> None:
         self.server = server
         self.url = url
         self.registry = registry
+        #: The cap on connections that run nothing (counts, refusals).
+        self.gate = gate
         self._connections = connections
 
     async def close(self, timeout: float = CANCEL_WAIT_SECONDS) -> None:
@@ -420,6 +459,8 @@ async def start_websocket_server(
     open_timeout: float = WS_OPEN_TIMEOUT_SECONDS,
     resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
+    max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
+    max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -434,6 +475,11 @@ async def start_websocket_server(
     ``query`` messages may ask for (a ResourceRegistry, a list of Resource, or a shared
     :class:`~transports.data.ResourceBroker`; default: the served agent's
     ``resources``); ``query_queue_timeout``: see ``data.QUERY_QUEUE_TIMEOUT_SECONDS``.
+    ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing (in
+    the handshake, or open with no run in flight) the server / one client address may
+    hold; a new one past either gets an HTTP 503 + ``Retry-After`` instead of a
+    handshake and is closed before anything is read
+    (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -444,6 +490,8 @@ async def start_websocket_server(
         )
     connections: set[_Connection] = set()
     broker = broker_for(registry.agent, resources, queue_timeout=query_queue_timeout)
+    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    gated = type("_GatedConnection", (_GatedConnection,), {"gate": gate})
 
     def authorization(request: Request) -> str | None:
         header = request.headers.get("Authorization")
@@ -468,7 +516,7 @@ async def start_websocket_server(
     async def handler(ws: ServerConnection) -> None:
         # The handshake passed process_request: this names its principal, not raises.
         principal = check_bearer(authorization(ws.request), auth_token) if ws.request is not None else None
-        conn = _Connection(ws, registry, max_size, send_timeout, principal, broker)
+        conn = _Connection(ws, registry, max_size, send_timeout, principal, broker, gate)
         connections.add(conn)
         try:
             await conn.serve()
@@ -487,10 +535,11 @@ async def start_websocket_server(
         compression=None,
         backlog=LISTEN_BACKLOG,  # passed on to loop.create_server (its default is 100)
         open_timeout=open_timeout,
+        create_connection=gated,
     )
     sock = next(iter(server.sockets))
     bound = sock.getsockname()
-    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections)
+    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections, gate)
 
 
 # ---------------------------------------------------------------------------------------

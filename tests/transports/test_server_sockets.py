@@ -237,3 +237,172 @@ async def test_descriptor_exhaustion_sheds_connections_logs_once_and_keeps_servi
     assert sum("file descriptors exhausted" in line for line in lines) <= 2, lines[:20]
     assert not any("out of system resource" in line for line in lines), lines[:20]
     assert len(lines) < 20, lines[:20]
+
+
+# --------------------------------------------------------------------------- the cap on connections that run nothing
+
+import logging  # noqa: E402
+import socket  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
+from contextlib import asynccontextmanager  # noqa: E402
+from typing import Any  # noqa: E402
+
+from websockets.asyncio.client import connect as ws_connect  # noqa: E402
+
+from ..waiting import eventually  # noqa: E402
+
+
+async def _open_from(address: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TCP connection to 127.0.0.1:port whose source address is ``address`` (any
+    127.0.0.0/8 address is the loopback interface on Linux: distinct client IPs)."""
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+
+
+async def _refused(reader: asyncio.StreamReader) -> bytes:
+    """What a refused connection got before its close: the whole 503 answer."""
+    data = await asyncio.wait_for(reader.read(), 5)
+    return data
+
+
+def _is_refusal(data: bytes) -> bool:
+    head = data.split(b"\r\n\r\n", 1)[0]
+    return head.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1" in head
+
+
+async def _still_open(reader: asyncio.StreamReader) -> bool:
+    try:
+        data = await asyncio.wait_for(reader.read(1), 0.2)
+    except TimeoutError:
+        return True
+    return bool(data)
+
+
+@asynccontextmanager
+async def _connections() -> AsyncIterator[list[asyncio.StreamWriter]]:
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        yield writers
+    finally:
+        for w in writers:
+            w.close()
+
+
+def _start_run_request(run_id: str) -> bytes:
+    payload = msgspec.json.encode(make_input(run_id))
+    return (
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/x-ndjson\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(payload), payload)
+    )
+
+
+async def _read_until(reader: asyncio.StreamReader, marker: bytes) -> bytes:
+    got = b""
+    while marker not in got:
+        chunk = await asyncio.wait_for(reader.read(65536), 5)
+        assert chunk, got
+        got += chunk
+    return got
+
+
+async def test_http_idle_connections_of_one_address_hit_the_per_ip_cap_while_runs_in_flight_do_not_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = ScriptedAgent(deltas=1, hang=True)
+    caplog.set_level(logging.WARNING, logger="agui_engine.transports")
+    async with await start_sse_server(agent, max_idle_per_ip=3, max_idle_connections=100) as srv, _connections() as ws:
+        port = port_of(srv.url)
+        # two connections from 127.0.0.2 stream runs: they are not counted
+        for i in range(2):
+            r, w = await _open_from("127.0.0.2", port)
+            ws.append(w)
+            w.write(_start_run_request(f"cap-run-{i}"))
+            await _read_until(r, b"TEXT_MESSAGE_CONTENT")
+        # three idle ones fill the address's cap
+        idle = []
+        for _ in range(3):
+            r, w = await _open_from("127.0.0.2", port)
+            ws.append(w)
+            idle.append((r, w))
+        await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 3)
+        # the fourth, fifth ... idle connection of that address: 503 + Retry-After, closed
+        for _ in range(5):
+            r, w = await _open_from("127.0.0.2", port)
+            ws.append(w)
+            assert _is_refusal(await _refused(r))
+        # another address is still served, and an idle connection that starts a run is served
+        r, w = await _open_from("127.0.0.3", port)
+        ws.append(w)
+        w.write(_start_run_request("other-address"))
+        await _read_until(r, b"TEXT_MESSAGE_CONTENT")
+        r0, w0 = idle[0]
+        w0.write(_start_run_request("from-an-idle-one"))
+        await _read_until(r0, b"TEXT_MESSAGE_CONTENT")
+        # ... which frees a place under the cap for a new connection of that address
+        await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 2)
+        r, w = await _open_from("127.0.0.2", port)
+        ws.append(w)
+        assert await _still_open(r)
+        assert all([await _still_open(r) for r, _ in idle[1:]])
+        assert srv.gate is not None and srv.gate.refused == 5
+    # five refusals, one warning line (once per interval, never per connection)
+    caps = [rec for rec in caplog.records if "at their cap" in rec.getMessage()]
+    assert len(caps) == 1, [rec.getMessage() for rec in caps]
+
+
+async def test_http_global_cap_on_connections_that_run_nothing() -> None:
+    async with await start_sse_server(ScriptedAgent(), max_idle_per_ip=100, max_idle_connections=4) as srv, _connections() as ws:
+        port = port_of(srv.url)
+        for i in range(4):
+            _, w = await _open_from(f"127.0.0.{10 + i}", port)
+            ws.append(w)
+        await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 4)
+        r, w = await _open_from("127.0.0.20", port)
+        ws.append(w)
+        assert _is_refusal(await _refused(r))
+        # a closed idle connection gives its place back
+        ws[0].close()
+        await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 3)
+        r, w = await _open_from("127.0.0.21", port)
+        ws.append(w)
+        w.write(_start_run_request("after-a-place-freed"))
+        assert b"RUN_FINISHED" in await _read_until(r, b"RUN_FINISHED")
+
+
+async def test_websocket_connections_without_a_run_are_capped_at_the_handshake() -> None:
+    agent = ScriptedAgent(deltas=1, hang=True)
+    async with await start_websocket_server(agent, max_idle_per_ip=2, max_idle_connections=3) as srv, _connections() as raw:
+        port = port_of(srv.url)
+        # a connection with a run in flight is not counted
+        async with ws_connect(srv.url) as running:
+            await running.send(msgspec.json.encode({"type": "run", "input": make_input("ws-cap")}).decode())
+            got = ""
+            while "TEXT_MESSAGE_CONTENT" not in got:
+                got = str(await asyncio.wait_for(running.recv(), 5))
+            await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 0)
+            # two handshaken connections with no run, from 127.0.0.1: the address's cap
+            async with ws_connect(srv.url) as a, ws_connect(srv.url) as b:
+                assert srv.gate is not None and srv.gate.idle_count == 2
+                with pytest.raises(websockets.InvalidStatus) as refused:
+                    await ws_connect(srv.url, open_timeout=5)
+                assert refused.value.response.status_code == 503
+                assert refused.value.response.headers["Retry-After"] == "1"
+                # a silent TCP connection (no handshake) from another address counts too ...
+                _, w = await _open_from("127.0.0.5", port)
+                raw.append(w)
+                await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 3)
+                # ... and fills the global cap: a third address is refused before its handshake
+                r, w = await _open_from("127.0.0.6", port)
+                raw.append(w)
+                assert _is_refusal(await _refused(r))
+                # a connection that starts a run leaves the count; the others still work
+                await a.send(msgspec.json.encode({"type": "run", "input": make_input("ws-cap-2")}).decode())
+                got = ""
+                while "TEXT_MESSAGE_CONTENT" not in got:
+                    got = str(await asyncio.wait_for(a.recv(), 5))
+                await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 2)
+                await b.ping()
+            # the run ends, the connection counts again
+            await running.send(msgspec.json.encode({"type": "cancel", "runId": "ws-cap"}).decode())
+            while "RUN_ERROR" not in got:
+                got = str(await asyncio.wait_for(running.recv(), 5))
+            await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 2)
