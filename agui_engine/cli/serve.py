@@ -22,13 +22,14 @@ import socket
 import sys
 
 from agui_engine.errors import UsageError
+from agui_engine.transports.common import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
 from . import seconds
 from .agent_spec import spec_help
 
-__all__ = ["LOG_LEVELS", "add_arguments", "listen_error", "port_number", "run"]
+__all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "run"]
 
 #: Pause between the embedded model's chunks when serving it, so that a human
 #: watching a client sees the text arrive (a model streams ~50 tokens/s).
@@ -45,6 +46,17 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 #: The advice after a ``--host`` that cannot be listened on.
 _HOST_ADVICE = "use --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (every interface)"
+
+
+def cap_count(text: str) -> int:
+    """``--max-idle-connections`` / ``--max-idle-per-ip``: an integer >= 0 (0: no cap)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a connection count: use an integer >= 0 (0: no cap)")
+    return value
 
 
 def port_number(text: str) -> int:
@@ -80,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how long a run outlives its last client (for resuming)")
     parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
                         help="concurrent runs before new ones are refused with 503")
+    parser.add_argument("--max-idle-connections", type=cap_count, default=MAX_IDLE_CONNECTIONS, metavar="N",
+                        help="connections that run nothing (reading a request, idle keep-alive, a WebSocket "
+                             "with no run) before new ones get 503 (0: no cap)")
+    parser.add_argument("--max-idle-per-ip", type=cap_count, default=MAX_IDLE_CONNECTIONS_PER_IP, metavar="N",
+                        help="the same, per client address (0: no cap; behind a reverse proxy every client "
+                             "has the proxy's address)")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
@@ -175,6 +193,8 @@ async def _serve_with(agent: object, args: argparse.Namespace, options: Registry
                 metrics=None if args.no_metrics else GatewayMetrics(),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
+                max_idle_connections=args.max_idle_connections,
+                max_idle_per_ip=args.max_idle_per_ip,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
@@ -185,7 +205,16 @@ async def _serve_with(agent: object, args: argparse.Namespace, options: Registry
         from agui_engine.transports.websocket import start_websocket_server
 
         try:
-            server = await start_websocket_server(agent, host=args.host, port=args.port, auth_token=token, options=options, log=log)  # type: ignore[arg-type]
+            server = await start_websocket_server(
+                agent,  # type: ignore[arg-type]
+                host=args.host,
+                port=args.port,
+                auth_token=token,
+                options=options,
+                log=log,
+                max_idle_connections=args.max_idle_connections,
+                max_idle_per_ip=args.max_idle_per_ip,
+            )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url

@@ -406,3 +406,47 @@ async def test_websocket_connections_without_a_run_are_capped_at_the_handshake()
             while "RUN_ERROR" not in got:
                 got = str(await asyncio.wait_for(running.recv(), 5))
             await eventually(lambda: srv.gate is not None and srv.gate.idle_count == 2)
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_serve_flags_set_the_caps(transport: str) -> None:
+    import os
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agui_engine", "serve", "--transport", transport, "--port", "0",
+        "--agent", "py:tests.transports.scripted:agent", "--max-idle-per-ip", "1", "--max-idle-connections", "0",
+        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, env={**os.environ, "AGUI_AUTH_TOKEN": ""},
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        while url is None:
+            line = (await asyncio.wait_for(proc.stderr.readline(), 20)).decode()
+            assert line, "the server did not start"
+            if line.startswith("serving on "):
+                url = line.split()[-1]
+        port = port_of(url)
+        async with _connections() as ws:
+            _, w = await _open_from("127.0.0.7", port)
+            ws.append(w)
+            # the first may still be on its way into the server: refusal is what the second gets
+            r, w = await _open_from("127.0.0.7", port)
+            ws.append(w)
+            assert _is_refusal(await _refused(r))
+            r, w = await _open_from("127.0.0.8", port)
+            ws.append(w)
+            assert await _still_open(r)
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 15)
+
+
+def test_serve_refuses_a_negative_cap_in_one_line() -> None:
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "serve", "--max-idle-per-ip", "-1"], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 2 and "integer >= 0" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
