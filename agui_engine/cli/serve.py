@@ -28,6 +28,7 @@ from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE
 
 from . import seconds
 from .agent_spec import spec_help
+from .logs import configure_logging
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "run"]
 
@@ -132,7 +133,8 @@ def listen_error(exc: OSError, host: str, port: int) -> UsageError:
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT / SIGTERM (exit status 0). Raises UsageError for a bad
     agent spec or an address that cannot be listened on (the CLI prints one line)."""
-    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    # Secrets never reach a log line, not even the libraries' DEBUG traces (cli/logs.py).
+    configure_logging(args.log_level, secret_env_names=[args.auth_token_env])
     from .agent_spec import agent_from_spec
 
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)

@@ -1,0 +1,118 @@
+"""The command line's logging: where records go, and what no record may show.
+
+Theory of operation
+-------------------
+:func:`configure_logging` sets up stderr logging for a command (``serve``'s
+``--log-level``) and puts a :class:`SecretFilter` on every root handler, so it
+sees every record that reaches the output, whichever library logged it. At
+``--log-level debug`` the HTTP and WebSocket libraries trace their traffic:
+httpcore logs an upstream's response headers (``[(b'x-api-key', b'...')]``),
+h2/hpack the request headers of HTTP/2, websockets every handshake header
+(``> Authorization: Bearer ...``) and httpx, at INFO, each request URL (a
+``?key=`` in it). The filter rewrites such a record before any handler formats it:
+
+1. the values of the secrets it knows -- every provider API key found in the
+   environment (each provider client's ``key_env``) and the gateway's bearer
+   token -- are replaced wherever they appear, by the adapters' own
+   :func:`~agui_engine.adapters.provider.redact` (the redaction of provider errors);
+2. whatever follows a credential header name (SECRET_HEADER_NAMES) in the two
+   shapes those libraries print, ``name: value`` and ``(b'name', b'value')``, and
+   the value of a credential query parameter (SECRET_QUERY_NAMES), is replaced too,
+   so a key the filter was not told about (a ``py:`` agent's own client) is covered.
+
+The message (with its arguments merged), a traceback and a stack are rewritten;
+nothing is dropped, so the trace stays useful. Raises nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+from agui_engine.adapters.provider import redact
+
+__all__ = ["REDACTED", "SECRET_HEADER_NAMES", "SECRET_QUERY_NAMES", "SecretFilter", "configure_logging", "known_secrets"]
+
+#: What replaces a secret in a log line (the adapters' redaction marker).
+REDACTED = "[redacted]"
+
+#: Header names whose values are credentials (lower case): the bearer token, the
+#: providers' key headers (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``,
+#: Azure OpenAI ``api-key``), proxy credentials and cookies.
+SECRET_HEADER_NAMES = (
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "cookie",
+    "set-cookie",
+)
+#: Query parameters whose values are credentials: ``key`` (Google APIs),
+#: ``access_token`` (the WebSocket gateway's browser token), ``api_key``, ``token``.
+SECRET_QUERY_NAMES = ("key", "api_key", "access_token", "token")
+
+_NAMES = "|".join(re.escape(n) for n in sorted(SECRET_HEADER_NAMES, key=len, reverse=True))
+#: ``(b'name', b'value')`` / ``('name', 'value')``: httpcore's and hpack's header tuples.
+_HEADER_TUPLE = re.compile(rf"""(?i)(\(\s*b?(['"])(?:{_NAMES})\2\s*,\s*b?)(['"])(?:\\.|(?!\3).)*\3""")
+#: ``name: value`` up to the end of the line: websockets' handshake trace, raw HTTP.
+_HEADER_LINE = re.compile(rf"(?i)(?<![\w-])((?:{_NAMES})\s*:[ \t]*)[^\r\n]+")
+_QUERY = re.compile(rf"(?i)([?&](?:{'|'.join(SECRET_QUERY_NAMES)})=)[^&#\s'\"]+")
+
+
+def scrub_log_text(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every known secret and every credential header / query value replaced by REDACTED."""
+    text = redact(text, secrets)
+    text = _HEADER_TUPLE.sub(rf"\1\3{REDACTED}\3", text)
+    text = _HEADER_LINE.sub(rf"\1{REDACTED}", text)
+    return _QUERY.sub(rf"\1{REDACTED}", text)
+
+
+def known_secrets(env: Mapping[str, str], extra_env_names: Iterable[str] = ()) -> list[str]:
+    """The secrets found in ``env``: every provider client's key variables
+    (``key_env``) and the variables named in ``extra_env_names`` (the bearer token's)."""
+    from agui_engine.adapters.models import PROVIDER_CLIENTS
+
+    names = {n for cls in PROVIDER_CLIENTS.values() for n in getattr(cls, "key_env", ())}
+    names.update(extra_env_names)
+    return sorted({env[n] for n in names if env.get(n)}, key=len, reverse=True)
+
+
+class SecretFilter(logging.Filter):
+    """Rewrites every record it sees so that no secret reaches a log line (see the
+    module docstring). Put on handlers, it covers every logger that propagates."""
+
+    def __init__(self, secrets: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.secrets = list(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # a broken format string: logging reports it itself
+            return True
+        clean = scrub_log_text(message, self.secrets)
+        if clean != message or record.args:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            # Cached where every Formatter looks first (Formatter.format keeps exc_text).
+            record.exc_text = scrub_log_text(logging.Formatter().formatException(record.exc_info), self.secrets)
+        elif record.exc_text:
+            record.exc_text = scrub_log_text(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = scrub_log_text(record.stack_info, self.secrets)
+        return True
+
+
+def configure_logging(level: str, *, secret_env_names: Iterable[str] = (), env: Mapping[str, str] | None = None) -> SecretFilter:
+    """Log to stderr at ``level`` (a name: ``"debug"``, ``"INFO"`` ...) with a
+    :class:`SecretFilter` on every root handler, knowing the secrets of ``env``
+    (default ``os.environ``; see :func:`known_secrets`). Returns the filter."""
+    logging.basicConfig(stream=sys.stderr, level=level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    secret_filter = SecretFilter(known_secrets(os.environ if env is None else env, secret_env_names))
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(secret_filter)
+    return secret_filter
