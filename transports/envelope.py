@@ -7,13 +7,14 @@ Client -> server (WebSocket; stdio takes a bare ``RunAgentInput`` and ``cancel``
 by ``"type"``::
 
     {"type": "run",    "input": <RunAgentInput>}             RunMessage
-    {"type": "cancel", "runId": "..."}                       CancelMessage
-    {"type": "resume", "runId": "...", "lastEventId": "..."} ResumeMessage
+    {"type": "cancel", "runId": "...", "runKey": "..."}      CancelMessage (runKey optional)
+    {"type": "resume", "runId": "...", "lastEventId": "...", "runKey": "..."}  ResumeMessage
     {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
 
 Server -> client, one JSON object per line (:class:`ServerLine`)::
 
     {"id": "<runId>:<seq>", "event": {...AG-UI event...}}    an event of a run
+    {"id": "<runId>:1", "event": {...}, "runKey": "..."}     the first, to the client that started it
     {"runId": "...", "error": {"code", "message", "status"}} an error (runId: when it belongs to a run)
     {"queryId": "...", "result": <data>}                     the answer to a query
     {"queryId": "...", "error": {"code", "message", "status", "path"?}}  a query refused
@@ -52,6 +53,7 @@ __all__ = [
     "decode_protocol_line",
     "encode_client_message",
     "error_line",
+    "keyed_event_line",
     "message_query_id",
     "message_run_id",
     "query_result_line",
@@ -74,17 +76,25 @@ class RunMessage(msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_on
     input: msgspec.Raw
 
 
-class CancelMessage(msgspec.Struct, tag="cancel", tag_field="type", frozen=True, kw_only=True, rename="camel"):
-    """Cancel a run (the run ends with ``RUN_ERROR{code: "cancelled"}``)."""
+class CancelMessage(
+    msgspec.Struct, tag="cancel", tag_field="type", frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
+    """Cancel a run (the run ends with ``RUN_ERROR{code: "cancelled"}``). ``run_key``:
+    the run's key, when this connection did not start the run (spec/transports.md §2.6)."""
 
     run_id: str
+    run_key: str | None = None
 
 
-class ResumeMessage(msgspec.Struct, tag="resume", tag_field="type", frozen=True, kw_only=True, rename="camel"):
-    """Stream a run again from after ``last_event_id`` (``<runId>:<seq>``)."""
+class ResumeMessage(
+    msgspec.Struct, tag="resume", tag_field="type", frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
+    """Stream a run again from after ``last_event_id`` (``<runId>:<seq>``), presenting
+    its ``run_key`` (the one the run's first line carried)."""
 
     run_id: str
     last_event_id: str
+    run_key: str | None = None
 
 
 class QueryMessage(msgspec.Struct, tag="query", tag_field="type", frozen=True, kw_only=True, rename="camel"):
@@ -190,6 +200,9 @@ class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     line: int | None = None
     query_id: str | None = None
     result: msgspec.Raw = msgspec.Raw()  # a query's data (empty: absent)
+    #: On the first event line of a run started on this connection only: the run key
+    #: that its resume and cancel present (spec/transports.md §2.6).
+    run_key: str | None = None
 
 
 _LINE_DECODER: Final = msgspec.json.Decoder(ServerLine)
@@ -235,6 +248,12 @@ class EventLines:
         return [template % (first_seq + i, payload) for i, payload in enumerate(payloads)]
 
 
+def keyed_event_line(run_id: str, seq: int, payload: bytes, run_key: str) -> bytes:
+    """The event line of event ``seq`` carrying the run's ``runKey`` as well (the first
+    line a client that started the run gets)."""
+    return _ENCODER.encode(ServerLine(id=f"{run_id}:{seq}", event=msgspec.Raw(payload), run_key=run_key))
+
+
 def error_line(
     exc: AguiEngineError,
     run_id: str | None = None,
@@ -273,6 +292,8 @@ class ProtocolLine(NamedTuple):
     error: ErrorBody | None
     #: The ``runId`` an error line names (None: it names no run).
     run_id: str | None
+    #: The run key an event line carries (the first line of a run started by this client).
+    run_key: str | None = None
 
 
 def decode_protocol_line(
@@ -289,7 +310,8 @@ def decode_protocol_line(
     if head.type is not None:
         return ProtocolLine(None, decode_event(line, legacy=legacy, tolerant=tolerant), None, None)
     if len(head.event) and head.id is not None:
-        return ProtocolLine(head.id, decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant), None, None)
+        event = decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant)
+        return ProtocolLine(head.id, event, None, None, head.run_key)
     if head.query_id is not None:
         # the answer to a data query (WebSocketAgent.query reads those itself): no run's business
         return ProtocolLine(None, None, None, None)

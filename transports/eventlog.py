@@ -264,9 +264,16 @@ class SharedEventLog(EventLog, Protocol):
         another registry is bound already."""
         ...
 
-    async def open_run(self, run_id: str, thread_id: str) -> None:
-        """``create`` for a run this node owns. Raises UsageError (exists) and
+    async def open_run(self, run_id: str, thread_id: str, *, principal: str = "", key_hash: str = "") -> None:
+        """``create`` for a run this node owns, recording who may touch it from any
+        node: the ``principal`` that started it and its run key's hash (see
+        ``RunRegistry.check_owner``). Raises UsageError (exists) and
         EventLogUnavailableError."""
+        ...
+
+    async def run_access(self, run_id: str) -> tuple[str, str]:
+        """``(principal, key_hash)`` recorded by ``open_run`` (``""`` for what was not
+        recorded). Raises UnknownRunError, EventLogUnavailableError."""
         ...
 
     async def request_cancel(self, run_id: str) -> bool:

@@ -148,10 +148,11 @@ _LOST_MESSAGE = "the event log (Redis) is unreachable; the run cannot continue"
 _OWNER_LOST_MESSAGE = "the gateway node running this run stopped (no heartbeat)"
 
 # Creates a run's meta hash, atomically and only if no node has the run (one
-# round trip). KEYS: meta. ARGV: owner node, thread id, TTL in ms.
+# round trip). KEYS: meta. ARGV: owner node, thread id, TTL in ms, the principal
+# that started the run, its run key's hash (who may touch it from any node).
 _CREATE_SCRIPT = """
 if redis.call('HSETNX', KEYS[1], 'owner', ARGV[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'thread', ARGV[2])
+redis.call('HSET', KEYS[1], 'thread', ARGV[2], 'principal', ARGV[4], 'keyhash', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
@@ -184,6 +185,9 @@ class _Owned:
     """Write-behind state of a run this node owns."""
 
     thread_id: str
+    #: Who may touch the run from any node (RunRegistry.check_owner): its principal, its run key's hash.
+    principal: str = ""
+    key_hash: str = ""
     #: Seq of the newest event appended (stored or not).
     head: int = 0
     #: Highest seq stored in Redis (what subscribers may read).
@@ -204,6 +208,13 @@ class _Owned:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+
+
+def _text(value: Any) -> str:
+    """A Redis reply as text ("" for a missing field)."""
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _parse_id(raw: bytes) -> tuple[int, int]:
@@ -259,7 +270,8 @@ class RedisEventLog:
         self._mirror = InMemoryEventLog(max_events=max_events, max_bytes=max_bytes)
         self._owned: dict[str, _Owned] = {}
         self._dirty: list[str] = []  # owned runs with queued events or a queued end, in order
-        self._creating: list[tuple[str, str, asyncio.Future[bool]]] = []  # (run id, thread id, created?)
+        # (run id, thread id, principal, key hash, created?)
+        self._creating: list[tuple[str, str, str, str, asyncio.Future[bool]]] = []
         self._deleting: set[str] = set()
         self._following: dict[str, int] = {}
         self._control: RunControl | None = None
@@ -376,13 +388,13 @@ class RedisEventLog:
     async def create(self, run_id: str) -> None:
         await self.open_run(run_id, "")
 
-    async def open_run(self, run_id: str, thread_id: str) -> None:
+    async def open_run(self, run_id: str, thread_id: str, *, principal: str = "", key_hash: str = "") -> None:
         if run_id in self._owned:
             raise UsageError(f"event log for run {run_id!r} already exists")
         # Created by the flusher with whatever else this loop pass queued: a burst
         # of new runs costs one pipeline, not one connection each.
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._creating.append((run_id, thread_id, fut))
+        self._creating.append((run_id, thread_id, principal, key_hash, fut))
         if self._wake_flusher is None:
             await self._flush()
         else:
@@ -392,7 +404,7 @@ class RedisEventLog:
             raise UsageError(f"event log for run {run_id!r} already exists")
         self.healthy = True
         await self._mirror.create(run_id)
-        self._owned[run_id] = _Owned(thread_id)
+        self._owned[run_id] = _Owned(thread_id, principal, key_hash)
 
     def appender(self, run_id: str) -> Callable[[bytes], int]:
         """The producer's fast path: add to the mirror, queue for Redis, return the
@@ -482,9 +494,11 @@ class RedisEventLog:
             return
         pipe = self.redis.pipeline(transaction=False)
         running_ttl = int(RUNNING_TTL_SECONDS * 1000)
-        for run_id, thread_id, _ in creating:
+        for run_id, thread_id, principal, key_hash, _ in creating:
             # On a pipeline this only queues the EVALSHA (the pipeline loads the script first).
-            await self._create(keys=[self._k(run_id, "m")], args=[self.node_id, thread_id, running_ttl], client=pipe)
+            await self._create(
+                keys=[self._k(run_id, "m")], args=[self.node_id, thread_id, running_ttl, principal, key_hash], client=pipe
+            )
         sent: list[tuple[_Owned, str, int, bool]] = []
         events = 0
         retention = self._retention_ms()
@@ -522,7 +536,7 @@ class RedisEventLog:
         except _redis_errors() as exc:
             self.healthy = False
             self._deleting |= deleting
-            for _, _, fut in creating:
+            for *_, fut in creating:
                 if not fut.done():
                     fut.set_exception(self._unavailable(exc))
             logger.error("event log: storing %d events in Redis failed (%s); ending the affected runs", events, exc)
@@ -531,7 +545,7 @@ class RedisEventLog:
             return
         self.healthy = True
         elapsed = time.perf_counter() - started
-        for (_, _, fut), created in zip(creating, results):
+        for (*_, fut), created in zip(creating, results):
             if not fut.done():
                 fut.set_result(bool(created))
         control = self._control
@@ -781,6 +795,18 @@ class RedisEventLog:
         if not payloads and not ended and after > head:
             raise BadCursorError(f"run {run_id!r}: resume cursor {after} is outside 0..{head}")
         return LogSlice(after + 1, payloads, ended)
+
+    async def run_access(self, run_id: str) -> tuple[str, str]:
+        own = self._owned.get(run_id)
+        if own is not None:
+            return own.principal, own.key_hash
+        try:
+            principal, key_hash, owner = await self.redis.hmget(self._k(run_id, "m"), "principal", "keyhash", "owner")
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if owner is None:
+            raise UnknownRunError(run_id)
+        return _text(principal), _text(key_hash)
 
     async def _remote_meta(self, run_id: str) -> str:
         owner = await self.redis.hget(self._k(run_id, "m"), "owner")

@@ -56,11 +56,14 @@ their logs are discarded.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import inspect
 import logging
+import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
@@ -94,6 +97,7 @@ if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
 __all__ = [
+    "Caller",
     "DEFAULT_DISCONNECT_GRACE_SECONDS",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
@@ -102,6 +106,7 @@ __all__ = [
     "DEFAULT_RETENTION_SECONDS",
     "RETRY_AFTER_BUSY_SECONDS",
     "RETRY_AFTER_SHUTDOWN_SECONDS",
+    "RUN_KEY_BYTES",
     "RegistryOptions",
     "Run",
     "RunExistsError",
@@ -111,6 +116,7 @@ __all__ = [
     "Subscription",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
+    "run_key_hash",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -177,6 +183,28 @@ COALESCE_MAX_PASSES = 4
 
 #: WebSocket close/error codes for the registry's refusals.
 WS_CLOSE_RUN_EXISTS = 4409
+
+#: Random bytes of a run key, the capability that lets a client stream, resume
+#: and cancel its run when tokens do not tell clients apart (spec/transports.md
+#: §2.6). 16 bytes = 128 bits, more than a UUIDv4's 122: guessing one online at a
+#: million requests a second would take ~10^25 years. 22 URL-safe characters.
+RUN_KEY_BYTES = 16
+
+
+def run_key_hash(key: str) -> str:
+    """What a registry (and a shared event log) keeps of a run key: its SHA-256,
+    hex. Holding only the hash, neither a heap dump nor a reader of the shared
+    store can present the key."""
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class Caller(NamedTuple):
+    """Who asks, over the network, to stream, resume or cancel a run: the principal
+    their bearer token names (``check_bearer``: None auth off, ``""`` the shared
+    token, else a name) and the run key they presented (None: none)."""
+
+    principal: str | None
+    key: str | None = None
 
 
 class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
@@ -254,6 +282,8 @@ class Run:
         "follower",
         "head",
         "input",
+        "key",
+        "key_hash",
         "owner",
         "run_id",
         "state",
@@ -282,9 +312,15 @@ class Run:
         #: True for a run this registry only follows: it runs on another gateway
         #: node, and its events come from the shared event log.
         self.follower = False
-        #: The principal that started the run (see ``check_bearer``); ``None``: any
-        #: (auth off, or a follower run, whose owner only its node knows).
+        #: The principal that started the run (see ``check_bearer``): ``None`` with
+        #: auth off, ``""`` for the shared token (neither tells clients apart).
         self.owner: str | None = None
+        #: The run key (RUN_KEY_BYTES random bytes, URL-safe text), handed to the
+        #: client that started the run; None on a follower (only its hash travels).
+        self.key: str | None = None
+        #: ``run_key_hash(key)``; a follower's comes from the shared log ("": the
+        #: node that started the run recorded none).
+        self.key_hash = ""
 
     @classmethod
     def _following(cls, run_id: str) -> Run:
@@ -609,25 +645,40 @@ class RunRegistry:
     async def find(self, run_id: str) -> Run:
         """The run with this id for a resume: this registry's own run, else -- when
         the event log (a shared store) holds the run, started by another gateway
-        node -- a *follower* run served from the log alone. Raises UnknownRunError."""
+        node -- a *follower* run served from the log alone, carrying the principal
+        and key hash its node recorded. Raises UnknownRunError."""
         run = self._runs.get(run_id)
         if run is not None:
             return run
         await self.log.head(run_id)  # raises UnknownRunError when no node has it
-        return Run._following(run_id)
+        follower = Run._following(run_id)
+        if self._shared is not None:
+            follower.owner, follower.key_hash = await self._shared.run_access(run_id)
+        return follower
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def check_owner(self, run: Run, principal: str | None) -> Run:
-        """``run`` if ``principal`` may read or cancel it: the run has no owner, or
-        it is the principal that started it. Raises UnknownRunError otherwise -- the
-        same 404 as for a run that does not exist, so ids cannot be probed."""
-        if run.owner is not None and principal is not None and run.owner != principal:
-            raise UnknownRunError(run.run_id)
-        return run
+    def check_owner(self, run: Run, caller: Caller | None) -> Run:
+        """``run`` if ``caller`` may stream, resume or cancel it (spec/transports.md
+        §2.6): it presents the run's key, or it is the named principal that started
+        the run (per-client tokens). ``caller`` None: the transport itself (stdio's
+        one client, shutdown), always allowed. A run whose node recorded no key hash
+        (a shared log written before run keys) is checked by principal alone.
+        Raises UnknownRunError otherwise -- the same 404 as for a run that does not
+        exist, so ids cannot be probed."""
+        if caller is None:
+            return run
+        if caller.key is not None and run.key_hash and hmac.compare_digest(run_key_hash(caller.key), run.key_hash):
+            return run
+        if run.owner and caller.principal == run.owner:
+            return run
+        if not run.key_hash and not run.owner:
+            return run
+        raise UnknownRunError(run.run_id)
 
     async def start(self, input: RunAgentInput, *, owner: str | None = None) -> Run:
-        """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`).
+        """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`),
+        with a new run key (``run.key``, for the transport to hand to the client).
         Raises ServerBusyError (limit reached or shutting down), RunExistsError
         (``runId`` already known)."""
         if self._closing or self._draining:
@@ -642,9 +693,11 @@ class RunRegistry:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
         run = Run(input)
         run.owner = owner
+        run.key = secrets.token_urlsafe(RUN_KEY_BYTES)
+        run.key_hash = run_key_hash(run.key)
         try:
             if self._shared is not None:
-                await self._shared.open_run(run.run_id, run.thread_id)
+                await self._shared.open_run(run.run_id, run.thread_id, principal=owner or "", key_hash=run.key_hash)
             else:
                 await self.log.create(run.run_id)
         except UsageError:
@@ -729,24 +782,32 @@ class RunRegistry:
                 run._task.cancel()
 
     async def cancel(
-        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", principal: str | None = None
+        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", caller: Caller | None = None
     ) -> Run:
         """Cancel a running run at once: the agent's generator is closed (the upstream
         call aborted) and ``RUN_ERROR{code}`` ends the stream. Returns when that is
         done (or after CANCEL_WAIT_SECONDS). Raises UnknownRunError (also for a run
-        ``principal`` does not own: :meth:`check_owner`), RunFinishedError."""
+        ``caller`` may not touch: :meth:`check_owner`), RunFinishedError."""
         if run_id not in self._runs and self._shared is not None:
-            return await self._cancel_remote(run_id)
-        run = self.cancel_nowait(run_id, code=code, message=message, principal=principal)
+            return await self.cancel_remote(run_id, caller)
+        run = self.cancel_nowait(run_id, code=code, message=message, caller=caller)
         await self._wait(run, CANCEL_WAIT_SECONDS)
         return run
 
-    async def _cancel_remote(self, run_id: str) -> Run:
-        # A run another node owns: ask its owner (through the shared log), then
-        # wait until its terminal event is in the log.
+    async def request_remote_cancel(self, run_id: str, caller: Caller | None) -> None:
+        """Ask the node that owns ``run_id`` (shared log) to cancel it and return at
+        once, after checking ``caller`` against the principal and key hash that node
+        recorded. Raises UnknownRunError (also for a caller who may not), RunFinishedError."""
         assert self._shared is not None
+        self.check_owner(await self.find(run_id), caller)
         if not await self._shared.request_cancel(run_id):
             raise RunFinishedError(f"run {run_id!r} has already finished")
+
+    async def cancel_remote(self, run_id: str, caller: Caller | None) -> Run:
+        """:meth:`request_remote_cancel`, then wait (up to CANCEL_WAIT_SECONDS)
+        until the run's terminal event is in the shared log."""
+        assert self._shared is not None
+        await self.request_remote_cancel(run_id, caller)
         log = self._shared
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CANCEL_WAIT_SECONDS
@@ -762,12 +823,12 @@ class RunRegistry:
         return Run._following(run_id)
 
     def cancel_nowait(
-        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", principal: str | None = None
+        self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", caller: Caller | None = None
     ) -> Run:
         """Start cancelling a running run and return at once (``run.wait_finished()``
         waits for the end). For message loops that must not block on one run.
-        Raises UnknownRunError (also for a run ``principal`` does not own), RunFinishedError."""
-        run = self.check_owner(self.get(run_id), principal)
+        Raises UnknownRunError (also for a run ``caller`` may not touch), RunFinishedError."""
+        run = self.check_owner(self.get(run_id), caller)
         if run.state != "running":
             raise RunFinishedError(f"run {run_id!r} has already finished")
         self._request_cancel(run, code, message)

@@ -104,6 +104,7 @@ from .metrics import METRICS_CONTENT_TYPE
 from .inspector import add_frontend_routes
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
+    Caller,
     RegistryOptions,
     RunRegistry,
     Subscription,
@@ -113,7 +114,7 @@ from .runs import (
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "RUN_KEY_HEADER", "RUN_KEY_QUERY", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
 
 logger = logging.getLogger("agui_engine.transports")
 #: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
@@ -136,6 +137,18 @@ _NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "applic
 #: connection stops the run: see RunRegistry.subscribe(resumable=...).
 RESUMABLE_HEADER = "X-AGUI-Resumable"
 _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
+
+#: Response header of a run's start (the POST's 200) carrying its run key, and the
+#: request header by which a client presents it to stream, resume or cancel the run
+#: (spec/transports.md §2.6). RUN_KEY_QUERY is the same as a query parameter, for an
+#: EventSource, which cannot send headers.
+RUN_KEY_HEADER = "X-AGUI-Run-Key"
+RUN_KEY_QUERY = "runKey"
+
+
+def _caller(request: web.Request, principal: str | None) -> Caller:
+    """Who is asking: the request's principal and the run key it presents, if any."""
+    return Caller(principal, request.headers.get(RUN_KEY_HEADER) or request.query.get(RUN_KEY_QUERY) or None)
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
@@ -292,7 +305,7 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = "Retry-After, X-AGUI-Run-Id"
+            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -301,7 +314,9 @@ class _Gateway:
             status=204,
             headers={
                 "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}",
+                "Access-Control-Allow-Headers": (
+                    f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
+                ),
                 "Access-Control-Max-Age": str(CORS_MAX_AGE),
             },
         )
@@ -341,7 +356,7 @@ class _Gateway:
             resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in _NOT_RESUMABLE)
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.check_owner(await self.registry.find(input.run_id), principal)
+                run = self.registry.check_owner(await self.registry.find(input.run_id), _caller(request, principal))
                 sub = self.registry.subscribe(run, cursor, resumable=resumable)
                 first = await self._check(sub)
                 if self.metrics is not None:
@@ -352,7 +367,7 @@ class _Gateway:
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first)
+        return await self._stream(request, sub, fmt, first, started=not last_event_id)
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -377,7 +392,7 @@ class _Gateway:
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.check_owner(await self.registry.find(run_id), principal)
+            run = self.registry.check_owner(await self.registry.find(run_id), _caller(request, principal))
             # GET is the EventSource-style endpoint: an EventSource reconnects by
             # itself (and cannot send a header to say so), so it is resumable.
             sub = self.registry.subscribe(run, cursor, resumable=True)
@@ -397,7 +412,7 @@ class _Gateway:
         _RUN_ID.set(request.match_info["run_id"])
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            await self.registry.cancel(request.match_info["run_id"], principal=principal)
+            await self.registry.cancel(request.match_info["run_id"], caller=_caller(request, principal))
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return web.Response(status=204)
@@ -431,19 +446,19 @@ class _Gateway:
             raise
 
     async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
     ) -> web.StreamResponse:
         run = sub.run
         sse = fmt == "sse"
-        resp = web.StreamResponse(
-            status=200,
-            headers={
-                "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-                "X-AGUI-Run-Id": run.run_id,
-            },
-        )
+        headers = {
+            "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            "X-AGUI-Run-Id": run.run_id,
+        }
+        if started and run.key is not None:
+            headers[RUN_KEY_HEADER] = run.key  # only to the client that started the run
+        resp = web.StreamResponse(status=200, headers=headers)
         # While it streams a run the connection is not "idle": the cap on connections
         # that run nothing does not count it (see IdleConnectionGate).
         gate = request.config_dict.get(IDLE_GATE_KEY)
@@ -737,6 +752,17 @@ class _QueryAnswerDoc(msgspec.Struct):
     data: Any = None
 
 
+class _SSESession:
+    """What one SSEAgent run holds: the HTTP client, and the run key the server
+    answered its start with (None until then, or from a server without run keys)."""
+
+    __slots__ = ("client", "key")
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.key: str | None = None
+
+
 class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
 
@@ -814,34 +840,41 @@ class SSEAgent(RemoteClientBase):
 
         return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
 
-    async def _open(self) -> httpx.AsyncClient:
-        return self._client or httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context()
+    async def _open(self) -> _SSESession:
+        return _SSESession(
+            self._client
+            or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context())
         )
 
-    async def _close(self, client: httpx.AsyncClient) -> None:
+    async def _close(self, session: _SSESession) -> None:
         if self._client is None:
-            await client.aclose()
+            await session.client.aclose()
 
-    async def _cancel(self, client: httpx.AsyncClient, run_id: str) -> None:
+    def _keyed(self, session: _SSESession) -> dict[str, str]:
+        # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
+        return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
+
+    async def _cancel(self, session: _SSESession, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.
         try:
-            await client.delete(self._runs_url(run_id), headers=self.headers, timeout=CANCEL_REQUEST_TIMEOUT)
+            await session.client.delete(self._runs_url(run_id), headers=self._keyed(session), timeout=CANCEL_REQUEST_TIMEOUT)
         except (httpx.HTTPError, RuntimeError):
             pass
 
     async def _attempt(
-        self, client: httpx.AsyncClient, input: RunAgentInput, last_id: str | None
+        self, session: _SSESession, input: RunAgentInput, last_id: str | None
     ) -> AsyncIterator[AttemptItem]:
         # It reconnects with Last-Event-ID after a drop, so it asks the server to
         # keep the run for the grace period rather than stop it on a disconnect.
-        headers = {**self.headers, "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE, RESUMABLE_HEADER: "1"}
+        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
-        async with client.stream("POST", self.url, content=msgspec.json.encode(input), headers=headers) as resp:
+        body = msgspec.json.encode(input)
+        async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             if resp.status_code != 200:
                 raw = await resp.aread()
                 raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+            session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
             async for chunk in resp.aiter_raw():

@@ -112,13 +112,15 @@ from .envelope import (
     decode_protocol_line,
     encode_client_message,
     error_line,
+    keyed_event_line,
     message_query_id,
     message_run_id,
     query_result_line,
     run_message,
 )
 from .eventlog import EventLog
-from .runs import CANCEL_WAIT_SECONDS, RegistryOptions, RunFinishedError, RunRegistry, Subscription, resume_cursor
+from .eventlog import UnknownRunError
+from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -247,6 +249,9 @@ class _Connection:
         query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
         self.batch = query.get("batch", ["1"])[0] != "0"
         self.pumps: dict[str, asyncio.Task[None]] = {}
+        #: Run keys of the runs this connection streams (started here, or resumed with
+        #: their key): a ``cancel`` for one of them needs not repeat the key.
+        self.keys: dict[str, str] = {}
 
     async def send_lines(self, lines: list[bytes]) -> None:
         if self.batch:
@@ -288,16 +293,19 @@ class _Connection:
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
                 run = await self.registry.start(input, owner=self.principal)
-                self._pump(self.registry.subscribe(run, 0))
+                self._pump(self.registry.subscribe(run, 0), key=run.key)
             elif isinstance(msg, CancelMessage):
-                if msg.run_id not in self.pumps and self.registry.shared_log is not None:
-                    # Possibly a run another node owns: ask its owner through the shared
-                    # log (one round trip; the run's readers get the RUN_ERROR).
-                    if not await self.registry.shared_log.request_cancel(msg.run_id):
-                        raise RunFinishedError(f"run {msg.run_id!r} has already finished")
-                else:
+                # A run this connection streams was allowed already: its key is known here.
+                caller = Caller(self.principal, msg.run_key or self.keys.get(msg.run_id))
+                try:
                     # the pump sends the RUN_ERROR; do not block this loop
-                    self.registry.cancel_nowait(msg.run_id, principal=self.principal)
+                    self.registry.cancel_nowait(msg.run_id, caller=caller)
+                except UnknownRunError:
+                    if self.registry.shared_log is None:
+                        raise
+                    # Possibly a run another node owns: ask its owner through the shared
+                    # log (the run's readers get the RUN_ERROR).
+                    await self.registry.request_remote_cancel(msg.run_id, caller)
             else:
                 _, cursor = resume_cursor(msg.last_event_id, msg.run_id)
                 self._check_capacity()
@@ -305,7 +313,7 @@ class _Connection:
                     raise RemoteInputError(
                         f"run {msg.run_id!r} is already streaming on this connection", code="run_exists"
                     )
-                run = self.registry.check_owner(await self.registry.find(msg.run_id), self.principal)
+                run = self.registry.check_owner(await self.registry.find(msg.run_id), Caller(self.principal, msg.run_key))
                 sub = self.registry.subscribe(run, cursor)
                 try:
                     first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
@@ -313,6 +321,8 @@ class _Connection:
                     sub.close()
                     raise
                 self._pump(sub, first)
+                if msg.run_key is not None:
+                    self.keys[msg.run_id] = msg.run_key
                 if self.registry.metrics is not None:
                     self.registry.metrics.note_resume("websocket")
         except AguiEngineError as exc:
@@ -357,22 +367,27 @@ class _Connection:
         if len(self.pumps) >= MAX_RUNS_PER_CONNECTION:
             raise _TooManyRuns(f"this connection already has {MAX_RUNS_PER_CONNECTION} runs in flight")
 
-    def _pump(self, sub: Subscription, first: Any = None) -> None:
+    def _pump(self, sub: Subscription, first: Any = None, *, key: str | None = None) -> None:
+        """Stream ``sub`` on this connection; ``key``: the run was started here, and
+        its first line carries the run key."""
         rid = sub.run.run_id
-        task = asyncio.get_running_loop().create_task(self._run_pump(sub, first))
+        task = asyncio.get_running_loop().create_task(self._run_pump(sub, first, key))
         if not self.pumps and self.gate is not None:
             self.gate.running(self.ws)
         self.pumps[rid] = task
+        if key is not None:
+            self.keys[rid] = key
         task.add_done_callback(lambda _t: self._pump_done(rid))
 
     def _pump_done(self, rid: str) -> None:
         self.pumps.pop(rid, None)
+        self.keys.pop(rid, None)
         if not self.pumps and self.gate is not None:
             self.gate.idle(self.ws)
 
-    async def _run_pump(self, sub: Subscription, first: Any) -> None:
+    async def _run_pump(self, sub: Subscription, first: Any, key: str | None) -> None:
         try:
-            await self._pump_events(sub, first)
+            await self._pump_events(sub, first, key)
         except TimeoutError:
             # The client stopped reading for send_timeout: the connection (one TCP
             # stream for all its runs) is stalled; cut it, the runs' grace applies.
@@ -385,7 +400,7 @@ class _Connection:
         size = sum(map(len, lines))
         await send_or_stall(lambda: self.send_lines(lines), size, self.ws.transport, self.send_timeout)
 
-    async def _pump_events(self, sub: Subscription, first: Any) -> None:
+    async def _pump_events(self, sub: Subscription, first: Any, key: str | None) -> None:
         rid = sub.run.run_id
         lines = EventLines(rid)
         metrics = self.registry.metrics
@@ -402,6 +417,9 @@ class _Connection:
                         return
                 if sl.payloads:
                     batch = lines(sl.first_seq, sl.payloads)
+                    if key is not None:  # the run's first line, to the client that started it
+                        batch[0] = keyed_event_line(rid, sl.first_seq, sl.payloads[0], key)
+                        key = None
                     await self._send(batch)
                     if metrics is not None:
                         metrics.note_sent("websocket", len(batch), sum(map(len, batch)) + len(batch) - 1)
@@ -550,10 +568,12 @@ async def start_websocket_server(
 class _WebSocketSession:
     """The connection of one WebSocketAgent run (replaced on each reconnect)."""
 
-    __slots__ = ("ws",)
+    __slots__ = ("key", "ws")
 
     def __init__(self) -> None:
         self.ws: ClientConnection | None = None
+        #: The run key of the run's first line (its resume and cancel present it).
+        self.key: str | None = None
 
 
 class WebSocketAgent(RemoteClientBase):
@@ -633,7 +653,7 @@ class WebSocketAgent(RemoteClientBase):
         if session.ws is None:
             return
         try:
-            await session.ws.send(encode_client_message(CancelMessage(run_id=run_id)), text=True)
+            await session.ws.send(encode_client_message(CancelMessage(run_id=run_id, run_key=session.key)), text=True)
         except (websockets.ConnectionClosed, OSError, RuntimeError):
             pass  # the connection is gone: the server's grace period ends the run
 
@@ -651,7 +671,11 @@ class WebSocketAgent(RemoteClientBase):
             raise remote_error_from_body(
                 exc.response.status_code, bytes(exc.response.body or b""), where=where
             ) from None
-        opening = run_message(input) if last_id is None else ResumeMessage(run_id=run_id, last_event_id=last_id)
+        opening = (
+            run_message(input)
+            if last_id is None
+            else ResumeMessage(run_id=run_id, last_event_id=last_id, run_key=session.key)
+        )
         await ws.send(encode_client_message(opening), text=True)
         # Sent: a drop from here on resumes the run (a server that never got it answers unknown_run).
         yield None
@@ -663,6 +687,8 @@ class WebSocketAgent(RemoteClientBase):
                     if item.run_id in (None, run_id):
                         raise remote_error_from_line(item.error, where=where)
                 elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
+                    if item.run_key is not None:
+                        session.key = item.run_key
                     yield item.event_id, [item.event]  # type: ignore[list-item]
                 # else: another run's event on a shared connection
 

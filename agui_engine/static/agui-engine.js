@@ -684,28 +684,39 @@ export const MAX_RESUMES = 5;
  * connection's body reader (cancelling it drops that connection: the run is resumed); `hooks.signal`
  * aborts, and stops the run on the server (DELETE <url>/runs/<runId>); `hooks.headers` are added to
  * every request (e.g. Authorization). The POST declares `X-AGUI-Resumable: 1`, so the gateway keeps
- * the run through a dropped connection for its grace period (spec/transports.md §3.1).
+ * the run through a dropped connection for its grace period (spec/transports.md §3.1); the run key
+ * of its answer (`X-AGUI-Run-Key`) goes with the resume and the DELETE (§2.6).
  * Resolves to {lastEventId, resumes, terminal}.
  */
 export async function runSSE(url, input, store, hooks = {}) {
   const base = url.replace(/\/+$/, "");
   let terminal = false;
+  // The run key the gateway answered the POST with: resume and cancel present it (the gateway
+  // answers 404 to anyone else when tokens do not tell clients apart; spec/transports.md §2.6).
+  const run = { key: null };
   // This client resumes, so a closed connection no longer stops the run: a stop must say so.
   const stop = () => {
     if (!terminal) {
-      fetch(`${base}/runs/${encodeURIComponent(input.runId)}`, { method: "DELETE", headers: { ...hooks.headers } })
-        .catch(() => {});
+      fetch(`${base}/runs/${encodeURIComponent(input.runId)}`, {
+        method: "DELETE", headers: { ...hooks.headers, ...runKeyHeader(run.key) },
+      }).catch(() => {});
     }
   };
   hooks.signal?.addEventListener("abort", stop, { once: true });
   try {
-    return await runSSEStream(url, base, input, store, hooks, (done) => { terminal = done; });
+    return await runSSEStream(url, base, input, store, hooks, (done) => { terminal = done; }, run);
   } finally {
     hooks.signal?.removeEventListener("abort", stop);
   }
 }
 
-async function runSSEStream(url, base, input, store, hooks, setTerminal) {
+/** The request header that presents a run key (none before the gateway gave one). */
+export const RUN_KEY_HEADER = "X-AGUI-Run-Key";
+function runKeyHeader(key) {
+  return key ? { [RUN_KEY_HEADER]: key } : {};
+}
+
+async function runSSEStream(url, base, input, store, hooks, setTerminal, run) {
   let lastEventId = null;
   let resumes = 0;
   let terminal = false;
@@ -717,6 +728,7 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal) {
     body: JSON.stringify(input),
     signal: hooks.signal,
   });
+  run.key = response.headers.get(RUN_KEY_HEADER) ?? run.key;
   for (;;) {
     if (!response.ok) throw new Error(`HTTP ${response.status}: ${await response.text()}`);
     const parser = new EventStreamParser("sse");
@@ -748,7 +760,7 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal) {
     await new Promise((resolve) => setTimeout(resolve, RESUME_DELAY_MS));
     const runId = lastEventId.slice(0, lastEventId.lastIndexOf(":"));
     response = await fetch(`${base}/runs/${encodeURIComponent(runId)}`, {
-      headers: { ...hooks.headers, Accept: "text/event-stream", "Last-Event-ID": lastEventId },
+      headers: { ...hooks.headers, ...runKeyHeader(run.key), Accept: "text/event-stream", "Last-Event-ID": lastEventId },
       signal: hooks.signal,
     });
     if (response.status === 204) break;

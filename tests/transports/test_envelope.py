@@ -24,6 +24,7 @@ from agui_engine.transports.envelope import (
     decode_protocol_line,
     encode_client_message,
     error_line,
+    keyed_event_line,
     message_run_id,
     run_message,
 )
@@ -108,7 +109,9 @@ def test_error_lines_round_trip_through_the_client_decoder() -> None:
 def test_protocol_lines_envelopes_bare_events_errors_and_garbage() -> None:
     """The one decoder of the WebSocket and stdio output lines (both clients use it)."""
     env = decode_protocol_line(b'{"id":"r:7","event":{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}}', where="w")
-    assert env == (("r:7", TextMessageContentEvent(message_id="m", delta="x"), None, None))
+    assert env == (("r:7", TextMessageContentEvent(message_id="m", delta="x"), None, None, None))
+    keyed = decode_protocol_line(keyed_event_line("r", 1, b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}', "k3y"), where="w")
+    assert (keyed.event_id, keyed.run_key, type(keyed.event).__name__) == ("r:1", "k3y", "RunStartedEvent")
     bare = decode_protocol_line(b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"x"}', where="w")
     assert bare.event == env.event and bare.event_id is None
     err = decode_protocol_line(b'{"runId":"r","error":{"code":"c","message":"m"}}', where="w")

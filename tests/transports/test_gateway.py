@@ -136,7 +136,7 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
                         if b"TEXT_MESSAGE_CONTENT" in seen:
                             break
                     assert model_server.disconnects == 0
-                    d = await c.delete(srv.url + "runs/up")
+                    d = await c.delete(srv.url + "runs/up", headers={"X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]})
                     assert d.status_code == 204
                     assert await model_server.wait_for_disconnect(timeout=5)
         await llm.aclose()

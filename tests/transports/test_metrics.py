@@ -35,7 +35,8 @@ async def test_sse_health_readiness_and_metrics_by_scraping() -> None:
             h = {"Content-Type": "application/json"}
             body = msgspec.json.encode(make_input("m1"))
             whole = await c.post(srv.url, content=body, headers=h)
-            resumed = await c.post(srv.url, content=body, headers={**h, "Last-Event-ID": "m1:3"})
+            key = {"X-AGUI-Run-Key": whole.headers["X-AGUI-Run-Key"]}  # the run's capability (spec §2.6)
+            resumed = await c.post(srv.url, content=body, headers={**h, **key, "Last-Event-ID": "m1:3"})
             bad = await c.post(srv.url, content=b"{", headers=h)
             scraped = await c.get(base + "/metrics")
             assert scraped.headers["Content-Type"] == METRICS_CONTENT_TYPE

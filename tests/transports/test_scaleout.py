@@ -98,6 +98,11 @@ def metric(text: str, name: str) -> float:
     return 0.0
 
 
+def key_of(r: httpx.Response) -> dict[str, str]:
+    """The run key a run's start answered with, as the header that presents it (spec §2.6)."""
+    return {"X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]}
+
+
 def body(run_id: str, text: str = "go") -> bytes:
     return msgspec.json.encode(make_input(run_id, text))
 
@@ -191,6 +196,7 @@ async def test_500_runs_cut_at_random_bytes_resume_on_the_other_node(
             buf = b""
             async with client.stream("POST", a.url, content=body(rid), headers=JSON) as r:
                 assert r.status_code == 200, (await r.aread(), a.lines[-5:])
+                key = key_of(r)
                 async for chunk in r.aiter_raw():
                     buf += chunk
                     if len(buf) >= cut:
@@ -198,7 +204,7 @@ async def test_500_runs_cut_at_random_bytes_resume_on_the_other_node(
             before = frames(buf[:cut])
             last = before[-1][0] if before else f"{rid}:0"
             after: list[tuple[str | None, bytes]] = []
-            async with client.stream("GET", b.runs(rid), headers={"Last-Event-ID": last}) as r:
+            async with client.stream("GET", b.runs(rid), headers={**key, "Last-Event-ID": last}) as r:
                 if r.status_code == 200:
                     after = await Stream(r).take()
                 else:
@@ -225,12 +231,16 @@ async def test_delete_on_the_other_node_cancels_where_the_run_runs(
     async with client.stream("POST", a.url, content=body("del-1", "hang"), headers=JSON) as r:
         stream = Stream(r)
         assert len(await stream.take(3)) == 3
-        gone = await client.delete(b.runs("del-1"))
+        key = key_of(r)
+        # the id alone is not enough on any node: the run key travels in Redis as a hash
+        assert (await client.get(b.runs("del-1"), headers={"Last-Event-ID": "del-1:0"})).status_code == 404
+        assert (await client.delete(b.runs("del-1"))).status_code == 404
+        gone = await client.delete(b.runs("del-1"), headers=key)
         assert gone.status_code == 204
         rest = await stream.take()
     doc = terminal(rest[-1])
     assert doc["type"] == "RUN_ERROR" and doc["code"] == "cancelled"
-    assert (await client.delete(b.runs("del-1"))).status_code == 409  # already finished
+    assert (await client.delete(b.runs("del-1"), headers=key)).status_code == 409  # already finished
     assert (await client.delete(b.runs("never-was"))).status_code == 404
     assert metric(a.metrics(), 'agui_runs_ended_total{code="cancelled",terminal="RUN_ERROR"}') >= 1
 
@@ -243,9 +253,10 @@ async def test_a_reader_on_the_other_node_keeps_the_run_alive_past_the_grace_per
     before = metric(a.metrics(), abandoned)
     async with client.stream("POST", a.url, content=body("grace-1", "hang"), headers=JSON) as r:
         first = await Stream(r).take(3)
+        key = key_of(r)
     last = first[-1][0]
     assert last is not None
-    async with client.stream("GET", b.runs("grace-1"), headers={"Last-Event-ID": last}) as r:
+    async with client.stream("GET", b.runs("grace-1"), headers={**key, "Last-Event-ID": last}) as r:
         with pytest.raises(TimeoutError):
             await Stream(r).take(1, timeout=4.0)  # > 2x the grace period: alive (and silent)
     assert metric(a.metrics(), abandoned) == before
@@ -254,7 +265,7 @@ async def test_a_reader_on_the_other_node_keeps_the_run_alive_past_the_grace_per
     while metric(a.metrics(), abandoned) == before:
         assert time.monotonic() < deadline, "the run was never abandoned"
         await asyncio.sleep(0.2)
-    rest = await client.get(b.runs("grace-1"), headers={"Last-Event-ID": last})
+    rest = await client.get(b.runs("grace-1"), headers={**key, "Last-Event-ID": last})
     assert terminal(frames(rest.content)[-1])["code"] == "abandoned"
 
 
@@ -265,9 +276,10 @@ async def test_an_owner_killed_mid_run_ends_its_runs_with_run_error_in_bounded_t
     try:
         async with client.stream("POST", a.url, content=body("kill-1", "hang"), headers=JSON) as r:
             first = await Stream(r).take(3)
+            key = key_of(r)
         last = first[-1][0]
         assert last is not None
-        async with client.stream("GET", b.runs("kill-1"), headers={"Last-Event-ID": last}) as r:
+        async with client.stream("GET", b.runs("kill-1"), headers={**key, "Last-Event-ID": last}) as r:
             follower = Stream(r)
             a.kill()  # SIGKILL: no shutdown, no terminal event from the owner
             killed = time.monotonic()
@@ -278,7 +290,7 @@ async def test_an_owner_killed_mid_run_ends_its_runs_with_run_error_in_bounded_t
         assert rest[-1][0] == f"kill-1:{int(last.rsplit(':', 1)[1]) + 1}"  # an id: resumable like any event
         assert waited <= OWNER_LOST_BOUND_SECONDS + 1, waited
         # A reader arriving later gets the same end at once.
-        later = await client.get(b.runs("kill-1"), headers={"Last-Event-ID": last})
+        later = await client.get(b.runs("kill-1"), headers={**key, "Last-Event-ID": last})
         assert later.status_code == 200 and terminal(frames(later.content)[-1])["code"] == "owner_lost"
     finally:
         a.kill()
@@ -295,7 +307,8 @@ async def test_redis_lost_mid_run_then_back(client: httpx.AsyncClient) -> None:
         async with client.stream("POST", a.url, content=body("lost-1", "hang"), headers=JSON) as r:
             owner = Stream(r)
             first = await owner.take(3)
-            async with client.stream("GET", b.runs("lost-1"), headers={"Last-Event-ID": first[-1][0] or ""}) as f:
+            follow = {**key_of(r), "Last-Event-ID": first[-1][0] or ""}
+            async with client.stream("GET", b.runs("lost-1"), headers=follow) as f:
                 follower = Stream(f)
                 redis.stop()
                 rest = await owner.take(timeout=DEADLINE)
@@ -313,7 +326,7 @@ async def test_redis_lost_mid_run_then_back(client: httpx.AsyncClient) -> None:
             await asyncio.sleep(0.2)
         ok = await client.post(a.url, content=body("lost-3"), headers=JSON)
         assert ok.status_code == 200 and [f[1] for f in frames(ok.content)] == await _expected("lost-3")
-        again = await client.get(b.runs("lost-3"), headers={"Last-Event-ID": "lost-3:5"})
+        again = await client.get(b.runs("lost-3"), headers={**key_of(ok), "Last-Event-ID": "lost-3:5"})
         assert [f[1] for f in frames(again.content)] == (await _expected("lost-3"))[5:]
         assert metric(a.metrics(), 'agui_errors_total{code="event_log_unavailable"}') >= 1
     finally:
@@ -331,6 +344,7 @@ async def test_sigterm_drains_one_node_and_ends_only_its_own_runs(
         async with client.stream("POST", a.url, content=body("term-a", "hang"), headers=JSON) as ra, \
                 client.stream("POST", b.url, content=body("term-b", "hang"), headers=JSON) as rb:
             on_a, on_b = Stream(ra), Stream(rb)
+            key_a = key_of(ra)
             await on_a.take(3)
             await on_b.take(3)
             a.terminate()
@@ -347,7 +361,7 @@ async def test_sigterm_drains_one_node_and_ends_only_its_own_runs(
         assert a.proc.wait(DEADLINE) == 0
         assert b.get("/readyz").status_code == 200
         # The other node still serves the drained node's finished run from Redis.
-        done = await client.get(b.runs("term-a"), headers={"Last-Event-ID": "term-a:0"})
+        done = await client.get(b.runs("term-a"), headers={**key_a, "Last-Event-ID": "term-a:0"})
         assert terminal(frames(done.content)[-1])["code"] == "shutdown"
     finally:
         a.kill()

@@ -206,14 +206,16 @@ async def test_disconnect_and_resume_loses_and_repeats_nothing() -> None:
         async with httpx.AsyncClient(timeout=10) as c:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r1:
                 first = await _read_until(r1, 5)
+                key = {"X-AGUI-Run-Key": r1.headers["X-AGUI-Run-Key"]}  # resume presents it (spec §2.6)
             # the connection is gone; the run goes on within its grace period
             await asyncio.sleep(0.05)
             last = first[-1].id
-            r2 = await c.post(srv.url, content=body(), headers={**h, "Last-Event-ID": last})
+            r2 = await c.post(srv.url, content=body(), headers={**h, **key, "Last-Event-ID": last})
             rest = frames(r2.content)
-            # EventSource-style resume by GET, from the very beginning and from the middle
-            full = frames((await c.get(srv.url + "runs/run-1")).content)
-            mid = frames((await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:10"})).content)
+            # EventSource-style resume by GET (the key as a query parameter, as an EventSource
+            # must), from the very beginning and from the middle
+            full = frames((await c.get(srv.url + "runs/run-1", params={"runKey": key["X-AGUI-Run-Key"]})).content)
+            mid = frames((await c.get(srv.url + "runs/run-1", headers={**key, "Last-Event-ID": "run-1:10"})).content)
     ids = [m.id for m in first] + [m.id for m in rest]
     seqs = [int(i.rpartition(":")[2]) for i in ids]
     assert seqs == list(range(1, len(seqs) + 1))
@@ -255,13 +257,13 @@ async def test_expired_cursor_and_unknown_run_get_clear_answers() -> None:
 
     agent = ScriptedAgent(deltas=20)
     async with await start_sse_server(agent, log=InMemoryEventLog(max_events=5)) as srv:
-        await post(srv.url, body())
+        key = {"X-AGUI-Run-Key": (await post(srv.url, body())).headers["X-AGUI-Run-Key"]}
         async with httpx.AsyncClient() as c:
-            gone = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:3"})
-            unknown = await c.get(srv.url + "runs/nope")
-            wrong = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "other:3"})
-            tail = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:23"})
-            over = await c.get(srv.url + "runs/run-1", headers={"Last-Event-ID": "run-1:28"})
+            gone = await c.get(srv.url + "runs/run-1", headers={**key, "Last-Event-ID": "run-1:3"})
+            unknown = await c.get(srv.url + "runs/nope", headers=key)
+            wrong = await c.get(srv.url + "runs/run-1", headers={**key, "Last-Event-ID": "other:3"})
+            tail = await c.get(srv.url + "runs/run-1", headers={**key, "Last-Event-ID": "run-1:23"})
+            over = await c.get(srv.url + "runs/run-1", headers={**key, "Last-Event-ID": "run-1:28"})
     assert gone.status_code == 410
     assert gone.json()["error"]["code"] == "cursor_expired"
     assert "event 4" in gone.json()["error"]["message"] or "starts at" in gone.json()["error"]["message"]
@@ -279,12 +281,13 @@ async def test_delete_cancels_at_once_and_closes_the_agent_generator() -> None:
             async with c.stream("POST", srv.url, content=body(), headers=h) as r:
                 reader = Frames(r)
                 got = await reader.take(3)
-                d = await c.delete(srv.url + "runs/run-1")
+                key = {"X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]}
+                d = await c.delete(srv.url + "runs/run-1", headers=key)
                 assert d.status_code == 204
                 assert "run-1" in agent.cancelled  # closed before DELETE answered
                 rest = await reader.take()
-            again = await c.delete(srv.url + "runs/run-1")
-            missing = await c.delete(srv.url + "runs/zzz")
+            again = await c.delete(srv.url + "runs/run-1", headers=key)
+            missing = await c.delete(srv.url + "runs/zzz", headers=key)
     last = decode_event(rest[-1].data)
     assert last.type.value == "RUN_ERROR" and last.code == "cancelled"
     assert len(got) == 3
@@ -366,7 +369,7 @@ async def test_mountable_in_an_existing_aiohttp_app() -> None:
     async with await start_sse_server(app=parent) as srv:
         base = srv.url.rstrip("/")
         r = await post(base + "/agui", body())
-        again = await httpx.AsyncClient().get(base + "/agui/runs/run-1")
+        again = await httpx.AsyncClient().get(base + "/agui/runs/run-1", headers={"X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]})
     assert r.status_code == 200 and frames(r.content)
     assert frames(again.content)[-1].id == frames(r.content)[-1].id
 
@@ -574,10 +577,11 @@ async def test_access_log_one_line_per_request_refusals_and_cut_streams_included
             async with httpx.AsyncClient(timeout=10) as c:
                 async with c.stream("POST", srv.url, content=body(), headers=h) as r:
                     await _read_until(r, 3)  # then the client cuts the stream
+                    key = {"X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]}
                 await eventually(lambda: "499" in caplog.text, what="the cut stream's access line")
                 await c.post(srv.url, content=b"x", headers={"Content-Type": "text/plain"})
                 await c.post(srv.url, content=body(), headers=h)  # run-1 exists: 409
-                await c.delete(srv.url + "runs/run-1")
+                await c.delete(srv.url + "runs/run-1", headers=key)
                 await c.get(srv.url + "nowhere")
     lines = [rec.getMessage() for rec in caplog.records if rec.name == "agui_engine.access"]
     fields = [line.split() for line in lines]

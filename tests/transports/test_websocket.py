@@ -141,8 +141,11 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
             await ws.send(run_msg("r"))
             for _ in range(5):
                 first.append(msgspec.json.decode(await asyncio.wait_for(ws.recv(), 5)))
+        key = first[0].pop("runKey")  # the run's first line carries its key (spec §2.6) ...
+        assert all("runKey" not in d for d in first)  # ... and only that line
         async with connect(srv.url) as ws:
-            await ws.send(msgspec.json.encode({"type": "resume", "runId": "r", "lastEventId": first[-1]["id"]}).decode())
+            resume = {"type": "resume", "runId": "r", "lastEventId": first[-1]["id"], "runKey": key}
+            await ws.send(msgspec.json.encode(resume).decode())
             rest = await read_lines(ws, {"r"})
     seqs = [int(d["id"].rpartition(":")[2]) for d in first + rest]
     assert seqs == list(range(1, len(seqs) + 1))
@@ -150,9 +153,12 @@ async def test_resume_on_a_new_connection_and_expired_cursor() -> None:
 
     small = ScriptedAgent(deltas=20, pause=0.001)  # the live subscriber keeps up with the tiny log
     async with await start_websocket_server(small, log=InMemoryEventLog(max_events=4)) as srv:
-        [e async for e in WebSocketAgent(srv.url).run(make_input("s"))]
         async with connect(srv.url) as ws:
-            await ws.send('{"type": "resume", "runId": "s", "lastEventId": "s:2"}')
+            await ws.send(run_msg("s"))
+            lines = await read_lines(ws, {"s"})
+        async with connect(srv.url) as ws:
+            resume = {"type": "resume", "runId": "s", "lastEventId": "s:2", "runKey": lines[0]["runKey"]}
+            await ws.send(msgspec.json.encode(resume).decode())
             err = msgspec.json.decode(await asyncio.wait_for(ws.recv(), 5))
     assert err["runId"] == "s" and err["error"]["code"] == "cursor_expired" and err["error"]["status"] == 4410
 
