@@ -16,8 +16,9 @@ h2/hpack the request headers of HTTP/2, websockets every handshake header
    token -- are replaced wherever they appear, by the adapters' own
    :func:`~agui_engine.adapters.provider.redact` (the redaction of provider errors);
 2. whatever follows a credential header name (SECRET_HEADER_NAMES) in the two
-   shapes those libraries print, ``name: value`` and ``(b'name', b'value')``, and
-   the value of a credential query parameter (SECRET_QUERY_NAMES), is replaced too,
+   shapes those libraries print, ``name: value`` and ``(b'name', b'value')``, the
+   value of a credential query parameter (SECRET_QUERY_NAMES) and of a JSON
+   ``runKey`` member (SECRET_JSON_MEMBERS), is replaced too,
    so a key the filter was not told about (a ``py:`` agent's own client) is covered.
 
 The message (with its arguments merged), a traceback and a stack are rewritten;
@@ -34,7 +35,16 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from agui_engine.adapters.provider import redact
 
-__all__ = ["REDACTED", "SECRET_HEADER_NAMES", "SECRET_QUERY_NAMES", "SecretFilter", "configure_logging", "known_secrets"]
+__all__ = [
+    "REDACTED",
+    "SECRET_HEADER_NAMES",
+    "SECRET_JSON_MEMBERS",
+    "SECRET_QUERY_NAMES",
+    "SecretFilter",
+    "configure_logging",
+    "known_secrets",
+    "scrub_log_text",
+]
 
 #: What replaces a secret in a log line (the adapters' redaction marker).
 REDACTED = "[redacted]"
@@ -50,10 +60,14 @@ SECRET_HEADER_NAMES = (
     "api-key",
     "cookie",
     "set-cookie",
+    "x-agui-run-key",
 )
 #: Query parameters whose values are credentials: ``key`` (Google APIs),
 #: ``access_token`` (the WebSocket gateway's browser token), ``api_key``, ``token``.
-SECRET_QUERY_NAMES = ("key", "api_key", "access_token", "token")
+SECRET_QUERY_NAMES = ("key", "api_key", "access_token", "token", "runKey")
+#: JSON members whose values are credentials: a run key in a WebSocket line that
+#: websockets' frame trace prints (spec/transports.md §2.6).
+SECRET_JSON_MEMBERS = ("runKey",)
 
 _NAMES = "|".join(re.escape(n) for n in sorted(SECRET_HEADER_NAMES, key=len, reverse=True))
 #: ``(b'name', b'value')`` / ``('name', 'value')``: httpcore's and hpack's header tuples.
@@ -61,6 +75,7 @@ _HEADER_TUPLE = re.compile(rf"""(?i)(\(\s*b?(['"])(?:{_NAMES})\2\s*,\s*b?)(['"])
 #: ``name: value`` up to the end of the line: websockets' handshake trace, raw HTTP.
 _HEADER_LINE = re.compile(rf"(?i)(?<![\w-])((?:{_NAMES})\s*:[ \t]*)[^\r\n]+")
 _QUERY = re.compile(rf"(?i)([?&](?:{'|'.join(SECRET_QUERY_NAMES)})=)[^&#\s'\"]+")
+_JSON_MEMBER = re.compile(rf"""(\\?"(?:{'|'.join(SECRET_JSON_MEMBERS)})\\?"\s*:\s*\\?")[^"\\]*""")
 
 
 def scrub_log_text(text: str, secrets: Sequence[str]) -> str:
@@ -68,6 +83,7 @@ def scrub_log_text(text: str, secrets: Sequence[str]) -> str:
     text = redact(text, secrets)
     text = _HEADER_TUPLE.sub(rf"\1\3{REDACTED}\3", text)
     text = _HEADER_LINE.sub(rf"\1{REDACTED}", text)
+    text = _JSON_MEMBER.sub(rf"\1{REDACTED}", text)
     return _QUERY.sub(rf"\1{REDACTED}", text)
 
 

@@ -37,6 +37,11 @@ def test_the_shapes_the_libraries_print_are_scrubbed() -> None:
         # httpx's request line, the WebSocket browser token
         f'HTTP Request: POST https://generativelanguage.googleapis.com/v1/m:stream?alt=sse&key={KEY} "HTTP/1.1 200 OK"',
         f"< GET /?access_token={KEY}&batch=0 HTTP/1.1",
+        # a run key: header, EventSource query, the WebSocket's first line (websockets' frame trace)
+        f"< X-AGUI-Run-Key: {KEY}",
+        f"GET /runs/run-1?runKey={KEY}",
+        f"""> TEXT '{{"id":"r:1","event":{{"type":"RUN_STARTED"}},"runKey":"{KEY}"}}' [90 bytes]""",
+        f'{{\\"runKey\\": \\"{KEY}\\"}}',
     ]
     for text in cases:
         clean = scrub_log_text(text, [])
