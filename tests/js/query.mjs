@@ -104,6 +104,15 @@ await feed(end("c2", { resourceId: "weather.current", params: { city: 7 } }));
 await until(() => binding.get("c2")?.status === "error", "c2's error");
 const c2 = binding.get("c2");
 
+// c4: the end repeats the params with their keys in another order: the same query (canonical JSON)
+await feed(start("c4", "Slow"));
+await feed(delta("c4", [{ op: "add", path: "/resourceId", value: "test.slow" },
+                        { op: "add", path: "/params", value: { ms: 1, tag: "reorder" } }],
+                 { resourceId: "done", params: "done" }));
+await until(() => binding.get("c4")?.status === "ok", "c4's data");
+await feed(end("c4", { params: { tag: "reorder", ms: 1 }, resourceId: "test.slow" }));
+const c4Queries = binding.log.filter((e) => e.componentId === "c4").length;
+
 // c3: a slow query superseded by a fast one; without aborting, the slow answer arrives last and is stale
 const keep = mod.bindQuery(store, { url, headers, debounceMs: 0, abortSuperseded: false });
 const aborting = binding;
@@ -116,12 +125,12 @@ store.apply(end("c3", { resourceId: "test.slow", params: { tag: "new", ms: 10 } 
 await until(() => keep.log.some((e) => e.resourceId === "test.slow" && e.params.tag === "old" && e.status !== "loading"),
             "the old slow answer");
 await until(() => aborting.get("c3")?.status === "ok", "the aborting binding's new answer");
-const slowLog = (b) => b.log.filter((e) => e.resourceId === "test.slow")
+const slowLog = (b) => b.log.filter((e) => e.componentId === "c3")
   .map((e) => ({ tag: e.params.tag, status: e.status, seq: e.seq }));
 const result = {
   calls,
   binding: {
-    seen, beforeDone, afterEnd, duringUpdate,
+    seen, beforeDone, afterEnd, duringUpdate, c4Queries,
     c1First: { status: c1First.status, data: c1First.data, params: c1First.params, ms: c1First.ms },
     c1: { status: binding.get("c1").status, data: binding.get("c1").data },
     c2: { status: c2.status, error: outcome(c2.error) },
