@@ -130,17 +130,22 @@ def test_bad_input_becomes_findings_and_keeps_the_last_good_props() -> None:
     assert "last good props kept" in js[-1]["findings"][0]["message"]
 
 
+async def node_script(script: str, *args: str) -> str:
+    """Run ``tests/js/<script> <agui-engine.js> <args...>`` in node; its stdout (exit status 0 asserted)."""
+    proc = await asyncio.create_subprocess_exec(node(), str(JS / script), str(MODULE), *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), NODE_TIMEOUT)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
 async def test_live_run_through_the_real_ag_ui_client() -> None:
     server = await start_sse_server(demo_agent(), port=0)
     try:
-        proc = await asyncio.create_subprocess_exec(
-            node(), str(JS / "live.mjs"), str(MODULE), server.url, "What's the weather in Tokyo and Paris?",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), NODE_TIMEOUT)
+        out = await node_script("live.mjs", server.url, "What's the weather in Tokyo and Paris?")
     finally:
         await server.close()
-    assert proc.returncode == 0, err.decode()
-    lines = [json.loads(line) for line in out.decode().splitlines()]
+    lines = [json.loads(line) for line in out.splitlines()]
     events = [decode_event(json.dumps(line["event"])) for line in lines]
     assert events[0].type.value == "RUN_STARTED" and events[-1].type.value == "RUN_FINISHED"
     py = python_props(events)
