@@ -108,7 +108,7 @@ const c2 = binding.get("c2");
 await feed(start("c4", "Slow"));
 await feed(delta("c4", [{ op: "add", path: "/resourceId", value: "test.slow" },
                         { op: "add", path: "/params", value: { ms: 1, tag: "reorder" } }],
-                 { resourceId: "done", params: "done" }));
+                 { "/resourceId": "done" }));  // the params object is complete: implied done
 await until(() => binding.get("c4")?.status === "ok", "c4's data");
 await feed(end("c4", { params: { tag: "reorder", ms: 1 }, resourceId: "test.slow" }));
 const c4Queries = binding.log.filter((e) => e.componentId === "c4").length;
@@ -119,7 +119,7 @@ const aborting = binding;
 store.apply(start("c3", "Slow"));
 store.apply(delta("c3", [{ op: "add", path: "/resourceId", value: "test.slow" },
                          { op: "add", path: "/params", value: { ms: 600, tag: "old" } }],
-                  { resourceId: "done", params: "done" }));
+                  { "/resourceId": "done" }));  // the params object is complete: implied done
 await sleep(150); // both bindings' "old" queries are on the server
 store.apply(end("c3", { resourceId: "test.slow", params: { tag: "new", ms: 10 } }));
 await until(() => keep.log.some((e) => e.resourceId === "test.slow" && e.params.tag === "old" && e.status !== "loading"),
