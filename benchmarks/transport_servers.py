@@ -110,7 +110,10 @@ async def engine_sse(shared_log: bool = False) -> None:
         return web.json_response(stats())
 
     app.router.add_get("/__stats", stats_handler)
-    server = await start_sse_server(app=app)
+    # The load generator is one address opening up to 1,000 streams at once: the
+    # per-address cap on connections that run nothing would refuse that burst by
+    # design (it is not what this benchmark measures; the global cap stays on).
+    server = await start_sse_server(app=app, max_idle_per_ip=0)
     port = server.url.rstrip("/").rpartition(":")[2]
     print("PORT", port, flush=True)
     print("STATS", port, flush=True)
@@ -128,7 +131,9 @@ async def engine_ws() -> None:
     from agui_engine.transports.sse import start_sse_server
     from agui_engine.transports.websocket import start_websocket_server
 
-    server = await start_websocket_server(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY))
+    server = await start_websocket_server(
+        BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY), max_idle_per_ip=0  # see engine_sse
+    )
     # The stats endpoint lives on a second, plain HTTP port of the same process.
     stats_app = web.Application()
 

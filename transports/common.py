@@ -371,12 +371,14 @@ def listening_socket(host: str, port: int) -> ListeningSocket:
 
 #: Connections one client address may hold open while they run nothing: reading
 #: request headers or a body, in the WebSocket opening handshake, idle between
-#: requests (keep-alive), or a WebSocket with no run in flight. A browser keeps at
-#: most 6 connections to a host (the HTTP/1.1 per-host limit) and a few of them idle,
-#: so 128 admits ~20 browsers behind one NAT with every connection idle at once,
-#: while one address can take at most 1/8 of MAX_IDLE_CONNECTIONS. Behind a reverse
-#: proxy every client has the proxy's address: raise it or turn it off (0).
-MAX_IDLE_CONNECTIONS_PER_IP = 128
+#: requests (keep-alive), or a WebSocket with no run in flight. Half of
+#: MAX_IDLE_CONNECTIONS: one address (an attacker's host) can never take the whole
+#: pool from the others, while a burst from one address -- a NAT or a reverse proxy
+#: in front of many clients, all reconnecting after a blip, every connection "not
+#: running" until its request is read -- is admitted up to 512 at once (128 refused
+#: a third of a 1,000-stream burst from one load generator). Behind a proxy every
+#: client has the proxy's address: raise it or turn it off (0).
+MAX_IDLE_CONNECTIONS_PER_IP = 512
 #: Connections the whole server holds open while they run nothing (as above). A
 #: network blip can make every client of a full server (runs.DEFAULT_MAX_RUNS =
 #: 1,000) reconnect at once, and each is "not running" until its request is read:
