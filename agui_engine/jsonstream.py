@@ -385,6 +385,11 @@ class PatchStream:
         return self._rootbox.get("")
 
     @property
+    def append_strings(self) -> bool:
+        """Whether growing strings are sent as ``append`` operations (else ``replace``)."""
+        return self._append
+
+    @property
     def done(self) -> bool:
         """Whether the whole value is complete (a root number completes at ``close()``)."""
         return self._state == _S_DONE

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from agui_engine.genui import (
     UINode,
     UnknownComponentError,
     genui_spec_schema,
+    tree_document,
     validate_spec,
     validate_tree,
 )
@@ -57,14 +59,15 @@ def test_validate_normalises_the_tree() -> None:
                                                                     {"title": 'Sales "Q3" é'})
     text, row = card.children  # the null child renders nothing
     assert text == "Revenue is up."
-    assert isinstance(row, UINode) and row.key == "0/1" and row.props == {} and row.done
-    assert [(c.key, c.pointer) for c in row.children if isinstance(c, UINode)] == [
-        ("0/1/0", "/root/0/children/1/children/0"), ("7", "/root/0/children/1/children/1")]
+    assert isinstance(row, UINode) and row.key is None and row.id == "0/1" and row.props == {} and row.done
+    assert card.id == "0"  # the identity is the index path, whatever the key
+    assert [(c.id, c.key, c.pointer) for c in row.children if isinstance(c, UINode)] == [
+        ("0/1/0", None, "/root/0/children/1/children/0"), ("0/1/1", "7", "/root/0/children/1/children/1")]
 
 
 def test_single_root_node_and_bare_tree() -> None:
     (node,) = validate_spec({"root": {"component": "Text", "props": {"v": 1}}}, ALLOW)
-    assert isinstance(node, UINode) and node.key == "0" and node.pointer == "/root"
+    assert isinstance(node, UINode) and node.id == "0" and node.key is None and node.pointer == "/root"
     assert validate_tree([{"component": "Text"}, "x"], {"Text": object()})[1] == "x"
     assert validate_spec({"root": []}, ALLOW) == ()
     assert validate_spec({"root": None}, ALLOW) == ()
@@ -168,7 +171,7 @@ def test_snapshot_renders_partially() -> None:
     stream.feed('rd", "props": {"title": "Sal')
     (card,) = stream.snapshot()
     assert isinstance(card, UINode)
-    assert (card.component, card.done, card.props, card.key) == ("Card", False, {"title": "Sal"}, "0")
+    assert (card.component, card.done, card.props, card.id, card.key) == ("Card", False, {"title": "Sal"}, "0", None)
     stream.feed('es"}, "children": ["Reven')
     assert stream.snapshot()[0].children == ("Reven",)  # type: ignore[union-attr]
     done = stream.feed('ue", {"component": "Chart", "props": {"data": [1]}}')
@@ -181,12 +184,20 @@ def test_snapshot_renders_partially() -> None:
     assert stream.close() == []
 
 
-def test_snapshot_holds_back_a_growing_key() -> None:
+def test_a_growing_key_is_not_shown_and_never_changes_the_identity() -> None:
     stream = GenUIStream(ALLOW)
     stream.feed('{"root": [{"key": "ab')
-    assert stream.snapshot() == ()
+    assert stream.snapshot() == ()  # no name yet
     stream.feed('c", "component": "Card"')
-    assert stream.snapshot()[0].key == "abc"  # type: ignore[union-attr]
+    (card,) = stream.snapshot()
+    assert isinstance(card, UINode) and (card.id, card.key) == ("0", "abc")
+    late = GenUIStream(ALLOW)
+    late.feed('{"root": [{"component": "Card", "props": {"t": 1}, "key": "x')
+    (card,) = late.snapshot()
+    assert isinstance(card, UINode) and (card.id, card.key, card.props) == ("0", None, {"t": 1})
+    late.feed('y"}]}')
+    (card,) = late.snapshot()
+    assert isinstance(card, UINode) and (card.id, card.key) == ("0", "xy")
 
 
 def test_stream_fails_fast_on_unknown_component() -> None:
@@ -278,7 +289,8 @@ def test_flat_node_shape() -> None:
     assert isinstance(card, UINode)
     assert (card.component, card.key, card.props) == ("Card", "k", {"title": "Hi"})
     chart = card.children[1]
-    assert isinstance(chart, UINode) and (chart.component, chart.key, chart.props) == ("Chart", "0/1", {"data": [1]})
+    assert isinstance(chart, UINode) and (chart.component, chart.id, chart.key, chart.props) == (
+        "Chart", "0/1", None, {"data": [1]})
     with pytest.raises(UnknownComponentError):
         validate_spec({"root": {"$type": "Evil"}}, ALLOW)
     with pytest.raises(GenUISpecError) as info:
@@ -296,3 +308,160 @@ def test_flat_node_shape() -> None:
             fed += 1
             partial.feed(ch)
     assert fed == evil.index('"Evil"') + len('"Evil"')  # at the closing quote, before any prop
+
+
+# --------------------------------------------------------------------------- the tree document and its operations
+
+
+def follow_ops(chunks: list[str], allow: list[str] = ALLOW, **kw: Any) -> tuple[list[list[dict[str, Any]]], GenUIStream]:
+    """Every chunk's tree operations, checking after each that they build ``stream.document``."""
+    stream = GenUIStream(allow, **kw)
+    doc: Any = {}
+    per_chunk = []
+    for chunk in chunks:
+        stream.feed(chunk)
+        per_chunk.append(stream.tree_ops)
+        doc = jsonpatch.JsonPatchWithAppend(stream.tree_ops).apply(doc)
+        assert doc == stream.document
+    stream.close()
+    per_chunk.append(stream.tree_ops)
+    doc = jsonpatch.JsonPatchWithAppend(stream.tree_ops).apply(doc)
+    assert doc == stream.document == tree_document(stream.tree or ())
+    return per_chunk, stream
+
+
+def assert_identity_is_stable(per_chunk: list[list[dict[str, Any]]]) -> None:
+    """Each node is added exactly once, at one path, with its id; nothing is ever moved, removed or
+    replaced except a node's ``done`` flag and growing strings (a renderer never remounts a node)."""
+    where: dict[str, str] = {}
+    for ops in per_chunk:
+        for op in ops:
+            assert op["op"] in ("add", "append", "replace"), op
+            value = op.get("value")
+            if op["op"] == "add" and isinstance(value, dict) and "id" in value and "component" in value:
+                def walk(node: Any, path: str) -> None:
+                    if isinstance(node, dict):
+                        assert node["id"] not in where, f"node {node['id']} added twice"
+                        where[node["id"]] = path
+                        for i, child in enumerate(node["children"]):
+                            walk(child, f"{path}/children/{i}")
+                walk(value, op["path"])
+            if op["op"] == "replace":
+                assert op["path"].endswith("/done") and value is True or isinstance(value, str), op
+
+
+def test_key_after_props_keeps_the_node_where_it_first_appeared() -> None:
+    spec = '{"root": [{"component": "Card", "props": {"title": "Hello"}, "children": ["a"], "key": "card-1"}]}'
+    for chunks in (list(spec), [spec], [spec[:40], spec[40:70], spec[70:]]):
+        per_chunk, stream = follow_ops(chunks)
+        ops = [op for chunk_ops in per_chunk for op in chunk_ops]
+        node_adds = [op for op in ops if op["op"] == "add" and isinstance(op.get("value"), dict)
+                     and "component" in op["value"]]
+        assert [(op["path"], op["value"]["id"]) for op in node_adds] == [("/root/0", "0")]
+        # every later op of the node stays at /root/0; the key arrives as data, the identity is untouched
+        assert all(op["path"] == "/root" or op["path"].startswith("/root/0") for op in ops)
+        if len(chunks) > 1:  # shown before its key arrived: the key is added to it, in place
+            assert {"op": "add", "path": "/root/0/key", "value": "card-1"} in ops
+        else:
+            assert node_adds[0]["value"]["key"] == "card-1"
+        assert not any(op["op"] in ("remove", "move") for op in ops)
+        assert_identity_is_stable(per_chunk)
+        (card,) = stream.tree or ()
+        assert isinstance(card, UINode) and (card.id, card.key) == ("0", "card-1")
+    # byte at a time: the node is shown as soon as its name is complete, long before its key
+    stream = GenUIStream(ALLOW)
+    for i, ch in enumerate(spec):
+        stream.feed(ch)
+        if stream.tree_ops and stream.tree_ops[0]["path"] == "/root/0":
+            assert spec[: i + 1].endswith('"Card"') and "key" not in stream.tree_ops[0]["value"]
+            break
+    else:
+        raise AssertionError("the node never appeared")
+
+
+def test_name_after_props_shows_the_node_whole_once_named() -> None:
+    spec = ('{"root": {"props": {"title": "T"}, "children": ["x", {"children": ["y"], "component": "Row"}],'
+            ' "key": 5, "component": "Card"}}')
+    per_chunk, stream = follow_ops(list(spec))
+    adds = [op for ops in per_chunk for op in ops if op["op"] == "add" and op["path"] == "/root/0"]
+    assert adds == [{"op": "add", "path": "/root/0", "value": {
+        "id": "0", "component": "Card", "props": {"title": "T"}, "key": "5", "done": False,
+        "children": ["x", {"id": "0/1", "component": "Row", "props": {}, "children": ["y"], "done": True}]}}]
+    assert stream.document["root"][0]["done"] is True
+
+
+def test_nulls_and_flat_nodes_in_the_tree_document() -> None:
+    spec = json.dumps({"root": [None, {"$type": "Card", "title": "Hi", "$action": "go", "children": [
+        None, "t", {"$type": "Chart", "data": [1, 2], "$key": "c"}]}, "tail"]})
+    per_chunk, stream = follow_ops(list(spec))
+    assert_identity_is_stable(per_chunk)
+    assert stream.document == {"root": [
+        {"id": "1", "component": "Card", "props": {"title": "Hi"}, "done": True, "children": [
+            "t", {"id": "1/2", "component": "Chart", "props": {"data": [1, 2]}, "key": "c", "done": True,
+                  "children": []}]},
+        "tail"]}
+
+
+@pytest.mark.parametrize("spec, pointer", [
+    ('{"root": [{"component": "Card", "component": "Row"}]}', "/root/0/component"),
+    ('{"root": [{"component": "Card", "props": {}, "props": {}}]}', "/root/0/props"),
+    ('{"root": [{"component": "Card", "$type": "Row"}]}', "/root/0"),
+    ('{"root": [{"props": {}}, "x"]}', "/root/0"),
+    ('{"root": [{"component": "Card", "key": "a"}, {"component": "Card", "key": "a"}]}', "/root/1/key"),
+    ('{"root": [], "root": []}', "/root"),
+])
+def test_stream_refuses_what_a_whole_parser_would_resolve_silently(spec: str, pointer: str) -> None:
+    for chunks in (list(spec), [spec]):
+        with pytest.raises(GenUISpecError) as info:
+            follow_ops(chunks)
+        assert info.value.pointer == pointer
+
+
+def _order(node: Any, rnd: random.Random) -> Any:
+    """The same tree with every node's members in a random order (keys may come last)."""
+    if not isinstance(node, dict):
+        return node
+    items = [(k, [_order(c, rnd) for c in v] if k == "children" else v) for k, v in node.items()]
+    rnd.shuffle(items)
+    return dict(items)
+
+
+def _keyed(nodes_: list[Any], flags: list[bool]) -> list[Any]:
+    out = []
+    for i, node in enumerate(nodes_):
+        if isinstance(node, dict):
+            node = dict(node)
+            if flags and flags[i % len(flags)]:
+                node["key"] = f"k{i}"
+            if "children" in node:
+                node["children"] = _keyed(node["children"], flags[1:])
+        out.append(node)
+    return out
+
+
+child_nodes = st.recursive(
+    st.one_of(st.none(), st.text(max_size=8), st.fixed_dictionaries({"component": names}, optional={"props": leaf_props})),
+    lambda children: st.fixed_dictionaries(
+        {"component": names}, optional={"props": leaf_props, "children": st.lists(children, max_size=3)}
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(root=st.lists(child_nodes, max_size=3), flags=st.lists(st.booleans(), max_size=4),
+       seed=st.integers(0, 2**16), cuts=st.lists(st.integers(min_value=0, max_value=10**5), max_size=8))
+def test_random_trees_build_the_same_document_for_any_split(root: list[Any], flags: list[bool], seed: int,
+                                                            cuts: list[int]) -> None:
+    spec = {"root": [_order(n, random.Random(seed)) for n in _keyed(root, flags)]}
+    text = json.dumps(spec)
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    chunks = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    per_chunk, stream = follow_ops(chunks)
+    per_byte, by_byte = follow_ops(list(text))
+    whole, at_once = follow_ops([text])
+    expected = tree_document(validate_spec(spec, ALLOW))
+    assert stream.document == by_byte.document == at_once.document == expected
+    assert stream.tree == by_byte.tree == at_once.tree == validate_spec(spec, ALLOW)
+    assert_identity_is_stable(per_chunk)
+    assert_identity_is_stable(per_byte)
