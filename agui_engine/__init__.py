@@ -11,7 +11,7 @@ authors):
 * :mod:`~agui_engine.accumulator` -- events into messages, tool calls, state, components.
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
 * :mod:`~agui_engine.components`, :mod:`~agui_engine.component_stream`,
-  :mod:`~agui_engine.interactables`, :mod:`~agui_engine.genui` -- generative UI.
+  :mod:`~agui_engine.interactables`, :mod:`~agui_engine.genui`, :mod:`~agui_engine.uispec` -- generative UI.
 * :mod:`~agui_engine.llm`, :mod:`~agui_engine.decision`, :mod:`~agui_engine.llm_agent`,
   :mod:`~agui_engine.embedded` -- the model contract, the decision loop, the agent, the demo model.
 * :mod:`~agui_engine.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
@@ -218,6 +218,7 @@ from .resources import (
 )
 from .thread import Thread, ToolRoundsExceededError, Turn
 from .tool_runner import ToolDeadlineExceeded, ToolRunner
+from .uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
 from .verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
 
 __version__ = "0.1.0"
@@ -383,6 +384,9 @@ __all__ = [
     "ToolRunner",
     "Turn",
     "UINode",
+    "UISpecTool",
+    "UI_SPEC_COMPONENT",
+    "UI_SPEC_TOOL",
     "UnknownComponentError",
     "UnknownEvent",
     "UnknownResourceError",

@@ -137,6 +137,7 @@ from .events import (
     UnknownEvent,
 )
 from .interactables import UPDATE_RESULT, Interactable, interactables_from_context
+from .uispec import UISpecTool
 from .llm_agent import client_tools_of, component_result
 from .verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 
@@ -209,7 +210,10 @@ class AgentLoop:
     ids. ``on_repair(id, detail)`` is told about every repair (default: a DEBUG
     log line). ``append_strings`` (default): component props grow their strings with
     ``append`` operations (linear bytes); ``False`` is strict RFC 6902 (see
-    ``spec/components.md``). See the module docstring for what a run does.
+    ``spec/components.md``). ``ui_spec`` (a :class:`~agui_engine.uispec.UISpecTool`)
+    adds the ``render_ui`` tool to every run's tools; the inner agent's calls of it
+    stream their tree as the component ``generative-ui`` and are answered like
+    component calls. See the module docstring for what a run does.
 
     Raises :class:`UsageError` for an ``agent`` without ``run`` or two components
     with one name; :meth:`run` raises :class:`RemoteInputError` for an invalid
@@ -227,8 +231,12 @@ class AgentLoop:
         on_repair: RepairHook | None = None,
         append_strings: bool = True,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
+        ui_spec: UISpecTool | None = None,
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
+        if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
+            raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
+        self.ui_spec = ui_spec
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -238,7 +246,8 @@ class AgentLoop:
         self.id_factory = id_factory
         self.on_repair: RepairHook = on_repair or _no_hook
         self.append_strings = bool(append_strings)
-        build_tools(self.components, (), interactables=self.interactables, strict=strict)  # UsageError now, not per run
+        # UsageError now, not per run
+        build_tools(self.components, (), interactables=self.interactables, strict=strict, ui_spec=ui_spec)
         # The props checker (jsonschema, ~80 ms to import) loads at startup, not at the first component of a run.
         importlib.import_module("jsonschema")
 
@@ -252,10 +261,12 @@ class AgentLoop:
         interactables = [i for i in self.interactables if i.id not in ids] + from_context
         try:
             # the client tools take part only so that one of theirs named like an update tool wins
-            specs = build_tools(components, client_tools, interactables=interactables, strict=self.strict)
+            specs = build_tools(components, client_tools, interactables=interactables, strict=self.strict,
+                                ui_spec=self.ui_spec)
         except UsageError as exc:
             raise RemoteInputError(f"run tools: {exc.message}") from None
-        ours = {name: spec for name, spec in specs.items() if spec.component is not None or spec.interactable is not None}
+        ours = {name: spec for name, spec in specs.items()
+                if spec.component is not None or spec.interactable is not None or spec.ui_spec is not None}
         tools = [t for t in input.tools if not is_ui_tool(t.name)]
         tools += [Tool(name=s.llm_tool.name, description=s.llm_tool.description, parameters=s.llm_tool.parameters)
                   for s in ours.values()]

@@ -142,6 +142,7 @@ from .llm import (
 )
 from .pointer import unescape_token
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
+from .uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 
 __all__ = [
     "Decision",
@@ -340,6 +341,7 @@ class _ToolSpec(msgspec.Struct, kw_only=True):
     null_policy: NullPolicy | None = None
     interactable: Interactable | None = None
     update_kind: UpdateKind | None = None
+    ui_spec: UISpecTool | None = None
 
 
 def build_tools(
@@ -348,14 +350,17 @@ def build_tools(
     *,
     interactables: Sequence[Interactable] = (),
     strict: bool = True,
+    ui_spec: UISpecTool | None = None,
 ) -> dict[str, _ToolSpec]:
     """The tools the model is offered, by name: standard parameters added, strict when possible.
 
     ``tools`` are information tools as :class:`~agui_engine.llm.LLMTool` (original
     schema, e.g. a client tool) or :class:`~agui_engine.components.ServerTool`;
     each interactable adds its two update tools, unless ``tools`` already has one
-    of that name (the given tool wins). Raises :class:`UsageError` for two
-    components or tools with one name, or an invalid schema.
+    of that name (the given tool wins). ``ui_spec`` adds ``render_ui``
+    (:mod:`agui_engine.uispec`), allowing ``components`` when its allowlist is
+    ``None`` (not offered when that allows nothing). Raises :class:`UsageError` for
+    two components or tools with one name, or an invalid schema.
     """
     specs: dict[str, _ToolSpec] = {}
 
@@ -380,6 +385,9 @@ def build_tools(
                 # update tools as client tools and runs them itself)
                 continue
             add(llm_tool.name, _ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
+    bound = ui_spec.for_run(components) if ui_spec is not None else None
+    if bound is not None:
+        add(UI_SPEC_TOOL, _ToolSpec(llm_tool=bound.to_llm_tool(strict), ui_spec=bound))
     return specs
 
 
@@ -619,12 +627,15 @@ class ToolCallRequest:
         self.signature = signature
         self.spec = spec
         self.component_id = component_id
-        self._stream: ComponentStream | None = None
+        self._stream: ComponentStream | UISpecStream | None = None
         self._update: InteractableUpdateStream | None = None
         self._parser: PatchStream | None = None
         if spec is not None and spec.component is not None and component_id is not None:
             self._stream = ComponentStream(spec.component, message_id=message_id, component_id=component_id,
                                            append_strings=append_strings)
+        elif spec is not None and spec.ui_spec is not None and component_id is not None:
+            self._stream = UISpecStream(spec.ui_spec, message_id=message_id, component_id=component_id,
+                                        append_strings=append_strings)
         elif spec is not None and spec.interactable is not None and spec.update_kind is not None:
             self._update = InteractableUpdateStream(spec.interactable, spec.update_kind, append_strings=append_strings)
         else:
@@ -655,7 +666,17 @@ class ToolCallRequest:
 
     @property
     def component_name(self) -> str | None:
-        return self.spec.component.name if self.spec is not None and self.spec.component is not None else None
+        """The component a UI tool call shows (``generative-ui`` for ``render_ui``), else ``None``."""
+        if self.spec is None:
+            return None
+        if self.spec.component is not None:
+            return self.spec.component.name
+        return UI_SPEC_COMPONENT if self.spec.ui_spec is not None else None
+
+    @property
+    def ui_spec(self) -> UISpecStream | None:
+        """A ``render_ui`` call's stream (its tree, refusal and props problems); ``None`` for other calls."""
+        return self._stream if isinstance(self._stream, UISpecStream) else None
 
     @property
     def interactable_id(self) -> str | None:
@@ -839,7 +860,7 @@ class ToolCallTransformer:
         """Track the call ``event`` starts; append its events to ``out``. The component's
         ``messageId`` is the START's ``parentMessageId`` (a fresh id when it has none)."""
         spec = self.specs.get(event.tool_call_name)
-        is_component = spec is not None and spec.component is not None
+        is_component = spec is not None and (spec.component is not None or spec.ui_spec is not None)
         component_id = self.make_id() if is_component else None
         message_id = event.parent_message_id or (self.make_id() if is_component else "")
         call = ToolCallRequest(index, event.tool_call_id, event.tool_call_name, spec, component_id, message_id, signature,
@@ -1098,6 +1119,7 @@ async def run_decision_loop(
     max_output_tokens: int | None = None,
     system_prompt: str | None = None,
     append_strings: bool = True,
+    ui_spec: UISpecTool | None = None,
 ) -> AsyncGenerator[DecisionStreamItem, None]:
     """Run one model step; yield the decision so far and the AG-UI events of each model item.
 
@@ -1108,14 +1130,15 @@ async def run_decision_loop(
     ``append_strings`` (default): component props (and interactable updates) grow
     their strings with ``append`` operations carrying only the new characters;
     ``False`` sends strict RFC 6902 (``replace`` of the whole string per fragment:
-    quadratic bytes, see ``spec/components.md``).
+    quadratic bytes, see ``spec/components.md``). ``ui_spec`` offers the ``render_ui``
+    tool (:mod:`agui_engine.uispec`): its tree streams as the component ``generative-ui``.
 
     Raises, before the model is called: :class:`UsageError` for clashing tool
     names, :class:`~agui_engine.llm.UnknownToolChoiceError`. While streaming (after yielding the
     events that close the open text/reasoning): :class:`ModelStreamError`,
     :class:`ToolCallArgumentsError`, or whatever ``llm.complete`` raises.
     """
-    specs = build_tools(components, tools, interactables=interactables, strict=strict)
+    specs = build_tools(components, tools, interactables=interactables, strict=strict, ui_spec=ui_spec)
     choice = resolve_tool_choice(force_tool_choice, specs).choice
     prompt = system_prompt
     if prompt is None:

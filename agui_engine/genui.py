@@ -60,6 +60,7 @@ __all__ = [
     "UIChild",
     "UINode",
     "UnknownComponentError",
+    "tree_document",
     "validate_spec",
     "validate_tree",
 ]
@@ -210,7 +211,7 @@ class _Builder:
             raise GenUISpecError(f"node at {pointer}: has both 'component' and '$type'", pointer=pointer)
         name = value[name_member]
         fallback_for = self.check_name(name, pointer, name_member)
-        key = node_key(value, pointer, key_member, is_done)
+        key = _node_key(value, pointer, key_member, is_done)
         if flat:
             props = {k: v for k, v in value.items() if not k.startswith("$") and k != "children"}
         else:
@@ -250,7 +251,7 @@ class _Builder:
         return () if node is None else (node,)
 
 
-def node_key(value: Mapping[str, Any], pointer: str, member: str,
+def _node_key(value: Mapping[str, Any], pointer: str, member: str,
              is_done: Callable[[str], bool] | None = None) -> str | None:
     """The node's own key as a string (``None`` when it has none, or while it still grows).
 
@@ -756,7 +757,7 @@ class GenUIStream:
 
     def _key(self, node: _Node, value: Mapping[str, Any]) -> str | None:
         """The node's key once complete (checked unique among its siblings), else None."""
-        key = node_key(value, node.raw, "$key" if node.flat else "key", self._done)
+        key = _node_key(value, node.raw, "$key" if node.flat else "key", self._done)
         if key is None:
             return None
         node.key_sent = True

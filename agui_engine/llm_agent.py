@@ -126,6 +126,7 @@ from .interactables import (
 from .llm import LLMClient, LLMTool, Usage, resolve_tool_choice
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, needs_runner, run_tool
 from .resources import Resource, ResourceRegistry, collect_resources
+from .uispec import UISpecTool, ui_spec_result
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -223,6 +224,12 @@ class LLMAgent:
     bytes); ``False`` is strict RFC 6902 (``replace`` of the whole string per
     fragment, quadratic bytes -- for consumers that apply only standard ops).
 
+    ``ui_spec`` (a :class:`~agui_engine.uispec.UISpecTool`) offers the ``render_ui``
+    tool on every step: the model composes a tree of the allowed components (by
+    default the run's components), streamed as the component ``generative-ui``;
+    a refused tree or props that do not fit a component's schema are told to the
+    model in the tool result, and the run goes on.
+
     ``force_tool_choice`` applies to the first model call of each run only (the
     forced tool then runs and the model continues freely). ``id_factory`` makes
     every message, component and result id (default: random uuid4 hex).
@@ -254,6 +261,7 @@ class LLMAgent:
         append_strings: bool = True,
         tool_runner: ToolRunner | None = None,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
+        ui_spec: UISpecTool | None = None,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -294,6 +302,9 @@ class LLMAgent:
         self.max_output_tokens = max_output_tokens
         self.id_factory = id_factory
         self.append_strings = bool(append_strings)
+        if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
+            raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
+        self.ui_spec = ui_spec
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
@@ -329,6 +340,7 @@ class LLMAgent:
                 [*setup.server_tools, *setup.client_tools],
                 interactables=setup.interactables,
                 strict=self.strict,
+                ui_spec=self.ui_spec,
             )
         except UsageError as exc:
             raise RemoteInputError(f"run tools: {exc.message}") from None
@@ -391,6 +403,7 @@ class LLMAgent:
                 strict=self.strict,
                 parallel_tool_calls=self.parallel_tool_calls,
                 max_output_tokens=self.max_output_tokens,
+                ui_spec=self.ui_spec,
             )
             try:
                 async with aclosing(loop) as items:
@@ -509,6 +522,8 @@ def component_result(call: ToolCallRequest) -> tuple[str, str | None]:
     -- they streamed to the screen as they came -- so the model is told what is
     wrong, with the JSON path, and can show the component again; the run goes on.
     """
+    if call.ui_spec is not None:
+        return ui_spec_result(call.ui_spec)
     shown = f"Component {call.component_name} is shown on the user's screen."
     assert call.component is not None
     problem = call.component.props_problem(call.arguments)
