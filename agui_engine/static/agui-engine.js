@@ -56,6 +56,16 @@ export const COMPONENT_PROPS_DELTA = "tambo.component.props_delta";
 export const COMPONENT_STATE_DELTA = "tambo.component.state_delta";
 export const COMPONENT_END = "tambo.component.end";
 export const TOOL_CALL_STATUS = "agui_engine.tool_call.status";
+// The component a `render_ui` call streams as (spec/components.md, "The UI spec as a tool"): its props are the
+// tree document {root: [node | text], error?}, node = {id, component, props, children, done, key?, fallbackFor?}.
+// `id` is the node's identity (its index path, fixed when it first appears): key a rendered node by it.
+export const UI_SPEC_COMPONENT = "generative-ui";
+
+/** The nodes of a `render_ui` component record (its tree document's root), or [] for any other record. */
+export function uiNodes(record) {
+  if (!record || record.name !== UI_SPEC_COMPONENT || !isObject(record.props)) return [];
+  return Array.isArray(record.props.root) ? record.props.root : [];
+}
 
 // ------------------------------------------------------------------------------------------ JSON Patch
 

@@ -22,8 +22,12 @@
 // Extension points (for later features): `cardRenderers` (component name -> function(record, result)
 // returning an Element, `result` the component's query result or undefined; the default renders any
 // props generically) and `panels` (functions called on each render).
+//
+// A `render_ui` call (the component `generative-ui`) is drawn as its tree: each node by the card renderer
+// registered for its component name (given {id, name, props, streamingState}) or generically, its children
+// nested inside it, text as text; `data-node-id` is the node's identity. A refused tree shows its error.
 
-import { ThreadStore, bindQuery, parseRecording, runSSE } from "./agui-engine.js";
+import { ThreadStore, UI_SPEC_COMPONENT, bindQuery, parseRecording, runSSE, uiNodes } from "./agui-engine.js";
 
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
@@ -255,6 +259,49 @@ function weatherCard(c, result) {
   return card;
 }
 cardRenderers.set("WeatherCard", weatherCard);
+
+function renderUINode(node) {
+  if (typeof node === "string") {
+    const span = document.createElement("span");
+    span.className = "ui-text";
+    span.textContent = node;
+    return span;
+  }
+  const state = node.done ? "done" : "streaming";
+  const record = { id: node.id, name: node.component, props: node.props || {}, streamingState: state,
+                   streamingStatus: {} };
+  const custom = cardRenderers.get(node.component);
+  const el = custom ? custom(record) : genericCard(record);
+  el.classList.add("ui-node");
+  el.dataset.nodeId = node.id;
+  el.dataset.component = node.component;
+  el.dataset.done = String(Boolean(node.done));
+  if (node.key !== undefined) el.dataset.key = node.key;
+  if (node.fallbackFor) el.dataset.fallbackFor = node.fallbackFor;
+  const children = Array.isArray(node.children) ? node.children : [];
+  if (children.length) {
+    const box = document.createElement("div");
+    box.className = "ui-children";
+    box.append(...children.map(renderUINode));
+    el.append(box);
+  }
+  return el;
+}
+
+function uiTreeCard(c) {
+  const card = genericCard({ ...c, props: {} });
+  card.classList.add("ui-tree");
+  const error = c.props && c.props.error;
+  if (error) {
+    const p = document.createElement("div");
+    p.className = "ui-error";
+    p.textContent = `refused: ${error.message}`;
+    card.append(p);
+  }
+  card.append(...uiNodes(c).map(renderUINode));
+  return card;
+}
+cardRenderers.set(UI_SPEC_COMPONENT, uiTreeCard);
 
 function renderComponents() {
   const root = $("components");

@@ -205,3 +205,56 @@ def test_verify_recording_reports_a_frame_that_does_not_decode() -> None:
     assert result["format"] == "ndjson" and result["events"] == 3
     assert result["decodeError"] is not None and result["decodeError"]["frameIndex"] == 3
     assert json.dumps(result)  # plain JSON for the page
+
+
+async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None:
+    """A recorded ``render_ui`` run (a real LLMAgent run, model scripted) opened in the inspector: the tree
+    is drawn nested, each node by its identity, text as text; a refused tree shows why."""
+    from agui_engine.codec import encode_event
+    from agui_engine.events import RunAgentInput, UserMessage
+    from agui_engine.llm import Finish
+    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.uispec import UI_SPEC_TOOL, UISpecTool
+
+    from ..agui_engine.scripted_llm import ScriptedLLM, call, counter_ids, text
+
+    tree = {"root": [{"component": "Card", "props": {"title": "Sales"}, "children": [
+        "Revenue is up.", {"component": "Stack", "children": [
+            {"component": "Stat", "props": {"label": "Revenue", "value": "$124k"}, "key": "rev"},
+            {"component": "Stat", "props": {"label": "Users", "value": "8.2k"}}]}], "key": "sales"}]}
+    refused = {"root": [{"component": "Card", "props": {"title": "x"}}, {"component": "Chart"}]}
+    spec, bad = json.dumps(tree), json.dumps(refused)
+    llm = ScriptedLLM(call(0, "c1", UI_SPEC_TOOL, *[spec[i:i + 9] for i in range(0, len(spec), 9)])
+                      + call(1, "c2", UI_SPEC_TOOL, bad) + [Finish(reason="tool_calls")], text("Shown."))
+    agent = LLMAgent(llm, ui_spec=UISpecTool(["Card", "Stack", "Stat"]), id_factory=counter_ids())
+    run = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="dashboard")])
+    recording = tmp_path / "render-ui.ndjson"
+    recording.write_bytes(b"".join([encode_event(e) + b"\n" async for e in agent.run(run)]))
+    server = await start_sse_server(demo_agent(), port=0, inspector=True)
+    try:
+        page = await open_inspector(browser, server.url)
+        await page.set_input_files("#recording", str(recording))
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await page.wait_for_selector(".ui-tree .ui-error", timeout=DEADLINE_MS)
+        ok, no = await page.eval_on_selector_all(".card.ui-tree", "els => els.map(e => e.dataset.componentId)")
+        nested = await page.evaluate("""(id) => {
+            const card = document.querySelector(`.card[data-component-id="${id}"]`);
+            const walk = (el) => [...el.children].flatMap((c) => c.classList.contains("ui-node")
+                ? [[c.dataset.nodeId, c.dataset.component, c.dataset.done, walk(c.querySelector(":scope > .ui-children")
+                    || document.createElement("div"))]]
+                : c.classList.contains("ui-text") ? [c.textContent] : []);
+            return walk(card);
+        }""", ok)
+        assert nested == [["0", "Card", "true", ["Revenue is up.", ["0/1", "Stack", "true", [
+            ["0/1/0", "Stat", "true", []], ["0/1/1", "Stat", "true", []]]]]]]
+        props = await page.inner_text(f'.card[data-component-id="{ok}"] [data-node-id="0/1/0"] .prop[data-prop="value"]')
+        assert "$124k" in props
+        assert await page.inner_text(f'.card[data-component-id="{no}"] .ui-error') == (
+            "refused: component 'Chart' at /root/1 is not in the generative UI allowlist")
+        assert await page.eval_on_selector_all(f'.card[data-component-id="{no}"] .ui-node', "els => els.length") == 0
+        assert await page.inner_text("#finding-count") == "0"
+        await page.screenshot(path=str(tmp_path / "inspector-ui-tree.png"), full_page=True)
+        print(f"inspector screenshot: {tmp_path / 'inspector-ui-tree.png'}")
+        assert page.errors == []
+    finally:
+        await server.close()

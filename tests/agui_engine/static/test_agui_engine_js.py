@@ -153,3 +153,49 @@ async def test_live_run_through_the_real_ag_ui_client() -> None:
     for index, (line, theirs) in enumerate(zip(lines, py)):
         assert line["props"] == theirs, f"after event {index}"
     assert len(py[-1]) == 2 and lines[-1]["findings"] == 0
+
+
+def render_ui_events(*fragments: str) -> list[Event]:
+    """A whole LLMAgent run whose model calls ``render_ui`` with ``fragments``, then answers in text."""
+    from agui_engine.llm import Finish
+    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.uispec import UI_SPEC_TOOL, UISpecTool
+
+    from ..scripted_llm import ScriptedLLM, call, counter_ids, text
+
+    llm = ScriptedLLM(call(0, "c1", UI_SPEC_TOOL, *fragments) + [Finish(reason="tool_calls")], text("Shown."))
+    agent = LLMAgent(llm, ui_spec=UISpecTool(["Card", "Stack", "Stat"]), id_factory=counter_ids())
+
+    async def collect() -> list[Event]:
+        run = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="dashboard")])
+        return [e async for e in agent.run(run)]
+
+    return asyncio.run(collect())
+
+
+UI_TREE = {"root": [{"component": "Card", "props": {"title": "Sales"}, "children": [
+    "Revenue is up.", {"component": "Stack", "children": [
+        {"component": "Stat", "props": {"label": "Revenue", "value": "$124k"}, "key": "rev"},
+        {"component": "Stat", "props": {"label": "Users", "value": "8.2k"}}]}], "key": "sales"}]}
+
+
+def test_ui_spec_tree_applies_like_the_accumulator() -> None:
+    text_ = json.dumps(UI_TREE)
+    events = render_ui_events(*[text_[i:i + 7] for i in range(0, len(text_), 7)])
+    final = assert_same_after_every_event(events)
+    (tree,) = final["components"].values()
+    assert tree["streamingState"] == "done"
+    root = tree["finalProps"]["root"]
+    assert [root[0]["id"], root[0]["children"][1]["id"], root[0]["children"][1]["children"][0]["key"]] == [
+        "0", "0/1", "rev"]
+    # the module's own reader of a tree, in node
+    script = (f"const m = await import({json.dumps(MODULE.as_uri())}); const s = new m.ThreadStore();"
+              "for (const l of require('fs').readFileSync(0, 'utf8').split('\\n')) if (l.trim()) s.apply(JSON.parse(l));"
+              "const walk = (n) => typeof n === 'string' ? n : [n.id, n.component, n.children.map(walk)];"
+              "console.log(JSON.stringify([...s.components.values()].map((c) => m.uiNodes(c).map(walk))));")
+    done = subprocess.run([node(), "--input-type=commonjs", "-e", f"(async () => {{ {script} }})()"],
+                          input="".join(json.dumps(e) + "\n" for e in wire(events)), capture_output=True, text=True,
+                          timeout=NODE_TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[["0", "Card", ["Revenue is up.", ["0/1", "Stack", [
+        ["0/1/0", "Stat", []], ["0/1/1", "Stat", []]]]]]]]
