@@ -517,13 +517,17 @@ class _ArgumentStream(abc.ABC):
             self._content = True
         try:
             # Leading whitespace goes in too, so that error offsets count it.
-            ops = self._stream.feed(fragment)
+            ops = self._parse(fragment)
         except Exception as exc:
             self._error = exc
             raise
         self.raw_ops = ops
         self._status_changed = self._status.observe(ops)
         return ops
+
+    def _parse(self, fragment: str) -> list[dict[str, Any]]:
+        """The tokenizer's ops for one fragment (a subclass may follow the parse piece by piece)."""
+        return self._stream.feed(fragment)
 
     def _close_ops(self) -> list[dict[str, Any]]:
         """The tokenizer's last ops; nothing for empty arguments (they are ``{}``)."""

@@ -42,6 +42,7 @@ No IO happens here.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -361,6 +362,27 @@ def _node_json(child: UIChild) -> Any:
     return out
 
 
+#: Where a piece of the input ends (see :func:`structural_pieces`).
+_PIECE_END: Final = re.compile(r'[",}]')
+_PIECE_END_BYTES: Final = re.compile(rb'[",}]')
+
+
+def structural_pieces(chunk: str | bytes) -> list[Any]:
+    """``chunk`` cut after every ``"``, ``,`` and ``}``: the characters at which a name, a key or a
+    node can complete. Following the parse piece by piece makes what the stream sees -- which
+    node is named, refused or closed first -- the same for every split of the input, byte at a time
+    included (the parser's status is read after each piece, never after text beyond the event).
+    (In UTF-8 these bytes never occur inside a multi-byte character.)"""
+    pattern = _PIECE_END if isinstance(chunk, str) else _PIECE_END_BYTES
+    ends = [m.end() for m in pattern.finditer(chunk)]  # type: ignore[arg-type]
+    if not ends:
+        return [chunk]
+    starts = [0, *ends]
+    if ends[-1] != len(chunk):
+        ends.append(len(chunk))
+    return [chunk[a:b] for a, b in zip(starts, ends)]
+
+
 def _without(prefix: str | None, value: Any) -> Any:
     """``value`` without members whose name starts with ``prefix``, at any depth (a copy when needed)."""
     if prefix is None:
@@ -398,7 +420,8 @@ class _List:
 class _Node:
     """A component node of the spec being parsed (see :class:`GenUIStream`)."""
 
-    __slots__ = ("depth", "done_sent", "fallback_for", "flat", "id", "key_sent", "list", "name", "raw", "wire")
+    __slots__ = ("depth", "done_sent", "fallback_for", "flat", "id", "key_sent", "list", "name", "raw", "seen",
+                 "wire")
 
     def __init__(self, raw: str, node_id: str, depth: int, parent: _List) -> None:
         self.raw = raw
@@ -411,6 +434,16 @@ class _Node:
         self.wire: str | None = None  # its pointer in the tree document once shown
         self.key_sent = False
         self.done_sent = False
+        #: Which of ``component``, ``$type``, ``key``, ``$key`` have begun (from the ops: the
+        #: parser is asked about a member only once it exists).
+        self.seen: set[str] = set()
+
+
+#: The last characters of a structural piece after which a node can be named, keyed or closed.
+_EVENT_ENDS: Final = frozenset({'"', ",", "}", b'"', b",", b"}"})
+
+#: The members that name or key a node.
+_NAMING: Final = frozenset({"component", "$type", "key", "$key"})
 
 
 class GenUIStream:
@@ -424,7 +457,8 @@ class GenUIStream:
     ``parser``: a :class:`~agui_engine.jsonstream.PatchStream` (``emit_root=False``,
     ``append_strings=True``) that the caller feeds itself, handing its operations to
     :meth:`follow` (the UI-spec tool parses its arguments once, for the wire and the
-    tree alike). ``append_strings`` is about :attr:`tree_ops`: ``False`` sends a growing
+    tree alike). ``report_completed=False``: ``feed`` / ``follow`` return no nodes (building
+    them costs a walk of each completed node). ``append_strings`` is about :attr:`tree_ops`: ``False`` sends a growing
     string as ``replace`` of the whole string (strict RFC 6902; quadratic bytes).
     ``reserved_prefix``: members whose name starts with it are not part of the spec,
     at any depth (a tool's ``_tambo_*`` standard parameters).
@@ -452,11 +486,12 @@ class GenUIStream:
     """
 
     __slots__ = ("_append", "_builder", "_closed", "_completed", "_count", "_error", "_fallback", "_last", "_lists",
-                 "_names", "_nodes", "_open", "_parser", "_reserved", "_root", "_texts", "tree", "tree_ops")
+                 "_names", "_nodes", "_open", "_parser", "_report", "_reserved", "_root", "_texts", "tree",
+                 "tree_ops")
 
     def __init__(self, allowlist: Mapping[str, Any] | Iterable[Any], *, fallback: str | None = None,
                  parser: PatchStream | None = None, reserved_prefix: str | None = None,
-                 append_strings: bool = True) -> None:
+                 append_strings: bool = True, report_completed: bool = True) -> None:
         self._names = _names(allowlist)
         self._fallback = fallback
         self._builder = _Builder(self._names, fallback)
@@ -467,6 +502,7 @@ class GenUIStream:
             raise UsageError("GenUIStream needs a PatchStream with append_strings=True")
         self._parser = parser
         self._append = bool(append_strings)
+        self._report = bool(report_completed)
         self._reserved = None if reserved_prefix is None else "/" + reserved_prefix
         self._lists: dict[str, _List] = {}
         self._nodes: dict[str, _Node] = {}
@@ -489,22 +525,38 @@ class GenUIStream:
 
     def feed(self, chunk: str | bytes) -> list[UINode]:
         """The nodes the chunk completed, innermost first. After an error, raises it again."""
-        self._check()
-        try:
-            ops = self._parser.feed(chunk)
-        except RemoteInputError as exc:
-            self._error = exc
-            raise
-        return self.follow(ops)
+        completed: list[UINode] = []
+        ops: list[dict[str, Any]] = []
+        for piece in structural_pieces(chunk):
+            self._check()
+            try:
+                raw = self._parser.feed(piece)
+            except RemoteInputError as exc:
+                self._error = exc
+                raise
+            completed += self.follow(raw, end=piece[-1:])
+            ops += self.tree_ops
+        self.tree_ops = ops
+        completed.sort(key=lambda n: -n.pointer.count("/"))
+        return completed
 
-    def follow(self, ops: list[dict[str, Any]]) -> list[UINode]:
-        """Take the parser's operations for one chunk (when the caller feeds the parser itself)."""
+    def follow(self, ops: list[dict[str, Any]], *, end: str | bytes | None = None) -> list[UINode]:
+        """Take the parser's operations for one chunk (when the caller feeds the parser itself).
+
+        ``end``: the chunk was one of :func:`structural_pieces` and this is its last
+        character. Only the innermost open node can then have been named or keyed (at a
+        ``"``, or a ``,`` / ``}`` after a number) or closed (at a ``}``), so only it is
+        looked at, and only then. ``None``: every open node is looked at."""
         self._check()
         self.tree_ops = []
         try:
             for op in ops:
                 self._op(op)
-            self._settle()
+            if self._open:
+                if end is None:
+                    self._settle()
+                elif end in _EVENT_ENDS:
+                    self._settle(self._open[-1].raw, closing=end in (b"}", "}"))
         except RemoteInputError as exc:
             self._error = exc
             raise
@@ -673,6 +725,8 @@ class GenUIStream:
         token, sep, rest = rel[1:].partition("/")
         pointer = node.raw + "/" + token
         flat = node.flat
+        if not sep and token in _NAMING:
+            node.seen.add(token)
         if kind == "replace" and not sep and token in _STRUCTURAL and not (flat and token == "props"):
             # (the parser appends to growing strings, so a replace is always a second occurrence)
             raise self._duplicate(pointer)
@@ -705,9 +759,10 @@ class GenUIStream:
         if wire is not None:
             self._grow(kind, f"{wire}/props/{rest}", raw, value)
 
-    def _settle(self, scope: str | None = None) -> None:
+    def _settle(self, scope: str | None = None, closing: bool = True) -> None:
         """Name, show, key and close the open nodes as far as the parser has seen (only ``scope``
-        and what is inside it, when given); completed nodes go to ``_completed``."""
+        and what is inside it, when given; their end only when ``closing``); completed nodes go
+        to ``_completed``."""
         completed = self._completed
         still: list[_Node] = []
         inside = f"{scope}/"
@@ -720,11 +775,12 @@ class GenUIStream:
             # be a long prop still growing. Until then the parser's status answers.
             status = self._parser.status_of
             raw = node.raw
-            done = status(raw) == "done"
+            done = closing and status(raw) == "done"
+            seen = node.seen
             if node.flat is None:
-                flat = status(raw + "/$type") is not None
+                flat = "$type" in seen
                 member = "$type" if flat else "component"
-                if status(f"{raw}/{member}") == "done":
+                if member in seen and status(f"{raw}/{member}") == "done":
                     value = self._value_at(raw)
                     if flat and "component" in value:
                         raise GenUISpecError(f"node at {raw}: has both 'component' and '$type'", pointer=raw)
@@ -738,7 +794,9 @@ class GenUIStream:
                         self._emit("add", wire, self._show(node, wire, value))
                 elif done:
                     raise GenUISpecError(f"node at {raw}: 'component' is missing", pointer=raw)
-            if node.wire is not None and not node.key_sent and status(raw + ("/$key" if node.flat else "/key")) == "done":
+            key_member = "$key" if node.flat else "key"
+            if node.wire is not None and not node.key_sent and key_member in seen \
+                    and status(f"{raw}/{key_member}") == "done":
                 key = self._key(node, self._value_at(raw))
                 if key is not None:
                     self._emit("add", node.wire + "/key", key)
@@ -746,11 +804,12 @@ class GenUIStream:
                 if node.wire is not None and not node.done_sent:
                     node.done_sent = True
                     self._emit("replace", node.wire + "/done", True)
-                built = self._builder.node(_without(self._reserved[1:] if self._reserved else None,
-                                                    self._value_at(raw)), raw, node.depth, node.id)
-                self._builder.count = 0
-                if isinstance(built, UINode):
-                    completed.append(built)
+                if self._report:
+                    built = self._builder.node(_without(self._reserved[1:] if self._reserved else None,
+                                                        self._value_at(raw)), raw, node.depth, node.id)
+                    self._builder.count = 0
+                    if isinstance(built, UINode):
+                        completed.append(built)
             else:
                 still.append(node)
         self._open = still

@@ -59,7 +59,15 @@ from .component_stream import (
 from .components import STANDARD_PARAMETER_PREFIX, Component, build_llm_tool
 from .errors import UsageError
 from .events import CustomEvent
-from .genui import GenUISpecError, GenUIStream, UIChild, UINode, UnknownComponentError, genui_spec_schema
+from .genui import (
+    GenUISpecError,
+    GenUIStream,
+    UIChild,
+    UINode,
+    UnknownComponentError,
+    genui_spec_schema,
+    structural_pieces,
+)
 from .jsonstream import PatchStream
 from .llm import LLMTool
 
@@ -180,8 +188,8 @@ class UISpecStream(_ArgumentStream):
     :attr:`refusal` holds one.
     """
 
-    __slots__ = ("_final_props", "_genui", "_root_sent", "_started", "component_id", "message_id", "problems",
-                 "refusal", "tool", "tree")
+    __slots__ = ("_final_props", "_genui", "_pending", "_root_sent", "_started", "component_id", "message_id",
+                 "problems", "refusal", "tool", "tree")
 
     def __init__(self, tool: UISpecTool, *, message_id: str, component_id: str, append_strings: bool = True,
                  max_chars: int = MAX_COMPONENT_ARGS_CHARS) -> None:
@@ -195,7 +203,8 @@ class UISpecStream(_ArgumentStream):
         # replace ops, and writes the tree's strings in the wire's mode itself.
         self._stream = PatchStream(emit_root=False, append_strings=True, max_bytes=4 * max_chars + 1)
         self._genui = GenUIStream(tool.names, fallback=tool.fallback, parser=self._stream,
-                                  reserved_prefix=STANDARD_PARAMETER_PREFIX, append_strings=append_strings)
+                                  reserved_prefix=STANDARD_PARAMETER_PREFIX, append_strings=append_strings,
+                                  report_completed=False)
         self._status = StatusTracker()
         self._status_changed = False
         self._size = 0
@@ -204,6 +213,7 @@ class UISpecStream(_ArgumentStream):
         self._closed = False
         self._error: Exception | None = None
         self._root_sent = False
+        self._pending: list[dict[str, Any]] = []  # tree operations of the fragment being parsed
         self._final_props: dict[str, Any] | None = None
         self.raw_ops = []
         #: Why the tree was refused (``None`` while it is not).
@@ -226,16 +236,12 @@ class UISpecStream(_ArgumentStream):
 
     def feed(self, args_fragment: str) -> list[CustomEvent]:
         """The next fragment of the arguments -> ``[start?, props_delta?]``."""
-        raw = self._feed_ops(args_fragment)
+        self._pending = []
+        self._feed_ops(args_fragment)
         events = [] if self._started else self.start()
-        if self.refusal is None:
-            try:
-                self._genui.follow(raw)
-                ops = self._sent(self._genui.tree_ops)
-            except GenUISpecError as exc:
-                ops = self._refuse(exc)
-            if ops:
-                events.append(self._delta(ops))
+        if self._pending:
+            events.append(self._delta(self._pending))
+            self._pending = []
         return events
 
     def close(self) -> list[CustomEvent]:
@@ -276,6 +282,22 @@ class UISpecStream(_ArgumentStream):
 
     # ------------------------------------------------------------------ internals
 
+    def _parse(self, fragment: str) -> list[dict[str, Any]]:
+        """Feed the one parser piece by piece (:func:`~agui_engine.genui.structural_pieces`), the tree
+        following each piece; the tree operations collect in ``_pending``. A refusal stops the tree,
+        never the parse (the arguments still go to the wire)."""
+        raw: list[dict[str, Any]] = []
+        for piece in structural_pieces(fragment):
+            ops = self._stream.feed(piece)
+            raw += ops
+            if self.refusal is None:
+                try:
+                    self._genui.follow(ops, end=piece[-1:])
+                    self._pending += self._sent(self._genui.tree_ops)
+                except GenUISpecError as exc:
+                    self._pending += self._refuse(exc)
+        return raw
+
     def _delta(self, ops: list[dict[str, Any]]) -> CustomEvent:
         return CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": self.component_id, "operations": ops})
 
@@ -285,7 +307,7 @@ class UISpecStream(_ArgumentStream):
         return ops
 
     def _refuse(self, exc: GenUISpecError) -> list[dict[str, Any]]:
-        """The operations that withdraw the tree and say why (the failing fragment's own are dropped)."""
+        """The operations that withdraw the tree and say why (what the failing piece did is dropped)."""
         self.refusal = exc
         root: dict[str, Any] = {"op": "replace" if self._root_sent else "add", "path": "/root", "value": []}
         return [root, {"op": "add", "path": "/error", "value": _refusal_json(exc)}]
