@@ -363,8 +363,8 @@ def _node_json(child: UIChild) -> Any:
 
 
 #: Where a piece of the input ends (see :func:`structural_pieces`).
-_PIECE_END: Final = re.compile(r'[",}]')
-_PIECE_END_BYTES: Final = re.compile(rb'[",}]')
+_CUT_AFTER: Final = re.compile(r'[",}]')
+_CUT_AFTER_RAW: Final = re.compile(rb'[",}]')
 
 
 def structural_pieces(chunk: str | bytes) -> list[Any]:
@@ -373,7 +373,7 @@ def structural_pieces(chunk: str | bytes) -> list[Any]:
     node is named, refused or closed first -- the same for every split of the input, byte at a time
     included (the parser's status is read after each piece, never after text beyond the event).
     (In UTF-8 these bytes never occur inside a multi-byte character.)"""
-    pattern = _PIECE_END if isinstance(chunk, str) else _PIECE_END_BYTES
+    pattern = _CUT_AFTER if isinstance(chunk, str) else _CUT_AFTER_RAW
     ends = [m.end() for m in pattern.finditer(chunk)]  # type: ignore[arg-type]
     if not ends:
         return [chunk]
