@@ -5,6 +5,7 @@ fixture has. Every run passes the engine's Verifier and ag-ui-validate."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -429,3 +430,30 @@ def test_the_package_does_not_import_langgraph_and_the_adapter_names_the_extra()
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("UsageError ") and "pip install 'agui-engine[langgraph]'" in out.stdout
     assert out.stdout.count("\n") == 1
+
+
+async def test_a_render_ui_call_through_the_agent_loop() -> None:
+    """A real LangGraph graph whose model calls render_ui (offered by AgentLoop as a client tool, its
+    component an enum of the allowlist): the client gets the tree node by node, the call is answered."""
+    from agui_engine.component_stream import component_blocks
+    from agui_engine.genui import tree_document, validate_spec
+    from agui_engine.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
+
+    spec = {"root": [{"component": "Card", "props": {"title": "Oslo"}, "children": [
+        "Cold today.", {"component": "Stat", "props": {"label": "tempC", "value": "-3.5"}, "key": "t"}], "key": "c"}]}
+    text_ = json.dumps(spec)
+    model = ScriptedChatModel(scripts=[[*call(UI_SPEC_TOOL, "call_U", *[text_[i:i + 6] for i in range(0, len(text_), 6)]),
+                                        *finish()], text("Shown.")])
+    agent = AgentLoop(LangGraphAgent(agent_graph(model)), ui_spec=UISpecTool(["Card", "Stat"]))
+    events = await collect(agent, run_input(UserMessage(id="u1", content="a card for Oslo")))
+    acc = Accumulator()
+    for event in events:
+        acc.apply(event)
+    assert acc.problems == []
+    (block,) = component_blocks(acc)
+    assert block["name"] == UI_SPEC_COMPONENT and block["props"] == tree_document(validate_spec(spec, ["Card", "Stat"]))
+    deltas = [e for e in of(events, CustomEvent) if e.name == "tambo.component.props_delta"]
+    assert len(deltas) > 5  # node by node, not one tree at the end
+    (result,) = of(events, ToolCallResultEvent)
+    assert result.tool_call_id == "call_U" and result.content == "The UI is shown on the user's screen."
+    assert isinstance(events[-1], RunFinishedEvent) and events[-1].outcome is None
