@@ -105,6 +105,7 @@ __all__ = [
     "StatusTracker",
     "apply_status_changes",
     "component_blocks",
+    "done_statuses",
     "find_component",
     "implied_status",
     "implied_statuses",
@@ -367,6 +368,22 @@ def implied_status(value: Any) -> str:
     if value.__class__ is str or (value.__class__ in (dict, list) and not value):
         return STARTED
     return DONE
+
+
+def done_statuses(value: Any) -> dict[str, str]:
+    """``{pointer: "done"}`` for every path inside ``value`` (the root excluded): the full
+    status map of a component whose call has ended. O(size of ``value``)."""
+    out: dict[str, str] = {}
+    todo: list[tuple[str, Any]] = [("", value)]
+    while todo:
+        base, node = todo.pop()
+        items = node.items() if node.__class__ is dict else enumerate(node) if node.__class__ is list else ()
+        for key, child in items:
+            path = base + "/" + escape_token(str(key))
+            out[path] = DONE
+            if child.__class__ is dict or child.__class__ is list:
+                todo.append((path, child))
+    return out
 
 
 def implied_statuses(operations: Any) -> list[tuple[str, str]]:
@@ -981,10 +998,6 @@ def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
     value = _value(ev, "componentId")
     block = _block(acc, ev, value)
     block["streamingState"] = "done"
-    status = block.get(PROPS_STATUS_KEY)
-    if status:  # the end of the call: whatever is still open is done
-        for path in status:
-            status[path] = DONE
     for key, member in (("finalProps", "props"), ("finalState", "state")):
         final = value.get(key)
         if isinstance(final, dict) and final != block.get(member):
@@ -996,6 +1009,10 @@ def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
                 f"component {block['id']!r}: {member} built from the deltas differ from {key}; {key} kept",
                 event=ev,
             )
+    if block.get(PROPS_STATUS_KEY) is not None:
+        # The end of the call: every path of the final props is done (whatever was still open,
+        # and nothing an interactable update replaced or a repair removed is left behind).
+        block[PROPS_STATUS_KEY] = done_statuses(block.get("props"))
 
 
 _HANDLERS: Final = {

@@ -254,6 +254,22 @@ export function applyOperations(doc, ops) {
 /** Key of a props delta's per-path status changes (spec/components.md, "Status"). */
 export const STATUS_CHANGES = "statusChanges";
 
+/** {pointer: "done"} for every path inside `value` (the root excluded): the map of an ended call. */
+export function doneStatuses(value) {
+  const out = {};
+  const todo = [["", value]];
+  while (todo.length) {
+    const [base, node] = todo.pop();
+    if (!isObject(node) && !Array.isArray(node)) continue;
+    for (const [key, child] of Object.entries(node)) {
+      const path = `${base}/${String(key).replace(/~/g, "~0").replace(/\//g, "~1")}`;
+      out[path] = "done";
+      if (isObject(child) || Array.isArray(child)) todo.push([path, child]);
+    }
+  }
+  return out;
+}
+
 /** The status an `add` / `replace` of `value` gives its path, unsent (spec/components.md, "Status"). */
 export function impliedStatus(value) {
   const empty = (Array.isArray(value) && value.length === 0) || (isObject(value) && Object.keys(value).length === 0);
@@ -639,9 +655,6 @@ export class ThreadStore {
     if (!found) return;
     const [value, c] = found;
     const record = { ...c, streamingState: "done" };
-    if (c.propsStatus) {  // the end of the call: whatever is still open is done
-      for (const path of Object.keys(c.propsStatus)) c.propsStatus[path] = "done";
-    }
     for (const [key, member] of [["finalProps", "props"], ["finalState", "state"]]) {
       const final = value[key];
       if (isObject(final)) {
@@ -653,6 +666,9 @@ export class ThreadStore {
         }
       }
     }
+    // The end of the call: every path of the final props is done (whatever was still open, and
+    // nothing an interactable update replaced or a repair removed is left behind).
+    if (c.propsStatus) record.propsStatus = doneStatuses(record.props);
     this._set(record);
   }
 

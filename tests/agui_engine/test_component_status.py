@@ -33,6 +33,7 @@ from agui_engine.component_stream import (
     PROPS_STATUS_KEY,
     STATUS_CHANGES_KEY,
     ComponentStream,
+    InteractableUpdateStream,
     PathStatus,
     apply_status_changes,
     find_component,
@@ -49,6 +50,7 @@ from agui_engine.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from agui_engine.interactables import Interactable
 from agui_engine.pointer import escape_token
 from agui_engine.thread import Thread
 
@@ -422,3 +424,38 @@ def _random_doc(rng: random.Random, depth: int) -> list[tuple[str, Any]]:
         return ("object", [(rng.choice(KEYS), value(level - 1)) for _ in range(rng.randint(0, 4))])
 
     return [(rng.choice(KEYS), value(depth)) for _ in range(rng.randint(0, 6))]
+
+
+# --------------------------------------------------------------------------- after an interactable update
+
+
+def test_an_interactable_update_leaves_no_stale_status_in_either_consumer() -> None:
+    """A streamed component, then an update that replaces its 4-element list with a 1-element one:
+    while the update streams its ops imply statuses; its end leaves exactly the final props' paths."""
+    stream = ComponentStream(COMPONENTS[0], message_id="m", component_id="W-1")
+    events = stream.start()
+    for chunk in ['{"title": "Groceries", "items": [1, 2, ', '3, 4]}']:
+        events += stream.feed(chunk)
+    events += stream.close()
+    note = Interactable(id="W-1", component_name="Free", props=stream.final_props or {})
+    update = InteractableUpdateStream(note, "props")
+    updates: list[CustomEvent] = []
+    for chunk in ['{"componentId": "W-1", "newProps": {"items": [9', ']}}']:
+        updates += update.feed(chunk)
+    updates += update.close()
+    acc = Accumulator()
+    maps = []
+    for event in [*events, *updates]:
+        acc.apply(event)
+        maps.append(dict(find_component(acc, "W-1")[PROPS_STATUS_KEY]))
+    assert acc.problems == []
+    final = {"/title": "done", "/items": "done", "/items/0": "done"}
+    assert maps[len(events) - 1] == {**final, "/items/1": "done", "/items/2": "done", "/items/3": "done"}
+    assert maps[len(events)]["/items"] == "started"  # the update's `add /items []` implies it
+    assert maps[-1] == final
+    wire = [json.loads(encode_event(e)) for e in [*events, *updates]]
+    done = subprocess.run([node(), str(JS / "apply.mjs"), str(MODULE)], input="".join(
+        json.dumps(line) + "\n" for line in wire), capture_output=True, text=True, timeout=NODE_TIMEOUT, check=False)
+    assert done.returncode == 0, done.stderr
+    js = [json.loads(line)["status"]["W-1"] for line in done.stdout.splitlines()[:-1]]
+    assert js == maps
