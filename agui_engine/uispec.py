@@ -182,7 +182,7 @@ class UISpecStream(_ArgumentStream):
     :class:`~agui_engine.component_stream.ComponentStream`: ``start()``, ``feed(fragment)``
     -> ``[start?, props_delta?]``, ``close()`` -> ``[props_delta?, end]``, :attr:`props`,
     :attr:`final_props`. The props are the tree document; ``props_delta`` carries no
-    ``streamingStatus`` (each node's ``done`` is in the tree). ``append_strings=False``
+    ``statusChanges`` (each node's ``done`` is in the tree). ``append_strings=False``
     sends growing strings as ``replace`` (strict RFC 6902). Raises what the tokenizer and
     the size limit raise (the run's error); spec errors are refusals, never raised:
     :attr:`refusal` holds one.

@@ -269,7 +269,7 @@ function renderUINode(node) {
   }
   const state = node.done ? "done" : "streaming";
   const record = { id: node.id, name: node.component, props: node.props || {}, streamingState: state,
-                   streamingStatus: {} };
+                   propsStatus: {} };
   const custom = cardRenderers.get(node.component);
   const el = custom ? custom(record) : genericCard(record);
   el.classList.add("ui-node");
