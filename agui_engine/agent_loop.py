@@ -213,7 +213,9 @@ class AgentLoop:
     ``spec/components.md``). ``ui_spec`` (a :class:`~agui_engine.uispec.UISpecTool`)
     adds the ``render_ui`` tool to every run's tools; the inner agent's calls of it
     stream their tree as the component ``generative-ui`` and are answered like
-    component calls. See the module docstring for what a run does.
+    component calls. ``resources``: data resources served beside those the
+    components name; ``loop.resources`` holds them all for a gateway in front of it
+    (``spec/components.md`` §9). See the module docstring for what a run does.
 
     Raises :class:`UsageError` for an ``agent`` without ``run`` or two components
     with one name; :meth:`run` raises :class:`RemoteInputError` for an invalid

@@ -230,6 +230,12 @@ class LLMAgent:
     a refused tree or props that do not fit a component's schema are told to the
     model in the tool result, and the run goes on.
 
+    ``resources`` (a :class:`~agui_engine.resources.ResourceRegistry` or a list of
+    :class:`~agui_engine.resources.Resource`): data resources to serve beside those
+    the components name (``Component(resources=...)``); ``agent.resources`` holds
+    them all, and a gateway in front of the agent serves them at
+    ``POST <path>/data/query`` (``spec/components.md`` §9).
+
     ``force_tool_choice`` applies to the first model call of each run only (the
     forced tool then runs and the model continues freely). ``id_factory`` makes
     every message, component and result id (default: random uuid4 hex).
