@@ -123,10 +123,10 @@ _ID_RE = re.compile(r"[A-Za-z0-9_.:-]+\Z")
 # --------------------------------------------------------------------------- errors
 
 
-class ResourceError:
-    """Mixin marking the errors of the data-query path (every class below is one)."""
-
-    __slots__ = ()
+class ResourceError(AguiEngineError):
+    """Base of every refusal of a data query (``except ResourceError`` handles them all).
+    Never raised itself: each subclass is also in its branch of the tree (a
+    RemoteInputError, an UpstreamError or a CapacityError) and has that branch's status."""
 
 
 class UnknownResourceError(ResourceError, RemoteInputError):

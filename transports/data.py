@@ -220,6 +220,11 @@ class ResourceBroker:
         data = await self.query(request.resource_id, request.params, identity)
         return encode_answer(request.resource_id, data)
 
+    async def fetch(self, resource_id: str, params: Any = None, identity: str | None = None) -> Any:
+        """:meth:`query`'s data decoded: what an in-process front end (the terminal demo)
+        shows. Raises what :meth:`query` raises."""
+        return msgspec.json.decode(await self.query(resource_id, {} if params is None else params, identity))
+
     async def query(self, resource_id: str, params: Any, identity: str | None) -> bytes:
         """The JSON bytes of ``resource_id``'s data for ``params`` as ``identity`` sees it.
 

@@ -233,10 +233,7 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
             # a resource-bound card's data, fetched as a front end would: through the
             # gateway's own query code (ResourceBroker), in-process
             broker = broker_for(agent)
-            query: Query | None = None
-            if broker is not None:
-                async def query(resource_id: str, params: Any) -> Any:
-                    return msgspec.json.decode(await broker.query(resource_id, params, None))
+            query: Query | None = broker.fetch if broker is not None else None
             for index, text in enumerate(messages):
                 status = max(status, await _run_one(agent, text, index, out, args, tty, color, query))
         return status

@@ -16,6 +16,7 @@ from agui_engine.errors import UsageError
 from agui_engine.resources import (
     Resource,
     ResourceBusyError,
+    ResourceError,
     ResourceFailedError,
     ResourceParamsError,
     ResourcePermissionError,
@@ -126,6 +127,7 @@ def test_errors_map_back_from_their_codes() -> None:
     ]:
         error = error_for_code(cls.default_code, "m")
         assert type(error) is cls and error.http_status == status and error.message == "m"
+        assert isinstance(error, ResourceError)  # one except clause handles every query refusal
     params = error_for_code("invalid_params", "m", path="$.params.a")
     assert isinstance(params, ResourceParamsError) and params.path == "$.params.a"
     assert error_for_code("unauthorized", "m") is None

@@ -11,7 +11,8 @@ from pathlib import Path
 import pyte
 
 from agui_engine.cli.demo import SCENARIOS, demo_agent
-from agui_engine.cli.render import Renderer
+from agui_engine.cli.render import Renderer, fetch_component_data
+from agui_engine.transports.data import ResourceBroker
 from agui_engine.events import RunAgentInput, UserMessage
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,8 +95,10 @@ async def test_live_rendering_draws_component_boxes_in_place() -> None:
     out = io.StringIO()
     renderer = Renderer(out, live=True, color=True, width=100, height=60)
     agent = demo_agent()
+    broker = ResourceBroker(agent.resources)  # the cards' data, as the demo fetches it
     async for event in agent.run(RunAgentInput(thread_id="t", run_id="r",
                                                messages=[UserMessage(id="u", content=SCENARIOS[1])])):
+        await fetch_component_data(renderer, event, broker.fetch)
         renderer.handle(event)
     raw = out.getvalue()
     assert "\x1b[" in raw and "F\x1b[J" in raw  # boxes were redrawn in place
@@ -104,6 +107,8 @@ async def test_live_rendering_draws_component_boxes_in_place() -> None:
     shown = [line.rstrip() for line in screen.display if line.strip()]
     for city in ("Tokyo", "Paris"):
         assert any(line.endswith(f'✓ params: {{"city": "{city}"}}') for line in shown)
+    for figure in ("temperature: 18.5", "temperature: 11.2"):  # the resource's data, drawn inside the boxes
+        assert any(line.endswith(f"⇣ {figure}") for line in shown), shown
     assert sum("WeatherCard #" in line and "· done" in line for line in shown) == 2
     assert not any("· streaming" in line for line in shown)  # nothing left half drawn
     assert shown[-1].startswith("● finished")
