@@ -15,7 +15,8 @@ step  what                                                refusal
 2     validate the params (the resource's schema)         422 ``invalid_params`` with ``path``
 3     ask its permission hook (identity, params)           403 ``forbidden``; a hook that raises:
                                                           502 ``resource_failed`` (logged)
-4     the cache: (id, canonical params, identity)         -- (a hit answers here)
+4     the cache: (id, canonical params, identity)         -- (a hit answers here; an identical query
+                                                          being resolved is waited for, not repeated)
 5     a slot of its concurrency limit, waiting at most    503 ``resource_busy`` + ``Retry-After``
       ``queue_timeout`` seconds
 6     the resolver, bounded by the resource's timeout     504 ``resource_timeout``; it raises or
@@ -33,7 +34,9 @@ dropped, and it keeps its concurrency slot until then (so the limit bounds threa
 too). Cached entries are the encoded bytes: a hit costs a dict lookup, the same bytes
 go to every transport. The cache is per resource, LRU, bounded by
 :data:`MAX_CACHE_ENTRIES` and :data:`MAX_CACHE_BYTES`; expiry is read from the
-:class:`~transports.clock.Clock` (a test moves a ``ManualClock``).
+:class:`~transports.clock.Clock` (a test moves a ``ManualClock``). Identical queries of a
+cached resource that arrive while one is being resolved share that resolution (single
+flight): the resolver runs once for all of them.
 
 Request bodies (:func:`decode_query`): ``{"resourceId": str, "params": any}``
 (``params`` defaults to ``{}``), with the size and depth limits of a run's body:
@@ -209,6 +212,7 @@ class ResourceBroker:
         self.clock: Clock = clock or LoopClock()
         self._caches: dict[str, _Cache] = {}
         self._slots: dict[str, asyncio.Semaphore] = {}
+        self._inflight: dict[tuple[str, tuple[bytes, str | None]], asyncio.Task[bytes]] = {}
 
     def __repr__(self) -> str:
         return f"ResourceBroker({self.resources.ids!r})"
@@ -235,18 +239,30 @@ class ResourceBroker:
         resource = self.resources.get(resource_id)
         validated = resource.validate_params(params)
         await self._check_permission(resource, validated, identity)
-        cache = self._caches.get(resource.id) if resource.cache_ttl is not None else None
-        key: tuple[bytes, str | None] | None = None
-        if resource.cache_ttl is not None:
-            key = (_SORTED.encode(params), identity)
-            if cache is not None:
-                hit = cache.get(key, self.clock.time())
-                if hit is not None:
-                    return hit
-        data = await self._resolve_limited(resource, validated, identity)
-        if key is not None and resource.cache_ttl is not None:
-            self._caches.setdefault(resource.id, _Cache()).put(key, self.clock.time() + resource.cache_ttl, data)
-        return data
+        ttl = resource.cache_ttl
+        if ttl is None:
+            return await self._resolve_limited(resource, validated, identity)
+        key = (_SORTED.encode(params), identity)
+        cache = self._caches.setdefault(resource.id, _Cache())
+        hit = cache.get(key, self.clock.time())
+        if hit is not None:
+            return hit
+        # Single flight: identical queries arriving while one is being resolved (a page of
+        # cards showing the same data) share its resolution instead of each calling the
+        # resolver. It runs as its own task, so a caller that goes away (a closed
+        # connection) cancels neither it nor the others waiting on it.
+        flight = self._inflight.get((resource.id, key))
+        if flight is None:
+            flight = asyncio.get_running_loop().create_task(self._resolve_limited(resource, validated, identity))
+            self._inflight[(resource.id, key)] = flight
+            flight.add_done_callback(lambda task: self._landed(resource.id, key, ttl, task))
+        return await asyncio.shield(flight)
+
+    def _landed(self, resource_id: str, key: tuple[bytes, str | None], ttl: float, task: asyncio.Task[bytes]) -> None:
+        """A shared resolution ended: cache its data (an error is not cached) and forget it."""
+        self._inflight.pop((resource_id, key), None)
+        if not task.cancelled() and task.exception() is None:
+            self._caches[resource_id].put(key, self.clock.time() + ttl, task.result())
 
     async def _check_permission(self, resource: Resource, params: Any, identity: str | None) -> None:
         if resource.permission is None:

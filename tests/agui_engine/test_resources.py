@@ -11,7 +11,10 @@ import msgspec
 import pytest
 from jsonschema import Draft202012Validator
 
+from agui_engine.agent_loop import AgentLoop
 from agui_engine.components import Component, to_strict_schema
+from agui_engine.embedded import EmbeddedModel
+from agui_engine.llm_agent import LLMAgent
 from agui_engine.errors import UsageError
 from agui_engine.resources import (
     Resource,
@@ -27,6 +30,13 @@ from agui_engine.resources import (
     collect_resources,
     error_for_code,
 )
+
+class ScriptedLLMFreeAgent:
+    """An inner agent for AgentLoop (never run here)."""
+
+    async def run(self, input: Any) -> Any:
+        yield input
+
 
 CITY = {"type": "object", "properties": {"city": {"type": "string", "minLength": 2}}, "required": ["city"]}
 
@@ -227,5 +237,9 @@ def test_agents_collect_their_components_resources() -> None:
     other = Resource("other.thing", resolver)
     registry = collect_resources([card], [other])
     assert registry.ids == ["other.thing", "weather.current"]
+    # what a gateway in front of the agent serves by default
+    assert LLMAgent(EmbeddedModel(), components=[card], resources=[other]).resources.ids == registry.ids
+    assert AgentLoop(ScriptedLLMFreeAgent(), components=[card]).resources.ids == ["weather.current"]
+    assert LLMAgent(EmbeddedModel()).resources.ids == []
     with pytest.raises(UsageError, match="two resources"):
         collect_resources([card], [Resource("weather.current", resolver)])

@@ -88,6 +88,12 @@ def make_registry(calls: Calls, gate: asyncio.Event | None = None) -> ResourceRe
         time.sleep(1.0)
         return "late"
 
+    @registry.resource("cached.slow", params={"type": "object"}, cache_ttl=60)
+    async def cached_slow(params: Any, identity: str | None) -> dict[str, Any]:
+        calls.note("cached.slow")
+        await asyncio.sleep(0.2)
+        return {"identity": identity, "n": calls.count["cached.slow"]}
+
     @registry.resource("fast")
     async def fast(params: Any, identity: str | None) -> int:
         calls.note("fast")
@@ -292,6 +298,19 @@ async def test_the_cache_is_keyed_by_id_canonical_params_and_identity() -> None:
         await alice.query("fast")
         await alice.query("fast")
         assert calls.count["fast"] == 2
+
+
+async def test_identical_queries_in_flight_share_one_resolution() -> None:
+    calls = Calls()
+    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+        alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
+        bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
+        answers = await asyncio.gather(*(alice.query("cached.slow", {"q": 1}) for _ in range(6)), bob.query("cached.slow", {"q": 1}))
+        assert answers[:6] == [{"identity": "alice", "n": 1}] * 6 or answers[:6] == [{"identity": "alice", "n": 2}] * 6
+        assert answers[6]["identity"] == "bob"
+        assert calls.count["cached.slow"] == 2  # one resolution per identity, not one per query
+        assert await alice.query("cached.slow", {"q": 1}) == answers[0]  # then from the cache
+        assert calls.count["cached.slow"] == 2
 
 
 async def test_a_slow_resolver_times_out_while_other_queries_keep_flowing() -> None:
