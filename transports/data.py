@@ -272,6 +272,8 @@ class ResourceBroker:
             if inspect.isawaitable(allowed):
                 async with asyncio.timeout(resource.timeout):
                     allowed = await allowed
+        except (RemoteInputError, UpstreamError, CapacityError):
+            raise  # a hook may refuse on purpose with its own typed error (a 403 saying why)
         except Exception:  # noqa: BLE001 - the hook's failure is the server's, logged, not sent
             logger.exception("data query %s: the permission hook raised", resource.id)
             raise ResourceFailedError(f"the permission check of {resource.id} failed (see the server log)") from None

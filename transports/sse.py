@@ -377,7 +377,16 @@ class _Gateway:
             if self.broker is None:
                 decode_query(body, max_bytes=self.max_body_bytes)  # a malformed body is still a 400
                 raise UnknownResourceError("this gateway serves no data resources")
-            answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+            # While its resolver works the connection is not "idle" (IdleConnectionGate), as
+            # while it streams a run: a slow resource must not count against the idle caps.
+            gate = request.config_dict.get(IDLE_GATE_KEY)
+            if gate is not None:
+                gate.running(request.protocol)
+            try:
+                answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+            finally:
+                if gate is not None:
+                    gate.idle(request.protocol)
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return web.Response(body=answer, content_type="application/json", headers={"Cache-Control": "no-store"})

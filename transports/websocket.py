@@ -343,7 +343,12 @@ class _Connection:
             raise _TooManyQueries(f"this connection already has {MAX_QUERIES_PER_CONNECTION} queries in flight")
         task = asyncio.get_running_loop().create_task(self._answer(msg))
         self.queries.add(task)
-        task.add_done_callback(self.queries.discard)
+        self._note_work()
+        task.add_done_callback(self._query_done)
+
+    def _query_done(self, task: asyncio.Task[None]) -> None:
+        self.queries.discard(task)
+        self._note_work()
 
     async def _answer(self, msg: QueryMessage) -> None:
         try:
@@ -372,9 +377,8 @@ class _Connection:
         its first line carries the run key."""
         rid = sub.run.run_id
         task = asyncio.get_running_loop().create_task(self._run_pump(sub, first, key))
-        if not self.pumps and self.gate is not None:
-            self.gate.running(self.ws)
         self.pumps[rid] = task
+        self._note_work()
         if key is not None:
             self.keys[rid] = key
         task.add_done_callback(lambda _t: self._pump_done(rid))
@@ -382,8 +386,16 @@ class _Connection:
     def _pump_done(self, rid: str) -> None:
         self.pumps.pop(rid, None)
         self.keys.pop(rid, None)
-        if not self.pumps and self.gate is not None:
-            self.gate.idle(self.ws)
+        self._note_work()
+
+    def _note_work(self) -> None:
+        """Tell the idle gate whether this connection runs something now (a run or a
+        query in flight: then the cap on connections that run nothing does not count it)."""
+        if self.gate is not None:
+            if self.pumps or self.queries:
+                self.gate.running(self.ws)
+            else:
+                self.gate.idle(self.ws)
 
     async def _run_pump(self, sub: Subscription, first: Any, key: str | None) -> None:
         try:

@@ -46,6 +46,7 @@ from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.data import ResourceBroker
 from agui_engine.errors import UsageError
 
+from ..waiting import eventually
 from .loop_thread import LoopThread, json_values
 from .scripted import ScriptedAgent
 
@@ -120,6 +121,13 @@ def make_registry(calls: Calls, gate: asyncio.Event | None = None) -> ResourceRe
 
     @registry.resource("hook.raises", permission=lambda identity, params: 1 / 0)
     def hook_raises(params: Any, identity: str | None) -> int:
+        return 1
+
+    def office_hours(identity: str | None, params: Any) -> bool:
+        raise ResourcePermissionError("the archive opens at 9")
+
+    @registry.resource("hook.refuses", permission=office_hours)
+    def hook_refuses(params: Any, identity: str | None) -> int:
         return 1
 
     @registry.resource("struct.city", params=msgspec.defstruct("CityParams", [("city", str)]))
@@ -203,6 +211,7 @@ async def test_without_auth_the_identity_is_none() -> None:
         ({"resourceId": "broken"}, 502, "resource_failed", ResourceFailedError),
         ({"resourceId": "not.json"}, 502, "resource_failed", ResourceFailedError),
         ({"resourceId": "hook.raises"}, 502, "resource_failed", ResourceFailedError),
+        ({"resourceId": "hook.refuses"}, 403, "forbidden", ResourcePermissionError),
         ({"resourceId": "big"}, 502, "result_too_large", ResourceResultTooLargeError),
     ],
 )
@@ -615,3 +624,28 @@ async def test_agui_engine_serve_serves_the_demo_resources_by_default(transport:
     finally:
         proc.send_signal(signal.SIGINT)
         assert await asyncio.wait_for(proc.wait(), 20) == 0
+
+
+async def test_a_query_in_flight_does_not_count_as_an_idle_connection() -> None:
+    """The cap on connections that run nothing (one per address here) does not count a
+    connection whose query is being resolved, as it does not count one streaming a run."""
+    calls, gate = Calls(), asyncio.Event()
+    async with gateway(start=start_websocket_server, resources=make_registry(calls, gate), max_idle_per_ip=1) as ws_server:
+        async with connect(ws_server.url) as first:
+            await first.send(json.dumps({"type": "query", "queryId": "g", "resourceId": "gated"}))
+            await eventually(lambda: calls.count.get("gated") == 1)
+            async with connect(ws_server.url) as second:  # admitted: the first one is working
+                await second.send(json.dumps({"type": "query", "queryId": "f", "resourceId": "fast"}))
+                assert await lines(second, 1) == [{"queryId": "f", "result": 42}]
+            gate.set()
+            assert await lines(first, 1) == [{"queryId": "g", "result": "opened"}]
+            with pytest.raises(websockets.InvalidStatus):  # the first is idle again: the cap applies
+                async with connect(ws_server.url):
+                    pass
+    calls, gate = Calls(), asyncio.Event()
+    async with gateway(resources=make_registry(calls, gate), max_idle_per_ip=1) as server:
+        slow = asyncio.create_task(SSEAgent(server.url).query("gated"))
+        await eventually(lambda: calls.count.get("gated") == 1)
+        assert await SSEAgent(server.url).query("fast") == 42  # a second connection, admitted
+        gate.set()
+        assert await slow == "opened"
