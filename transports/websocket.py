@@ -118,8 +118,7 @@ from .envelope import (
     query_result_line,
     run_message,
 )
-from .eventlog import EventLog
-from .eventlog import UnknownRunError
+from .eventlog import EventLog, UnknownRunError
 from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
 
 if TYPE_CHECKING:
