@@ -19,6 +19,13 @@ network and no API key. Each ``complete()`` call does two things:
    * *dashboard* ("dashboard"): ``show_component_Dashboard`` with a nested
      layout (groups of blocks, a chart series, a table, strings with quotes,
      newlines and non-ASCII text), then a summary.
+   * *weather overview* ("dashboard" or "overview" + demo city names, only when
+     the ``render_ui`` tool is offered and allows ``WeatherCard``): one
+     ``render_ui`` call whose tree is a ``Stack`` (when allowed; else a list at
+     the root) holding a heading text and a ``WeatherCard`` per city bound to
+     ``weather.current`` (each card's ``key`` written after its props), then a
+     one-line answer. Without ``render_ui`` the same words fall through to the
+     scenarios above.
    * *chat*: anything else gets a plain text answer.
 
    Arguments follow the offered tool's schema: standard parameters
@@ -86,6 +93,8 @@ EMBEDDED_PROVIDER = "embedded"
 _CHARS_PER_TOKEN = 4
 
 _UI_PREFIX = "show_component_"  # mirrors components.UI_TOOL_PREFIX; the model only reads tool names
+_RENDER_UI = "render_ui"  # mirrors uispec.UI_SPEC_TOOL
+_OVERVIEW_WORDS = ("dashboard", "overview")
 _STATUS_KEY = "_tambo_statusMessage"
 _COMPLETION_KEY = "_tambo_completionStatusMessage"
 
@@ -612,6 +621,54 @@ def _dashboard_plan(turn: _Turn, tools: dict[str, LLMTool]) -> PlannedReply:
     )
 
 
+def _allowed_components(tool: LLMTool) -> list[str]:
+    """The component names a ``render_ui`` tool allows (its ``component`` enum), else []."""
+    found: list[str] = []
+
+    def walk(schema: Any) -> None:
+        if isinstance(schema, dict):
+            component = schema.get("properties", {}).get("component") if isinstance(
+                schema.get("properties"), dict) else None
+            if isinstance(component, dict) and isinstance(component.get("enum"), list):
+                found.extend(n for n in component["enum"] if isinstance(n, str) and n not in found)
+            for value in schema.values():
+                walk(value)
+        elif isinstance(schema, list):
+            for value in schema:
+                walk(value)
+
+    walk(tool.parameters)
+    return found
+
+
+def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedReply:
+    """A ``render_ui`` tree of weather cards for ``cities``, then a one-line answer."""
+    if turn.called(_RENDER_UI):
+        return PlannedReply(
+            text=f"The overview shows the current weather in {_join(cities)}; each card loads its numbers from "
+            f"{WEATHER_RESOURCE_ID}. (Demo data from the embedded model.)"
+        )
+    cards: list[Any] = [
+        # key after props: a node's identity is fixed when it opens, whatever comes later
+        {"component": "WeatherCard",
+         "props": {"resourceId": WEATHER_RESOURCE_ID, "params": {"city": city}},
+         "key": city.lower().replace(" ", "-")}
+        for city in cities
+    ]
+    heading = f"Weather overview: {_join(cities)} (demo data)"
+    if "Stack" in _allowed_components(tool):
+        root: Any = {"component": "Stack", "key": "weather-overview", "props": {"direction": "row", "gap": 12},
+                     "children": [heading, *cards]}
+    else:
+        root = [heading, *cards]
+    return PlannedReply(
+        reasoning=f"An overview of {_join(cities)}: one render_ui tree, a card per city bound to {WEATHER_RESOURCE_ID}.",
+        text=f"Here is a weather overview for {_join(cities)}.",
+        calls=(PlannedCall(name=tool.name, arguments=_arguments(
+            tool, {"root": root}, ("Laying out the weather overview", "Laid out the weather overview"))),),
+    )
+
+
 def _chat_plan(turn: _Turn, tools: dict[str, LLMTool]) -> PlannedReply:
     text = turn.user_text.strip()
     if not text:
@@ -664,7 +721,12 @@ def plan_reply(
     turn = _read_turn(messages)
     by_name = _tools_by_name(tools)
     lowered = turn.user_text.lower()
-    if any(word in lowered for word in _WEATHER_WORDS):
+    render_ui = by_name.get(_RENDER_UI)
+    known = [c for c in _cities(turn.user_text) if c.lower() in DEMO_WEATHER]
+    if (render_ui is not None and known and any(word in lowered for word in _OVERVIEW_WORDS)
+            and "WeatherCard" in _allowed_components(render_ui)):
+        plan = _overview_plan(turn, render_ui, known)
+    elif any(word in lowered for word in _WEATHER_WORDS):
         cities = _cities(turn.user_text)
         plan = (
             _weather_plan(turn, by_name, cities, parallel_tool_calls)

@@ -28,6 +28,7 @@ __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
+    "add_ui_spec_argument",
     "debug_enabled",
     "main",
     "quiet_broken_pipe",
@@ -106,6 +107,13 @@ def seconds(text: str) -> float:
     if not value >= 0:  # also NaN
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
     return value
+
+
+def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ui-spec`` (``demo`` and ``serve``): the embedded agent also offers ``render_ui``."""
+    parser.add_argument("--ui-spec", action="store_true",
+                        help="also offer the render_ui tool to the embedded agent (a tree of a Stack layout and the "
+                             "demo components; try \"dashboard for Tokyo and Paris\"); default off")
 
 
 def usage_line(command: str | None, message: str) -> str:

@@ -52,12 +52,13 @@ from agui_engine.errors import AguiEngineError
 from agui_engine.events import RunAgentInput, UserMessage
 from agui_engine.llm import LLMClient
 from agui_engine.llm_agent import LLMAgent
+from agui_engine.uispec import UISpecTool
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 from agui_engine.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
 
-from . import seconds
+from . import add_ui_spec_argument, seconds
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
@@ -65,9 +66,11 @@ __all__ = [
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "SCENARIOS",
+    "STACK_SCHEMA",
     "add_arguments",
     "demo_agent",
     "demo_components",
+    "demo_ui_spec",
     "direct_demo_agent",
     "get_weather",
     "production_demo_agent",
@@ -106,11 +109,29 @@ def demo_components() -> list[Component]:
     ]
 
 
-def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None) -> LLMAgent:
+#: Props of the ``Stack`` layout the demo's ``render_ui`` allows (a container only a tree uses).
+STACK_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "direction": {"type": "string", "enum": ["row", "column"]},
+        "gap": {"type": "number", "description": "Space between children, in pixels"},
+    },
+}
+
+
+def demo_ui_spec() -> UISpecTool:
+    """The demo's ``render_ui`` tool: a ``Stack`` layout and the demo components."""
+    return UISpecTool([Component("Stack", "Lays its children out in a row or a column.", STACK_SCHEMA),
+                       *demo_components()])
+
+
+def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
-    ``llm`` (default: the embedded model at ``pace_seconds``)."""
+    ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
+    offers ``render_ui`` (:func:`demo_ui_spec`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
-    return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner())
+    return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
+                    ui_spec=demo_ui_spec() if ui_spec else None)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,
@@ -126,7 +147,7 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
 
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
-                          inspector: bool = True) -> AgentContext:
+                          inspector: bool = True, ui_spec: bool = False) -> AgentContext:
     """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
     the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
     options = {"inspector": True} if inspector and transport == "sse" else {}
@@ -141,9 +162,9 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
             from agui_engine.adapters.replay import serve_over_openai_chat
 
             async with serve_over_openai_chat(model, model=EMBEDDED_MODEL_NAME) as llm:
-                yield gateway(demo_agent(llm=llm))
+                yield gateway(demo_agent(llm=llm, ui_spec=ui_spec))
         else:
-            yield gateway(demo_agent(llm=model))
+            yield gateway(demo_agent(llm=model, ui_spec=ui_spec))
 
     return context
 
@@ -175,6 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-path", choices=("openai", "direct"), default="openai",
                         help="openai (default): the embedded model answers over loopback HTTP in OpenAI Chat "
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
+    add_ui_spec_argument(parser)
 
 
 async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
@@ -250,4 +272,5 @@ def run(args: argparse.Namespace) -> int:
         path = _PATH_LINES[(args.model_path, args.via)].format(t=args.transport.upper() if args.transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
     return run_scenarios(args, production_demo_agent(via=args.via, transport=args.transport, model_path=args.model_path,
-                                                     inspector=not args.no_inspect))
+                                                     inspector=not args.no_inspect, ui_spec=args.ui_spec))
+

@@ -58,6 +58,7 @@ from ..events import (
     ToolCallStartEvent,
 )
 from ..pointer import escape_token
+from ..uispec import UI_SPEC_COMPONENT
 
 __all__ = [
     "FALLBACK_TERMINAL_SIZE",
@@ -104,6 +105,33 @@ def _tree(value: Any, indent: str, width: int) -> list[str]:
                 lines.append(_short(f"{indent}- {_short(sub, width)}", width))
     else:
         lines.append(_short(indent + _short(value, width), width))
+    return lines
+
+
+def _ui_tree_lines(props: dict[str, Any], width: int) -> list[str]:
+    """A ``render_ui`` tree (its component's props) as one line per node, indented by depth:
+    ``✓ Component [id] key=…`` (``…`` while the node streams) over a line of its props, text quoted."""
+    lines: list[str] = []
+
+    def walk(nodes: Any, indent: str) -> None:
+        for node in nodes if isinstance(nodes, list) else ():
+            if not isinstance(node, dict):
+                lines.append(_short(f"{indent}“{node}”", width))
+                continue
+            key = f" key={node['key']}" if "key" in node else ""
+            props = node.get("props") if isinstance(node.get("props"), dict) else {}
+            mark = _STATUS_MARK["done" if node.get("done") else "started"]
+            lines.append(_short(f"{indent}{mark} {node.get('component')} [{node.get('id')}]{key}", width))
+            if props:  # on a line of their own, under the name, so the name never gets cut
+                lines.append(_short(indent + "   " + " ".join(
+                    f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(',', ':'))}"
+                    for k, v in props.items()), width))
+            walk(node.get("children"), indent + "  ")
+
+    walk(props.get("root"), "")
+    error = props.get("error")
+    if isinstance(error, dict):
+        lines.append(_short(f"refused: {error.get('message')}", width))
     return lines
 
 
@@ -180,6 +208,9 @@ class Renderer:
         head = f"  ┌ {view.label} · {state}"
         lines = [self._c("1;36", head)]
         inner = self.width - 8
+        if view.name == UI_SPEC_COMPONENT:
+            lines.extend(f"  │ {line}" for line in _ui_tree_lines(props, inner))
+            props = {}
         for key, value in props.items():
             mark = _STATUS_MARK.get(status.get("/" + escape_token(key), "done" if view.done else "started"), "·")
             sub = _tree({key: value}, "", inner)
@@ -352,6 +383,10 @@ class Renderer:
         block = find_component(self.acc, view.id) or {}
         props = block.get("props", {})
         status = block.get(PROPS_STATUS_KEY) or {}
+        if view.name == UI_SPEC_COMPONENT:  # the tree is printed whole, once it is done
+            for line in _ui_tree_lines(props, self.width - 10) if view.done else ():
+                self._line(f"    {self._c('32', '▸')} {line}")
+            return
         for key, value in props.items():
             if key in view.printed or (status.get("/" + escape_token(key)) != "done" and not view.done):
                 continue

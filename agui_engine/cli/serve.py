@@ -26,7 +26,7 @@ from agui_engine.transports.common import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECT
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
 
-from . import seconds
+from . import add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import configure_logging
 
@@ -112,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    add_ui_spec_argument(parser)
 
 
 def listen_error(exc: OSError, host: str, port: int) -> UsageError:
@@ -135,10 +136,12 @@ def run(args: argparse.Namespace) -> int:
     agent spec or an address that cannot be listened on (the CLI prints one line)."""
     # Secrets never reach a log line, not even the libraries' DEBUG traces (cli/logs.py).
     configure_logging(args.log_level, secret_env_names=[args.auth_token_env])
-    from .agent_spec import agent_from_spec
+    from .agent_spec import agent_from_spec, embedded_agent
 
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)
-    agent = agent_from_spec(args.agent, pace_seconds=pace)
+    if args.ui_spec and args.agent.strip() not in ("", "embedded"):
+        raise UsageError("--ui-spec offers render_ui to the embedded agent: drop --agent or write --agent embedded")
+    agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
     try:
         return asyncio.run(_serve(agent, args))
     except KeyboardInterrupt:

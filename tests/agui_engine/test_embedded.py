@@ -255,3 +255,73 @@ def test_dict_messages_work_too() -> None:
 def test_lower_case_known_cities_are_found() -> None:
     plan = plan_reply([user("how's the weather in paris and tokyo")], TOOLS)
     assert [json.loads(c.arguments)["city"] for c in plan.calls] == ["Paris", "Tokyo"]
+
+
+# --------------------------------------------------------------------------- render_ui (the UI spec as a tool)
+
+
+def _render_ui_tool(*names: str) -> LLMTool:
+    from agui_engine.uispec import UISpecTool
+
+    return UISpecTool(list(names)).to_llm_tool()
+
+
+async def test_overview_streams_a_render_ui_tree_only_when_offered() -> None:
+    from agui_engine.genui import validate_spec
+
+    render_ui = _render_ui_tool("Stack", "WeatherCard")
+    model = EmbeddedModel()
+    messages: list[Any] = [user("Weather dashboard for Tokyo and Paris")]
+    items = await collect(model, messages, [*TOOLS, render_ui])
+    (call_id, name, args), = calls_of(items).values()
+    assert name == "render_ui"
+    assert sum(isinstance(i, ToolCallArgsDelta) for i in items) > 20  # chunked like any reply
+    spec = json.loads(args)
+    assert spec["_tambo_statusMessage"] == "Laying out the weather overview"
+    stack = spec["root"]
+    assert stack["component"] == "Stack" and stack["key"] == "weather-overview"
+    cards = [c for c in stack["children"] if isinstance(c, dict)]
+    assert [c["props"] for c in cards] == [{"resourceId": "weather.current", "params": {"city": city}}
+                                         for city in ("Tokyo", "Paris")]
+    assert all(list(c) == ["component", "props", "key"] for c in cards)  # key after props
+    tree = validate_spec({"root": stack}, ["Stack", "WeatherCard"])
+    assert [n.key for n in tree[0].children if not isinstance(n, str)] == ["tokyo", "paris"]
+    # after the tool result: a short text answer, no more calls
+    history = answer(messages, items, {"render_ui": lambda _: "The UI is shown on the user's screen."})
+    final = await collect(model, history, [*TOOLS, render_ui])
+    assert not calls_of(final) and "Tokyo and Paris" in "".join(i.text for i in final if isinstance(i, TextDelta))
+    # not offered: the same words take the usual paths (weather tool; the business dashboard)
+    assert plan_reply(messages, TOOLS).calls[0].name == "get_weather"
+    assert plan_reply([user("dashboard for Tokyo and Paris")], TOOLS).calls[0].name == "show_component_Dashboard"
+    # offered, but no known city, or no overview word: no tree either
+    assert plan_reply([user("Show me the Q3 dashboard")], [*TOOLS, render_ui]).calls[0].name == (
+        "show_component_Dashboard")
+    assert plan_reply([user("weather in Tokyo")], [*TOOLS, render_ui]).calls[0].name == "get_weather"
+
+
+def test_overview_without_a_stack_puts_the_cards_at_the_root() -> None:
+    plan = plan_reply([user("an overview for Berlin and Cairo")], [_render_ui_tool("WeatherCard")])
+    root = json.loads(plan.calls[0].arguments)["root"]
+    assert isinstance(root, list) and [n["key"] for n in root if isinstance(n, dict)] == ["berlin", "cairo"]
+    # a render_ui that does not allow WeatherCard is not used for weather
+    assert not plan_reply([user("an overview for Berlin")], [_render_ui_tool("Stack")]).calls
+
+
+async def test_overview_run_through_llm_agent_passes_check_run() -> None:
+    from agui_engine.cli.demo import demo_agent
+    from agui_engine.component_stream import component_blocks
+    from agui_engine.events import RunAgentInput
+
+    from .run_checks import check_run
+
+    agent = demo_agent(ui_spec=True)
+    run = RunAgentInput(thread_id="t", run_id="r", messages=[user("dashboard for Tokyo and Paris")])
+    events = [e async for e in agent.run(run)]
+    acc = check_run(events, input_=run)
+    (tree,) = [b for b in component_blocks(acc) if b["name"] == "generative-ui"]
+    (stack,) = tree["props"]["root"]
+    assert stack["component"] == "Stack" and stack["done"] is True and stack["id"] == "0"
+    assert [(c["id"], c["key"], c["props"]["params"]["city"]) for c in stack["children"] if isinstance(c, dict)] == [
+        ("0/1", "tokyo", "Tokyo"), ("0/2", "paris", "Paris")]
+    assert "error" not in tree["props"]
+    assert events[-1].type.value == "RUN_FINISHED"

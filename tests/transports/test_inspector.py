@@ -67,6 +67,16 @@ COMPONENTS_JS = """() => [...window.__inspector.store.components.values()].map(c
     id: c.id, name: c.name, props: c.props, finalProps: c.finalProps, streamingState: c.streamingState,
     propsStatus: c.propsStatus}))"""
 RUN_FINISHED_JS = "() => window.__inspector.rows.some(r => r.type === 'RUN_FINISHED' || r.type === 'RUN_ERROR')"
+#: The drawn tree of a ``render_ui`` card (by component id; the first tree card for null), nested:
+#: ``[nodeId, component, done, [children...]]`` per node, a string per text.
+TREE_JS = """(id) => {
+    const card = document.querySelector(id ? `.card[data-component-id="${id}"]` : ".card.ui-tree");
+    const walk = (el) => [...el.children].flatMap((c) => c.classList.contains("ui-node")
+        ? [[c.dataset.nodeId, c.dataset.component, c.dataset.done, walk(c.querySelector(":scope > .ui-children")
+            || document.createElement("div"))]]
+        : c.classList.contains("ui-text") ? [c.textContent] : []);
+    return walk(card);
+}"""
 
 
 async def test_live_run_card_fills_in_while_streaming(browser: Any, tmp_path: Path) -> None:
@@ -237,14 +247,7 @@ async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None
         await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
         await page.wait_for_selector(".ui-tree .ui-error", timeout=DEADLINE_MS)
         ok, no = await page.eval_on_selector_all(".card.ui-tree", "els => els.map(e => e.dataset.componentId)")
-        nested = await page.evaluate("""(id) => {
-            const card = document.querySelector(`.card[data-component-id="${id}"]`);
-            const walk = (el) => [...el.children].flatMap((c) => c.classList.contains("ui-node")
-                ? [[c.dataset.nodeId, c.dataset.component, c.dataset.done, walk(c.querySelector(":scope > .ui-children")
-                    || document.createElement("div"))]]
-                : c.classList.contains("ui-text") ? [c.textContent] : []);
-            return walk(card);
-        }""", ok)
+        nested = await page.evaluate(TREE_JS, ok)
         assert nested == [["0", "Card", "true", ["Revenue is up.", ["0/1", "Stack", "true", [
             ["0/1/0", "Stat", "true", []], ["0/1/1", "Stat", "true", []]]]]]]
         props = await page.inner_text(f'.card[data-component-id="{ok}"] [data-node-id="0/1/0"] .prop[data-prop="value"]')
@@ -258,3 +261,50 @@ async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None
         assert page.errors == []
     finally:
         await server.close()
+
+
+async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> None:
+    """``python -m agui_engine serve --ui-spec`` in a real subprocess: asking the embedded model for a weather
+    dashboard draws its ``render_ui`` tree in the inspector while the run still streams, then whole and nested."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "serve.log"
+    with log.open("wb") as err:
+        server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--ui-spec", "--port", "0",
+                                   "--pace", "0.02"], stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
+                                  env={**os.environ, "AGUI_AUTH_TOKEN": ""})
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        while url is None and time.monotonic() < deadline and server.poll() is None:
+            url = next((line.split()[-1] for line in log.read_text().splitlines() if line.startswith("serving on ")),
+                       None)
+            time.sleep(0.05)
+        assert url, f"the server did not start: {log.read_text()}"
+        page = await open_inspector(browser, url)
+        await page.fill("#message", "dashboard for Tokyo and Paris")
+        await page.press("#message", "Enter")
+        # one atomic look: the Stack is on the screen and the run has not finished
+        handle = await page.wait_for_function(f"""() => {{
+            const stack = document.querySelector('.card.ui-tree .ui-node[data-node-id="0"]');
+            return stack && !({RUN_FINISHED_JS})() ? {{
+                done: stack.dataset.done, cards: stack.querySelectorAll('.ui-node').length}} : null;
+        }}""", timeout=DEADLINE_MS)
+        mid = await handle.json_value()
+        assert mid["done"] == "false" and mid["cards"] < 2  # caught while it streams
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await page.wait_for_selector('.card.ui-tree .ui-node[data-node-id="0"][data-done="true"]', timeout=DEADLINE_MS)
+        nested = await page.evaluate(TREE_JS, None)
+        assert nested == [["0", "Stack", "true", ["Weather overview: Tokyo and Paris (demo data)",
+                                                  ["0/1", "WeatherCard", "true", []],
+                                                  ["0/2", "WeatherCard", "true", []]]]]
+        city = await page.inner_text('.card.ui-tree [data-node-id="0/2"] .prop[data-prop="params"]')
+        assert "Paris" in city
+        assert await page.inner_text("#finding-count") == "0"
+        assert page.errors == []
+    finally:
+        server.terminate()
+        assert server.wait(timeout=15) == 0

@@ -60,3 +60,26 @@ def test_readme_demo_command_in_a_real_subprocess() -> None:
     assert done.returncode == 0, done.stderr
     assert "path: embedded model → OpenAI Chat over loopback HTTP → OpenAI adapter → LLMAgent → SSE gateway" in done.stdout
     assert "WeatherCard" in done.stdout and "verified" in done.stdout
+
+
+def test_ui_spec_demo_prints_the_tree_in_a_real_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "demo", "--ui-spec", "dashboard for Tokyo and Paris"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    nodes = [line.split("▸ ", 1)[1] for line in done.stdout.splitlines() if line.startswith("    ▸ ")]
+    assert nodes == [
+        "✓ Stack [0] key=weather-overview",
+        "   direction=row gap=12",
+        "  “Weather overview: Tokyo and Paris (demo data)”",
+        "  ✓ WeatherCard [0/1] key=tokyo",
+        '     resourceId=weather.current params={"city":"Tokyo"}',
+        "  ✓ WeatherCard [0/2] key=paris",
+        '     resourceId=weather.current params={"city":"Paris"}',
+    ]
+    assert "render_ui → The UI is shown" in done.stdout and "verified" in done.stdout
+    # without the flag the same words show the business dashboard, no tree
+    plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "dashboard for Tokyo and Paris"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert plain.returncode == 0 and "Dashboard #1" in plain.stdout and "generative-ui" not in plain.stdout

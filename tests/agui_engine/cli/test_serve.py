@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from agui_engine.cli.serve import add_arguments
 
 
@@ -14,3 +16,14 @@ def test_access_log_is_on_by_default_and_can_be_turned_off() -> None:
     assert parser.parse_args(["--no-access-log"]).access_log is False
     assert parser.parse_args(["--access-log"]).access_log is True
     assert "--no-access-log" in parser.format_help()
+
+
+def test_ui_spec_is_for_the_embedded_agent_only(capsys: pytest.CaptureFixture[str]) -> None:
+    from agui_engine.cli import main
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).ui_spec is False and "--ui-spec" in parser.format_help()
+    assert main(["serve", "--ui-spec", "--agent", "http://127.0.0.1:9/"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--ui-spec offers render_ui to the embedded agent" in err[0]
