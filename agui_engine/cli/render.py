@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, TextIO
 
 import msgspec
@@ -108,10 +108,27 @@ def _tree(value: Any, indent: str, width: int) -> list[str]:
     return lines
 
 
-def _ui_tree_lines(props: dict[str, Any], width: int) -> list[str]:
+#: What a bound component's (or tree node's) resource answered: ``(resourceId, data, error)``.
+_Answer = tuple[str, Any, str | None]
+
+
+def _data_lines(answer: _Answer | None, width: int) -> list[str]:
+    """What a resource answered, as lines (empty before any answer): one code path for a
+    top-level bound component and a bound node of a ``render_ui`` tree."""
+    if answer is None:
+        return []
+    resource_id, data, error = answer
+    if error is not None:
+        return [_short(f"{resource_id} failed: {error}", width)]
+    return _tree(data, "", width) if isinstance(data, (dict, list)) and data else [_short(f"{resource_id}: {_short(data, width)}", width)]
+
+
+def _ui_tree_lines(props: dict[str, Any], width: int, answers: dict[str, _Answer] | None = None) -> list[str]:
     """A ``render_ui`` tree (its component's props) as one line per node, indented by depth:
-    ``✓ Component [id] key=…`` (``…`` while the node streams) over a line of its props, text quoted."""
+    ``✓ Component [id] key=…`` (``…`` while the node streams) over a line of its props, text quoted;
+    a bound node's answer (``answers``: node id -> answer) follows as ``⇣`` lines."""
     lines: list[str] = []
+    answers = answers or {}
 
     def walk(nodes: Any, indent: str) -> None:
         for node in nodes if isinstance(nodes, list) else ():
@@ -126,6 +143,8 @@ def _ui_tree_lines(props: dict[str, Any], width: int) -> list[str]:
                 lines.append(_short(indent + "   " + " ".join(
                     f"{k}={v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, separators=(',', ':'))}"
                     for k, v in props.items()), width))
+            lines.extend(_short(f"{indent}   ⇣ {line}", width)
+                         for line in _data_lines(answers.get(str(node.get("id"))), width - len(indent) - 5))
             walk(node.get("children"), indent + "  ")
 
     walk(props.get("root"), "")
@@ -143,8 +162,10 @@ class _ComponentView:
         self.printed: set[str] = set()
         self.done = False
         self.note = ""
-        #: The data its resource answered (``(resourceId, data, error)``), see Renderer.attach_data.
-        self.data: tuple[str, Any, str | None] | None = None
+        #: The data its resource answered, see Renderer.attach_data.
+        self.data: _Answer | None = None
+        #: A ``render_ui`` tree's bound nodes: node id -> the data its resource answered.
+        self.node_data: dict[str, _Answer] = {}
 
 
 class Renderer:
@@ -209,33 +230,29 @@ class Renderer:
         lines = [self._c("1;36", head)]
         inner = self.width - 8
         if view.name == UI_SPEC_COMPONENT:
-            lines.extend(f"  │ {line}" for line in _ui_tree_lines(props, inner))
+            lines.extend(f"  │ {line}" for line in _ui_tree_lines(props, inner, view.node_data))
             props = {}
         for key, value in props.items():
             mark = _STATUS_MARK.get(status.get("/" + escape_token(key), "done" if view.done else "started"), "·")
             sub = _tree({key: value}, "", inner)
             lines.append(f"  │ {self._c('32' if mark == '✓' else '33', mark)} {sub[0]}")
             lines.extend(f"  │   {s}" for s in sub[1:])
-        lines.extend(f"  │ {self._c('34', '⇣')} {line}" for line in self._data_lines(view, inner))
+        lines.extend(f"  │ {self._c('34', '⇣')} {line}" for line in _data_lines(view.data, inner))
         lines.append(self._c("36", "  └" + (f" {view.note}" if view.note else "")))
         return lines
 
-    def _data_lines(self, view: _ComponentView, width: int) -> list[str]:
-        """What the component's resource answered, as lines (empty before any answer)."""
-        if view.data is None:
-            return []
-        resource_id, data, error = view.data
-        if error is not None:
-            return [_short(f"{resource_id} failed: {error}", width)]
-        return _tree(data, "", width) if isinstance(data, (dict, list)) and data else [_short(f"{resource_id}: {_short(data, width)}", width)]
-
-    def attach_data(self, component_id: str, resource_id: str, data: Any = None, error: str | None = None) -> None:
-        """Show the data a component's resource answered (or the error) with its box:
-        call it before the component's ``end`` event is handled, so the finished box
-        (live) or its done line (plain) carries it."""
+    def attach_data(self, component_id: str, resource_id: str, data: Any = None, error: str | None = None,
+                    *, node_id: str | None = None) -> None:
+        """Show the data a component's resource answered (or the error) with its box, or
+        with node ``node_id`` of its ``render_ui`` tree: call it before the component's
+        ``end`` event is handled, so the finished box (live) or its done lines (plain) carry it."""
         view = self.components.get(component_id)
-        if view is not None:
+        if view is None:
+            return
+        if node_id is None:
             view.data = (resource_id, data, error)
+        else:
+            view.node_data[node_id] = (resource_id, data, error)
 
     def _draw_region(self) -> None:
         if not self.live or self.inline or not self.active:
@@ -374,7 +391,7 @@ class Renderer:
                 self._draw_region()
             else:
                 self._print_done_props(view)
-                for line in self._data_lines(view, self.width - 10):
+                for line in _data_lines(view.data, self.width - 10):
                     self._line(f"    {self._c('34', '⇣')} {view.label} {line}")
                 note = f" · {view.note}" if view.note else ""
                 self._line(self._c("1;36", f"  ▣ {view.label} done{note}"))
@@ -384,7 +401,7 @@ class Renderer:
         props = block.get("props", {})
         status = block.get(PROPS_STATUS_KEY) or {}
         if view.name == UI_SPEC_COMPONENT:  # the tree is printed whole, once it is done
-            for line in _ui_tree_lines(props, self.width - 10) if view.done else ():
+            for line in _ui_tree_lines(props, self.width - 10, view.node_data) if view.done else ():
                 self._line(f"    {self._c('32', '▸')} {line}")
             return
         for key, value in props.items():
@@ -435,19 +452,40 @@ def make_renderer(out: TextIO, *, live: bool, color: bool) -> Renderer:
 Query = Callable[[str, Any], Awaitable[Any]]
 
 
+def _bound_nodes(nodes: Any) -> Iterator[dict[str, Any]]:
+    """The nodes of a ``render_ui`` tree (depth first) whose props carry a ``resourceId``."""
+    for node in nodes if isinstance(nodes, list) else ():
+        if isinstance(node, dict):
+            if isinstance(node.get("props"), dict) and isinstance(node["props"].get("resourceId"), str):
+                yield node
+            yield from _bound_nodes(node.get("children"))
+
+
 async def fetch_component_data(renderer: Renderer, event: Event, query: Query) -> None:
     """If ``event`` ends a component bound to a resource (``finalProps`` with
-    ``resourceId``), fetch its data with ``query`` and attach it to the renderer (an
-    engine error is shown as the box's error line). Call it before ``renderer.handle``."""
+    ``resourceId``), or a ``render_ui`` tree with bound nodes (one query per node),
+    fetch their data with ``query`` and attach it to the renderer (an engine error is
+    shown as the box's or node's error line). Call it before ``renderer.handle``."""
     if not isinstance(event, CustomEvent) or event.name != COMPONENT_END or not isinstance(event.value, dict):
         return
+    component_id = str(event.value.get("componentId"))
     props = event.value.get("finalProps")
-    if not isinstance(props, dict) or not isinstance(props.get("resourceId"), str):
+    if not isinstance(props, dict):
         return
+    view = renderer.components.get(component_id)
+    if view is not None and view.name == UI_SPEC_COMPONENT:
+        for node in _bound_nodes(props.get("root")):
+            await _fetch_into(renderer, component_id, node["props"], query, str(node.get("id")))
+    elif isinstance(props.get("resourceId"), str):
+        await _fetch_into(renderer, component_id, props, query, None)
+
+
+async def _fetch_into(renderer: Renderer, component_id: str, props: dict[str, Any], query: Query,
+                      node_id: str | None) -> None:
     resource_id = props["resourceId"]
     try:
         data = await query(resource_id, props.get("params", {}))
     except AguiEngineError as exc:
-        renderer.attach_data(str(event.value.get("componentId")), resource_id, error=f"[{exc.code}] {exc.message}")
+        renderer.attach_data(component_id, resource_id, error=f"[{exc.code}] {exc.message}", node_id=node_id)
         return
-    renderer.attach_data(str(event.value.get("componentId")), resource_id, data)
+    renderer.attach_data(component_id, resource_id, data, node_id=node_id)

@@ -46,7 +46,9 @@
 // (their `propsStatus` is `done`, or the component ended), again only when the canonical
 // `resourceId + params` change (so deltas of other props never query), after `debounceMs`; an older
 // query is aborted and its answer, should it still arrive, never overwrites a newer one (each query
-// has a sequence number). `binding.get(componentId)` is the result, `binding.log` every query made.
+// has a sequence number). A `render_ui` tree's nodes bind the same way, one query per node whose props
+// carry a resourceId, once the node is `done`. `binding.get(componentId, nodeId?)` is the result,
+// `binding.log` every query made.
 //
 // Extension points: `ThreadStore.customHandlers` (name -> function(store, event, index)), for
 // features added later (UI specs) without editing the core.
@@ -910,23 +912,50 @@ export async function query(resourceId, params = {}, options = {}) {
 
 const now = () => globalThis.performance?.now() ?? Date.now();
 
-/** The props of component record `c` a query is made from, or null while they are incomplete. */
-function boundQuery(c) {
-  const props = c.props;
-  if (!isObject(props) || typeof props.resourceId !== "string" || props.resourceId === "") return null;
+/** `{resourceId, params}` of bound props once `complete`, else null (one check for components and tree nodes). */
+function boundProps(props, complete) {
+  if (!complete || !isObject(props) || typeof props.resourceId !== "string" || props.resourceId === "") return null;
   const params = props.params ?? {};
-  if (!isObject(params)) return null;
+  return isObject(params) ? { resourceId: props.resourceId, params } : null;
+}
+
+/** The key a tree node's query is kept under in `QueryBinding` (a component's is its id). */
+function bindingKey(componentId, nodeId) {
+  return nodeId == null ? componentId : canonicalJSON([componentId, nodeId]);
+}
+
+/**
+ * The queries component record `c` asks for: [{key, componentId, nodeId, q}], q = {resourceId, params}
+ * or null while incomplete. A component bound itself: one (nodeId null). A `render_ui` tree: one per
+ * node whose props carry a resourceId, complete once the node is `done` (or the tree ended).
+ */
+function boundQueries(c) {
+  if (c.name === UI_SPEC_COMPONENT) {
+    const found = [];
+    const walkNodes = (nodes) => {
+      for (const node of nodes) {
+        if (!isObject(node)) continue;
+        if (isObject(node.props) && typeof node.props.resourceId === "string" && typeof node.id === "string") {
+          const q = boundProps(node.props, node.done === true || c.streamingState === "done");
+          found.push({ key: bindingKey(c.id, node.id), componentId: c.id, nodeId: node.id, q });
+        }
+        if (Array.isArray(node.children)) walkNodes(node.children);
+      }
+    };
+    walkNodes(uiNodes(c));
+    return found;
+  }
   const status = c.propsStatus || {};
   // Complete: the component ended, or (first stream only: an interactable update's deltas carry no
   // statusChanges, so after an end the statuses say nothing) both props are marked done.
   const complete = c.streamingState === "done" ||
     (c.finalProps === undefined && status["/resourceId"] === "done" && status["/params"] === "done");
-  return complete ? { resourceId: props.resourceId, params } : null;
+  return [{ key: c.id, componentId: c.id, nodeId: null, q: boundProps(c.props, complete) }];
 }
 
 /**
- * Keeps the data of every component of `store` whose props carry `{resourceId, params}` (see the top
- * of this file). `options`: `url`, `headers` (as for `query`), `debounceMs` (QUERY_DEBOUNCE_MS),
+ * Keeps the data of every component of `store` whose props carry `{resourceId, params}`, and of every
+ * such node of a `render_ui` tree (see the top of this file). `options`: `url`, `headers` (as for `query`), `debounceMs` (QUERY_DEBOUNCE_MS),
  * `abortSuperseded` (default true: a newer query aborts the older one; either way the older answer is
  * never applied). Returns a QueryBinding.
  */
@@ -935,24 +964,25 @@ export function bindQuery(store, options = {}) {
 }
 
 /**
- * One store's queries. `results`: componentId -> {componentId, resourceId, params, key, status
- * ("loading" | "ok" | "error"), data, error (a QueryError), seq, ms, version} (a new object on each
- * change); `log`: every query, newest last (at most MAX_QUERY_LOG), {seq, componentId, resourceId,
+ * One store's queries. `get(componentId, nodeId?)`: {componentId, nodeId, resourceId, params, key,
+ * status ("loading" | "ok" | "error"), data, error (a QueryError), seq, ms, version} (a new object on
+ * each change; `nodeId` names a bound node of a `render_ui` tree, null for a component);
+ * `log`: every query, newest last (at most MAX_QUERY_LOG), {seq, componentId, nodeId, resourceId,
  * params, status ("loading" | "ok" | "error" | "stale" | "aborted"), httpStatus, ms, data, error};
  * `version` grows on each change. `subscribe(listener)` -> unsubscribe (`listener(binding, entry)`);
- * `query(resourceId, params)` a query by hand (logged, bound to no component); `refresh(componentId)`
- * queries again with the same params; `stop()` aborts everything and leaves the store.
+ * `query(resourceId, params)` a query by hand (logged, bound to no component); `refresh(componentId,
+ * nodeId?)` queries again with the same params; `stop()` aborts everything and leaves the store.
  */
 export class QueryBinding {
   constructor(store, options = {}) {
     this.store = store;
     this.options = options;
     this.debounceMs = options.debounceMs ?? QUERY_DEBOUNCE_MS;
-    this.results = new Map();
+    this.results = new Map(); // bindingKey(componentId, nodeId) -> result
     this.log = [];
     this.version = 0;
     this._seq = 0;
-    this._bound = new Map(); // componentId -> {key, timer, controller, seq}
+    this._bound = new Map(); // bindingKey(componentId, nodeId) -> {key, timer, controller, seq}
     this._listeners = new Set();
     this.subscribe = this.subscribe.bind(this);
     this._unsubscribe = store.subscribe((s, event) => {
@@ -967,15 +997,15 @@ export class QueryBinding {
     return () => this._listeners.delete(listener);
   }
 
-  get(componentId) {
-    return this.results.get(componentId);
+  get(componentId, nodeId = null) {
+    return this.results.get(bindingKey(componentId, nodeId));
   }
 
-  refresh(componentId) {
-    const bound = this._bound.get(componentId);
+  refresh(componentId, nodeId = null) {
     const found = this.store.components.get(componentId);
-    const q = found && boundQuery(found);
-    if (bound && q) this._start(componentId, q, bound);
+    const target = found && boundQueries(found).find((t) => t.nodeId === nodeId);
+    const bound = target && this._bound.get(target.key);
+    if (bound && target.q) this._start(target, target.q, bound);
   }
 
   /** A query by hand (the inspector's form); resolves to its log entry. */
@@ -999,41 +1029,45 @@ export class QueryBinding {
 
   _consider(componentId) {
     const c = this.store.components.get(componentId);
-    const q = c && boundQuery(c);
-    if (!q) return;
-    const key = canonicalJSON([q.resourceId, q.params]);
-    let bound = this._bound.get(componentId);
-    if (bound && bound.key === key) return; // the same query: an unrelated prop changed
-    if (!bound) this._bound.set(componentId, (bound = { key, timer: null, controller: null, seq: 0 }));
-    bound.key = key;
-    clearTimeout(bound.timer);
-    // params are copied now: later deltas mutate the props in place
-    const frozen = { resourceId: q.resourceId, params: JSON.parse(JSON.stringify(q.params)) };
-    if (this.debounceMs > 0) bound.timer = setTimeout(() => this._start(componentId, frozen, bound), this.debounceMs);
-    else this._start(componentId, frozen, bound);
+    for (const target of c ? boundQueries(c) : []) {
+      const q = target.q;
+      if (!q) continue;
+      const key = canonicalJSON([q.resourceId, q.params]);
+      let bound = this._bound.get(target.key);
+      if (bound && bound.key === key) continue; // the same query: an unrelated prop (or node) changed
+      if (!bound) this._bound.set(target.key, (bound = { key, timer: null, controller: null, seq: 0 }));
+      bound.key = key;
+      clearTimeout(bound.timer);
+      // params are copied now: later deltas mutate the props in place
+      const frozen = { resourceId: q.resourceId, params: JSON.parse(JSON.stringify(q.params)) };
+      if (this.debounceMs > 0) bound.timer = setTimeout(() => this._start(target, frozen, bound), this.debounceMs);
+      else this._start(target, frozen, bound);
+    }
   }
 
-  _start(componentId, q, bound) {
+  _start(target, q, bound) {
     bound.timer = null;
     if (this.options.abortSuperseded !== false) bound.controller?.abort();
     bound.controller = new AbortController();
-    this._run(componentId, q.resourceId, q.params, bound);
+    this._run(target, q.resourceId, q.params, bound);
   }
 
-  async _run(componentId, resourceId, params, bound) {
+  async _run(target, resourceId, params, bound) {
     const seq = ++this._seq;
     const key = canonicalJSON([resourceId, params]);
     const started = now();
-    const entry = { seq, componentId, resourceId, params, status: "loading", httpStatus: null, ms: null, data: undefined,
-                    error: null };
+    const componentId = target ? target.componentId : null;
+    const nodeId = target ? target.nodeId : null;
+    const entry = { seq, componentId, nodeId, resourceId, params, status: "loading", httpStatus: null, ms: null,
+                    data: undefined, error: null };
     this.log.push(entry);
     if (this.log.length > MAX_QUERY_LOG) this.log.splice(0, this.log.length - MAX_QUERY_LOG);
     const current = () => !bound || bound.seq === seq;
     if (bound) {
       bound.seq = seq;
-      const previous = this.results.get(componentId);
+      const previous = this.results.get(target.key);
       // the last data stays visible while the new query runs
-      this.results.set(componentId, { componentId, resourceId, params, key, status: "loading",
+      this.results.set(target.key, { componentId, nodeId, resourceId, params, key, status: "loading",
                                       data: previous?.data, error: null, seq, ms: null, version: this.version + 1 });
     }
     this._notify(entry);
@@ -1050,7 +1084,7 @@ export class QueryBinding {
     entry.ms = Math.round(now() - started);
     if (entry.status !== "aborted" && !current()) entry.status = "stale"; // a newer query owns the result
     if (bound && current() && entry.status !== "aborted") {
-      this.results.set(componentId, { componentId, resourceId, params, key, status: entry.status, data: entry.data,
+      this.results.set(target.key, { componentId, nodeId, resourceId, params, key, status: entry.status, data: entry.data,
                                       error: entry.error, seq, ms: entry.ms, version: this.version + 1 });
     }
     this._notify(entry);

@@ -260,7 +260,9 @@ function weatherCard(c, result) {
 }
 cardRenderers.set("WeatherCard", weatherCard);
 
-function renderUINode(node) {
+// A node of a render_ui tree is drawn by its component's card renderer, with its own query's result (a
+// bound node: `binding.get(treeId, nodeId)`), exactly as a top-level component.
+function renderUINode(node, treeId) {
   if (typeof node === "string") {
     const span = document.createElement("span");
     span.className = "ui-text";
@@ -271,7 +273,8 @@ function renderUINode(node) {
   const record = { id: node.id, name: node.component, props: node.props || {}, streamingState: state,
                    propsStatus: {} };
   const custom = cardRenderers.get(node.component);
-  const el = custom ? custom(record) : genericCard(record);
+  const result = app.binding.get(treeId, node.id);
+  const el = custom ? custom(record, result) : genericCard(record, result);
   el.classList.add("ui-node");
   el.dataset.nodeId = node.id;
   el.dataset.component = node.component;
@@ -282,7 +285,7 @@ function renderUINode(node) {
   if (children.length) {
     const box = document.createElement("div");
     box.className = "ui-children";
-    box.append(...children.map(renderUINode));
+    box.append(...children.map((child) => renderUINode(child, treeId)));
     el.append(box);
   }
   return el;
@@ -298,7 +301,7 @@ function uiTreeCard(c) {
     p.textContent = `refused: ${error.message}`;
     card.append(p);
   }
-  card.append(...uiNodes(c).map(renderUINode));
+  card.append(...uiNodes(c).map((node) => renderUINode(node, c.id)));
   return card;
 }
 cardRenderers.set(UI_SPEC_COMPONENT, uiTreeCard);
@@ -346,7 +349,7 @@ function renderQueries() {
     tr.dataset.resourceId = q.resourceId;
     if (q.httpStatus != null) tr.dataset.httpStatus = q.httpStatus;
     const outcome = q.status === "error" ? errorText(q.error) : q.data === undefined ? "" : JSON.stringify(q.data);
-    tr.append(cell(q.seq), cell(q.componentId ?? "(form)"), cell(q.resourceId), cell(JSON.stringify(q.params)),
+    tr.append(cell(q.seq), cell(q.componentId == null ? "(form)" : q.nodeId == null ? q.componentId : `${q.componentId} [${q.nodeId}]`), cell(q.resourceId), cell(JSON.stringify(q.params)),
               cell(q.status), cell(q.httpStatus ?? "-"), cell(q.ms == null ? "-" : `${q.ms} ms`),
               cell(outcome.length > 300 ? outcome.slice(0, 300) + "…" : outcome, "outcome"));
     return tr;

@@ -285,6 +285,9 @@ async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> N
             time.sleep(0.05)
         assert url, f"the server did not start: {log.read_text()}"
         page = await open_inspector(browser, url)
+        posts: list[str] = []  # the browser's queries, seen on the wire
+        page.on("request", lambda r: posts.append(r.post_data or "")
+                if r.method == "POST" and r.url.endswith("/data/query") else None)
         await page.fill("#message", "dashboard for Tokyo and Paris")
         await page.press("#message", "Enter")
         # one atomic look: the Stack is on the screen and the run has not finished
@@ -303,6 +306,17 @@ async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> N
                                                   ["0/2", "WeatherCard", "true", []]]]]
         city = await page.inner_text('.card.ui-tree [data-node-id="0/2"] .prop[data-prop="params"]')
         assert "Paris" in city
+        # each bound card of the tree shows its weather numbers from its own query (bindQuery), like a top card
+        from agui_engine.embedded import DEMO_WEATHER
+
+        for node_id, name in (("0/1", "tokyo"), ("0/2", "paris")):
+            field = f'.card.ui-tree [data-node-id="{node_id}"] .weather-view [data-field="temperature"]'
+            await page.wait_for_selector(field, timeout=DEADLINE_MS)
+            assert await page.inner_text(field) == f"{DEMO_WEATHER[name]['temperature']} °C"
+            humidity = await page.inner_text(field.replace("temperature", "humidity"))
+            assert humidity == f"{DEMO_WEATHER[name]['humidity']} % humidity"
+        assert sorted(json.loads(body)["params"]["city"] for body in posts) == ["Paris", "Tokyo"]  # one POST per card
+        assert await page.inner_text("#query-count") == "2"
         assert await page.inner_text("#finding-count") == "0"
         assert page.errors == []
     finally:

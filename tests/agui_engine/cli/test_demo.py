@@ -69,15 +69,22 @@ def test_ui_spec_demo_prints_the_tree_in_a_real_subprocess() -> None:
     )
     assert done.returncode == 0, done.stderr
     nodes = [line.split("▸ ", 1)[1] for line in done.stdout.splitlines() if line.startswith("    ▸ ")]
+    from agui_engine.embedded import DEMO_WEATHER
+
+    # each bound card of the tree carries what its query of weather.current answered (in-process broker)
+    answers = {city: [f"     ⇣ {k}: {v}" for k, v in DEMO_WEATHER[city].items()] for city in ("tokyo", "paris")}
     assert nodes == [
         "✓ Stack [0] key=weather-overview",
         "   direction=row gap=12",
         "  “Weather overview: Tokyo and Paris (demo data)”",
         "  ✓ WeatherCard [0/1] key=tokyo",
         '     resourceId=weather.current params={"city":"Tokyo"}',
+        *answers["tokyo"],
         "  ✓ WeatherCard [0/2] key=paris",
         '     resourceId=weather.current params={"city":"Paris"}',
+        *answers["paris"],
     ]
+    assert "⇣ temperature: 18.5" in done.stdout and "⇣ temperature: 11.2" in done.stdout
     assert "render_ui → The UI is shown" in done.stdout and "verified" in done.stdout
     # without the flag the same words show the business dashboard, no tree
     plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "dashboard for Tokyo and Paris"],

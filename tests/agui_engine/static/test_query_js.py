@@ -121,3 +121,23 @@ async def test_query_and_bind_query_against_the_gateway() -> None:
     assert b["keep"]["result"] == {"tag": "new", "status": "ok"}
     assert [(e["tag"], e["status"]) for e in b["keep"]["log"]] == [("old", "stale"), ("new", "ok")]
     assert calls["test.slow:old"] == 2 and calls["test.slow:new"] == 2  # one per binding, on the server
+
+
+async def test_bind_query_on_a_render_ui_tree_against_the_gateway() -> None:
+    """``tests/js/tree_query.mjs`` streams a ``generative-ui`` tree of two bound WeatherCards: each node is
+    queried once it is ``done`` (keyed by tree id + node id), never for other nodes' changes or the tree's end
+    with the same params, and again when its own params change."""
+    server = await start_sse_server(demo_agent(), port=0, auth_token=TOKENS,
+                                    resources=ResourceBroker([WEATHER_CURRENT]))
+    try:
+        b = json.loads(await node_script("tree_query.mjs", server.url, "alice-token"))
+    finally:
+        await server.close()
+    assert b["beforeDone"] == 0 and b["seen"][:5] == [0] * 5, "an incomplete node was queried"
+    assert b["seen"][5] == 1 and b["beforeParis"] == 1, "other nodes' changes queried Tokyo again"
+    assert b["afterEnd"] == 2, "the tree's end with the same params queried again"
+    assert b["tokyo"]["status"] == "ok" and b["tokyo"]["nodeId"] == "0/0"
+    assert b["tokyo"]["data"]["city"] == "Tokyo" and b["tokyo"]["data"]["temperature"] == 18.5
+    assert b["paris"]["data"]["city"] == "London" and b["whole"] is None
+    assert [(e["componentId"], e["nodeId"], e["params"]["city"], e["status"]) for e in b["log"]] == [
+        ("tree-1", "0/0", "Tokyo", "ok"), ("tree-1", "0/1", "Paris", "ok"), ("tree-1", "0/1", "London", "ok")]
