@@ -323,6 +323,21 @@ def _jsonable(value: Any) -> Any:
         return str(value)
 
 
+def _with_state_now(event: Any) -> Any:
+    """``event`` with its flow ``state`` as JSON taken now, on the kickoff's thread.
+
+    CrewAI's method events carry the flow's live state object; the loop translates them
+    later, by which time the next method may have changed it -- a delta would then be lost
+    into the snapshot (or two deltas merged). A copy made at emit time is what the state
+    was when the method finished. ``model_copy(update=)`` does not validate, so the copy
+    holds the JSON value as is.
+    """
+    state = getattr(event, "state", None)
+    if state is None or not hasattr(event, "model_copy"):
+        return event
+    return event.model_copy(update={"state": _jsonable(state)})
+
+
 class _StreamedCall:
     __slots__ = ("id", "name", "started")
 
@@ -937,7 +952,7 @@ class CrewAIAgent:
                 raise KickoffCancelled(f"run {input.run_id} was closed")
             if len(handoff.items) >= MAX_PENDING_CREWAI_EVENTS:
                 raise KickoffCancelled(f"run {input.run_id}: {MAX_PENDING_CREWAI_EVENTS} events unread")
-            handoff.put(("event", event))
+            handoff.put(("event", _with_state_now(event)))
 
         def work() -> None:
             try:

@@ -302,6 +302,23 @@ async def test_human_feedback_pauses_the_flow_as_an_interrupt_and_the_resume_fin
         await anext(agent.run(run_input(run="r3", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
 
 
+async def test_a_resumed_methods_state_is_taken_when_it_finishes_even_when_the_reader_is_late() -> None:
+    """On resume CrewAI's finished event carries the flow's live state object (not a copy), and
+    the loop translates events after the kickoff's thread emitted them: a reader that looks
+    only once the flow has run on must still see the state as the resumed method left it
+    (snapshot without the verdict, then publish's delta), not the final state twice."""
+    agent = CrewAIAgent(ReviewFlow)
+    (intr,) = (await collect(agent, run_input("cats", run="r1")))[-1].outcome.interrupts  # type: ignore[union-attr]
+    run = agent.run(run_input(run="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved", payload="ok")]))
+    events = [await anext(run), await anext(run)]  # RUN_STARTED, then the first event: the thread is running
+    time.sleep(1.0)  # hold the loop: the rest of the flow (no model call) runs meanwhile
+    events += [e async for e in run]
+    [snapshot] = of(events, StateSnapshotEvent)
+    assert snapshot.snapshot["draft"] == "A post about cats." and snapshot.snapshot["verdict"] == ""
+    ops = [msgspec.to_builtins(op) for d in of(events, StateDeltaEvent) for op in d.delta]
+    assert ops == [{"op": "replace", "path": "/verdict", "value": "ok"}]
+
+
 async def test_a_cancelled_resume_takes_the_reviews_default_outcome() -> None:
     agent = CrewAIAgent(RoutedReviewFlow)
     first = await collect(agent, run_input(run="r1"))
