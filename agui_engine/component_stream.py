@@ -480,6 +480,18 @@ class _PropsFilter:
         return out
 
 
+def _arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
+    """The tokenizer for one call's arguments, bounded by ``max_chars`` characters.
+
+    Its own size limit (UTF-8 bytes, at most 4 per character) is set just above ours so
+    that ours, which names the component, is the one that fires. Raises UsageError for a
+    ``max_chars`` that is not a positive int.
+    """
+    if not isinstance(max_chars, int) or max_chars < 1:
+        raise UsageError(f"max_chars must be a positive int, got {max_chars!r}")
+    return PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
+
+
 class _ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
@@ -600,15 +612,11 @@ class ComponentStream(_ArgumentStream):
     ) -> None:
         if not isinstance(component, Component):
             raise UsageError(f"ComponentStream needs a Component, got {type(component).__name__}")
-        if not isinstance(max_chars, int) or max_chars < 1:
-            raise UsageError(f"max_chars must be a positive int, got {max_chars!r}")
         self.component = component
         self.message_id = message_id
         self.component_id = component_id
         self.max_chars = max_chars
-        # The tokenizer's own size limit (UTF-8 bytes, at most 4 per character) is set
-        # just above ours so that ours, which names the component, is the one that fires.
-        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
+        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
         self._filter = _PropsFilter(component.null_policy.decide)
         self._status = StatusTracker()
         self._status_changed = False
@@ -749,7 +757,7 @@ class InteractableUpdateStream(_ArgumentStream):
         self.max_chars = max_chars
         self._member = "/newProps" if kind == "props" else "/newState"
         self._policy = interactable.update_policy(kind)
-        self._stream = PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
+        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
         self._status = StatusTracker()
         self._status_changed = False
         member = self._member[1:]

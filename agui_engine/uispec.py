@@ -55,6 +55,7 @@ from .component_stream import (
     MAX_COMPONENT_ARGS_CHARS,
     StatusTracker,
     _ArgumentStream,
+    _arguments_parser,
 )
 from .components import STANDARD_PARAMETER_PREFIX, Component, build_llm_tool
 from .errors import UsageError
@@ -68,7 +69,6 @@ from .genui import (
     genui_spec_schema,
     structural_pieces,
 )
-from .jsonstream import PatchStream
 from .llm import LLMTool
 
 __all__ = [
@@ -193,15 +193,13 @@ class UISpecStream(_ArgumentStream):
 
     def __init__(self, tool: UISpecTool, *, message_id: str, component_id: str, append_strings: bool = True,
                  max_chars: int = MAX_COMPONENT_ARGS_CHARS) -> None:
-        if not isinstance(max_chars, int) or max_chars < 1:
-            raise UsageError(f"max_chars must be a positive int, got {max_chars!r}")
         self.tool = tool
         self.message_id = message_id
         self.component_id = component_id
         self.max_chars = max_chars
         # Append mode whatever the wire's mode: GenUIStream finds duplicate members by their
         # replace ops, and writes the tree's strings in the wire's mode itself.
-        self._stream = PatchStream(emit_root=False, append_strings=True, max_bytes=4 * max_chars + 1)
+        self._stream = _arguments_parser(max_chars, append_strings=True)
         self._genui = GenUIStream(tool.names, fallback=tool.fallback, parser=self._stream,
                                   reserved_prefix=STANDARD_PARAMETER_PREFIX, append_strings=append_strings,
                                   report_completed=False)

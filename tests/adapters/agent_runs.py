@@ -3,8 +3,15 @@ readers the adapter tests share: one piece of code for both."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
@@ -19,6 +26,44 @@ from agui_engine.verify import verify_events
 
 #: The API key the adapter tests hand their models: it must never reach an event.
 KEY = "sk-test-S3CRET"
+
+#: The node scripts driving the real @ag-ui/client (and its npm install).
+JS = Path(__file__).resolve().parents[1] / "js"
+
+#: How long ``agui-engine serve`` may take to listen: importing crewai or langgraph takes
+#: 5-20 s on a loaded machine.
+SERVE_START_SECONDS = 120
+
+
+def served_client_result(spec: str, script: str) -> dict[str, Any]:
+    """``agui-engine serve --port 0 --agent <spec>`` in a subprocess, driven by the node
+    ``script`` (in tests/js) with the real @ag-ui/client; the ``runs`` it prints. The
+    server must start, the script exit 0 and the server stop cleanly on SIGTERM."""
+    node = shutil.which("node")
+    assert node, "node is required (tests/install-deps.sh)"
+    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    env = {key: value for key, value in os.environ.items() if key != "AGUI_AUTH_TOKEN"}
+    server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--agent", spec],
+                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    try:
+        assert server.stderr is not None
+        url = None
+        deadline = time.monotonic() + SERVE_START_SECONDS
+        while time.monotonic() < deadline and url is None:
+            line = server.stderr.readline().decode()
+            if not line and server.poll() is not None:
+                break
+            if line.startswith("serving on "):
+                url = line.split()[-1]
+        assert url, "the server did not start"
+        out = subprocess.run([node, str(JS / script), url], capture_output=True, text=True, timeout=120, cwd=JS)
+        assert out.returncode == 0, out.stderr
+        result: dict[str, Any] = json.loads(out.stdout)
+    finally:
+        server.terminate()
+        assert server.wait(timeout=15) == 0
+    return result
+
 
 #: The component the adapter tests' agents show through the agent loop.
 WEATHER_CARD = Component("WeatherCard", "Shows the weather of one city.", {

@@ -5,18 +5,12 @@ flow's ``@human_feedback`` pause reaches the client as an interrupt its next run
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-JS = Path(__file__).resolve().parents[1] / "js"
+from tests.adapters.agent_runs import served_client_result
+
 SPEC = "crewai:tests.adapters.test_crewai:live_target"
 #: How long before the crew's last task ends its first token must have reached the client.
 #: The crew streams ~100 chunks 10 ms apart after its first token (>= 1 s), so a buffered
@@ -24,39 +18,11 @@ SPEC = "crewai:tests.adapters.test_crewai:live_target"
 EARLY_SECONDS = 0.4
 
 
-def serve(spec: str) -> tuple[subprocess.Popen[bytes], str]:
-    """``agui-engine serve --port 0 --agent <spec>`` started; its URL once it listens."""
-    env = {key: value for key, value in os.environ.items() if key != "AGUI_AUTH_TOKEN"}
-    server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--agent", spec],
-                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
-    assert server.stderr is not None
-    deadline = time.monotonic() + 120  # importing crewai takes 5-20 s on a loaded machine
-    while time.monotonic() < deadline:
-        line = server.stderr.readline().decode()
-        if not line and server.poll() is not None:
-            break
-        if line.startswith("serving on "):
-            return server, line.split()[-1]
-    server.kill()
-    raise AssertionError("the server did not start")
-
-
 @pytest.mark.timeout(300)  # the server process imports crewai (5-20 s on a loaded machine)
 def test_served_crew_streams_live_to_the_real_ag_ui_client() -> None:
-    node = shutil.which("node")
-    assert node, "node is required (tests/install-deps.sh)"
-    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
-    server, url = serve(SPEC)
-    try:
-        out = subprocess.run([node, str(JS / "crewai_client.mjs"), url], capture_output=True, text=True,
-                             timeout=120, cwd=JS)
-        assert out.returncode == 0, out.stderr
-        result = json.loads(out.stdout)
-    finally:
-        server.terminate()
-        assert server.wait(timeout=15) == 0
-    crew, asked, resumed = result["runs"]
-    assert [r["error"] for r in result["runs"]] == [None] * 3, "the client's own verifier accepted every run"
+    runs = served_client_result(SPEC, "crewai_client.mjs")["runs"]
+    crew, asked, resumed = runs
+    assert [r["error"] for r in runs] == [None] * 3, "the client's own verifier accepted every run"
     events: list[dict[str, Any]] = crew["events"]
     at: list[float] = crew["at"]
     kinds = [e["type"] for e in events]

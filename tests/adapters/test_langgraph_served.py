@@ -5,21 +5,14 @@ turn after it, an interrupt and its answer."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agui_engine.errors import UsageError
 from agui_engine.cli.agent_spec import agent_from_spec
+from tests.adapters.agent_runs import served_client_result
 
-JS = Path(__file__).resolve().parents[1] / "js"
 SPEC = "langgraph:tests.adapters.langgraph_graphs:served_graph"
 
 
@@ -39,30 +32,7 @@ def test_the_spec_builds_a_langgraph_agent_and_bad_specs_say_why() -> None:
 
 
 def test_served_graph_with_the_real_ag_ui_client() -> None:
-    node = shutil.which("node")
-    assert node, "node is required (tests/install-deps.sh)"
-    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
-    env = {key: value for key, value in os.environ.items() if key != "AGUI_AUTH_TOKEN"}
-    server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--agent", SPEC],
-                              stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
-    try:
-        assert server.stderr is not None
-        url = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and url is None:
-            line = server.stderr.readline().decode()
-            if not line and server.poll() is not None:
-                break
-            if line.startswith("serving on "):
-                url = line.split()[-1]
-        assert url, "the server did not start"
-        out = subprocess.run([node, str(JS / "langgraph_client.mjs"), url], capture_output=True, text=True,
-                             timeout=120, cwd=JS)
-        assert out.returncode == 0, out.stderr
-        result = json.loads(out.stdout)
-    finally:
-        server.terminate()
-        assert server.wait(timeout=15) == 0
+    result = served_client_result(SPEC, "langgraph_client.mjs")
     runs = result["runs"]
     assert [r["error"] for r in runs] == [None] * 6, "the client's own verifier accepted every run"
     hello, weather, card, after_card, asked, resumed = runs
