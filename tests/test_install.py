@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -44,33 +45,116 @@ def test_a_users_own_transports_and_adapters_shadow_nothing(tmp_path: Path) -> N
     assert result.stdout.startswith("ok")
 
 
-@pytest.mark.timeout(600)  # a venv and a wheel build: tens of seconds on a loaded machine
-def test_pip_install_into_a_venv_that_holds_packages_named_adapters_and_transports(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True, timeout=60,
-    ).stdout.strip()
-    _foreign_packages(Path(purelib))
-    # a copy of the tracked sources, so the build leaves nothing in the repository
-    source = tmp_path / "src"
+def _tracked_sources(into: Path) -> Path:
+    """A copy of the tracked sources (tests and benchmarks left out), so a build leaves nothing behind."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()
     for name in files:
-        if name.startswith("tests/") or name.startswith("benchmarks/"):
+        if name.startswith(("tests/", "benchmarks/")):
             continue
-        target = source / name
+        target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", str(source)],
-        check=True, capture_output=True, text=True, timeout=480, env=env,
-    )
-    result = subprocess.run([str(python), "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    return into
+
+
+def _uv(*args: str, env: dict[str, str]) -> None:
+    """uv, the installer the README's commands bring (``python3 -m uv``); its cache makes the installs local."""
+    done = subprocess.run([sys.executable, "-m", "uv", *args], capture_output=True, text=True, timeout=480, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A wheel built from the tracked sources, installed with its dependencies into a fresh virtual
+    environment that sees nothing of this one (no system site-packages, so no editable install of the
+    checkout can answer an import the wheel lacks). Yields (the venv's bin folder, its purelib)."""
+    base = tmp_path_factory.mktemp("wheel")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    _uv("build", "--wheel", "-q", "-o", str(base / "dist"), str(_tracked_sources(base / "src")), env=env)
+    (wheel,) = (base / "dist").glob("agui_engine-*.whl")
+    venv = base / "venv"
+    _uv("venv", "-q", "--python", sys.executable, str(venv), env=env)
+    _uv("pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(wheel), env=env)
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    return venv / "bin", Path(purelib)
+
+
+def _clean_env(bin_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "AGUI_ENGINE_DEBUG")}
+    return {**env, "PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"}
+
+
+@pytest.mark.timeout(600)  # a wheel build and an install: tens of seconds on a loaded machine
+def test_the_wheel_holds_every_package_and_its_data(wheel_venv: tuple[Path, Path]) -> None:
+    _bin, purelib = wheel_venv
+    installed = purelib / "agui_engine"
+    for folder in ("agui_engine", "adapters", "transports"):  # every package of every layer folder
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            target = installed if folder == "agui_engine" else installed / folder
+            assert (target / relative / "__init__.py").exists(), f"{folder}/{relative} is not in the wheel"
+    assert (installed / "py.typed").exists()
+    for name in ("agui-engine.js", "inspect.html", "inspector.js", "inspector.css"):
+        assert (installed / "static" / name).exists(), name
+    assert (installed / "data" / "example-run.sse").exists()
+    assert (installed / "adapters" / "fixtures" / "openai_chat" / "text.sse").exists()
+
+
+@pytest.mark.timeout(600)
+def test_the_installed_command_starts_demos_and_serves(wheel_venv: tuple[Path, Path], tmp_path: Path) -> None:
+    bin_dir, purelib = wheel_venv
+    env = _clean_env(bin_dir)
+    command = str(bin_dir / "agui-engine")
+    version = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("agui-engine "), version.stdout
+    demo = subprocess.run(
+        [command, "demo", "What's the weather in Tokyo?"], capture_output=True, text=True, timeout=120, env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert demo.returncode == 0, demo.stderr
+    assert "Tokyo" in demo.stdout
+    server = subprocess.Popen(
+        [command, "serve", "--port", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        assert server.stderr is not None
+        url = ""
+        for line in server.stderr:
+            if line.startswith("serving on "):
+                url = line.split()[-1]
+                break
+        assert url, "serve did not start"
+        for path in ("healthz", "inspect", "static/agui-engine.js"):  # the package data is served
+            with urllib.request.urlopen(url + path, timeout=30) as response:
+                assert response.status == 200, path
+        run = subprocess.run(
+            [command, "run", "--url", url, "--raw", "What's the weather in Tokyo?"],
+            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert '"RUN_FINISHED"' in run.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+        if server.stderr is not None:
+            server.stderr.close()
+
+
+def test_an_installed_engine_is_not_shadowed_by_packages_named_adapters_and_transports(
+    wheel_venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bin_dir, purelib = wheel_venv
+    site = tmp_path / "site"
+    site.mkdir()
+    _foreign_packages(site)  # another distribution's top-level packages, importable beside the engine
+    env = {**_clean_env(bin_dir), "PYTHONPATH": str(site)}
+    result = subprocess.run([str(bin_dir / "python"), "-c", PROBE], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, env=env)  # fmt: skip
     assert result.returncode == 0, result.stderr
     installed = Path(result.stdout.split()[1]).parent
-    assert installed.is_relative_to(Path(purelib)), installed  # the venv's copy, not the checkout
-    assert (installed / "py.typed").exists()
-    assert (installed / "fixtures" / "openai_chat" / "text.sse").exists()  # package data came along
+    assert installed.is_relative_to(purelib), installed  # the venv's copy, not the checkout
