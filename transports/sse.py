@@ -863,6 +863,9 @@ class SSEAgent(RemoteClientBase):
         # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
         return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
 
+    def _keeps_runs(self, session: _SSESession) -> bool:
+        return session.key is not None  # our gateway's RUN_KEY_HEADER: the run is kept for a resume
+
     async def _cancel(self, session: _SSESession, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.
         try:
