@@ -765,10 +765,11 @@ class RemoteClientBase:
                         failures = 0
                         for event in events:
                             yielded = True
-                            yield event  # type: ignore[misc]
                             if isinstance(event, TERMINAL_EVENTS):
-                                abandoned = False
+                                abandoned = False  # ended: a consumer that stops here cancels nothing
+                                yield event
                                 return
+                            yield event  # type: ignore[misc]
                     raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
                 except drops as exc:
                     failures += 1
