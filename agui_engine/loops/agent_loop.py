@@ -106,7 +106,8 @@ import msgspec
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools, new_id
+from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools
+from ..protocol.ids import new_id
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.events import (
