@@ -100,7 +100,7 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.loops.decision import new_id
+from agui_engine.protocol.ids import new_id
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
