@@ -32,7 +32,9 @@ CrewAI event (``type``)                            AG-UI events
                                                    ``TEXT_MESSAGE_CONTENT`` per chunk
 ``llm_stream_chunk`` with ``tool_call``            ``TOOL_CALL_START`` (once id and name are
 (native function calling)                          known) and ``TOOL_CALL_ARGS`` per fragment,
-                                                   keyed by the call's index
+                                                   keyed by the call's index: the chunk's new
+                                                   part only (crewai's ``arguments`` may be
+                                                   cumulative: :func:`_new_arguments`)
 ``llm_thinking_chunk``                             ``REASONING_START`` / ``REASONING_MESSAGE_*``
 ``tool_usage_started``                             the tool call, whole: ``TOOL_CALL_START``,
                                                    ``TOOL_CALL_ARGS`` (its arguments as JSON),
