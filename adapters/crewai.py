@@ -1,4 +1,4 @@
-"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.agent.Agent`.
+"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.protocol.agent.Agent`.
 
 Theory of operation
 -------------------
@@ -102,9 +102,9 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.decision import new_id
-from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
-from agui_engine.events import (
+from agui_engine.loops.decision import new_id
+from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
+from agui_engine.protocol.events import (
     CustomEvent,
     Event,
     Interrupt,
