@@ -26,8 +26,8 @@ from crewai.tools import BaseTool
 
 from agui_engine.adapters.crewai import CrewAIAgent, CrewEventTranslator
 from agui_engine.adapters.replay import Fixture, ReplayServer
-from agui_engine.agent_loop import AgentLoop
-from agui_engine.events import (
+from agui_engine.loops.agent_loop import AgentLoop
+from agui_engine.protocol.events import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
