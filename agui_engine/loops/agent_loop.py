@@ -114,7 +114,8 @@ from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools
 from ..protocol.ids import new_id
 from ..protocol.writer import end_events
-from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
+from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from ..jsonstream import MAX_BYTES
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.events import (
     PROTOCOL_VERSION,
@@ -691,6 +692,11 @@ class _Run:
         begin with anything else (a lost first fragment: args_from_snapshot)."""
         held = self.held.get(event.tool_call_id)
         if held is not None:
+            held.size += len(event.delta)
+            if held.size > MAX_BYTES:
+                raise LimitExceededError(
+                    f"tool call {event.tool_call_id!r}: its arguments, held for a MESSAGES_SNAPSHOT "
+                    f"(args_from_snapshot), exceed {MAX_BYTES} characters", code="json_limit_exceeded")
             held.parts.append(event.delta)
             return
         text = event.delta.lstrip()
@@ -781,10 +787,11 @@ class _Run:
 class _Held:
     """A foreign call held by args_from_snapshot: its fragments, END and results, not yet sent."""
 
-    __slots__ = ("end", "parts", "results")
+    __slots__ = ("end", "parts", "results", "size")
 
     def __init__(self, first: str) -> None:
         self.parts = [first]
+        self.size = len(first)  # characters held: at most jsonstream.MAX_BYTES
         self.end: ToolCallEndEvent | None = None
         self.results: list[ToolCallResultEvent] = []
 

@@ -483,6 +483,17 @@ async def test_repair_args_from_snapshot_without_a_snapshot_ends_the_run_as_befo
     events = await assert_run_error([START, *call[:-1]], "protocol_violation")
 
 
+async def test_held_arguments_are_bounded() -> None:
+    from agui_engine.jsonstream import MAX_BYTES
+
+    chunk = "x" * (MAX_BYTES // 4)
+    script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="m1"),
+              *(ToolCallArgsEvent(tool_call_id="c1", delta=chunk) for _ in range(5)), FINISH]
+    events = await assert_run_error(script, "json_limit_exceeded")
+    assert "held for a MESSAGES_SNAPSHOT" in events[-1].message
+    assert not any(isinstance(e, ToolCallArgsEvent) for e in events)
+
+
 async def test_foreign_arguments_that_do_not_begin_as_an_object_but_are_json_go_out_whole_at_end() -> None:
     script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="count", parent_message_id="m1"),
               ToolCallArgsEvent(tool_call_id="c1", delta="  "), ToolCallArgsEvent(tool_call_id="c1", delta="4"),
