@@ -797,10 +797,11 @@ def _tool_end(call_id: str) -> ToolCallEndEvent:
     :class:`~agui_engine.protocol.writer.EventWriter`: the inner agent opened the call (its
     id, its START passed through), so what is open is the Verifier's to know, and the END
     must go through :meth:`_Run._on_tool_end`, where the
-    :class:`~agui_engine.loops.decision.ToolCallTransformer` puts the component's events
-    around it (its last props, the END, ``tambo.component.end``) or holds it
-    (``args_in_snapshot``, ``args_from_snapshot``). The writer's ``end_tool`` /
-    ``close_all`` only return or append the bare END.
+    :class:`~agui_engine.loops.decision.ToolCallTransformer` puts events around it (the
+    argument text its parser held back before, the component's closing ``tambo.component.*``
+    events after), or the component waits (``args_in_snapshot``), or the END and results are
+    held (``args_from_snapshot``). The writer's ``end_tool`` / ``close_all`` only return or
+    append the bare END.
     """
     return cast(ToolCallEndEvent, end_event(TOOL, call_id))
 
