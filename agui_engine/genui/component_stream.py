@@ -90,6 +90,7 @@ from ..jsonstream import PatchStream
 from ..protocol.pointer import escape_token, pointer_tokens
 
 __all__ = [
+    "ArgumentStream",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
     "COMPONENT_PROPS_DELTA",
@@ -101,9 +102,11 @@ __all__ = [
     "MAX_COMPONENT_ARGS_CHARS",
     "PROPS_STATUS_KEY",
     "PathStatus",
+    "PropsFilter",
     "STATUS_CHANGES_KEY",
     "StatusTracker",
     "apply_status_changes",
+    "arguments_parser",
     "component_blocks",
     "done_statuses",
     "find_component",
@@ -428,7 +431,7 @@ def apply_status_changes(status: dict[str, str], implied: Sequence[tuple[str, st
             status[path] = value
 
 
-class _PropsFilter:
+class PropsFilter:
     """Tokenizer ops -> component ops (shared by components and interactable updates).
 
     ``prefix`` re-roots: only ops under it are kept, with the prefix removed
@@ -480,7 +483,7 @@ class _PropsFilter:
         return out
 
 
-def _arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
+def arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
     """The tokenizer for one call's arguments, bounded by ``max_chars`` characters.
 
     Its own size limit (UTF-8 bytes, at most 4 per character) is set just above ours so
@@ -492,7 +495,7 @@ def _arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
     return PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
 
 
-class _ArgumentStream(abc.ABC):
+class ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
     #: ``raw_ops``: the tokenizer's operations for the latest fragment (or close), before any
@@ -578,7 +581,7 @@ class _ArgumentStream(abc.ABC):
         return self._stream
 
 
-class ComponentStream(_ArgumentStream):
+class ComponentStream(ArgumentStream):
     """Stream one component call's props as ``tambo.component.*`` CUSTOM events.
 
     ``ComponentStream(component, *, message_id, component_id, append_strings=True,
@@ -616,8 +619,8 @@ class ComponentStream(_ArgumentStream):
         self.message_id = message_id
         self.component_id = component_id
         self.max_chars = max_chars
-        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
-        self._filter = _PropsFilter(component.null_policy.decide)
+        self._stream = arguments_parser(max_chars, append_strings=append_strings)
+        self._filter = PropsFilter(component.null_policy.decide)
         self._status = StatusTracker()
         self._status_changed = False
         self._size = 0
@@ -721,7 +724,7 @@ class ComponentStream(_ArgumentStream):
         return CustomEvent(name=COMPONENT_PROPS_DELTA, value=value)
 
 
-class InteractableUpdateStream(_ArgumentStream):
+class InteractableUpdateStream(ArgumentStream):
     """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.
 
     Operations under ``/newProps`` (``/newState``) are re-rooted onto the
@@ -757,12 +760,12 @@ class InteractableUpdateStream(_ArgumentStream):
         self.max_chars = max_chars
         self._member = "/newProps" if kind == "props" else "/newState"
         self._policy = interactable.update_policy(kind)
-        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
+        self._stream = arguments_parser(max_chars, append_strings=append_strings)
         self._status = StatusTracker()
         self._status_changed = False
         member = self._member[1:]
         policy = self._policy
-        self._filter = _PropsFilter(lambda path: policy.decide((member, *path)), self._member)
+        self._filter = PropsFilter(lambda path: policy.decide((member, *path)), self._member)
         self._closed = False
         self._error: Exception | None = None
         self._size = 0

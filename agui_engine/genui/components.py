@@ -74,6 +74,7 @@ __all__ = [
     "StrictResult",
     "ToolArgumentsError",
     "UI_TOOL_PREFIX",
+    "check_object_schema",
     "component_from_tool",
     "component_tool_name",
     "components_from_available",
@@ -191,7 +192,7 @@ def add_standard_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     Raises :class:`UsageError` if ``schema`` is not an object schema or already
     declares a ``_tambo_*`` property.
     """
-    root = _check_object_schema(schema, "tool parameters")
+    root = check_object_schema(schema, "tool parameters")
     out = {k: copy.deepcopy(v) for k, v in root.items() if k not in ("properties", "required")}
     props: dict[str, Any] = {k: dict(v) for k, v in STANDARD_PARAMETERS.items()}
     props.update(copy.deepcopy(root.get("properties") or {}))
@@ -236,7 +237,10 @@ def status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
     )
 
 
-def _check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
+def check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
+    """``schema`` as a mapping if it is an object schema a tool or a resource may declare
+    (``type`` object or absent, ``properties`` a mapping, ``required`` a list of strings, no
+    property with the reserved ``_tambo_`` prefix); UsageError naming ``what`` otherwise."""
     if not isinstance(schema, Mapping):
         raise UsageError(f"{what} must be a JSON Schema object, got {type(schema).__name__}")
     kind = schema.get("type")
@@ -908,7 +912,7 @@ class Component(_ToolSource):
         if isinstance(props_schema, type) and issubclass(props_schema, msgspec.Struct):
             self.struct_type = props_schema
         schema = copy.deepcopy(dict(_as_schema(props_schema)))
-        _check_object_schema(schema, f"component {name!r} props schema")
+        check_object_schema(schema, f"component {name!r} props schema")
         #: The resources this component can show, by id (``resourceId`` is one of them).
         self.resources: dict[str, Resource] = _component_resources(name, resources, registry)
         if self.resources:
@@ -1285,7 +1289,7 @@ def tool_from_callable(
         hint = hints.get(params[0].name)
         if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
             schema = schema_from_struct(hint)
-            _check_object_schema(schema, f"tool {tool_name} parameters")
+            check_object_schema(schema, f"tool {tool_name} parameters")
             return ServerTool(tool_name, doc, schema, fn, hint, params[0].name)
     fields: list[Any] = []
     for p in params:
@@ -1301,5 +1305,5 @@ def tool_from_callable(
         raise UsageError(f"tool {tool_name}: a parameter type has no JSON Schema: {exc}") from None
     schema.pop("title", None)
     schema.setdefault("properties", {})
-    _check_object_schema(schema, f"tool {tool_name} parameters")
+    check_object_schema(schema, f"tool {tool_name} parameters")
     return ServerTool(tool_name, doc, schema, fn, args_type, None)

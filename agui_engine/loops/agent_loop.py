@@ -106,7 +106,7 @@ import msgspec
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools, new_id
+from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, new_id
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.events import (
@@ -194,7 +194,7 @@ class _Plan(msgspec.Struct, frozen=True):
     """What one run needs before the inner agent starts."""
 
     inner_input: RunAgentInput
-    specs: dict[str, _ToolSpec]
+    specs: dict[str, ToolSpec]
 
 
 class AgentLoop:
@@ -348,7 +348,7 @@ class _Run:
         "verifier",
     )
 
-    def __init__(self, input: RunAgentInput, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str],
+    def __init__(self, input: RunAgentInput, specs: Mapping[str, ToolSpec], make_id: Callable[[], str],
                  on_repair: RepairHook, append_strings: bool = True) -> None:
         self.input = input
         self.make_id = make_id
