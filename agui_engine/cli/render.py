@@ -33,6 +33,7 @@ import msgspec
 from ..protocol.accumulator import Accumulator
 from ..genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     PROPS_STATUS_KEY,
@@ -181,7 +182,7 @@ class Renderer:
         self.color = color
         self.width = max(width, 40)
         self.max_box_lines = max(height - 4, _MIN_LIVE_LINES)
-        self.acc = Accumulator()
+        self.acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         self.components: dict[str, _ComponentView] = {}
         self.active: list[_ComponentView] = []  # boxes in the live region, in order
         self.drawn = 0  # lines the live region takes on screen now

@@ -51,8 +51,9 @@ empty object ``{}`` (models send ``""`` for a call without arguments).
 ``/newState/...``) onto the component's props (or state): a shallow merge
 expressed as operations on the existing instance.
 
-The accumulator handlers (registered on :class:`~agui_engine.protocol.accumulator.Accumulator`
-when this module is imported; :func:`register_component_handlers`) turn these
+The accumulator handlers (:data:`COMPONENT_HANDLERS`, given to an accumulator by
+composition: ``Accumulator(custom_handlers=COMPONENT_HANDLERS)``; importing this module
+registers nothing anywhere) turn these
 events into content blocks ``{"type": "component", "id", "name", "props",
 "streamingState", "propsStatus"}`` in the list :data:`BLOCKS_KEY` (``contentBlocks``)
 of the assistant message; :func:`find_component` looks one up.
@@ -66,12 +67,13 @@ import abc
 import re
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import jsonpatch
 import jsonpointer
 
-from ..protocol.accumulator import Accumulator, grow_string
+from ..protocol.accumulator import Accumulator, CustomHandler, grow_string
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
@@ -93,6 +95,7 @@ __all__ = [
     "ArgumentStream",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
+    "COMPONENT_HANDLERS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
@@ -1026,23 +1029,12 @@ def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
         block[PROPS_STATUS_KEY] = done_statuses(block.get("props"))
 
 
-_HANDLERS: Final = {
+#: The ``tambo.component.*`` accumulator handlers by CUSTOM event name, read-only:
+#: ``Accumulator(custom_handlers=COMPONENT_HANDLERS)`` keeps component blocks in its
+#: messages (a Thread's accumulator has them). Nothing is registered by importing this module.
+COMPONENT_HANDLERS: Final[Mapping[str, CustomHandler]] = MappingProxyType({
     COMPONENT_START: _on_start,
     COMPONENT_PROPS_DELTA: _on_props_delta,
     COMPONENT_STATE_DELTA: _on_state_delta,
     COMPONENT_END: _on_end,
-}
-
-
-def register_component_handlers(target: Any = None) -> None:
-    """Register the ``tambo.component.*`` handlers on an Accumulator class or instance.
-
-    Done for :class:`~agui_engine.protocol.accumulator.Accumulator` when this module is
-    imported; call it for an accumulator subclass with its own registry.
-    """
-    target = Accumulator if target is None else target
-    for name, handler in _HANDLERS.items():
-        target.register_custom_handler(name, handler, replace=True)
-
-
-register_component_handlers()
+})

@@ -23,7 +23,7 @@ MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS
 EXPECTED_ALL = [
     "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
     "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage", "AudioInputContent", "AudioPart", "BaseEvent",
-    "COMPONENT_END", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapacityError",
+    "COMPONENT_END", "COMPONENT_HANDLERS", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapacityError",
     "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
     "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
     "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event", "EventDecodeError",
