@@ -138,9 +138,11 @@ __all__ = [
     "CrewAIAgent",
     "CrewEventTranslator",
     "FEEDBACK_INTERRUPT_REASON",
+    "Handler",
     "KickoffCancelled",
     "MAX_PAUSED_CREWAI_FLOWS",
     "MAX_PENDING_CREWAI_EVENTS",
+    "STEP_NAME_CHARS",
     "TASK_HUMAN_INPUT_UNSUPPORTED",
     "client_tools",
     "feedback_of",
@@ -148,7 +150,7 @@ __all__ = [
     "kickoff_inputs",
 ]
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 #: The one line a user gets when crewai is not installed.
 CREWAI_MISSING: Final = "CrewAI is not installed: pip install 'agui-engine[crewai]'"
@@ -953,7 +955,7 @@ class CrewAIAgent:
                         instance.persistence = self._persistence
                 kickoff = lambda: instance.kickoff(inputs=inputs)  # noqa: E731
         except Exception as exc:
-            log.exception("CrewAI run %s could not start", input.run_id)
+            _log.exception("CrewAI run %s could not start", input.run_id)
             for event in translator.fail(f"the CrewAI target could not start: {exc}"):
                 yield event
             return
@@ -1003,7 +1005,7 @@ class CrewAIAgent:
                                 yield event
                         return
                     else:
-                        log.error("CrewAI run %s failed", input.run_id, exc_info=value)
+                        _log.error("CrewAI run %s failed", input.run_id, exc_info=value)
                         for event in translator.fail(f"{type(value).__name__}: {value}"):
                             yield event
                         return

@@ -93,6 +93,7 @@ from ..protocol.pointer import escape_token, pointer_tokens
 
 __all__ = [
     "ArgumentStream",
+    "BLOCKS_KEY",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
     "COMPONENT_HANDLERS",
@@ -101,11 +102,13 @@ __all__ = [
     "COMPONENT_STATE_DELTA",
     "ComponentSizeError",
     "ComponentStream",
+    "DONE",
     "InteractableUpdateStream",
     "MAX_COMPONENT_ARGS_CHARS",
     "PROPS_STATUS_KEY",
     "PathStatus",
     "PropsFilter",
+    "STARTED",
     "STATUS_CHANGES_KEY",
     "StatusTracker",
     "apply_status_changes",

@@ -143,7 +143,7 @@ from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Ch
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
-logger = logging.getLogger("agui_engine.loops.agent_loop")
+_log = logging.getLogger("agui_engine.loops.agent_loop")
 
 #: ``RUN_ERROR.code`` when the inner agent raised something that is not an
 #: :class:`~agui_engine.protocol.errors.AguiEngineError` (which keeps its own code).
@@ -187,7 +187,7 @@ class RepairHook(Protocol):
 
 
 def _no_hook(repair: str, detail: str) -> None:
-    logger.debug("agent loop repair %s: %s", repair, detail)
+    _log.debug("agent loop repair %s: %s", repair, detail)
 
 
 class _Plan(msgspec.Struct, frozen=True):
@@ -400,7 +400,7 @@ class _Run:
         out: list[Event] = []
         if self.phase == _ENDED:
             return out
-        logger.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
             error = RunErrorEvent.from_error(exc)
         else:
@@ -432,7 +432,7 @@ class _Run:
             try:
                 self._close_lanes(out)
             except AguiEngineError:  # pragma: no cover - closing what the verifier says is open is valid
-                logger.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
+                _log.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
         self.phase = _ENDED
         self.verifier.feed(error)  # accepted in every phase but _ENDED
         out.append(error)

@@ -156,6 +156,9 @@ __all__ = [
     "ToolCallRequest",
     "ToolCallTransformer",
     "ToolSpec",
+    "WireWriter",
+    "build_tools",
+    "new_id",
     "run_decision_loop",
 ]
 

@@ -93,7 +93,29 @@ from .events import (
     ToolCallStartEvent,
 )
 
-__all__ = ["ChunkExpander", "ProtocolViolation", "Verifier", "Violation", "verify_events"]
+__all__ = [
+    "ANY",
+    "Action",
+    "ChunkExpander",
+    "KINDS",
+    "Kind",
+    "Phase",
+    "ProtocolViolation",
+    "REASONING",
+    "REASONING_MESSAGE",
+    "RULES",
+    "Row",
+    "Rule",
+    "STEP",
+    "SUBAGENT",
+    "TEXT",
+    "TOOL",
+    "TRANSITIONS",
+    "Verifier",
+    "Violation",
+    "event_type_of",
+    "verify_events",
+]
 
 
 # --------------------------------------------------------------------------- rules
@@ -673,10 +695,6 @@ class Verifier:
     @property
     def phase(self) -> Phase:
         return self._phase
-
-    @property
-    def events_fed(self) -> int:
-        return self._index + 1
 
     def open_ids(self, kind: Kind) -> list[str]:
         """Ids of the open entities of one kind, in opening order."""
