@@ -50,6 +50,7 @@ import msgspec
 from .errors import RemoteInputError, UsageError
 from .events import (
     ActivityDeltaEvent,
+    AnyEvent,
     ActivitySnapshotEvent,
     CustomEvent,
     Message,
@@ -414,7 +415,7 @@ class Accumulator:
 
     # ------------------------------------------------------------------ applying
 
-    def apply(self, event: Any) -> None:
+    def apply(self, event: AnyEvent) -> None:
         """Fold one event in. Never raises for bad remote input (see :attr:`problems`)."""
         self.event_index += 1
         try:
@@ -432,7 +433,7 @@ class Accumulator:
                 for hook in hooks:
                     self._call(hook, ev)
 
-    def apply_all(self, events: Iterable[Any]) -> None:
+    def apply_all(self, events: Iterable[AnyEvent]) -> None:
         for event in events:
             self.apply(event)
 
