@@ -11,7 +11,9 @@ The scan reads every source file of ``agui_engine/``, ``adapters/`` and ``transp
 * ``m._x`` where ``m`` is a project module bound by ``import`` / ``from pkg import m``;
 * ``C._x`` where ``C`` is a name imported from another project module (a class, a function);
 * ``v._x`` where ``v`` is a parameter or an annotated variable whose annotation is a class
-  imported from another project module (``run: Run``, ``flow: Flow | None``);
+  imported from another project module (``run: Run``, ``flow: Flow | None``), or a variable
+  assigned the result of calling such a class or a function of another project module whose
+  return annotation names a class (``r = make_renderer(...)`` with ``-> Renderer``);
 * ``getattr(v, "_x")`` / ``setattr`` / ``hasattr`` / ``delattr`` on any of those.
 
 A private *module* (``agui_engine._lazy``) is the package's own: importing its public names
@@ -101,8 +103,28 @@ def annotation_names(node: ast.expr | None) -> Iterator[str]:
 ATTRIBUTE_FUNCTIONS = {"getattr", "setattr", "hasattr", "delattr"}
 
 
-def scan(source: str, current: str, is_init: bool, modules: set[str], where: str) -> list[Finding]:
-    """Every read of another project module's private name in ``source`` (module ``current``)."""
+def returned_classes(source: str) -> dict[str, str]:
+    """What calling a module-level name of ``source`` gives, where it can be read: a class gives
+    itself, a function the class its return annotation names (``-> C``, ``-> C | None``)."""
+    tree = ast.parse(source)
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            found[node.name] = node.name
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = [name for name in annotation_names(node.returns) if name != "None"]
+            if len(names) == 1:
+                found[node.name] = names[0]
+    return found
+
+
+def scan(
+    source: str, current: str, is_init: bool, modules: set[str], where: str,
+    returns: dict[str, dict[str, str]] | None = None,
+) -> list[Finding]:
+    """Every read of another project module's private name in ``source`` (module ``current``);
+    ``returns``: module -> :func:`returned_classes` of it."""
+    returns = returns or {}
     tree = ast.parse(source, filename=where)
     findings: list[Finding] = []
     # local name -> (what it is: "module" or "object", the defining module)
@@ -147,6 +169,18 @@ def scan(source: str, current: str, is_init: bool, modules: set[str], where: str
                 for name in annotation_names(node.annotation):
                     if name in foreign_classes:
                         typed[node.target.id] = f"{foreign[name][1]}.{name}"
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in foreign_classes
+            ):
+                defining = foreign[node.value.func.id][1]
+                made = returns.get(defining, {}).get(node.value.func.id)
+                if made is not None:
+                    typed[node.targets[0].id] = f"{defining}.{made}"
         return typed
 
     def receiver(node: ast.expr, typed: dict[str, str]) -> str | None:
@@ -201,10 +235,12 @@ def scan(source: str, current: str, is_init: bool, modules: set[str], where: str
 def library_findings() -> list[Finding]:
     modules = project_modules()
     names = set(modules)
+    sources = {name: path.read_text(encoding="utf-8") for name, path in modules.items()}
+    returns = {name: returned_classes(source) for name, source in sources.items()}
     findings: list[Finding] = []
     for name, path in modules.items():
         _, is_init = module_name(path)
-        findings.extend(scan(path.read_text(encoding="utf-8"), name, is_init, names, str(path.relative_to(ROOT))))
+        findings.extend(scan(sources[name], name, is_init, names, str(path.relative_to(ROOT)), returns))
     return findings
 
 
@@ -221,8 +257,12 @@ MODULES = {"agui_engine", "agui_engine.genui", "agui_engine.genui.components", "
            "agui_engine.loops.decision", "agui_engine.loops.agent_loop", "agui_engine._lazy"}
 
 
+#: what calling names of agui_engine.loops.decision gives (as returned_classes reads it)
+RETURNS = {"agui_engine.loops.decision": returned_classes("class Decision: ...\ndef make() -> Decision | None: ...\n")}
+
+
 def findings_in(source: str, current: str = "agui_engine.loops.agent_loop") -> list[str]:
-    return [f.what for f in scan(textwrap.dedent(source), current, False, MODULES, "x.py")]
+    return [f.what for f in scan(textwrap.dedent(source), current, False, MODULES, "x.py", RETURNS)]
 
 
 @pytest.mark.parametrize(
@@ -242,6 +282,14 @@ def findings_in(source: str, current: str = "agui_engine.loops.agent_loop") -> l
         (
             "from .decision import Decision\ndef f():\n    d: 'Decision' = g()\n    return getattr(d, '_items')\n",
             ["getattr agui_engine.loops.decision.Decision's _items"],
+        ),
+        (
+            "from .decision import Decision\ndef f():\n    d = Decision()\n    d._items\n",
+            ["reads agui_engine.loops.decision.Decision's _items"],
+        ),
+        (
+            "from .decision import make\ndef f():\n    d = make()\n    d._items\n",
+            ["reads agui_engine.loops.decision.Decision's _items"],
         ),
     ],
 )
