@@ -27,7 +27,7 @@ EXPECTED_ALL = [
     "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
     "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
     "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event", "EventDecodeError",
-    "EventStreamDecoder", "EventType", "FileSource", "Finish", "FinishReason", "FrameTooLargeError",
+    "EventStreamDecoder", "EventType", "EventWriter", "FileSource", "Finish", "FinishReason", "FrameTooLargeError",
     "FunctionCall", "GenUILimitError", "GenUISpecError", "GenUIStream", "ImageInputContent", "ImagePart",
     "InputContent", "Interactable", "InteractableUpdateStream", "Interrupt", "JSONStreamError",
     "JSONStreamLimitError", "JSONTooDeepError", "JsonPatch", "JsonPatchOperation", "LLMAgent", "LLMClient",
@@ -53,7 +53,7 @@ EXPECTED_ALL = [
     "ToolRoundsExceededError", "ToolRunner", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT", "UI_SPEC_TOOL",
     "UnknownComponentError", "UnknownEvent", "UnknownResourceError", "UnknownToolChoiceError",
     "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier", "VideoInputContent",
-    "VideoPart", "Violation", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event",
+    "VideoPart", "Violation", "WriterError", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event",
     "encode_event", "encode_ndjson", "encode_sse", "encode_sse_comment", "find_component", "interactable_tools",
     "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema",
     "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
@@ -78,15 +78,14 @@ def test_public_module_keeps_no_public_name_outside_its_all(module: str, path: P
 
 def test_demo_data_and_internals_are_not_exported() -> None:
     from agui_engine.demo import weather_model as embedded
-    from agui_engine.loops import decision
-    from agui_engine.protocol import verify
+    from agui_engine.protocol import ids, verify
 
     for name in ["DEMO_WEATHER", "plan_reply", "chunk_text", "ANY", "TEXT", "Row", "KEEP", "DROP", "new_id"]:
         assert name not in agui_engine.__all__
     # the public API of their modules (for the demo and the tests), not of the package
-    assert embedded.DEMO_WEATHER and embedded.plan_reply and verify.Row and decision.new_id
+    assert embedded.DEMO_WEATHER and embedded.plan_reply and verify.Row and ids.new_id
     for module, names in [(embedded, ["DEMO_WEATHER", "plan_reply", "chunk_text"]), (verify, ["ANY", "TEXT", "Row"]),
-                          (decision, ["new_id"])]:
+                          (ids, ["new_id"])]:
         assert set(names) <= set(module.__all__)
 
 
