@@ -64,7 +64,7 @@ from __future__ import annotations
 import enum
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any, Final, NamedTuple, Union, cast, overload
+from typing import Any, Final, NamedTuple, cast, overload
 
 import msgspec
 
@@ -1206,7 +1206,7 @@ def _compile_fast_continue(table: dict[tuple[Phase, str], Row]) -> dict[type, tu
 
 _FAST_CONTINUE: Final = _compile_fast_continue(TRANSITIONS)
 #: What the fast path continues (the CONTINUE rows of the RUNNING phase).
-_Continuation = Union[TextMessageContentEvent, ToolCallArgsEvent, ReasoningMessageContentEvent]
+_Continuation = TextMessageContentEvent | ToolCallArgsEvent | ReasoningMessageContentEvent
 
 
 def verify_events(
