@@ -821,7 +821,10 @@ def _name(event: Any) -> str:
 
 _CHUNKS: Final = frozenset({TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent})
 #: A CONTENT event's class -> the Kind of the message it belongs to.
-_CONTENT_KINDS: Final[dict[type, Kind]] = {TextMessageContentEvent: TEXT, ReasoningMessageContentEvent: REASONING_MESSAGE}
+_CONTENT_KINDS: Final[dict[type, Kind]] = {
+    TextMessageContentEvent: TEXT,
+    ReasoningMessageContentEvent: REASONING_MESSAGE,
+}
 #: The Kind of a message a CONTENT arrived for before its START -> the repair (REPAIRS) that opens it.
 _MISSING_START: Final[dict[Kind, str]] = {TEXT: "missing_text_start", REASONING_MESSAGE: "missing_reasoning_start"}
 _END_KINDS: Final[dict[type, Kind]] = {
