@@ -23,6 +23,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Self
@@ -589,6 +590,8 @@ class RemoteAgentError(UpstreamError):
     def __init__(self, message: str, *, status: int, code: str | None = None, retryable: bool = False) -> None:
         super().__init__(message, code=code, retryable=retryable)
         self.status = status
+        #: The media type of the answer when it was not one of this protocol's (``text/html``), else None.
+        self.content_type: str | None = None
 
 
 class ConnectionLostError(UpstreamError):
@@ -597,18 +600,25 @@ class ConnectionLostError(UpstreamError):
 
     default_code = "connection_lost"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, tls_failure: str | None = None) -> None:
         super().__init__(message, retryable=True)
+        #: The TLS failure's reason (``WRONG_VERSION_NUMBER``: the server speaks plain HTTP) when the
+        #: connection failed in the TLS handshake, else None.
+        self.tls_failure = tls_failure
 
 
 #: HTTP statuses after which trying again later may succeed.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
-def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAgentError:
+def remote_error_from_body(
+    status: int, body: bytes, *, where: str, content_type: str | None = None
+) -> RemoteAgentError:
     """A RemoteAgentError for a refused request, using the ``{"error": {code,
-    message}}`` body this project's servers send when it is there. The message
-    is cut to ``MAX_ERROR_MESSAGE_CHARS`` characters and never contains request headers."""
+    message}}`` body this project's servers send when it is there. Any other body
+    is quoted only when it is plain text, on one line (an HTML error page is named by
+    its content type, not dumped). The message is cut to ``MAX_ERROR_MESSAGE_CHARS``
+    characters and never contains request headers."""
     code: str | None = None
     message = ""
     try:
@@ -618,9 +628,30 @@ def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAge
             code = err["code"] if isinstance(err.get("code"), str) else None
             message = err["message"] if isinstance(err.get("message"), str) else ""
     except msgspec.DecodeError:
-        message = body[: MAX_ERROR_MESSAGE_CHARS * 4].decode("utf-8", "replace")
-    text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:MAX_ERROR_MESSAGE_CHARS]}" if message else "")
-    return RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
+        if content_type is None or media_type(content_type) == "text/plain":
+            message = " ".join(body[: MAX_ERROR_MESSAGE_CHARS * 4].decode("utf-8", "replace").split())
+    kind = f" {media_type(content_type)}" if content_type and code is None and not message else ""
+    text = (f"{where} answered {status}{kind}" + (f" ({code})" if code else "")
+            + (f": {message[:MAX_ERROR_MESSAGE_CHARS]}" if message else ""))
+    error = RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
+    error.content_type = media_type(content_type) if content_type else None
+    return error
+
+
+def media_type(content_type: str | None) -> str:
+    """``text/html; charset=utf-8`` -> ``text/html`` (lower case); ``""`` for none."""
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """The reason of the TLS failure anywhere in ``exc``'s chain of causes
+    (``WRONG_VERSION_NUMBER``, ``CERTIFICATE_VERIFY_FAILED`` ...), else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return str(seen.reason or type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 #: The events that end a run.
@@ -669,6 +700,14 @@ class RetryPolicy:
         capped, times a random factor in [BACKOFF_JITTER_MIN, 1] so that clients do not reconnect in step."""
         base = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
         return float(base * random.uniform(BACKOFF_JITTER_MIN, 1.0))
+
+    def retries(self, failures: int, *, resumable: bool) -> bool:
+        """Whether a drop is tried again after ``failures`` failed attempts in a row.
+        Never when the run is not ``resumable``: the server sent no event id yet (a
+        server that is not an AG-UI gateway -- a web page, a proxy's answer -- or one
+        without ids, which a resume would only run again), so there is no cursor to
+        resume from and repeating the POST would start the run again."""
+        return resumable and failures <= self.max_retries
 
     async def wait(self, failures: int) -> None:
         await asyncio.sleep(self.delay(failures))
@@ -722,7 +761,8 @@ class RemoteClientBase:
         run_id = input.run_id
         session = await self._open()
         last_seq = 0
-        last_id: str | None = None
+        last_id: str | None = None  # the last event id the server sent: the resume cursor
+        accepted = False
         yielded = False
         failures = 0
         self.reconnects = 0
@@ -735,18 +775,14 @@ class RemoteClientBase:
                 try:
                     async for item in attempt:
                         if item is None:
-                            # Accepted: a drop from here on resumes the run (from its
-                            # start if no event came yet) instead of starting it again.
-                            if last_id is None:
-                                last_id = f"{run_id}:0"
+                            accepted = True  # the remote run exists: stopping early cancels it
                             continue
                         ident, events = item
                         if ident is not None:
                             seq = _seq_of(ident, run_id)
-                            if seq:
-                                if seq <= last_seq:
-                                    continue  # already delivered before a reconnect
-                                last_seq, last_id = seq, ident
+                            if seq and seq <= last_seq:
+                                continue  # already delivered before a reconnect
+                            last_seq, last_id = max(seq, last_seq), ident
                         failures = 0
                         for event in events:
                             yielded = True
@@ -757,15 +793,18 @@ class RemoteClientBase:
                     raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
                 except drops as exc:
                     failures += 1
-                    if last_id is None or failures > self.retry.max_retries:
+                    if not self.retry.retries(failures, resumable=last_id is not None):
                         abandoned = False
-                        lost = ConnectionLostError(
-                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
-                            f"after {failures - 1} retries"
-                            if last_id is not None
-                            else f"cannot reach {self.url} ({type(exc).__name__})"
-                        )
-                        yield end_or_raise(lost, yielded)
+                        tls = tls_failure(exc)
+                        reason = f"TLS handshake failed: {tls}" if tls else type(exc).__name__
+                        if last_id is not None:
+                            text = f"connection to {self.url} lost ({reason}) and not resumed after {failures - 1} retries"
+                        elif accepted:
+                            text = (f"{self.url} accepted the run but its stream ended ({reason}) before any event "
+                                    "with an id, so it cannot be resumed")
+                        else:
+                            text = f"cannot reach {self.url} ({reason})"
+                        yield end_or_raise(ConnectionLostError(text, tls_failure=tls), yielded)
                         return
                     await self.retry.wait(failures)
                     self.reconnects += 1
@@ -780,7 +819,7 @@ class RemoteClientBase:
                     await attempt.aclose()  # type: ignore[attr-defined]
         finally:
             try:
-                if abandoned and last_id is not None:
+                if abandoned and accepted:
                     await self._cancel(session, run_id)
             finally:
                 await self._close(session)

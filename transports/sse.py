@@ -85,6 +85,7 @@ from .common import (
     check_bearer,
     check_body_size,
     decode_run_input,
+    media_type,
     remote_error_from_body,
     send_or_stall,
     listening_socket,
@@ -143,6 +144,9 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 #: (spec/transports.md §2.6). RUN_KEY_QUERY is the same as a query parameter, for an
 #: EventSource, which cannot send headers.
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
+#: Response header of a run's stream naming the run: a client that sees it knows the stream is
+#: this gateway's, resumable from its start (``Last-Event-ID: <runId>:0``) before any event came.
+RUN_ID_HEADER = "X-AGUI-Run-Id"
 RUN_KEY_QUERY = "runKey"
 
 
@@ -305,7 +309,7 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}"
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -463,7 +467,7 @@ class _Gateway:
             "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            "X-AGUI-Run-Id": run.run_id,
+            RUN_ID_HEADER: run.run_id,
         }
         if started and run.key is not None:
             headers[RUN_KEY_HEADER] = run.key  # only to the client that started the run
@@ -880,11 +884,19 @@ class SSEAgent(RemoteClientBase):
             headers["Last-Event-ID"] = last_id
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
+            content_type = resp.headers.get("content-type")
             if resp.status_code != 200:
                 raw = await resp.aread()
-                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
+            if media_type(content_type) != SSE_CONTENT_TYPE:
+                # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
+                raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
+            if last_id is None and resp.headers.get(RUN_ID_HEADER) == input.run_id:
+                # This gateway names the run it started: its stream is resumable from the start
+                # (the cursor "<runId>:0") even if it drops before the first event.
+                yield f"{input.run_id}:0", []
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
             async for chunk in resp.aiter_raw():
                 events = decoder.feed(chunk)

@@ -214,10 +214,17 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
+def _serve_hint(url: str) -> str:
+    """``agui-engine serve --port N``: the command that starts a server where ``url`` points."""
+    port = url.partition("://")[2].partition("/")[0].rpartition(":")[2]
+    return f"agui-engine serve --port {port}" if port.isdigit() else "agui-engine serve"
+
+
 async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     """The line for a run that failed before its first event: the other
-    transport's URL when the endpoint speaks it, how to start a server when
-    nothing answered, else the error itself."""
+    transport's URL when the endpoint speaks it, what came back when it is not an
+    AG-UI endpoint (status, content type), a TLS mismatch named as such, how to
+    start a server when nothing answered, else the error itself."""
     from agui_engine.transports.common import ConnectionLostError, RemoteAgentError
 
     # Our servers always send an error code; a refusal without one, or no answer
@@ -225,11 +232,20 @@ async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     foreign = isinstance(exc, ConnectionLostError) or (
         isinstance(exc, RemoteAgentError) and exc.code == RemoteAgentError.default_code
     )
-    hint = await _other_transport(url) if foreign else None
+    tls = exc.tls_failure if isinstance(exc, ConnectionLostError) else None
+    hint = await _other_transport(url) if foreign and tls is None else None
     if hint is not None:
         return hint
+    scheme, _, rest = url.partition("://")
+    if tls is not None:
+        if tls == "WRONG_VERSION_NUMBER" and scheme.lower() in ("https", "wss"):
+            plain = ("http://" if scheme.lower() == "https" else "ws://") + rest
+            return (f"{url}: TLS handshake failed ({tls}): the server there speaks plain HTTP, not TLS; "
+                    f"run again with --url {plain}")
+        return f"{url}: TLS handshake failed ({tls}): check the server's certificate and that it serves TLS there"
+    if isinstance(exc, RemoteAgentError) and exc.content_type is not None:
+        return (f"{exc.message}, not an AG-UI event stream: is {url} an AG-UI endpoint? "
+                f"(check the URL and its path; {_serve_hint(url)} starts one)")
     if isinstance(exc, ConnectionLostError):
-        port = url.partition("://")[2].partition("/")[0].rpartition(":")[2]
-        serve = f"agui-engine serve --port {port}" if port.isdigit() else "agui-engine serve"
-        return f"{exc.message}: is an AG-UI server running there? ({serve} starts one)"
+        return f"{exc.message}: is an AG-UI server running there? ({_serve_hint(url)} starts one)"
     return exc.message
