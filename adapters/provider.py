@@ -73,13 +73,13 @@ from agui_engine.llm import (
 
 __all__ = [
     "CompletionRequest",
-    "MissingAPIKeyError",
     "DEFAULT_MAX_RETRIES",
     "DRAIN_TIMEOUT_SECONDS",
     "MAX_DRAIN_BYTES",
     "MAX_PROVIDER_FRAME_BYTES",
     "MAX_RETRY_AFTER_SECONDS",
     "MalformedStream",
+    "MissingAPIKeyError",
     "ProviderError",
     "ProviderStream",
     "StreamParser",
