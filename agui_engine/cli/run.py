@@ -23,8 +23,9 @@ import importlib
 import os
 import sys
 import uuid
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Final
 
 from agui_engine.codec import encode_ndjson
 from agui_engine.errors import AguiEngineError, UsageError
@@ -37,8 +38,12 @@ from agui_engine.events import (
     RunFinishedEvent,
     UserMessage,
 )
+from agui_engine.agent import Agent
 from agui_engine.thread import Thread
 from agui_engine.transports.tool_runner import ThreadedToolRunner
+
+if TYPE_CHECKING:
+    from .render import Query, Renderer
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "add_arguments", "make_input", "run"]
 
@@ -73,15 +78,15 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
     )
 
 
-def _sink(args: argparse.Namespace) -> Callable[[Event], None]:
-    """Where each event goes: the demo's renderer (one for demo and run) or NDJSON lines."""
+def _sink(args: argparse.Namespace) -> tuple[Callable[[Event], None], Renderer | None]:
+    """Where each event goes: the demo's renderer (one for demo and run; returned too) or NDJSON lines."""
     out = sys.stdout
     if args.raw:
         def raw(event: Event) -> None:
             out.buffer.write(encode_ndjson(event))
             out.buffer.flush()
 
-        return raw
+        return raw, None
     from .render import console_modes, make_renderer
 
     live, color = console_modes(out, plain=args.plain, no_color=args.no_color)
@@ -92,7 +97,26 @@ def _sink(args: argparse.Namespace) -> Callable[[Event], None]:
         if isinstance(event, (RunFinishedEvent, RunErrorEvent)):
             out.flush()
 
-    return render
+    return render, renderer
+
+
+class _FetchingData:
+    """The remote agent, each of whose resource-bound cards gets its data before the
+    renderer shows it, fetched through the endpoint's own query route (``query``: the
+    client's ``POST <url>/data/query`` / WebSocket ``query``) -- as ``demo`` does in-process."""
+
+    def __init__(self, agent: Agent, renderer: Renderer, query: Query) -> None:
+        self.agent = agent
+        self.renderer = renderer
+        self.query = query
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        from .render import fetch_component_data
+
+        async with aclosing(self.agent.run(input)) as events:  # type: ignore[type-var]
+            async for event in events:
+                await fetch_component_data(self.renderer, event, self.query)
+                yield event
 
 
 def _load_tool(spec: str) -> Callable[..., Any]:
@@ -177,7 +201,10 @@ def run(args: argparse.Namespace) -> int:
 
     agent = agent_from_spec(url, headers=headers)
     tools = [_load_tool(spec) for spec in args.tool]
-    sink = _sink(args)
+    sink, renderer = _sink(args)
+    query = getattr(agent, "query", None)
+    if renderer is not None and query is not None:
+        agent = _FetchingData(agent, renderer, query)
     started = False
 
     def on_event(event: Event) -> None:

@@ -145,3 +145,28 @@ async def test_a_200_html_answer_is_posted_once_and_named() -> None:
     assert posts == ["/agui"]
     assert "answered 200 text/html, not an AG-UI event stream" in line, line
     assert "StreamDropped" not in line and "connection lost" not in line
+
+
+async def test_a_cards_resource_data_is_shown_as_demo_shows_it() -> None:
+    """Against a real ``agui-engine serve`` (the embedded agent, whose WeatherCard is bound to
+    weather.current): the rendered card carries the data the endpoint's query route answered,
+    the same lines the demo prints from its in-process broker."""
+    from agui_engine.embedded import DEMO_WEATHER
+
+    from .test_first_five_minutes import serving
+
+    with serving("--pace", "0") as url:
+        proc = await asyncio.create_subprocess_exec(*RUN, "--url", url, "--plain", "What's the weather in Tokyo?",
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
+    assert proc.returncode == 0, err.decode()
+    demo = await asyncio.create_subprocess_exec(sys.executable, "-m", "agui_engine", "demo", "--plain", "--pace", "0",
+                                                "What's the weather in Tokyo?", stdout=asyncio.subprocess.PIPE)
+    demo_out, _ = await asyncio.wait_for(demo.communicate(), DEADLINE)
+
+    def data_lines(text: bytes) -> list[str]:
+        return [line.strip() for line in text.decode().splitlines() if "⇣" in line]
+
+    assert data_lines(out) == data_lines(demo_out)
+    assert data_lines(out)[-len(DEMO_WEATHER["tokyo"]):] == [
+        f"⇣ WeatherCard #1 {key}: {value}" for key, value in DEMO_WEATHER["tokyo"].items()]
