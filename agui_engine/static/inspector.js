@@ -356,6 +356,7 @@ function renderQueries() {
     tr.append(cell(q.seq), cell(q.componentId == null ? "(form)" : q.nodeId == null ? q.componentId : `${q.componentId} [${q.nodeId}]`), cell(q.resourceId), cell(JSON.stringify(q.params)),
               cell(q.status), cell(q.httpStatus ?? "-"), cell(q.ms == null ? "-" : `${q.ms} ms`),
               cell(outcome.length > 300 ? outcome.slice(0, 300) + "…" : outcome, "outcome"));
+    for (const td of tr.children) td.title = td.textContent; // a cell cut by its column shows whole on hover
     return tr;
   }));
 }
