@@ -67,7 +67,7 @@ def test_write_your_own_agent_is_served_by_the_commands_shown(tmp_path: Path) ->
     import os
     import time
 
-    from agui_engine.codec import decode_event
+    from agui_engine.protocol.codec import decode_event
 
     (tmp_path / "my_agent.py").write_text(_agent_module(), encoding="utf-8")
     commands = [shlex.split(line) for block in _blocks("bash") for line in block.splitlines() if line.strip()]
@@ -134,7 +134,7 @@ def test_no_timing_or_ratio_is_copied_into_the_prose() -> None:
 
 def test_the_numbers_in_the_prose_are_the_codes() -> None:
     """The limits the README names are the code's: defaults as ``serve --help`` prints them, constants."""
-    from agui_engine.thread import MAX_TOOL_ROUNDS
+    from agui_engine.loops.thread import MAX_TOOL_ROUNDS
     from agui_engine.transports.data import QUERY_QUEUE_TIMEOUT_SECONDS
     from agui_engine.transports.redislog import OWNER_LOST_BOUND_SECONDS
 

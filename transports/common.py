@@ -9,7 +9,7 @@ line) is decoded by :func:`decode_run_input` in one msgspec pass. Malformed JSON
 is a :class:`MalformedInputError` (HTTP 400, with the byte offset); well-formed
 JSON of the wrong shape is an :class:`InvalidInputError` (HTTP 422, with the
 JSON path); input over the size limit a
-:class:`~agui_engine.errors.LimitExceededError` (413). Each error knows its
+:class:`~agui_engine.protocol.errors.LimitExceededError` (413). Each error knows its
 WebSocket close code and its ``RUN_ERROR``, so every transport answers the same
 mistake the same way (see ``spec/transports.md``).
 """
@@ -30,14 +30,14 @@ from typing import Any, Self
 
 import msgspec
 
-from agui_engine.errors import (
+from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
     LimitExceededError,
     RemoteInputError,
     UpstreamError,
 )
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AnyEvent,
     Event,
     RunAgentInput,

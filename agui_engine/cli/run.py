@@ -2,7 +2,7 @@
 remote AG-UI endpoint (SSE over HTTP, or WebSocket for ``ws://`` URLs) and
 render the stream live with the demo renderer (``--raw``: the events as NDJSON).
 
-Both modes are a :class:`~agui_engine.thread.Thread`: ``--tool module:function``
+Both modes are a :class:`~agui_engine.loops.thread.Thread`: ``--tool module:function``
 registers a Python function as a client tool (it runs here when a run ends with
 it pending, and its result goes back in a follow-up run). Without a message (or
 with ``--chat``) the command is multi-turn: each line of stdin is the next user
@@ -27,9 +27,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
-from agui_engine.codec import encode_ndjson
-from agui_engine.errors import AguiEngineError, UsageError
-from agui_engine.events import (
+from agui_engine.protocol.codec import encode_ndjson
+from agui_engine.protocol.errors import AguiEngineError, UsageError
+from agui_engine.protocol.events import (
     Event,
     Interrupt,
     ResumeEntry,
@@ -38,8 +38,8 @@ from agui_engine.events import (
     RunFinishedEvent,
     UserMessage,
 )
-from agui_engine.agent import Agent
-from agui_engine.thread import Thread
+from agui_engine.loops.thread import Thread
+from agui_engine.protocol.agent import Agent
 from agui_engine.transports.tool_runner import ThreadedToolRunner
 
 if TYPE_CHECKING:

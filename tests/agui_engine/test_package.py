@@ -16,7 +16,9 @@ from tests.public_api import check_module, check_package, public_modules
 # The schema writer is a program over the library (it writes spec/schema), not part of
 # it; the command line is the subpackage agui_engine.cli (not a module of this folder).
 NOT_PUBLIC = {"schema"}
-MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC)
+#: the core's layer folders (tests/test_layers.py); the CLI is not a library module
+LAYER_FOLDERS = ("protocol", "genui", "loops", "demo")
+MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
 
 EXPECTED_ALL = [
     "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
@@ -25,7 +27,7 @@ EXPECTED_ALL = [
     "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
     "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
     "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event", "EventDecodeError",
-    "EventStreamDecoder", "EventType", "FileSource", "Finish", "FinishReason", "FrameTooLargeError",
+    "EventStreamDecoder", "EventType", "EventWriter", "FileSource", "Finish", "FinishReason", "FrameTooLargeError",
     "FunctionCall", "GenUILimitError", "GenUISpecError", "GenUIStream", "ImageInputContent", "ImagePart",
     "InputContent", "Interactable", "InteractableUpdateStream", "Interrupt", "JSONStreamError",
     "JSONStreamLimitError", "JSONTooDeepError", "JsonPatch", "JsonPatchOperation", "LLMAgent", "LLMClient",
@@ -51,7 +53,7 @@ EXPECTED_ALL = [
     "ToolRoundsExceededError", "ToolRunner", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT", "UI_SPEC_TOOL",
     "UnknownComponentError", "UnknownEvent", "UnknownResourceError", "UnknownToolChoiceError",
     "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier", "VideoInputContent",
-    "VideoPart", "Violation", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event",
+    "VideoPart", "Violation", "WriterError", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event",
     "encode_event", "encode_ndjson", "encode_sse", "encode_sse_comment", "find_component", "interactable_tools",
     "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema",
     "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
@@ -70,7 +72,9 @@ def test_public_module_has_a_literal_sorted_all(module: str, path: Path) -> None
 
 
 def test_demo_data_and_internals_are_not_exported() -> None:
-    from agui_engine import decision, embedded, verify
+    from agui_engine.demo import weather_model as embedded
+    from agui_engine.loops import decision
+    from agui_engine.protocol import verify
 
     for name in ["DEMO_WEATHER", "plan_reply", "chunk_text", "ANY", "TEXT", "Row", "KEEP", "DROP", "new_id"]:
         assert name not in agui_engine.__all__

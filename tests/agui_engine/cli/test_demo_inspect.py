@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agui_engine.embedded import DEMO_WEATHER
+from agui_engine.demo.weather_model import DEMO_WEATHER
 from tests.transports.test_inspector import DEADLINE_MS, browser  # noqa: F401 - the Chromium fixture
 
 from .test_first_five_minutes import agui_engine_command

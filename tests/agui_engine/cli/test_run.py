@@ -151,7 +151,7 @@ async def test_a_cards_resource_data_is_shown_as_demo_shows_it() -> None:
     """Against a real ``agui-engine serve`` (the embedded agent, whose WeatherCard is bound to
     weather.current): the rendered card carries the data the endpoint's query route answered,
     the same lines the demo prints from its in-process broker."""
-    from agui_engine.embedded import DEMO_WEATHER
+    from agui_engine.demo.weather_model import DEMO_WEATHER
 
     from .test_first_five_minutes import serving
 
