@@ -153,6 +153,20 @@ async def _answer(interrupt: Interrupt) -> ResumeEntry:
     return ResumeEntry(interrupt_id=interrupt.id, status="resolved", payload=line)
 
 
+async def _answers_plain_http(url: str) -> bool:
+    """Whether a plain (no TLS) HTTP request to ``url`` (``ws://`` asked as ``http://``) gets
+    any answer within PROBE_TIMEOUT_SECONDS."""
+    import httpx
+
+    http_url = "http://" + url.partition("://")[2]
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_SECONDS) as client:
+            await client.get(http_url)
+    except (httpx.HTTPError, OSError):
+        return False
+    return True
+
+
 async def _other_transport(url: str) -> str | None:
     from .agent_spec import URL_SCHEMES
 
@@ -264,12 +278,17 @@ async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     if hint is not None:
         return hint
     scheme, _, rest = url.partition("://")
+    secure = scheme.lower() in ("https", "wss")
+    plain = ("http://" if scheme.lower() == "https" else "ws://") + rest
     if tls is not None:
-        if tls == "WRONG_VERSION_NUMBER" and scheme.lower() in ("https", "wss"):
-            plain = ("http://" if scheme.lower() == "https" else "ws://") + rest
+        if tls == "WRONG_VERSION_NUMBER" and secure:
             return (f"{url}: TLS handshake failed ({tls}): the server there speaks plain HTTP, not TLS; "
                     f"run again with --url {plain}")
         return f"{url}: TLS handshake failed ({tls}): check the server's certificate and that it serves TLS there"
+    if secure and isinstance(exc, ConnectionLostError) and await _answers_plain_http(plain):
+        # a plain server resets a TLS hello (the WebSocket servers do) rather than answer it
+        return (f"{url}: the TLS handshake failed: the server there answers plain HTTP, not TLS; "
+                f"run again with --url {plain}")
     if isinstance(exc, RemoteAgentError) and exc.content_type is not None:
         return (f"{exc.message}, not an AG-UI event stream: is {url} an AG-UI endpoint? "
                 f"(check the URL and its path; {_serve_hint(url)} starts one)")

@@ -170,3 +170,16 @@ async def test_a_cards_resource_data_is_shown_as_demo_shows_it() -> None:
     assert data_lines(out) == data_lines(demo_out)
     assert data_lines(out)[-len(DEMO_WEATHER["tokyo"]):] == [
         f"⇣ WeatherCard #1 {key}: {value}" for key, value in DEMO_WEATHER["tokyo"].items()]
+
+
+async def test_wss_against_a_plain_websocket_server_names_the_tls_mismatch() -> None:
+    """The WebSocket server resets a TLS hello instead of answering it: the line still says
+    that the server speaks plain HTTP there and gives the ws:// URL."""
+    from .test_first_five_minutes import serving
+
+    with serving("--transport", "ws") as ws_url:
+        wss_url = "wss://" + ws_url.removeprefix("ws://")
+        code, _, err = await agui_run("--url", wss_url, "hi")
+    line = _one_line(err)
+    assert code == 2
+    assert "not TLS" in line and f"--url {ws_url}" in line, line
