@@ -13,7 +13,12 @@ Exit status: 0 when the (last) run finished, 1 when it ended with ``RUN_ERROR``,
 when the URL is not one, or the endpoint refused or could not be reached. A
 failure before the first event is one line saying what to do; when the
 endpoint speaks the other transport (an ``http://`` URL of a WebSocket server,
-a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use.
+a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use; an
+endpoint that is not AG-UI (a web page, ``python -m http.server``) is named by what
+came back (status and content type; it is POSTed once: no retry before an event id),
+and a TLS mismatch (``https://`` of a plain server) as such, with the ``http://`` URL.
+A resource-bound card is shown with its data, fetched through the endpoint's query
+route, as ``demo`` shows it.
 """
 from __future__ import annotations
 
