@@ -76,9 +76,11 @@ __all__ = [
     "ThrottledWarning",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "UpstreamStoppedError",
     "WS_CLOSE_INVALID_INPUT",
     "WS_CLOSE_UNAUTHORIZED",
     "listening_socket",
+    "unresumable",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -607,6 +609,14 @@ class ConnectionLostError(UpstreamError):
         self.tls_failure = tls_failure
 
 
+class UpstreamStoppedError(UpstreamError):
+    """A remote AG-UI endpoint ended its stream before the run's ``RUN_FINISHED`` /
+    ``RUN_ERROR`` and sent no event id to resume from: the run ends here (starting it
+    again would run the remote agent twice). Code ``upstream_stopped``."""
+
+    default_code = "upstream_stopped"
+
+
 #: HTTP statuses after which trying again later may succeed.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -701,14 +711,6 @@ class RetryPolicy:
         base = min(self.backoff_max, self.backoff_initial * 2 ** (failures - 1))
         return float(base * random.uniform(BACKOFF_JITTER_MIN, 1.0))
 
-    def retries(self, failures: int, *, resumable: bool) -> bool:
-        """Whether a drop is tried again after ``failures`` failed attempts in a row.
-        Never when the run is not ``resumable``: the server sent no event id yet (a
-        server that is not an AG-UI gateway -- a web page, a proxy's answer -- or one
-        without ids, which a resume would only run again), so there is no cursor to
-        resume from and repeating the POST would start the run again."""
-        return resumable and failures <= self.max_retries
-
     async def wait(self, failures: int) -> None:
         await asyncio.sleep(self.delay(failures))
 
@@ -761,7 +763,11 @@ class RemoteClientBase:
         run_id = input.run_id
         session = await self._open()
         last_seq = 0
-        last_id: str | None = None  # the last event id the server sent: the resume cursor
+        # The cursor a drop resumes from: only an event id this upstream sent (or the run's
+        # start, when the upstream said it keeps the run: _keeps_runs). Without one the run
+        # is never started a second time (a server that does not resume would run the agent
+        # twice): the run ends with UpstreamStoppedError instead.
+        last_id: str | None = None
         accepted = False
         yielded = False
         failures = 0
@@ -775,36 +781,34 @@ class RemoteClientBase:
                 try:
                     async for item in attempt:
                         if item is None:
-                            accepted = True  # the remote run exists: stopping early cancels it
+                            accepted = True  # a drop from here on resumes or ends the run, never restarts it
+                            if last_id is None and self._keeps_runs(session):
+                                last_id = f"{run_id}:0"  # the upstream said it keeps the run: from its start
                             continue
                         ident, events = item
                         if ident is not None:
                             seq = _seq_of(ident, run_id)
-                            if seq and seq <= last_seq:
-                                continue  # already delivered before a reconnect
-                            last_seq, last_id = max(seq, last_seq), ident
+                            if seq:
+                                if seq <= last_seq:
+                                    continue  # already delivered before a reconnect
+                                last_seq = seq
+                            last_id = ident
                         failures = 0
                         for event in events:
                             yielded = True
-                            yield event  # type: ignore[misc]
                             if isinstance(event, TERMINAL_EVENTS):
-                                abandoned = False
+                                abandoned = False  # ended: a consumer that stops here cancels nothing
+                                yield event
                                 return
+                            yield event  # type: ignore[misc]
                     raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
                 except drops as exc:
                     failures += 1
-                    if not self.retry.retries(failures, resumable=last_id is not None):
+                    stop = unresumable(self.url, exc, accepted=accepted, last_id=last_id, failures=failures,
+                                       max_retries=self.retry.max_retries)
+                    if stop is not None:
                         abandoned = False
-                        tls = tls_failure(exc)
-                        reason = f"TLS handshake failed: {tls}" if tls else type(exc).__name__
-                        if last_id is not None:
-                            text = f"connection to {self.url} lost ({reason}) and not resumed after {failures - 1} retries"
-                        elif accepted:
-                            text = (f"{self.url} accepted the run but its stream ended ({reason}) before any event "
-                                    "with an id, so it cannot be resumed")
-                        else:
-                            text = f"cannot reach {self.url} ({reason})"
-                        yield end_or_raise(ConnectionLostError(text, tls_failure=tls), yielded)
+                        yield end_or_raise(stop, yielded)
                         return
                     await self.retry.wait(failures)
                     self.reconnects += 1
@@ -836,11 +840,42 @@ class RemoteClientBase:
         a ``_drops`` error or StreamDropped on a drop, AguiEngineError when refused."""
         raise NotImplementedError
 
+    def _keeps_runs(self, session: Any) -> bool:
+        """Whether the upstream said, when it accepted the run, that it keeps it for a resume
+        (this project's gateways give the run a run key): a drop before its first event id
+        then resumes from ``<runId>:0``. A third-party server says nothing: False."""
+        return False
+
     async def _cancel(self, session: Any, run_id: str) -> None:
         """Cancel the remote run (the consumer stopped early); must not raise."""
 
     async def _close(self, session: Any) -> None:
         """Release the session."""
+
+
+def unresumable(
+    url: str, exc: BaseException, *, accepted: bool, last_id: str | None, failures: int, max_retries: int
+) -> UpstreamError | None:
+    """Why a dropped run must not be tried again (``None``: resume it from ``last_id``).
+
+    The one rule every client follows: a run is resumed only from an event id the upstream
+    sent. A server that sent none cannot resume, and POSTing the input again would run its
+    agent a second time (its side effects repeated, a second ``RUN_STARTED``): such a drop
+    ends the run with :class:`UpstreamStoppedError` (``upstream_stopped``). An endpoint
+    that never accepted the run is unreachable (:class:`ConnectionLostError`), and so is
+    one whose drops outlast ``max_retries``."""
+    tls = tls_failure(exc)
+    what = f"TLS handshake failed: {tls}" if tls else type(exc).__name__
+    if not accepted:
+        return ConnectionLostError(f"cannot reach {url} ({what})", tls_failure=tls)
+    if last_id is None:
+        return UpstreamStoppedError(
+            f"{url} stopped before the end of the run (no RUN_FINISHED or RUN_ERROR; {what}) and sent no "
+            "event id to resume from: the run is not started again"
+        )
+    if failures > max_retries:
+        return ConnectionLostError(f"connection to {url} lost ({what}) and not resumed after {failures - 1} retries")
+    return None
 
 
 def _seq_of(ident: str, run_id: str) -> int:

@@ -38,7 +38,9 @@ Client: :class:`SSEAgent` is an :class:`~agui_engine.protocol.agent.Agent` over 
 POSTs the input, decodes the stream with the codec's EventStreamDecoder,
 remembers the last event id, and when the connection drops before the terminal
 event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
-with jitter). Closing its generator early cancels the remote run (``DELETE``).
+with jitter) -- only with an id the server sent (or ``<runId>:0`` when the server gave
+the run a run key): a server without ids is never asked to run the input twice, the
+run ends with ``upstream_stopped`` (``common.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
 The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 """
 
@@ -144,9 +146,6 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 #: (spec/transports.md §2.6). RUN_KEY_QUERY is the same as a query parameter, for an
 #: EventSource, which cannot send headers.
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
-#: Response header of a run's stream naming the run: a client that sees it knows the stream is
-#: this gateway's, resumable from its start (``Last-Event-ID: <runId>:0``) before any event came.
-RUN_ID_HEADER = "X-AGUI-Run-Id"
 RUN_KEY_QUERY = "runKey"
 
 
@@ -309,7 +308,7 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -467,7 +466,7 @@ class _Gateway:
             "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            RUN_ID_HEADER: run.run_id,
+            "X-AGUI-Run-Id": run.run_id,
         }
         if started and run.key is not None:
             headers[RUN_KEY_HEADER] = run.key  # only to the client that started the run
@@ -783,7 +782,7 @@ class SSEAgent(RemoteClientBase):
     (the server refused: status + remote error code) or
     :class:`~transports.common.ConnectionLostError` (unreachable). After the
     first event it never raises (Agent contract): a drop is resumed with
-    ``Last-Event-ID`` up to ``max_retries`` times (backoff: see
+    ``Last-Event-ID`` (an id the server sent; none: ``UpstreamStoppedError``) up to ``max_retries`` times (backoff: see
     :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
@@ -867,6 +866,9 @@ class SSEAgent(RemoteClientBase):
         # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
         return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
 
+    def _keeps_runs(self, session: _SSESession) -> bool:
+        return session.key is not None  # our gateway's RUN_KEY_HEADER: the run is kept for a resume
+
     async def _cancel(self, session: _SSESession, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.
         try:
@@ -893,10 +895,6 @@ class SSEAgent(RemoteClientBase):
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
-            if last_id is None and resp.headers.get(RUN_ID_HEADER) == input.run_id:
-                # This gateway names the run it started: its stream is resumable from the start
-                # (the cursor "<runId>:0") even if it drops before the first event.
-                yield f"{input.run_id}:0", []
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
             async for chunk in resp.aiter_raw():
                 events = decoder.feed(chunk)

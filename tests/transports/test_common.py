@@ -88,35 +88,6 @@ def test_failure_rule_and_remote_errors() -> None:
     assert e.message == "POST x answered 404: 404: Not Found"
 
 
-def test_no_retry_before_the_server_sent_an_event_id() -> None:
-    policy = RetryPolicy(max_retries=2)
-    assert [policy.retries(n, resumable=True) for n in (1, 2, 3)] == [True, True, False]
-    assert not policy.retries(1, resumable=False)
-
-
-async def test_a_stream_without_event_ids_is_posted_once() -> None:
-    """A server answering text/event-stream without ids (not this gateway) that ends the
-    stream early: one POST, no resume (a resume would start the run again), RUN_ERROR."""
-    from agui_engine.transports.sse import SSEAgent
-    from tests.loopback_http import QuietHandler, serving_handler
-
-    posts = []
-
-    class NoIds(QuietHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            posts.append(self.read_body())
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.end_headers()  # HTTP/1.0 without a length: the stream ends when the connection closes
-            self.wfile.write(b'data: {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}\n\n')
-
-    with serving_handler(NoIds) as base:
-        events = [e async for e in SSEAgent(base + "/").run(make_input("r"))]
-    assert len(posts) == 1
-    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
-    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "connection_lost"
-
-
 @pytest.mark.parametrize("transport", ["sse", "ws"])
 async def test_client_agents_resume_after_network_drops(drop_proxy, transport: str) -> None:  # type: ignore[no-untyped-def]
     """RemoteClientBase.run, the one reconnect loop of SSEAgent and WebSocketAgent:
