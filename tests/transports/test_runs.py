@@ -140,10 +140,10 @@ async def test_the_grace_timer_runs_on_the_registry_clock() -> None:
     run = await reg.start(make_input("g"))
     reg.subscribe(run).close()  # the last subscriber leaves: the grace timer starts
     clock.advance(29)
-    assert run.state == "running"
+    assert run.finished is False
     reg.subscribe(run).close()  # a reconnect within the grace period restarts it
     clock.advance(29)
-    assert run.state == "running"
+    assert run.finished is False
     clock.advance(1)
     await asyncio.wait_for(run.wait_finished(), 5)
     assert run.terminal_code == "abandoned"
@@ -332,16 +332,16 @@ async def test_a_plain_subscriber_leaving_stops_the_run_a_resumable_one_gets_the
     reg.subscribe(kept, resumable=True).close()
     await plain.wait_finished()
     assert plain.terminal_code == "disconnected" and "plain" in agent.cancelled
-    assert kept.state == "running" and "kept" not in agent.cancelled
+    assert kept.finished is False and "kept" not in agent.cancelled
     events = await drain(reg, "plain")
     assert events[-1].type.value == "RUN_ERROR" and "did not declare it would resume" in events[-1].message
     # another subscriber still reading keeps a run alive whoever leaves
     both = await reg.start(make_input("both"))
     reader = reg.subscribe(both, resumable=True)
     reg.subscribe(both, resumable=False).close()
-    assert both.state == "running"
+    assert both.finished is False
     reader.close()
-    assert both.state == "running"  # the last to leave was resumable: grace
+    assert both.finished is False  # the last to leave was resumable: grace
     await reg.shutdown(timeout=2)
 
 
@@ -354,10 +354,10 @@ async def test_a_disconnect_grace_delays_the_stop_and_a_return_cancels_it() -> N
     clock.advance(1.9)
     back = reg.subscribe(run, resumable=False)  # came back within the grace: the timer stops
     clock.advance(10)
-    assert run.state == "running"
+    assert run.finished is False
     back.close()
     clock.advance(1.9)
-    assert run.state == "running"
+    assert run.finished is False
     clock.advance(0.1)
     await asyncio.wait_for(run.wait_finished(), 5)
     assert run.terminal_code == "disconnected"
