@@ -218,6 +218,7 @@ def _log_finished(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
 
 def _subscribe(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
     m.subscribers += 1
+    m.checking = False  # a remote-readers answer still on its way is stale now
     if m.phase is RunPhase.FOLLOWING:
         return (Effect.FOLLOW,)
     if m.phase is RunPhase.FINISHED and m.subscribers == 1:

@@ -29,14 +29,17 @@ A *follower* run (``RunRegistry.find``) is a run another gateway node runs,
 found in a shared event log: its subscriptions read the log and wait on it
 (``EventLog.wait``); it has no producer, grace timer or cancel here.
 
-Run states (``Run.state``)::
-
-    running --agent ends / error / cancel--> finished --retention expires--> discarded
-       |  \\__ last subscriber leaves, resumable --> (grace timer) --expires--> cancel("abandoned")
-       |  \\__ last subscriber leaves, not resumable --> (disconnect grace, 0 s) --> cancel("disconnected")
-       |  \\__ a subscriber arrives ---> grace timer stopped
-       \\__ cancel(reason) -> producer task cancelled -> agent generator aclose()d
-                           -> RUN_ERROR{code: reason} appended -> finished
+Every decision about a run -- what its log still lacks when the producer ends,
+when the grace timer is armed or stopped, when a cancel is refused, when a
+finished run joins the retention queue or is discarded -- is made by its
+:class:`~transports.run_lifecycle.RunLifecycle`, the sans-IO state machine whose
+one table is :data:`~transports.run_lifecycle.RUN_TRANSITIONS` (phases CREATED,
+OPEN, STREAMING, ENDED, FINISHING, FINISHED, LINGERING, DISCARDED, FOLLOWING).
+The registry is its asyncio front end: it fires the machine's events (the
+producer started, a lifecycle event was logged, a subscriber came or left, a
+timer fired) and carries out the effects it answers with (cancel the task, arm
+a timer, append the prelude, discard the log). Admission (open / draining /
+closed) is the machine's second table, ``GATEWAY_TRANSITIONS``.
 
 Every run ends with exactly one terminal event in the log (``RUN_FINISHED`` or
 ``RUN_ERROR``): if the agent fails before ``RUN_STARTED``, the registry writes
