@@ -14,7 +14,7 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .common import ConnectionLostError, RemoteAgentError
+    from .retrying_client import ConnectionLostError, RemoteAgentError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "SharedEventLog": "eventlog",
     "ThreadedToolRunner": "tool_runner",
     "open_event_log": "eventlog",
-    "ConnectionLostError": "common",
+    "ConnectionLostError": "retrying_client",
     "CursorExpiredError": "eventlog",
     "EventLog": "eventlog",
     "GatewayAgent": "gateway",
@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "LoopClock": "clock",
     "ManualClock": "clock",
     "RegistryOptions": "runs",
-    "RemoteAgentError": "common",
+    "RemoteAgentError": "retrying_client",
     "ResourceBroker": "data",
     "RunRegistry": "runs",
     "SSEAgent": "sse",

@@ -83,7 +83,7 @@ from agui_engine.events import (
 from agui_engine.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
-from .common import MAX_SEQ_DIGITS, check_run_id
+from .input_decoding import MAX_SEQ_DIGITS, check_run_id
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -761,15 +761,10 @@ class RunRegistry:
                 if run.task is not None:
                     run.task.cancel()
             elif effect is Effect.ARM_GRACE:
-                if run.grace_timer is not None:
-                    run.grace_timer.cancel()
-                run.grace_timer = self.clock.call_later(
-                    lifecycle.grace_delay, lambda: self._fire(run, RunEvent.GRACE_EXPIRED)
-                )
+                _stop(run.grace_timer)
+                run.grace_timer = self._timer(run, lifecycle.grace_delay, RunEvent.GRACE_EXPIRED)
             elif effect is Effect.STOP_GRACE:
-                if run.grace_timer is not None:
-                    run.grace_timer.cancel()
-                    run.grace_timer = None
+                run.grace_timer = _stop(run.grace_timer)
             elif effect is Effect.CHECK_REMOTE_READERS:
                 asyncio.get_running_loop().create_task(self._check_remote_readers(run))
             elif effect is Effect.RUN_ENDED:
@@ -779,13 +774,9 @@ class RunRegistry:
                 run.wake()
             elif effect is Effect.START_RETENTION:
                 if not self.gateway.closed:
-                    run.retention_timer = self.clock.call_later(
-                        self.retention_seconds, lambda: self._fire(run, RunEvent.RETENTION_EXPIRED)
-                    )
+                    run.retention_timer = self._timer(run, self.retention_seconds, RunEvent.RETENTION_EXPIRED)
             elif effect is Effect.STOP_RETENTION:
-                if run.retention_timer is not None:
-                    run.retention_timer.cancel()
-                    run.retention_timer = None
+                run.retention_timer = _stop(run.retention_timer)
             elif effect is Effect.QUEUE:
                 self._retained[run.run_id] = run
                 while len(self._retained) > self.max_retained:
@@ -803,6 +794,10 @@ class RunRegistry:
                     self._shared.unfollow(run.run_id)
             else:  # pragma: no cover - END_AT_ONCE, APPEND_*, FINISH_LOG come only from the producer's events
                 raise UsageError(f"run {run.run_id}: effect {effect.name} outside the producer")
+
+    def _timer(self, run: Run, delay: float, event: RunEvent) -> TimerHandle:
+        """A timer on the registry's clock that fires ``event`` at ``run``'s lifecycle."""
+        return self.clock.call_later(delay, lambda: self._fire(run, event))
 
     async def _check_remote_readers(self, run: Run) -> None:
         # Subscribers on other nodes count too: the shared log knows when one last read.
@@ -900,9 +895,7 @@ class RunRegistry:
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
         for run in self._runs.values():
-            if run.retention_timer is not None:
-                run.retention_timer.cancel()
-                run.retention_timer = None
+            run.retention_timer = _stop(run.retention_timer)
         self.keepalive.close()
 
     # -- the producer: the gateway path ---------------------------------------------------
@@ -1034,13 +1027,18 @@ class RunRegistry:
 
     def _drop(self, run: Run) -> None:
         self._runs.pop(run.run_id, None)
-        if run.retention_timer is not None:
-            run.retention_timer.cancel()
-            run.retention_timer = None
+        run.retention_timer = _stop(run.retention_timer)
         if self._discard_nowait is not None:
             self._discard_nowait(run.run_id)
         else:
             asyncio.get_running_loop().create_task(self.log.discard(run.run_id))
+
+
+def _stop(timer: TimerHandle | None) -> TimerHandle | None:
+    """Cancel ``timer`` (if any); returns None, for ``run.x_timer = _stop(run.x_timer)``."""
+    if timer is not None:
+        timer.cancel()
+    return None
 
 
 def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:

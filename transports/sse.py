@@ -65,30 +65,22 @@ from agui_engine.errors import AguiEngineError, RemoteInputError
 from agui_engine.events import RunAgentInput, RunErrorEvent
 from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
-from .common import (
+from .bearer_auth import check_bearer
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
+from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
+from .listening_socket import LISTEN_BACKLOG, listening_socket
+from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    LISTEN_BACKLOG,
-    MAX_IDLE_CONNECTIONS,
-    MAX_IDLE_CONNECTIONS_PER_IP,
-    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
     ConnectionLostError,
-    IdleConnectionGate,
-    NotAcceptableError,
     RemoteClientBase,
-    RequestTimeoutError,
-    ServerHandle,
-    UnsupportedMediaTypeError,
-    check_bearer,
-    check_body_size,
-    decode_run_input,
     remote_error_from_body,
-    send_or_stall,
-    listening_socket,
 )
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
 from .clock import Clock
 from .data import (
     QUERY_QUEUE_TIMEOUT_SECONDS,
@@ -716,7 +708,7 @@ async def start_sse_server(
     ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
     (reading a request, idle keep-alive) the server / one client address may hold;
     a new one past either is answered 503 + ``Retry-After`` and closed before
-    anything is read (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap)."""
+    anything is read (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap)."""
     if app is None:
         app = create_app(agent, **options)
     gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
@@ -775,19 +767,19 @@ class _SSESession:
 class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
 
-    ``run(input)`` raises, before its first event, :class:`~transports.common.RemoteAgentError`
+    ``run(input)`` raises, before its first event, :class:`~transports.retrying_client.RemoteAgentError`
     (the server refused: status + remote error code) or
-    :class:`~transports.common.ConnectionLostError` (unreachable). After the
+    :class:`~transports.retrying_client.ConnectionLostError` (unreachable). After the
     first event it never raises (Agent contract): a drop is resumed with
     ``Last-Event-ID`` up to ``max_retries`` times (backoff: see
-    :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
+    :class:`~transports.retrying_client.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
     (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
     :class:`~agui_engine.codec.EventStreamDecoder` (a bad frame is an
     EventDecodeError naming its frame index and byte offset; ``THINKING_*`` events
     of older servers are mapped to ``REASONING_*``). The loop itself is
-    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
+    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
 
     _drops = (httpx.TransportError,)

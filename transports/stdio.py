@@ -55,16 +55,9 @@ from agui_engine.errors import (
 )
 from agui_engine.events import Event, RunAgentInput
 
-from .common import (
-    DEFAULT_MAX_BODY_BYTES,
-    TERMINAL_EVENTS,
-    ConnectionLostError,
-    InvalidInputError,
-    decode_json_input,
-    decode_run_input,
-    end_or_raise,
-    remote_error_from_line,
-)
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
+from .input_errors import InvalidInputError
+from .retrying_client import TERMINAL_EVENTS, ConnectionLostError, end_or_raise, remote_error_from_line
 from .envelope import (
     CancelMessage,
     EventLines,

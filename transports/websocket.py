@@ -76,30 +76,23 @@ from agui_engine.events import RunAgentInput
 from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .clock import Clock
-from .common import (
-    ConnectionLostError,
+from .bearer_auth import UnauthorizedError, check_bearer
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
+from .input_errors import InputTooDeepError
+from .listening_socket import LISTEN_BACKLOG, listening_socket
+from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    LISTEN_BACKLOG,
-    MAX_IDLE_CONNECTIONS,
-    MAX_IDLE_CONNECTIONS_PER_IP,
-    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
-    IdleConnectionGate,
+    ConnectionLostError,
     RemoteClientBase,
-    InputTooDeepError,
-    ServerHandle,
-    UnauthorizedError,
-    check_bearer,
-    check_input_depth,
-    decode_run_input,
     remote_error_from_body,
     remote_error_from_line,
-    send_or_stall,
-    listening_socket,
 )
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, QUERY_REQUEST_TIMEOUT_SECONDS, ResourceBroker, broker_for, query_error_from_line
 from .envelope import (
     CancelMessage,
@@ -508,7 +501,7 @@ async def start_websocket_server(
     the handshake, or open with no run in flight) the server / one client address may
     hold; a new one past either gets an HTTP 503 + ``Retry-After`` instead of a
     handshake and is closed before anything is read
-    (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap).
+    (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -593,12 +586,12 @@ class WebSocketAgent(RemoteClientBase):
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
     run. When the connection drops before the terminal event it reconnects and
     sends ``resume`` with the last event id (``max_retries`` attempts, backoff:
-    :class:`~transports.common.RetryPolicy`), skipping any ``seq`` already
+    :class:`~transports.retrying_client.RetryPolicy`), skipping any ``seq`` already
     delivered. Closing the generator early sends ``cancel``. Errors: as
     :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
     before the first event, ``RUN_ERROR`` after it). Lines are decoded by
     :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
-    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
+    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
 
     _drops = (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError)

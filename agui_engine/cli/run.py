@@ -218,7 +218,7 @@ async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     """The line for a run that failed before its first event: the other
     transport's URL when the endpoint speaks it, how to start a server when
     nothing answered, else the error itself."""
-    from agui_engine.transports.common import ConnectionLostError, RemoteAgentError
+    from agui_engine.transports.retrying_client import ConnectionLostError, RemoteAgentError
 
     # Our servers always send an error code; a refusal without one, or no answer
     # at all, may be the other transport's server.

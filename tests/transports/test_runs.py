@@ -10,7 +10,7 @@ from agui_engine.codec import decode_event
 from agui_engine.errors import UsageError
 from agui_engine.events import RunAgentInput, TextMessageChunkEvent
 from agui_engine.transports.clock import ManualClock
-from agui_engine.transports.common import InvalidInputError
+from agui_engine.transports.input_errors import InvalidInputError
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
 from agui_engine.transports.runs import (
     RegistryOptions,
