@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
     from .runs import RegistryOptions, RunRegistry
+    from .server_options import ConnectionOptions, DataOptions
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
     from .tool_runner import ThreadedToolRunner
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "Clock": "clock",
+    "ConnectionOptions": "server_options",
+    "DataOptions": "server_options",
     "EventLogUnavailableError": "eventlog",
     "GatewayMetrics": "metrics",
     "RedisEventLog": "redislog",
@@ -60,7 +63,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Clock",
     "ConnectionLostError",
+    "ConnectionOptions",
     "CursorExpiredError",
+    "DataOptions",
     "EventLog",
     "EventLogUnavailableError",
     "GatewayAgent",

@@ -17,6 +17,7 @@ __all__ = [
     "ListeningSocket",
     "ThrottledWarning",
     "listening_socket",
+    "server_url",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -114,3 +115,11 @@ def listening_socket(host: str, port: int) -> ListeningSocket:
     sock.bind((host, port))
     sock.setblocking(False)
     return sock
+
+
+def server_url(scheme: str, sock: socket.socket) -> str:
+    """The URL a client reaches the server listening on ``sock`` at: an IPv6
+    address in brackets (RFC 3986 section 3.2.2: ``http://[::1]:8000/``)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if sock.family == socket.AF_INET6 else host
+    return f"{scheme}://{shown}:{port}/"

@@ -53,7 +53,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 import msgspec
@@ -61,7 +61,7 @@ from aiohttp import web
 
 from agui_engine.agent import Agent, AgentFunction, as_agent
 from agui_engine.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
-from agui_engine.errors import AguiEngineError, RemoteInputError
+from agui_engine.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.events import RunAgentInput, RunErrorEvent
 from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
@@ -69,7 +69,7 @@ from .bearer_auth import check_bearer
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
 from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
-from .listening_socket import LISTEN_BACKLOG, listening_socket
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -94,6 +94,7 @@ from .data import (
 from .eventlog import EventLog, LogSlice
 from .metrics import METRICS_CONTENT_TYPE
 from .inspector import add_frontend_routes
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     Caller,
@@ -106,7 +107,7 @@ from .runs import (
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "RUN_KEY_HEADER", "RUN_KEY_QUERY", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
+__all__ = ["AppKeywords", "DEFAULT_CONNECT_TIMEOUT", "RUN_KEY_HEADER", "RUN_KEY_QUERY", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
 
 logger = logging.getLogger("agui_engine.transports")
 #: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
@@ -579,6 +580,8 @@ def create_app(
     access_log: bool = True,
     resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
+    connection: ConnectionOptions | None = None,
+    data: DataOptions | None = None,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -607,6 +610,10 @@ def create_app(
     ``resources`` (``LLMAgent`` / ``AgentLoop`` collect their components'). Without
     any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
     a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
+    ``connection`` / ``data``: the same settings as one value each
+    (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
+    ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
+    fill them, and a setting given both ways is a UsageError.
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -615,19 +622,24 @@ def create_app(
     """
     if registry is None:
         if agent is None:
-            from agui_engine.errors import UsageError
-
             raise UsageError("create_app needs an agent or a registry")
         registry = RunRegistry(as_agent(agent, where="create_app(agent)"), options=options, log=log, clock=clock, metrics=metrics)
+    conn = merge_options(
+        ConnectionOptions, connection, where="create_app", max_input_bytes=max_body_bytes, send_timeout=send_timeout
+    )
+    dat = merge_options(
+        DataOptions, data, where="create_app", resources=resources, query_queue_timeout=query_queue_timeout
+    )
+    max_body_bytes = conn.max_input_bytes
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,
         max_body_bytes=max_body_bytes,
         auth_token=auth_token,
         cors_origins=cors_origins,
-        send_timeout=send_timeout,
+        send_timeout=conn.send_timeout,
         body_timeout=body_timeout,
-        broker=broker_for(registry.agent, resources, queue_timeout=query_queue_timeout),
+        broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -652,6 +664,30 @@ def create_app(
         app.on_response_prepare.append(gw.on_prepare)
     app.on_shutdown.append(gw.on_shutdown)
     return app
+
+
+class AppKeywords(TypedDict, total=False):
+    """:func:`create_app`'s keyword arguments, as :func:`start_sse_server` takes them
+    (``**options: Unpack[AppKeywords]``: checked by type checkers, completed by editors)."""
+
+    path: str
+    registry: RunRegistry | None
+    options: RegistryOptions | None
+    log: EventLog | None
+    clock: Clock | None
+    metrics: GatewayMetrics | None
+    keepalive_seconds: float
+    max_body_bytes: int
+    auth_token: str | Mapping[str, str] | None
+    cors_origins: Sequence[str]
+    inspector: bool
+    send_timeout: float
+    body_timeout: float
+    access_log: bool
+    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None
+    query_queue_timeout: float
+    connection: ConnectionOptions | None
+    data: DataOptions | None
 
 
 def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
@@ -699,19 +735,31 @@ async def start_sse_server(
     idle_timeout: float = HTTP_IDLE_TIMEOUT_SECONDS,
     max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
     max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
-    **options: Any,
+    **options: Unpack[AppKeywords],
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
-    it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint.
+    it; ``options`` are :func:`create_app`'s keyword arguments (:class:`AppKeywords`,
+    type-checked), ``connection`` among them. ``server.url`` is the endpoint
+    (an IPv6 host in brackets).
     ``idle_timeout``: seconds a connection may go without complete request
     headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``).
     ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
     (reading a request, idle keep-alive) the server / one client address may hold;
     a new one past either is answered 503 + ``Retry-After`` and closed before
     anything is read (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap)."""
+    conn = merge_options(
+        ConnectionOptions,
+        options.get("connection"),
+        where="start_sse_server",
+        max_idle_connections=max_idle_connections,
+        max_idle_per_ip=max_idle_per_ip,
+    )
     if app is None:
+        options["connection"] = conn
         app = create_app(agent, **options)
-    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    elif options:
+        raise UsageError(f"start_sse_server: {', '.join(sorted(options))} configure create_app; with app= give them to create_app")
+    gate = IdleConnectionGate(conn.max_idle_per_ip, conn.max_idle_connections)
     app[IDLE_GATE_KEY] = gate
     runner = web.AppRunner(
         app,
@@ -730,9 +778,7 @@ async def start_sse_server(
     # create_server calls listen() again with it, replacing any earlier listen().
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY), gate)
+    return SSEServer(runner, server_url("http", sock), app.get(REGISTRY_KEY), gate)
 
 
 # ---------------------------------------------------------------------------------------

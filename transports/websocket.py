@@ -80,7 +80,7 @@ from .bearer_auth import UnauthorizedError, check_bearer
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
 from .input_errors import InputTooDeepError
-from .listening_socket import LISTEN_BACKLOG, listening_socket
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -112,6 +112,7 @@ from .envelope import (
     run_message,
 )
 from .eventlog import EventLog, UnknownRunError
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
 
 if TYPE_CHECKING:
@@ -177,8 +178,6 @@ WS_CLOSE_TOO_MANY_BAD_MESSAGES = WS_CLOSE_BAD_INPUT
 #: A connection asked for more than MAX_RUNS_PER_CONNECTION runs (HTTP 429's
 #: number in the application range, like the other 4xxx codes).
 WS_CLOSE_TOO_MANY_RUNS = 4429
-#: The server is shutting down (RFC 6455 "going away").
-_CLOSE_GOING_AWAY = 1001
 #: A binary message: this protocol is JSON text only (RFC 6455 "unsupported data").
 _CLOSE_UNSUPPORTED_DATA = 1003
 
@@ -483,6 +482,8 @@ async def start_websocket_server(
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
     max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
     max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
+    connection: ConnectionOptions | None = None,
+    data: DataOptions | None = None,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -502,6 +503,11 @@ async def start_websocket_server(
     hold; a new one past either gets an HTTP 503 + ``Retry-After`` instead of a
     handshake and is closed before anything is read
     (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap).
+    ``connection`` / ``data``: the same settings as one value each
+    (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
+    is ``max_size``; :class:`~transports.server_options.DataOptions`), as for
+    :func:`~transports.sse.create_app`; a setting given both ways is a UsageError.
+    ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -510,9 +516,22 @@ async def start_websocket_server(
         registry = RunRegistry(
             as_agent(agent, where="start_websocket_server(agent)"), options=options, log=log, clock=clock, metrics=metrics
         )
+    conn_options = merge_options(
+        ConnectionOptions,
+        connection,
+        where="start_websocket_server",
+        max_input_bytes=max_size,
+        send_timeout=send_timeout,
+        max_idle_connections=max_idle_connections,
+        max_idle_per_ip=max_idle_per_ip,
+    )
+    data_options = merge_options(
+        DataOptions, data, where="start_websocket_server", resources=resources, query_queue_timeout=query_queue_timeout
+    )
+    max_size, send_timeout = conn_options.max_input_bytes, conn_options.send_timeout
     connections: set[_Connection] = set()
-    broker = broker_for(registry.agent, resources, queue_timeout=query_queue_timeout)
-    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    broker = broker_for(registry.agent, data_options.resources, queue_timeout=data_options.query_queue_timeout)
+    gate = IdleConnectionGate(conn_options.max_idle_per_ip, conn_options.max_idle_connections)
     gated = type("_GatedConnection", (_GatedConnection,), {"gate": gate})
 
     def authorization(request: Request) -> str | None:
@@ -559,9 +578,7 @@ async def start_websocket_server(
         open_timeout=open_timeout,
         create_connection=gated,
     )
-    sock = next(iter(server.sockets))
-    bound = sock.getsockname()
-    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections, gate)
+    return WebSocketServer(server, server_url("ws", next(iter(server.sockets))), registry, connections, gate)
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ MODULES = public_modules("transports", "agui_engine.transports", set())
 EXPECTED_ALL = [
     "Clock",
     "ConnectionLostError",
+    "ConnectionOptions",
     "CursorExpiredError",
+    "DataOptions",
     "EventLog",
     "EventLogUnavailableError",
     "GatewayAgent",
