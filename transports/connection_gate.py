@@ -15,6 +15,7 @@ __all__ = [
     "MAX_IDLE_CONNECTIONS",
     "MAX_IDLE_CONNECTIONS_PER_IP",
     "RETRY_AFTER_IDLE_CAP_SECONDS",
+    "peer_address",
 ]
 
 
@@ -66,7 +67,9 @@ IDLE_CAP_RESPONSE = (
 )
 
 
-def _peer_address(transport: Any) -> str:
+def peer_address(transport: Any) -> str:
+    """The client address of a connection (``-`` when it has none): an IPv4 client of
+    a dual-stack socket (``::ffff:a.b.c.d``) is its IPv4 address, one client, one key."""
     peer = transport.get_extra_info("peername") if transport is not None else None
     if isinstance(peer, tuple) and peer:
         host = str(peer[0])
@@ -114,7 +117,7 @@ class IdleConnectionGate:
     def admit(self, conn: object, transport: Any) -> bool:
         """Count a new connection as idle and return True, or refuse it (write the
         503, close the transport) and return False when a cap is reached."""
-        address = _peer_address(transport)
+        address = peer_address(transport)
         held = self._per_address.get(address, 0)
         if (self.per_ip and held >= self.per_ip) or (self.total and len(self._idle) >= self.total):
             self.refused += 1

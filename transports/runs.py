@@ -114,8 +114,10 @@ __all__ = [
     "DEFAULT_DISCONNECT_GRACE_SECONDS",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
+    "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_MAX_RETAINED",
     "DEFAULT_MAX_RUNS",
+    "DEFAULT_MAX_RUNS_PER_CLIENT",
     "DEFAULT_RETENTION_SECONDS",
     "KeepAliveClock",
     "RETRY_AFTER_BUSY_SECONDS",
@@ -130,6 +132,7 @@ __all__ = [
     "Subscription",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
+    "client_key",
     "run_key_hash",
 ]
 
@@ -141,6 +144,25 @@ _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
 #: is what one gateway process on a 2-core machine streams comfortably (see the
 #: transports benchmark) -- past it the server answers 503 + Retry-After.
 DEFAULT_MAX_RUNS = 1000
+
+#: Runs one client may hold at once: running, or finished but still being read
+#: (a reader that stopped reading keeps its run's log until the send timeout
+#: cuts it). A client is the principal its token names (per-client tokens), else
+#: its address. 100 is a tenth of DEFAULT_MAX_RUNS: no single client can take
+#: more than that of the server (300 stalled readers of one token took the
+#: server from 418 MB to 1.9 GB), while a browser with many tabs or a backend
+#: fanning out runs for a user stays far below it. Behind a reverse proxy every
+#: client has the proxy's address: name the clients by token, raise it, or 0 (no cap).
+DEFAULT_MAX_RUNS_PER_CLIENT = 100
+
+#: Bytes of encoded events the run logs of one gateway may hold together (the
+#: in-memory log's budget). Past it new runs are refused (503 + Retry-After) and a
+#: run that keeps growing keeps only its newest eventlog.BUDGET_TRIM_FLOOR_BYTES,
+#: so a server's logs hold at most this plus 256 KiB per run, whatever its
+#: readers do. 512 MiB: 128 full 4 MiB logs, or thousands of ordinary runs (a
+#: long answer is tens of KiB); with msgspec's allocation slack (~1.5x) about
+#: 0.75 GiB of RAM. 0: no budget (each run is still bounded by DEFAULT_LOG_MAX_BYTES).
+DEFAULT_MAX_BUFFERED_BYTES = 512 * 1024 * 1024
 
 #: How long a run keeps going after its last subscriber left, so that a client
 #: whose connection dropped can reconnect and resume. 30 s covers a mobile
@@ -202,6 +224,16 @@ COALESCE_MAX_PASSES = 4
 RUN_KEY_BYTES = 16
 
 
+def client_key(principal: str | None, address: str | None) -> str | None:
+    """Who a run counts against for max_runs_per_client: the principal a per-client
+    token names, else the client's address (None: neither -- stdio's one client)."""
+    if principal:
+        return "principal:" + principal
+    if address:
+        return "address:" + address
+    return None
+
+
 def run_key_hash(key: str) -> str:
     """What a registry (and a shared event log) keeps of a run key: its SHA-256,
     hex. Holding only the hash, neither a heap dump nor a reader of the shared
@@ -229,6 +261,10 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     finished run stays resumable. ``max_retained``: finished runs kept at most.
     ``verify``: run every event through the protocol Verifier (default on: the
     gateway never forwards a stream a client would reject).
+    ``max_runs_per_client``: runs one client (its principal, else its address) may
+    hold, running or still being read (then 503; 0: no cap). ``max_buffered_bytes``:
+    the budget of event bytes all run logs hold (then 503, and growing runs are
+    trimmed; 0: none; applies to the registry's own in-memory log).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -238,12 +274,15 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
     max_retained: int = DEFAULT_MAX_RETAINED
     verify: bool = True
+    max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
             raise UsageError(f"RegistryOptions.max_runs must be >= 1, got {self.max_runs}")
-        if self.max_retained < 0:
-            raise UsageError(f"RegistryOptions.max_retained must be >= 0, got {self.max_retained}")
+        for count in ("max_retained", "max_runs_per_client", "max_buffered_bytes"):
+            if getattr(self, count) < 0:
+                raise UsageError(f"RegistryOptions.{count} must be >= 0, got {getattr(self, count)}")
         for name in ("grace_seconds", "disconnect_grace_seconds", "retention_seconds"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
@@ -279,6 +318,7 @@ class Run:
 
     __slots__ = (
         "__weakref__",
+        "client",
         "grace_timer",
         "head",
         "input",
@@ -306,6 +346,8 @@ class Run:
         self.waiters: list[asyncio.Future[bool]] = []
         self.grace_timer: TimerHandle | None = None
         self.retention_timer: TimerHandle | None = None
+        #: Who the run counts against for max_runs_per_client (None: nobody).
+        self.client: str | None = None
         #: The principal that started the run (see ``check_bearer``): ``None`` with
         #: auth off, ``""`` for the shared token (neither tells clients apart).
         self.owner: str | None = None
@@ -550,7 +592,11 @@ class RunRegistry:
     ) -> None:
         self.agent: Agent = as_agent(agent, where="RunRegistry(agent)")
         self.options = options if options is not None else RegistryOptions()
-        self.log: EventLog = log if log is not None else InMemoryEventLog()
+        self.log: EventLog = (
+            log if log is not None else InMemoryEventLog(max_total_bytes=self.options.max_buffered_bytes or None)
+        )
+        # Per client (see client_key): the ids of its runs not yet discarded.
+        self._clients: dict[str, set[str]] = {}
         self.clock: Clock = clock if clock is not None else LoopClock()
         self._runs: dict[str, Run] = {}
         self._active = 0
@@ -573,6 +619,7 @@ class RunRegistry:
         self._appender = getattr(self.log, "appender", None)
         #: The log's non-suspending read (InMemoryEventLog.read_nowait), or None.
         self.read_nowait: Callable[..., LogSlice] | None = getattr(self.log, "read_nowait", None)
+        self._held_bytes: Callable[[], int] | None = getattr(self.log, "held_bytes", None)
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
 
     # -- queries -------------------------------------------------------------------------
@@ -687,10 +734,13 @@ class RunRegistry:
             return run
         raise UnknownRunError(run.run_id)
 
-    async def start(self, input: RunAgentInput, *, owner: str | None = None) -> Run:
+    async def start(self, input: RunAgentInput, *, owner: str | None = None, address: str | None = None) -> Run:
         """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`),
         with a new run key (``run.key``, for the transport to hand to the client).
-        Raises ServerBusyError (limit reached or shutting down), RunExistsError
+        ``address``: the client's network address; the run counts against
+        max_runs_per_client for the named principal, else for the address.
+        Raises ServerBusyError (a limit reached -- concurrent runs, the client's
+        runs, the buffered-bytes budget -- or shutting down), RunExistsError
         (``runId`` already known)."""
         if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
@@ -702,6 +752,16 @@ class RunRegistry:
             )
         if self._active >= self.max_runs:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
+        client = client_key(owner, address)
+        cap = self.options.max_runs_per_client
+        if cap and client is not None and self._client_runs(client) >= cap:
+            raise ServerBusyError(
+                f"this client already holds {cap} runs (running or still being read); "
+                "let one finish, or read the ones it started"
+            )
+        budget = self.options.max_buffered_bytes
+        if budget and self._held_bytes is not None and self._held_bytes() >= budget:
+            raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
         run = Run(
             input,
             RunLifecycle(
@@ -711,6 +771,7 @@ class RunRegistry:
             ),
         )
         run.owner = owner
+        run.client = client
         run.key = secrets.token_urlsafe(RUN_KEY_BYTES)
         run.key_hash = run_key_hash(run.key)
         try:
@@ -722,6 +783,8 @@ class RunRegistry:
             # Another gateway node sharing the log has (or had) this run.
             raise RunExistsError(f"run {input.run_id!r} already exists in the shared event log") from None
         self._runs[run.run_id] = run
+        if client is not None:
+            self._clients.setdefault(client, set()).add(run.run_id)
         self._active += 1
         run.task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
         return run
@@ -1026,8 +1089,24 @@ class RunRegistry:
         finally:
             self._fire(run, RunEvent.LOG_FINISHED)
 
+    def _client_runs(self, client: str) -> int:
+        """How many runs ``client`` holds: running, or finished and still being read."""
+        runs = self._runs
+        held = 0
+        for rid in self._clients.get(client, ()):
+            run = runs.get(rid)
+            if run is not None and (run.lifecycle.live or run.subscribers):
+                held += 1
+        return held
+
     def _drop(self, run: Run) -> None:
         self._runs.pop(run.run_id, None)
+        if run.client is not None:
+            ids = self._clients.get(run.client)
+            if ids is not None:
+                ids.discard(run.run_id)
+                if not ids:
+                    del self._clients[run.client]
         run.retention_timer = _stop(run.retention_timer)
         if self._discard_nowait is not None:
             self._discard_nowait(run.run_id)

@@ -66,7 +66,7 @@ from agui_engine.events import RunAgentInput, RunErrorEvent
 from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .bearer_auth import check_bearer
-from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
 from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
@@ -355,7 +355,7 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal)
+                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:

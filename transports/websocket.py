@@ -77,7 +77,7 @@ from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutErr
 
 from .clock import Clock
 from .bearer_auth import UnauthorizedError, check_bearer
-from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
 from .input_errors import InputTooDeepError
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
@@ -283,7 +283,7 @@ class _Connection:
             elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
-                run = await self.registry.start(input, owner=self.principal)
+                run = await self.registry.start(input, owner=self.principal, address=peer_address(self.ws.transport))
                 self._pump(self.registry.subscribe(run, 0), key=run.key)
             elif isinstance(msg, CancelMessage):
                 # A run this connection streams was allowed already: its key is known here.
