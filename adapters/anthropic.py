@@ -37,7 +37,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

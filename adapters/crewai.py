@@ -1,4 +1,4 @@
-"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.agent.Agent`.
+"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.protocol.agent.Agent`.
 
 Theory of operation
 -------------------
@@ -32,7 +32,9 @@ CrewAI event (``type``)                            AG-UI events
                                                    ``TEXT_MESSAGE_CONTENT`` per chunk
 ``llm_stream_chunk`` with ``tool_call``            ``TOOL_CALL_START`` (once id and name are
 (native function calling)                          known) and ``TOOL_CALL_ARGS`` per fragment,
-                                                   keyed by the call's index
+                                                   keyed by the call's index: the chunk's new
+                                                   part only (crewai's ``arguments`` may be
+                                                   cumulative: :func:`_new_arguments`)
 ``llm_thinking_chunk``                             ``REASONING_START`` / ``REASONING_MESSAGE_*``
 ``tool_usage_started``                             the tool call, whole: ``TOOL_CALL_START``,
                                                    ``TOOL_CALL_ARGS`` (its arguments as JSON),
@@ -100,9 +102,9 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.decision import new_id
-from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
-from agui_engine.events import (
+from agui_engine.loops.decision import new_id
+from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
+from agui_engine.protocol.events import (
     CustomEvent,
     Event,
     Interrupt,
@@ -339,12 +341,42 @@ def _with_state_now(event: Any) -> Any:
 
 
 class _StreamedCall:
-    __slots__ = ("id", "name", "started")
+    __slots__ = ("args", "id", "name", "started")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.id = call_id
         self.name = name
         self.started = False
+        #: the arguments received so far (sent as TOOL_CALL_ARGS once the call started)
+        self.args = ""
+
+
+def _new_arguments(sent: str, chunk: Any, arguments: str) -> str:
+    """The part of a streamed tool call's arguments that one CrewAI chunk adds.
+
+    What crewai 1.15.30 reports in an ``LLMStreamChunkEvent`` with a ``tool_call``
+    (``crewai/events/types/llm_events.py``; emitted by ``BaseLLM._emit_stream_chunk_event``,
+    whose docstring calls ``chunk`` "the text content of the chunk"):
+
+    - ``chunk`` is always the new fragment, in every provider: the native OpenAI, Azure,
+      Anthropic and Bedrock streams (``llms/providers/*/completion.py``) pass the delta's
+      ``arguments`` / ``partial_json`` / ``toolUse.input``, LiteLLM's
+      (``llm.py``, ``LLM._handle_streaming_tool_calls``) ``tool_call.function.arguments``
+      of the delta, Gemini the whole arguments of its one chunk per call;
+    - ``tool_call.function.arguments`` is **cumulative** in the native providers (they pass
+      their accumulator: ``tool_calls[i]["arguments"] += ...`` then the whole string) but
+      **incremental** through LiteLLM (``tool_call.to_dict()`` of the delta itself).
+
+    So ``chunk`` is the fragment whenever it is non-empty. An emitter that leaves it empty
+    and reports only ``arguments`` (a custom ``BaseLLM``) is told apart by prefix: arguments
+    that begin with everything received so far are cumulative (the rest is new), others are
+    a fragment.
+    """
+    if isinstance(chunk, str) and chunk:
+        return chunk
+    if arguments.startswith(sent):
+        return arguments[len(sent):]
+    return arguments
 
 
 Handler = Callable[["CrewEventTranslator", Any], list[Event]]
@@ -471,7 +503,7 @@ class CrewEventTranslator:
     def _on_text_chunk(self, event: Any) -> list[Event]:
         tool_call = getattr(event, "tool_call", None)
         if tool_call is not None:
-            return self._on_tool_call_chunk(tool_call)
+            return self._on_tool_call_chunk(tool_call, getattr(event, "chunk", None))
         return self._text(getattr(event, "chunk", ""))
 
     def _text(self, chunk: Any) -> list[Event]:
@@ -485,7 +517,10 @@ class CrewEventTranslator:
         out.append(TextMessageContentEvent(message_id=self._text_id, delta=chunk))
         return out
 
-    def _on_tool_call_chunk(self, tool_call: Any) -> list[Event]:
+    def _on_tool_call_chunk(self, tool_call: Any, chunk: Any) -> list[Event]:
+        """One chunk of a call the model streams (keyed by its index): ``TOOL_CALL_START``
+        once its name is known (arguments received before it follow at once), then each new
+        fragment of its arguments (:func:`_new_arguments`) once, as ``TOOL_CALL_ARGS``."""
         index = getattr(tool_call, "index", 0)
         function = getattr(tool_call, "function", None)
         name = getattr(function, "name", None)
@@ -495,13 +530,16 @@ class CrewEventTranslator:
             call = self._streamed[index] = _StreamedCall(getattr(tool_call, "id", None), name)
         call.id = call.id or getattr(tool_call, "id", None)
         call.name = call.name or name
+        new = _new_arguments(call.args, chunk, arguments)
+        call.args += new
         out: list[Event] = []
         if not call.started and call.name:
             call.id = call.id or self._id("call")
             call.started = True
             out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name))
-        if call.started and call.id is not None and arguments:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
+            new = call.args  # what arrived before the name, and this chunk's
+        if call.started and call.id is not None and new:
+            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=new))
         return out
 
     # -- what a flow written for ag-ui-crewai publishes on CrewAI's bus (its copilotkit_* helpers):

@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from agui_engine.errors import UsageError
-from agui_engine.events import (
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

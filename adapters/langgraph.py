@@ -1,4 +1,4 @@
-"""LangGraph behind the engine: a compiled graph as an AG-UI :class:`~agui_engine.agent.Agent`.
+"""LangGraph behind the engine: a compiled graph as an AG-UI :class:`~agui_engine.protocol.agent.Agent`.
 
 Theory of operation
 -------------------
@@ -7,7 +7,7 @@ a prebuilt ReAct agent, a graph with subgraphs). One call of :meth:`LangGraphAge
 is one AG-UI run:
 
 1. **Input** (before ``RUN_STARTED``; bad input raises
-   :class:`~agui_engine.errors.RemoteInputError` naming the message path): the AG-UI
+   :class:`~agui_engine.protocol.errors.RemoteInputError` naming the message path): the AG-UI
    messages become LangChain messages (:func:`to_langchain_messages`); ``state`` is
    merged into the graph input; the client's tools and context are put where the graph
    can read them (:data:`CONFIG_KEY` in ``config["configurable"]``, and the state keys
@@ -76,7 +76,7 @@ checkpointed thread at the same time are the graph's business (LangGraph does no
 thread).
 
 langgraph and langchain-core are imported on first use; without them
-:class:`LangGraphAgent` raises :class:`~agui_engine.errors.UsageError` naming the
+:class:`LangGraphAgent` raises :class:`~agui_engine.protocol.errors.UsageError` naming the
 ``agui-engine[langgraph]`` extra. The conventions are in ``spec/langgraph.md``.
 """
 
@@ -89,14 +89,14 @@ from typing import Any, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.decision import new_id
-from agui_engine.errors import (
+from agui_engine.loops.decision import new_id
+from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
     RemoteInputError,
     UsageError,
 )
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     PROTOCOL_VERSION,
     AssistantMessage,
     AudioPart,
@@ -899,7 +899,7 @@ class GraphStreamTranslator:
 
 
 def _custom(name: str, value: Any) -> Event:
-    from agui_engine.events import CustomEvent
+    from agui_engine.protocol.events import CustomEvent
 
     return CustomEvent(name=name, value=_jsonable(value))
 
@@ -930,7 +930,7 @@ def _interrupt(item: Any) -> Interrupt:
 
 
 class LangGraphAgent:
-    """A compiled LangGraph graph as an AG-UI :class:`~agui_engine.agent.Agent` (see the module
+    """A compiled LangGraph graph as an AG-UI :class:`~agui_engine.protocol.agent.Agent` (see the module
     docstring for the mapping and ``spec/langgraph.md`` for the conventions).
 
     ``config`` is the base ``RunnableConfig`` of every run (copied per run; its

@@ -39,8 +39,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from agui_engine.errors import RemoteInputError
-from agui_engine.events import (
+from agui_engine.protocol.errors import RemoteInputError
+from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
     DeveloperMessage,

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,

@@ -13,7 +13,7 @@ A provider adapter is three pieces, and only the first two differ per provider:
    providers whose frames name their kind. Tool calls go through :class:`ToolCallTracker`, which
    keys them by the provider's routing key and guarantees the item contract below.
 3. :class:`StreamingLLMClient` does the IO for all of them: POST with httpx,
-   decode the body with the engine's :class:`~agui_engine.codec.SSEDecoder`, feed the
+   decode the body with the engine's :class:`~agui_engine.protocol.codec.SSEDecoder`, feed the
    parser, yield its items. It maps HTTP failures to :class:`ProviderError`, retries a
    bounded number of times (honouring ``Retry-After``) *only before the first item has
    been yielded*, and closes the HTTP response the moment the consumer closes the
@@ -56,8 +56,8 @@ from typing import Any, ClassVar
 import httpx
 import msgspec
 
-from agui_engine.codec import SSEDecoder
-from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
+from agui_engine.protocol.codec import SSEDecoder
+from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.llm import (
     Finish,
     FinishReason,
@@ -114,7 +114,7 @@ MAX_DRAIN_BYTES = 64 * 1024
 #: costs the caller at most this much before the connection is dropped instead.
 DRAIN_TIMEOUT_SECONDS = 1.0
 #: ``MAX_ERROR_MESSAGE_CHARS`` (imported above, still importable from here) is
-#: :data:`agui_engine.errors.MAX_ERROR_MESSAGE_CHARS`: a provider's error message is cut
+#: :data:`agui_engine.protocol.errors.MAX_ERROR_MESSAGE_CHARS`: a provider's error message is cut
 #: to it before it goes into a ``ProviderError`` / ``RUN_ERROR``, as the transports cut
 #: a remote agent's.
 #: Retries after the first attempt (so 3 requests at most), as the official SDKs do (2).

@@ -50,7 +50,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.llm import LLMClient
 
 from .openai_chat import OpenAIChatClient, encode_chat_stream, parse_chat_request

@@ -87,11 +87,15 @@ def check_package(package: ModuleType, expected: list[str], path: Path, modules:
     assert star_import(package.__name__) == set(names)
 
 
-def public_modules(folder: str, package: str, exclude: set[str]) -> list[tuple[str, Path]]:
-    """``(module name, path)`` of every public module in the source folder ``folder``
-    (top level only; names starting with ``_`` and ``exclude`` are not public)."""
-    return [
-        (f"{package}.{path.stem}", path)
-        for path in sorted((ROOT / folder).glob("*.py"))
-        if not path.stem.startswith("_") and path.stem not in exclude
-    ]
+def public_modules(
+    folder: str, package: str, exclude: set[str], subpackages: tuple[str, ...] = ()
+) -> list[tuple[str, Path]]:
+    """``(module name, path)`` of every public module in the source folder ``folder`` and in
+    its ``subpackages`` folders (names starting with ``_`` and ``exclude`` are not public)."""
+    found = []
+    for sub in ("", *subpackages):
+        prefix = f"{package}.{sub}." if sub else f"{package}."
+        for path in sorted((ROOT / folder / sub).glob("*.py")):
+            if not path.stem.startswith("_") and path.stem not in exclude:
+                found.append((prefix + path.stem, path))
+    return found

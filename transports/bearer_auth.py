@@ -8,7 +8,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 
-from agui_engine.errors import (
+from agui_engine.protocol.errors import (
     RemoteInputError,
 )
 

@@ -54,8 +54,8 @@ from typing import Any, Final
 
 import msgspec
 
-from agui_engine.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
-from agui_engine.resources import (
+from agui_engine.protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
+from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
     ResourceFailedError,
@@ -188,7 +188,7 @@ class _Cache:
 
 
 class ResourceBroker:
-    """Resolves data queries for a :class:`~agui_engine.resources.ResourceRegistry`
+    """Resolves data queries for a :class:`~agui_engine.genui.resources.ResourceRegistry`
     (see the module docstring). ``queue_timeout``: seconds a query waits for a slot of
     a full concurrency limit (:data:`QUERY_QUEUE_TIMEOUT_SECONDS`). ``clock``: cache
     expiry (default: the loop's). State: a cache and a semaphore per resource."""

@@ -38,7 +38,7 @@ States of one run's log::
                            \\------------------------discard---------------------/
 
 ``append`` on a finished log and ``create`` of an existing run raise
-:class:`~agui_engine.errors.UsageError` (a gateway bug, not a peer's fault).
+:class:`~agui_engine.protocol.errors.UsageError` (a gateway bug, not a peer's fault).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agui_engine.errors import CapacityError, RemoteInputError, UsageError
+from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageError
 
 __all__ = [
     "BadCursorError",

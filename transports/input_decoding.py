@@ -7,7 +7,7 @@ line) is decoded by :func:`decode_run_input` in one msgspec pass. Malformed JSON
 is a :class:`~transports.input_errors.MalformedInputError` (HTTP 400, with the byte offset); well-formed
 JSON of the wrong shape is an :class:`~transports.input_errors.InvalidInputError` (HTTP 422, with the
 JSON path); input over the size limit a
-:class:`~agui_engine.errors.LimitExceededError` (413), deeper than MAX_INPUT_DEPTH an
+:class:`~agui_engine.protocol.errors.LimitExceededError` (413), deeper than MAX_INPUT_DEPTH an
 :class:`~transports.input_errors.InputTooDeepError`. Each error knows its
 WebSocket close code and its ``RUN_ERROR``, so every transport answers the same
 mistake the same way (see ``spec/transports.md``).
@@ -19,10 +19,10 @@ from typing import Any
 
 import msgspec
 
-from agui_engine.errors import (
+from agui_engine.protocol.errors import (
     LimitExceededError,
 )
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     RunAgentInput,
 )
 

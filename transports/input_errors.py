@@ -1,12 +1,12 @@
 """The errors of bad client input, shared by every transport: malformed JSON (400),
 well-formed JSON of the wrong shape (422), input nested too deep (413), a body
 that arrives too slowly (408), a wrong media type (415 / 406). Each knows its
-HTTP status, WebSocket close code and ``RUN_ERROR`` (agui_engine.errors).
+HTTP status, WebSocket close code and ``RUN_ERROR`` (agui_engine.protocol.errors).
 """
 
 from __future__ import annotations
 
-from agui_engine.errors import (
+from agui_engine.protocol.errors import (
     LimitExceededError,
     RemoteInputError,
 )

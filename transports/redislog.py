@@ -64,9 +64,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from agui_engine.codec import encode_event
-from agui_engine.errors import UsageError
-from agui_engine.events import RunErrorEvent, RunStartedEvent
+from agui_engine.protocol.codec import encode_event
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import RunErrorEvent, RunStartedEvent
 
 from .eventlog import (
     DEFAULT_LOG_MAX_BYTES,

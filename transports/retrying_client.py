@@ -13,12 +13,12 @@ from typing import Any
 
 import msgspec
 
-from agui_engine.errors import (
+from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
     UpstreamError,
 )
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AnyEvent,
     Event,
     RunAgentInput,

@@ -67,7 +67,7 @@ import enum
 from collections.abc import Callable
 from typing import Final, NamedTuple
 
-from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.protocol.errors import RemoteInputError, UsageError
 
 __all__ = [
     "Effect",

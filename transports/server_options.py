@@ -17,7 +17,7 @@ Like httpx's ``Timeout`` / ``Limits``, a struct is an *addition*: the entry
 points keep their keyword arguments (``start_sse_server(agent, port=0,
 send_timeout=5)``) and those fill the struct; a program that configures several
 servers the same way builds one value and passes it (``connection=...``). Giving
-the same setting both ways is a :class:`~agui_engine.errors.UsageError` naming
+the same setting both ways is a :class:`~agui_engine.protocol.errors.UsageError` naming
 it, never a silent choice. :func:`merge_options` is that rule, for every struct.
 Every struct checks its values at construction (UsageError naming the field).
 """
@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from agui_engine.errors import UsageError
-from agui_engine.resources import Resource, ResourceRegistry
+from agui_engine.protocol.errors import UsageError
+from agui_engine.genui.resources import Resource, ResourceRegistry
 
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker

@@ -34,7 +34,7 @@ away unsubscribes (the registry's grace period then applies); on shutdown the
 registry ends every run with ``RUN_ERROR{code: "shutdown"}``, which each open
 stream writes before it closes.
 
-Client: :class:`SSEAgent` is an :class:`~agui_engine.agent.Agent` over httpx. It
+Client: :class:`SSEAgent` is an :class:`~agui_engine.protocol.agent.Agent` over httpx. It
 POSTs the input, decodes the stream with the codec's EventStreamDecoder,
 remembers the last event id, and when the connection drops before the terminal
 event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
@@ -59,11 +59,11 @@ import httpx
 import msgspec
 from aiohttp import web
 
-from agui_engine.agent import Agent, AgentFunction, as_agent
-from agui_engine.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
-from agui_engine.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.events import RunAgentInput, RunErrorEvent
-from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
+from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
+from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .bearer_auth import check_bearer
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
@@ -811,7 +811,7 @@ class _SSESession:
 
 
 class SSEAgent(RemoteClientBase):
-    """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.agent.Agent`.
+    """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.protocol.agent.Agent`.
 
     ``run(input)`` raises, before its first event, :class:`~transports.retrying_client.RemoteAgentError`
     (the server refused: status + remote error code) or
@@ -822,7 +822,7 @@ class SSEAgent(RemoteClientBase):
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
     (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
-    :class:`~agui_engine.codec.EventStreamDecoder` (a bad frame is an
+    :class:`~agui_engine.protocol.codec.EventStreamDecoder` (a bad frame is an
     EventDecodeError naming its frame index and byte offset; ``THINKING_*`` events
     of older servers are mapped to ``REASONING_*``). The loop itself is
     :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
@@ -853,7 +853,7 @@ class SSEAgent(RemoteClientBase):
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
 
         Returns the decoded ``data``. Raises the typed errors of
-        :mod:`agui_engine.resources` for the server's refusals (UnknownResourceError 404,
+        :mod:`agui_engine.genui.resources` for the server's refusals (UnknownResourceError 404,
         ResourceParamsError 422 with ``path``, ResourcePermissionError 403,
         ResourceBusyError 503, ResourceTimeoutError 504, ResourceFailedError /
         ResourceResultTooLargeError 502), RemoteAgentError for any other refusal (401,

@@ -46,14 +46,14 @@ from typing import IO, Any
 
 import msgspec
 
-from agui_engine.agent import Agent, AgentFunction, as_agent
-from agui_engine.codec import LegacyThinkingMapper
-from agui_engine.errors import (
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.codec import LegacyThinkingMapper
+from agui_engine.protocol.errors import (
     AguiEngineError,
     LimitExceededError,
     UsageError,
 )
-from agui_engine.events import Event, RunAgentInput
+from agui_engine.protocol.events import Event, RunAgentInput
 
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
 from .input_errors import InvalidInputError
@@ -291,7 +291,7 @@ async def serve_stdio(
 
 
 class StdioAgent:
-    """An AG-UI stdio server run as a subprocess, as an :class:`~agui_engine.agent.Agent`.
+    """An AG-UI stdio server run as a subprocess, as an :class:`~agui_engine.protocol.agent.Agent`.
 
     ``command`` is an argv list or a shell-style string (split with ``shlex``, no
     shell). Each ``run()`` starts the process, writes the input line, reads event

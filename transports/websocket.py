@@ -63,17 +63,17 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agui_engine.agent import Agent, AgentFunction, as_agent
-from agui_engine.codec import LegacyThinkingMapper
-from agui_engine.errors import (
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.codec import LegacyThinkingMapper
+from agui_engine.protocol.errors import (
     WS_CLOSE_BAD_INPUT,
     AguiEngineError,
     CapacityError,
     RemoteInputError,
     UsageError,
 )
-from agui_engine.events import RunAgentInput
-from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.protocol.events import RunAgentInput
+from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .clock import Clock
 from .bearer_auth import UnauthorizedError, check_bearer
@@ -598,7 +598,7 @@ class _WebSocketSession:
 
 
 class WebSocketAgent(RemoteClientBase):
-    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.agent.Agent`.
+    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.protocol.agent.Agent`.
 
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
     run. When the connection drops before the terminal event it reconnects and
@@ -632,7 +632,7 @@ class WebSocketAgent(RemoteClientBase):
         """A resource's data over a ``query`` message (on a connection of its own).
 
         Returns the decoded data. Raises the typed errors of
-        :mod:`agui_engine.resources` for the server's refusals (404, 422 with
+        :mod:`agui_engine.genui.resources` for the server's refusals (404, 422 with
         ``path``, 403, 503, 504, 502), RemoteAgentError for any other refusal (a
         refused handshake: 401 ...), ConnectionLostError when the server cannot be
         reached or closes, ResourceTimeoutError when no answer comes within ``timeout``.

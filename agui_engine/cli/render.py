@@ -3,7 +3,7 @@ events, live.
 
 Theory of operation
 -------------------
-Every event goes through an :class:`~agui_engine.accumulator.Accumulator`
+Every event goes through an :class:`~agui_engine.protocol.accumulator.Accumulator`
 (components become content blocks whose props are rebuilt from the streamed JSON
 Patch operations), then the :class:`Renderer` draws it:
 
@@ -30,18 +30,18 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
-from ..accumulator import Accumulator
-from ..component_stream import (
+from ..protocol.accumulator import Accumulator
+from ..genui.component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     PROPS_STATUS_KEY,
     find_component,
 )
-from ..components import is_ui_tool
-from ..decision import TOOL_CALL_STATUS_EVENT
-from ..errors import AguiEngineError
-from ..events import (
+from ..genui.components import is_ui_tool
+from ..loops.decision import TOOL_CALL_STATUS_EVENT
+from ..protocol.errors import AguiEngineError
+from ..protocol.events import (
     CustomEvent,
     Event,
     ReasoningMessageContentEvent,
@@ -57,8 +57,8 @@ from ..events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from ..pointer import escape_token
-from ..uispec import UI_SPEC_COMPONENT
+from ..protocol.pointer import escape_token
+from ..genui.uispec import UI_SPEC_COMPONENT
 
 __all__ = [
     "FALLBACK_TERMINAL_SIZE",

@@ -37,9 +37,9 @@ from agui_engine.adapters.crewai import (  # noqa: E402
     kickoff_inputs,
 )
 from agui_engine.adapters.replay import ReplayServer  # noqa: E402
-from agui_engine.agent_loop import AgentLoop  # noqa: E402
-from agui_engine.errors import RemoteInputError, UsageError  # noqa: E402
-from agui_engine.events import (  # noqa: E402
+from agui_engine.loops.agent_loop import AgentLoop  # noqa: E402
+from agui_engine.protocol.errors import RemoteInputError, UsageError  # noqa: E402
+from agui_engine.protocol.events import (  # noqa: E402
     Context,
     CustomEvent,
     ResumeEntry,

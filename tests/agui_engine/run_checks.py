@@ -6,10 +6,10 @@ from typing import Any
 
 from ag_ui_validate import ValidatorOptions, create_validator
 
-from agui_engine.accumulator import Accumulator
-from agui_engine.codec import encode_event
-from agui_engine.events import RunAgentInput, ToolCallArgsEvent
-from agui_engine.verify import Verifier
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.codec import encode_event
+from agui_engine.protocol.events import RunAgentInput, ToolCallArgsEvent
+from agui_engine.protocol.verify import Verifier
 
 #: ag-ui-validate findings every run of this engine may produce (spec/decision.md):
 #: AGUI902 -- no timestamps (the core has no clock; a transport may stamp events);

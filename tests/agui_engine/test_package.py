@@ -16,7 +16,9 @@ from tests.public_api import check_module, check_package, public_modules
 # The schema writer is a program over the library (it writes spec/schema), not part of
 # it; the command line is the subpackage agui_engine.cli (not a module of this folder).
 NOT_PUBLIC = {"schema"}
-MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC)
+#: the core's layer folders (tests/test_layers.py); the CLI is not a library module
+LAYER_FOLDERS = ("protocol", "genui", "loops", "demo")
+MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
 
 EXPECTED_ALL = [
     "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
@@ -70,7 +72,9 @@ def test_public_module_has_a_literal_sorted_all(module: str, path: Path) -> None
 
 
 def test_demo_data_and_internals_are_not_exported() -> None:
-    from agui_engine import decision, embedded, verify
+    from agui_engine.demo import weather_model as embedded
+    from agui_engine.loops import decision
+    from agui_engine.protocol import verify
 
     for name in ["DEMO_WEATHER", "plan_reply", "chunk_text", "ANY", "TEXT", "Row", "KEEP", "DROP", "new_id"]:
         assert name not in agui_engine.__all__

@@ -9,7 +9,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     Event,
     RunAgentInput,
     RunFinishedEvent,

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.eventlog import BUDGET_TRIM_FLOOR_BYTES, CursorExpiredError, InMemoryEventLog
 from agui_engine.transports.runs import RegistryOptions, RunRegistry, ServerBusyError, client_key
 from tests.transports.flood_agent import FloodAgent

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_engine.errors import RemoteInputError, UsageError
+from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.transports.run_lifecycle import (
     GATEWAY_TRANSITIONS,
     RUN_TRANSITIONS,

@@ -11,7 +11,7 @@ import httpx
 import msgspec
 import pytest
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports import ConnectionOptions, DataOptions
 from agui_engine.transports.sse import AppKeywords, SSEAgent, create_app, start_sse_server
 from agui_engine.transports.stdio import serve_stdio
