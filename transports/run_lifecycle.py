@@ -22,18 +22,19 @@ HTTP 409). Nothing changes on a refusal.
 
 Phases (:class:`RunPhase`) and the main path::
 
-    CREATED --producer started--> OPEN --RUN_STARTED logged--> STREAMING
-       |                            |                          |  ^
-       |                            |          terminal logged |  | RUN_STARTED logged
-       |                            |                          v  |   (the next run of the stream)
-       |                            |                         ENDED
-       |   (cancel pending)         +----producer ended-------+--+--> FINISHING
-       +--producer started-------------------------------------------->  |
-                                                                          | log finished
-                                              retention expired,          v
-     DISCARDED <--evicted / last reader left-- LINGERING <--expired-- FINISHED
-         ^                                    (still read)               |
-         +------------------- retention expired / evicted ---------------+
+    CREATED --producer started--> OPEN --RUN_STARTED logged--> STREAMING <-----+
+                  (a cancel pending:   |                          |             | RUN_STARTED logged
+                   END_AT_ONCE, then   |                          | terminal    | (the stream's
+                   producer ended)     |                          v logged      |  next run)
+                                       |                        ENDED ----------+
+                                       |                          |
+                                       +-- producer ended --------+-----------> FINISHING
+                                           (from OPEN, STREAMING or ENDED)          |
+                                                                                    | log finished
+                                                                                    v
+     DISCARDED <--last reader left-- LINGERING <--retention expired, still read-- FINISHED
+         ^                                                                          |
+         +--------------------- retention expired / evicted (unread) --------------+
 
     FOLLOWING: a run another gateway node runs (shared log); only subscribers change.
 
