@@ -14,7 +14,7 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .retrying_client import ConnectionLostError, RemoteAgentError
+    from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
+    "UpstreamStoppedError": "retrying_client",
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
@@ -84,6 +85,7 @@ __all__ = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
     "create_app",

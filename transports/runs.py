@@ -84,6 +84,7 @@ from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
 from .input_decoding import MAX_SEQ_DIGITS, check_run_id
+from .remote_agents import serving_agent
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -590,7 +591,8 @@ class RunRegistry:
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
     ) -> None:
-        self.agent: Agent = as_agent(agent, where="RunRegistry(agent)")
+        # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
+        self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
         self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = (
             log if log is not None else InMemoryEventLog(max_total_bytes=self.options.max_buffered_bytes or None)

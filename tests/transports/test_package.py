@@ -39,6 +39,7 @@ EXPECTED_ALL = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
     "create_app",
