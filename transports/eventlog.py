@@ -51,6 +51,7 @@ from typing import Protocol, runtime_checkable
 from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageError
 
 __all__ = [
+    "BUDGET_TRIM_FLOOR_BYTES",
     "BadCursorError",
     "COMPACT_AFTER_DROPPED",
     "CursorExpiredError",

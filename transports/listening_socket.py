@@ -20,7 +20,7 @@ __all__ = [
     "server_url",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 
 #: Accept backlog of the listening socket (SSE and WebSocket servers). A network
@@ -51,7 +51,7 @@ class ThrottledWarning:
         now = time.monotonic()
         if now - self._last >= self.interval:
             self._last = now
-            logger.warning(message, *args)
+            _log.warning(message, *args)
 
 
 class ListeningSocket(socket.socket):

@@ -78,6 +78,7 @@ __all__ = [
     "GatewayPhase",
     "IllegalTransition",
     "RUN_TRANSITIONS",
+    "Row",
     "RunEvent",
     "RunFinishedError",
     "RunLifecycle",
@@ -327,41 +328,41 @@ def _noop(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
 _C, _O, _S, _E = RunPhase.CREATED, RunPhase.OPEN, RunPhase.STREAMING, RunPhase.ENDED
 _FG, _F, _L, _D, _W = RunPhase.FINISHING, RunPhase.FINISHED, RunPhase.LINGERING, RunPhase.DISCARDED, RunPhase.FOLLOWING
 _LIVE: Final = (_C, _O, _S, _E)
-V = RunEvent
+_V = RunEvent
 
 #: THE run state machine. (phase, event) -> Row(handler, then, refuse). A missing
 #: pair raises IllegalTransition.
 RUN_TRANSITIONS: Final[dict[tuple[RunPhase, RunEvent], Row]] = {
     # -- the producer: the agent's stream
-    (_C, V.PRODUCER_STARTED): Row(_start, then=_O),
-    (_O, V.STARTED_LOGGED): Row(_started, then=_S),
-    (_O, V.TERMINAL_LOGGED): Row(_terminal, then=_E),  # RUN_ERROR first (verify off, or an early failure)
-    (_S, V.TERMINAL_LOGGED): Row(_terminal, then=_E),
-    (_S, V.STARTED_LOGGED): Row(_noop),  # unverified stream: a nested RUN_STARTED changes nothing
-    (_E, V.STARTED_LOGGED): Row(_started, then=_S),  # the stream's next run (AG-UI allows several)
-    (_E, V.TERMINAL_LOGGED): Row(_terminal),  # a late RUN_ERROR after RUN_FINISHED
-    (_O, V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_S, V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_E, V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_FG, V.LOG_FINISHED): Row(_log_finished, then=_F),
+    (_C, _V.PRODUCER_STARTED): Row(_start, then=_O),
+    (_O, _V.STARTED_LOGGED): Row(_started, then=_S),
+    (_O, _V.TERMINAL_LOGGED): Row(_terminal, then=_E),  # RUN_ERROR first (verify off, or an early failure)
+    (_S, _V.TERMINAL_LOGGED): Row(_terminal, then=_E),
+    (_S, _V.STARTED_LOGGED): Row(_noop),  # unverified stream: a nested RUN_STARTED changes nothing
+    (_E, _V.STARTED_LOGGED): Row(_started, then=_S),  # the stream's next run (AG-UI allows several)
+    (_E, _V.TERMINAL_LOGGED): Row(_terminal),  # a late RUN_ERROR after RUN_FINISHED
+    (_O, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
+    (_S, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
+    (_E, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
+    (_FG, _V.LOG_FINISHED): Row(_log_finished, then=_F),
     # -- cancellation: while the run is live; a client's cancel of an ended run is a 409
-    **{(p, V.CANCEL): Row(_cancel) for p in _LIVE},
-    **{(p, V.CANCEL): Row(refuse=RunFinishedError) for p in (_FG, _F, _L, _D)},
+    **{(p, _V.CANCEL): Row(_cancel) for p in _LIVE},
+    **{(p, _V.CANCEL): Row(refuse=RunFinishedError) for p in (_FG, _F, _L, _D)},
     # -- subscribers, grace
-    **{(p, V.SUBSCRIBE): Row(_subscribe) for p in (*_LIVE, _FG, _F, _L, _W)},
-    **{(p, V.UNSUBSCRIBE): Row(_unsubscribe_live) for p in _LIVE},
-    (_FG, V.UNSUBSCRIBE): Row(_unsubscribe_quiet),  # LOG_FINISHED decides about the queue
-    (_F, V.UNSUBSCRIBE): Row(_unsubscribe_finished),
-    (_L, V.UNSUBSCRIBE): Row(_unsubscribe_lingering),  # the handler moves to DISCARDED on the last
-    (_W, V.UNSUBSCRIBE): Row(_unsubscribe_following),
-    **{(p, V.GRACE_EXPIRED): Row(_grace_expired) for p in _LIVE},
-    **{(p, V.REMOTE_READERS): Row(_remote_readers) for p in _LIVE},
+    **{(p, _V.SUBSCRIBE): Row(_subscribe) for p in (*_LIVE, _FG, _F, _L, _W)},
+    **{(p, _V.UNSUBSCRIBE): Row(_unsubscribe_live) for p in _LIVE},
+    (_FG, _V.UNSUBSCRIBE): Row(_unsubscribe_quiet),  # LOG_FINISHED decides about the queue
+    (_F, _V.UNSUBSCRIBE): Row(_unsubscribe_finished),
+    (_L, _V.UNSUBSCRIBE): Row(_unsubscribe_lingering),  # the handler moves to DISCARDED on the last
+    (_W, _V.UNSUBSCRIBE): Row(_unsubscribe_following),
+    **{(p, _V.GRACE_EXPIRED): Row(_grace_expired) for p in _LIVE},
+    **{(p, _V.REMOTE_READERS): Row(_remote_readers) for p in _LIVE},
     # (a timer or a remote answer that raced with the end of the run: nothing to do)
-    **{(p, e): Row(_noop) for p in (_FG, _F, _L, _D) for e in (V.GRACE_EXPIRED, V.REMOTE_READERS)},
+    **{(p, e): Row(_noop) for p in (_FG, _F, _L, _D) for e in (_V.GRACE_EXPIRED, _V.REMOTE_READERS)},
     # -- retention
-    (_F, V.RETENTION_EXPIRED): Row(_retention_expired),  # -> LINGERING or DISCARDED (the handler)
-    (_F, V.EVICTED): Row(_evicted, then=_D),
-    (_L, V.RETENTION_EXPIRED): Row(_noop),
+    (_F, _V.RETENTION_EXPIRED): Row(_retention_expired),  # -> LINGERING or DISCARDED (the handler)
+    (_F, _V.EVICTED): Row(_evicted, then=_D),
+    (_L, _V.RETENTION_EXPIRED): Row(_noop),
 }
 
 
@@ -434,7 +435,9 @@ class RunLifecycle:
         if row is None:
             raise IllegalTransition("RunLifecycle", self.phase, event)
         if row.refuse is not None:
-            raise row.refuse(f"the run has already ended (phase {self.phase.value}); there is nothing to {event.name.lower()}")
+            raise row.refuse(
+                f"the run has already ended (phase {self.phase.value}); there is nothing to {event.name.lower()}"
+            )
         effects = row.handler(self, arg) if row.handler is not None else _NONE
         if row.then is not None:
             self.phase = row.then

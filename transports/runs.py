@@ -83,8 +83,6 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
-from .input_decoding import MAX_SEQ_DIGITS, check_run_id
-from .remote_agents import serving_agent
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -96,6 +94,8 @@ from .eventlog import (
     SharedEventLog,
     UnknownRunError,
 )
+from .input_decoding import MAX_SEQ_DIGITS, check_run_id
+from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
     Effect,
@@ -1076,7 +1076,8 @@ class RunRegistry:
         # RUN_ERROR (exactly one terminal event per run), then the end of the log.
         lifecycle = run.lifecycle
         try:
-            for effect in lifecycle.fire(RunEvent.PRODUCER_ENDED, None if error is None else (error.code or "run_error")):
+            ended_with = None if error is None else (error.code or "run_error")
+            for effect in lifecycle.fire(RunEvent.PRODUCER_ENDED, ended_with):
                 if effect is Effect.APPEND_STARTED:
                     await self._append(run, RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
                 elif effect is Effect.APPEND_ERROR:

@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from agui_engine.protocol.errors import UsageError
 from agui_engine.genui.resources import Resource, ResourceRegistry
+from agui_engine.protocol.errors import UsageError
 
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker

@@ -78,9 +78,8 @@ def test_options_values_are_checked_when_built() -> None:
 def test_stdio_takes_the_same_connection_options() -> None:
     line = msgspec.json.encode(make_input("s", text="x" * 500)) + b"\n"
     out = io.BytesIO()
-    rc = asyncio.run(
-        serve_stdio(ScriptedAgent(deltas=1), stdin=io.BytesIO(line), stdout=out, connection=ConnectionOptions(max_input_bytes=100))
-    )
+    small = ConnectionOptions(max_input_bytes=100)
+    rc = asyncio.run(serve_stdio(ScriptedAgent(deltas=1), stdin=io.BytesIO(line), stdout=out, connection=small))
     assert rc == 0
     (answer,) = [msgspec.json.decode(x) for x in out.getvalue().splitlines()]
     assert answer["error"]["code"] == "limit_exceeded" and answer["line"] == 1

@@ -120,11 +120,15 @@ async def test_300_stalled_readers_of_one_token_are_bounded_by_the_client_cap_an
     assert grown > REPRODUCED_MIB and set(statuses) == {200}, (grown, statuses)
     # the per-client cap: one client (one token, one address) holds PER_CLIENT runs;
     # its other requests get 503 + Retry-After
-    grown, statuses = await growth_with_stalled_readers("--max-runs-per-client", str(PER_CLIENT), "--max-buffered-bytes", "0")
+    grown, statuses = await growth_with_stalled_readers(
+        "--max-runs-per-client", str(PER_CLIENT), "--max-buffered-bytes", "0"
+    )
     assert statuses.count(200) == PER_CLIENT and statuses.count(503) == READERS - PER_CLIENT, statuses
     assert grown < PER_CLIENT_BOUND_MIB, grown
     # the budget: whatever the clients, the logs hold at most the budget plus
     # BUDGET_TRIM_FLOOR_BYTES per run, and new runs get 503 past it
-    grown, statuses = await growth_with_stalled_readers("--max-runs-per-client", "0", "--max-buffered-bytes", str(BUDGET_BYTES))
+    grown, statuses = await growth_with_stalled_readers(
+        "--max-runs-per-client", "0", "--max-buffered-bytes", str(BUDGET_BYTES)
+    )
     assert statuses.count(503) > 0 and statuses.count(200) + statuses.count(503) == READERS, statuses
     assert grown < BUDGET_BOUND_MIB, grown
