@@ -111,6 +111,8 @@ if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
 __all__ = [
+    "CANCEL_WAIT_SECONDS",
+    "COALESCE_MAX_PASSES",
     "Caller",
     "DEFAULT_DISCONNECT_GRACE_SECONDS",
     "DEFAULT_GRACE_SECONDS",
@@ -120,7 +122,10 @@ __all__ = [
     "DEFAULT_MAX_RUNS",
     "DEFAULT_MAX_RUNS_PER_CLIENT",
     "DEFAULT_RETENTION_SECONDS",
+    "KEEPALIVE_MIN_TICK",
+    "KEEPALIVE_RESOLUTION",
     "KeepAliveClock",
+    "PRODUCER_YIELD_EVERY",
     "RETRY_AFTER_BUSY_SECONDS",
     "RETRY_AFTER_SHUTDOWN_SECONDS",
     "RUN_KEY_BYTES",
@@ -134,10 +139,12 @@ __all__ = [
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
+    "event_id",
+    "resume_cursor",
     "run_key_hash",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
 
@@ -823,7 +830,7 @@ class RunRegistry:
         for effect in effects:
             if effect is Effect.CANCEL_PRODUCER:
                 assert lifecycle.cancel is not None
-                logger.info("run %s: cancelling (%s)", run.run_id, lifecycle.cancel[1])
+                _log.info("run %s: cancelling (%s)", run.run_id, lifecycle.cancel[1])
                 if run.task is not None:
                     run.task.cancel()
             elif effect is Effect.ARM_GRACE:
@@ -912,7 +919,7 @@ class RunRegistry:
             after = sl.last_seq if sl.payloads else after
             await log.wait(run_id, after, left)
         else:
-            logger.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
+            _log.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
         return Run.following(run_id)
 
     def cancel_nowait(
@@ -933,7 +940,7 @@ class RunRegistry:
             return
         done, _ = await asyncio.wait({run.task}, timeout=timeout)
         if not done:
-            logger.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
+            _log.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
 
     async def drain(self, timeout: float) -> None:
         """Refuse new runs (503, and :meth:`ready` turns False) and wait up to
@@ -1031,13 +1038,13 @@ class RunRegistry:
             code, message = lifecycle.cancel or ("cancelled", "the run was cancelled")
             error = RunErrorEvent(message=message, code=code)
         except AguiEngineError as exc:
-            logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
+            _log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
             error = RunErrorEvent.from_error(exc)
         except Exception as exc:  # noqa: BLE001 - an agent bug must not take the gateway down
             # The operator needs the message and the traceback to fix the agent
             # (logger.exception-style, at ERROR); the client gets neither: they
             # may carry secrets (URLs with keys, SQL, file paths).
-            logger.error("run %s: the agent raised %s: %s", run.run_id, type(exc).__name__, exc, exc_info=exc)
+            _log.error("run %s: the agent raised %s: %s", run.run_id, type(exc).__name__, exc, exc_info=exc)
             error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
         finally:
             # An Agent returns an async iterator; an async generator (the usual
@@ -1053,7 +1060,7 @@ class RunRegistry:
                     if task is not None:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
-                    logger.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
+                    _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
         await self._finish(run, error)
 
     def _open_agent(self, input: RunAgentInput) -> Any:

@@ -79,6 +79,7 @@ from .retrying_client import (
     AttemptItem,
     ConnectionLostError,
     RemoteClientBase,
+    media_type,
     remote_error_from_body,
 )
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
@@ -945,9 +946,13 @@ class SSEAgent(RemoteClientBase):
             headers["Last-Event-ID"] = last_id
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
+            content_type = resp.headers.get("content-type")
             if resp.status_code != 200:
                 raw = await resp.aread()
-                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
+            if media_type(content_type) != SSE_CONTENT_TYPE:
+                # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
+                raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
