@@ -83,6 +83,7 @@ __all__ = [
     "RunFinishedError",
     "RunLifecycle",
     "RunPhase",
+    "TRUNCATED",
     "WS_CLOSE_RUN_EXISTS",
 ]
 
@@ -171,6 +172,10 @@ class Row(NamedTuple):
 
 _NONE: tuple[Effect, ...] = ()
 
+#: The RUN_ERROR code of a run whose producer ended with no terminal event, no
+#: error and no cancel (an unverified agent that just stopped).
+TRUNCATED = "truncated"
+
 
 def _start(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
     return (Effect.END_AT_ONCE,) if m.cancel is not None else _NONE
@@ -200,8 +205,9 @@ def _cancel(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
 
 def _producer_ended(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
     error = arg if isinstance(arg, str) else None
-    if error is None and m.cancel is not None and m.phase is not RunPhase.ENDED:
-        error = m.cancel[0]
+    if error is None and m.phase is not RunPhase.ENDED:
+        # ended without a terminal event: cancelled, or the agent's stream was cut short
+        error = m.cancel[0] if m.cancel is not None else TRUNCATED
     stop = (Effect.STOP_GRACE,) if m.grace is not None else _NONE
     m.grace = None
     if m.phase is RunPhase.ENDED or error is None:

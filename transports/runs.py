@@ -1028,9 +1028,7 @@ class RunRegistry:
                 if count % PRODUCER_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
             if verifier is not None:
-                verifier.close()
-            elif lifecycle.phase is not RunPhase.ENDED:
-                raise RemoteInputError("the agent's stream ended without RUN_FINISHED or RUN_ERROR", code="truncated")
+                verifier.close()  # raises for a stream cut short; unverified, the lifecycle sees it (TRUNCATED)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
@@ -1088,9 +1086,12 @@ class RunRegistry:
                 if effect is Effect.APPEND_STARTED:
                     await self._append(run, RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
                 elif effect is Effect.APPEND_ERROR:
-                    if error is None:
-                        code, message = lifecycle.cancel or ("cancelled", "the run was cancelled")
-                        error = RunErrorEvent(message=message, code=code)
+                    if error is None and lifecycle.cancel is not None:
+                        error = RunErrorEvent(message=lifecycle.cancel[1], code=lifecycle.cancel[0])
+                    elif error is None:
+                        message = "the agent's stream ended without RUN_FINISHED or RUN_ERROR"
+                        _log.warning("run %s ended: %s", run.run_id, message)
+                        error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
                     await self.log.finish(run.run_id)

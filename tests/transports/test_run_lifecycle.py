@@ -13,6 +13,7 @@ from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.transports.run_lifecycle import (
     GATEWAY_TRANSITIONS,
     RUN_TRANSITIONS,
+    TRUNCATED,
     Effect,
     GatewayEvent,
     GatewayLifecycle,
@@ -60,6 +61,15 @@ def test_an_agent_failing_before_run_started_gets_the_prelude_and_one_run_error(
     assert streaming.fire(V.PRODUCER_ENDED, "agent_error") == (E.APPEND_ERROR, E.FINISH_LOG)
     ended = machine(P.ENDED)  # the agent's own terminal event stands
     assert ended.fire(V.PRODUCER_ENDED, "agent_error") == (E.FINISH_LOG,) and ended.terminal_code is None
+
+
+def test_a_producer_that_just_stops_gets_a_truncated_run_error() -> None:
+    # found by the property below: an unverified agent ending with no terminal event
+    m = machine(P.OPEN)
+    assert m.fire(V.PRODUCER_ENDED) == (E.APPEND_STARTED, E.APPEND_ERROR, E.FINISH_LOG)
+    assert m.terminal_code == TRUNCATED
+    streaming = machine(P.STREAMING)
+    assert streaming.fire(V.PRODUCER_ENDED) == (E.APPEND_ERROR, E.FINISH_LOG) and streaming.terminal_code == TRUNCATED
 
 
 def test_the_second_run_of_a_stream_is_streaming_again_and_gets_its_error() -> None:

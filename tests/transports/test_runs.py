@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
 from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.events import RunAgentInput, TextMessageChunkEvent
+from agui_engine.protocol.events import Event, RunAgentInput, RunStartedEvent, TextMessageChunkEvent
 from agui_engine.transports.clock import ManualClock
-from agui_engine.transports.input_errors import InvalidInputError
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
+from agui_engine.transports.input_errors import InvalidInputError
 from agui_engine.transports.runs import (
     RegistryOptions,
     RunExistsError,
@@ -363,3 +364,14 @@ async def test_a_disconnect_grace_delays_the_stop_and_a_return_cancels_it() -> N
     assert run.terminal_code == "disconnected"
     with pytest.raises(UsageError):
         RegistryOptions(disconnect_grace_seconds=-1)
+
+
+async def test_an_unverified_agent_that_just_stops_ends_with_one_truncated_run_error() -> None:
+    async def stops(input: RunAgentInput) -> AsyncIterator[Event]:
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+    reg = RunRegistry(stops, options=RegistryOptions(verify=False))
+    run = await reg.start(make_input("cut"))
+    events = await drain(reg, "cut")
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].code == "truncated" and run.terminal_code == "truncated"
