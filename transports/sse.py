@@ -537,6 +537,8 @@ class _Gateway:
 
     async def on_shutdown(self, app: web.Application) -> None:
         await self.registry.shutdown()
+        if self.broker is not None:
+            self.broker.close()  # its resolver pools
 
 
 async def _pump(

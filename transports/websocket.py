@@ -449,8 +449,10 @@ class WebSocketServer(ServerHandle):
         registry: RunRegistry,
         connections: set[_Connection],
         gate: IdleConnectionGate | None = None,
+        broker: ResourceBroker | None = None,
     ) -> None:
         self.server = server
+        self._broker = broker
         self.url = url
         self.registry = registry
         #: The cap on connections that run nothing (counts, refusals).
@@ -466,6 +468,8 @@ class WebSocketServer(ServerHandle):
             await asyncio.wait(pumps, timeout=timeout)
         self.server.close(close_connections=True)
         await self.server.wait_closed()
+        if self._broker is not None:
+            self._broker.close()  # its resolver pools
 
 
 async def start_websocket_server(
@@ -568,7 +572,7 @@ async def start_websocket_server(
     )
     sock = next(iter(server.sockets))
     bound = sock.getsockname()
-    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections, gate)
+    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections, gate, broker)
 
 
 # ---------------------------------------------------------------------------------------
