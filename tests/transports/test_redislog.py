@@ -68,6 +68,7 @@ async def _run_and_follow(c: httpx.AsyncClient, owner: _Node, follower: _Node, r
         follow = asyncio.create_task(c.get(follower.url + f"runs/{run_id}", headers={**key, "Last-Event-ID": f"{run_id}:0"}))
         own = await r.aread()
     followed = await follow
+    assert followed.status_code == 200, (followed.status_code, followed.text)
     return _last_event(own), _last_event(followed.content)
 
 
