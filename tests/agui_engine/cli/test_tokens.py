@@ -163,5 +163,5 @@ async def test_serve_binds_runs_to_principals_and_sighup_swaps_tokens_live(tmp_p
                 got += await chunks.__anext__()
             assert b'"cancelled"' in got
     log = "".join(lines)
-    assert "Traceback" not in log
+    assert "Traceback" not in log and "SIGHUP: reloaded" in log
     assert all(t not in log for t in (ALICE, BOB, CAROL))  # tokens never reach the log
