@@ -1,4 +1,4 @@
-"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.agent.Agent`.
+"""CrewAI behind the engine: a ``Crew`` or a ``Flow`` as an AG-UI :class:`~agui_engine.protocol.agent.Agent`.
 
 Theory of operation
 -------------------
@@ -32,7 +32,9 @@ CrewAI event (``type``)                            AG-UI events
                                                    ``TEXT_MESSAGE_CONTENT`` per chunk
 ``llm_stream_chunk`` with ``tool_call``            ``TOOL_CALL_START`` (once id and name are
 (native function calling)                          known) and ``TOOL_CALL_ARGS`` per fragment,
-                                                   keyed by the call's index
+                                                   keyed by the call's index: the chunk's new
+                                                   part only (crewai's ``arguments`` may be
+                                                   cumulative: :func:`_new_arguments`)
 ``llm_thinking_chunk``                             ``REASONING_START`` / ``REASONING_MESSAGE_*``
 ``tool_usage_started``                             the tool call, whole: ``TOOL_CALL_START``,
                                                    ``TOOL_CALL_ARGS`` (its arguments as JSON),
@@ -91,6 +93,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import json
 import logging
 import threading
@@ -100,18 +103,14 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.decision import new_id
-from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
-from agui_engine.events import (
+from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.writer import EventWriter
+from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
+from agui_engine.protocol.events import (
     CustomEvent,
     Event,
     Interrupt,
     JsonPatch,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
@@ -123,13 +122,7 @@ from agui_engine.events import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 
 __all__ = [
@@ -137,9 +130,11 @@ __all__ = [
     "CrewAIAgent",
     "CrewEventTranslator",
     "FEEDBACK_INTERRUPT_REASON",
+    "Handler",
     "KickoffCancelled",
     "MAX_PAUSED_CREWAI_FLOWS",
     "MAX_PENDING_CREWAI_EVENTS",
+    "STEP_NAME_CHARS",
     "TASK_HUMAN_INPUT_UNSUPPORTED",
     "client_tools",
     "feedback_of",
@@ -147,7 +142,7 @@ __all__ = [
     "kickoff_inputs",
 ]
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 #: The one line a user gets when crewai is not installed.
 CREWAI_MISSING: Final = "CrewAI is not installed: pip install 'agui-engine[crewai]'"
@@ -339,15 +334,49 @@ def _with_state_now(event: Any) -> Any:
 
 
 class _StreamedCall:
-    __slots__ = ("id", "name", "started")
+    __slots__ = ("args", "id", "name", "started")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.id = call_id
         self.name = name
         self.started = False
+        #: the arguments received so far (sent as TOOL_CALL_ARGS once the call started)
+        self.args = ""
+
+
+def _new_arguments(sent: str, chunk: Any, arguments: str) -> str:
+    """The part of a streamed tool call's arguments that one CrewAI chunk adds.
+
+    What crewai 1.15.30 reports in an ``LLMStreamChunkEvent`` with a ``tool_call``
+    (``crewai/events/types/llm_events.py``; emitted by ``BaseLLM._emit_stream_chunk_event``,
+    whose docstring calls ``chunk`` "the text content of the chunk"):
+
+    - ``chunk`` is always the new fragment, in every provider: the native OpenAI, Azure,
+      Anthropic and Bedrock streams (``llms/providers/*/completion.py``) pass the delta's
+      ``arguments`` / ``partial_json`` / ``toolUse.input``, LiteLLM's
+      (``llm.py``, ``LLM._handle_streaming_tool_calls``) ``tool_call.function.arguments``
+      of the delta, Gemini the whole arguments of its one chunk per call;
+    - ``tool_call.function.arguments`` is **cumulative** in the native providers (they pass
+      their accumulator: ``tool_calls[i]["arguments"] += ...`` then the whole string) but
+      **incremental** through LiteLLM (``tool_call.to_dict()`` of the delta itself).
+
+    So ``chunk`` is the fragment whenever it is non-empty. An emitter that leaves it empty
+    and reports only ``arguments`` (a custom ``BaseLLM``) is told apart by prefix: arguments
+    that begin with everything received so far are cumulative (the rest is new), others are
+    a fragment.
+    """
+    if isinstance(chunk, str) and chunk:
+        return chunk
+    if arguments.startswith(sent):
+        return arguments[len(sent):]
+    return arguments
 
 
 Handler = Callable[["CrewEventTranslator", Any], list[Event]]
+
+#: The translator's writer lanes: CrewAI streams text and thinking side by side.
+_TEXT_LANE: Final = "text"
+_REASONING_LANE: Final = "reasoning"
 
 
 class CrewEventTranslator:
@@ -362,9 +391,9 @@ class CrewEventTranslator:
     def __init__(self, *, run_id: str, thread_id: str) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
-        self._counter = 0
-        self._text_id: str | None = None
-        self._reasoning_id: str | None = None
+        #: what is open (text and reasoning on lanes of their own: both may be open while the
+        #: model streams) and the ids: ``{runId}-{kind}-{n}``
+        self._writer = EventWriter(Ids.sequential(run_id))
         self._steps: list[str] = []
         #: calls the model is streaming: by index (CrewAI's chunks) or by id (ag-ui-crewai's)
         self._streamed: dict[int | str, _StreamedCall] = {}
@@ -377,22 +406,15 @@ class CrewEventTranslator:
         self.text_seen = False
 
     def _id(self, kind: str) -> str:
-        self._counter += 1
-        return f"{self.run_id}-{kind}-{self._counter}"
+        return self._writer.ids.mint(kind)
 
     # -- closing what is open
     def _close_message(self) -> list[Event]:
         out: list[Event] = []
-        if self._text_id is not None:
-            out.append(TextMessageEndEvent(message_id=self._text_id))
-            self._text_id = None
-        if self._reasoning_id is not None:
-            out.append(ReasoningMessageEndEvent(message_id=self._reasoning_id))
-            out.append(ReasoningEndEvent(message_id=self._reasoning_id))
-            self._reasoning_id = None
+        self._writer.close_all(out, tools=False)  # the text, then the reasoning
         for call in self._streamed.values():
             if call.started and call.id is not None:
-                out.append(ToolCallEndEvent(tool_call_id=call.id))
+                out.append(self._writer.end_tool(call.id))
                 self._awaiting.setdefault(call.name or "", []).append(call.id)
         self._streamed.clear()
         self._chunk_call = None
@@ -471,21 +493,21 @@ class CrewEventTranslator:
     def _on_text_chunk(self, event: Any) -> list[Event]:
         tool_call = getattr(event, "tool_call", None)
         if tool_call is not None:
-            return self._on_tool_call_chunk(tool_call)
+            return self._on_tool_call_chunk(tool_call, getattr(event, "chunk", None))
         return self._text(getattr(event, "chunk", ""))
 
     def _text(self, chunk: Any) -> list[Event]:
         if not isinstance(chunk, str) or not chunk:
             return []
         out: list[Event] = []
-        if self._text_id is None:
-            self._text_id = self._id("msg")
-            out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+        self._writer.text(chunk, out, lane=_TEXT_LANE)
         self.text_seen = True
-        out.append(TextMessageContentEvent(message_id=self._text_id, delta=chunk))
         return out
 
-    def _on_tool_call_chunk(self, tool_call: Any) -> list[Event]:
+    def _on_tool_call_chunk(self, tool_call: Any, chunk: Any) -> list[Event]:
+        """One chunk of a call the model streams (keyed by its index): ``TOOL_CALL_START``
+        once its name is known (arguments received before it follow at once), then each new
+        fragment of its arguments (:func:`_new_arguments`) once, as ``TOOL_CALL_ARGS``."""
         index = getattr(tool_call, "index", 0)
         function = getattr(tool_call, "function", None)
         name = getattr(function, "name", None)
@@ -495,13 +517,16 @@ class CrewEventTranslator:
             call = self._streamed[index] = _StreamedCall(getattr(tool_call, "id", None), name)
         call.id = call.id or getattr(tool_call, "id", None)
         call.name = call.name or name
+        new = _new_arguments(call.args, chunk, arguments)
+        call.args += new
         out: list[Event] = []
         if not call.started and call.name:
-            call.id = call.id or self._id("call")
-            call.started = True
-            out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name))
-        if call.started and call.id is not None and arguments:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
+            start = self._writer.open_tool(call.name, tool_call_id=call.id)  # no id: one is minted
+            call.id, call.started = start.tool_call_id, True
+            out.append(start)
+            new = call.args  # what arrived before the name, and this chunk's
+        if call.started and call.id is not None and new:
+            out.append(self._writer.tool_args(call.id, new))
         return out
 
     # -- what a flow written for ag-ui-crewai publishes on CrewAI's bus (its copilotkit_* helpers):
@@ -521,10 +546,10 @@ class CrewEventTranslator:
         out: list[Event] = []
         if not call.started and call.name:
             call.started = True
-            out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=call.name))
+            out.append(self._writer.open_tool(call.name, tool_call_id=call_id))
         delta = getattr(event, "delta", None)
         if call.started and isinstance(delta, str) and delta:
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=delta))
+            out.append(self._writer.tool_args(call_id, delta))
         return out
 
     def _on_bridged_tool_result(self, event: Any) -> list[Event]:
@@ -548,11 +573,7 @@ class CrewEventTranslator:
         if not isinstance(chunk, str) or not chunk:
             return []
         out: list[Event] = []
-        if self._reasoning_id is None:
-            self._reasoning_id = self._id("reasoning")
-            out.append(ReasoningStartEvent(message_id=self._reasoning_id))
-            out.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
-        out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=chunk))
+        self._writer.reasoning(chunk, out, lane=_REASONING_LANE)
         return out
 
     def _on_llm_call_boundary(self, event: Any) -> list[Event]:
@@ -562,14 +583,15 @@ class CrewEventTranslator:
         name = str(getattr(event, "tool_name", "") or "tool")
         if self._awaiting.get(name):
             return []  # the model streamed this call already (native function calling)
-        call_id = self._id("call")
+        start = self._writer.open_tool(name)
+        call_id = start.tool_call_id
         args = getattr(event, "tool_args", None)
         text = args if isinstance(args, str) else json.dumps(_jsonable(args or {}), ensure_ascii=False)
         self._awaiting.setdefault(name, []).append(call_id)
-        out: list[Event] = [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name)]
+        out: list[Event] = [start]
         if text:
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=text))
-        out.append(ToolCallEndEvent(tool_call_id=call_id))
+            out.append(self._writer.tool_args(call_id, text))
+        out.append(self._writer.end_tool(call_id))
         return out
 
     def _result(self, event: Any, content: str) -> list[Event]:
@@ -651,12 +673,8 @@ class CrewEventTranslator:
         if text is not None and not isinstance(text, str):
             text = json.dumps(_jsonable(text), ensure_ascii=False)
         if text:
-            message_id = self._id("msg")
-            out += [
-                TextMessageStartEvent(message_id=message_id, role="assistant"),
-                TextMessageContentEvent(message_id=message_id, delta=text),
-                TextMessageEndEvent(message_id=message_id),
-            ]
+            self._writer.text(text, out, lane=_TEXT_LANE)  # the lanes were closed: a new message
+            self._writer.close_lane(out, _TEXT_LANE)
         return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
 
     def fail(self, message: str, code: str = "crewai_error") -> list[Event]:
@@ -691,36 +709,47 @@ class _RunFeedbackProvider:
 
 
 def _install_feedback_provider() -> None:
+    """Make :class:`_RunFeedbackProvider` CrewAI's default feedback provider, unless one is set.
+
+    This is the one process-wide setting the adapter makes, because CrewAI 1.15 offers no
+    narrower one: ``Flow._resolve_feedback_provider`` takes the ``@human_feedback``
+    decorator's own ``provider=`` (part of the user's flow class) and otherwise the singleton
+    ``flow_config.hitl_provider``; there is no per-flow-instance attribute and no context
+    variable to set for one kickoff. What is scoped to the run is the behaviour: the provider
+    pauses only inside a kickoff of this adapter (:data:`_IN_AGUI_RUN`, set in the run's own
+    context), holds no agent's state (each agent keeps its own paused flows and persistence),
+    and is installed once: a second agent, or a provider the application set first, changes
+    nothing (tests/adapters/test_crewai.py: two agents with different flows pause and resume
+    side by side)."""
     from crewai.flow.flow_config import flow_config
 
     if flow_config.hitl_provider is None:
         flow_config.hitl_provider = _RunFeedbackProvider()
 
 
-_refusing_type: Any = None
+@functools.cache
+def _refusing_input_type() -> Any:
+    """CrewAI's ``HumanInputProvider`` that refuses (built on first use: crewai is imported lazily)."""
+    from crewai.core.providers.human_input import SyncHumanInputProvider
+
+    class RefuseHumanInput(SyncHumanInputProvider):
+        def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+        async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+    return RefuseHumanInput
 
 
 def _refuse_task_human_input() -> None:
     """In the run's context: a ``Task(human_input=True)`` fails the task with
     :data:`TASK_HUMAN_INPUT_UNSUPPORTED` instead of reading the server's stdin (which, under
-    ``serve --transport stdio``, is the protocol itself)."""
-    global _refusing_type
-    from crewai.core.providers.human_input import SyncHumanInputProvider, set_provider
+    ``serve --transport stdio``, is the protocol itself). CrewAI keeps this provider in a
+    context variable: set in the run's copied context, it is the run's alone."""
+    from crewai.core.providers.human_input import set_provider
 
-    if _refusing_type is None:
-
-        class RefuseHumanInput(SyncHumanInputProvider):
-            def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
-                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
-
-            async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
-                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
-
-        _refusing_type = RefuseHumanInput
-    set_provider(_refusing_type())
-
-
-_persistence_type: Any = None
+    set_provider(_refusing_input_type()())
 
 
 def _memory_persistence() -> Any:
@@ -728,41 +757,44 @@ def _memory_persistence() -> Any:
     (CrewAI's default would write a SQLite file under the user's data directory). It keeps
     paused flows only (their state and pending review, until resumed or dropped: bounded by
     :data:`MAX_PAUSED_CREWAI_FLOWS`); other state saves (``Flow.ask`` checkpoints) are not kept."""
-    global _persistence_type
-    if _persistence_type is None:
-        import pydantic
-        from crewai.flow.persistence.base import FlowPersistence
+    return _memory_persistence_type()()
 
-        class AgentMemoryPersistence(FlowPersistence):
-            persistence_type: str = "agui-engine-memory"
-            _saved: dict[str, tuple[dict[str, Any], Any]] = pydantic.PrivateAttr(default_factory=dict)
 
-            def init_db(self) -> None:
-                pass
+@functools.cache
+def _memory_persistence_type() -> Any:
+    """The class of :func:`_memory_persistence` (built on first use: crewai is imported lazily)."""
+    import pydantic
+    from crewai.flow.persistence.base import FlowPersistence
 
-            @staticmethod
-            def _dump(state: Any) -> dict[str, Any]:
-                return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
+    class AgentMemoryPersistence(FlowPersistence):
+        persistence_type: str = "agui-engine-memory"
+        _saved: dict[str, tuple[dict[str, Any], Any]] = pydantic.PrivateAttr(default_factory=dict)
 
-            def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
-                pass  # only pauses are kept (above): anything else would grow with every flow run
+        def init_db(self) -> None:
+            pass
 
-            def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
-                saved = self._saved.get(flow_uuid)
-                return saved[0] if saved else None
+        @staticmethod
+        def _dump(state: Any) -> dict[str, Any]:
+            return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
 
-            def save_pending_feedback(self, flow_uuid: str, context: Any, state_data: Any) -> None:
-                self._saved[flow_uuid] = (self._dump(state_data), context)
+        def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
+            pass  # only pauses are kept (above): anything else would grow with every flow run
 
-            def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], Any] | None:
-                saved = self._saved.get(flow_uuid)
-                return saved if saved and saved[1] is not None else None
+        def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
+            saved = self._saved.get(flow_uuid)
+            return saved[0] if saved else None
 
-            def clear_pending_feedback(self, flow_uuid: str) -> None:
-                self._saved.pop(flow_uuid, None)
+        def save_pending_feedback(self, flow_uuid: str, context: Any, state_data: Any) -> None:
+            self._saved[flow_uuid] = (self._dump(state_data), context)
 
-        _persistence_type = AgentMemoryPersistence
-    return _persistence_type()
+        def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], Any] | None:
+            saved = self._saved.get(flow_uuid)
+            return saved if saved and saved[1] is not None else None
+
+        def clear_pending_feedback(self, flow_uuid: str) -> None:
+            self._saved.pop(flow_uuid, None)
+
+    return AgentMemoryPersistence
 
 
 class _Paused:
@@ -938,7 +970,7 @@ class CrewAIAgent:
                         instance.persistence = self._persistence
                 kickoff = lambda: instance.kickoff(inputs=inputs)  # noqa: E731
         except Exception as exc:
-            log.exception("CrewAI run %s could not start", input.run_id)
+            _log.exception("CrewAI run %s could not start", input.run_id)
             for event in translator.fail(f"the CrewAI target could not start: {exc}"):
                 yield event
             return
@@ -988,7 +1020,7 @@ class CrewAIAgent:
                                 yield event
                         return
                     else:
-                        log.error("CrewAI run %s failed", input.run_id, exc_info=value)
+                        _log.error("CrewAI run %s failed", input.run_id, exc_info=value)
                         for event in translator.fail(f"{type(value).__name__}: {value}"):
                             yield event
                         return

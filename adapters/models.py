@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import LLMClient
 
 from .anthropic import AnthropicClient
@@ -39,7 +39,14 @@ from .openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from .openai_responses import OpenAIResponsesClient
 from .provider import StreamingLLMClient
 
-__all__ = ["ModelSpec", "PROVIDER_CLIENTS", "REASONING_EFFORTS", "client_from_spec", "parse_model_spec"]
+__all__ = [
+    "MODEL_SPEC_HELP",
+    "ModelSpec",
+    "PROVIDER_CLIENTS",
+    "REASONING_EFFORTS",
+    "client_from_spec",
+    "parse_model_spec",
+]
 
 MODEL_SPEC_HELP = (
     "model: openai:<model> | openai-responses:<model> | anthropic:<model> | gemini:<model> | "
@@ -133,7 +140,7 @@ def client_from_spec(spec: str, *, env: Mapping[str, str] | None = None, **optio
     :class:`UsageError` for a bad spec or a missing key."""
     parsed = parse_model_spec(spec)
     if parsed.provider == "embedded":
-        from agui_engine.embedded import EmbeddedModel
+        from agui_engine.demo.weather_model import EmbeddedModel
 
         return EmbeddedModel(**options)
     cls = PROVIDER_CLIENTS[parsed.provider]

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
     SystemMessage,
@@ -61,7 +61,14 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body"]
+__all__ = [
+    "OpenAIResponsesClient",
+    "ResponsesStreamParser",
+    "build_responses_body",
+    "build_responses_input",
+    "pack_reasoning",
+    "unpack_reasoning",
+]
 
 
 def pack_reasoning(item_id: Any, encrypted_content: str) -> str:

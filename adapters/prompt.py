@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The request builders (one per provider) all need the same facts from the AG-UI
-message Structs of :mod:`agui_engine.events`: the role, the text, the content parts
+message Structs of :mod:`agui_engine.protocol.events`: the role, the text, the content parts
 (text and media with their source), the tool calls and which tool call a tool
 message answers. This module extracts them once, into small neutral values, so
 that every builder reads messages the same way:
@@ -28,8 +28,8 @@ from typing import Any, Literal, Union
 
 import msgspec
 
-from agui_engine.errors import UsageError
-from agui_engine.events import (
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import (
     ActivityMessage,
     AssistantMessage,
     AudioPart,

@@ -5,18 +5,19 @@ gateway needs; the submodules are the places to read, and each keeps more in its
 own ``__all__`` (limits, wire constants, helpers for component and provider
 authors):
 
-* :mod:`~agui_engine.events` -- every AG-UI 1.0 event, message and input type.
-* :mod:`~agui_engine.codec` -- JSON, SSE and NDJSON encoders and feed-style decoders.
-* :mod:`~agui_engine.verify` -- the protocol verifier (one transition table).
-* :mod:`~agui_engine.accumulator` -- events into messages, tool calls, state, components.
+* :mod:`~agui_engine.protocol.events` -- every AG-UI 1.0 event, message and input type.
+* :mod:`~agui_engine.protocol.codec` -- JSON, SSE and NDJSON encoders and feed-style decoders.
+* :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
+* :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
+* :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
-* :mod:`~agui_engine.components`, :mod:`~agui_engine.component_stream`,
-  :mod:`~agui_engine.interactables`, :mod:`~agui_engine.genui`, :mod:`~agui_engine.uispec` -- generative UI.
-* :mod:`~agui_engine.llm`, :mod:`~agui_engine.decision`, :mod:`~agui_engine.llm_agent`,
-  :mod:`~agui_engine.embedded` -- the model contract, the decision loop, the agent, the demo model.
-* :mod:`~agui_engine.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
-* :mod:`~agui_engine.resources` -- data resources components show, fetched through the gateway by id.
-* :mod:`~agui_engine.errors` -- the error tree.
+* :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
+  :mod:`~agui_engine.genui.interactables`, :mod:`~agui_engine.genui.tree`, :mod:`~agui_engine.genui.uispec` -- generative UI.
+* :mod:`~agui_engine.llm`, :mod:`~agui_engine.loops.decision`, :mod:`~agui_engine.loops.llm_agent`,
+  :mod:`~agui_engine.demo.weather_model` -- the model contract, the decision loop, the agent, the demo model.
+* :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
+* :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.protocol.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
 model's scripted data) stay importable from their modules and are not exported.
@@ -28,10 +29,10 @@ See ``spec/`` for the protocol as implemented.
 
 from __future__ import annotations
 
-from .accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .agent import Agent, AgentFunction, NotAnEventError, as_agent
-from .agent_loop import AgentLoop, run_agent_loop
-from .codec import (
+from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
+from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
+from .loops.agent_loop import AgentLoop, run_agent_loop
+from .protocol.codec import (
     EventDecodeError,
     EventStreamDecoder,
     FrameTooLargeError,
@@ -47,9 +48,9 @@ from .codec import (
     encode_sse,
     encode_sse_comment,
 )
-# importing component_stream also registers the tambo.component.* accumulator handlers
-from .component_stream import (
+from .genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     COMPONENT_STATE_DELTA,
@@ -59,7 +60,7 @@ from .component_stream import (
     component_blocks,
     find_component,
 )
-from .components import (
+from .genui.components import (
     Component,
     NullPolicy,
     ServerTool,
@@ -69,7 +70,7 @@ from .components import (
     to_strict_schema,
     tool_from_callable,
 )
-from .decision import (
+from .loops.decision import (
     Decision,
     DecisionStreamItem,
     ModelStreamError,
@@ -79,8 +80,8 @@ from .decision import (
     ToolCallRequest,
     run_decision_loop,
 )
-from .embedded import EmbeddedModel
-from .errors import (
+from .demo.weather_model import EmbeddedModel
+from .protocol.errors import (
     AguiEngineError,
     CapacityError,
     LimitExceededError,
@@ -88,7 +89,7 @@ from .errors import (
     UpstreamError,
     UsageError,
 )
-from .events import (
+from .protocol.events import (
     ActivityDeltaEvent,
     ActivityMessage,
     ActivitySnapshotEvent,
@@ -177,7 +178,7 @@ from .events import (
     VideoInputContent,
     VideoPart,
 )
-from .genui import (
+from .genui.tree import (
     GenUILimitError,
     GenUISpecError,
     GenUIStream,
@@ -186,7 +187,7 @@ from .genui import (
     validate_spec,
     validate_tree,
 )
-from .interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.interactables import Interactable, interactable_tools, interactables_from_context
 from .jsonstream import JSONStreamError, JSONStreamLimitError, PatchStream
 from .llm import (
     Finish,
@@ -204,8 +205,8 @@ from .llm import (
     UnknownToolChoiceError,
     Usage,
 )
-from .llm_agent import LLMAgent, StepLimitExceededError
-from .resources import (
+from .loops.llm_agent import LLMAgent, StepLimitExceededError
+from .genui.resources import (
     Resource,
     ResourceBusyError,
     ResourceFailedError,
@@ -216,10 +217,11 @@ from .resources import (
     ResourceTimeoutError,
     UnknownResourceError,
 )
-from .thread import Thread, ToolRoundsExceededError, Turn
-from .tool_runner import ToolDeadlineExceeded, ToolRunner
-from .uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
-from .verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
+from .loops.thread import Thread, ToolRoundsExceededError, Turn
+from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
+from .protocol.verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
+from .protocol.writer import EventWriter, WriterError
 
 __version__ = "0.1.0"
 
@@ -239,6 +241,7 @@ __all__ = [
     "AudioPart",
     "BaseEvent",
     "COMPONENT_END",
+    "COMPONENT_HANDLERS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
@@ -263,6 +266,7 @@ __all__ = [
     "EventDecodeError",
     "EventStreamDecoder",
     "EventType",
+    "EventWriter",
     "FileSource",
     "Finish",
     "FinishReason",
@@ -400,6 +404,7 @@ __all__ = [
     "VideoInputContent",
     "VideoPart",
     "Violation",
+    "WriterError",
     "__version__",
     "apply_json_patch",
     "as_agent",

@@ -45,8 +45,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-from .errors import LimitExceededError, RemoteInputError, UsageError
-from .pointer import escape_token, pointer_tokens, unescape_token
+from .protocol.errors import LimitExceededError, RemoteInputError, UsageError
+from .protocol.pointer import escape_token, pointer_tokens, unescape_token
 
 __all__ = [
     "JSONStreamError",

@@ -37,7 +37,7 @@ from typing import Any, Final, Literal, NamedTuple, Protocol, Union, runtime_che
 
 import msgspec
 
-from .errors import UsageError
+from .protocol.errors import UsageError
 
 __all__ = [
     "Finish",
@@ -114,7 +114,7 @@ class LLMTool(msgspec.Struct, frozen=True, kw_only=True):
 
     ``strict`` asks providers that support it (OpenAI structured outputs) to
     constrain the arguments to the schema; the schema must then be in strict
-    form (see :mod:`agui_engine.components`).
+    form (see :mod:`agui_engine.genui.components`).
     """
 
     name: str
@@ -186,8 +186,8 @@ LLMStreamItem = Union[
 class LLMClient(Protocol):
     """Anything that streams a model's answer as :data:`LLMStreamItem` values.
 
-    ``messages`` are AG-UI message Structs (:mod:`agui_engine.events`), the system
-    prompt first. Raises :class:`~agui_engine.errors.UpstreamError` (or a subclass)
+    ``messages`` are AG-UI message Structs (:mod:`agui_engine.protocol.events`), the system
+    prompt first. Raises :class:`~agui_engine.protocol.errors.UpstreamError` (or a subclass)
     for a failure before the first item; failures after that are a
     :class:`StreamError` item.
     """

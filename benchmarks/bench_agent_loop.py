@@ -4,7 +4,7 @@ The agent loop sits between every framework adapter or remote agent and the clie
 is paid on every event of every wrapped run. Target (issue 10): at most 2 µs per event on top of
 the inner agent. The inner agent is a pass-through async generator over pre-built events (no
 JSON, no IO), so what is left is the loop itself: the async generator hop, the repair checks, the
-Verifier, and for tool calls the argument parse (:class:`~agui_engine.decision.ToolCallTransformer`).
+Verifier, and for tool calls the argument parse (:class:`~agui_engine.loops.decision.ToolCallTransformer`).
 
 Workloads (decoded events, as an adapter yields them):
 
@@ -42,10 +42,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_engine.agent_loop import AgentLoop
-from agui_engine.codec import EventStreamDecoder
-from agui_engine.components import Component
-from agui_engine.events import (
+from agui_engine.loops.agent_loop import AgentLoop
+from agui_engine.protocol.codec import EventStreamDecoder
+from agui_engine.genui.components import Component
+from agui_engine.protocol.events import (
     RunAgentInput,
     RunFinishedEvent,
     RunStartedEvent,
@@ -57,7 +57,7 @@ from agui_engine.events import (
     ToolCallStartEvent,
     UserMessage,
 )
-from agui_engine.verify import Verifier
+from agui_engine.protocol.verify import Verifier
 
 CARD = Component("WeatherCard", "The weather of one city.", {
     "type": "object",

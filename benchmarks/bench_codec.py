@@ -27,8 +27,8 @@ from pydantic import TypeAdapter
 
 import ag_ui.core as sdk
 from ag_ui.encoder import EventEncoder
-from agui_engine.codec import EventStreamDecoder, decode_event, encode_event, encode_sse
-from agui_engine.events import (
+from agui_engine.protocol.codec import EventStreamDecoder, decode_event, encode_event, encode_sse
+from agui_engine.protocol.events import (
     AddOperation,
     AssistantMessage,
     CustomEvent,

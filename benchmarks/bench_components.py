@@ -41,13 +41,13 @@ import msgspec
 import pytest
 
 from agui_engine.cli.bench import make_documents, split_chunks
-from agui_engine.component_stream import (
+from agui_engine.genui.component_stream import (
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     ComponentStream,
 )
-from agui_engine.components import Component, split_standard_parameters
-from agui_engine.events import CustomEvent
+from agui_engine.genui.components import Component, split_standard_parameters
+from agui_engine.protocol.events import CustomEvent
 
 partial_json_parser = pytest.importorskip("partial_json_parser") if "pytest" in sys.modules else None
 

@@ -53,8 +53,8 @@ from crewai.flow.flow import Flow, start  # noqa: E402
 
 from agui_engine.adapters.crewai import CrewAIAgent  # noqa: E402
 from agui_engine.adapters.replay import ReplayServer  # noqa: E402
-from agui_engine.codec import encode_sse  # noqa: E402
-from agui_engine.events import TextMessageContentEvent  # noqa: E402
+from agui_engine.protocol.codec import encode_sse  # noqa: E402
+from agui_engine.protocol.events import TextMessageContentEvent  # noqa: E402
 from tests.adapters.crewai_flows import QUESTION, chat_flow  # noqa: E402
 from tests.adapters.test_crewai import ScriptedLLM, final, use_tool, weather_crew  # noqa: E402
 

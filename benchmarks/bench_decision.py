@@ -3,7 +3,7 @@
 One model step that shows a component whose arguments (a dashboard document from
 :mod:`agui_engine.cli.bench`, standard parameters first) arrive in token-sized chunks:
 
-* ``ours``: :func:`agui_engine.decision.run_decision_loop` over a scripted model --
+* ``ours``: :func:`agui_engine.loops.decision.run_decision_loop` over a scripted model --
   everything a step does per chunk: parse once (ComponentStream over the tokenizer),
   rewrite the fragment for the wire (no standard parameters), build the
   ``TOOL_CALL_ARGS`` and ``props_delta`` events and the decision.
@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from agui_engine.cli.bench import make_documents, split_chunks
-from agui_engine.component_stream import ComponentStream
-from agui_engine.components import Component
-from agui_engine.decision import run_decision_loop
-from agui_engine.events import UserMessage
+from agui_engine.genui.component_stream import ComponentStream
+from agui_engine.genui.components import Component
+from agui_engine.loops.decision import run_decision_loop
+from agui_engine.protocol.events import UserMessage
 from agui_engine.llm import (
     Finish,
     LLMStreamItem,

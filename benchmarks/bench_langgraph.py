@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers w
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 from agui_engine.adapters.langgraph import LangGraphAgent  # noqa: E402
-from agui_engine.events import RunAgentInput, UserMessage  # noqa: E402
+from agui_engine.protocol.events import RunAgentInput, UserMessage  # noqa: E402
 from tests.adapters.langgraph_graphs import (  # noqa: E402
     ScriptedChatModel,
     agent_graph,

@@ -1,6 +1,6 @@
 """Component status on the wire: per-path changes (ours) against the whole top-level map in every delta.
 
-``ours`` is :class:`~agui_engine.component_stream.ComponentStream` as shipped: every path of the
+``ours`` is :class:`~agui_engine.genui.component_stream.ComponentStream` as shipped: every path of the
 props at any depth has a status, and a props delta carries only the changes its own operations do
 not imply (``statusChanges``; spec/components.md, "Status"). ``top-level-map`` is the same stream
 with the status code it replaced (kept here as the baseline, verbatim): ``streamingStatus``, the
@@ -28,11 +28,11 @@ from typing import Any
 import pytest
 
 from agui_engine.cli.bench import make_documents, split_chunks
-from agui_engine.codec import encode_sse
-from agui_engine.component_stream import COMPONENT_PROPS_DELTA, ComponentStream
-from agui_engine.components import Component
-from agui_engine.events import CustomEvent
-from agui_engine.pointer import unescape_token
+from agui_engine.protocol.codec import encode_sse
+from agui_engine.genui.component_stream import COMPONENT_PROPS_DELTA, ComponentStream
+from agui_engine.genui.components import Component
+from agui_engine.protocol.events import CustomEvent
+from agui_engine.protocol.pointer import unescape_token
 
 #: A model writes the standard parameters first (what ``bench_props`` sends as well).
 _STATUS = {"_tambo_statusMessage": "Showing the report", "_tambo_completionStatusMessage": "Showed the report"}

@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 
 from agui_engine.cli.bench import split_chunks
-from agui_engine.component_stream import ComponentStream
-from agui_engine.components import Component
-from agui_engine.genui import GenUISpecError, tree_document, validate_spec, validate_tree
-from agui_engine.uispec import UISpecStream, UISpecTool
+from agui_engine.genui.component_stream import ComponentStream
+from agui_engine.genui.components import Component
+from agui_engine.genui.tree import GenUISpecError, tree_document, validate_spec, validate_tree
+from agui_engine.genui.uispec import UISpecStream, UISpecTool
 
 partial_json_parser = pytest.importorskip("partial_json_parser") if "pytest" in sys.modules else None
 

@@ -31,9 +31,9 @@ import msgspec
 import pytest
 from ag_ui_validate import create_validator
 
-from agui_engine.accumulator import Accumulator
-from agui_engine.codec import EventStreamDecoder, encode_event
-from agui_engine.events import (
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.codec import EventStreamDecoder, encode_event
+from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
@@ -43,7 +43,7 @@ from agui_engine.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from agui_engine.verify import Verifier
+from agui_engine.protocol.verify import Verifier
 
 
 def _example_stream(runs: int) -> list[Any]:

@@ -70,7 +70,7 @@ def plan(props: Any) -> tuple[int, int, bool]:
 
 
 async def script(events: Any, input: Any) -> Any:
-    """The benchmark run, built from ``events`` (``agui_engine.events`` or
+    """The benchmark run, built from ``events`` (``agui_engine.protocol.events`` or
     ``ag_ui.core``: both name their classes alike) so both stacks stream the same."""
     n, burst, idle = plan(input.forwarded_props)
     yield events.RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
@@ -91,9 +91,9 @@ class BenchAgent:
     """The benchmark run as an engine Agent."""
 
     def run(self, input: Any) -> Any:
-        import agui_engine.events
+        import agui_engine.protocol.events
 
-        return script(agui_engine.events, input)
+        return script(agui_engine.protocol.events, input)
 
 
 async def engine_sse(shared_log: bool = False) -> None:

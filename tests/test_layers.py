@@ -1,15 +1,30 @@
-"""The layers, and what each may import.
+"""The layers, and what each may import; the folders are the layers.
 
     core (agui_engine/, minus cli/)  <-  adapters (adapters/ = agui_engine.adapters)
                                      <-  transports (transports/ = agui_engine.transports)
                                      <-  cli (agui_engine/cli/, and agui_engine/__main__.py)
 
-* the core imports only the core, and does no IO: no network, subprocess,
-  thread, clock, file or terminal;
+and inside the core, bottom to top, one folder (or top-level module) a layer:
+
+    protocol/   events, codecs, verifier, accumulator, errors, pointers, the Agent contract
+    jsonstream  the incremental JSON tokenizer (JSON-level: it knows no AG-UI event)
+    llm         the LLM client contract (types a model adapter and a tool speak)
+    genui/      components, their streams, interactables, the UI spec tree, resources
+    loops/      the decision loop, LLMAgent, the agent loop, prompts, tool runner, Thread
+    demo/       the scripted demo models
+
+* each core layer imports only the layers below it (``jsonstream`` and ``llm`` are
+  side by side: neither imports the other), and the core does no IO: no network,
+  subprocess, thread, clock, file or terminal;
+* the package ``agui_engine`` itself (``__init__``) re-exports from every core layer;
 * the adapters import the core;
 * the transports import the core: they carry any agent, so they import neither
   the adapters nor the CLI (choosing an agent from a spec string is the CLI's job);
 * the CLI may import everything.
+
+A module's layer is read from its folder (``layer_of``): a new module is placed by where it
+is put, never by a list to keep up to date; a new folder of the core must be given a layer
+here or the test fails.
 
 An import is read wherever it is written: a module-level or a lazy (in-function)
 ``import``, a relative one, a literal ``importlib.import_module("...")`` /
@@ -37,13 +52,25 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"agui_engine": "agui_engine", "adapters": "agui_engine.adapters", "transports": "agui_engine.transports"}
 
 CORE, ADAPTERS, TRANSPORTS, CLI = "core", "adapters", "transports", "cli"
+PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI, LOOPS, DEMO = "protocol", "jsonstream", "llm", "genui", "loops", "demo"
+
+#: The core's layers, bottom to top: a subfolder of agui_engine/ or a top-level module of it.
+CORE_LAYER_OF_FOLDER = {"protocol": PROTOCOL, "genui": GENUI, "loops": LOOPS, "demo": DEMO}
+CORE_LAYER_OF_MODULE = {"jsonstream": TOKENIZER, "llm": LLM_CONTRACT, "_lazy": PROTOCOL}
+CORE_LAYERS = {PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI, LOOPS, DEMO, CORE}
 
 #: layer -> layers it may import
 ALLOWED = {
-    CORE: {CORE},
-    ADAPTERS: {CORE, ADAPTERS},
-    TRANSPORTS: {CORE, TRANSPORTS},
-    CLI: {CORE, ADAPTERS, TRANSPORTS, CLI},
+    PROTOCOL: {PROTOCOL},
+    TOKENIZER: {PROTOCOL, TOKENIZER},
+    LLM_CONTRACT: {PROTOCOL, LLM_CONTRACT},
+    GENUI: {PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI},
+    LOOPS: {PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI, LOOPS},
+    DEMO: {PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI, LOOPS, DEMO},
+    CORE: CORE_LAYERS,  # the package __init__: the public names of every core layer
+    ADAPTERS: CORE_LAYERS | {ADAPTERS},
+    TRANSPORTS: CORE_LAYERS | {TRANSPORTS},
+    CLI: CORE_LAYERS | {ADAPTERS, TRANSPORTS, CLI},
 }
 
 #: Libraries and standard modules that do IO (network, processes, threads, clock,
@@ -82,15 +109,20 @@ def _files() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> str | None:
-    """The layer of a project module, None for anything else."""
+    """The layer of a project module (read from its folder), None for anything else."""
     if module == "agui_engine.__main__" or module == "agui_engine.cli" or module.startswith("agui_engine.cli."):
         return CLI
     if module == "agui_engine.adapters" or module.startswith("agui_engine.adapters."):
         return ADAPTERS
     if module == "agui_engine.transports" or module.startswith("agui_engine.transports."):
         return TRANSPORTS
-    if module == "agui_engine" or module.startswith("agui_engine."):
+    if module == "agui_engine":
         return CORE
+    if module.startswith("agui_engine."):
+        first = module.split(".")[1]
+        layer = CORE_LAYER_OF_FOLDER.get(first) or CORE_LAYER_OF_MODULE.get(first)
+        assert layer is not None, f"{module}: agui_engine/{first} is in no layer of the core (tests/test_layers.py)"
+        return layer
     return None
 
 
@@ -126,12 +158,14 @@ def imports_of(module: str, path: Path | None = None) -> Iterator[tuple[int, str
         ):
             yield node.lineno, node.args[0].value
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and PROJECT_MODULE_STRING.match(node.value):
-            yield node.lineno, node.value.partition(":")[0]
+            named = node.value.partition(":")[0]
+            if _existing(named) == named:  # a module's name, not an event name such as "agui_engine.tool_call.status"
+                yield node.lineno, named
 
 
 def _existing(module: str) -> str | None:
     """``module`` if it is a project module, else its longest project-module prefix
-    (``agui_engine.events.RunErrorEvent`` from ``from agui_engine.events import RunErrorEvent``)."""
+    (``agui_engine.protocol.events.RunErrorEvent`` from ``from agui_engine.protocol.events import RunErrorEvent``)."""
     files = _files()
     parts = module.split(".")
     while parts:
@@ -148,7 +182,8 @@ def _layer_violations() -> list[str]:
         own = layer_of(module)
         assert own is not None
         for line, target in imports_of(module):
-            their = layer_of(target)
+            found = _existing(target)  # `from agui_engine import __version__` names a value, not a module
+            their = layer_of(found) if found is not None else None
             if their is not None and their not in ALLOWED[own]:
                 bad.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {target} ({their})")
     return bad
@@ -161,7 +196,7 @@ def test_every_layer_imports_only_the_layers_below_it() -> None:
 def test_the_core_does_no_io() -> None:
     bad = []
     for module, path in _files().items():
-        if layer_of(module) != CORE:
+        if layer_of(module) not in CORE_LAYERS:
             continue
         for line, target in imports_of(module):
             if any(target == f or target.startswith(f + ".") for f in CORE_FORBIDDEN_MODULES):
@@ -184,6 +219,15 @@ def test_the_core_does_no_io() -> None:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CORE_FORBIDDEN_BUILTINS:
                 bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {node.func.id}()")
     assert bad == []
+
+
+def test_the_core_folders_are_layers_bottom_to_top() -> None:
+    """Every folder of the core is a layer, and the layers are what the docstring draws."""
+    folders = {p.name for p in (ROOT / "agui_engine").iterdir() if (p / "__init__.py").exists()}
+    assert folders - {"cli"} == set(CORE_LAYER_OF_FOLDER)
+    modules = {p.stem for p in (ROOT / "agui_engine").glob("*.py")} - {"__init__", "__main__"}
+    assert modules == set(CORE_LAYER_OF_MODULE)
+    assert layer_of("agui_engine.genui.components") == GENUI and layer_of("agui_engine.protocol.events") == PROTOCOL
 
 
 def test_the_rules_catch_lazy_relative_and_string_imports(tmp_path: Path) -> None:
@@ -224,15 +268,15 @@ def _import_closure(start: str) -> set[str]:
 def test_the_tokenizer_knows_json_not_ag_ui() -> None:
     """Statically: nothing ``agui_engine.jsonstream`` can reach imports the event model."""
     closure = _import_closure("agui_engine.jsonstream")
-    assert "agui_engine.events" not in closure, sorted(closure)
-    # the error tree and RFC 6901 pointer tokens (agui_engine.pointer) are JSON-level, not AG-UI
-    assert closure <= {"agui_engine.jsonstream", "agui_engine.errors", "agui_engine.pointer"}, sorted(closure)
+    assert "agui_engine.protocol.events" not in closure, sorted(closure)
+    # the error tree and RFC 6901 pointer tokens (agui_engine.protocol.pointer) are JSON-level, not AG-UI
+    assert closure <= {"agui_engine.jsonstream", "agui_engine.protocol.errors", "agui_engine.protocol.pointer"}, sorted(closure)
 
 
 def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
     """At run time, in a fresh interpreter: the tokenizer module loaded from its file
     (the package ``__init__`` re-exports everything, so it is bypassed), fed a
-    document and made to raise, never loads ``agui_engine.events``."""
+    document and made to raise, never loads ``agui_engine.protocol.events``."""
     code = textwrap.dedent(
         f"""
         import importlib, sys, types
@@ -249,7 +293,7 @@ def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
         else:
             raise AssertionError("no error for bad JSON")
         loaded = sorted(m for m in sys.modules if m.startswith("agui_engine"))
-        assert loaded == ["agui_engine", "agui_engine.errors", "agui_engine.jsonstream", "agui_engine.pointer"], loaded
+        assert loaded == ["agui_engine", "agui_engine.jsonstream", "agui_engine.protocol", "agui_engine.protocol.errors", "agui_engine.protocol.pointer"], loaded
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -259,9 +303,9 @@ def test_importing_the_tokenizer_alone_loads_no_event_model() -> None:
 def test_the_pure_core_does_not_use_asyncio() -> None:
     """The tokenizer, codecs, verifier, accumulator and event model are plain
     feed/close state machines: no event loop at all."""
-    pure = ["jsonstream", "pointer", "codec", "verify", "accumulator", "events", "errors"]
+    pure = ["jsonstream", *(f"protocol.{name}" for name in ("pointer", "codec", "verify", "accumulator", "events", "errors"))]
     bad = [
-        f"{name}.py:{line} imports {target}"
+        f"{name}:{line} imports {target}"
         for name in pure
         for line, target in imports_of(f"agui_engine.{name}")
         if target.split(".")[0] == "asyncio"

@@ -67,7 +67,7 @@ def test_write_your_own_agent_is_served_by_the_commands_shown(tmp_path: Path) ->
     import os
     import time
 
-    from agui_engine.codec import decode_event
+    from agui_engine.protocol.codec import decode_event
 
     (tmp_path / "my_agent.py").write_text(_agent_module(), encoding="utf-8")
     commands = [shlex.split(line) for block in _blocks("bash") for line in block.splitlines() if line.strip()]

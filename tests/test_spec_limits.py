@@ -161,7 +161,7 @@ _CLASS_ROWS = _rows(SPEC / "errors.md", "Class")
 
 @pytest.mark.parametrize("row", _CLASS_ROWS, ids=[str(_first_code(r[0])) for r in _CLASS_ROWS])
 def test_documented_error_class(row: list[str]) -> None:
-    from agui_engine.errors import AguiEngineError
+    from agui_engine.protocol.errors import AguiEngineError
 
     name = _first_code(row[0])
     assert name is not None
@@ -184,7 +184,7 @@ def test_documented_error_class(row: list[str]) -> None:
 
 
 def _project_error_classes() -> dict[str, type]:
-    from agui_engine.errors import AguiEngineError
+    from agui_engine.protocol.errors import AguiEngineError
 
     found: dict[str, type] = {}
     for module_name in _modules():

@@ -34,7 +34,7 @@ A sync resolver past its timeout cannot be killed: the query answers 504 at once
 thread runs to its end and its result is dropped, and it keeps its concurrency slot
 until then (so the limit bounds threads too); a call still queued in the pool at its
 timeout is dropped. The pools are the broker's (this layer owns threads; the core's
-:class:`~agui_engine.resources.Resource` only describes the resolver);
+:class:`~agui_engine.genui.resources.Resource` only describes the resolver);
 :meth:`ResourceBroker.close` stops them. Cached entries are the encoded bytes: a hit costs a dict lookup, the same bytes
 go to every transport. The cache is per resource, LRU, bounded by
 :data:`MAX_CACHE_ENTRIES` and :data:`MAX_CACHE_BYTES`; expiry is read from the
@@ -59,8 +59,8 @@ from typing import Any, Final
 
 import msgspec
 
-from agui_engine.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
-from agui_engine.resources import (
+from agui_engine.protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
+from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
     ResourceFailedError,
@@ -83,6 +83,7 @@ from .common import (
 from .envelope import ErrorBody
 
 __all__ = [
+    "BUSY_RETRY_AFTER_SECONDS",
     "MAX_CACHE_BYTES",
     "MAX_CACHE_ENTRIES",
     "MAX_RESOLVER_THREADS",
@@ -98,7 +99,7 @@ __all__ = [
     "query_error_from_line",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: Seconds a query waits for a slot of its resource's concurrency limit before it is
 #: refused with 503 ``resource_busy``. A component shows a spinner meanwhile; 5 s covers
@@ -208,7 +209,7 @@ class _Cache:
 
 
 class ResourceBroker:
-    """Resolves data queries for a :class:`~agui_engine.resources.ResourceRegistry`
+    """Resolves data queries for a :class:`~agui_engine.genui.resources.ResourceRegistry`
     (see the module docstring). ``queue_timeout``: seconds a query waits for a slot of
     a full concurrency limit (:data:`QUERY_QUEUE_TIMEOUT_SECONDS`). ``clock``: cache
     expiry (default: the loop's). State: a cache and a semaphore per resource."""
@@ -291,7 +292,7 @@ class ResourceBroker:
         except (RemoteInputError, UpstreamError, CapacityError):
             raise  # a hook may refuse on purpose with its own typed error (a 403 saying why)
         except Exception:  # noqa: BLE001 - the hook's failure is the server's, logged, not sent
-            logger.exception("data query %s: the permission hook raised", resource.id)
+            _log.exception("data query %s: the permission hook raised", resource.id)
             raise ResourceFailedError(f"the permission check of {resource.id} failed (see the server log)") from None
         if not allowed:
             who = "an anonymous caller" if identity is None else "this caller"
@@ -362,13 +363,13 @@ class ResourceBroker:
                 raise ResourceTimeoutError(
                     f"{resource.id} did not answer within {resource.timeout:g} s (its timeout)"
                 ) from None
-            logger.exception("data query %s: the resolver raised", resource.id)
+            _log.exception("data query %s: the resolver raised", resource.id)
             raise ResourceFailedError(f"the resolver of {resource.id} failed (see the server log)") from None
         except (RemoteInputError, UpstreamError, CapacityError):
             # a resolver may refuse on purpose with a typed error of the tree (403, 404, 422, 503 ...)
             raise
         except Exception:  # noqa: BLE001 - the resolver's failure: logged with its traceback, never sent
-            logger.exception("data query %s: the resolver raised", resource.id)
+            _log.exception("data query %s: the resolver raised", resource.id)
             raise ResourceFailedError(f"the resolver of {resource.id} failed (see the server log)") from None
         finally:
             if slots is not None and not release_later:
@@ -376,11 +377,11 @@ class ResourceBroker:
         try:
             data = _ENCODER.encode(result)
         except Exception:  # noqa: BLE001 - TypeError (not JSON), OverflowError, RecursionError
-            logger.exception("data query %s: the resolver returned %s, which is not JSON", resource.id,
+            _log.exception("data query %s: the resolver returned %s, which is not JSON", resource.id,
                              type(result).__name__)
             raise ResourceFailedError(f"the resolver of {resource.id} returned data that is not JSON") from None
         if len(data) > resource.max_result_bytes:
-            logger.warning("data query %s: a %d-byte result refused (max_result_bytes %d)", resource.id, len(data),
+            _log.warning("data query %s: a %d-byte result refused (max_result_bytes %d)", resource.id, len(data),
                            resource.max_result_bytes)
             raise ResourceResultTooLargeError(
                 f"the data of {resource.id} is {len(data)} bytes, more than its max_result_bytes "

@@ -34,9 +34,9 @@ from typing import Annotated, Any, Final, NamedTuple
 
 import msgspec
 
-from agui_engine.codec import LegacyThinkingMapper, decode_event
-from agui_engine.errors import AguiEngineError, RemoteInputError
-from agui_engine.events import AnyEvent, RunAgentInput
+from agui_engine.protocol.codec import LegacyThinkingMapper, decode_event
+from agui_engine.protocol.errors import AguiEngineError, RemoteInputError
+from agui_engine.protocol.events import AnyEvent, RunAgentInput
 
 __all__ = [
     "CancelMessage",

@@ -38,7 +38,7 @@ States of one run's log::
                            \\------------------------discard---------------------/
 
 ``append`` on a finished log and ``create`` of an existing run raise
-:class:`~agui_engine.errors.UsageError` (a gateway bug, not a peer's fault).
+:class:`~agui_engine.protocol.errors.UsageError` (a gateway bug, not a peer's fault).
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from agui_engine.errors import CapacityError, RemoteInputError, UsageError
+from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageError
 
 __all__ = [
     "BadCursorError",
+    "COMPACT_AFTER_DROPPED",
     "CursorExpiredError",
     "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_LOG_MAX_EVENTS",

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agui_engine.agent import Agent, AgentFunction, as_agent
-from agui_engine.errors import UsageError
-from agui_engine.events import Event, RunAgentInput
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import Event, RunAgentInput
 
 __all__ = ["GatewayAgent", "run_via_gateway"]
 
@@ -55,7 +55,7 @@ async def run_via_gateway(
 
 
 class GatewayAgent:
-    """An :class:`~agui_engine.agent.Agent` that runs every input through a
+    """An :class:`~agui_engine.protocol.agent.Agent` that runs every input through a
     loopback gateway in front of ``agent`` (see :func:`run_via_gateway`): a
     drop-in wrapper for the demo, ``GatewayAgent(demo_agent())``."""
 

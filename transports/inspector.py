@@ -16,7 +16,7 @@ system). Nothing is fetched from elsewhere: the page works offline and needs no
 build step.
 
 Verifier findings are annotated by the server (one set of rules, the Python
-:class:`~agui_engine.verify.Verifier`, rather than a second copy in JavaScript):
+:class:`~agui_engine.protocol.verify.Verifier`, rather than a second copy in JavaScript):
 the page sends the events of a run as it saw them (or the bytes of a recorded
 ``.sse`` / ``.ndjson`` file) to ``POST <path>/inspect/verify``; the answer is
 ``{"format", "events", "findings": [{eventIndex, eventType, rule, message,
@@ -35,9 +35,9 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from agui_engine.codec import EventDecodeError, EventStreamDecoder
-from agui_engine.errors import AguiEngineError, LimitExceededError
-from agui_engine.verify import Verifier
+from agui_engine.protocol.codec import EventDecodeError, EventStreamDecoder
+from agui_engine.protocol.errors import AguiEngineError, LimitExceededError
+from agui_engine.protocol.verify import Verifier
 
 from .common import check_bearer
 

@@ -51,7 +51,7 @@ class GatewayMetrics:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError:  # pragma: no cover - a declared dependency
-            from agui_engine.errors import UsageError
+            from agui_engine.protocol.errors import UsageError
 
             raise UsageError("metrics need the prometheus-client package: pip install prometheus-client") from None
         reg = self.registry = CollectorRegistry(auto_describe=True)

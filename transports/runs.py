@@ -9,10 +9,10 @@ Theory of operation
 <transports.eventlog>` and starts a *producer* task that drives
 ``agent.run(input)``. Each event the agent yields goes through the gateway path:
 
-1. the :class:`~agui_engine.verify.Verifier` (protocol rules; chunk events are
+1. the :class:`~agui_engine.protocol.verify.Verifier` (protocol rules; chunk events are
    expanded). A violation ends the run with ``RUN_ERROR`` (code of the error)
    and closes the agent's generator;
-2. :func:`~agui_engine.codec.encode_event`, once, to compact JSON bytes;
+2. :func:`~agui_engine.protocol.codec.encode_event`, once, to compact JSON bytes;
 3. ``log.append`` -- which numbers it (``seq``) and bounds the run's memory;
 4. a wake-up of the subscribers waiting for it.
 
@@ -67,20 +67,21 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
-from agui_engine.agent import Agent, AgentFunction, as_agent, check_event
-from agui_engine.codec import encode_event
-from agui_engine.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
-from agui_engine.events import (
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
+from agui_engine.protocol.codec import encode_event
+from agui_engine.protocol.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
+from agui_engine.protocol.events import (
     BaseEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
 )
-from agui_engine.verify import Verifier
+from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
 from .common import MAX_SEQ_DIGITS, check_run_id
+from .remote_agents import serving_agent
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -535,7 +536,8 @@ class RunRegistry:
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
     ) -> None:
-        self.agent: Agent = as_agent(agent, where="RunRegistry(agent)")
+        # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
+        self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
         self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = log if log is not None else InMemoryEventLog()
         self.clock: Clock = clock if clock is not None else LoopClock()

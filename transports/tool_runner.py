@@ -1,4 +1,4 @@
-"""The standard :class:`~agui_engine.tool_runner.ToolRunner`: sync tools in worker threads,
+"""The standard :class:`~agui_engine.loops.tool_runner.ToolRunner`: sync tools in worker threads,
 deadlines on the event loop's clock.
 
 Theory of operation
@@ -27,14 +27,14 @@ from collections.abc import Mapping
 from concurrent.futures import Executor
 from typing import Any
 
-from agui_engine.components import ServerTool
-from agui_engine.tool_runner import ToolDeadlineExceeded, call_on_loop
+from agui_engine.genui.components import ServerTool
+from agui_engine.loops.tool_runner import ToolDeadlineExceeded, call_on_loop
 
 __all__ = ["ThreadedToolRunner"]
 
 
 class ThreadedToolRunner:
-    """A :class:`~agui_engine.tool_runner.ToolRunner` (see the module docstring).
+    """A :class:`~agui_engine.loops.tool_runner.ToolRunner` (see the module docstring).
 
     ``executor``: where sync tools run (default ``None``: the loop's default executor).
     """
@@ -45,7 +45,7 @@ class ThreadedToolRunner:
     async def __call__(
         self, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None
     ) -> Any:
-        """Call ``tool``; raises :class:`~agui_engine.tool_runner.ToolDeadlineExceeded`
+        """Call ``tool``; raises :class:`~agui_engine.loops.tool_runner.ToolDeadlineExceeded`
         when ``timeout`` passes, and whatever the tool raises (its own ``TimeoutError``
         included, told apart from the deadline)."""
         deadline = asyncio.timeout(timeout)

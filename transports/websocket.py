@@ -63,17 +63,17 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agui_engine.agent import Agent, AgentFunction, as_agent
-from agui_engine.codec import LegacyThinkingMapper
-from agui_engine.errors import (
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.codec import LegacyThinkingMapper
+from agui_engine.protocol.errors import (
     WS_CLOSE_BAD_INPUT,
     AguiEngineError,
     CapacityError,
     RemoteInputError,
     UsageError,
 )
-from agui_engine.events import RunAgentInput
-from agui_engine.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.protocol.events import RunAgentInput
+from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .clock import Clock
 from .common import (
@@ -129,7 +129,9 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
     "DEFAULT_WRITE_LIMIT",
+    "MAX_BAD_MESSAGES",
     "MAX_QUERIES_PER_CONNECTION",
+    "MAX_RUNS_PER_CONNECTION",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
     "WS_OPEN_TIMEOUT_SECONDS",
@@ -138,7 +140,7 @@ __all__ = [
     "start_websocket_server",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: Ping interval and pong timeout (seconds). The websockets default (20 s) is
 #: below the 30-60 s idle timeouts of common proxies and load balancers.
@@ -362,7 +364,7 @@ class _Connection:
         try:
             await self._send([line])
         except TimeoutError:
-            logger.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
+            _log.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
             self.ws.transport.abort()
         except websockets.ConnectionClosed:
             pass  # the client went away: nobody to answer
@@ -402,7 +404,7 @@ class _Connection:
         except TimeoutError:
             # The client stopped reading for send_timeout: the connection (one TCP
             # stream for all its runs) is stalled; cut it, the runs' grace applies.
-            logger.info("run %s: client stopped reading at event %d; closing the connection", sub.run.run_id, sub.cursor)
+            _log.info("run %s: client stopped reading at event %d; closing the connection", sub.run.run_id, sub.cursor)
             self.ws.transport.abort()
         except websockets.ConnectionClosed:
             pass  # the client went away; the subscription is closed, the grace applies
@@ -592,7 +594,7 @@ class _WebSocketSession:
 
 
 class WebSocketAgent(RemoteClientBase):
-    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.agent.Agent`.
+    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.protocol.agent.Agent`.
 
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
     run. When the connection drops before the terminal event it reconnects and
@@ -626,7 +628,7 @@ class WebSocketAgent(RemoteClientBase):
         """A resource's data over a ``query`` message (on a connection of its own).
 
         Returns the decoded data. Raises the typed errors of
-        :mod:`agui_engine.resources` for the server's refusals (404, 422 with
+        :mod:`agui_engine.genui.resources` for the server's refusals (404, 422 with
         ``path``, 403, 503, 504, 502), RemoteAgentError for any other refusal (a
         refused handshake: 401 ...), ConnectionLostError when the server cannot be
         reached or closes, ResourceTimeoutError when no answer comes within ``timeout``.

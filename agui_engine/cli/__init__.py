@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
-        from agui_engine.errors import AguiEngineError, UsageError
+        from agui_engine.protocol.errors import AguiEngineError, UsageError
 
         if isinstance(exc, UsageError):
             return _fail(command, exc.message, EXIT_USAGE)

@@ -1,4 +1,4 @@
-"""Turn an ``--agent`` spec string into an :class:`~agui_engine.agent.Agent`.
+"""Turn an ``--agent`` spec string into an :class:`~agui_engine.protocol.agent.Agent`.
 
 Theory of operation
 -------------------
@@ -9,7 +9,7 @@ for one kind of agent never imports another kind's dependencies (``serve
 --agent embedded`` loads no websockets, a LangGraph row loads langgraph only for
 ``langgraph:`` specs). A new kind of agent is one row here: its loader is any
 function ``loader(spec, *, headers, pace_seconds) -> Agent`` that raises
-:class:`~agui_engine.errors.UsageError` for a spec it cannot use.
+:class:`~agui_engine.protocol.errors.UsageError` for a spec it cannot use.
 
 Built-in rows (see :data:`SCHEMES` for the one-line help of each):
 
@@ -17,7 +17,9 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   network, no API key;
 * ``http://...`` / ``https://...`` -- a remote AG-UI endpoint over SSE;
   ``ws://`` / ``wss://`` -- over WebSocket;
-* ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess;
+* ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess (these three are the
+  bare client agents; a server serves them inside the agent loop:
+  ``transports.remote_agents.serving_agent``);
 * ``py:<module>:<name>`` -- an Agent object, or a zero-argument factory of one,
   importable from Python (your own agent without writing a server);
 * ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument
@@ -31,7 +33,7 @@ A spec whose scheme is not a row is a model, ``<provider>:<model>``
 (``openai:gpt-4o``, ``anthropic:...``), through
 ``agui_engine.adapters.models.client_from_spec``, driven by the LLM agent.
 
-Every mistake raises :class:`~agui_engine.errors.UsageError` whose message says
+Every mistake raises :class:`~agui_engine.protocol.errors.UsageError` whose message says
 what to write instead; nothing here prints.
 """
 
@@ -46,8 +48,8 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
-from agui_engine.agent import Agent, as_agent
-from agui_engine.errors import UsageError
+from agui_engine.protocol.agent import Agent, as_agent
+from agui_engine.protocol.errors import UsageError
 
 __all__ = [
     "AgentLoader",
@@ -186,7 +188,7 @@ def load_stdio(spec: str, *, headers: Mapping[str, str], pace_seconds: float) ->
 
 def load_model(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     from agui_engine.adapters.models import client_from_spec
-    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.loops.llm_agent import LLMAgent
 
     return LLMAgent(client_from_spec(spec))
 
@@ -222,12 +224,12 @@ def load_python(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -
 def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     """``langgraph:<module>:<name>``: a compiled LangGraph graph (or a zero-argument factory
     of one) behind :class:`~agui_engine.adapters.langgraph.LangGraphAgent`, wrapped in the
-    :class:`~agui_engine.agent_loop.AgentLoop`: the components a client sends become tools
+    :class:`~agui_engine.loops.agent_loop.AgentLoop`: the components a client sends become tools
     the graph can call (with their ``tambo.component.*`` events), and every event is
     verified. Components of the server's own: ``py:`` with
     ``AgentLoop(LangGraphAgent(graph), components=[...])``."""
     from agui_engine.adapters.langgraph import LangGraphAgent
-    from agui_engine.agent_loop import AgentLoop
+    from agui_engine.loops.agent_loop import AgentLoop
 
     graph = _import_attr(spec, "langgraph:", "langgraph:myapp.graph:graph")
     if not callable(getattr(graph, "astream", None)) and callable(graph) and _takes_no_arguments(graph):
@@ -241,10 +243,10 @@ def load_langgraph(spec: str, *, headers: Mapping[str, str], pace_seconds: float
 def load_crewai(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     """``crewai:<module>:<name>``: a CrewAI ``Crew``, a ``Flow`` class or a
     ``factory(input) -> Crew | Flow`` behind :class:`~agui_engine.adapters.crewai.CrewAIAgent`,
-    wrapped in the :class:`~agui_engine.agent_loop.AgentLoop` (verified, repaired,
+    wrapped in the :class:`~agui_engine.loops.agent_loop.AgentLoop` (verified, repaired,
     component-aware)."""
     from agui_engine.adapters.crewai import CrewAIAgent
-    from agui_engine.agent_loop import AgentLoop
+    from agui_engine.loops.agent_loop import AgentLoop
 
     target = _import_attr(spec, "crewai:", "crewai:myapp.crew:crew")
     return AgentLoop(CrewAIAgent(target))

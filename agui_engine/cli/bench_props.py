@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Two measurements of one whole gateway run (:class:`~agui_engine.llm_agent.LLMAgent`
+Two measurements of one whole gateway run (:class:`~agui_engine.loops.llm_agent.LLMAgent`
 over a scripted model that shows one component, every event encoded as the SSE
 frame the gateway writes, ``id: <runId>:<seq>`` included), shared by
 ``agui-engine bench`` and ``benchmarks/bench_props.py``:
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .bench import DOCUMENT_SEED, make_documents, split_chunks
-from ..codec import encode_sse
-from ..component_stream import COMPONENT_PROPS_DELTA, MAX_COMPONENT_ARGS_CHARS
-from ..components import Component
-from ..events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
+from ..protocol.codec import encode_sse
+from ..genui.component_stream import COMPONENT_PROPS_DELTA, MAX_COMPONENT_ARGS_CHARS
+from ..genui.components import Component
+from ..protocol.events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
 from ..llm import Finish, LLMStreamItem, LLMTool, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
-from ..llm_agent import LLMAgent
+from ..loops.llm_agent import LLMAgent
 
 __all__ = [
     "CPU_SIZES",

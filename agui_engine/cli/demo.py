@@ -2,12 +2,12 @@
 
 Theory of operation
 -------------------
-:func:`demo_agent` builds an :class:`~agui_engine.llm_agent.LLMAgent` over the
-:class:`~agui_engine.embedded.EmbeddedModel` with two demo components
+:func:`demo_agent` builds an :class:`~agui_engine.loops.llm_agent.LLMAgent` over the
+:class:`~agui_engine.demo.weather_model.EmbeddedModel` with two demo components
 (``WeatherCard``, ``Dashboard``) and one demo server tool (``get_weather``, a
 fixed table of illustrative numbers). :func:`run` streams a run (or, with no
 message, one run per built-in scenario) and pipes every event through the same
-path a client takes: the :class:`~agui_engine.verify.Verifier` (a protocol
+path a client takes: the :class:`~agui_engine.protocol.verify.Verifier` (a protocol
 violation fails the demo, exit status 1), then the terminal
 :class:`~agui_engine.cli.render.Renderer`. ``--format ndjson`` prints the raw
 AG-UI events instead, one JSON per line, ready for ``ag-ui-validate -``.
@@ -37,10 +37,10 @@ from typing import Annotated, Any, Final, TextIO
 
 import msgspec
 
-from agui_engine.agent import Agent
-from agui_engine.codec import encode_ndjson
-from agui_engine.components import Component
-from agui_engine.embedded import (
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.codec import encode_ndjson
+from agui_engine.genui.components import Component
+from agui_engine.demo.weather_model import (
     DASHBOARD_SCHEMA,
     EMBEDDED_MODEL_NAME,
     WEATHER_CARD_RESOURCE_SCHEMA,
@@ -48,14 +48,14 @@ from agui_engine.embedded import (
     EmbeddedModel,
     demo_weather,
 )
-from agui_engine.errors import AguiEngineError
-from agui_engine.events import RunAgentInput, UserMessage
+from agui_engine.protocol.errors import AguiEngineError
+from agui_engine.protocol.events import RunAgentInput, UserMessage
 from agui_engine.llm import LLMClient
-from agui_engine.llm_agent import LLMAgent
-from agui_engine.uispec import UISpecTool
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.genui.uispec import UISpecTool
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
-from agui_engine.verify import ProtocolViolation, Verifier
+from agui_engine.protocol.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
 
 from . import add_ui_spec_argument, seconds
@@ -209,7 +209,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
     verifier = Verifier()
     renderer = make_renderer(out, live=live, color=color)
     if args.format == "pretty":
-        out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
+        out.write(("\n" if index else "") + renderer.paint("1", f"you › {text}") + "\n")
     count = 0
     try:
         # closed on every way out (a reader gone from the pipe too), so the run is cancelled, not abandoned
@@ -231,7 +231,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
         sys.stderr.write(f"agui-engine demo: {exc.message}\n")
         return 1
     if args.format == "pretty":
-        out.write(renderer._c("2", f"  ({count} AG-UI events, verified)") + "\n")
+        out.write(renderer.paint("2", f"  ({count} AG-UI events, verified)") + "\n")
     problems = [p for p in renderer.acc.problems]
     if problems:
         sys.stderr.write(f"agui-engine demo: the accumulator reported problems: {problems}\n")

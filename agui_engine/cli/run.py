@@ -2,7 +2,7 @@
 remote AG-UI endpoint (SSE over HTTP, or WebSocket for ``ws://`` URLs) and
 render the stream live with the demo renderer (``--raw``: the events as NDJSON).
 
-Both modes are a :class:`~agui_engine.thread.Thread`: ``--tool module:function``
+Both modes are a :class:`~agui_engine.loops.thread.Thread`: ``--tool module:function``
 registers a Python function as a client tool (it runs here when a run ends with
 it pending, and its result goes back in a follow-up run). Without a message (or
 with ``--chat``) the command is multi-turn: each line of stdin is the next user
@@ -26,9 +26,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
-from agui_engine.codec import encode_ndjson
-from agui_engine.errors import AguiEngineError, UsageError
-from agui_engine.events import (
+from agui_engine.protocol.codec import encode_ndjson
+from agui_engine.protocol.errors import AguiEngineError, UsageError
+from agui_engine.protocol.events import (
     Event,
     Interrupt,
     ResumeEntry,
@@ -37,7 +37,7 @@ from agui_engine.events import (
     RunFinishedEvent,
     UserMessage,
 )
-from agui_engine.thread import Thread
+from agui_engine.loops.thread import Thread
 from agui_engine.transports.tool_runner import ThreadedToolRunner
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "add_arguments", "make_input", "run"]

@@ -1,9 +1,9 @@
-"""Write the JSON Schemas of the AG-UI types (:mod:`agui_engine.schema`) into a directory::
+"""Write the JSON Schemas of the AG-UI types (:mod:`agui_engine.protocol.schema`) into a directory::
 
     python -m agui_engine.cli.schema spec/schema
 
 A maintainer's command, not an ``agui-engine`` subcommand: the checked-in copies in
-``spec/schema/`` must equal what :func:`agui_engine.schema.schemas` generates
+``spec/schema/`` must equal what :func:`agui_engine.protocol.schema.schemas` generates
 (``tests/agui_engine/test_schema.py``).
 """
 
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agui_engine.schema import render, schemas
+from agui_engine.protocol.schema import render, schemas
 
 __all__ = ["main", "write"]
 

@@ -24,7 +24,7 @@ import socket
 import sys
 from collections.abc import Callable
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.common import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 
 __all__ = ["MAX_AUTH_TOKENS", "MAX_TOKEN_CHARS", "MAX_TOKENS_FILE_BYTES", "parse_tokens", "read_tokens_file"]
 

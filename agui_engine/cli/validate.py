@@ -1,9 +1,9 @@
 """``agui-engine validate``: verify a recorded AG-UI run and show the conversation it builds.
 
 Reads an SSE capture or an NDJSON file (or stdin with ``-``), decodes it incrementally with
-:class:`~agui_engine.codec.EventStreamDecoder`, runs every event through the
-:class:`~agui_engine.verify.Verifier` (collecting, so that all violations are listed) and the
-expanded events through an :class:`~agui_engine.accumulator.Accumulator`. It prints the verdict
+:class:`~agui_engine.protocol.codec.EventStreamDecoder`, runs every event through the
+:class:`~agui_engine.protocol.verify.Verifier` (collecting, so that all violations are listed) and the
+expanded events through an :class:`~agui_engine.protocol.accumulator.Accumulator`. It prints the verdict
 (each violation with its rule, event index and ids), then the accumulated conversation, state,
 runs and accumulator problems. Exit status: 0 valid, 1 invalid (a violation or an undecodable
 event), 2 when the input cannot be read.
@@ -24,10 +24,10 @@ from typing import IO, Any
 
 import msgspec
 
-from .. import component_stream  # noqa: F401  (registers the tambo.component.* handlers: components show as blocks)
-from ..accumulator import Accumulator
-from ..codec import EventDecodeError, EventStreamDecoder
-from ..verify import Verifier, Violation
+from ..genui.component_stream import COMPONENT_HANDLERS
+from ..protocol.accumulator import Accumulator
+from ..protocol.codec import EventDecodeError, EventStreamDecoder
+from ..protocol.verify import Verifier, Violation
 
 #: Shipped recordings: name -> file in agui_engine/data/.
 EXAMPLES: dict[str, str] = {"weather": "example-run.sse", "broken": "example-broken.ndjson"}
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class _Result:
     def __init__(self) -> None:
         self.verifier = Verifier(collect=True)
-        self.accumulator = Accumulator()
+        self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         self.events = 0
         self.decode_error: EventDecodeError | None = None
         self.format = ""

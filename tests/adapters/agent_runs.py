@@ -18,11 +18,11 @@ import jsonpatch
 import msgspec
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
-from agui_engine.agent import Agent
-from agui_engine.codec import encode_event
-from agui_engine.components import Component
-from agui_engine.events import Event, RunAgentInput, TextMessageContentEvent
-from agui_engine.verify import verify_events
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.codec import encode_event
+from agui_engine.genui.components import Component
+from agui_engine.protocol.events import Event, RunAgentInput, TextMessageContentEvent
+from agui_engine.protocol.verify import verify_events
 
 #: The API key the adapter tests hand their models: it must never reach an event.
 KEY = "sk-test-S3CRET"

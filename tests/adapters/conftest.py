@@ -16,7 +16,7 @@ from agui_engine.adapters.openai_chat import ChatStreamParser
 from agui_engine.adapters.openai_responses import ResponsesStreamParser
 from agui_engine.adapters.provider import ProviderStream, StreamParser
 from agui_engine.adapters.replay import PROVIDERS, fixture_names, load_fixture
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
     DeveloperMessage,

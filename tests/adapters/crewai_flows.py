@@ -15,7 +15,7 @@ from typing import Any  # noqa: E402
 from ag_ui_crewai import CopilotKitState, copilotkit_emit_state, copilotkit_stream  # noqa: E402
 from crewai.flow.flow import Flow, listen, start  # noqa: E402
 
-from agui_engine.events import RunAgentInput, Tool, UserMessage  # noqa: E402
+from agui_engine.protocol.events import RunAgentInput, Tool, UserMessage  # noqa: E402
 from tests.adapters.agent_runs import KEY  # noqa: E402
 from tests.adapters.test_crewai import ScriptedLLM, final, use_tool, weather_crew  # noqa: E402
 

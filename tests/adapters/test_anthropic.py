@@ -14,8 +14,8 @@ from agui_engine.adapters.anthropic import (
 )
 from agui_engine.adapters.provider import CompletionRequest
 from agui_engine.adapters.replay import load_fixture
-from agui_engine.errors import UsageError
-from agui_engine.events import (
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
     FunctionCall,

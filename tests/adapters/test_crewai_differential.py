@@ -16,8 +16,8 @@ import pytest
 
 from agui_engine.adapters.crewai import CrewAIAgent
 from agui_engine.adapters.replay import ReplayServer
-from agui_engine.codec import EventStreamDecoder, encode_event
-from agui_engine.events import RunAgentInput
+from agui_engine.protocol.codec import EventStreamDecoder, encode_event
+from agui_engine.protocol.events import RunAgentInput
 
 from .agent_runs import check, digest
 from .crewai_flows import QUESTION, chat_flow

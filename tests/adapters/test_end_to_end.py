@@ -11,9 +11,9 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
-from agui_engine.codec import encode_event
-from agui_engine.components import Component
-from agui_engine.events import (
+from agui_engine.protocol.codec import encode_event
+from agui_engine.genui.components import Component
+from agui_engine.protocol.events import (
     CustomEvent,
     ReasoningEncryptedValueEvent,
     RunAgentInput,
@@ -23,8 +23,8 @@ from agui_engine.events import (
     ToolCallStartEvent,
     UserMessage,
 )
-from agui_engine.llm_agent import LLMAgent
-from agui_engine.verify import verify_events
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.verify import verify_events
 
 from .conftest import digest, parse_chunks
 from .test_provider import CLIENTS, KEY
@@ -187,7 +187,7 @@ async def test_anthropic_thinking_signature_is_replayed_byte_exact() -> None:
 
 @pytest.mark.parametrize("provider", sorted(CLIENTS))
 async def test_closing_the_run_closes_the_provider_response(provider: str) -> None:
-    from agui_engine.events import TextMessageContentEvent
+    from agui_engine.protocol.events import TextMessageContentEvent
 
     data = load_fixture(provider, "text").body
     first_text = next(data.index(word) for word in (b"Paris is ", b'"Hello"') if word in data)  # the first text frame

@@ -17,8 +17,8 @@ from agui_engine.adapters.gemini import (
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.adapters.replay import load_fixture
-from agui_engine.errors import UsageError
-from agui_engine.events import (
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
     FunctionCall,
@@ -167,12 +167,12 @@ def test_each_call_keeps_its_own_signature_and_a_text_signature_stays_on_the_tex
 
 
 async def test_each_call_signature_goes_from_the_stream_through_a_run_back_onto_its_own_call() -> None:
-    from agui_engine.events import (
+    from agui_engine.protocol.events import (
         ReasoningEncryptedValueEvent,
         RunAgentInput,
         ToolCallStartEvent,
     )
-    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.loops.llm_agent import LLMAgent
 
     parts = [
         {"text": "Thinking it over.", "thought": True},

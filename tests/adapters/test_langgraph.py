@@ -21,8 +21,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import create_react_agent
 
-from agui_engine.accumulator import Accumulator
-from agui_engine.agent_loop import AgentLoop
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.adapters.langgraph import (
     CANCELLED_RESUME_KEY,
     LangGraphAgent,
@@ -30,8 +31,8 @@ from agui_engine.adapters.langgraph import (
     to_langchain_messages,
 )
 from agui_engine.adapters.replay import ReplayServer
-from agui_engine.errors import RemoteInputError
-from agui_engine.events import (
+from agui_engine.protocol.errors import RemoteInputError
+from agui_engine.protocol.events import (
     AssistantMessage,
     CustomEvent,
     Event,
@@ -94,7 +95,7 @@ def args_by_call(events: Sequence[Any]) -> dict[str, str]:
 
 def messages_of(events: Sequence[Any]) -> list[Any]:
     """The conversation a client builds from the events (the engine's Accumulator)."""
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     acc.apply_all(events)
     return list(acc.messages_as_structs())
 
@@ -435,9 +436,9 @@ def test_the_package_does_not_import_langgraph_and_the_adapter_names_the_extra()
 async def test_a_render_ui_call_through_the_agent_loop() -> None:
     """A real LangGraph graph whose model calls render_ui (offered by AgentLoop as a client tool, its
     component an enum of the allowlist): the client gets the tree node by node, the call is answered."""
-    from agui_engine.component_stream import component_blocks
-    from agui_engine.genui import tree_document, validate_spec
-    from agui_engine.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
+    from agui_engine.genui.component_stream import component_blocks
+    from agui_engine.genui.tree import tree_document, validate_spec
+    from agui_engine.genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
 
     spec = {"root": [{"component": "Card", "props": {"title": "Oslo"}, "children": [
         "Cold today.", {"component": "Stat", "props": {"label": "tempC", "value": "-3.5"}, "key": "t"}], "key": "c"}]}
@@ -446,7 +447,7 @@ async def test_a_render_ui_call_through_the_agent_loop() -> None:
                                         *finish()], text("Shown.")])
     agent = AgentLoop(LangGraphAgent(agent_graph(model)), ui_spec=UISpecTool(["Card", "Stat"]))
     events = await collect(agent, run_input(UserMessage(id="u1", content="a card for Oslo")))
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     for event in events:
         acc.apply(event)
     assert acc.problems == []

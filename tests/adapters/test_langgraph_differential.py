@@ -25,8 +25,8 @@ from langgraph.prebuilt import create_react_agent
 
 from agui_engine.adapters.langgraph import LangGraphAgent
 from agui_engine.adapters.replay import ReplayServer
-from agui_engine.codec import encode_event
-from agui_engine.events import ResumeEntry, RunAgentInput, UserMessage
+from agui_engine.protocol.codec import encode_event
+from agui_engine.protocol.events import ResumeEntry, RunAgentInput, UserMessage
 
 from .langgraph_graphs import CARD_TOOL, ScriptedChatModel, agent_graph, call, finish, official_events, text
 from .agent_runs import check, digest

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.cli.agent_spec import agent_from_spec
 from tests.adapters.agent_runs import served_client_result
 
@@ -22,7 +22,7 @@ def types(run: dict[str, Any]) -> list[str]:
 
 def test_the_spec_builds_a_langgraph_agent_and_bad_specs_say_why() -> None:
     from agui_engine.adapters.langgraph import LangGraphAgent
-    from agui_engine.agent_loop import AgentLoop
+    from agui_engine.loops.agent_loop import AgentLoop
 
     agent = agent_from_spec(SPEC)
     assert isinstance(agent, AgentLoop) and isinstance(agent.agent, LangGraphAgent)

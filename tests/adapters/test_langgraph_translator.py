@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 
 from agui_engine.adapters.langgraph import GraphStreamTranslator
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
@@ -21,7 +21,7 @@ from agui_engine.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from agui_engine.verify import verify_events
+from agui_engine.protocol.verify import verify_events
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 META = {"langgraph_node": "agent", "langgraph_checkpoint_ns": "agent:t1", "ls_provider": "p", "ls_model_name": "m"}

@@ -9,8 +9,8 @@ from agui_engine.adapters.gemini import GeminiClient
 from agui_engine.adapters.models import ModelSpec, client_from_spec, parse_model_spec
 from agui_engine.adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from agui_engine.adapters.openai_responses import OpenAIResponsesClient
-from agui_engine.errors import UsageError
-from agui_engine.events import UserMessage
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import UserMessage
 from agui_engine.llm import LLMClient
 
 ENV = {
@@ -111,7 +111,7 @@ async def test_a_spec_and_the_environment_alone_reach_the_provider(
 
 def test_reasoning_options_in_the_spec_reach_the_request_body() -> None:
     from agui_engine.adapters.provider import CompletionRequest
-    from agui_engine.errors import UsageError as _UsageError
+    from agui_engine.protocol.errors import UsageError as _UsageError
 
     env = {"ANTHROPIC_API_KEY": "k" * 20, "OPENAI_API_KEY": "k" * 20, "GEMINI_API_KEY": "k" * 20}
     request = CompletionRequest(messages=[], tools=[])

@@ -17,7 +17,7 @@ from agui_engine.adapters.openai_chat import (
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.adapters.replay import load_fixture
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import (
     Finish,
     LLMTool,

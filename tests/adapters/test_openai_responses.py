@@ -14,8 +14,8 @@ from agui_engine.adapters.openai_responses import (
     build_responses_body,
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
-from agui_engine.errors import UsageError
-from agui_engine.events import (
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
     DeveloperMessage,

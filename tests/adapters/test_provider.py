@@ -32,7 +32,7 @@ from agui_engine.adapters.provider import (
     redact,
 )
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, load_fixture
-from agui_engine.events import RunErrorEvent, UserMessage
+from agui_engine.protocol.events import RunErrorEvent, UserMessage
 from agui_engine.llm import (
     Finish,
     StreamError,
@@ -262,7 +262,7 @@ def test_retry_backoff_is_shortened_by_at_most_the_jitter_fraction(
 
 
 def test_error_message_limit_is_the_engine_wide_one() -> None:
-    from agui_engine import errors
+    from agui_engine.protocol import errors
 
     assert provider_MAX_ERROR_MESSAGE_CHARS is errors.MAX_ERROR_MESSAGE_CHARS
 

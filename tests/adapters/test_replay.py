@@ -19,7 +19,7 @@ from agui_engine.adapters.replay import (
     serve_over_openai_chat,
 )
 from agui_engine.cli.pacing import PacedModel
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports import ThreadedToolRunner
 
 
@@ -119,8 +119,8 @@ def _ids() -> Any:
 def _comparable(events: list[Any]) -> list[Any]:
     # Usage is re-counted by the Chat encoding (provider label, totals), and Chat has no
     # field for a reasoning signature (the embedded model makes one up); all else must match.
-    from agui_engine.codec import encode_event
-    from agui_engine.events import ReasoningEncryptedValueEvent
+    from agui_engine.protocol.codec import encode_event
+    from agui_engine.protocol.events import ReasoningEncryptedValueEvent
 
     kept = [
         msgspec.structs.replace(e, usage=None) if hasattr(e, "usage") else e
@@ -137,10 +137,10 @@ def _comparable(events: list[Any]) -> list[Any]:
 @pytest.mark.parametrize("message", DEMO_MESSAGES)
 async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run(message: str) -> None:
     from agui_engine.cli.demo import demo_components, get_weather
-    from agui_engine.embedded import EmbeddedModel
-    from agui_engine.events import RunAgentInput, RunFinishedEvent, UserMessage
-    from agui_engine.llm_agent import LLMAgent
-    from agui_engine.verify import verify_events
+    from agui_engine.demo.weather_model import EmbeddedModel
+    from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, UserMessage
+    from agui_engine.loops.llm_agent import LLMAgent
+    from agui_engine.protocol.verify import verify_events
 
     run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content=message)])
     direct = LLMAgent(EmbeddedModel(), components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(), id_factory=_ids())
@@ -153,8 +153,8 @@ async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run
 
 
 async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None:
-    from agui_engine.embedded import EmbeddedModel
-    from agui_engine.events import UserMessage
+    from agui_engine.demo.weather_model import EmbeddedModel
+    from agui_engine.protocol.events import UserMessage
     from agui_engine.llm import TextDelta
 
     closed = asyncio.Event()
@@ -182,7 +182,7 @@ async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None
 
 
 async def test_served_model_refuses_a_bad_request() -> None:
-    from agui_engine.embedded import EmbeddedModel
+    from agui_engine.demo.weather_model import EmbeddedModel
 
     async with ReplayServer() as server:
         base = server.serve_model(EmbeddedModel())

@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     ActivitySnapshotEvent,
     CustomEvent,
     RawEvent,

@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from agui_engine.errors import LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from agui_engine.jsonstream import (
     MAX_DEPTH,
     MAX_NUMBER_LENGTH,
@@ -23,7 +23,7 @@ from agui_engine.jsonstream import (
     JSONStreamLimitError,
     PatchStream,
 )
-from agui_engine.pointer import escape_token
+from agui_engine.protocol.pointer import escape_token
 
 
 def splits(text: str | bytes, seed: int = 0) -> dict[str, list[Any]]:

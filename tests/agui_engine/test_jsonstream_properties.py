@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine.jsonstream import PatchStream
-from agui_engine.pointer import escape_token
+from agui_engine.protocol.pointer import escape_token
 
 from .test_jsonstream import outcome
 

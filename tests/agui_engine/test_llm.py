@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import (
     TOOL_CHOICE_KEYWORDS,
     LLMTool,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from agui_engine.cli.demo import demo_components
-from agui_engine.embedded import EmbeddedModel
-from agui_engine.events import (
+from agui_engine.demo.weather_model import EmbeddedModel
+from agui_engine.protocol.events import (
     Event,
     Interrupt,
     RunAgentInput,
@@ -24,7 +24,7 @@ from agui_engine.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from agui_engine.llm_agent import LLMAgent
+from agui_engine.loops.llm_agent import LLMAgent
 
 
 def client_tools_agent() -> LLMAgent:

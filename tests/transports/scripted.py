@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from agui_engine.events import (
+from agui_engine.protocol.events import (
     Event,
     RunAgentInput,
     RunFinishedEvent,
@@ -80,7 +80,7 @@ def slow_agent() -> ScriptedAgent:
 
 
 def make_input(run_id: str = "run-1", text: str = "hello") -> RunAgentInput:
-    from agui_engine.events import UserMessage
+    from agui_engine.protocol.events import UserMessage
 
     return RunAgentInput(thread_id="thread-1", run_id=run_id, messages=[UserMessage(id="u1", content=text)])
 

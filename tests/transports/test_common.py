@@ -3,8 +3,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from agui_engine.errors import LimitExceededError
-from agui_engine.events import RunErrorEvent
+from agui_engine.protocol.errors import LimitExceededError
+from agui_engine.protocol.events import RunErrorEvent
 from agui_engine.transports.common import (
     ConnectionLostError,
     InvalidInputError,
@@ -109,7 +109,7 @@ async def test_client_agents_resume_after_network_drops(drop_proxy, transport: s
 def test_remote_error_messages_are_cut_to_the_shared_bound() -> None:
     """A remote error message, JSON or not, is cut to MAX_ERROR_MESSAGE_CHARS: the one
     bound adapters and transports share."""
-    from agui_engine.errors import MAX_ERROR_MESSAGE_CHARS
+    from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS
 
     long = "é" * (3 * MAX_ERROR_MESSAGE_CHARS)
     body = msgspec.json.encode({"error": {"code": "x", "message": long}})

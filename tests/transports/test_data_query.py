@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.sync.client import connect as sync_connect
 
-from agui_engine.component_stream import COMPONENT_END
-from agui_engine.components import Component
-from agui_engine.embedded import EmbeddedModel
-from agui_engine.events import CustomEvent, RunAgentInput, ToolCallResultEvent, UserMessage
+from agui_engine.genui.component_stream import COMPONENT_END
+from agui_engine.genui.components import Component
+from agui_engine.demo.weather_model import EmbeddedModel
+from agui_engine.protocol.events import CustomEvent, RunAgentInput, ToolCallResultEvent, UserMessage
 from agui_engine.llm import LLMTool
-from agui_engine.llm_agent import LLMAgent
-from agui_engine.resources import (
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
     ResourceFailedError,
@@ -40,11 +40,11 @@ from agui_engine.resources import (
     ResourceTimeoutError,
     UnknownResourceError,
 )
-from agui_engine.thread import Thread
+from agui_engine.loops.thread import Thread
 from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.data import ResourceBroker
-from agui_engine.errors import UsageError
+from agui_engine.protocol.errors import UsageError
 
 from ..waiting import eventually
 from .loop_thread import LoopThread, json_values
@@ -631,7 +631,7 @@ async def test_agui_engine_serve_serves_the_demo_resources_by_default(transport:
     import signal
     import sys
 
-    from agui_engine.embedded import DEMO_WEATHER
+    from agui_engine.demo.weather_model import DEMO_WEATHER
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agui_engine", "serve", "--transport", transport, "--port", "0",

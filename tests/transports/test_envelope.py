@@ -9,9 +9,9 @@ import msgspec
 import pytest
 from websockets.asyncio.client import connect
 
-from agui_engine.codec import EventDecodeError, LegacyThinkingMapper, encode_event
-from agui_engine.errors import LimitExceededError, RemoteInputError
-from agui_engine.events import ReasoningStartEvent, RunAgentInput, TextMessageContentEvent
+from agui_engine.protocol.codec import EventDecodeError, LegacyThinkingMapper, encode_event
+from agui_engine.protocol.errors import LimitExceededError, RemoteInputError
+from agui_engine.protocol.events import ReasoningStartEvent, RunAgentInput, TextMessageContentEvent
 from agui_engine.transports import envelope, stdio, websocket
 from agui_engine.transports.envelope import (
     CancelMessage,

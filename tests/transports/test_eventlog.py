@@ -27,8 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine.codec import decode_event
-from agui_engine.errors import UsageError
+from agui_engine.protocol.codec import decode_event
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,

@@ -12,7 +12,7 @@ import time
 import msgspec
 import pytest
 
-from agui_engine.codec import decode_event
+from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.gateway import run_via_gateway
 from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import SSEAgent, start_sse_server
@@ -119,7 +119,7 @@ async def test_delete_aborts_the_upstream_model_http_request() -> None:
 
     from agui_engine.adapters.openai_chat import OpenAIChatClient
     from agui_engine.adapters.replay import ReplayServer, load_fixture
-    from agui_engine.llm_agent import LLMAgent
+    from agui_engine.loops.llm_agent import LLMAgent
 
     data = load_fixture("openai_chat", "text").body
     async with ReplayServer() as model_server:
@@ -164,7 +164,7 @@ class Bulky:
     async def run(self, input):  # type: ignore[no-untyped-def]
         import asyncio
 
-        from agui_engine.events import (
+        from agui_engine.protocol.events import (
             RunFinishedEvent,
             RunStartedEvent,
             TextMessageContentEvent,
@@ -219,7 +219,7 @@ async def test_a_stalled_reader_never_makes_the_server_buffer_without_bound() ->
 
     from websockets.asyncio.client import connect
 
-    from agui_engine.codec import SSEDecoder
+    from agui_engine.protocol.codec import SSEDecoder
     from agui_engine.transports.eventlog import InMemoryEventLog
 
     total = 4000 * 4096

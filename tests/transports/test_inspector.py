@@ -220,11 +220,11 @@ def test_verify_recording_reports_a_frame_that_does_not_decode() -> None:
 async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None:
     """A recorded ``render_ui`` run (a real LLMAgent run, model scripted) opened in the inspector: the tree
     is drawn nested, each node by its identity, text as text; a refused tree shows why."""
-    from agui_engine.codec import encode_event
-    from agui_engine.events import RunAgentInput, UserMessage
+    from agui_engine.protocol.codec import encode_event
+    from agui_engine.protocol.events import RunAgentInput, UserMessage
     from agui_engine.llm import Finish
-    from agui_engine.llm_agent import LLMAgent
-    from agui_engine.uispec import UI_SPEC_TOOL, UISpecTool
+    from agui_engine.loops.llm_agent import LLMAgent
+    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
 
     from ..agui_engine.scripted_llm import ScriptedLLM, call, counter_ids, text
 
@@ -307,7 +307,7 @@ async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> N
         city = await page.inner_text('.card.ui-tree [data-node-id="0/2"] .prop[data-prop="params"]')
         assert "Paris" in city
         # each bound card of the tree shows its weather numbers from its own query (bindQuery), like a top card
-        from agui_engine.embedded import DEMO_WEATHER
+        from agui_engine.demo.weather_model import DEMO_WEATHER
 
         for node_id, name in (("0/1", "tokyo"), ("0/2", "paris")):
             field = f'.card.ui-tree [data-node-id="{node_id}"] .weather-view [data-field="temperature"]'

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.embedded import DEMO_WEATHER
+from agui_engine.demo.weather_model import DEMO_WEATHER
 
 from .test_inspector import DEADLINE_MS, browser, open_inspector  # noqa: F401  (browser: a fixture)
 

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from agui_engine.codec import decode_event
-from agui_engine.errors import UsageError
-from agui_engine.events import RunAgentInput, TextMessageChunkEvent
+from agui_engine.protocol.codec import decode_event
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import RunAgentInput, TextMessageChunkEvent
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.common import InvalidInputError
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
@@ -59,7 +59,7 @@ async def test_keepalive_returns_none_when_idle_and_not_when_busy() -> None:
 async def test_chunks_are_expanded_by_the_verifier_before_they_are_logged() -> None:
     class Chunky:
         async def run(self, input: RunAgentInput):  # type: ignore[no-untyped-def]
-            from agui_engine.events import RunFinishedEvent, RunStartedEvent
+            from agui_engine.protocol.events import RunFinishedEvent, RunStartedEvent
 
             yield RunStartedEvent(thread_id="t", run_id=input.run_id)
             yield TextMessageChunkEvent(message_id="m", role="assistant", delta="hi")
@@ -171,7 +171,7 @@ async def test_a_resumed_run_may_report_the_result_of_a_tool_call_from_an_earlie
     call in its messages and its agent reports the result. The gateway's verifier
     knows the run's input, so the result is accepted, while a result for a call
     that is in neither the input nor the stream is still refused."""
-    from agui_engine.events import (
+    from agui_engine.protocol.events import (
         AssistantMessage,
         FunctionCall,
         RunFinishedEvent,
@@ -248,7 +248,7 @@ async def test_a_value_that_is_not_an_event_ends_the_run_naming_its_type_and_ind
 ) -> None:
     """Nothing unchecked goes out, there is one RUN_STARTED, and what came before
     is sent and verifies."""
-    from agui_engine.verify import Verifier
+    from agui_engine.protocol.verify import Verifier
 
     closed: list[bool] = []
 

@@ -29,7 +29,7 @@ import httpx
 import msgspec
 import pytest
 
-from agui_engine.codec import encode_event
+from agui_engine.protocol.codec import encode_event
 from agui_engine.transports.redislog import OWNER_LOST_BOUND_SECONDS
 
 from ..redis_server import RedisServer

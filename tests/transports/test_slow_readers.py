@@ -15,8 +15,8 @@ import msgspec
 import pytest
 from websockets.asyncio.client import connect
 
-from agui_engine.codec import SSEDecoder, decode_event
-from agui_engine.events import (
+from agui_engine.protocol.codec import SSEDecoder, decode_event
+from agui_engine.protocol.events import (
     Event,
     RunAgentInput,
     RunFinishedEvent,

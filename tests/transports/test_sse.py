@@ -11,8 +11,8 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from agui_engine.codec import SSEDecoder, decode_event, encode_event
-from agui_engine.events import RunAgentInput, RunStartedEvent
+from agui_engine.protocol.codec import SSEDecoder, decode_event, encode_event
+from agui_engine.protocol.events import RunAgentInput, RunStartedEvent
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
@@ -330,7 +330,7 @@ async def test_graceful_shutdown_ends_open_streams_with_a_terminal_event() -> No
 
 
 async def test_a_protocol_violation_by_the_agent_ends_the_run_with_run_error() -> None:
-    from agui_engine.events import RunStartedEvent, TextMessageContentEvent
+    from agui_engine.protocol.events import RunStartedEvent, TextMessageContentEvent
 
     class Broken:
         closed = False
@@ -422,7 +422,7 @@ def test_registry_key_is_exposed() -> None:
 
 
 def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
-    from agui_engine.codec import encode_sse
+    from agui_engine.protocol.codec import encode_sse
     from agui_engine.transports.sse import frame_sse
 
     payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']

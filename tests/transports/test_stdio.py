@@ -9,7 +9,7 @@ import sys
 import msgspec
 import pytest
 
-from agui_engine.codec import decode_event
+from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.stdio import StdioAgent
 

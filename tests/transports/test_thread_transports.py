@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agui_engine.component_stream import component_blocks
-from agui_engine.thread import Thread
+from agui_engine.genui.component_stream import component_blocks
+from agui_engine.loops.thread import Thread
 from agui_engine.transports import SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
 from agui_engine.transports.stdio import StdioAgent
 from agui_engine.transports import ThreadedToolRunner

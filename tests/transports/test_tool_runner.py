@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agui_engine.components import tool_from_callable
-from agui_engine.tool_runner import ToolDeadlineExceeded, ToolRunner
+from agui_engine.genui.components import tool_from_callable
+from agui_engine.loops.tool_runner import ToolDeadlineExceeded, ToolRunner
 from agui_engine.transports import ThreadedToolRunner
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from agui_engine.agent import Agent
-from agui_engine.errors import UsageError
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.errors import UsageError
 from agui_engine.cli.agent_spec import agent_from_spec
 from agui_engine.transports.sse import SSEAgent
 from agui_engine.transports.stdio import StdioAgent

@@ -18,9 +18,9 @@ from agui_engine.cli.bench_props import (
     wire_bytes,
 )
 from agui_engine.cli import main
-from agui_engine.codec import EventStreamDecoder
-from agui_engine.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA
-from agui_engine.events import CustomEvent, Event
+from agui_engine.protocol.codec import EventStreamDecoder
+from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA
+from agui_engine.protocol.events import CustomEvent, Event
 
 
 def test_long_string_arguments_have_the_exact_size() -> None:

@@ -9,18 +9,19 @@ import sys
 
 import pytest
 
-from agui_engine.accumulator import Accumulator
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.cli import main
-from agui_engine.codec import EventStreamDecoder
+from agui_engine.protocol.codec import EventStreamDecoder
 from agui_engine.cli.demo import SCENARIOS
-from agui_engine.verify import Verifier
+from agui_engine.protocol.verify import Verifier
 
 
 def _conversation(ndjson: bytes) -> list[tuple[str, str, object]]:
     decoder = EventStreamDecoder("ndjson")
     events = decoder.feed(ndjson) + decoder.close()
     verifier = Verifier()
-    accumulator = Accumulator()
+    accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     for event in events:
         for checked in verifier.feed(event):
             accumulator.apply(checked)
@@ -69,7 +70,7 @@ def test_ui_spec_demo_prints_the_tree_in_a_real_subprocess() -> None:
     )
     assert done.returncode == 0, done.stderr
     nodes = [line.split("▸ ", 1)[1] for line in done.stdout.splitlines() if line.startswith("    ▸ ")]
-    from agui_engine.embedded import DEMO_WEATHER
+    from agui_engine.demo.weather_model import DEMO_WEATHER
 
     # each bound card of the tree carries what its query of weather.current answered (in-process broker)
     answers = {city: [f"     ⇣ {k}: {v}" for k, v in DEMO_WEATHER[city].items()] for city in ("tokyo", "paris")}

@@ -13,7 +13,7 @@ import pyte
 from agui_engine.cli.demo import SCENARIOS, demo_agent
 from agui_engine.cli.render import Renderer, fetch_component_data
 from agui_engine.transports.data import ResourceBroker
-from agui_engine.events import RunAgentInput, UserMessage
+from agui_engine.protocol.events import RunAgentInput, UserMessage
 
 ROOT = Path(__file__).resolve().parents[3]
 

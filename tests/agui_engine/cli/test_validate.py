@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from agui_engine.cli import main
-from agui_engine.codec import EventStreamDecoder, encode_ndjson, encode_sse
-from agui_engine.events import RunFinishedEvent, RunStartedEvent, TextMessageChunkEvent
+from agui_engine.protocol.codec import EventStreamDecoder, encode_ndjson, encode_sse
+from agui_engine.protocol.events import RunFinishedEvent, RunStartedEvent, TextMessageChunkEvent
 from agui_engine.cli.validate import EXAMPLES, validate_stream
-from agui_engine.verify import verify_events
+from agui_engine.protocol.verify import verify_events
 
 DATA = Path(__file__).resolve().parents[3] / "agui_engine" / "data"
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "ag_ui_validate"

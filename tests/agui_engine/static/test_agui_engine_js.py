@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from agui_engine.accumulator import Accumulator
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.cli.bench import split_chunks
 from agui_engine.cli.bench_props import long_string_arguments, run_component_call
 from agui_engine.cli.demo import demo_agent
-from agui_engine.codec import decode_event, encode_event
-from agui_engine.component_stream import component_blocks
-from agui_engine.events import Event, RunAgentInput, UserMessage
+from agui_engine.protocol.codec import decode_event, encode_event
+from agui_engine.genui.component_stream import component_blocks
+from agui_engine.protocol.events import Event, RunAgentInput, UserMessage
 from agui_engine.transports import start_sse_server
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +54,7 @@ def apply_in_node(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d
 
 
 def python_props(events: list[Event]) -> list[dict[str, Any]]:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     out = []
     for event in events:
         acc.apply(event)
@@ -158,8 +159,8 @@ async def test_live_run_through_the_real_ag_ui_client() -> None:
 def render_ui_events(*fragments: str) -> list[Event]:
     """A whole LLMAgent run whose model calls ``render_ui`` with ``fragments``, then answers in text."""
     from agui_engine.llm import Finish
-    from agui_engine.llm_agent import LLMAgent
-    from agui_engine.uispec import UI_SPEC_TOOL, UISpecTool
+    from agui_engine.loops.llm_agent import LLMAgent
+    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
 
     from ..scripted_llm import ScriptedLLM, call, counter_ids, text
 

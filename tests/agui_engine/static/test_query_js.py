@@ -18,8 +18,8 @@ from collections import Counter
 from typing import Any
 
 from agui_engine.cli.demo import demo_agent
-from agui_engine.embedded import WEATHER_CURRENT
-from agui_engine.resources import Resource
+from agui_engine.demo.weather_model import WEATHER_CURRENT
+from agui_engine.genui.resources import Resource
 from agui_engine.transports import start_sse_server
 from agui_engine.transports.data import ResourceBroker
 

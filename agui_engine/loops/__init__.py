@@ -1,0 +1,7 @@
+"""The loops that produce runs: the decision loop that drives an LLM (:mod:`~agui_engine.loops.decision`)
+and ``LLMAgent`` around it, the agent loop that wraps any agent (:mod:`~agui_engine.loops.agent_loop`),
+the prompts, the tool-runner contract, and ``Thread``, a conversation across runs.
+
+The top layer of the core: it may import the protocol, the tokenizer and generative UI. Public names
+are re-exported from :mod:`agui_engine`.
+"""

@@ -1,0 +1,329 @@
+"""A thread client: one conversation across runs, over any Agent, with client tools and interrupts.
+
+Theory of operation
+-------------------
+A :class:`Thread` holds what a front end holds for one conversation -- an
+:class:`~agui_engine.protocol.accumulator.Accumulator` (messages, state, component blocks,
+runs, pending interrupts) -- and drives an :class:`~agui_engine.protocol.agent.Agent` (in
+process, or a transport client: ``SSEAgent``, ``WebSocketAgent``, ``StdioAgent``;
+the thread does no IO itself, it awaits the agent's events).
+
+:meth:`Thread.send` adds the user's message and runs the agent with the whole
+thread (messages, state, the client tools' definitions, context). When a run ends,
+the thread looks at how (a small table, evaluated after every run):
+
+=====================================  ===============================================
+the run ended with                     what the thread does
+=====================================  ===============================================
+client tool calls pending (the         runs each registered Python callable locally
+``RUN_FINISHED`` outcome's             (``async def`` awaited, a sync function in a
+``pendingToolCallIds``; without them,  worker thread), adds a tool message per call --
+calls of registered tools that have    the result (a ``str`` as is, anything else as
+no result yet)                         JSON), or the error the function raised, as
+                                       ``"Error: <Type>: <message>"`` with ``error``
+                                       set -- and starts a follow-up run
+an interrupt and an ``on_interrupt``   asks it for each interrupt's
+handler                                :class:`~agui_engine.protocol.events.ResumeEntry` and
+                                       starts a follow-up run with ``resume``
+anything else (a pending call of a     stops: the turn is returned; pending calls and
+tool the thread does not know, an      interrupts stay on it (:meth:`resume`,
+interrupt without a handler, an        :meth:`add_tool_result` + :meth:`run` continue)
+error, plain success)
+=====================================  ===============================================
+
+Follow-up runs are bounded by ``max_tool_rounds`` (default :data:`MAX_TOOL_ROUNDS`),
+like assistant-ui's automatic re-send: past it :class:`ToolRoundsExceededError` is
+raised and everything accumulated so far stays on the thread.
+
+Each call of :meth:`send` / :meth:`run` / :meth:`resume` returns a :class:`Turn`:
+the runs it made, the events it received and what is still pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import msgspec
+
+from ..protocol.accumulator import Accumulator, RunRecord
+from ..protocol.agent import Agent
+from ..genui.component_stream import COMPONENT_HANDLERS
+from ..genui.components import ServerTool, tool_from_callable
+from ..protocol.errors import LimitExceededError, UsageError
+from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.ids import new_id
+from .llm_agent import format_tool_result
+from .tool_runner import ToolRunner, needs_runner, run_tool
+
+__all__ = [
+    "InterruptHandler",
+    "MAX_TOOL_ROUNDS",
+    "Thread",
+    "ToolRoundsExceededError",
+    "Turn",
+]
+
+#: Follow-up runs one turn may start by itself (client tool results, interrupt answers).
+#: A real flow needs 1-3 (a lookup, then a component); 8 leaves room for chains of
+#: client tools while stopping an agent that keeps asking for tools forever -- each
+#: round is a full agent run (model calls included). assistant-ui bounds its automatic
+#: re-send the same way.
+MAX_TOOL_ROUNDS: Final = 8
+
+#: ``handler(interrupt) -> ResumeEntry`` (or an awaitable of one) answers an interrupt.
+InterruptHandler = Callable[[Interrupt], "ResumeEntry | Awaitable[ResumeEntry]"]
+
+
+class ToolRoundsExceededError(LimitExceededError):
+    """A turn needed more follow-up runs than ``max_tool_rounds``."""
+
+    default_code = "tool_rounds_exceeded"
+
+
+@dataclass
+class Turn:
+    """What one :meth:`Thread.send` (or :meth:`Thread.run`) did.
+
+    ``runs``: the records of the runs it made, in order; ``events``: every event
+    received; ``tool_results``: ``(tool call id, content, error)`` of the client tools
+    run locally; ``pending_tool_call_ids`` / ``interrupts``: what the last run left
+    for the caller.
+    """
+
+    runs: list[RunRecord] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    tool_results: list[tuple[str, str, str | None]] = field(default_factory=list)
+    pending_tool_call_ids: list[str] = field(default_factory=list)
+    interrupts: list[Interrupt] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """The last run's status: ``"finished"``, ``"error"`` or ``"running"`` (no terminal event)."""
+        return self.runs[-1].status if self.runs else "running"
+
+
+class Thread:
+    """One conversation with ``agent`` across runs (see the module docstring).
+
+    ``Thread(agent, *, thread_id=None, tools=(), on_interrupt=None, context=(),
+    state=None, forwarded_props=None, max_tool_rounds=MAX_TOOL_ROUNDS,
+    id_factory=uuid4 hex, on_event=None, tool_runner=None)``. ``tools`` are client
+    tools: Python callables (their schema from the signature, like server tools) or
+    :class:`~agui_engine.genui.components.ServerTool` values; their definitions go to the
+    agent in ``RunAgentInput.tools`` and they run here: ``async def`` ones on the
+    event loop, sync ones through ``tool_runner`` (a
+    :class:`~agui_engine.loops.tool_runner.ToolRunner`, usually
+    ``agui_engine.transports.ThreadedToolRunner()``: a worker thread, so that a
+    blocking tool does not stall the loop). ``on_event(event)`` sees every event as it
+    arrives (to render live). Raises :class:`UsageError` for an ``agent`` without
+    ``run``, two tools with one name, a bad ``max_tool_rounds``, a sync tool without
+    a ``tool_runner``.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        thread_id: str | None = None,
+        tools: Sequence[Callable[..., Any] | ServerTool] = (),
+        on_interrupt: InterruptHandler | None = None,
+        context: Sequence[Context] = (),
+        state: Any = None,
+        forwarded_props: Any = None,
+        max_tool_rounds: int = MAX_TOOL_ROUNDS,
+        id_factory: Callable[[], str] = new_id,
+        on_event: Callable[[Event], None] | None = None,
+        tool_runner: ToolRunner | None = None,
+    ) -> None:
+        if not callable(getattr(agent, "run", None)):
+            raise UsageError(f"Thread needs an agent with run(input), got {type(agent).__name__}")
+        if isinstance(max_tool_rounds, bool) or not isinstance(max_tool_rounds, int) or max_tool_rounds < 0:
+            raise UsageError(f"max_tool_rounds must be a non-negative int, got {max_tool_rounds!r}")
+        self.agent = agent
+        self.id_factory = id_factory
+        self.thread_id = thread_id or id_factory()
+        self.tools: dict[str, ServerTool] = {}
+        for tool in tools:
+            st = tool if isinstance(tool, ServerTool) else tool_from_callable(tool)
+            if st.name in self.tools:
+                raise UsageError(f"two client tools are named {st.name!r}")
+            self.tools[st.name] = st
+        needy = [t.name for t in self.tools.values() if needs_runner(t, inline=False, timeout=None)]
+        if needy and tool_runner is None:
+            raise UsageError(
+                f"the sync client tools {', '.join(map(repr, needy))} need a worker thread: pass "
+                "tool_runner=agui_engine.transports.ThreadedToolRunner(), or make them async def"
+            )
+        self.tool_runner = tool_runner
+        self.on_interrupt = on_interrupt
+        self.context = list(context)
+        self.forwarded_props = forwarded_props
+        self.max_tool_rounds = max_tool_rounds
+        self.on_event = on_event
+        self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
+        if state is not None:
+            self.accumulator.state = state
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation as wire-shaped dicts (component blocks under ``contentBlocks``)."""
+        return self.accumulator.messages
+
+    @property
+    def state(self) -> Any:
+        return self.accumulator.state
+
+    @property
+    def pending_interrupts(self) -> list[Interrupt]:
+        return msgspec.convert(self.accumulator.pending_interrupts, list[Interrupt])
+
+    # ------------------------------------------------------------------ driving
+
+    async def send(self, text: str) -> Turn:
+        """Add a user message and run the agent (with automatic follow-up runs, see the table)."""
+        if not isinstance(text, str):
+            raise UsageError(f"send() takes the message text, got {type(text).__name__}")
+        self.accumulator.add_message(UserMessage(id=self.id_factory(), content=text))
+        return await self.run()
+
+    async def resume(self, entries: Sequence[ResumeEntry]) -> Turn:
+        """Answer pending interrupts yourself and run again with ``resume``."""
+        return await self.run(resume=list(entries))
+
+    def add_tool_result(self, tool_call_id: str, content: str, *, error: str | None = None) -> None:
+        """Answer a pending tool call yourself (then :meth:`run`)."""
+        self.accumulator.add_message(ToolMessage(id=self.id_factory(), tool_call_id=tool_call_id, content=content,
+                                                 error=error))
+
+    async def run(self, *, resume: list[ResumeEntry] | None = None) -> Turn:
+        """Run the agent on the thread as it is, then follow up (see the table). Raises
+        :class:`ToolRoundsExceededError` past ``max_tool_rounds`` follow-ups, and what the
+        agent raises before its first event."""
+        turn = Turn()
+        rounds = 0
+        while True:
+            record = await self._one_run(turn, resume)
+            resume = None
+            pending = self._pending_calls(record)
+            interrupts = self.pending_interrupts if record is not None and record.outcome == "interrupt" else []
+            turn.pending_tool_call_ids = pending
+            turn.interrupts = interrupts
+            follow_up = False
+            known = [call_id for call_id in pending if self._tool_of(call_id) is not None]
+            if known and len(known) == len(pending):
+                for call_id in known:
+                    turn.tool_results.append(await self._run_tool(call_id))
+                turn.pending_tool_call_ids = []
+                follow_up = True
+            elif interrupts and not pending and self.on_interrupt is not None:
+                resume = [await self._answer(i) for i in interrupts]
+                follow_up = True
+            if not follow_up:
+                return turn
+            rounds += 1
+            if rounds > self.max_tool_rounds:
+                raise ToolRoundsExceededError(
+                    f"the agent still asked for client tools or interrupt answers after "
+                    f"max_tool_rounds={self.max_tool_rounds} follow-up runs (MAX_TOOL_ROUNDS)"
+                )
+
+    async def query(self, resource_id: str, params: Any = None) -> Any:
+        """A resource's data, asked of the gateway behind the thread's agent
+        (``SSEAgent.query``: ``POST <url>/data/query``; ``WebSocketAgent.query``: a
+        ``query`` message): what a resource-bound component of this thread shows.
+
+        Returns the data; raises the typed errors of :mod:`agui_engine.genui.resources`
+        (404, 422 with ``path``, 403, 503, 504, 502) and the client's connection
+        errors; :class:`UsageError` when the agent cannot query (an in-process agent,
+        stdio: no gateway serves resources there).
+        """
+        ask = getattr(self.agent, "query", None)
+        if not callable(ask):
+            raise UsageError(
+                f"{type(self.agent).__name__} cannot answer data queries: use SSEAgent or WebSocketAgent "
+                "(the gateway serves the resources)"
+            )
+        return await ask(resource_id, params)
+
+    # ------------------------------------------------------------------ internals
+
+    def _input(self, resume: list[ResumeEntry] | None) -> RunAgentInput:
+        tools = [Tool(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools.values()]
+        return RunAgentInput(
+            thread_id=self.thread_id,
+            run_id=self.id_factory(),
+            messages=self.accumulator.messages_as_structs(),
+            tools=tools,
+            context=self.context,
+            state=self.accumulator.state,
+            forwarded_props=self.forwarded_props,
+            resume=resume,
+        )
+
+    async def _one_run(self, turn: Turn, resume: list[ResumeEntry] | None) -> RunRecord | None:
+        before = len(self.accumulator.runs)
+        events: AsyncIterator[Event] = self.agent.run(self._input(resume))
+        try:
+            async for event in events:
+                self.accumulator.apply(event)
+                turn.events.append(event)
+                if self.on_event is not None:
+                    self.on_event(event)
+        finally:
+            # closed on every way out (a caller that stopped, an error): a remote run is cancelled
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
+        new = self.accumulator.runs[before:]
+        turn.runs.extend(new)
+        return new[-1] if new else None
+
+    def _answered(self) -> set[str]:
+        return {m["toolCallId"] for m in self.accumulator.messages if m.get("role") == "tool" and "toolCallId" in m}
+
+    def _calls(self) -> dict[str, dict[str, Any]]:
+        return {c["id"]: c for m in self.accumulator.messages for c in m.get("toolCalls") or ()}
+
+    def _pending_calls(self, record: RunRecord | None) -> list[str]:
+        if record is None or record.status != "finished":
+            return []
+        answered = self._answered()
+        if record.pending_tool_call_ids is not None:
+            return [i for i in record.pending_tool_call_ids if i not in answered]
+        # an agent that does not say: calls of our tools without a result are ours to run
+        return [i for i, c in self._calls().items()
+                if i not in answered and c.get("function", {}).get("name") in self.tools]
+
+    def _tool_of(self, call_id: str) -> ServerTool | None:
+        call = self._calls().get(call_id)
+        return self.tools.get(call.get("function", {}).get("name", "")) if call is not None else None
+
+    async def _run_tool(self, call_id: str) -> tuple[str, str, str | None]:
+        call = self._calls()[call_id]
+        tool = self._tool_of(call_id)
+        assert tool is not None
+        error: str | None = None
+        try:
+            raw = call["function"].get("arguments") or "{}"
+            args = msgspec.json.decode(raw) if raw.strip() else {}
+            arguments = args if isinstance(args, dict) else {}
+            result = await run_tool(self.tool_runner, tool, arguments, inline=False, timeout=None)
+            content = format_tool_result(result)
+        except Exception as exc:  # noqa: BLE001 - a failing client tool is a result the agent sees
+            error = f"{type(exc).__name__}: {exc}"
+            content = f"Error: {error}"
+        self.add_tool_result(call_id, content, error=error)
+        return call_id, content, error
+
+    async def _answer(self, interrupt: Interrupt) -> ResumeEntry:
+        assert self.on_interrupt is not None
+        answer = self.on_interrupt(interrupt)
+        if not isinstance(answer, ResumeEntry):
+            answer = await answer
+        if not isinstance(answer, ResumeEntry):
+            raise UsageError(f"on_interrupt must return a ResumeEntry, got {type(answer).__name__}")
+        return answer

@@ -1,0 +1,124 @@
+"""The core's side of running tools: what needs a runner, the refusal without one, and a
+runner's deadline told apart from a tool's own TimeoutError (agui_engine.loops.tool_runner)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from agui_engine import LLMAgent, Thread, ToolDeadlineExceeded, ToolRunner
+from agui_engine.genui.components import ServerTool, tool_from_callable
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
+from agui_engine.llm import Finish
+from agui_engine.loops.tool_runner import call_on_loop, needs_runner
+
+from ..scripted_llm import ScriptedLLM, call, text
+from ..thread_agents import client_tools_agent
+
+
+def blocking(city: str) -> str:
+    """A sync tool."""
+    return city.upper()
+
+
+async def awaiting(city: str) -> str:
+    """An async tool."""
+    return city.lower()
+
+
+def run_input() -> RunAgentInput:
+    return RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="go")])
+
+
+@pytest.mark.parametrize(
+    ("fn", "inline", "timeout", "needed"),
+    [
+        (awaiting, False, None, False),
+        (awaiting, False, 5.0, True),  # a deadline is a clock
+        (blocking, True, None, False),  # known to return at once: on the loop
+        (blocking, True, 5.0, True),
+        (blocking, False, None, True),  # a worker thread
+    ],
+)
+def test_needs_runner_is_the_table_of_the_module_docstring(fn: Any, inline: bool, timeout: float | None, needed: bool) -> None:
+    assert needs_runner(tool_from_callable(fn), inline=inline, timeout=timeout) is needed
+
+
+def test_an_agent_with_a_sync_tool_and_no_runner_is_refused_with_what_to_pass() -> None:
+    with pytest.raises(UsageError) as info:
+        LLMAgent(ScriptedLLM(), tools=[blocking, awaiting], tool_timeout=None)
+    message = str(info.value)
+    assert "'blocking'" in message and "'awaiting'" not in message
+    assert "tool_runner=agui_engine.transports.ThreadedToolRunner()" in message
+    assert "\n" not in message
+
+
+def test_the_default_deadline_needs_a_runner_even_for_async_tools() -> None:
+    with pytest.raises(UsageError, match="'awaiting'"):
+        LLMAgent(ScriptedLLM(), tools=[awaiting])
+
+
+async def test_without_a_runner_async_and_inline_tools_run_on_the_loop() -> None:
+    llm = ScriptedLLM([*call(0, "c1", "awaiting", '{"city": "Oslo"}'), *call(1, "c2", "blocking", '{"city": "Rome"}'),
+                       Finish(reason="tool_calls")], text("ok"))
+    agent = LLMAgent(llm, tools=[blocking, awaiting], inline_tools=["blocking"], tool_timeout=None)
+    results = {e.tool_call_id: e.content async for e in agent.run(run_input()) if isinstance(e, ToolCallResultEvent)}
+    assert results == {"c1": "oslo", "c2": "ROME"}
+
+
+class RecordingRunner:
+    """A runner of the test's own: records each call, runs it on the loop, and
+    reports a deadline for tools named ``late``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool, float | None]] = []
+
+    async def __call__(
+        self, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None
+    ) -> Any:
+        self.calls.append((tool.name, inline, timeout))
+        if tool.name == "late":
+            raise ToolDeadlineExceeded("stopped waiting")
+        return await call_on_loop(tool, arguments)
+
+
+def late() -> str:
+    """Never returns in time (per the runner)."""
+    return "never seen"
+
+
+def own_timeout() -> str:
+    """Raises a TimeoutError of its own."""
+    raise TimeoutError("the database did not answer")
+
+
+async def test_an_injected_runner_gets_every_call_with_inline_and_timeout() -> None:
+    runner = RecordingRunner()
+    assert isinstance(runner, ToolRunner)
+    llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Oslo"}'), *call(1, "c2", "late", "{}"),
+                       *call(2, "c3", "own_timeout", "{}"), Finish(reason="tool_calls")], text("ok"))
+    agent = LLMAgent(llm, tools=[blocking, late, own_timeout], inline_tools=["late"], tool_timeout=7, tool_runner=runner)
+    results = {e.tool_call_id: e.content async for e in agent.run(run_input()) if isinstance(e, ToolCallResultEvent)}
+    assert sorted(runner.calls) == [("blocking", False, 7), ("late", True, 7), ("own_timeout", False, 7)]
+    assert results["c1"] == "OSLO"
+    # the runner's deadline is reported as the agent's timeout; the tool's own TimeoutError as the tool's failure
+    assert results["c2"] == "Error: the tool late did not return within tool_timeout=7 s"
+    assert results["c3"] == "Error: TimeoutError: the database did not answer"
+
+
+def test_a_thread_with_a_sync_client_tool_and_no_runner_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"'blocking'.*ThreadedToolRunner\(\)"):
+        Thread(client_tools_agent(), tools=[blocking])
+
+
+async def test_a_thread_runs_an_async_client_tool_without_a_runner() -> None:
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Weather."""
+        return {"city": city, "temperature": 3.0, "condition": "Snow"}
+
+    thread = Thread(client_tools_agent(), tools=[get_weather])
+    turn = await thread.send("What's the weather in Oslo?")
+    assert len(turn.runs) == 2 and "Snow" in turn.tool_results[0][1]
