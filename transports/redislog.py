@@ -649,7 +649,7 @@ class RedisEventLog:
         if lapsed and recovering:
             # The heartbeat failed before (Redis away), so this node's runs were ended
             # then (event_log_unavailable); Redis came back without our key: no stall.
-            logger.info("event log: Redis is back; this node's heartbeat is written again")
+            _log.info("event log: Redis is back; this node's heartbeat is written again")
         elif lapsed and self.healthy:
             # Our key had expired (the process stalled longer than the TTL):
             # followers may have ended our runs as owner_lost; end them here too.

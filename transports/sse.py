@@ -757,7 +757,7 @@ class _GatewayRequestHandler(RequestHandler):
         if status >= 500:
             return super().handle_error(request, status, exc, message)
         complaint = _parser_complaint(exc, message or "malformed HTTP request")
-        logger.info("unreadable request from %s: %s", request.remote or "-", complaint)
+        _log.info("unreadable request from %s: %s", request.remote or "-", complaint)
         if request.writer.output_size > 0:  # an answer has begun: the connection is broken
             raise ConnectionError("the answer had begun when the request turned out unreadable")
         resp = _error_response(UnreadableRequestError(f"cannot read the request: {complaint}"))
@@ -770,7 +770,7 @@ class _GatewayRequestHandler(RequestHandler):
         # fault, already answered, so one INFO line rather than an ERROR traceback.
         exc = kw.get("exc_info")
         if isinstance(exc, web.RequestPayloadError):
-            logger.info("unreadable request body: %s", _parser_complaint(exc.__cause__ or exc, "it does not decode"))
+            _log.info("unreadable request body: %s", _parser_complaint(exc.__cause__ or exc, "it does not decode"))
             return
         super().log_exception(*args, **kw)
 

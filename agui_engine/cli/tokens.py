@@ -12,7 +12,7 @@ Two forms, told apart by the first character that is not white space:
 A token is 1..MAX_TOKEN_CHARS printable ASCII characters without white space (what an
 ``Authorization: Bearer`` header carries); a name is non-empty. Two tokens may name one
 principal (a key being rotated); one token twice is an error. Every error is a
-:class:`~agui_engine.errors.UsageError` of one line naming the file and the line.
+:class:`~agui_engine.protocol.errors.UsageError` of one line naming the file and the line.
 ``serve`` reads the file at start and again on SIGHUP (a bad file then keeps the
 tokens in use; see cli/serve.py).
 """
