@@ -27,11 +27,15 @@ step  what                                                refusal
 ====  ==================================================  =========================================
 
 An ``async def`` resolver runs on the event loop (a timeout cancels it); a sync one
-runs in the loop's default executor, like a sync server tool, so a slow resolver
-never blocks other queries or streams. A sync resolver past its timeout cannot be
-killed: the query answers 504 at once, the thread runs to its end and its result is
-dropped, and it keeps its concurrency slot until then (so the limit bounds threads
-too). Cached entries are the encoded bytes: a hit costs a dict lookup, the same bytes
+runs in a thread pool of its own resource (at most ``min(max_concurrency,``
+:data:`MAX_RESOLVER_THREADS` ``)`` threads), so a slow resolver never blocks other
+queries or streams, and a hung one holds only its own resource's threads and slots.
+A sync resolver past its timeout cannot be killed: the query answers 504 at once, the
+thread runs to its end and its result is dropped, and it keeps its concurrency slot
+until then (so the limit bounds threads too); a call still queued in the pool at its
+timeout is dropped. The pools are the broker's (this layer owns threads; the core's
+:class:`~agui_engine.genui.resources.Resource` only describes the resolver);
+:meth:`ResourceBroker.close` stops them. Cached entries are the encoded bytes: a hit costs a dict lookup, the same bytes
 go to every transport. The cache is per resource, LRU, bounded by
 :data:`MAX_CACHE_ENTRIES` and :data:`MAX_CACHE_BYTES`; expiry is read from the
 :class:`~transports.clock.Clock` (a test moves a ``ManualClock``). Identical queries of a
@@ -50,6 +54,7 @@ import inspect
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import msgspec
@@ -76,6 +81,7 @@ __all__ = [
     "BUSY_RETRY_AFTER_SECONDS",
     "MAX_CACHE_BYTES",
     "MAX_CACHE_ENTRIES",
+    "MAX_RESOLVER_THREADS",
     "QUERY_QUEUE_TIMEOUT_SECONDS",
     "QUERY_REQUEST_TIMEOUT_SECONDS",
     "QueryAnswer",
@@ -112,6 +118,15 @@ MAX_CACHE_ENTRIES: Final = 1024
 #: allow 1 GiB; 32 MiB per resource keeps a gateway serving a dozen resources well
 #: under a container's memory while caching thousands of typical (KiB) results.
 MAX_CACHE_BYTES: Final = 32 * 1024 * 1024
+
+#: Worker threads of one resource's sync resolver: each resource has its own pool
+#: (ResourceBroker._pool), sized by its ``max_concurrency`` up to this. A sync
+#: resolver past its timeout cannot be stopped and keeps its thread, so with one
+#: shared pool 32 hung calls of one resource made every other sync resource answer
+#: 504 (issue 22); per resource they hold only their own. 16 is the default
+#: ``max_concurrency`` (resources.DEFAULT_RESOURCE_CONCURRENCY): a resource needing
+#: more parallel blocking calls is better written ``async def``.
+MAX_RESOLVER_THREADS: Final = 16
 
 #: Seconds a client is asked to wait after 503 ``resource_busy`` (``Retry-After``).
 #: The queue wait already spent QUERY_QUEUE_TIMEOUT_SECONDS; one more second lets the
@@ -209,6 +224,7 @@ class ResourceBroker:
         self._caches: dict[str, _Cache] = {}
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._inflight: dict[tuple[str, tuple[bytes, str | None]], asyncio.Task[bytes]] = {}
+        self._pools: dict[str, ThreadPoolExecutor] = {}
 
     def __repr__(self) -> str:
         return f"ResourceBroker({self.resources.ids!r})"
@@ -294,6 +310,23 @@ class ResourceBroker:
             ) from None
         return await self._resolve(resource, params, identity, slots)
 
+    def _pool(self, resource: Resource) -> ThreadPoolExecutor:
+        """The threads of ``resource``'s sync resolver: its own pool (made on its first
+        sync query), so a resolver that hangs holds only its own resource's threads."""
+        pool = self._pools.get(resource.id)
+        if pool is None:
+            size = min(resource.max_concurrency or MAX_RESOLVER_THREADS, MAX_RESOLVER_THREADS)
+            pool = self._pools[resource.id] = ThreadPoolExecutor(size, thread_name_prefix=f"agui-resource-{resource.id}")
+        return pool
+
+    def close(self) -> None:
+        """Stop the resolver pools (idempotent; the server's shutdown calls it): queued
+        calls are dropped, running ones end by themselves (a thread cannot be stopped).
+        A later query makes a new pool."""
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+
     async def _resolve(
         self, resource: Resource, params: Any, identity: str | None, slots: asyncio.Semaphore | None
     ) -> bytes:
@@ -307,12 +340,14 @@ class ResourceBroker:
                 if resource.is_async:
                     result = await resource.resolver(params, identity)
                 else:
-                    future = loop.run_in_executor(None, resource.resolver, params, identity)
+                    job = self._pool(resource).submit(resource.resolver, params, identity)
+                    future = asyncio.wrap_future(job, loop=loop)
                     try:
                         result = await asyncio.shield(future)
                     except (TimeoutError, asyncio.CancelledError):
-                        if not future.done() and slots is not None:
-                            # the thread goes on: its slot is freed when it really ends
+                        # still queued in the resource's pool: dropped; already running:
+                        # the thread goes on and its slot is freed when it really ends
+                        if not job.cancel() and not future.done() and slots is not None:
                             future.add_done_callback(lambda _f: slots.release())
                             release_later = True
                         raise

@@ -47,7 +47,10 @@ running runs with ``RUN_ERROR{code: "event_log_unavailable"}`` (written to the
 mirror, so local subscribers get it) and marks the node unready; ``open_run``
 raises EventLogUnavailableError (503) while Redis is away. Followers get the
 same code from their failed reads. The next successful command makes the node
-ready again; the broken runs' keys are deleted then.
+ready again; the broken runs' keys are deleted then. Readiness (``ping``) also
+needs this node's heartbeat key in Redis: after a restart Redis is empty until the
+next heartbeat, and a run started before it would look ownerless. Each pipeline that
+creates runs writes the heartbeat key first for the same reason.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ __all__ = [
     "OWNER_TTL_SECONDS",
     "REDIS_MAX_CONNECTIONS",
     "REDIS_MIN_VERSION",
+    "REDIS_RECONNECT_RETRIES",
     "REDIS_TIMEOUT_SECONDS",
     "RUNNING_TTL_SECONDS",
     "RedisEventLog",
@@ -124,6 +128,12 @@ RUNNING_TTL_SECONDS = 600.0
 #: TTL of a finished run's keys when no registry is attached (a registry sets its
 #: own ``retention_seconds``); the same 60 s as runs.DEFAULT_RETENTION_SECONDS.
 DEFAULT_REDIS_RETENTION_SECONDS = 60.0
+
+#: Times a command is sent again, on a new connection, when its connection turns out
+#: closed (redis-py's ConnectionError; never after a timeout). One: right after Redis
+#: restarts every pooled connection is dead and fails its first command, which never
+#: reached Redis; a second failure in a row means Redis is really away.
+REDIS_RECONNECT_RETRIES = 1
 
 #: Connect and command (socket) timeout against Redis. A command on a healthy Redis
 #: takes well under a millisecond, and a Redis that died refuses connections at
@@ -251,13 +261,20 @@ class RedisEventLog:
             raise UsageError("RedisEventLog: max_events and max_bytes must be >= 1")
         if client is None:
             import redis.asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+            from redis.exceptions import ConnectionError as RedisConnectionError
 
             assert url is not None
             client = redis.asyncio.from_url(
                 url,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
-                retry_on_timeout=False,
+                # After Redis restarts, each pooled connection fails its first command
+                # ("Connection closed by server"): that command never reached Redis, so
+                # it is sent once more on a new connection. A timeout is not retried.
+                retry=Retry(NoBackoff(), REDIS_RECONNECT_RETRIES, supported_errors=(RedisConnectionError,)),
+                retry_on_error=[RedisConnectionError],
                 max_connections=REDIS_MAX_CONNECTIONS,
             )
         self.url = url
@@ -287,6 +304,8 @@ class RedisEventLog:
         self._closed = False
         #: False after a Redis error until the next successful command (readiness).
         self.healthy = True
+        #: True from a failed heartbeat until the next one succeeds.
+        self._beat_failing = False
 
     # -- keys ----------------------------------------------------------------------------
 
@@ -372,12 +391,20 @@ class RedisEventLog:
         self._control = control
 
     async def ping(self) -> None:
+        """Redis answers *and* holds this node's heartbeat key (readiness). Right after
+        Redis restarts (empty) the key is missing until the next heartbeat: a run
+        started then would look ownerless to the other nodes and to this node's own
+        heartbeat, and end ``owner_lost``; so the node is not ready until then."""
         try:
-            await self.redis.ping()
+            beating = await self.redis.exists(self._node_key(self.node_id))
         except _redis_errors() as exc:
             self.healthy = False
             raise EventLogUnavailableError(f"Redis is unreachable: {str(exc) or type(exc).__name__}") from None
         self.healthy = True
+        if not beating:
+            raise EventLogUnavailableError(
+                "this node's heartbeat is not in Redis (Redis restarted?); ready after the next heartbeat"
+            )
 
     def _unavailable(self, exc: BaseException) -> EventLogUnavailableError:
         self.healthy = False
@@ -494,6 +521,11 @@ class RedisEventLog:
             return
         pipe = self.redis.pipeline(transaction=False)
         running_ttl = int(RUNNING_TTL_SECONDS * 1000)
+        if creating:
+            # A new run's owner key goes first: whatever Redis lost (a restart), no node
+            # ever sees a run of ours without our heartbeat (and reaps it owner_lost).
+            key, value, ttl = self._node_set_args()
+            pipe.set(key, value, px=ttl)
         for run_id, thread_id, principal, key_hash, _ in creating:
             # On a pipeline this only queues the EVALSHA (the pipeline loads the script first).
             await self._create(
@@ -545,7 +577,7 @@ class RedisEventLog:
             return
         self.healthy = True
         elapsed = time.perf_counter() - started
-        for (*_, fut), created in zip(creating, results):
+        for (*_, fut), created in zip(creating, results[1:] if creating else ()):
             if not fut.done():
                 fut.set_result(bool(created))
         control = self._control
@@ -614,7 +646,12 @@ class RedisEventLog:
         self._beat_thread.start()
 
     def _beat_ok(self, lapsed: bool) -> None:
-        if lapsed and self.healthy:
+        recovering, self._beat_failing = self._beat_failing, False
+        if lapsed and recovering:
+            # The heartbeat failed before (Redis away), so this node's runs were ended
+            # then (event_log_unavailable); Redis came back without our key: no stall.
+            _log.info("event log: Redis is back; this node's heartbeat is written again")
+        elif lapsed and self.healthy:
             # Our key had expired (the process stalled longer than the TTL):
             # followers may have ended our runs as owner_lost; end them here too.
             _log.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
@@ -627,6 +664,7 @@ class RedisEventLog:
             self._wake_flusher.set()
 
     def _beat_failed(self, exc: BaseException) -> None:
+        self._beat_failing = True
         if self.healthy:
             _log.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
         self.healthy = False

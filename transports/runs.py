@@ -440,6 +440,10 @@ class Subscription:
         registry = self.registry
         if run.follower:
             return await self._next_following(timeout)
+        if self.cursor > run.head:
+            # No client can hold a cursor past the stored head: every node hands out
+            # only stored events. A live run used to wait here silently (issue 22).
+            raise BadCursorError(f"run {run.run_id!r}: resume cursor {self.cursor} is ahead of its log (0..{run.head})")
         lifecycle = run.lifecycle
         while True:
             if run.head > self.cursor or not lifecycle.live:
@@ -495,14 +499,9 @@ class Subscription:
             try:
                 sl = await log.read(run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
             except BadCursorError:
-                # A cursor past what the log holds yet: like a local subscriber,
-                # wait for the run to get there; refused once it ended short of it.
-                head = await log.head(run_id)
-                if (await log.read(run_id, head, max_events=1)).finished:
-                    raise
-                if (timeout is not None and timeout <= 0) or not await log.wait(run_id, head, timeout):
-                    return None
-                continue
+                # A cursor past what the shared log holds: no node handed it out
+                # (each serves only stored events), so it is refused, live run or not.
+                raise
             if self._took(sl):
                 return sl
             if timeout is not None and timeout <= 0:

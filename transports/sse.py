@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 import httpx
 import msgspec
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
@@ -119,6 +121,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
+    "MAX_PARSER_MESSAGE_CHARS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
     "RUN_KEY_HEADER",
@@ -127,6 +130,7 @@ __all__ = [
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
+    "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
     "frame_sse",
@@ -213,6 +217,29 @@ HTTP_IDLE_TIMEOUT_SECONDS = 75.0
 BODY_TIMEOUT_SECONDS = 60.0
 #: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
 CORS_MAX_AGE = 600
+
+#: Characters of the HTTP parser's own complaint (a header line over its limit, a
+#: body whose Content-Encoding does not decode) quoted in an unreadable_request
+#: answer: enough to say what was wrong, never the whole hostile header.
+MAX_PARSER_MESSAGE_CHARS = 200
+
+
+class UnreadableRequestError(RemoteInputError):
+    """The server cannot read the request (HTTP 400 ``unreadable_request``): a body
+    whose ``Content-Encoding`` (gzip, deflate, br) does not decode, a header over
+    the HTTP parser's limits, a malformed request line. The message says which."""
+
+    default_code = "unreadable_request"
+
+
+def _parser_complaint(exc: BaseException | None, fallback: str) -> str:
+    """aiohttp's message for ``exc`` on one line, cut to MAX_PARSER_MESSAGE_CHARS."""
+    text = " ".join(str(getattr(exc, "message", None) or exc or fallback).split())
+    text = text.removeprefix("400, message: ")
+    if len(text) > MAX_PARSER_MESSAGE_CHARS:
+        text = text[:MAX_PARSER_MESSAGE_CHARS] + "..."
+    return text or fallback
+
 
 REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRegistry)
 #: The server's cap on connections that run nothing (set by start_sse_server): a
@@ -355,6 +382,14 @@ class _Gateway:
                     total += len(chunk)
                     check_body_size(total, self.max_body_bytes, what=what)
                     chunks.append(chunk)
+        except web.RequestPayloadError as exc:
+            # aiohttp decodes Content-Encoding while reading: a gzip / deflate body
+            # that does not decode (or is cut short) surfaces here.
+            raise UnreadableRequestError(
+                f"cannot read the request body (Content-Encoding "
+                f"{request.headers.get('Content-Encoding', 'identity')[:MAX_ECHOED_HEADER_CHARS]!r}): "
+                f"{_parser_complaint(exc.__cause__ or exc, 'it does not decode')}"
+            ) from None
         except TimeoutError:
             raise RequestTimeoutError(
                 f"the request body did not arrive within {self.body_timeout:g} s ({total} bytes came)"
@@ -522,6 +557,8 @@ class _Gateway:
 
     async def on_shutdown(self, app: web.Application) -> None:
         await self.registry.shutdown()
+        if self.broker is not None:
+            self.broker.close()  # its resolver pools
 
 
 async def _pump(
@@ -723,6 +760,8 @@ def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> No
 
     def connection_made(handler: Any, transport: asyncio.Transport) -> None:
         made(handler, transport)
+        if type(handler) is RequestHandler:  # aiohttp's class has __slots__: no per-instance override
+            handler.__class__ = _GatewayRequestHandler
         gate.admit(handler, transport)
 
     def connection_lost(handler: Any, exc: BaseException | None = None) -> None:
@@ -731,6 +770,41 @@ def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> No
 
     server.connection_made = connection_made  # type: ignore[method-assign]
     server.connection_lost = connection_lost  # type: ignore[method-assign]
+
+
+class _GatewayRequestHandler(RequestHandler):
+    """aiohttp's connection handler, answering a request it could not parse the
+    gateway's way (the server's connections are switched to it when made: see
+    _gate_connections). A 4xx from its HTTP parser (a header over its limits, a
+    Content-Encoding it cannot decode, such as ``br`` without Brotli) is a JSON 400
+    ``unreadable_request`` logged as one INFO line, not a plain-text answer and an
+    ERROR traceback. A 5xx (a handler that raised) keeps aiohttp's answer and its
+    logged traceback: that is the server's failure, not the client's."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        if status >= 500:
+            return super().handle_error(request, status, exc, message)
+        complaint = _parser_complaint(exc, message or "malformed HTTP request")
+        _log.info("unreadable request from %s: %s", request.remote or "-", complaint)
+        if request.writer.output_size > 0:  # an answer has begun: the connection is broken
+            raise ConnectionError("the answer had begun when the request turned out unreadable")
+        resp = _error_response(UnreadableRequestError(f"cannot read the request: {complaint}"))
+        resp.force_close()
+        return resp
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        # After the 400 for a body that does not decode, aiohttp drains the rest of the
+        # body (lingering close) and meets the same decoding error again: the client's
+        # fault, already answered, so one INFO line rather than an ERROR traceback.
+        exc = kw.get("exc_info")
+        if isinstance(exc, web.RequestPayloadError):
+            _log.info("unreadable request body: %s", _parser_complaint(exc.__cause__ or exc, "it does not decode"))
+            return
+        super().log_exception(*args, **kw)
 
 
 class SSEServer(ServerHandle):

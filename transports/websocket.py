@@ -443,8 +443,10 @@ class WebSocketServer(ServerHandle):
         registry: RunRegistry,
         connections: set[_Connection],
         gate: IdleConnectionGate | None = None,
+        broker: ResourceBroker | None = None,
     ) -> None:
         self.server = server
+        self._broker = broker
         self.url = url
         self.registry = registry
         #: The cap on connections that run nothing (counts, refusals).
@@ -460,6 +462,8 @@ class WebSocketServer(ServerHandle):
             await asyncio.wait(pumps, timeout=timeout)
         self.server.close(close_connections=True)
         await self.server.wait_closed()
+        if self._broker is not None:
+            self._broker.close()  # its resolver pools
 
 
 async def start_websocket_server(
@@ -580,7 +584,7 @@ async def start_websocket_server(
         open_timeout=open_timeout,
         create_connection=gated,
     )
-    return WebSocketServer(server, server_url("ws", next(iter(server.sockets))), registry, connections, gate)
+    return WebSocketServer(server, server_url("ws", next(iter(server.sockets))), registry, connections, gate, broker)
 
 
 # ---------------------------------------------------------------------------------------

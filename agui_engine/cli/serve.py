@@ -7,7 +7,8 @@ Stops on SIGINT with a graceful shutdown: open streams receive
 ``--event-log redis://host:port/db`` shares the runs' event log with other
 nodes (resume, cancel and grace on any node); the default is in memory. Logs go to stderr.
 The bearer token is read from ``--auth-token-env`` (an environment variable
-name, default ``AGUI_AUTH_TOKEN``) so that it never shows in ``ps``.
+name, default ``AGUI_AUTH_TOKEN``) so that it never shows in ``ps``; several
+principals' tokens from ``--auth-tokens-file`` (cli/tokens.py), re-read on SIGHUP.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import functools
 import logging
 import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
@@ -35,9 +38,10 @@ from agui_engine.transports.runs import (
 
 from . import add_ui_spec_argument, seconds
 from .agent_spec import spec_help
-from .logs import configure_logging
+from .logs import SecretFilter, configure_logging
+from .tokens import read_tokens_file
 
-__all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "run"]
+__all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
 
 #: Pause between the embedded model's chunks when serving it, so that a human
 #: watching a client sees the text arrive (a model streams ~50 tokens/s).
@@ -93,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"pause between the embedded model's chunks (default: {DEMO_PACE_SECONDS}, 0 for stdio)")
     parser.add_argument("--auth-token-env", default="AGUI_AUTH_TOKEN", metavar="NAME",
                         help="environment variable holding the bearer token clients must send (unset: no auth)")
+    parser.add_argument("--auth-tokens-file", default=None, metavar="FILE",
+                        help="bearer tokens of several principals: one 'TOKEN NAME' per line (or a JSON object "
+                             "{token: name}); each run is bound to the principal that started it; re-read on SIGHUP")
     parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                         help="allowed CORS origin, repeatable, * = any (default: none, same-origin only)")
     parser.add_argument("--keepalive", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
@@ -145,24 +152,65 @@ def listen_error(exc: OSError, host: str, port: int) -> UsageError:
     return UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
 
 
+def reload_tokens(path: str, tokens: dict[str, str], secrets: SecretFilter | None = None) -> None:
+    """SIGHUP: read the tokens file again and swap ``tokens`` (the mapping the servers
+    check every request against) in place: added tokens work and removed ones get 401
+    from the next request on, while running runs and open streams go on. A file that
+    does not parse changes nothing; its error is logged as one line."""
+    log = logging.getLogger("agui_engine.transports")
+    try:
+        fresh = read_tokens_file(path)
+    except UsageError as exc:
+        log.error("SIGHUP: %s; still using the %d tokens loaded before", exc, len(tokens))
+        return
+    added = sum(1 for t in fresh if t not in tokens)
+    removed = sum(1 for t in tokens if t not in fresh)
+    tokens.clear()
+    tokens.update(fresh)
+    if secrets is not None:  # a removed token stays a secret: it may still show in a client's retry
+        secrets.secrets.extend(t for t in fresh if t not in secrets.secrets)
+    log.info("SIGHUP: reloaded %d tokens from %s (%d added, %d removed)", len(fresh), path, added, removed)
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGINT / SIGTERM (exit status 0). Raises UsageError for a bad
     agent spec or an address that cannot be listened on (the CLI prints one line)."""
     # Secrets never reach a log line, not even the libraries' DEBUG traces (cli/logs.py).
-    configure_logging(args.log_level, secret_env_names=[args.auth_token_env])
+    secrets = configure_logging(args.log_level, secret_env_names=[args.auth_token_env])
     from .agent_spec import agent_from_spec, embedded_agent
 
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)
+    if args.auth_tokens_file is not None and args.transport == "stdio":
+        raise UsageError("--auth-tokens-file is for --transport sse or ws: stdio has no bearer auth")
     if args.ui_spec and args.agent.strip() not in ("", "embedded"):
         raise UsageError("--ui-spec offers render_ui to the embedded agent: drop --agent or write --agent embedded")
+    token = _auth_tokens(args, secrets)
+    reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
     agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
     try:
-        return asyncio.run(_serve(agent, args))
+        return asyncio.run(_serve(agent, args, token, reload))
     except KeyboardInterrupt:
         return 0
 
 
-async def _serve(agent: object, args: argparse.Namespace) -> int:
+def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
+    """The servers' ``auth_token``: the environment's shared token, or the tokens file's
+    mapping (its tokens join the log's secrets). Raises UsageError (one line)."""
+    token = os.environ.get(args.auth_token_env) or None
+    if args.auth_tokens_file is None:
+        return token
+    if token is not None:
+        raise UsageError(
+            f"both {args.auth_token_env} and --auth-tokens-file are set: use one (put the shared token in the file)"
+        )
+    tokens = read_tokens_file(args.auth_tokens_file)
+    secrets.secrets.extend(tokens)
+    return tokens
+
+
+async def _serve(
+    agent: object, args: argparse.Namespace, token: str | dict[str, str] | None, reload: Callable[[], None] | None
+) -> int:
     from agui_engine.transports.eventlog import open_event_log
 
     options = RegistryOptions(
@@ -174,19 +222,25 @@ async def _serve(agent: object, args: argparse.Namespace) -> int:
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
-        return await _serve_with(agent, args, options, log)
+        return await _serve_with(agent, args, options, log, token, reload)
     finally:
         aclose = getattr(log, "aclose", None)
         if aclose is not None:
             await aclose()
 
 
-async def _serve_with(agent: object, args: argparse.Namespace, options: RegistryOptions, log: EventLog) -> int:
+async def _serve_with(
+    agent: object,
+    args: argparse.Namespace,
+    options: RegistryOptions,
+    log: EventLog,
+    token: str | dict[str, str] | None,
+    reload: Callable[[], None] | None,
+) -> int:
     if args.transport == "stdio":
         from agui_engine.transports.stdio import serve_stdio
 
         return await serve_stdio(agent, options=options, log=log)  # type: ignore[arg-type]
-    token = os.environ.get(args.auth_token_env) or None
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
@@ -200,6 +254,8 @@ async def _serve_with(agent: object, args: argparse.Namespace, options: Registry
             loop.add_signal_handler(sig, on_signal, sig)
         except (NotImplementedError, RuntimeError):  # pragma: no cover - non-Unix
             pass
+    if reload is not None:  # SIGHUP re-reads the tokens file
+        loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
         from agui_engine.transports.metrics import GatewayMetrics
         from agui_engine.transports.sse import start_sse_server

@@ -362,6 +362,40 @@ async def test_the_concurrency_limit_queues_then_refuses_with_503() -> None:
         assert await asyncio.gather(*held, waiting) == ["opened"] * 3
 
 
+async def test_hung_sync_resolvers_hold_only_their_own_resource() -> None:
+    """Issue 22, hole 2: 40 calls of a sync resolver that never returns (past its timeout
+    the thread cannot be stopped) used to fill the loop's shared default executor, so a
+    healthy sync resource answered 504. Each resource now has its own bounded pool: the
+    hung one answers 504 and then 503, the healthy one keeps answering at once."""
+    import threading
+
+    release = threading.Event()
+    hung_calls: list[int] = []
+
+    def hung(params: Any, identity: str | None) -> str:
+        hung_calls.append(1)
+        release.wait(30)
+        return "late"
+
+    def healthy(params: Any, identity: str | None) -> str:
+        return "ok"
+
+    resources = [Resource("hung", hung, timeout=0.2, max_concurrency=64), Resource("healthy", healthy, timeout=2.0)]
+    try:
+        async with gateway(resources=resources, query_queue_timeout=0.2) as server:
+            answers = await asyncio.gather(*(post(server.url, {"resourceId": "hung"}, None) for _ in range(40)))
+            assert {r.status_code for r in answers} <= {503, 504} and 504 in {r.status_code for r in answers}
+            for _ in range(5):
+                r = await post(server.url, {"resourceId": "healthy"}, None)
+                assert r.status_code == 200 and r.json()["data"] == "ok", r.text
+            # the hung resource's own pool is bounded: at most its threads run its resolver
+            from agui_engine.transports.data import MAX_RESOLVER_THREADS
+
+            assert 0 < len(hung_calls) <= MAX_RESOLVER_THREADS
+    finally:
+        release.set()
+
+
 # --------------------------------------------------------------------------- WebSocket
 
 

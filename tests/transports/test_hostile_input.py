@@ -329,3 +329,70 @@ def test_fuzz_websocket_messages_never_close_with_1011(servers: _Servers, messag
                 return
             if '"runId":"__probe__"' in str(reply):
                 return
+
+
+# --------------------------------------------------------------------------- unreadable requests (issue 22, hole 1)
+
+
+async def _raw_answer(port: int, request: bytes) -> tuple[int, bytes, bytes]:
+    """Send raw bytes, read the whole answer (the server closes): status, headers, body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(request)
+        await writer.drain()
+        data = await asyncio.wait_for(reader.read(), 5)
+    finally:
+        writer.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head, body
+
+
+@pytest.mark.parametrize("path", [b"/", b"/data/query"])
+async def test_a_body_or_header_the_server_cannot_read_gets_a_json_400_and_no_traceback(
+    path: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    import gzip
+    import logging
+
+    agent = ScriptedAgent(deltas=1)
+    good = msgspec.json.encode(make_input("enc"))
+    bodies = [
+        (b"gzip", b"this is not gzip"),
+        (b"gzip", gzip.compress(good)[:-12]),  # cut short: no trailer
+        (b"deflate", b"\xff\xfe garbage"),
+        (b"br", b"\x0b\x02\x80whatever"),
+    ]
+    caplog.set_level(logging.INFO)
+    async with await start_sse_server(agent) as srv:
+        port = int(srv.url.rsplit(":", 1)[1].strip("/"))
+        for encoding, body in bodies:
+            status, head, answer = await _raw_answer(
+                port,
+                b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: "
+                + encoding + b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body,
+            )
+            assert status == 400, (encoding, head, answer)
+            assert b"application/json" in head.lower()
+            error = msgspec.json.decode(answer)["error"]
+            # a gzip body cut short decodes as far as it goes: then the JSON is incomplete
+            assert error["code"] in ("unreadable_request", "malformed_json") and error["message"], error
+        # a header line over aiohttp's limit (8190 bytes) and too many header bytes
+        for header in (b"X-Big: " + b"a" * 20_000, b"\r\n".join(b"X-H%d: %s" % (i, b"b" * 100) for i in range(400))):
+            status, head, answer = await _raw_answer(
+                port, b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n" + header + b"\r\nContent-Length: 0\r\n\r\n"
+            )
+            assert 400 <= status < 500, (head, answer)
+            error = msgspec.json.decode(answer)["error"]
+            assert error["code"] == "unreadable_request" and len(error["message"]) < 400, error
+        # a good gzip body still works: the encoding is honoured, not refused
+        if path == b"/":
+            zipped = gzip.compress(good)
+            status, head, answer = await _raw_answer(
+                port,
+                b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(zipped) + zipped,
+            )
+            assert status == 200 and b"RUN_FINISHED" in answer
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert agent.started == ({"enc"} if path == b"/" else set())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 import msgspec
@@ -601,3 +602,62 @@ async def test_access_log_can_be_turned_off(caplog: pytest.LogCaptureFixture) ->
         async with await start_sse_server(ScriptedAgent(), access_log=False) as srv:
             r = await post(srv.url, body())
     assert r.status_code == 200 and not [rec for rec in caplog.records if rec.name == "agui_engine.access"]
+
+
+# ------------------------------------------------- a cursor ahead of a live run (issue 22, hole 5)
+
+
+async def test_a_cursor_ahead_of_a_live_run_is_a_400_bad_cursor_on_sse_and_websocket() -> None:
+    await _cursor_ahead_is_refused([None])
+
+
+async def test_a_cursor_ahead_of_a_live_run_is_refused_on_its_redis_owner_and_follower(redis_logs: Any) -> None:
+    await _cursor_ahead_is_refused([await redis_logs(), await redis_logs()])  # the owner node, a follower node
+
+
+async def _cursor_ahead_is_refused(logs: list[Any]) -> None:
+    """``Last-Event-ID: <runId>:999999999999999999`` (and one past the head) on a run
+    that is still running: 400 ``bad_cursor`` on POST and GET, a ``bad_cursor`` error
+    line on a WebSocket resume; on the node that runs it and, over Redis, on a node
+    that only follows it. Before the fix each got 200 and a silent stream."""
+    from websockets.asyncio.client import connect
+
+    from agui_engine.transports.runs import RunRegistry
+    from agui_engine.transports.websocket import start_websocket_server
+
+    agent = ScriptedAgent(deltas=3, hang=True)  # one delta, then never finishes
+    nodes = []
+    for log in logs:
+        registry = RunRegistry(agent, log=log)
+        sse = await start_sse_server(registry=registry)
+        ws = await start_websocket_server(registry=registry)
+        nodes.append((sse, ws))
+    try:
+        owner_url = nodes[0][0].url
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", owner_url, content=body("live"), headers={"Content-Type": "application/json"}) as live:
+                assert live.status_code == 200
+                key = {"X-AGUI-Run-Key": live.headers["X-AGUI-Run-Key"]}
+                got = b""
+                chunks = live.aiter_raw()  # kept open: the stream stays connected meanwhile
+                while b"TEXT_MESSAGE_CONTENT" not in got:
+                    got += await chunks.__anext__()
+                head = nodes[0][0].registry.get("live").head  # the agent waits for ever now
+                assert head == got.count(b"id: live:")
+                for sse, ws in nodes:
+                    for cursor in ("live:999999999999999999", f"live:{head + 1}"):
+                        r = await c.post(sse.url, content=body("live"), headers={
+                            "Content-Type": "application/json", "Last-Event-ID": cursor, **key})
+                        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_cursor", (cursor, r.text)
+                        r = await c.get(sse.url + "runs/live", headers={"Last-Event-ID": cursor, **key})
+                        assert r.status_code == 400 and r.json()["error"]["code"] == "bad_cursor", (cursor, r.text)
+                        async with connect(ws.url) as sock:
+                            await sock.send(msgspec.json.encode(
+                                {"type": "resume", "runId": "live", "lastEventId": cursor, "runKey": key["X-AGUI-Run-Key"]}).decode())
+                            line = msgspec.json.decode(await asyncio.wait_for(sock.recv(), 5))
+                        assert line["error"]["code"] == "bad_cursor", (cursor, line)
+                assert nodes[0][0].registry.get("live").lifecycle.live
+    finally:
+        for sse, ws in nodes:
+            await ws.close()
+            await sse.close()
