@@ -79,6 +79,7 @@ from .loops.decision import (
     ToolCallRequest,
     run_decision_loop,
 )
+from .demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from .demo.weather_model import EmbeddedModel
 from .protocol.errors import (
     AguiEngineError,
@@ -337,6 +338,9 @@ __all__ = [
     "SSEDecoder",
     "SSEMessage",
     "SSE_CONTENT_TYPE",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedTurn",
     "ServerTool",
     "StateDeltaEvent",
     "StateSnapshotEvent",
