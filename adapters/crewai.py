@@ -339,12 +339,14 @@ def _with_state_now(event: Any) -> Any:
 
 
 class _StreamedCall:
-    __slots__ = ("id", "name", "started")
+    __slots__ = ("id", "name", "started", "sent")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.id = call_id
         self.name = name
         self.started = False
+        #: the arguments text sent so far as TOOL_CALL_ARGS
+        self.sent = ""
 
 
 Handler = Callable[["CrewEventTranslator", Any], list[Event]]
@@ -471,7 +473,8 @@ class CrewEventTranslator:
     def _on_text_chunk(self, event: Any) -> list[Event]:
         tool_call = getattr(event, "tool_call", None)
         if tool_call is not None:
-            return self._on_tool_call_chunk(tool_call)
+            chunk = getattr(event, "chunk", "")
+            return self._on_tool_call_chunk(tool_call, chunk if isinstance(chunk, str) else "")
         return self._text(getattr(event, "chunk", ""))
 
     def _text(self, chunk: Any) -> list[Event]:
@@ -485,7 +488,11 @@ class CrewEventTranslator:
         out.append(TextMessageContentEvent(message_id=self._text_id, delta=chunk))
         return out
 
-    def _on_tool_call_chunk(self, tool_call: Any) -> list[Event]:
+    def _on_tool_call_chunk(self, tool_call: Any, chunk: str = "") -> list[Event]:
+        """A streamed tool call's piece. CrewAI's litellm path puts the new fragment in
+        ``tool_call.function.arguments`` (and ``chunk``); its native providers (``openai/...``
+        with ``base_url``) put the arguments *so far* there and the fragment in ``chunk``: an
+        ``arguments`` that is what was sent plus ``chunk`` sends only ``chunk``."""
         index = getattr(tool_call, "index", 0)
         function = getattr(tool_call, "function", None)
         name = getattr(function, "name", None)
@@ -500,7 +507,10 @@ class CrewEventTranslator:
             call.id = call.id or self._id("call")
             call.started = True
             out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name))
+        if call.sent and arguments.startswith(call.sent) and arguments[len(call.sent):] == chunk:
+            arguments = chunk  # the arguments so far: only the new fragment is new
         if call.started and call.id is not None and arguments:
+            call.sent += arguments
             out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=arguments))
         return out
 
