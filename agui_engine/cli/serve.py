@@ -4,6 +4,8 @@ Stops on SIGINT with a graceful shutdown: open streams receive
 ``RUN_ERROR{code: "shutdown"}`` before the server closes. SIGTERM drains first:
 ``/readyz`` turns 503 and new runs are refused while running runs get up to
 ``--drain`` seconds to end by themselves, then the shutdown ends the rest.
+What the agent prints to stdout (a framework's console panels) is logged at DEBUG
+(``cli/logs.py``, :func:`~agui_engine.cli.logs.route_console`).
 ``--event-log redis://host:port/db`` shares the runs' event log with other
 nodes (resume, cancel and grace on any node); the default is in memory. Logs go to stderr.
 The bearer token is read from ``--auth-token-env`` (an environment variable
@@ -20,6 +22,7 @@ import os
 import signal
 import socket
 import sys
+from typing import TextIO
 
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.common import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
@@ -28,7 +31,7 @@ from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE
 
 from . import add_ui_spec_argument, seconds
 from .agent_spec import spec_help
-from .logs import configure_logging
+from .logs import configure_logging, route_console
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "run"]
 
@@ -141,31 +144,36 @@ def run(args: argparse.Namespace) -> int:
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)
     if args.ui_spec and args.agent.strip() not in ("", "embedded"):
         raise UsageError("--ui-spec offers render_ui to the embedded agent: drop --agent or write --agent embedded")
-    agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
-    try:
-        return asyncio.run(_serve(agent, args))
-    except KeyboardInterrupt:
-        return 0
+    # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
+    # import on: stdout is not the server's log, and with stdio it carries the protocol.
+    with route_console() as stdout:
+        agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
+        try:
+            return asyncio.run(_serve(agent, args, stdout))
+        except KeyboardInterrupt:
+            return 0
 
 
-async def _serve(agent: object, args: argparse.Namespace) -> int:
+async def _serve(agent: object, args: argparse.Namespace, stdout: TextIO) -> int:
     from agui_engine.transports.eventlog import open_event_log
 
     options = RegistryOptions(max_runs=args.max_runs, grace_seconds=args.grace, verify=not args.no_verify)
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
-        return await _serve_with(agent, args, options, log)
+        return await _serve_with(agent, args, options, log, stdout)
     finally:
         aclose = getattr(log, "aclose", None)
         if aclose is not None:
             await aclose()
 
 
-async def _serve_with(agent: object, args: argparse.Namespace, options: RegistryOptions, log: EventLog) -> int:
+async def _serve_with(
+    agent: object, args: argparse.Namespace, options: RegistryOptions, log: EventLog, stdout: TextIO
+) -> int:
     if args.transport == "stdio":
         from agui_engine.transports.stdio import serve_stdio
 
-        return await serve_stdio(agent, options=options, log=log)  # type: ignore[arg-type]
+        return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
     token = os.environ.get(args.auth_token_env) or None
     stop = asyncio.Event()
     signals: list[int] = []
