@@ -12,6 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from agui_engine._lazy import export_names, load_export
 
+from .tool_runner import install_standard_runner
+
+# Whoever runs agents supplies the standard tool runner: sync server and client tools
+# run in worker threads with no tool_runner argument (agui_engine.loops.tool_runner).
+install_standard_runner()
+
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
     from .common import ConnectionLostError, RemoteAgentError
@@ -21,7 +27,7 @@ if TYPE_CHECKING:
     from .runs import RegistryOptions, RunRegistry
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
-    from .tool_runner import ThreadedToolRunner
+    from .tool_runner import ThreadedToolRunner, run_agent
     from .websocket import WebSocketAgent, WebSocketServer, start_websocket_server
 
 # public name -> submodule that defines it
@@ -51,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
+    "run_agent": "tool_runner",
     "run_via_gateway": "gateway",
     "serve_stdio": "stdio",
     "start_sse_server": "sse",
@@ -83,6 +90,7 @@ __all__ = [
     "WebSocketServer",
     "create_app",
     "open_event_log",
+    "run_agent",
     "run_via_gateway",
     "serve_stdio",
     "start_sse_server",

@@ -15,6 +15,15 @@ passes, an async tool is cancelled; a sync tool's thread cannot be killed (Pytho
 cannot stop a thread), so the runner stops waiting, the thread runs the function to
 its end and its result is discarded (it still holds one executor thread until
 then). An inline tool blocks the loop, so no deadline can interrupt it.
+
+The standard runner: importing ``agui_engine.transports`` installs one
+``ThreadedToolRunner`` as the process's standard runner
+(:func:`~agui_engine.loops.tool_runner.set_standard_tool_runner`), so an ``LLMAgent`` or a
+``Thread`` with sync tools and no ``tool_runner`` runs them in worker threads behind every
+server (SSE, WebSocket, stdio), in :func:`run_agent` and in a ``Thread``. :func:`run_agent`
+is the in-process way to run an agent: what ``serve`` accepts (an Agent, an async
+generator function), the standard runner in place, the agent's iterator closed on every
+way out (a caller that stops early cancels the run).
 """
 
 from __future__ import annotations
@@ -23,14 +32,22 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import Executor
+from contextlib import aclosing
 from typing import Any
 
 from agui_engine.genui.components import ServerTool
-from agui_engine.loops.tool_runner import ToolDeadlineExceeded, call_on_loop
+from agui_engine.loops.tool_runner import (
+    ToolDeadlineExceeded,
+    call_on_loop,
+    set_standard_tool_runner,
+    standard_tool_runner,
+)
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.events import Event, RunAgentInput
 
-__all__ = ["ThreadedToolRunner"]
+__all__ = ["ThreadedToolRunner", "install_standard_runner", "run_agent"]
 
 
 class ThreadedToolRunner:
@@ -71,3 +88,22 @@ class ThreadedToolRunner:
         context = contextvars.copy_context()
         call = functools.partial(context.run, tool.call, arguments)
         return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+
+def install_standard_runner() -> None:
+    """Install a :class:`ThreadedToolRunner` as the process's standard runner unless one
+    is installed (done when ``agui_engine.transports`` is imported)."""
+    if standard_tool_runner() is None:
+        set_standard_tool_runner(ThreadedToolRunner())
+
+
+async def run_agent(agent: Agent | AgentFunction, input: RunAgentInput) -> AsyncIterator[Event]:
+    """Run ``agent`` on ``input`` in process and yield its events, with the standard runner
+    in place: ``LLMAgent(model, tools=[a_sync_function])`` needs no ``tool_runner``. Raises
+    :class:`~agui_engine.protocol.errors.UsageError` for something that is not an agent, and
+    what the agent raises before its first event."""
+    runnable = as_agent(agent, where="run_agent(agent)")
+    install_standard_runner()
+    async with aclosing(runnable.run(input)) as events:  # type: ignore[type-var]
+        async for event in events:
+            yield event

@@ -16,34 +16,53 @@ is :class:`agui_engine.transports.ThreadedToolRunner` (sync tools in worker thre
 deadlines on the event loop's clock); a test or an embedding application may pass
 its own (a bounded executor, a process pool, a fake clock).
 
-Without a runner the core can still call what needs neither threads nor a clock:
-an ``async def`` tool, or a sync tool declared ``inline`` (known to return at
-once), with no deadline. :func:`needs_runner` says which calls those are, so that
-an agent refuses at construction -- with one line saying what to pass -- rather
-than silently blocking the loop at the first call.
+Whoever runs an agent supplies the standard runner, so a user never has to: the
+IO layer installs it as the process's *standard runner* when it is imported
+(``import agui_engine.transports`` calls :func:`set_standard_tool_runner` with a
+``ThreadedToolRunner``), and every server, the ``agui_engine.transports.run_agent``
+helper and a :class:`~agui_engine.loops.thread.Thread` in a program that uses a
+transport get it by :func:`resolve_tool_runner`: the runner an agent was given, else
+the standard one. ``LLMAgent(model, tools=[a_sync_function])`` needs no argument.
+
+Without any runner -- the core alone, no transport imported, none given -- the core
+can still call what needs neither threads nor a clock: an ``async def`` tool, or a
+sync tool declared ``inline`` (known to return at once), with no deadline.
+:func:`needs_runner` says which calls those are, and :func:`require_tool_runner`
+refuses the others when the agent *runs* (before its first event), with one line
+saying what to do, rather than silently blocking the loop at the first call.
 
 ==========================  ==========================  ===========================
-tool                        runner given                no runner
+tool                        a runner (given/standard)   no runner at all
 ==========================  ==========================  ===========================
 ``async def``               the runner (deadline)       awaited on the loop; only
                                                         without a deadline
 sync, ``inline``            the runner (on the loop)    called on the loop; only
                                                         without a deadline
 sync                        the runner (worker thread)  refused (:class:`UsageError`
-                                                        at construction)
+                                                        when the run starts)
 ==========================  ==========================  ===========================
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ..genui.components import ServerTool
-from ..protocol.errors import UpstreamError
+from ..protocol.errors import UpstreamError, UsageError
 
-__all__ = ["ToolDeadlineExceeded", "ToolRunner", "call_on_loop", "needs_runner", "run_tool"]
+__all__ = [
+    "ToolDeadlineExceeded",
+    "ToolRunner",
+    "call_on_loop",
+    "needs_runner",
+    "require_tool_runner",
+    "resolve_tool_runner",
+    "run_tool",
+    "set_standard_tool_runner",
+    "standard_tool_runner",
+]
 
 
 class ToolDeadlineExceeded(UpstreamError):
@@ -77,6 +96,47 @@ class ToolRunner(Protocol):
         ...
 
 
+_standard: ToolRunner | None = None
+
+
+def set_standard_tool_runner(runner: ToolRunner | None) -> ToolRunner | None:
+    """Make ``runner`` the process's standard runner (``None``: no standard runner);
+    returns the previous one. The IO layer calls it once, when it is imported."""
+    global _standard
+    previous, _standard = _standard, runner
+    return previous
+
+
+def standard_tool_runner() -> ToolRunner | None:
+    """The process's standard runner, None when no IO layer installed one."""
+    return _standard
+
+
+def resolve_tool_runner(given: ToolRunner | None) -> ToolRunner | None:
+    """The runner a run uses: ``given`` (the agent's own), else the standard runner."""
+    return given if given is not None else _standard
+
+
+def require_tool_runner(
+    runner: ToolRunner | None, tools: Iterable[ServerTool], *, what: str, inline: Iterable[str] = (),
+    timeout: float | None = None,
+) -> None:
+    """Raise :class:`UsageError` when ``runner`` is None and a tool of ``tools`` needs one
+    (:func:`needs_runner`): one line naming the tools (``what``: "server tools", "sync client
+    tools") and saying what to do."""
+    if runner is not None:
+        return
+    inline_names = set(inline)
+    needy = [t.name for t in tools if needs_runner(t, inline=t.name in inline_names, timeout=timeout)]
+    if needy:
+        raise UsageError(
+            f"the {what} {', '.join(map(repr, needy))} need a tool runner (a worker thread for a sync tool, a clock "
+            "for a timeout) and none is installed: run the agent with agui_engine.transports.run_agent or a "
+            "server (importing agui_engine.transports installs the standard one), or pass "
+            "tool_runner=agui_engine.transports.ThreadedToolRunner()"
+        )
+
+
 def needs_runner(tool: ServerTool, *, inline: bool, timeout: float | None) -> bool:
     """Whether calling ``tool`` needs a :class:`ToolRunner`: a sync tool not ``inline``
     (a worker thread) or any deadline (a clock)."""
@@ -106,8 +166,8 @@ async def run_tool(
     timeout: float | None,
 ) -> Any:
     """Call ``tool`` through ``runner``, or on the loop when there is none -- which the
-    caller allows only for calls :func:`needs_runner` clears (checked when the agent or
-    thread is built). Raises what the runner and the tool raise."""
+    caller allows only for calls :func:`needs_runner` clears (checked by
+    :func:`require_tool_runner` when the run starts). Raises what the runner and the tool raise."""
     if runner is None:
         return await call_on_loop(tool, arguments)
     return await runner(tool, arguments, inline=inline, timeout=timeout)
