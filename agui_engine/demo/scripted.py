@@ -7,7 +7,7 @@ A script is a list of turns. Each turn is what the model says at one step of a
 conversation: text, tool calls with their complete arguments, or both
 (:class:`ScriptedTurn`, :class:`ScriptedCall`; a plain ``str`` is a text turn; a
 callable ``turn(messages) -> ScriptedTurn | str`` writes the turn from the conversation,
-e.g. an answer that quotes the tool's result, see :func:`tool_results`).
+e.g. an answer that quotes the tool's result, see :func:`tool_results` and :func:`user_text`).
 
 Which turn answers a ``complete()`` call is read from the conversation, never from a
 counter: the number of assistant messages after the last user message. The first call
@@ -52,7 +52,15 @@ from ..llm import (
 from ..protocol.errors import UsageError
 from .weather_model import _get, _role, _text_of, chunk_text
 
-__all__ = ["SCRIPTED_MODEL_NAME", "ScriptStep", "ScriptedCall", "ScriptedModel", "ScriptedTurn", "tool_results"]
+__all__ = [
+    "SCRIPTED_MODEL_NAME",
+    "ScriptStep",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedTurn",
+    "tool_results",
+    "user_text",
+]
 
 #: The model name a :class:`ScriptedModel` reports in its usage (and, served over HTTP, answers to).
 SCRIPTED_MODEL_NAME: Final = "scripted-1"
@@ -88,6 +96,13 @@ def tool_results(messages: Sequence[Any]) -> list[str]:
         if _role(message) == "tool":
             out.append(_text_of(_get(message, "content")))
     return out
+
+
+def user_text(messages: Sequence[Any]) -> str:
+    """The text of the last user message ("" when there is none): what a turn written as a
+    callable answers (a framework's prompt -- a CrewAI task's description -- arrives as it)."""
+    at = _last_user(messages)
+    return _text_of(_get(messages[at], "content")) if at >= 0 else ""
 
 
 def _last_user(messages: Sequence[Any]) -> int:
@@ -145,7 +160,7 @@ class ScriptedModel:
     ) -> AsyncIterator[LLMStreamItem]:
         turn = self.turn_for(messages)
         step = sum(1 for m in messages if _role(m) == "assistant")
-        key = zlib.crc32(_text_of(_get(messages[_last_user(messages)], "content")).encode()) if messages else 0
+        key = zlib.crc32(user_text(messages).encode())
         input_chars = sum(len(_text_of(_get(m, "content"))) for m in messages)
         return self._stream(turn, f"call_{key:08x}_{step}", input_chars)
 
