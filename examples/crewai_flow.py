@@ -17,6 +17,7 @@ as that crew is: scripted models over loopback HTTP, no API key.
 
 from __future__ import annotations
 
+from crewai import CrewOutput
 from crewai.flow.flow import Flow, listen, start
 from pydantic import BaseModel
 
@@ -32,11 +33,13 @@ class WeatherState(BaseModel):
 class WeatherFlow(Flow[WeatherState]):
     @start()
     def choose_city(self) -> str:
-        self.state.city = self.state.message.strip() or "Tokyo"
-        return self.state.city
+        city = self.state.message.strip() or "Tokyo"
+        self.state.city = city
+        return city
 
     @listen(choose_city)
     def forecast(self, city: str) -> str:
         out = crew.kickoff(inputs={"message": city})
-        self.state.report = out.raw
-        return out.raw
+        report = out.raw if isinstance(out, CrewOutput) else str(out)
+        self.state.report = report
+        return report

@@ -25,6 +25,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pydantic import SecretStr
 
 from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.adapters.loopback import serve_openai_compatible
@@ -48,7 +49,7 @@ MODEL = serve_openai_compatible(ScriptedModel([
     answer,
 ]))
 
-llm = ChatOpenAI(model="scripted-1", base_url=MODEL.base_url, api_key="offline", streaming=True)
+llm = ChatOpenAI(model="scripted-1", base_url=MODEL.base_url, api_key=SecretStr("offline"), streaming=True)
 tools = [get_weather]
 model_with_tools = llm.bind_tools(tools)
 
