@@ -20,7 +20,7 @@ install_standard_runner()
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .common import ConnectionLostError, RemoteAgentError
+    from .common import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
+    "UpstreamStoppedError": "common",
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
@@ -86,6 +87,7 @@ __all__ = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
     "create_app",

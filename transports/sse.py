@@ -38,7 +38,9 @@ Client: :class:`SSEAgent` is an :class:`~agui_engine.protocol.agent.Agent` over 
 POSTs the input, decodes the stream with the codec's EventStreamDecoder,
 remembers the last event id, and when the connection drops before the terminal
 event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
-with jitter). Closing its generator early cancels the remote run (``DELETE``).
+with jitter) -- only with an id the server sent (or ``<runId>:0`` when the server gave
+the run a run key): a server without ids is never asked to run the input twice, the
+run ends with ``upstream_stopped`` (``common.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
 The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 """
 
@@ -779,7 +781,7 @@ class SSEAgent(RemoteClientBase):
     (the server refused: status + remote error code) or
     :class:`~transports.common.ConnectionLostError` (unreachable). After the
     first event it never raises (Agent contract): a drop is resumed with
-    ``Last-Event-ID`` up to ``max_retries`` times (backoff: see
+    ``Last-Event-ID`` (an id the server sent; none: ``UpstreamStoppedError``) up to ``max_retries`` times (backoff: see
     :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
@@ -862,6 +864,9 @@ class SSEAgent(RemoteClientBase):
     def _keyed(self, session: _SSESession) -> dict[str, str]:
         # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
         return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
+
+    def _keeps_runs(self, session: _SSESession) -> bool:
+        return session.key is not None  # our gateway's RUN_KEY_HEADER: the run is kept for a resume
 
     async def _cancel(self, session: _SSESession, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.

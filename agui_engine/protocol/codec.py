@@ -68,13 +68,14 @@ import uuid
 from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Final, Literal, NamedTuple, cast, get_args
+from typing import Any, Final, Literal, NamedTuple, Union, cast, get_args
 
 import msgspec
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import (
     AnyEvent,
+    BinaryInputContent,
     ContentPart,
     Event,
     EventType,
@@ -389,7 +390,8 @@ _PATCH_OPS: Final = _members(JsonPatchOperation)
 _RUN_OUTCOMES: Final = _members(RunFinishedOutcome)
 _SUBAGENT_OUTCOMES: Final = _members(SubagentFinishedOutcome)
 _ROLES: Final = _members(Message)
-_PART_TYPES: Final = _members(ContentPart)
+# (with the 0.x binary part, which a message upgrades when it is decoded: events.upgrade_binary_part)
+_PART_TYPES: Final = _members(Union[ContentPart, BinaryInputContent])
 
 
 def _prune_list(items: Any, known: _Members, where: str, warn: list[str]) -> Any:
