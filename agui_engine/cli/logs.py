@@ -40,6 +40,7 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TextIO
@@ -157,12 +158,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 class ConsoleToLog(io.TextIOBase):
     """A text stream whose every complete line becomes a DEBUG record of ``logger``
     (ANSI escapes stripped, blank lines dropped); what :func:`route_console` puts in
-    ``sys.stdout``'s place. Not a terminal, so ``rich`` draws plain boxes without colour."""
+    ``sys.stdout``'s place. Not a terminal, so ``rich`` draws plain boxes without colour.
+    Safe to write from several threads (a framework's kickoff threads): lines never interleave."""
 
     def __init__(self, logger: logging.Logger) -> None:
         super().__init__()
         self.logger = logger
         self._pending = ""
+        self._lock = threading.Lock()
 
     def writable(self) -> bool:
         return True
@@ -173,14 +176,16 @@ class ConsoleToLog(io.TextIOBase):
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        *lines, self._pending = (self._pending + text).split("\n")
+        with self._lock:
+            *lines, self._pending = (self._pending + text).split("\n")
         for line in lines:
             self._emit(line)
         return len(text)
 
     def flush(self) -> None:
-        if self._pending:
+        with self._lock:
             line, self._pending = self._pending, ""
+        if line:
             self._emit(line)
 
     def _emit(self, line: str) -> None:
