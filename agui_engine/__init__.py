@@ -49,9 +49,9 @@ from .protocol.codec import (
     encode_sse,
     encode_sse_comment,
 )
-# importing component_stream also registers the tambo.component.* accumulator handlers
 from .genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     COMPONENT_STATE_DELTA,
@@ -243,6 +243,7 @@ __all__ = [
     "AudioPart",
     "BaseEvent",
     "COMPONENT_END",
+    "COMPONENT_HANDLERS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",

@@ -116,11 +116,32 @@ from .runs import (
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "RUN_KEY_HEADER", "RUN_KEY_QUERY", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
+__all__ = [
+    "BODY_READ_CHUNK",
+    "BODY_TIMEOUT_SECONDS",
+    "CANCEL_REQUEST_TIMEOUT",
+    "CORS_MAX_AGE",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "HTTP_IDLE_TIMEOUT_SECONDS",
+    "MAX_ECHOED_HEADER_CHARS",
+    "REGISTRY_KEY",
+    "RESUMABLE_HEADER",
+    "RUN_KEY_HEADER",
+    "RUN_KEY_QUERY",
+    "SHUTDOWN_TIMEOUT",
+    "SSEAgent",
+    "SSEServer",
+    "STATUS_CLIENT_CLOSED",
+    "create_app",
+    "frame_ndjson",
+    "frame_sse",
+    "negotiate",
+    "start_sse_server",
+]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 #: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
-access_logger = logging.getLogger("agui_engine.access")
+_access_logger = logging.getLogger("agui_engine.access")
 
 #: The status an access-log line shows for a request whose client closed the
 #: connection before the answer ended (a stream cut after its ``200``): nginx's
@@ -154,8 +175,8 @@ def _caller(request: web.Request, principal: str | None) -> Caller:
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
-KEEPALIVE_SSE = b": keep-alive\n\n"
-KEEPALIVE_NDJSON = b"\n"
+_KEEPALIVE_SSE = b": keep-alive\n\n"
+_KEEPALIVE_NDJSON = b"\n"
 
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
 #: minutes (the server's keep-alive shows the connection is alive). 10 s lets
@@ -201,7 +222,7 @@ CORS_MAX_AGE = 600
 REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRegistry)
 #: The server's cap on connections that run nothing (set by start_sse_server): a
 #: stream tells it its connection is running a run, and idle again after.
-IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
+_IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
 
 
 def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
@@ -381,7 +402,7 @@ class _Gateway:
                 raise UnknownResourceError("this gateway serves no data resources")
             # While its resolver works the connection is not "idle" (IdleConnectionGate), as
             # while it streams a run: a slow resource must not count against the idle caps.
-            gate = request.config_dict.get(IDLE_GATE_KEY)
+            gate = request.config_dict.get(_IDLE_GATE_KEY)
             if gate is not None:
                 gate.running(request.protocol)
             try:
@@ -472,7 +493,7 @@ class _Gateway:
         resp = web.StreamResponse(status=200, headers=headers)
         # While it streams a run the connection is not "idle": the cap on connections
         # that run nothing does not count it (see IdleConnectionGate).
-        gate = request.config_dict.get(IDLE_GATE_KEY)
+        gate = request.config_dict.get(_IDLE_GATE_KEY)
         if gate is not None:
             gate.running(request.protocol)
         try:
@@ -486,17 +507,17 @@ class _Gateway:
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
-            logger.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
+            _log.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
             if request.transport is not None:
                 request.transport.abort()
         except ConnectionError:
             # The client went away (a write failed). The subscription closes
             # below; the grace period decides what happens to the run.
-            logger.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
+            _log.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
         except asyncio.CancelledError:
             # aiohttp cancels the handler when the client disconnects
             # (handler_cancellation=True) or at shutdown.
-            logger.debug("run %s: stream handler cancelled at event %d", run.run_id, sub.cursor)
+            _log.debug("run %s: stream handler cancelled at event %d", run.run_id, sub.cursor)
             raise
         finally:
             sub.close()
@@ -529,7 +550,7 @@ async def _pump(
                 await write(encode_sse(err) if sse else encode_ndjson(err))
                 return
             if sl is None:
-                await write(KEEPALIVE_SSE if sse else KEEPALIVE_NDJSON)
+                await write(_KEEPALIVE_SSE if sse else _KEEPALIVE_NDJSON)
                 continue
         if sl.payloads:
             data = frame_sse(run_id, sl.first_seq, sl.payloads) if sse else frame_ndjson(sl.payloads)
@@ -559,7 +580,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
         status = STATUS_CLIENT_CLOSED
         raise
     finally:
-        access_logger.info(
+        _access_logger.info(
             "%s %s %s %d run=%s %.1fms",
             request.remote or "-",
             request.method,
@@ -722,7 +743,7 @@ async def start_sse_server(
     if app is None:
         app = create_app(agent, **options)
     gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
-    app[IDLE_GATE_KEY] = gate
+    app[_IDLE_GATE_KEY] = gate
     runner = web.AppRunner(
         app,
         handler_cancellation=True,

@@ -111,7 +111,7 @@ import msgspec
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools
+from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
 from ..protocol.ids import new_id
 from ..protocol.writer import end_events
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
@@ -151,7 +151,7 @@ from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Ch
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
-logger = logging.getLogger("agui_engine.loops.agent_loop")
+_log = logging.getLogger("agui_engine.loops.agent_loop")
 
 #: ``RUN_ERROR.code`` when the inner agent raised something that is not an
 #: :class:`~agui_engine.protocol.errors.AguiEngineError` (which keeps its own code).
@@ -197,14 +197,14 @@ class RepairHook(Protocol):
 
 
 def _no_hook(repair: str, detail: str) -> None:
-    logger.debug("agent loop repair %s: %s", repair, detail)
+    _log.debug("agent loop repair %s: %s", repair, detail)
 
 
 class _Plan(msgspec.Struct, frozen=True):
     """What one run needs before the inner agent starts."""
 
     inner_input: RunAgentInput
-    specs: dict[str, _ToolSpec]
+    specs: dict[str, ToolSpec]
 
 
 class AgentLoop:
@@ -361,7 +361,7 @@ class _Run:
         "verifier",
     )
 
-    def __init__(self, input: RunAgentInput, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str],
+    def __init__(self, input: RunAgentInput, specs: Mapping[str, ToolSpec], make_id: Callable[[], str],
                  on_repair: RepairHook, append_strings: bool = True) -> None:
         self.input = input
         self.make_id = make_id
@@ -416,7 +416,7 @@ class _Run:
         out: list[Event] = []
         if self.phase == _ENDED:
             return out
-        logger.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
             error = RunErrorEvent.from_error(exc)
         else:
@@ -448,7 +448,7 @@ class _Run:
             try:
                 self._close_lanes(out)
             except AguiEngineError:  # pragma: no cover - closing what the verifier says is open is valid
-                logger.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
+                _log.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
         self.phase = _ENDED
         self.verifier.feed(error)  # accepted in every phase but _ENDED
         out.append(error)

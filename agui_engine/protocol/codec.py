@@ -94,6 +94,7 @@ __all__ = [
     "FrameTooLargeError",
     "JSONTooDeepError",
     "LegacyThinkingMapper",
+    "MSGSPEC_MAX_JSON_DEPTH",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
     "SSEDecoder",
@@ -119,7 +120,7 @@ SSE_CONTENT_TYPE: Final = "text/event-stream"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 
 #: The deprecated 0.x reasoning events (removed from the 1.0 enum), accepted on input.
-LEGACY_THINKING_TYPES: Final = frozenset(
+_LEGACY_THINKING_TYPES: Final = frozenset(
     {
         "THINKING_START",
         "THINKING_END",
@@ -476,7 +477,7 @@ def decode_event(
         obj = None  # the shape error found first is the one to report
     kind = obj.get("type") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind not in _KNOWN_TYPES:
-        if legacy is not None and kind in LEGACY_THINKING_TYPES:
+        if legacy is not None and kind in _LEGACY_THINKING_TYPES:
             mapped = legacy.map(obj)
             if warnings is not None:
                 warnings.append(f"deprecated {kind} mapped to {mapped['type']}")

@@ -74,8 +74,10 @@ __all__ = [
     "Interrupt",
     "JsonPatch",
     "JsonPatchOperation",
+    "MAX_SAFE_INTEGER",
     "Message",
     "MessagesSnapshotEvent",
+    "Metadata",
     "MoveOperation",
     "PROTOCOL_VERSION",
     "PartSource",
@@ -145,11 +147,11 @@ PROTOCOL_VERSION: Final = "1.0"
 MAX_SAFE_INTEGER: Final = 9007199254740991
 
 #: RFC 6901 JSON Pointer, as the 1.0 schema (and the Python SDK) constrain patch paths.
-JSON_POINTER_PATTERN: Final = r"^(/([^/~]|~[01])*)*$"
+_JSON_POINTER_PATTERN: Final = r"^(/([^/~]|~[01])*)*$"
 
-Timestamp = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
-TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
-JsonPointer = Annotated[str, msgspec.Meta(pattern=JSON_POINTER_PATTERN)]
+_Timestamp = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+_TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
+_JsonPointer = Annotated[str, msgspec.Meta(pattern=_JSON_POINTER_PATTERN)]
 Metadata = dict[str, Any]
 
 
@@ -332,33 +334,33 @@ InputContent = ContentPart
 
 
 class AddOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="add"):
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
 class RemoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="remove"):
-    path: JsonPointer
+    path: _JsonPointer
 
 
 class ReplaceOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="replace"):
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
 class MoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="move"):
-    from_: JsonPointer = msgspec.field(name="from")
-    path: JsonPointer
+    from_: _JsonPointer = msgspec.field(name="from")
+    path: _JsonPointer
 
 
 class CopyOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="copy"):
-    from_: JsonPointer = msgspec.field(name="from")
-    path: JsonPointer
+    from_: _JsonPointer = msgspec.field(name="from")
+    path: _JsonPointer
 
 
 class TestOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="test"):
     __test__ = False  # not a pytest test class, whatever its name says
 
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
@@ -518,12 +520,12 @@ class TokenUsage(_Model, frozen=True, kw_only=True):
 
     provider: str | None = None
     model: str | None = None
-    input_tokens: TokenCount | None = None
-    output_tokens: TokenCount | None = None
-    total_tokens: TokenCount | None = None
-    reasoning_tokens: TokenCount | None = None
-    cached_input_tokens: TokenCount | None = None
-    cache_write_input_tokens: TokenCount | None = None
+    input_tokens: _TokenCount | None = None
+    output_tokens: _TokenCount | None = None
+    total_tokens: _TokenCount | None = None
+    reasoning_tokens: _TokenCount | None = None
+    cached_input_tokens: _TokenCount | None = None
+    cache_write_input_tokens: _TokenCount | None = None
 
 
 class RunFinishedSuccessOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="success"):
@@ -574,7 +576,7 @@ class BaseEvent(
     #: event class below from its tag.
     type: ClassVar[EventType]
 
-    timestamp: Timestamp | None = None
+    timestamp: _Timestamp | None = None
     raw_event: Any = None
     metadata: Metadata | None = None
 

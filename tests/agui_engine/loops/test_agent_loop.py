@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine import Agent, AgentLoop, run_agent_loop
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS
 from agui_engine.genui.component_stream import (
@@ -295,7 +296,7 @@ async def test_an_interactable_update_streams_onto_the_component() -> None:
                               name="update_component_state_note-1"),
               FINISH]
     events, _ = await collect(Scripted(*script), input_)
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, interactables_from_context(input_.context))
     check_run(events, acc)
     assert customs(events, COMPONENT_PROPS_DELTA) and customs(events, COMPONENT_STATE_DELTA)
