@@ -12,12 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from agui_engine._lazy import export_names, load_export
 
-from .tool_runner import install_standard_runner
-
-# Whoever runs agents supplies the standard tool runner: sync server and client tools
-# run in worker threads with no tool_runner argument (agui_engine.loops.tool_runner).
-install_standard_runner()
-
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
     from .common import ConnectionLostError, RemoteAgentError, UpstreamStoppedError

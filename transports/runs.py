@@ -78,10 +78,12 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
 )
 from agui_engine.protocol.verify import Verifier
+from agui_engine.loops.tool_runner import supply_tool_runner
 
 from .clock import Clock, LoopClock, TimerHandle
 from .common import MAX_SEQ_DIGITS, check_run_id
 from .remote_agents import serving_agent
+from .tool_runner import STANDARD_TOOL_RUNNER
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -909,6 +911,8 @@ class RunRegistry:
         rid = run.run_id
         append_one = self._appender(rid) if self._appender is not None else None
         append = self.log.append
+        # this task runs this one agent: it gets the standard runner (sync tools in threads)
+        supply_tool_runner(STANDARD_TOOL_RUNNER)
         try:
             gen = self._open_agent(run.input)
             async for event in gen:

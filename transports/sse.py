@@ -66,6 +66,7 @@ from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, Ev
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.tool_runner import ToolRunner
 
 from .common import (
     DEFAULT_BACKOFF_INITIAL,
@@ -112,6 +113,7 @@ from .runs import (
     Subscription,
     resume_cursor,
 )
+from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -812,6 +814,10 @@ class SSEAgent(RemoteClientBase):
     of older servers are mapped to ``REASONING_*``). The loop itself is
     :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
     """
+
+    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
+    #: client tools with (the standard one: worker threads).
+    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
 
     _drops = (httpx.TransportError,)
 

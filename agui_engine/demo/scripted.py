@@ -50,7 +50,7 @@ from ..llm import (
     Usage,
 )
 from ..protocol.errors import UsageError
-from .weather_model import _get, _role, _text_of, chunk_text
+from .weather_model import chunk_text, message_field, message_role, message_text
 
 __all__ = [
     "SCRIPTED_MODEL_NAME",
@@ -93,8 +93,8 @@ def tool_results(messages: Sequence[Any]) -> list[str]:
     tools of the earlier turns returned (for a turn written as a callable)."""
     out: list[str] = []
     for message in messages[_last_user(messages) + 1 :]:
-        if _role(message) == "tool":
-            out.append(_text_of(_get(message, "content")))
+        if message_role(message) == "tool":
+            out.append(message_text(message_field(message, "content")))
     return out
 
 
@@ -102,12 +102,12 @@ def user_text(messages: Sequence[Any]) -> str:
     """The text of the last user message ("" when there is none): what a turn written as a
     callable answers (a framework's prompt -- a CrewAI task's description -- arrives as it)."""
     at = _last_user(messages)
-    return _text_of(_get(messages[at], "content")) if at >= 0 else ""
+    return message_text(message_field(messages[at], "content")) if at >= 0 else ""
 
 
 def _last_user(messages: Sequence[Any]) -> int:
     for at in range(len(messages) - 1, -1, -1):
-        if _role(messages[at]) == "user":
+        if message_role(messages[at]) == "user":
             return at
     return -1
 
@@ -137,7 +137,7 @@ class ScriptedModel:
     def turn_for(self, messages: Sequence[Any]) -> ScriptedTurn | None:
         """The turn that answers ``messages``, None past the script's end. Raises
         :class:`UsageError` when a callable turn returns something else than a turn."""
-        step = sum(1 for m in messages[_last_user(messages) + 1 :] if _role(m) == "assistant")
+        step = sum(1 for m in messages[_last_user(messages) + 1 :] if message_role(m) == "assistant")
         if step >= len(self.turns):
             return None
         turn = self.turns[step]
@@ -159,9 +159,9 @@ class ScriptedModel:
         max_output_tokens: int | None = None,
     ) -> AsyncIterator[LLMStreamItem]:
         turn = self.turn_for(messages)
-        step = sum(1 for m in messages if _role(m) == "assistant")
+        step = sum(1 for m in messages if message_role(m) == "assistant")
         key = zlib.crc32(user_text(messages).encode())
-        input_chars = sum(len(_text_of(_get(m, "content"))) for m in messages)
+        input_chars = sum(len(message_text(message_field(m, "content"))) for m in messages)
         return self._stream(turn, f"call_{key:08x}_{step}", input_chars)
 
     async def _stream(self, turn: ScriptedTurn | None, call_prefix: str, input_chars: int) -> AsyncIterator[LLMStreamItem]:

@@ -54,10 +54,9 @@ layer that owns the event loop. A gateway serves many runs on one loop, and a
 blocking function (a database driver, ``requests``, a CPU-bound helper) run
 inline would stall every other stream, so a sync tool runs in a worker thread --
 except the tools named in ``inline_tools`` (known to return at once; they skip the
-thread hop, tens of microseconds). Without a ``tool_runner`` a run uses the standard
-one that whoever runs the agent installed (every server, ``run_agent``, a ``Thread``
-in a program that imports ``agui_engine.transports``; see
-:mod:`~agui_engine.loops.tool_runner`); when there is none and a tool needs one, the run
+thread hop, tens of microseconds). Without a ``tool_runner`` a run uses the one whoever
+runs the agent supplies (every server, ``agui_engine.transports.run_agent``, a ``Thread``;
+see :mod:`~agui_engine.loops.tool_runner`); when there is none and a tool needs one, the run
 is refused before ``RUN_STARTED`` with a :class:`UsageError` saying what to do: never a
 loop silently blocked.
 
@@ -188,7 +187,7 @@ class _RunSetup(msgspec.Struct, kw_only=True):
     client_tools: list[LLMTool]
     interactables: list[Interactable]
     context: list[tuple[str, str]]
-    #: the runner of this run's server tools (the agent's own, else the standard one)
+    #: the runner of this run's server tools (the agent's own, else the supplied one)
     tool_runner: ToolRunner | None = None
 
 
@@ -217,9 +216,9 @@ class LLMAgent:
     waiting for a sync tool at once; the thread finishes on its own and its
     result is discarded. ``tool_runner`` (a
     :class:`~agui_engine.loops.tool_runner.ToolRunner`) is optional: without one a run
-    uses the standard runner (``agui_engine.transports.ThreadedToolRunner``, installed by
-    whoever runs the agent: the servers, ``agui_engine.transports.run_agent``, a ``Thread``
-    once ``agui_engine.transports`` is imported).
+    uses the runner whoever runs the agent supplies (the standard
+    ``agui_engine.transports.ThreadedToolRunner``: the servers, ``agui_engine.transports.run_agent``;
+    a ``Thread``'s own).
 
     ``tool_timeout`` (seconds, default :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`,
     ``None`` for none) bounds each server tool call: a late tool becomes an error
@@ -253,7 +252,7 @@ class LLMAgent:
     not a server tool, or a ``tool_timeout`` that is not a positive number; :meth:`run`
     raises, before ``RUN_STARTED``, :class:`~agui_engine.llm.UnknownToolChoiceError` when
     ``force_tool_choice`` names no tool of that run, and :class:`UsageError` when its server
-    tools need a runner and neither ``tool_runner`` nor a standard runner is there.
+    tools need a runner and neither ``tool_runner`` nor a supplied runner is there.
     """
 
     def __init__(

@@ -55,7 +55,7 @@ from ..protocol.errors import LimitExceededError, UsageError
 from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
-from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
+from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
 
 __all__ = [
     "InterruptHandler",
@@ -114,9 +114,11 @@ class Thread:
     :class:`~agui_engine.genui.components.ServerTool` values; their definitions go to the
     agent in ``RunAgentInput.tools`` and they run here: ``async def`` ones on the
     event loop, sync ones through ``tool_runner`` (a
-    :class:`~agui_engine.loops.tool_runner.ToolRunner`; default: the standard runner,
-    ``agui_engine.transports.ThreadedToolRunner``, installed when ``agui_engine.transports``
-    is imported: a worker thread, so that a blocking tool does not stall the loop).
+    :class:`~agui_engine.loops.tool_runner.ToolRunner`: a worker thread, so that a blocking
+    tool does not stall the loop; default: the runner supplied to the caller's context, else
+    the ``tool_runner`` the agent carries -- ``SSEAgent``, ``WebSocketAgent`` and ``StdioAgent``
+    carry the standard ``ThreadedToolRunner``). The thread supplies that runner to an
+    in-process agent it runs (an ``LLMAgent`` with sync tools and no runner of its own).
     ``on_event(event)`` sees every event as it arrives (to render live). Raises
     :class:`UsageError` for an ``agent`` without ``run``, two tools with one name, a bad
     ``max_tool_rounds``; :meth:`run` (and :meth:`send`) for a sync tool when there is no
@@ -198,9 +200,15 @@ class Thread:
         """Run the agent on the thread as it is, then follow up (see the table). Raises
         :class:`ToolRoundsExceededError` past ``max_tool_rounds`` follow-ups, and what the
         agent raises before its first event."""
-        # the sync client tools need a worker thread: the given runner, else the standard one
-        runner = resolve_tool_runner(self.tool_runner)
+        # the sync client tools need a worker thread: the given runner, else the supplied one,
+        # else the one the agent carries (a transport client's); an in-process agent gets it too
+        runner = resolve_tool_runner(self.tool_runner) or getattr(self.agent, "tool_runner", None)
         require_tool_runner(runner, self.tools.values(), what="sync client tools")
+        with supplying_tool_runner(runner):
+            return await self._turn(resume)
+
+    async def _turn(self, resume: list[ResumeEntry] | None) -> Turn:
+        runner = resolve_tool_runner(None)
         turn = Turn()
         rounds = 0
         while True:

@@ -16,23 +16,26 @@ is :class:`agui_engine.transports.ThreadedToolRunner` (sync tools in worker thre
 deadlines on the event loop's clock); a test or an embedding application may pass
 its own (a bounded executor, a process pool, a fake clock).
 
-Whoever runs an agent supplies the standard runner, so a user never has to: the
-IO layer installs it as the process's *standard runner* when it is imported
-(``import agui_engine.transports`` calls :func:`set_standard_tool_runner` with a
-``ThreadedToolRunner``), and every server, the ``agui_engine.transports.run_agent``
-helper and a :class:`~agui_engine.loops.thread.Thread` in a program that uses a
-transport get it by :func:`resolve_tool_runner`: the runner an agent was given, else
-the standard one. ``LLMAgent(model, tools=[a_sync_function])`` needs no argument.
+Whoever runs an agent supplies the runner, so a user never has to: a runner is
+*supplied* to everything run in a context (a context variable, so it is scoped to the
+run's task and changes nothing else in the process) by :func:`supply_tool_runner` or
+:func:`supplying_tool_runner`. The IO layer supplies its standard one, a
+``ThreadedToolRunner``: every server (SSE, WebSocket, stdio) for each run it serves, and
+``agui_engine.transports.run_agent`` for the run it drives. A
+:class:`~agui_engine.loops.thread.Thread` supplies its own to an in-process agent; its
+default is the ``tool_runner`` its agent carries (the transport clients carry the standard
+one). :func:`resolve_tool_runner` is the rule: the runner an agent was given, else the
+supplied one. ``LLMAgent(model, tools=[a_sync_function])`` needs no argument.
 
-Without any runner -- the core alone, no transport imported, none given -- the core
-can still call what needs neither threads nor a clock: an ``async def`` tool, or a
-sync tool declared ``inline`` (known to return at once), with no deadline.
-:func:`needs_runner` says which calls those are, and :func:`require_tool_runner`
-refuses the others when the agent *runs* (before its first event), with one line
-saying what to do, rather than silently blocking the loop at the first call.
+Without any runner -- none given, none supplied -- the core can still call what needs
+neither threads nor a clock: an ``async def`` tool, or a sync tool declared ``inline``
+(known to return at once), with no deadline. :func:`needs_runner` says which calls those
+are, and :func:`require_tool_runner` refuses the others when the agent *runs* (before its
+first event), with one line saying what to do, rather than silently blocking the loop at
+the first call.
 
 ==========================  ==========================  ===========================
-tool                        a runner (given/standard)   no runner at all
+tool                        a runner (given/supplied)   no runner at all
 ==========================  ==========================  ===========================
 ``async def``               the runner (deadline)       awaited on the loop; only
                                                         without a deadline
@@ -46,7 +49,9 @@ sync                        the runner (worker thread)  refused (:class:`UsageEr
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from ..genui.components import ServerTool
@@ -60,8 +65,9 @@ __all__ = [
     "require_tool_runner",
     "resolve_tool_runner",
     "run_tool",
-    "set_standard_tool_runner",
-    "standard_tool_runner",
+    "supplied_tool_runner",
+    "supply_tool_runner",
+    "supplying_tool_runner",
 ]
 
 
@@ -96,25 +102,35 @@ class ToolRunner(Protocol):
         ...
 
 
-_standard: ToolRunner | None = None
+#: The runner supplied to what runs in the current context (None: none supplied).
+_supplied: ContextVar[ToolRunner | None] = ContextVar("agui_engine_tool_runner", default=None)
 
 
-def set_standard_tool_runner(runner: ToolRunner | None) -> ToolRunner | None:
-    """Make ``runner`` the process's standard runner (``None``: no standard runner);
-    returns the previous one. The IO layer calls it once, when it is imported."""
-    global _standard
-    previous, _standard = _standard, runner
-    return previous
+def supply_tool_runner(runner: ToolRunner | None) -> None:
+    """Supply ``runner`` to every agent run from now on in the current context: for a task
+    that runs one agent (a server's run task), the rest of that task (``None``: none)."""
+    _supplied.set(runner)
 
 
-def standard_tool_runner() -> ToolRunner | None:
-    """The process's standard runner, None when no IO layer installed one."""
-    return _standard
+@contextmanager
+def supplying_tool_runner(runner: ToolRunner | None) -> Iterator[None]:
+    """Supply ``runner`` inside the ``with`` block only (the previous one comes back after)."""
+    previous = _supplied.get()
+    _supplied.set(runner)
+    try:
+        yield
+    finally:
+        _supplied.set(previous)
+
+
+def supplied_tool_runner() -> ToolRunner | None:
+    """The runner supplied to the current context, None when none is."""
+    return _supplied.get()
 
 
 def resolve_tool_runner(given: ToolRunner | None) -> ToolRunner | None:
-    """The runner a run uses: ``given`` (the agent's own), else the standard runner."""
-    return given if given is not None else _standard
+    """The runner a run uses: ``given`` (the agent's own), else the supplied one."""
+    return given if given is not None else _supplied.get()
 
 
 def require_tool_runner(
@@ -131,9 +147,8 @@ def require_tool_runner(
     if needy:
         raise UsageError(
             f"the {what} {', '.join(map(repr, needy))} need a tool runner (a worker thread for a sync tool, a clock "
-            "for a timeout) and none is installed: run the agent with agui_engine.transports.run_agent or a "
-            "server (importing agui_engine.transports installs the standard one), or pass "
-            "tool_runner=agui_engine.transports.ThreadedToolRunner()"
+            "for a timeout) and none was supplied: run the agent with agui_engine.transports.run_agent or a "
+            "server (they supply the standard one), or pass tool_runner=agui_engine.transports.ThreadedToolRunner()"
         )
 
 

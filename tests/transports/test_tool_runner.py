@@ -1,8 +1,9 @@
 """ThreadedToolRunner: sync tools in worker threads (the default executor or the given one,
 with the caller's context variables), async and inline tools on the loop, and its
 deadline told apart from a tool's own TimeoutError; and the standard runner the transports
-install: an LLMAgent or Thread with sync tools and no tool_runner works through run_agent,
-the SSE, WebSocket and stdio servers and a Thread (in process and over SSE)."""
+supply: an LLMAgent or Thread with sync tools and no tool_runner works through run_agent,
+the SSE, WebSocket and stdio servers and a Thread (in process and over SSE), and the runner
+reaches nothing outside the run it was supplied to."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 
 from agui_engine import EmbeddedModel, LLMAgent, Thread
 from agui_engine.genui.components import tool_from_callable
-from agui_engine.loops.tool_runner import ToolDeadlineExceeded, ToolRunner, set_standard_tool_runner, standard_tool_runner
+from agui_engine.loops.tool_runner import ToolDeadlineExceeded, ToolRunner, supplied_tool_runner
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     Event,
@@ -34,10 +35,12 @@ from agui_engine.transports import (
     SSEAgent,
     StdioAgent,
     ThreadedToolRunner,
+    WebSocketAgent,
     run_agent,
     run_via_gateway,
     start_sse_server,
 )
+from agui_engine.transports.tool_runner import STANDARD_TOOL_RUNNER
 
 from .sync_tool_agent import make_agent
 
@@ -128,16 +131,18 @@ def _in_a_worker_thread(result: str, loop_thread: str) -> None:
     assert result.startswith("Oslo from ") and result != f"Oslo from {loop_thread}", result
 
 
-def test_importing_the_transports_installs_the_standard_runner() -> None:
-    assert isinstance(standard_tool_runner(), ThreadedToolRunner)
+def test_importing_the_transports_supplies_nothing_and_the_clients_carry_the_standard_runner() -> None:
+    assert supplied_tool_runner() is None  # no import-time side effect
+    assert isinstance(STANDARD_TOOL_RUNNER, ThreadedToolRunner)
+    for client in (SSEAgent("http://127.0.0.1:1/"), WebSocketAgent("ws://127.0.0.1:1/"), StdioAgent("true")):
+        assert client.tool_runner is STANDARD_TOOL_RUNNER
 
 
 async def test_run_agent_runs_a_sync_tool_in_a_worker_thread_with_no_runner_given() -> None:
-    previous = set_standard_tool_runner(None)  # even when nothing is installed yet, run_agent supplies it
-    try:
-        events = [e async for e in run_agent(make_agent(), _run_input())]
-    finally:
-        set_standard_tool_runner(previous)
+    events = []
+    async for event in run_agent(make_agent(), _run_input()):
+        assert supplied_tool_runner() is None  # supplied to the agent's steps only, not to the caller between them
+        events.append(event)
     assert verify_events(events) == []
     _in_a_worker_thread(_tool_result(events), threading.current_thread().name)
     assert events[-1].type.value == "RUN_FINISHED"
@@ -168,11 +173,17 @@ async def test_a_stdio_served_agent_runs_its_sync_tool_in_a_worker_thread() -> N
     _in_a_worker_thread(_tool_result(events), "MainThread")  # the server's loop runs in its main thread
 
 
-async def test_a_thread_over_an_in_process_agent_runs_its_sync_server_tool_in_a_worker_thread() -> None:
-    thread = Thread(make_agent())
+async def test_a_thread_supplies_its_runner_to_an_in_process_agent_with_sync_tools() -> None:
+    thread = Thread(make_agent(), tool_runner=ThreadedToolRunner())  # the LLMAgent has no runner of its own
     turn = await thread.send("go")
     _in_a_worker_thread(_tool_result(turn.events), threading.current_thread().name)
     assert thread.messages[-1]["content"].startswith("ran: Oslo from ")
+    assert supplied_tool_runner() is None
+
+
+async def test_an_in_process_agent_with_sync_tools_and_no_runner_anywhere_ends_with_one_line() -> None:
+    with pytest.raises(UsageError, match=r"server tools 'which_thread'.*run_agent"):
+        await Thread(make_agent()).send("go")
 
 
 async def test_a_thread_over_sse_runs_its_sync_client_tool_in_a_worker_thread() -> None:

@@ -1,6 +1,6 @@
-"""The core's side of running tools: what needs a runner, the standard runner used when none
-is given, the refusal -- when a run starts, not when the agent is built -- when there is no
-runner at all, and a runner's deadline told apart from a tool's own TimeoutError
+"""The core's side of running tools: what needs a runner, the runner supplied to a context used
+when none is given, the refusal -- when a run starts, not when the agent is built -- when there
+is no runner at all, and a runner's deadline told apart from a tool's own TimeoutError
 (agui_engine.loops.tool_runner)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from agui_engine.genui.components import ServerTool, tool_from_callable
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
 from agui_engine.llm import Finish
-from agui_engine.loops.tool_runner import call_on_loop, needs_runner, set_standard_tool_runner, standard_tool_runner
+from agui_engine.loops.tool_runner import call_on_loop, needs_runner, supplied_tool_runner, supplying_tool_runner
 
 from ..scripted_llm import ScriptedLLM, call, text
 from ..thread_agents import client_tools_agent
@@ -51,12 +51,9 @@ def test_needs_runner_is_the_table_of_the_module_docstring(fn: Any, inline: bool
 
 @pytest.fixture
 def no_standard_runner() -> Iterator[None]:
-    """The core alone: no IO layer has installed a standard runner (restored after)."""
-    previous = set_standard_tool_runner(None)
-    try:
+    """The core alone: no runner supplied to the test's context."""
+    with supplying_tool_runner(None):
         yield
-    finally:
-        set_standard_tool_runner(previous)
 
 
 async def test_an_agent_with_a_sync_tool_and_no_runner_at_all_is_refused_when_it_runs(no_standard_runner: None) -> None:
@@ -76,19 +73,20 @@ async def test_the_default_deadline_needs_a_runner_even_for_async_tools(no_stand
         await anext(LLMAgent(ScriptedLLM(text("never")), tools=[awaiting]).run(run_input()))
 
 
-async def test_an_agent_without_a_runner_of_its_own_uses_the_standard_one(no_standard_runner: None) -> None:
+async def test_an_agent_without_a_runner_of_its_own_uses_the_supplied_one(no_standard_runner: None) -> None:
     runner = RecordingRunner()
-    set_standard_tool_runner(runner)
-    assert standard_tool_runner() is runner
     llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Oslo"}'), Finish(reason="tool_calls")], text("ok"))
-    results = [e.content async for e in LLMAgent(llm, tools=[blocking]).run(run_input())
-               if isinstance(e, ToolCallResultEvent)]
+    with supplying_tool_runner(runner):
+        assert supplied_tool_runner() is runner
+        results = [e.content async for e in LLMAgent(llm, tools=[blocking]).run(run_input())
+                   if isinstance(e, ToolCallResultEvent)]
+        # a runner given to the agent wins over the supplied one
+        own = RecordingRunner()
+        llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Rome"}'), Finish(reason="tool_calls")], text("ok"))
+        _ = [e async for e in LLMAgent(llm, tools=[blocking], tool_runner=own).run(run_input())]
+    assert supplied_tool_runner() is None  # only inside the block
     assert results == ["OSLO"] and runner.calls == [("blocking", False, 60.0)]
-    # a runner given to the agent wins over the standard one
-    own = RecordingRunner()
-    llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Rome"}'), Finish(reason="tool_calls")], text("ok"))
-    _ = [e async for e in LLMAgent(llm, tools=[blocking], tool_runner=own).run(run_input())]
-    assert own.calls == [("blocking", False, 60.0)] and len(runner.calls) == 1
+    assert own.calls == [("blocking", False, 60.0)]
 
 
 async def test_without_a_runner_async_and_inline_tools_run_on_the_loop(no_standard_runner: None) -> None:
@@ -148,16 +146,22 @@ async def test_a_thread_with_a_sync_client_tool_and_no_runner_at_all_is_refused_
     assert thread.accumulator.runs == []  # refused before any run
 
 
-async def test_a_thread_uses_the_standard_runner_for_its_sync_client_tools(no_standard_runner: None) -> None:
-    runner = RecordingRunner()
-    set_standard_tool_runner(runner)
-
+async def test_a_thread_uses_the_supplied_runner_else_its_agents_for_its_sync_client_tools(
+    no_standard_runner: None,
+) -> None:
     def get_weather(city: str) -> dict[str, Any]:
         """Weather."""
         return {"city": city, "temperature": 3.0, "condition": "Snow"}
 
-    turn = await Thread(client_tools_agent(), tools=[get_weather]).send("What's the weather in Oslo?")
-    assert runner.calls == [("get_weather", False, None)] and "Snow" in turn.tool_results[0][1]
+    supplied = RecordingRunner()
+    with supplying_tool_runner(supplied):
+        turn = await Thread(client_tools_agent(), tools=[get_weather]).send("What's the weather in Oslo?")
+    assert supplied.calls == [("get_weather", False, None)] and "Snow" in turn.tool_results[0][1]
+    carried = RecordingRunner()
+    agent = client_tools_agent()
+    agent.tool_runner = carried  # type: ignore[attr-defined]  # what a transport client carries
+    await Thread(agent, tools=[get_weather]).send("What's the weather in Oslo?")
+    assert carried.calls == [("get_weather", False, None)]
 
 
 async def test_a_thread_runs_an_async_client_tool_without_a_runner(no_standard_runner: None) -> None:
