@@ -155,10 +155,15 @@ class ReplayServer:
     """The replay server (aiohttp, 127.0.0.1, an ephemeral port). Use as
     ``async with ReplayServer() as server: url = server.base_url("anthropic", "text")``."""
 
-    def __init__(self, *, host: str = "127.0.0.1", write_sizes: Sequence[int] = _WRITE_SIZES) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, write_sizes: Sequence[int] = _WRITE_SIZES, record: bool = True
+    ) -> None:
         if not write_sizes or any(size < 1 for size in write_sizes):
             raise UsageError("write_sizes must be positive")
         self.host = host
+        self.port = port
+        #: whether requests are kept in :attr:`requests` (off for a long-running model endpoint)
+        self.record = record
         self.write_sizes = tuple(write_sizes)
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0
@@ -180,7 +185,7 @@ class ReplayServer:
         app.router.add_post("/m/{model}/v1/chat/completions", self._handle_model)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
+        site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
         self._port = int(self._runner.addresses[0][1])  # the port the OS chose for port 0
 
@@ -296,11 +301,12 @@ class ReplayServer:
         except (msgspec.DecodeError, RemoteInputError, KeyError, TypeError) as exc:
             message = exc.message if isinstance(exc, RemoteInputError) else f"bad request body ({type(exc).__name__})"
             return web.json_response({"error": {"message": message, "type": "invalid_request_error"}}, status=400)
-        self.requests.append(
-            RecordedRequest(
-                path=request.path, query=dict(request.query), headers=dict(request.headers), json=body, peer=_peer(request)
+        if self.record:
+            self.requests.append(
+                RecordedRequest(
+                    path=request.path, query=dict(request.query), headers=dict(request.headers), json=body, peer=_peer(request)
+                )
             )
-        )
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         response.enable_chunked_encoding()
         await response.prepare(request)

@@ -14,7 +14,8 @@ authors):
 * :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
   :mod:`~agui_engine.genui.interactables`, :mod:`~agui_engine.genui.tree`, :mod:`~agui_engine.genui.uispec` -- generative UI.
 * :mod:`~agui_engine.llm`, :mod:`~agui_engine.loops.decision`, :mod:`~agui_engine.loops.llm_agent`,
-  :mod:`~agui_engine.demo.weather_model` -- the model contract, the decision loop, the agent, the demo model.
+  :mod:`~agui_engine.demo.weather_model`, :mod:`~agui_engine.demo.scripted` -- the model contract, the decision loop, the agent,
+  the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
@@ -80,6 +81,7 @@ from .loops.decision import (
     ToolCallRequest,
     run_decision_loop,
 )
+from .demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from .demo.weather_model import EmbeddedModel
 from .protocol.errors import (
     AguiEngineError,
@@ -341,6 +343,9 @@ __all__ = [
     "SSEDecoder",
     "SSEMessage",
     "SSE_CONTENT_TYPE",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedTurn",
     "ServerTool",
     "StateDeltaEvent",
     "StateSnapshotEvent",

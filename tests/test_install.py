@@ -97,6 +97,8 @@ def test_the_wheel_holds_every_package_and_its_data(wheel_venv: tuple[Path, Path
             target = installed if folder == "agui_engine" else installed / folder
             assert (target / relative / "__init__.py").exists(), f"{folder}/{relative} is not in the wheel"
     assert (installed / "py.typed").exists()
+    # examples/ (a top-level package of the checkout, run from the repository root) is not installed
+    assert not (purelib / "examples").exists() and not (installed / "examples").exists()
     for name in ("agui-engine.js", "inspect.html", "inspector.js", "inspector.css"):
         assert (installed / "static" / name).exists(), name
     assert (installed / "data" / "example-run.sse").exists()

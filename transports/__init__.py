@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .server_options import ConnectionOptions, DataOptions
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
-    from .tool_runner import ThreadedToolRunner
+    from .tool_runner import ThreadedToolRunner, run_agent
     from .websocket import WebSocketAgent, WebSocketServer, start_websocket_server
 
 # public name -> submodule that defines it
@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
+    "run_agent": "tool_runner",
     "run_via_gateway": "gateway",
     "serve_stdio": "stdio",
     "start_sse_server": "sse",
@@ -90,6 +91,7 @@ __all__ = [
     "WebSocketServer",
     "create_app",
     "open_event_log",
+    "run_agent",
     "run_via_gateway",
     "serve_stdio",
     "start_sse_server",

@@ -81,8 +81,10 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
 )
 from agui_engine.protocol.verify import Verifier
+from agui_engine.loops.tool_runner import supply_tool_runner
 
 from .clock import Clock, LoopClock, TimerHandle
+from .tool_runner import STANDARD_TOOL_RUNNER
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -1003,6 +1005,8 @@ class RunRegistry:
         rid = run.run_id
         append_one = self._appender(rid) if self._appender is not None else None
         append = self.log.append
+        # this task runs this one agent: it gets the standard runner (sync tools in threads)
+        supply_tool_runner(STANDARD_TOOL_RUNNER)
         try:
             gen = self._open_agent(run.input)
             async for event in gen:

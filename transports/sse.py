@@ -68,6 +68,7 @@ from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, Ev
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.tool_runner import ToolRunner
 
 from .bearer_auth import check_bearer
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
@@ -108,6 +109,7 @@ from .runs import (
     Subscription,
     resume_cursor,
 )
+from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -926,6 +928,10 @@ class SSEAgent(RemoteClientBase):
     of older servers are mapped to ``REASONING_*``). The loop itself is
     :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
+
+    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
+    #: client tools with (the standard one: worker threads).
+    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
 
     _drops = (httpx.TransportError,)
 

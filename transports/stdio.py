@@ -70,6 +70,8 @@ from .envelope import (
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
 from .server_options import ConnectionOptions, merge_options
 from .runs import RegistryOptions, RunRegistry, Subscription
+from agui_engine.loops.tool_runner import ToolRunner
+from .tool_runner import STANDARD_TOOL_RUNNER
 
 __all__ = [
     "READ_CHUNK_BYTES",
@@ -309,6 +311,10 @@ class StdioAgent:
     RemoteAgentError (it answered with an error line); after the first event such
     failures end the stream with ``RUN_ERROR`` (Agent contract).
     """
+
+    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
+    #: client tools with (the standard one: worker threads).
+    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
 
     def __init__(self, command: str | Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else list(command)

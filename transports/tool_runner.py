@@ -15,6 +15,16 @@ passes, an async tool is cancelled; a sync tool's thread cannot be killed (Pytho
 cannot stop a thread), so the runner stops waiting, the thread runs the function to
 its end and its result is discarded (it still holds one executor thread until
 then). An inline tool blocks the loop, so no deadline can interrupt it.
+
+The standard runner: whoever runs agents supplies one ``ThreadedToolRunner``
+(:func:`~agui_engine.loops.tool_runner.supply_tool_runner`, a context variable: it reaches
+what runs in that context and nothing else): every server (SSE, WebSocket, stdio: the run
+registry, for each run's task) and :func:`run_agent`; the client agents (``SSEAgent``,
+``WebSocketAgent``, ``StdioAgent``) carry it as ``tool_runner`` for a ``Thread`` over them. So
+an ``LLMAgent`` or a ``Thread`` with sync tools and no ``tool_runner`` runs them in worker
+threads. :func:`run_agent` is the in-process way to run an agent: what ``serve`` accepts (an
+Agent, an async generator function), the standard runner supplied, the agent's iterator
+closed on every way out (a caller that stops early cancels the run).
 """
 
 from __future__ import annotations
@@ -23,14 +33,17 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import Executor
-from typing import Any
+from contextlib import aclosing
+from typing import Any, Final
 
 from agui_engine.genui.components import ServerTool
-from agui_engine.loops.tool_runner import ToolDeadlineExceeded, call_on_loop
+from agui_engine.loops.tool_runner import ToolDeadlineExceeded, call_on_loop, supplying_tool_runner
+from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.events import Event, RunAgentInput
 
-__all__ = ["ThreadedToolRunner"]
+__all__ = ["STANDARD_TOOL_RUNNER", "ThreadedToolRunner", "run_agent"]
 
 
 class ThreadedToolRunner:
@@ -71,3 +84,25 @@ class ThreadedToolRunner:
         context = contextvars.copy_context()
         call = functools.partial(context.run, tool.call, arguments)
         return await asyncio.get_running_loop().run_in_executor(self.executor, call)
+
+
+#: The runner the servers, :func:`run_agent` and the client agents supply: sync tools in the
+#: loop's default executor (it holds no state, so one serves every run).
+STANDARD_TOOL_RUNNER: Final = ThreadedToolRunner()
+
+
+async def run_agent(agent: Agent | AgentFunction, input: RunAgentInput) -> AsyncIterator[Event]:
+    """Run ``agent`` on ``input`` in process and yield its events, with the standard runner
+    supplied: ``LLMAgent(model, tools=[a_sync_function])`` needs no ``tool_runner``. Raises
+    :class:`~agui_engine.protocol.errors.UsageError` for something that is not an agent, and
+    what the agent raises before its first event."""
+    runnable = as_agent(agent, where="run_agent(agent)")
+    async with aclosing(runnable.run(input)) as events:  # type: ignore[type-var]
+        while True:
+            # supplied around each step only: between events the caller's context is its own
+            with supplying_tool_runner(STANDARD_TOOL_RUNNER):
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    return
+            yield event

@@ -114,6 +114,8 @@ from .envelope import (
 from .eventlog import EventLog, UnknownRunError
 from .server_options import ConnectionOptions, DataOptions, merge_options
 from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
+from agui_engine.loops.tool_runner import ToolRunner
+from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -616,6 +618,10 @@ class WebSocketAgent(RemoteClientBase):
     :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
     :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
+
+    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
+    #: client tools with (the standard one: worker threads).
+    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
 
     _drops = (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError)
 

@@ -53,6 +53,7 @@ from agui_engine.protocol.errors import UsageError
 
 __all__ = [
     "AgentLoader",
+    "CREWAI_OFFLINE_ENV",
     "SCHEMES",
     "Scheme",
     "URL_SCHEMES",
@@ -90,6 +91,16 @@ SCHEMES: Final[dict[str, Scheme]] = {
     "py": Scheme("agui_engine.cli.agent_spec:load_python", "py:<module>:<name>"),
     "langgraph": Scheme("agui_engine.cli.agent_spec:load_langgraph", "langgraph:<module>:<name>"),
     "crewai": Scheme("agui_engine.cli.agent_spec:load_crewai", "crewai:<module>:<name>"),
+}
+
+#: What a ``crewai:`` spec sets in the environment unless it is set (before crewai is
+#: imported): no telemetry, no tracing prompt or upload, litellm's bundled model cost map
+#: instead of a download -- a served crew reaches only the model it is given.
+CREWAI_OFFLINE_ENV: Final = {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "OTEL_SDK_DISABLED": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
 }
 
 #: The schemes of a remote AG-UI endpoint and the transport each means.
@@ -250,7 +261,10 @@ def load_crewai(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -
     """``crewai:<module>:<name>``: a CrewAI ``Crew``, a ``Flow`` class or a
     ``factory(input) -> Crew | Flow`` behind :class:`~agui_engine.adapters.crewai.CrewAIAgent`,
     wrapped in the :class:`~agui_engine.loops.agent_loop.AgentLoop` (verified, repaired,
-    component-aware)."""
+    component-aware). :data:`CREWAI_OFFLINE_ENV` is set first, each variable only where the
+    environment does not set it."""
+    for name, value in CREWAI_OFFLINE_ENV.items():
+        os.environ.setdefault(name, value)
     from agui_engine.adapters.crewai import CrewAIAgent
     from agui_engine.loops.agent_loop import AgentLoop
 

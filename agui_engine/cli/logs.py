@@ -23,19 +23,33 @@ h2/hpack the request headers of HTTP/2, websockets every handshake header
 
 The message (with its arguments merged), a traceback and a stack are rewritten;
 nothing is dropped, so the trace stays useful. Raises nothing.
+
+Console noise: agent frameworks print to stdout as they run -- CrewAI draws boxed
+``rich`` panels (about 60 lines a run) for every crew, task, tool and flow method. A
+server's stdout is not its log (and with ``--transport stdio`` it carries the protocol),
+so :func:`route_console` puts a :class:`ConsoleToLog` in ``sys.stdout``'s place: every
+line printed is a record of the ``agui_engine.console`` logger at DEBUG (ANSI colours
+stripped, blank lines dropped), shown by ``--log-level debug`` and through the same
+:class:`SecretFilter` as every other record.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TextIO
 
 from agui_engine.adapters.provider import redact
 
 __all__ = [
+    "CONSOLE_LOGGER",
+    "ConsoleToLog",
     "REDACTED",
     "SECRET_HEADER_NAMES",
     "SECRET_JSON_MEMBERS",
@@ -43,6 +57,7 @@ __all__ = [
     "SecretFilter",
     "configure_logging",
     "known_secrets",
+    "route_console",
     "scrub_log_text",
 ]
 
@@ -132,3 +147,61 @@ def configure_logging(level: str, *, secret_env_names: Iterable[str] = (), env: 
     for handler in logging.getLogger().handlers:
         handler.addFilter(secret_filter)
     return secret_filter
+
+
+#: The logger what a served agent prints to stdout is logged by (at DEBUG).
+CONSOLE_LOGGER = "agui_engine.console"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+class ConsoleToLog(io.TextIOBase):
+    """A text stream whose every complete line becomes a DEBUG record of ``logger``
+    (ANSI escapes stripped, blank lines dropped); what :func:`route_console` puts in
+    ``sys.stdout``'s place. Not a terminal, so ``rich`` draws plain boxes without colour.
+    Safe to write from several threads (a framework's kickoff threads): lines never interleave."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.logger = logger
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        with self._lock:
+            *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._emit(line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            line, self._pending = self._pending, ""
+        if line:
+            self._emit(line)
+
+    def _emit(self, line: str) -> None:
+        clean = _ANSI.sub("", line).rstrip()
+        if clean.strip() and self.logger.isEnabledFor(logging.DEBUG):
+            self.logger.debug("console: %s", clean)
+
+
+@contextmanager
+def route_console(logger_name: str = CONSOLE_LOGGER) -> Iterator[TextIO]:
+    """While inside, ``sys.stdout`` is a :class:`ConsoleToLog` of ``logger_name``; yields
+    the real stdout (where a stdio server writes its protocol lines). Restores it on exit."""
+    real = sys.stdout
+    sys.stdout = ConsoleToLog(logging.getLogger(logger_name))
+    try:
+        yield real
+    finally:
+        sys.stdout.flush()
+        sys.stdout = real

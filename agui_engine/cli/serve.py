@@ -4,6 +4,8 @@ Stops on SIGINT with a graceful shutdown: open streams receive
 ``RUN_ERROR{code: "shutdown"}`` before the server closes. SIGTERM drains first:
 ``/readyz`` turns 503 and new runs are refused while running runs get up to
 ``--drain`` seconds to end by themselves, then the shutdown ends the rest.
+What the agent prints to stdout (a framework's console panels) is logged at DEBUG
+(``cli/logs.py``, :func:`~agui_engine.cli.logs.route_console`).
 ``--event-log redis://host:port/db`` shares the runs' event log with other
 nodes (resume, cancel and grace on any node); the default is in memory. Logs go to stderr.
 The bearer token is read from ``--auth-token-env`` (an environment variable
@@ -23,6 +25,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
+from typing import TextIO
 
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
@@ -38,7 +41,7 @@ from agui_engine.transports.runs import (
 
 from . import add_ui_spec_argument, seconds
 from .agent_spec import spec_help
-from .logs import SecretFilter, configure_logging
+from .logs import SecretFilter, configure_logging, route_console
 from .tokens import read_tokens_file
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
@@ -186,11 +189,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--ui-spec offers render_ui to the embedded agent: drop --agent or write --agent embedded")
     token = _auth_tokens(args, secrets)
     reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
-    agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
-    try:
-        return asyncio.run(_serve(agent, args, token, reload))
-    except KeyboardInterrupt:
-        return 0
+    # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
+    # import on: stdout is not the server's log, and with stdio it carries the protocol.
+    with route_console() as stdout:
+        agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
+        try:
+            return asyncio.run(_serve(agent, args, token, reload, stdout))
+        except KeyboardInterrupt:
+            return 0
 
 
 def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
@@ -209,7 +215,11 @@ def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[
 
 
 async def _serve(
-    agent: object, args: argparse.Namespace, token: str | dict[str, str] | None, reload: Callable[[], None] | None
+    agent: object,
+    args: argparse.Namespace,
+    token: str | dict[str, str] | None,
+    reload: Callable[[], None] | None,
+    stdout: TextIO,
 ) -> int:
     from agui_engine.transports.eventlog import open_event_log
 
@@ -222,7 +232,7 @@ async def _serve(
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
-        return await _serve_with(agent, args, options, log, token, reload)
+        return await _serve_with(agent, args, options, log, token, reload, stdout)
     finally:
         aclose = getattr(log, "aclose", None)
         if aclose is not None:
@@ -236,11 +246,12 @@ async def _serve_with(
     log: EventLog,
     token: str | dict[str, str] | None,
     reload: Callable[[], None] | None,
+    stdout: TextIO,
 ) -> int:
     if args.transport == "stdio":
         from agui_engine.transports.stdio import serve_stdio
 
-        return await serve_stdio(agent, options=options, log=log)  # type: ignore[arg-type]
+        return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()

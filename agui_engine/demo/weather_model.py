@@ -92,6 +92,9 @@ __all__ = [
     "WEATHER_PARAMS_SCHEMA",
     "chunk_text",
     "demo_weather",
+    "message_field",
+    "message_role",
+    "message_text",
     "plan_reply",
     "weather_current",
 ]
@@ -270,7 +273,7 @@ WEATHER_CURRENT = Resource(
 # --------------------------------------------------------------------------- conversation view
 
 
-def _get(obj: Any, *names: str) -> Any:
+def message_field(obj: Any, *names: str) -> Any:
     """Field of a message Struct or dict, by snake_case or camelCase name."""
     for name in names:
         if isinstance(obj, Mapping):
@@ -281,7 +284,7 @@ def _get(obj: Any, *names: str) -> Any:
     return None
 
 
-def _role(message: Any) -> str | None:
+def message_role(message: Any) -> str | None:
     """A message's role: the ``role`` key of a dict, or the tag of an AG-UI message Struct."""
     if isinstance(message, Mapping):
         return message.get("role")
@@ -290,14 +293,15 @@ def _role(message: Any) -> str | None:
     return tag if isinstance(tag, str) else getattr(message, "role", None)
 
 
-def _text_of(content: Any) -> str:
+def message_text(content: Any) -> str:
+    """A message's content as text: a string as is, the ``text`` of each part of a list, joined by newlines."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     parts = []
     for part in content:
-        text = _get(part, "text")
+        text = message_field(part, "text")
         if isinstance(text, str):
             parts.append(text)
     return "\n".join(parts)
@@ -326,28 +330,28 @@ class _Turn(msgspec.Struct, kw_only=True):
 def _read_turn(messages: Sequence[Any]) -> _Turn:
     last_user = -1
     for i, m in enumerate(messages):
-        if _role(m) == "user":
+        if message_role(m) == "user":
             last_user = i
     turn = _Turn()
     if last_user < 0:
         return turn
-    turn.user_text = _text_of(_get(messages[last_user], "content"))
+    turn.user_text = message_text(message_field(messages[last_user], "content"))
     for m in messages[last_user + 1 :]:
-        role = _role(m)
+        role = message_role(m)
         if role == "assistant":
             turn.step += 1
-            for call in _get(m, "tool_calls", "toolCalls") or ():
-                function = _get(call, "function")
-                raw = _get(function, "arguments") or ""
+            for call in message_field(m, "tool_calls", "toolCalls") or ():
+                function = message_field(call, "function")
+                raw = message_field(function, "arguments") or ""
                 try:
                     args = json.loads(raw) if raw else {}
                 except ValueError:
                     args = None
-                turn.calls[str(_get(call, "id"))] = (str(_get(function, "name")), args)
+                turn.calls[str(message_field(call, "id"))] = (str(message_field(function, "name")), args)
         elif role == "tool":
-            turn.results[str(_get(m, "tool_call_id", "toolCallId"))] = (
-                _text_of(_get(m, "content")),
-                _get(m, "error"),
+            turn.results[str(message_field(m, "tool_call_id", "toolCallId"))] = (
+                message_text(message_field(m, "content")),
+                message_field(m, "error"),
             )
     return turn
 
@@ -810,7 +814,7 @@ class EmbeddedModel:
         max_output_tokens: int | None = None,
     ) -> AsyncIterator[LLMStreamItem]:
         plan = plan_reply(messages, tools, tool_choice, parallel_tool_calls=parallel_tool_calls)
-        input_chars = sum(len(_text_of(_get(m, "content"))) for m in messages) + sum(
+        input_chars = sum(len(message_text(message_field(m, "content"))) for m in messages) + sum(
             len(json.dumps(t.parameters)) + len(t.description) for t in tools
         )
         budget = None if max_output_tokens is None else max_output_tokens * _CHARS_PER_TOKEN
@@ -882,6 +886,6 @@ def _conversation_key(messages: Sequence[Any]) -> str:
     """A short digest of the conversation so far, so tool call ids differ at every step."""
     digest = 0
     for m in messages:
-        part = f"{_get(m, 'id')}|{_role(m)}|{_text_of(_get(m, 'content'))}"
+        part = f"{message_field(m, 'id')}|{message_role(m)}|{message_text(message_field(m, 'content'))}"
         digest = zlib.crc32(part.encode("utf-8", "surrogatepass"), digest)
     return f"{len(messages):03d}{digest:08x}"

@@ -54,9 +54,11 @@ layer that owns the event loop. A gateway serves many runs on one loop, and a
 blocking function (a database driver, ``requests``, a CPU-bound helper) run
 inline would stall every other stream, so a sync tool runs in a worker thread --
 except the tools named in ``inline_tools`` (known to return at once; they skip the
-thread hop, tens of microseconds). An agent whose tools need a runner and has none
-is refused at construction with a :class:`UsageError` saying what to pass (see
-:func:`~agui_engine.loops.tool_runner.needs_runner`): never a loop silently blocked.
+thread hop, tens of microseconds). Without a ``tool_runner`` a run uses the one whoever
+runs the agent supplies (every server, ``agui_engine.transports.run_agent``, a ``Thread``;
+see :mod:`~agui_engine.loops.tool_runner`); when there is none and a tool needs one, the run
+is refused before ``RUN_STARTED`` with a :class:`UsageError` saying what to do: never a
+loop silently blocked.
 
 Tool timeout: each server tool call gets ``tool_timeout`` seconds (default
 :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`; ``None`` waits forever). A tool that does
@@ -124,7 +126,7 @@ from ..genui.interactables import (
     interactables_from_context,
 )
 from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
-from .tool_runner import ToolDeadlineExceeded, ToolRunner, needs_runner, run_tool
+from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool, ui_spec_result
 
@@ -185,6 +187,8 @@ class _RunSetup(msgspec.Struct, kw_only=True):
     client_tools: list[LLMTool]
     interactables: list[Interactable]
     context: list[tuple[str, str]]
+    #: the runner of this run's server tools (the agent's own, else the supplied one)
+    tool_runner: ToolRunner | None = None
 
 
 def _carry_updates(setup: _RunSetup, decision: Decision) -> None:
@@ -211,10 +215,10 @@ class LLMAgent:
     return at once, which then skip the thread hop). A cancelled run stops
     waiting for a sync tool at once; the thread finishes on its own and its
     result is discarded. ``tool_runner`` (a
-    :class:`~agui_engine.loops.tool_runner.ToolRunner`, usually
-    ``agui_engine.transports.ThreadedToolRunner()``) is required when there are
-    server tools, unless every one is ``async def`` or inline and
-    ``tool_timeout`` is ``None``.
+    :class:`~agui_engine.loops.tool_runner.ToolRunner`) is optional: without one a run
+    uses the runner whoever runs the agent supplies (the standard
+    ``agui_engine.transports.ThreadedToolRunner``: the servers, ``agui_engine.transports.run_agent``;
+    a ``Thread``'s own).
 
     ``tool_timeout`` (seconds, default :data:`DEFAULT_TOOL_TIMEOUT_SECONDS`,
     ``None`` for none) bounds each server tool call: a late tool becomes an error
@@ -245,10 +249,10 @@ class LLMAgent:
 
     Raises :class:`UsageError` for a tool that cannot be described, two
     server tools / components with one name, an ``inline_tools`` name that is
-    not a server tool, a ``tool_timeout`` that is not a positive number, or server tools
-    that need a ``tool_runner`` when none is given; :meth:`run` raises
-    :class:`~agui_engine.llm.UnknownToolChoiceError` before ``RUN_STARTED`` when
-    ``force_tool_choice`` names no tool of that run.
+    not a server tool, or a ``tool_timeout`` that is not a positive number; :meth:`run`
+    raises, before ``RUN_STARTED``, :class:`~agui_engine.llm.UnknownToolChoiceError` when
+    ``force_tool_choice`` names no tool of that run, and :class:`UsageError` when its server
+    tools need a runner and neither ``tool_runner`` nor a supplied runner is there.
     """
 
     def __init__(
@@ -292,15 +296,6 @@ class LLMAgent:
         if unknown:
             raise UsageError(f"inline_tools names no server tool: {', '.join(map(repr, unknown))}")
         self.inline_tools = frozenset(inline_tools)
-        if tool_runner is None:
-            needy = [t.name for t in self.tools
-                     if needs_runner(t, inline=t.name in self.inline_tools, timeout=tool_timeout)]
-            if needy:
-                raise UsageError(
-                    f"the server tools {', '.join(map(repr, needy))} need a tool runner (a worker thread for a "
-                    "sync tool, a clock for tool_timeout): pass "
-                    "tool_runner=agui_engine.transports.ThreadedToolRunner()"
-                )
         self.tool_runner = tool_runner
         self.max_steps = max_steps
         self.strict = strict
@@ -355,6 +350,10 @@ class LLMAgent:
             raise RemoteInputError(f"run tools: {exc.message}") from None
         # a forced tool this run does not offer is the server's misconfiguration: refuse before any event
         resolve_tool_choice(self.force_tool_choice, specs)
+        # so is a sync tool with no runner to put it in a thread (spec/decision.md §2)
+        setup.tool_runner = resolve_tool_runner(self.tool_runner)
+        require_tool_runner(setup.tool_runner, setup.server_tools, what="server tools", inline=self.inline_tools,
+                            timeout=self.tool_timeout)
 
         yield RunStartedEvent(
             thread_id=input.thread_id,
@@ -436,7 +435,7 @@ class LLMAgent:
                     runnable.append(call)
                 elif call.name in client:
                     pending.append(call.id)
-            results = await self._run_tools(runnable, server)
+            results = await self._run_tools(runnable, server, setup.tool_runner)
             for call in decision.tool_calls:
                 if call.id in pending:
                     continue
@@ -459,7 +458,7 @@ class LLMAgent:
         )
 
     async def _run_tools(
-        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool]
+        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool], runner: ToolRunner | None
     ) -> dict[str, tuple[str, str | None]]:
         """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
 
@@ -467,7 +466,7 @@ class LLMAgent:
             tool = server[call.name]
             inline = tool.name in self.inline_tools
             try:
-                result = await run_tool(self.tool_runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
+                result = await run_tool(runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
                 content = format_tool_result(result)
             except ToolDeadlineExceeded:
                 error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"

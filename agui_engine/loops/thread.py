@@ -55,7 +55,7 @@ from ..protocol.errors import LimitExceededError, UsageError
 from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
-from .tool_runner import ToolRunner, needs_runner, run_tool
+from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
 
 __all__ = [
     "InterruptHandler",
@@ -114,12 +114,15 @@ class Thread:
     :class:`~agui_engine.genui.components.ServerTool` values; their definitions go to the
     agent in ``RunAgentInput.tools`` and they run here: ``async def`` ones on the
     event loop, sync ones through ``tool_runner`` (a
-    :class:`~agui_engine.loops.tool_runner.ToolRunner`, usually
-    ``agui_engine.transports.ThreadedToolRunner()``: a worker thread, so that a
-    blocking tool does not stall the loop). ``on_event(event)`` sees every event as it
-    arrives (to render live). Raises :class:`UsageError` for an ``agent`` without
-    ``run``, two tools with one name, a bad ``max_tool_rounds``, a sync tool without
-    a ``tool_runner``.
+    :class:`~agui_engine.loops.tool_runner.ToolRunner`: a worker thread, so that a blocking
+    tool does not stall the loop; default: the runner supplied to the caller's context, else
+    the ``tool_runner`` the agent carries -- ``SSEAgent``, ``WebSocketAgent`` and ``StdioAgent``
+    carry the standard ``ThreadedToolRunner``). The thread supplies that runner to an
+    in-process agent it runs (an ``LLMAgent`` with sync tools and no runner of its own).
+    ``on_event(event)`` sees every event as it arrives (to render live). Raises
+    :class:`UsageError` for an ``agent`` without ``run``, two tools with one name, a bad
+    ``max_tool_rounds``; :meth:`run` (and :meth:`send`) for a sync tool when there is no
+    runner at all.
     """
 
     def __init__(
@@ -150,12 +153,6 @@ class Thread:
             if st.name in self.tools:
                 raise UsageError(f"two client tools are named {st.name!r}")
             self.tools[st.name] = st
-        needy = [t.name for t in self.tools.values() if needs_runner(t, inline=False, timeout=None)]
-        if needy and tool_runner is None:
-            raise UsageError(
-                f"the sync client tools {', '.join(map(repr, needy))} need a worker thread: pass "
-                "tool_runner=agui_engine.transports.ThreadedToolRunner(), or make them async def"
-            )
         self.tool_runner = tool_runner
         self.on_interrupt = on_interrupt
         self.context = list(context)
@@ -203,6 +200,15 @@ class Thread:
         """Run the agent on the thread as it is, then follow up (see the table). Raises
         :class:`ToolRoundsExceededError` past ``max_tool_rounds`` follow-ups, and what the
         agent raises before its first event."""
+        # the sync client tools need a worker thread: the given runner, else the supplied one,
+        # else the one the agent carries (a transport client's); an in-process agent gets it too
+        runner = resolve_tool_runner(self.tool_runner) or getattr(self.agent, "tool_runner", None)
+        require_tool_runner(runner, self.tools.values(), what="sync client tools")
+        with supplying_tool_runner(runner):
+            return await self._turn(resume)
+
+    async def _turn(self, resume: list[ResumeEntry] | None) -> Turn:
+        runner = resolve_tool_runner(None)
         turn = Turn()
         rounds = 0
         while True:
@@ -216,7 +222,7 @@ class Thread:
             known = [call_id for call_id in pending if self._tool_of(call_id) is not None]
             if known and len(known) == len(pending):
                 for call_id in known:
-                    turn.tool_results.append(await self._run_tool(call_id))
+                    turn.tool_results.append(await self._run_tool(call_id, runner))
                 turn.pending_tool_call_ids = []
                 follow_up = True
             elif interrupts and not pending and self.on_interrupt is not None:
@@ -302,7 +308,7 @@ class Thread:
         call = self._calls().get(call_id)
         return self.tools.get(call.get("function", {}).get("name", "")) if call is not None else None
 
-    async def _run_tool(self, call_id: str) -> tuple[str, str, str | None]:
+    async def _run_tool(self, call_id: str, runner: ToolRunner | None) -> tuple[str, str, str | None]:
         call = self._calls()[call_id]
         tool = self._tool_of(call_id)
         assert tool is not None
@@ -311,7 +317,7 @@ class Thread:
             raw = call["function"].get("arguments") or "{}"
             args = msgspec.json.decode(raw) if raw.strip() else {}
             arguments = args if isinstance(args, dict) else {}
-            result = await run_tool(self.tool_runner, tool, arguments, inline=False, timeout=None)
+            result = await run_tool(runner, tool, arguments, inline=False, timeout=None)
             content = format_tool_result(result)
         except Exception as exc:  # noqa: BLE001 - a failing client tool is a result the agent sees
             error = f"{type(exc).__name__}: {exc}"

@@ -16,34 +16,59 @@ is :class:`agui_engine.transports.ThreadedToolRunner` (sync tools in worker thre
 deadlines on the event loop's clock); a test or an embedding application may pass
 its own (a bounded executor, a process pool, a fake clock).
 
-Without a runner the core can still call what needs neither threads nor a clock:
-an ``async def`` tool, or a sync tool declared ``inline`` (known to return at
-once), with no deadline. :func:`needs_runner` says which calls those are, so that
-an agent refuses at construction -- with one line saying what to pass -- rather
-than silently blocking the loop at the first call.
+Whoever runs an agent supplies the runner, so a user never has to: a runner is
+*supplied* to everything run in a context (a context variable, so it is scoped to the
+run's task and changes nothing else in the process) by :func:`supply_tool_runner` or
+:func:`supplying_tool_runner`. The IO layer supplies its standard one, a
+``ThreadedToolRunner``: every server (SSE, WebSocket, stdio) for each run it serves, and
+``agui_engine.transports.run_agent`` for the run it drives. A
+:class:`~agui_engine.loops.thread.Thread` supplies its own to an in-process agent; its
+default is the ``tool_runner`` its agent carries (the transport clients carry the standard
+one). :func:`resolve_tool_runner` is the rule: the runner an agent was given, else the
+supplied one. ``LLMAgent(model, tools=[a_sync_function])`` needs no argument.
+
+Without any runner -- none given, none supplied -- the core can still call what needs
+neither threads nor a clock: an ``async def`` tool, or a sync tool declared ``inline``
+(known to return at once), with no deadline. :func:`needs_runner` says which calls those
+are, and :func:`require_tool_runner` refuses the others when the agent *runs* (before its
+first event), with one line saying what to do, rather than silently blocking the loop at
+the first call.
 
 ==========================  ==========================  ===========================
-tool                        runner given                no runner
+tool                        a runner (given/supplied)   no runner at all
 ==========================  ==========================  ===========================
 ``async def``               the runner (deadline)       awaited on the loop; only
                                                         without a deadline
 sync, ``inline``            the runner (on the loop)    called on the loop; only
                                                         without a deadline
 sync                        the runner (worker thread)  refused (:class:`UsageError`
-                                                        at construction)
+                                                        when the run starts)
 ==========================  ==========================  ===========================
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
 
 from ..genui.components import ServerTool
-from ..protocol.errors import UpstreamError
+from ..protocol.errors import UpstreamError, UsageError
 
-__all__ = ["ToolDeadlineExceeded", "ToolRunner", "call_on_loop", "needs_runner", "run_tool"]
+__all__ = [
+    "ToolDeadlineExceeded",
+    "ToolRunner",
+    "call_on_loop",
+    "needs_runner",
+    "require_tool_runner",
+    "resolve_tool_runner",
+    "run_tool",
+    "supplied_tool_runner",
+    "supply_tool_runner",
+    "supplying_tool_runner",
+]
 
 
 class ToolDeadlineExceeded(UpstreamError):
@@ -77,6 +102,56 @@ class ToolRunner(Protocol):
         ...
 
 
+#: The runner supplied to what runs in the current context (None: none supplied).
+_supplied: ContextVar[ToolRunner | None] = ContextVar("agui_engine_tool_runner", default=None)
+
+
+def supply_tool_runner(runner: ToolRunner | None) -> None:
+    """Supply ``runner`` to every agent run from now on in the current context: for a task
+    that runs one agent (a server's run task), the rest of that task (``None``: none)."""
+    _supplied.set(runner)
+
+
+@contextmanager
+def supplying_tool_runner(runner: ToolRunner | None) -> Iterator[None]:
+    """Supply ``runner`` inside the ``with`` block only (the previous one comes back after)."""
+    previous = _supplied.get()
+    _supplied.set(runner)
+    try:
+        yield
+    finally:
+        _supplied.set(previous)
+
+
+def supplied_tool_runner() -> ToolRunner | None:
+    """The runner supplied to the current context, None when none is."""
+    return _supplied.get()
+
+
+def resolve_tool_runner(given: ToolRunner | None) -> ToolRunner | None:
+    """The runner a run uses: ``given`` (the agent's own), else the supplied one."""
+    return given if given is not None else _supplied.get()
+
+
+def require_tool_runner(
+    runner: ToolRunner | None, tools: Iterable[ServerTool], *, what: str, inline: Iterable[str] = (),
+    timeout: float | None = None,
+) -> None:
+    """Raise :class:`UsageError` when ``runner`` is None and a tool of ``tools`` needs one
+    (:func:`needs_runner`): one line naming the tools (``what``: "server tools", "sync client
+    tools") and saying what to do."""
+    if runner is not None:
+        return
+    inline_names = set(inline)
+    needy = [t.name for t in tools if needs_runner(t, inline=t.name in inline_names, timeout=timeout)]
+    if needy:
+        raise UsageError(
+            f"the {what} {', '.join(map(repr, needy))} need a tool runner (a worker thread for a sync tool, a clock "
+            "for a timeout) and none was supplied: run the agent with agui_engine.transports.run_agent or a "
+            "server (they supply the standard one), or pass tool_runner=agui_engine.transports.ThreadedToolRunner()"
+        )
+
+
 def needs_runner(tool: ServerTool, *, inline: bool, timeout: float | None) -> bool:
     """Whether calling ``tool`` needs a :class:`ToolRunner`: a sync tool not ``inline``
     (a worker thread) or any deadline (a clock)."""
@@ -106,8 +181,8 @@ async def run_tool(
     timeout: float | None,
 ) -> Any:
     """Call ``tool`` through ``runner``, or on the loop when there is none -- which the
-    caller allows only for calls :func:`needs_runner` clears (checked when the agent or
-    thread is built). Raises what the runner and the tool raise."""
+    caller allows only for calls :func:`needs_runner` clears (checked by
+    :func:`require_tool_runner` when the run starts). Raises what the runner and the tool raise."""
     if runner is None:
         return await call_on_loop(tool, arguments)
     return await runner(tool, arguments, inline=inline, timeout=timeout)

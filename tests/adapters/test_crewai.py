@@ -466,6 +466,28 @@ async def test_crewai_llm_streams_from_a_real_openai_compatible_server() -> None
     assert isinstance(events[-1], RunFinishedEvent)
 
 
+async def test_a_native_provider_tool_call_streams_each_fragment_once() -> None:
+    """CrewAI's native OpenAI provider puts the arguments *so far* in each tool-call chunk
+    (and the new fragment in ``chunk``): the call's TOOL_CALL_ARGS must still concatenate
+    to its arguments, each fragment sent once."""
+    from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
+    from agui_engine.adapters.loopback import serve_openai_compatible
+
+    arguments = {"city": "Paris", "note": "a longer value, so that it streams in many fragments"}
+    with serve_openai_compatible(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("get_weather", arguments)]),
+                                                "Final: sunny"])) as endpoint:
+        llm = LLM(model="openai/scripted-1", base_url=endpoint.base_url, api_key=KEY, stream=True)
+        agent = Agent(role="forecaster", goal="find the weather", backstory="a meteorologist", llm=llm,
+                      tools=[WeatherTool()], verbose=False)
+        crew = Crew(agents=[agent], tasks=[Task(description="Weather for {message}", expected_output="the weather",
+                                                agent=agent)], verbose=False)
+        events = await collect(CrewAIAgent(crew), run_input("Paris"))  # verified: the arguments are one JSON value
+    [start] = of(events, ToolCallStartEvent)
+    pieces = [e.delta for e in of(events, ToolCallArgsEvent) if e.tool_call_id == start.tool_call_id]
+    assert len(pieces) > 2 and msgspec.json.decode("".join(pieces)) == arguments
+    assert [e.content for e in of(events, ToolCallResultEvent)] == ["Paris: sunny, 21 C"]
+
+
 def card_crew(input: RunAgentInput) -> Crew:
     """A one-agent crew whose model calls the component tool the agent loop offers (CrewAI
     gets it through client_tools), its arguments streaming, then finishes."""

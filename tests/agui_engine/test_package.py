@@ -41,7 +41,7 @@ EXPECTED_ALL = [
     "ResourceResultTooLargeError", "ResourceTimeoutError", "ResumeEntry", "Role",
     "RunAgentInput", "RunErrorEvent", "RunFinishedCancelledOutcome", "RunFinishedEvent",
     "RunFinishedInterruptOutcome", "RunFinishedOutcome", "RunFinishedSuccessOutcome", "RunRecord",
-    "RunStartedEvent", "SSEDecoder", "SSEMessage", "SSE_CONTENT_TYPE", "ServerTool", "StateDeltaEvent",
+    "RunStartedEvent", "SSEDecoder", "SSEMessage", "SSE_CONTENT_TYPE", "ScriptedCall", "ScriptedModel", "ScriptedTurn", "ServerTool", "StateDeltaEvent",
     "StateSnapshotEvent", "StatusMessages", "StepFinishedEvent", "StepLimitExceededError", "StepStartedEvent",
     "StreamError", "SubagentErrorEvent", "SubagentFinishedEvent", "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome", "SubagentFinishedSuspendedOutcome", "SubagentStartedEvent", "SystemMessage",

@@ -44,6 +44,7 @@ EXPECTED_ALL = [
     "WebSocketServer",
     "create_app",
     "open_event_log",
+    "run_agent",
     "run_via_gateway",
     "serve_stdio",
     "start_sse_server",

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from agui_engine.protocol.agent import Agent
@@ -63,3 +65,16 @@ def test_every_scheme_row_names_a_loader_that_exists() -> None:
     for row in [*SCHEMES.values(), MODEL_SCHEME]:
         module, _, function = row.loader.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), row
+
+
+def test_a_crewai_spec_sets_the_offline_switches_the_environment_does_not_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agui_engine.cli.agent_spec import CREWAI_OFFLINE_ENV
+
+    for name in CREWAI_OFFLINE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CREWAI_TRACING_ENABLED", "true")  # the user's own choice stays
+    with pytest.raises(UsageError, match="no module named 'no_such_crew_module'"):
+        agent_from_spec("crewai:no_such_crew_module:crew")
+    assert os.environ["CREWAI_TRACING_ENABLED"] == "true"
+    assert {n: os.environ[n] for n in CREWAI_OFFLINE_ENV if n != "CREWAI_TRACING_ENABLED"} == {
+        "CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}

@@ -3,16 +3,19 @@ the HTTP and WebSocket libraries' DEBUG traces print headers and URLs, and the
 CLI's log setup (agui_engine/cli/logs.py) rewrites those records. The end-to-end
 tests run the real ``serve`` command at DEBUG in front of a hostile upstream
 that echoes the API key back in its headers, and behind a WebSocket client that
-authenticates with a header and a ``?access_token=``."""
+authenticates with a header and a ``?access_token=``. And what a served agent prints (a
+framework's console panels) is a DEBUG record, never a stdout line (``route_console``)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import msgspec
@@ -23,6 +26,7 @@ from agui_engine.cli.logs import REDACTED, SecretFilter, scrub_log_text
 
 KEY = "sk-test-4f1c9a0b7e2d46c8a1b3e5f7a9c0d2e4"
 TOKEN = "gateway-token-6b1e0f2a9c7d4e3b8a5f"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_shapes_the_libraries_print_are_scrubbed() -> None:
@@ -152,3 +156,55 @@ async def test_serve_ws_at_debug_never_logs_the_handshake_credentials() -> None:
     assert "Upgrade: websocket" in log, "the handshake trace was not on"
     assert TOKEN not in log
     assert REDACTED in log
+
+
+# --------------------------------------------------------------------------- console noise
+
+
+def test_console_lines_become_debug_records_without_colour_and_stdout_comes_back() -> None:
+    from agui_engine.cli.logs import CONSOLE_LOGGER, ConsoleToLog, route_console
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger(CONSOLE_LOGGER)
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    real = sys.stdout
+    try:
+        with route_console() as stdout:
+            assert stdout is real and isinstance(sys.stdout, ConsoleToLog) and not sys.stdout.isatty()
+            print("\x1b[32m╭─ Crew ─╮\x1b[0m\n\n│ done", end="")
+            print(" │")
+            sys.stdout.write("no newline yet")
+        assert sys.stdout is real
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (logging.DEBUG, "console: ╭─ Crew ─╮"), (logging.DEBUG, "console: │ done │"),
+        (logging.DEBUG, "console: no newline yet")]
+
+
+def _stdio(level: str) -> subprocess.CompletedProcess[bytes]:
+    line = msgspec.json.encode({"threadId": "t", "runId": "r1", "messages": [], "tools": [], "context": [],
+                                "state": None, "forwardedProps": None}) + b"\n"
+    return subprocess.run([sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio", "--log-level", level,
+                           "--agent", "py:tests.agui_engine.cli.printing_agent:agent"],
+                          input=line, capture_output=True, timeout=60, cwd=ROOT)
+
+
+def test_what_a_served_agent_prints_is_logged_at_debug_and_never_reaches_stdio_protocol_lines() -> None:
+    quiet = _stdio("info")
+    assert quiet.returncode == 0, quiet.stderr.decode()
+    types = [msgspec.json.decode(x)["type"] for x in quiet.stdout.splitlines()]
+    assert types == ["RUN_STARTED", "RUN_FINISHED"]  # stdout: protocol lines only
+    assert "╭" not in quiet.stderr.decode() and "imported" not in quiet.stderr.decode()
+    loud = _stdio("debug")
+    assert [msgspec.json.decode(x)["type"] for x in loud.stdout.splitlines()] == ["RUN_STARTED", "RUN_FINISHED"]
+    log = loud.stderr.decode()
+    assert "console: agent module imported" in log and "console: ╭── running ──╮" in log and "\x1b[1m" not in log
