@@ -7,6 +7,7 @@ authors):
 
 * :mod:`~agui_engine.protocol.events` -- every AG-UI 1.0 event, message and input type.
 * :mod:`~agui_engine.protocol.codec` -- JSON, SSE and NDJSON encoders and feed-style decoders.
+* :mod:`~agui_engine.protocol.proto` -- the binary (length-prefixed protobuf) encoding, both ways.
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
@@ -46,6 +47,17 @@ from .protocol.codec import (
     encode_ndjson,
     encode_sse,
     encode_sse_comment,
+)
+from .protocol.proto import (
+    PROTO_CONTENT_TYPE,
+    ProtoDecodeError,
+    ProtoEventDecoder,
+    ProtoFrameDecoder,
+    ProtoTooDeepError,
+    UnknownProtoEventError,
+    decode_proto,
+    encode_proto,
+    encode_proto_frame,
 )
 # importing component_stream also registers the tambo.component.* accumulator handlers
 from .genui.component_stream import (
@@ -296,10 +308,15 @@ __all__ = [
     "NotAnEventError",
     "NullPolicy",
     "PROTOCOL_VERSION",
+    "PROTO_CONTENT_TYPE",
     "PartSource",
     "PatchError",
     "PatchStream",
     "Problem",
+    "ProtoDecodeError",
+    "ProtoEventDecoder",
+    "ProtoFrameDecoder",
+    "ProtoTooDeepError",
     "ProtocolViolation",
     "RawEvent",
     "ReasoningBlock",
@@ -389,6 +406,7 @@ __all__ = [
     "UI_SPEC_TOOL",
     "UnknownComponentError",
     "UnknownEvent",
+    "UnknownProtoEventError",
     "UnknownResourceError",
     "UnknownToolChoiceError",
     "UpstreamError",
@@ -405,8 +423,11 @@ __all__ = [
     "as_agent",
     "component_blocks",
     "decode_event",
+    "decode_proto",
     "encode_event",
     "encode_ndjson",
+    "encode_proto",
+    "encode_proto_frame",
     "encode_sse",
     "encode_sse_comment",
     "find_component",

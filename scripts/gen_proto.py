@@ -1,6 +1,7 @@
 """Regenerate the protobuf schema table and the .proto files from the pinned ``@ag-ui/proto``.
 
-Run: ``.venv/bin/python scripts/gen_proto.py`` (build time only; nothing at run time reads npm).
+Run: ``.venv/bin/python scripts/gen_proto.py`` (build time only; nothing at run time reads npm);
+``--check`` writes nothing and exits 1 when a generated file is not what the package gives.
 
 Why this source: the ``@ag-ui/proto`` 1.0.0 npm package does not ship its ``.proto`` files, only
 the TypeScript that ``protoc`` + ``protoc-gen-ts_proto`` v2.7.7 generated from them (kept verbatim
@@ -9,7 +10,7 @@ numbers, wire types, presence (``!== undefined`` = explicit, ``!== ""`` = proto3
 repeated fields and their write order, and every enum: exactly what an encoder needs. This script
 reads it and writes
 
-* ``agui_engine/protocol/proto_schema.py`` -- the table the core codec runs on (generated, never
+* ``agui_engine/protocol/_proto_schema.py`` -- the table the core codec runs on (generated, never
   edited by hand), and
 * ``spec/proto/{events,types,patch}.proto`` -- the same schema as ``.proto`` text (field numbers,
   types, labels; the upstream comments are not recoverable), with the package's MIT ``LICENSE``.
@@ -21,14 +22,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tests" / "js" / "node_modules" / "@ag-ui" / "proto"
 PINNED_VERSION = "1.0.0"
-SCHEMA_OUT = ROOT / "agui_engine" / "protocol" / "proto_schema.py"
+SCHEMA_OUT = ROOT / "agui_engine" / "protocol" / "_proto_schema.py"
 PROTO_DIR = ROOT / "spec" / "proto"
 FILES = ("events", "types", "patch")
 
@@ -157,11 +157,18 @@ def main() -> int:
         lines += [f"        {k!r}: {v}," for k, v in members.items()]
         lines.append("    },")
     lines += ["}", ""]
-    SCHEMA_OUT.write_text("\n".join(lines))
-    PROTO_DIR.mkdir(parents=True, exist_ok=True)
+    outputs = {SCHEMA_OUT: "\n".join(lines), PROTO_DIR / "LICENSE": (PACKAGE / "LICENSE").read_text()}
     for name in FILES:
-        (PROTO_DIR / f"{name}.proto").write_text(write_proto(name, sources[name], messages, enums))
-    shutil.copyfile(PACKAGE / "LICENSE", PROTO_DIR / "LICENSE")
+        outputs[PROTO_DIR / f"{name}.proto"] = write_proto(name, sources[name], messages, enums)
+    if "--check" in sys.argv[1:]:
+        stale = [str(p.relative_to(ROOT)) for p, text in outputs.items() if not p.is_file() or p.read_text() != text]
+        if stale:
+            print("stale, run scripts/gen_proto.py: " + ", ".join(stale), file=sys.stderr)
+            return 1
+        return 0
+    PROTO_DIR.mkdir(parents=True, exist_ok=True)
+    for path, text in outputs.items():
+        path.write_text(text)
     print(f"wrote {SCHEMA_OUT.relative_to(ROOT)} ({len(messages)} messages, {len(enums)} enums) and {PROTO_DIR.relative_to(ROOT)}/")
     return 0
 
