@@ -455,7 +455,7 @@ def _flat_plan(cls: type[Any]) -> tuple[bytes, bytes, tuple[tuple[str, bytes, bo
     return arm_tag, b"\x08" + _varint(number) if number else b"", tuple(plan)  # 0 is proto3's default
 
 
-_FLAT: Final = {cls: plan for cls in EVENT_CLASSES.values() if (plan := _flat_plan(cls)) is not None}
+_FLAT: Final[dict[type[Any], Any]] = {cls: plan for cls in EVENT_CLASSES.values() if (plan := _flat_plan(cls)) is not None}
 
 
 def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, bool, bool], ...]]) -> bytes:
@@ -482,7 +482,7 @@ def encode_proto(event: AnyEvent) -> bytes:
     ``encode`` writes. Raises :class:`UsageError` for what has no protobuf form (an
     :class:`UnknownEvent`, a value that is not JSON, a string with a lone surrogate)."""
     plan = _FLAT.get(type(event))
-    if plan is not None and event.raw_event is None and event.metadata is None:
+    if plan is not None and event.raw_event is None and event.metadata is None:  # type: ignore[union-attr]
         try:
             return _encode_flat(event, plan)
         except (AttributeError, TypeError, UnicodeEncodeError):
@@ -904,7 +904,7 @@ def _from_wire(kind: str, record: dict[str, Any], warnings: list[str]) -> None:
 
 
 _convert: Final = msgspec.convert
-_CLASSES: Final = {t.value: cls for t, cls in EVENT_CLASSES.items()}
+_CLASSES: Final[dict[str, Any]] = {t.value: cls for t, cls in EVENT_CLASSES.items()}
 
 
 def _message_to_dict(buf: bytes, warnings: list[str]) -> dict[str, Any]:
@@ -973,6 +973,91 @@ class _UnknownArm(Exception):
     pass
 
 
+def _flat_arms() -> dict[int, tuple[str, int, dict[int, tuple[str, bool]], dict[str, Any]]]:
+    """Envelope tag byte -> (event type, EventType number, {field tag byte: (key, is_bool)},
+    implicit defaults) for the string-and-bool events of :data:`_FLAT`."""
+    out = {}
+    for cls in _FLAT:
+        kind = cls.type.value
+        arm_tag, name = _ARMS[kind]
+        fields = {f.tag[0]: (f.key, f.kind == _BOOL) for f in _SCHEMA[name] if f.key != "baseEvent"}
+        out[arm_tag[0]] = (kind, _EVENT_TYPES[kind], fields, _INIT[name][0])
+    return out
+
+
+_FLAT_ARMS: Final = _flat_arms()
+
+
+def _flat_dict(buf: bytes) -> dict[str, Any] | None:
+    """The hot path of :func:`_message_to_dict` for the string-only events in their usual shape
+    (one arm, a baseEvent with type and at most a timestamp, string / bool fields with one- or
+    two-byte lengths). Returns None for anything else -- including every malformed input -- and
+    the general decoder then gives the canonical result or error."""
+    try:
+        arm = _FLAT_ARMS.get(buf[0])
+        if arm is None:
+            return None
+        n = buf[1]
+        pos = 2
+        if n >= 0x80:
+            if buf[2] >= 0x80:
+                return None
+            n = (n & 0x7F) | (buf[2] << 7)
+            pos = 3
+        end = len(buf)
+        if pos + n != end:
+            return None
+        kind, type_number, fields, defaults = arm
+        out: dict[str, Any] = {"type": kind}
+        out.update(defaults)
+        base = False
+        while pos < end:
+            tag = buf[pos]
+            if tag == 0x0A:
+                length = buf[pos + 1]
+                if base or length >= 0x80:
+                    return None
+                base = True
+                p = pos + 2
+                stop = p + length
+                declared = 0
+                if p < stop and buf[p] == 0x08:
+                    declared = buf[p + 1]
+                    p += 2
+                if p < stop and buf[p] == 0x10:
+                    stamp, p = _read_varint(buf, p + 1, stop, 10)
+                    out["timestamp"] = stamp - (1 << 64) if stamp >= 1 << 63 else stamp
+                if p != stop or declared != type_number:
+                    return None
+                pos = stop
+                continue
+            spec = fields.get(tag)
+            if spec is None:
+                return None
+            key, is_bool = spec
+            if is_bool:
+                flag = buf[pos + 1]
+                if flag > 1:
+                    return None
+                out[key] = flag == 1
+                pos += 2
+                continue
+            length = buf[pos + 1]
+            p = pos + 2
+            if length >= 0x80:
+                if buf[p] >= 0x80:
+                    return None
+                length = (length & 0x7F) | (buf[p] << 7)
+                p += 1
+            pos = p + length
+            if pos > end:
+                return None
+            out[key] = buf[p:pos].decode()
+        return out if base else None
+    except (IndexError, UnicodeDecodeError, _Bad):
+        return None
+
+
 def _to_event(obj: dict[str, Any], tolerant: bool, legacy: LegacyThinkingMapper | None,
               warnings: list[str]) -> AnyEvent:
     try:
@@ -987,6 +1072,13 @@ def _to_event(obj: dict[str, Any], tolerant: bool, legacy: LegacyThinkingMapper 
 
 def _decode_message(buf: bytes, offset: int, index: int, tolerant: bool,
                     legacy: LegacyThinkingMapper | None, warnings: list[str]) -> AnyEvent | None:
+    flat = _flat_dict(buf)
+    if flat is not None:
+        try:
+            event: AnyEvent = _convert(flat, _CLASSES[flat["type"]])
+            return event
+        except msgspec.ValidationError:
+            pass  # the general path reports it
     try:
         obj = _message_to_dict(buf, warnings)
     except _Bad as err:

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_engine.protocol.codec import FrameTooLargeError
+from agui_engine.protocol import proto
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import CustomEvent, Event, TextMessageContentEvent, UnknownEvent
 from agui_engine.protocol.proto import (
@@ -357,3 +358,44 @@ def test_what_has_no_protobuf_form_is_a_usage_error() -> None:
         encode_proto(CustomEvent(name="\ud800", value=1))
     with pytest.raises(UsageError):
         ProtoFrameDecoder().feed("text")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------------------------
+# the fast paths decide nothing the general code would decide differently
+# --------------------------------------------------------------------------------------------
+
+
+def _general(message: bytes) -> dict[str, Any] | None:
+    try:
+        return proto._message_to_dict(message, [])
+    except (proto._Bad, proto._Invalid):
+        return None
+
+
+def test_flat_fast_path_equals_the_general_decoder_on_every_event() -> None:
+    hits = 0
+    for event in [*EVENTS, *random_events(200, seed=SEED + 2)]:
+        message = encode_proto(event)
+        flat = proto._flat_dict(message)
+        if flat is not None:
+            hits += 1
+            assert flat == _general(message), event
+    assert hits >= 25
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([encode_proto(e) for e in EVENTS if type(e) in proto._FLAT]), st.data())
+def test_flat_fast_path_on_damaged_bytes_is_none_or_the_general_answer(message: bytes, data: st.DataObject) -> None:
+    index = data.draw(st.integers(0, len(message) - 1))
+    damaged = message[:index] + bytes([data.draw(st.integers(0, 255))]) + message[index + 1 :]
+    damaged = damaged[: data.draw(st.integers(index, len(damaged)))]
+    flat = proto._flat_dict(damaged)
+    assert flat is None or flat == _general(damaged)
+
+
+def test_flat_encoder_equals_the_table_walk() -> None:
+    for event in [*EVENTS, *random_events(200, seed=SEED + 3)]:
+        if type(event) in proto._FLAT:
+            kind, obj = proto._wire_event(event)
+            tag, name = proto._ARMS[kind]
+            assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
