@@ -102,18 +102,14 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.loops.decision import new_id
+from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.writer import EventWriter
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
     Event,
     Interrupt,
     JsonPatch,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
@@ -125,13 +121,7 @@ from agui_engine.protocol.events import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
 )
 
 __all__ = [
@@ -381,6 +371,10 @@ def _new_arguments(sent: str, chunk: Any, arguments: str) -> str:
 
 Handler = Callable[["CrewEventTranslator", Any], list[Event]]
 
+#: The translator's writer lanes: CrewAI streams text and thinking side by side.
+_TEXT_LANE: Final = "text"
+_REASONING_LANE: Final = "reasoning"
+
 
 class CrewEventTranslator:
     """CrewAI events of one run -> AG-UI events (no IO; see the module's table).
@@ -394,9 +388,9 @@ class CrewEventTranslator:
     def __init__(self, *, run_id: str, thread_id: str) -> None:
         self.run_id = run_id
         self.thread_id = thread_id
-        self._counter = 0
-        self._text_id: str | None = None
-        self._reasoning_id: str | None = None
+        #: what is open (text and reasoning on lanes of their own: both may be open while the
+        #: model streams) and the ids: ``{runId}-{kind}-{n}``
+        self._writer = EventWriter(Ids.sequential(run_id))
         self._steps: list[str] = []
         #: calls the model is streaming: by index (CrewAI's chunks) or by id (ag-ui-crewai's)
         self._streamed: dict[int | str, _StreamedCall] = {}
@@ -409,22 +403,15 @@ class CrewEventTranslator:
         self.text_seen = False
 
     def _id(self, kind: str) -> str:
-        self._counter += 1
-        return f"{self.run_id}-{kind}-{self._counter}"
+        return self._writer.ids.mint(kind)
 
     # -- closing what is open
     def _close_message(self) -> list[Event]:
         out: list[Event] = []
-        if self._text_id is not None:
-            out.append(TextMessageEndEvent(message_id=self._text_id))
-            self._text_id = None
-        if self._reasoning_id is not None:
-            out.append(ReasoningMessageEndEvent(message_id=self._reasoning_id))
-            out.append(ReasoningEndEvent(message_id=self._reasoning_id))
-            self._reasoning_id = None
+        self._writer.close_all(out, tools=False)  # the text, then the reasoning
         for call in self._streamed.values():
             if call.started and call.id is not None:
-                out.append(ToolCallEndEvent(tool_call_id=call.id))
+                out.append(self._writer.end_tool(call.id))
                 self._awaiting.setdefault(call.name or "", []).append(call.id)
         self._streamed.clear()
         self._chunk_call = None
@@ -510,11 +497,8 @@ class CrewEventTranslator:
         if not isinstance(chunk, str) or not chunk:
             return []
         out: list[Event] = []
-        if self._text_id is None:
-            self._text_id = self._id("msg")
-            out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
+        self._writer.text(chunk, out, lane=_TEXT_LANE)
         self.text_seen = True
-        out.append(TextMessageContentEvent(message_id=self._text_id, delta=chunk))
         return out
 
     def _on_tool_call_chunk(self, tool_call: Any, chunk: Any) -> list[Event]:
@@ -534,12 +518,12 @@ class CrewEventTranslator:
         call.args += new
         out: list[Event] = []
         if not call.started and call.name:
-            call.id = call.id or self._id("call")
-            call.started = True
-            out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name))
+            start = self._writer.open_tool(call.name, tool_call_id=call.id)  # no id: one is minted
+            call.id, call.started = start.tool_call_id, True
+            out.append(start)
             new = call.args  # what arrived before the name, and this chunk's
         if call.started and call.id is not None and new:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=new))
+            out.append(self._writer.tool_args(call.id, new))
         return out
 
     # -- what a flow written for ag-ui-crewai publishes on CrewAI's bus (its copilotkit_* helpers):
@@ -559,10 +543,10 @@ class CrewEventTranslator:
         out: list[Event] = []
         if not call.started and call.name:
             call.started = True
-            out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=call.name))
+            out.append(self._writer.open_tool(call.name, tool_call_id=call_id))
         delta = getattr(event, "delta", None)
         if call.started and isinstance(delta, str) and delta:
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=delta))
+            out.append(self._writer.tool_args(call_id, delta))
         return out
 
     def _on_bridged_tool_result(self, event: Any) -> list[Event]:
@@ -586,11 +570,7 @@ class CrewEventTranslator:
         if not isinstance(chunk, str) or not chunk:
             return []
         out: list[Event] = []
-        if self._reasoning_id is None:
-            self._reasoning_id = self._id("reasoning")
-            out.append(ReasoningStartEvent(message_id=self._reasoning_id))
-            out.append(ReasoningMessageStartEvent(message_id=self._reasoning_id))
-        out.append(ReasoningMessageContentEvent(message_id=self._reasoning_id, delta=chunk))
+        self._writer.reasoning(chunk, out, lane=_REASONING_LANE)
         return out
 
     def _on_llm_call_boundary(self, event: Any) -> list[Event]:
@@ -600,14 +580,15 @@ class CrewEventTranslator:
         name = str(getattr(event, "tool_name", "") or "tool")
         if self._awaiting.get(name):
             return []  # the model streamed this call already (native function calling)
-        call_id = self._id("call")
+        start = self._writer.open_tool(name)
+        call_id = start.tool_call_id
         args = getattr(event, "tool_args", None)
         text = args if isinstance(args, str) else json.dumps(_jsonable(args or {}), ensure_ascii=False)
         self._awaiting.setdefault(name, []).append(call_id)
-        out: list[Event] = [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name)]
+        out: list[Event] = [start]
         if text:
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=text))
-        out.append(ToolCallEndEvent(tool_call_id=call_id))
+            out.append(self._writer.tool_args(call_id, text))
+        out.append(self._writer.end_tool(call_id))
         return out
 
     def _result(self, event: Any, content: str) -> list[Event]:
@@ -689,12 +670,8 @@ class CrewEventTranslator:
         if text is not None and not isinstance(text, str):
             text = json.dumps(_jsonable(text), ensure_ascii=False)
         if text:
-            message_id = self._id("msg")
-            out += [
-                TextMessageStartEvent(message_id=message_id, role="assistant"),
-                TextMessageContentEvent(message_id=message_id, delta=text),
-                TextMessageEndEvent(message_id=message_id),
-            ]
+            self._writer.text(text, out, lane=_TEXT_LANE)  # the lanes were closed: a new message
+            self._writer.close_lane(out, _TEXT_LANE)
         return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]
 
     def fail(self, message: str, code: str = "crewai_error") -> list[Event]:

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import msgspec
 
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.ids import random_id
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -90,7 +90,7 @@ _FINISH: dict[str, FinishReason] = {
 
 
 def mint_gemini_id() -> str:
-    return MINTED_ID_PREFIX + uuid.uuid4().hex[:20]
+    return random_id(MINTED_ID_PREFIX, 20)
 
 
 class GeminiStreamParser(StreamParser):

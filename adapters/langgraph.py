@@ -19,7 +19,9 @@ is one AG-UI run:
 2. **Output**: the graph runs with ``astream(stream_mode=["messages", "values", "tasks",
    "updates", "custom"], subgraphs=True)`` -- LangGraph's own streams, not the
    callback-heavy ``astream_events`` -- and :class:`GraphStreamTranslator`, a per-run
-   state machine with no IO, turns each stream item into AG-UI events:
+   state machine with no IO, turns each stream item into AG-UI events (a mapping onto
+   calls of one :class:`~agui_engine.protocol.writer.EventWriter`, one writer lane per
+   model message: the writer keeps what is open and makes every START / END):
 
    =====================================  ================================================
    LangGraph stream item                  AG-UI events
@@ -89,7 +91,9 @@ from typing import Any, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.loops.decision import new_id
+from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.verify import REASONING, TEXT
+from agui_engine.protocol.writer import EventWriter
 from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
@@ -112,13 +116,7 @@ from agui_engine.protocol.events import (
     JsonPatchOperation,
     Message,
     MessagesSnapshotEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
     ReasoningMessage,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
@@ -132,16 +130,11 @@ from agui_engine.protocol.events import (
     StepFinishedEvent,
     StepStartedEvent,
     SystemMessage,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
+    TextMessageRole,
     TextPart,
     TokenUsage,
     ToolCall,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolCallStartEvent,
     ToolMessage,
     UrlSource,
     UserMessage,
@@ -496,6 +489,10 @@ def to_agui_messages(messages: Iterable[Any]) -> list[Message]:
 # ----------------------------------------------------------------------------- the translator
 
 
+#: The writer lane of the user / system messages a node makes (each opened and closed at once).
+_NODE_LANE: Final = ("node messages",)
+
+
 class _Call:
     __slots__ = ("id", "name", "pending", "started", "ended")
 
@@ -510,13 +507,11 @@ class _Call:
 class _Message:
     """One model message being streamed (all the chunks of one model call)."""
 
-    __slots__ = ("id", "task", "lane", "lane_id", "texts", "reasonings", "reasoning_block", "calls", "last_call")
+    __slots__ = ("id", "task", "texts", "reasonings", "reasoning_block", "calls", "last_call")
 
     def __init__(self, id: str, task: str) -> None:
-        self.id = id
+        self.id = id  # also its lane of the run's EventWriter: one text or reasoning open at a time
         self.task = task
-        self.lane = ""  # "", "text" or "reasoning": at most one open at a time
-        self.lane_id = ""
         self.texts = 0
         self.reasonings = 0
         self.reasoning_block: Any = None
@@ -539,6 +534,7 @@ class GraphStreamTranslator:
         self._lc = names.messages
         self._chunk = names.chunk_class
         self._new_id = id_factory
+        self._writer = EventWriter(Ids(id_factory))
         self._client_tools = frozenset(client_tool_names)
         self._open: dict[str, _Message] = {}  # message id -> open message
         self._by_task: dict[str, list[_Message]] = {}
@@ -659,9 +655,9 @@ class GraphStreamTranslator:
             mid = str(m.id) if m.id is not None else self._new_id()
             if not text or mid in self._seen_ids:
                 return
-            out.append(TextMessageStartEvent(message_id=mid, role="user" if isinstance(m, lc.HumanMessage) else "system"))
-            out.append(TextMessageContentEvent(message_id=mid, delta=text))
-            out.append(TextMessageEndEvent(message_id=mid))
+            role: TextMessageRole = "user" if isinstance(m, lc.HumanMessage) else "system"
+            self._writer.text(text, out, lane=_NODE_LANE, message_id=mid, role=role)
+            self._writer.close_lane(out, _NODE_LANE)
             self._saw(mid)
 
     def _start(self, mid: str, task: str) -> _Message:
@@ -730,42 +726,33 @@ class GraphStreamTranslator:
                             rid=block.get("id"))
 
     def _text(self, message: _Message, text: str, out: list[Event]) -> None:
-        if message.lane != "text":
-            self._close_lane(message, out)
-            tid = message.id if message.texts == 0 else f"{message.id}.{message.texts}"
-            message.texts += 1
-            message.lane, message.lane_id = "text", tid
-            out.append(TextMessageStartEvent(message_id=tid, role="assistant"))
-            self._saw(tid)
-        out.append(TextMessageContentEvent(message_id=message.lane_id, delta=text))
+        opened = self._writer.current(message.id)
+        if opened is not None and opened[0] is TEXT:
+            self._writer.text(text, out, lane=message.id)
+            return
+        tid = message.id if message.texts == 0 else f"{message.id}.{message.texts}"
+        message.texts += 1
+        self._writer.text(text, out, lane=message.id, message_id=tid)  # closes an open reasoning first
+        self._saw(tid)
 
     def _reasoning(self, message: _Message, key: Any, text: str, blob: Any, out: list[Event], *,
                    new: bool = False, rid: Any = None) -> None:
         if not text and not blob:
             return
-        if message.lane != "reasoning" or message.reasoning_block != key or new:
-            self._close_lane(message, out)
+        opened = self._writer.current(message.id)
+        if opened is None or opened[0] is not REASONING or message.reasoning_block != key or new:
+            # another provider block: a reasoning message of its own (the open one is closed)
             reasoning_id = str(rid) if rid else f"{message.id}.r{message.reasonings}"
             message.reasonings += 1
-            message.lane, message.lane_id, message.reasoning_block = "reasoning", reasoning_id, key
-            out.append(ReasoningStartEvent(message_id=reasoning_id))
-            out.append(ReasoningMessageStartEvent(message_id=reasoning_id))
+            message.reasoning_block = key
+            self._writer.close_lane(out, message.id)
+            self._writer.reasoning(text, out, lane=message.id, message_id=reasoning_id)
             self._saw(reasoning_id)
-        if text:
-            out.append(ReasoningMessageContentEvent(message_id=message.lane_id, delta=text))
+        elif text:
+            self._writer.reasoning(text, out, lane=message.id)
         if isinstance(blob, str) and blob:
             # an opaque value ends its provider block; the next block is a message of its own
-            out.append(ReasoningEncryptedValueEvent(subtype="message", entity_id=message.lane_id, encrypted_value=blob))
-            self._close_lane(message, out)
-
-    def _close_lane(self, message: _Message, out: list[Event]) -> None:
-        if message.lane == "text":
-            out.append(TextMessageEndEvent(message_id=message.lane_id))
-        elif message.lane == "reasoning":
-            out.append(ReasoningMessageEndEvent(message_id=message.lane_id))
-            out.append(ReasoningEndEvent(message_id=message.lane_id))
-            message.reasoning_block = None
-        message.lane = ""
+            self._writer.seal_reasoning(blob, out, lane=message.id)
 
     def _tool_chunk(self, message: _Message, tcc: Any, out: list[Event]) -> None:
         index, call_id, name, args = tcc.get("index"), tcc.get("id"), tcc.get("name"), tcc.get("args")
@@ -784,18 +771,19 @@ class GraphStreamTranslator:
                 call.pending.append(args)
             if call.id is not None and call.name is not None:
                 self._start_call(message, call, out)
-        elif isinstance(args, str) and args and not call.ended:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id or "", delta=args))
+        elif isinstance(args, str) and args and not call.ended and call.id is not None:
+            out.append(self._writer.tool_args(call.id, args))
 
     def _start_call(self, message: _Message, call: _Call, out: list[Event]) -> None:
-        self._close_lane(message, out)
+        self._writer.close_lane(out, message.id)  # the message's text ends where its calls begin
         call.started = True
         assert call.id is not None and call.name is not None
-        out.append(ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name, parent_message_id=message.id))
+        out.append(self._writer.open_tool(call.name, tool_call_id=call.id, parent_message_id=message.id,
+                                          lane=message.id))
         self._saw(message.id)
         self.calls[call.id] = call.name
         if call.pending:
-            out.append(ToolCallArgsEvent(tool_call_id=call.id, delta="".join(call.pending)))
+            out.append(self._writer.tool_args(call.id, "".join(call.pending)))
             call.pending = []
 
     def _close(self, message: _Message, out: list[Event]) -> None:
@@ -807,15 +795,15 @@ class GraphStreamTranslator:
             siblings.remove(message)
             if not siblings:
                 del self._by_task[message.task]
-        self._close_lane(message, out)
+        self._writer.close_lane(out, message.id)
         for call in message.calls.values():
             if not call.started:  # a call whose id or name never came: finish it as well as we can
                 call.id = call.id or f"call_{self._new_id()}"
                 call.name = call.name or "unknown"
                 self._start_call(message, call, out)
-            if not call.ended:
+            if not call.ended and call.id is not None:
                 call.ended = True
-                out.append(ToolCallEndEvent(tool_call_id=call.id or ""))
+                out.append(self._writer.end_tool(call.id))
 
     def _on_tool_result(self, m: Any, out: list[Event]) -> None:
         call_id = str(m.tool_call_id)
@@ -823,10 +811,10 @@ class GraphStreamTranslator:
             # a call this stream never showed (made outside a model stream): show it first
             call = self._find_call(call_id)
             name = str(call.get("name") if call else (m.name or "unknown"))
-            out.append(ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name))
-            out.append(ToolCallArgsEvent(tool_call_id=call_id, delta=msgspec.json.encode(
+            out.append(self._writer.open_tool(name, tool_call_id=call_id))
+            out.append(self._writer.tool_args(call_id, msgspec.json.encode(
                 _jsonable(call.get("args") if call else {})).decode()))
-            out.append(ToolCallEndEvent(tool_call_id=call_id))
+            out.append(self._writer.end_tool(call_id))
             self.calls[call_id] = name
         for message in list(self._open.values()):  # a result means its call's message is complete
             if any(c.id == call_id for c in message.calls.values()):

@@ -57,6 +57,7 @@ import httpx
 import msgspec
 
 from agui_engine.protocol.codec import SSEDecoder
+from agui_engine.protocol.ids import random_id
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.llm import (
     Finish,
@@ -682,9 +683,7 @@ class ProviderStream:
 
 
 def _default_id_factory() -> str:
-    import uuid
-
-    return "call_" + uuid.uuid4().hex[:24]
+    return random_id("call_", 24)  # the shape of OpenAI's own tool call ids
 
 
 # --------------------------------------------------------------------------- HTTP

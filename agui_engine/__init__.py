@@ -9,6 +9,7 @@ authors):
 * :mod:`~agui_engine.protocol.codec` -- JSON, SSE and NDJSON encoders and feed-style decoders.
 * :mod:`~agui_engine.protocol.proto` -- the binary (length-prefixed protobuf) encoding, both ways.
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
+* :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
 * :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
@@ -232,6 +233,7 @@ from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
 from .genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
 from .protocol.verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
+from .protocol.writer import EventWriter, WriterError
 
 __version__ = "0.1.0"
 
@@ -275,6 +277,7 @@ __all__ = [
     "EventDecodeError",
     "EventStreamDecoder",
     "EventType",
+    "EventWriter",
     "FileSource",
     "Finish",
     "FinishReason",
@@ -418,6 +421,7 @@ __all__ = [
     "VideoInputContent",
     "VideoPart",
     "Violation",
+    "WriterError",
     "__version__",
     "apply_json_patch",
     "as_agent",

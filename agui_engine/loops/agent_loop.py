@@ -106,7 +106,9 @@ import msgspec
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools, new_id
+from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools
+from ..protocol.ids import new_id
+from ..protocol.writer import end_events
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.events import (
@@ -443,12 +445,9 @@ class _Run:
         # a chunk-opened lane is open in the verifier too (its START went out): closed below
         self.expander = ChunkExpander()
         self.lanes = False
-        for message_id in verifier.open_ids(TEXT):
-            self._emit(TextMessageEndEvent(message_id=message_id), out)
-        for message_id in verifier.open_ids(REASONING_MESSAGE):
-            self._emit(ReasoningMessageEndEvent(message_id=message_id), out)
-        for message_id in verifier.open_ids(REASONING):
-            self._emit(ReasoningEndEvent(message_id=message_id), out)
+        # the writer's close order and END events, for what the verifier saw open
+        for event in end_events(verifier.open_ids):
+            self._emit(event, out)
         for step in reversed(verifier.open_ids(STEP)):
             self._emit(StepFinishedEvent(step_name=step), out)
 

@@ -26,9 +26,10 @@ Before the model is called:
    (:func:`agui_engine.loops.prompts.build_system_prompt`) and put before the
    conversation; user text is never templated.
 
-While the model streams, the step is a small state machine (:data:`_LANE_OF_ITEM`
-states it): reasoning span open or not, text message open or not, and a table of
-tool calls keyed by the model's ``index``. Every model item maps to events:
+While the model streams, the step writes through one
+:class:`~agui_engine.protocol.writer.EventWriter` (one lane: at most one of the
+reasoning message and the text message is open; writing the other closes it) and keeps
+a table of tool calls keyed by the model's ``index``. Every model item maps to events:
 
 =====================  ==============================================================
 model item             events
@@ -80,7 +81,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -104,20 +104,15 @@ from ..genui.components import (
     unstrict_value,
 )
 from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError, UsageError
+from ..protocol.ids import Ids, new_id
+from ..protocol.verify import TEXT, TOOL
+from ..protocol.writer import EventWriter
 from ..protocol.events import (
     CustomEvent,
     Event,
     ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
     ReasoningMessage,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
     SystemMessage,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -163,11 +158,6 @@ __all__ = [
 #: every tool at once); the bound keeps a runaway or hostile stream from growing
 #: the per-call bookkeeping without end.
 MAX_TOOL_CALLS_PER_STEP: Final = 128
-
-
-def new_id() -> str:
-    """A fresh random id (uuid4 hex). Ids come from the caller; this is the default."""
-    return uuid.uuid4().hex
 
 
 # --------------------------------------------------------------------------- errors
@@ -895,31 +885,21 @@ class ToolCallTransformer:
 
 # --------------------------------------------------------------------------- the step state machine
 
-#: The step's lane state machine. At most one of the reasoning span and the text
-#: message is open (the *lane*: ``idle``, ``reasoning`` or ``text``); tool calls
-#: are tracked per index beside it. Each content-bearing model item needs one lane;
-#: entering a lane other than the current one closes the current one first
-#: (``REASONING_MESSAGE_END`` + ``REASONING_END``, or ``TEXT_MESSAGE_END``) and then
-#: opens the new one (``REASONING_START`` + ``REASONING_MESSAGE_START``, or
-#: ``TEXT_MESSAGE_START``). The end of the stream and every error enter ``idle``.
-_LANE_OF_ITEM: Final[dict[type, str]] = {
-    ReasoningDelta: "reasoning",
-    TextDelta: "text",
-    ToolCallStart: "idle",
-}
-
 
 class _Step:
+    """One model step's events (through one :class:`~agui_engine.protocol.writer.EventWriter`:
+    it keeps the text / reasoning lane, at most one of them open, and the tool calls) and its
+    decision so far."""
+
     def __init__(self, specs: Mapping[str, _ToolSpec], message_id: str, make_id: Callable[[], str],
                  append_strings: bool = True) -> None:
         self.specs = specs
         self.append_strings = append_strings
         self.message_id = message_id  # the assistant message of this step
-        self.text_id: str | None = None  # the open text message, if any
-        self.text_ids: list[str] = []
+        self.writer = EventWriter(Ids(make_id))
+        self.texts = 0  # text messages opened so far
         self.make_id = make_id
-        self.lane = "idle"
-        self.reasoning_id: str | None = None
+        self.reasoning_id: str | None = None  # the reasoning message written last
         self.reasoning_parts: list[str] = []
         self.reasoning_blocks: tuple[ReasoningBlock, ...] = ()
         self.text_parts: list[str] = []
@@ -931,36 +911,12 @@ class _Step:
         self._decision: Decision | None = None
         self._decision_key: tuple[Any, ...] = ()
 
-    # -- lanes
-
-    def _close_lane(self, out: list[Event]) -> None:
-        if self.lane == "reasoning":
-            assert self.reasoning_id is not None
-            out.append(ReasoningMessageEndEvent(message_id=self.reasoning_id))
-            out.append(ReasoningEndEvent(message_id=self.reasoning_id))
-        elif self.lane == "text":
-            assert self.text_id is not None
-            out.append(TextMessageEndEvent(message_id=self.text_id))
-            self.text_id = None
-        self.lane = "idle"
-
-    def _enter(self, lane: str, out: list[Event]) -> None:
-        if self.lane == lane:
-            return
-        self._close_lane(out)
-        if lane == "reasoning":
-            self.reasoning_id = self.make_id()
-            self.reasoning_blocks = (*self.reasoning_blocks, ReasoningBlock(self.reasoning_id, len(self.reasoning_parts),
+    def _reasoning_block(self, reasoning_id: str) -> None:
+        """The writer opened reasoning message ``reasoning_id``: a block of the decision starts."""
+        if reasoning_id != self.reasoning_id:
+            self.reasoning_id = reasoning_id
+            self.reasoning_blocks = (*self.reasoning_blocks, ReasoningBlock(reasoning_id, len(self.reasoning_parts),
                                                                      text_at=len(self.text_parts)))
-            out.append(ReasoningStartEvent(message_id=self.reasoning_id))
-            out.append(ReasoningMessageStartEvent(message_id=self.reasoning_id))
-        elif lane == "text":
-            # the first text of the step is the step's message; text after tool
-            # calls is a new message (a closed id is not reopened: validators reject it)
-            self.text_id = self.message_id if not self.text_ids else self.make_id()
-            self.text_ids.append(self.text_id)
-            out.append(TextMessageStartEvent(message_id=self.text_id, role="assistant"))
-        self.lane = lane
 
     # -- items
 
@@ -968,21 +924,23 @@ class _Step:
         out: list[Event] = []
         if isinstance(item, TextDelta):
             if item.text:
-                self._enter(_LANE_OF_ITEM[TextDelta], out)
-                assert self.text_id is not None
+                # the first text of the step is the step's message; text after tool calls is a
+                # new message (a closed id is not reopened: validators reject it)
+                first = None if self.texts else self.message_id
+                opened = self.writer.current()
+                if opened is None or opened[0] is not TEXT:
+                    self.texts += 1
+                self.writer.text(item.text, out, message_id=first)
                 self.text_parts.append(item.text)
-                out.append(TextMessageContentEvent(message_id=self.text_id, delta=item.text))
         elif isinstance(item, ToolCallArgsDelta):
             call = self._call(item.index, "ToolCallArgsDelta")
             if item.delta:
                 out.extend(self._args(call, item.delta))
         elif isinstance(item, ReasoningDelta):
+            if item.text:
+                self._reasoning_block(self.writer.reasoning(item.text, out))
+                self.reasoning_parts.append(item.text)
             if item.text or item.signature or item.encrypted:
-                self._enter(_LANE_OF_ITEM[ReasoningDelta], out)
-                assert self.reasoning_id is not None
-                if item.text:
-                    self.reasoning_parts.append(item.text)
-                    out.append(ReasoningMessageContentEvent(message_id=self.reasoning_id, delta=item.text))
                 for blob in (item.signature, item.encrypted):
                     if blob:
                         self._seal_reasoning(blob, out)
@@ -992,7 +950,7 @@ class _Step:
             call = self._call(item.index, "ToolCallEnd")
             if call.done:
                 raise ModelStreamError(f"model stream ended tool call index {item.index} twice")
-            self.tools.close(call, ToolCallEndEvent(tool_call_id=call.id), out)
+            self.tools.close(call, self.writer.end_tool(call.id), out)
             self._refresh(call)
         elif isinstance(item, Usage):
             self.usage = _merge_usage(self.usage, item)
@@ -1008,12 +966,9 @@ class _Step:
         """Attach ``blob`` to the open reasoning message (opening one if a previous blob
         closed it) and close it: an opaque value ends its provider block, and the
         next block needs its own message and its own value."""
-        self._enter("reasoning", out)
-        assert self.reasoning_id is not None
+        self._reasoning_block(self.writer.seal_reasoning(blob, out))
         last = self.reasoning_blocks[-1]
         self.reasoning_blocks = (*self.reasoning_blocks[:-1], ReasoningBlock(last.id, last.start, blob, last.text_at))
-        out.append(ReasoningEncryptedValueEvent(subtype="message", entity_id=self.reasoning_id, encrypted_value=blob))
-        self._close_lane(out)
 
     def _call(self, index: int, what: str) -> ToolCallRequest:
         call = self.calls.get(index)
@@ -1028,9 +983,11 @@ class _Step:
             raise ModelStreamError(
                 f"model reply opened more than MAX_TOOL_CALLS_PER_STEP={MAX_TOOL_CALLS_PER_STEP} tool calls"
             )
+        if self.writer.is_open(TOOL, item.id) or item.id in self.tools.by_id:
+            raise ModelStreamError(f"model stream started tool call {item.id!r} twice (index {item.index})")
         out: list[Event] = []
-        self._enter(_LANE_OF_ITEM[ToolCallStart], out)
-        start = ToolCallStartEvent(tool_call_id=item.id, tool_call_name=item.name, parent_message_id=self.message_id)
+        self.writer.close_lane(out)  # the message's text ends where its tool calls begin
+        start = self.writer.open_tool(item.name, tool_call_id=item.id, parent_message_id=self.message_id)
         call = self.tools.open(start, out, index=item.index, signature=item.signature)
         self.calls[item.index] = call
         self._refresh(call)
@@ -1040,7 +997,7 @@ class _Step:
         if call.done:
             raise ModelStreamError(f"model stream sent arguments for tool call {call.id} after its end")
         out: list[Event] = []
-        self.tools.args(call, ToolCallArgsEvent(tool_call_id=call.id, delta=delta), out)
+        self.tools.args(call, self.writer.tool_args(call.id, delta), out)
         if call.status_changed:  # reading the status joins its pieces: only when it moved
             self._refresh(call)
         return out
@@ -1054,7 +1011,7 @@ class _Step:
         """Normal end of the model stream: close the lanes; every call must have ended."""
         open_calls = [c.id for c in self.calls.values() if not c.done]
         out: list[Event] = []
-        self._enter("idle", out)
+        self.writer.close_all(out, tools=False)
         if open_calls:
             raise ModelStreamError(f"model stream ended with tool calls still open: {', '.join(open_calls)}")
         return out
@@ -1062,7 +1019,7 @@ class _Step:
     def abort(self) -> list[Event]:
         """Error path: close what can be closed cleanly (tool calls with partial JSON stay open)."""
         out: list[Event] = []
-        self._enter("idle", out)
+        self.writer.close_all(out, tools=False)
         return out
 
     def decision(self) -> Decision:

@@ -97,9 +97,9 @@ from .decision import (
     Decision,
     ToolCallRequest,
     build_tools,
-    new_id,
     run_decision_loop,
 )
+from ..protocol.ids import new_id
 from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
     PROTOCOL_VERSION,

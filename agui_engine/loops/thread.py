@@ -41,7 +41,6 @@ the runs it made, the events it received and what is still pending.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -53,6 +52,7 @@ from ..protocol.agent import Agent
 from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.errors import LimitExceededError, UsageError
 from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
 from .tool_runner import ToolRunner, needs_runner, run_tool
 
@@ -103,10 +103,6 @@ class Turn:
         return self.runs[-1].status if self.runs else "running"
 
 
-def _new_id() -> str:
-    return uuid.uuid4().hex
-
-
 class Thread:
     """One conversation with ``agent`` across runs (see the module docstring).
 
@@ -136,7 +132,7 @@ class Thread:
         state: Any = None,
         forwarded_props: Any = None,
         max_tool_rounds: int = MAX_TOOL_ROUNDS,
-        id_factory: Callable[[], str] = _new_id,
+        id_factory: Callable[[], str] = new_id,
         on_event: Callable[[Event], None] | None = None,
         tool_runner: ToolRunner | None = None,
     ) -> None:

@@ -364,6 +364,23 @@ async def test_contract_violations_are_model_stream_errors(items: list[Any]) -> 
         await run(ScriptedLLM(items))
 
 
+@pytest.mark.parametrize(
+    "items",
+    [
+        [ToolCallStart(index=0, id="a", name="lookup"), ToolCallStart(index=1, id="a", name="lookup")],
+        [*call(0, "a", "lookup", "{}"), ToolCallStart(index=1, id="a", name="lookup"), ToolCallEnd(index=1)],
+    ],
+    ids=["while-open", "after-end"],
+)
+async def test_one_call_id_under_two_indexes_is_a_model_stream_error(items: list[Any]) -> None:
+    # two STARTs of one id would break tool_call.already_open / tool_call.id_reused downstream
+    events: list[Any] = []
+    with pytest.raises(ModelStreamError, match="started tool call 'a' twice"):
+        async for item in run_decision_loop(ScriptedLLM(items), USER, message_id="m1"):
+            events.extend(item.events)
+    assert sum(isinstance(e, ToolCallStartEvent) for e in events) == 1
+
+
 async def test_too_many_calls_in_one_step() -> None:
     items = [ToolCallStart(index=i, id=f"c{i}", name="lookup") for i in range(MAX_TOOL_CALLS_PER_STEP + 1)]
     with pytest.raises(ModelStreamError, match="MAX_TOOL_CALLS_PER_STEP"):
