@@ -73,6 +73,7 @@ from ._proto_schema import ENUMS, MESSAGES
 __all__ = [
     "MAX_PROTO_DEPTH",
     "PROTO_CONTENT_TYPE",
+    "PROTO_KEEPALIVE_FRAME",
     "PROTO_LENGTH_PREFIX_BYTES",
     "ProtoDecodeError",
     "ProtoEventDecoder",
@@ -82,12 +83,25 @@ __all__ = [
     "decode_proto",
     "encode_proto",
     "encode_proto_frame",
+    "proto_frame_from_json",
 ]
 
 #: The media type ``@ag-ui/client`` parses as length-prefixed protobuf.
 PROTO_CONTENT_TYPE: Final = "application/vnd.ag-ui.event+proto"
 #: Every frame starts with its message length as a big-endian uint32.
 PROTO_LENGTH_PREFIX_BYTES: Final = 4
+#: Field numbers no AG-UI event uses, at the top of protobuf's range: a keep-alive frame is an
+#: envelope holding only an empty field :data:`_KEEPALIVE_FIELD`; an event with no protobuf form
+#: (an :class:`UnknownEvent` a tolerant gateway passes on) travels as an envelope holding only
+#: an empty :data:`_UNKNOWN_EVENT_FIELD`. ``@ag-ui/client`` drops both as "an event this build
+#: does not know" (with a console warning); :class:`ProtoEventDecoder` skips a keep-alive
+#: silently and treats the other as any unknown event type.
+_KEEPALIVE_FIELD: Final = 536870911
+_UNKNOWN_EVENT_FIELD: Final = 536870910
+#: The bytes a binary stream sends when it has been idle (a binary stream has no comments).
+PROTO_KEEPALIVE_FRAME: Final = b"\x00\x00\x00\x06" + bytes([0xFA, 0xFF, 0xFF, 0xFF, 0x0F, 0x00])
+_KEEPALIVE_MESSAGE: Final = PROTO_KEEPALIVE_FRAME[4:]
+_UNKNOWN_EVENT_FRAME: Final = b"\x00\x00\x00\x06" + bytes([0xF2, 0xFF, 0xFF, 0xFF, 0x0F, 0x00])
 #: How deep messages may nest in one event (each JSON object or array inside a free-form value
 #: is two levels: its Value and its Struct / ListValue). protobuf's own decoders stop at 100;
 #: 200 admits a state about 100 JSON levels deep, which no real event comes near, and keeps the
@@ -501,6 +515,17 @@ def encode_proto_frame(event: AnyEvent) -> bytes:
     """One event as a frame of the binary stream: 4-byte big-endian length + message."""
     message = encode_proto(event)
     return _U32_BE.pack(len(message)) + message
+
+
+def proto_frame_from_json(payload: bytes) -> bytes:
+    """The binary frame of an event the engine holds as JSON (an event log's payload, written
+    by :func:`~agui_engine.protocol.codec.encode_event`). An event with no protobuf form -- an
+    unknown event type passed on by a tolerant gateway -- becomes an unknown-event frame, so
+    that every event still occupies exactly one frame (resume positions count frames)."""
+    event = decode_event(payload, tolerant=True)
+    if isinstance(event, UnknownEvent):
+        return _UNKNOWN_EVENT_FRAME
+    return encode_proto_frame(event)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1208,6 +1233,9 @@ class ProtoEventDecoder:
     ``feed(bytes) -> list[AnyEvent]``, ``close() -> list[AnyEvent]``; the same interface and
     error rules as :class:`~agui_engine.protocol.codec.EventStreamDecoder` (``warnings``,
     ``events_decoded``, errors deferred to the next call when events were already decoded).
+    Keep-alive frames (:data:`PROTO_KEEPALIVE_FRAME`) are skipped; ``frames_decoded`` counts
+    every other frame, including those dropped in tolerant mode: it is the stream position a
+    resume names (``<runId>:<cursor + frames_decoded>``, see spec/framing.md).
     """
 
     def __init__(self, *, tolerant: bool = False, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
@@ -1219,6 +1247,11 @@ class ProtoEventDecoder:
         self.events_decoded = 0
         self._frames_seen = 0
         self._error: Exception | None = None
+
+    @property
+    def frames_decoded(self) -> int:
+        """Frames decoded so far, keep-alives not counted (dropped unknown events counted)."""
+        return self._frames_seen
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[AnyEvent]:
         if self._error is not None:
@@ -1236,6 +1269,8 @@ class ProtoEventDecoder:
     def _decode(self, frames: list[bytes], error: Exception | None) -> list[AnyEvent]:
         out: list[AnyEvent] = []
         for frame, offset in zip(frames, self._framer.frame_offsets()):
+            if frame == _KEEPALIVE_MESSAGE:
+                continue
             index = self._frames_seen
             try:
                 event = _decode_message(frame, offset + PROTO_LENGTH_PREFIX_BYTES, index,
