@@ -371,34 +371,27 @@ def _wire_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _wire_outcome(rest: dict[str, Any], carriers: dict[str, str]) -> None:
+    """RUN_FINISHED / SUBAGENT_FINISHED: the outcome as its type name (``""`` for none) plus,
+    in its own field, the list the outcome type carries (``carriers``: type -> list key)."""
+    outcome = rest.get("outcome")
+    for key in carriers.values():
+        rest[key] = []
+    name = outcome.get("type") if type(outcome) is dict else None
+    if name in carriers:
+        rest[carriers[name]] = outcome.get(carriers[name]) or []  # type: ignore[union-attr]
+    rest["outcome"] = name if type(name) is str else ""
+
+
 def _to_wire(kind: str, rest: dict[str, Any]) -> None:
     """The type-specific part of ``@ag-ui/proto``'s ``encode`` (in place on ``rest``)."""
     if kind == "MESSAGES_SNAPSHOT":
         rest["messages"] = [_wire_message(m) for m in rest.get("messages") or []]
     elif kind == "RUN_FINISHED":
-        outcome = rest.get("outcome")
-        rest["pendingToolCallIds"] = []
-        rest["interrupts"] = []
-        if outcome is None:
-            rest["outcome"] = ""
-        else:
-            name = outcome.get("type") if type(outcome) is dict else None
-            if name == "success":
-                rest["pendingToolCallIds"] = outcome.get("pendingToolCallIds") or []
-            elif name == "interrupt":
-                rest["interrupts"] = outcome.get("interrupts") or []
-            rest["outcome"] = name if type(name) is str else ""
+        _wire_outcome(rest, {"success": "pendingToolCallIds", "interrupt": "interrupts"})
         rest["usage"] = rest.get("usage") or []
     elif kind == "SUBAGENT_FINISHED":
-        outcome = rest.get("outcome")
-        rest["interruptIds"] = []
-        if outcome is None:
-            rest["outcome"] = ""
-        else:
-            name = outcome.get("type") if type(outcome) is dict else None
-            if name == "suspended":
-                rest["interruptIds"] = outcome.get("interruptIds") or []
-            rest["outcome"] = name if type(name) is str else ""
+        _wire_outcome(rest, {"suspended": "interruptIds"})
     elif kind == "STATE_DELTA":
         rest["delta"] = _wire_ops(rest.get("delta") or [])
     elif kind == "ACTIVITY_DELTA":
@@ -886,7 +879,7 @@ def _event_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _event_outcome(record: dict[str, Any], lists: tuple[str, ...], known: tuple[str, ...]) -> None:
+def _event_outcome(record: dict[str, Any], lists: tuple[str, ...]) -> None:
     outcome = record.pop("outcome", "")
     payload = {k: record.pop(k, []) for k in lists}
     if not outcome:
@@ -897,18 +890,17 @@ def _event_outcome(record: dict[str, Any], lists: tuple[str, ...], known: tuple[
         out["interrupts"] = payload.get("interrupts", [])
     out.update({k: v for k, v in payload.items() if v})
     record["outcome"] = out
-    del known
 
 
 def _from_wire(kind: str, record: dict[str, Any], warnings: list[str]) -> None:
     if kind == "MESSAGES_SNAPSHOT":
         record["messages"] = [_event_message(m, warnings) for m in record["messages"]]
     elif kind == "RUN_FINISHED":
-        _event_outcome(record, ("pendingToolCallIds", "interrupts"), ("success", "interrupt", "cancelled"))
+        _event_outcome(record, ("pendingToolCallIds", "interrupts"))
         if not record.get("usage"):
             record.pop("usage", None)
     elif kind == "SUBAGENT_FINISHED":
-        _event_outcome(record, ("interruptIds",), ("success", "suspended"))
+        _event_outcome(record, ("interruptIds",))
     elif kind == "STATE_DELTA":
         record["delta"] = _event_ops(record["delta"])
     elif kind == "ACTIVITY_DELTA":
@@ -1123,14 +1115,11 @@ def _decode_message(buf: bytes, offset: int, index: int, tolerant: bool,
                                code=err.code) from None
 
 
-def decode_proto(message: bytes, *, tolerant: bool = False) -> AnyEvent:
+def decode_proto(message: bytes) -> AnyEvent:
     """One ``Event`` message (no length prefix) -> the event. Raises as :class:`ProtoEventDecoder`
-    (offsets relative to the message); in tolerant mode an unknown arm still raises
-    :class:`UnknownProtoEventError`, there being no event to return."""
-    warnings: list[str] = []
-    event = _decode_message(bytes(message), 0, 0, False, None, warnings)
-    assert event is not None
-    del tolerant
+    does in strict mode, offsets relative to the message."""
+    event = _decode_message(bytes(message), 0, 0, False, None, [])
+    assert event is not None  # strict: an unknown arm raised
     return event
 
 
