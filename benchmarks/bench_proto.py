@@ -15,7 +15,8 @@ Groups, per run:
   ``sse`` = ``encode_sse`` (msgspec JSON, the engine's SSE path); ``pb`` = the ``protobuf``
   package (upb, C) with classes built from the same schema (``_proto_schema``), fed the same
   event -> message mapping (``proto._wire_event``) through ``json_format.ParseDict`` and
-  ``SerializeToString`` -- what an implementation on the official runtime has to do.
+  ``SerializeToString`` -- what an implementation on the official runtime has to do;
+  ``pb-serialize`` = ``SerializeToString`` alone on prebuilt messages (a lower bound).
 * ``proto-decode-<run>``: the whole body -> events. ``ours`` = ``ProtoEventDecoder``; ``sse`` =
   ``EventStreamDecoder``; ``pb-parse`` = ``Event.FromString`` per frame only, *no* conversion to
   events (a lower bound for the official runtime: the mapping back to events would come on top).
@@ -159,6 +160,18 @@ def encode_pb(run: str) -> list[bytes]:
     return [_pb_encode(e) for e in RUNS[run]]
 
 
+PB_MESSAGES = {name: [PB_EVENT.FromString(encode_proto_frame(e)[4:]) for e in run] for name, run in RUNS.items()}
+
+
+def encode_pb_serialize(run: str) -> list[bytes]:
+    """Only upb's serializer, on messages already built: a lower bound no event-to-bytes path reaches."""
+    out = []
+    for message in PB_MESSAGES[run]:
+        data = message.SerializeToString()
+        out.append(struct.pack(">I", len(data)) + data)
+    return out
+
+
 def decode_ours(run: str) -> list[Any]:
     decoder = ProtoEventDecoder()
     return decoder.feed(PROTO_BODIES[run]) + decoder.close()
@@ -193,7 +206,7 @@ def test_wire_bytes(run: str) -> None:
 
 
 CASES = {
-    "encode": {"ours": encode_ours, "sse": encode_sse_json, "pb": encode_pb},
+    "encode": {"ours": encode_ours, "sse": encode_sse_json, "pb": encode_pb, "pb-serialize": encode_pb_serialize},
     "decode": {"ours": decode_ours, "sse": decode_sse_json, "pb-parse": decode_pb_parse},
 }
 
