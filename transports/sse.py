@@ -68,6 +68,7 @@ from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
+    ProtoDecodeError,
     ProtoEventDecoder,
     encode_proto_frame,
     proto_frame_from_json,
@@ -929,7 +930,12 @@ class SSEAgent(RemoteClientBase):
                     events = binary.feed(chunk)
                     if events:
                         yield event_id(input.run_id, cursor + binary.frames_decoded), events
-                binary.close()
+                try:
+                    binary.close()
+                except ProtoDecodeError as exc:
+                    if exc.code != "truncated_protobuf":
+                        raise
+                    # an unfinished last frame is a drop, as an unfinished SSE event is: resumed
                 return
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
             async for chunk in resp.aiter_raw():

@@ -19,6 +19,7 @@ import msgspec
 import pytest
 
 from agui_engine.protocol.codec import EventStreamDecoder
+from agui_engine.protocol.events import RunErrorEvent, RunStartedEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -134,6 +135,44 @@ async def test_sse_agent_binary_refusal_is_still_a_remote_agent_error() -> None:
         with pytest.raises(RemoteAgentError) as info:
             [e async for e in SSEAgent(srv.url, binary=True).run(make_input())]
     assert info.value.status == 401
+
+
+@pytest.mark.parametrize(
+    ("tail", "code"),
+    [
+        (b"\x00\x00\x00\x01\x13", "invalid_protobuf"),  # a group wire type
+        (b"\xff\xff\xff\xff", "frame_too_large"),  # a 4 GiB length: refused before any body
+        (b"\x00\x00\x00\x02\x12\x7f", "invalid_protobuf"),  # a length past its message
+    ],
+)
+async def test_sse_agent_binary_ends_a_bad_stream_with_a_typed_run_error(tail: bytes, code: str) -> None:
+    """A server that sends bad bytes after a good event: RUN_ERROR with the error's code, not a crash."""
+    from aiohttp import web
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": PROTO_CONTENT_TYPE})
+        await resp.prepare(request)
+        await resp.write(encode_proto_frame(RunStartedEvent(thread_id="t", run_id="run-1")) + tail)
+        await resp.write_eof()
+        return resp
+
+    async def cancel(request: web.Request) -> web.Response:
+        return web.Response(status=204)
+
+    app = web.Application()
+    app.router.add_post("/", handler)
+    app.router.add_delete("/runs/{run_id}", cancel)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        events = [e async for e in SSEAgent(f"http://127.0.0.1:{port}/", binary=True).run(make_input())]
+    finally:
+        await runner.cleanup()
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert isinstance(events[1], RunErrorEvent) and events[1].code == code, events[1]
 
 
 class _CuttingTransport(httpx.AsyncHTTPTransport):
