@@ -704,6 +704,20 @@ def _dec_value(buf: bytes, pos: int, end: int, depth: int) -> Any:
     """google.protobuf.Value -> JSON value (the last arm wins, as protobuf's oneof rule says;
     a Value with no arm is ``null``-less: the caller drops it, as ts-proto's ``unwrap`` does)."""
     _check_depth(depth, pos)
+    size = end - pos
+    if size >= 2:  # the usual shapes, one arm: decided here, anything else below
+        tag = buf[pos]
+        if tag == 0x1A and buf[pos + 1] < 0x80 and buf[pos + 1] + 2 == size:
+            try:
+                return buf[pos + 2 : end].decode()
+            except UnicodeDecodeError:
+                pass
+        elif tag == 0x11 and size == 9:
+            return _number(_DOUBLE_LE.unpack_from(buf, pos + 1)[0])
+        elif tag == 0x20 and size == 2 and buf[pos + 1] <= 1:
+            return buf[pos + 1] == 1
+        elif tag == 0x08 and size == 2 and buf[pos + 1] < 0x80:
+            return None
     value: Any = _UNSET
     while pos < end:
         tag_pos = pos
@@ -764,6 +778,21 @@ def _dec_struct(buf: bytes, pos: int, end: int, depth: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     while pos < end:
         tag_pos = pos
+        # the usual entry, ``0a L 0a KL <key> 12 VL <value>`` with one-byte lengths: decided here
+        if buf[pos] == 0x0A and pos + 3 < end and buf[pos + 1] < 0x80 and buf[pos + 2] == 0x0A and buf[pos + 3] < 0x80:
+            stop = pos + 2 + buf[pos + 1]
+            kstop = pos + 4 + buf[pos + 3]
+            if stop <= end and kstop + 2 <= stop and buf[kstop] == 0x12 and kstop + 2 + buf[kstop + 1] == stop:
+                try:
+                    key = buf[pos + 4 : kstop].decode()
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    value = _dec_value(buf, kstop + 2, stop, depth + 1)
+                    if value is not _UNSET:
+                        out[key] = value
+                    pos = stop
+                    continue
         tag, pos = _read_varint(buf, pos, end, 5)
         if tag != 0x0A:
             if tag >> 3 == 1 or tag >> 3 == 0:
@@ -773,7 +802,7 @@ def _dec_struct(buf: bytes, pos: int, end: int, depth: int) -> dict[str, Any]:
             continue
         pos, stop = _span(buf, pos, end, tag_pos, "Struct entry")
         key = ""
-        value: Any = _UNSET
+        value = _UNSET
         while pos < stop:
             etag_pos = pos
             etag, pos = _read_varint(buf, pos, stop, 5)
