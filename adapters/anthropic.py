@@ -63,11 +63,19 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "AnthropicClient", "AnthropicStreamParser", "build_anthropic_body"]
+__all__ = [
+    "ANTHROPIC_DEFAULT_BASE_URL",
+    "AnthropicClient",
+    "AnthropicStreamParser",
+    "DEFAULT_ANTHROPIC_MAX_TOKENS",
+    "build_anthropic_body",
+    "build_anthropic_messages",
+    "pack_redacted",
+]
 
 ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: The API version header value; the stable version every current model accepts.
-ANTHROPIC_VERSION = "2023-06-01"
+_ANTHROPIC_VERSION = "2023-06-01"
 #: ``max_tokens`` is required by the Messages API; used when the caller gives none.
 #: 8192 fits every current Claude model's output limit and a long tool-call argument.
 DEFAULT_ANTHROPIC_MAX_TOKENS = 8192
@@ -77,12 +85,12 @@ DEFAULT_ANTHROPIC_MAX_TOKENS = 8192
 #: either as a reasoning message's one opaque value; without the mark a signed thinking
 #: block with empty text and a redacted block would look alike, and replaying one as
 #: the other is refused by the API.
-REDACTED_THINKING_PREFIX = "redacted_thinking:"
+_REDACTED_THINKING_PREFIX = "redacted_thinking:"
 
 
 def pack_redacted(data: str) -> str:
     """The opaque value a client stores for a ``redacted_thinking`` block."""
-    return REDACTED_THINKING_PREFIX + data
+    return _REDACTED_THINKING_PREFIX + data
 
 
 _FINISH: dict[str, FinishReason] = {
@@ -260,8 +268,8 @@ def build_anthropic_messages(messages: Sequence[Any]) -> tuple[list[dict[str, An
                 value = reasoning.encrypted_value
                 if not value:
                     continue  # thinking without its signature is rejected by the API
-                if value.startswith(REDACTED_THINKING_PREFIX):
-                    blocks.append({"type": "redacted_thinking", "data": value[len(REDACTED_THINKING_PREFIX) :]})
+                if value.startswith(_REDACTED_THINKING_PREFIX):
+                    blocks.append({"type": "redacted_thinking", "data": value[len(_REDACTED_THINKING_PREFIX) :]})
                 else:
                     blocks.append({"type": "thinking", "thinking": reasoning.content, "signature": value})
             if isinstance(message, AssistantMessage):
@@ -337,7 +345,7 @@ class AnthropicClient(StreamingLLMClient):
         self.strict_tools = strict_tools
 
     def auth_headers(self) -> dict[str, str]:
-        return {"x-api-key": self._api_key or "", "anthropic-version": ANTHROPIC_VERSION}
+        return {"x-api-key": self._api_key or "", "anthropic-version": _ANTHROPIC_VERSION}
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         return f"{self.base_url}/v1/messages", build_anthropic_body(

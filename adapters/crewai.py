@@ -93,6 +93,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import functools
 import json
 import logging
 import threading
@@ -129,9 +130,11 @@ __all__ = [
     "CrewAIAgent",
     "CrewEventTranslator",
     "FEEDBACK_INTERRUPT_REASON",
+    "Handler",
     "KickoffCancelled",
     "MAX_PAUSED_CREWAI_FLOWS",
     "MAX_PENDING_CREWAI_EVENTS",
+    "STEP_NAME_CHARS",
     "TASK_HUMAN_INPUT_UNSUPPORTED",
     "client_tools",
     "feedback_of",
@@ -139,7 +142,7 @@ __all__ = [
     "kickoff_inputs",
 ]
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 #: The one line a user gets when crewai is not installed.
 CREWAI_MISSING: Final = "CrewAI is not installed: pip install 'agui-engine[crewai]'"
@@ -706,36 +709,47 @@ class _RunFeedbackProvider:
 
 
 def _install_feedback_provider() -> None:
+    """Make :class:`_RunFeedbackProvider` CrewAI's default feedback provider, unless one is set.
+
+    This is the one process-wide setting the adapter makes, because CrewAI 1.15 offers no
+    narrower one: ``Flow._resolve_feedback_provider`` takes the ``@human_feedback``
+    decorator's own ``provider=`` (part of the user's flow class) and otherwise the singleton
+    ``flow_config.hitl_provider``; there is no per-flow-instance attribute and no context
+    variable to set for one kickoff. What is scoped to the run is the behaviour: the provider
+    pauses only inside a kickoff of this adapter (:data:`_IN_AGUI_RUN`, set in the run's own
+    context), holds no agent's state (each agent keeps its own paused flows and persistence),
+    and is installed once: a second agent, or a provider the application set first, changes
+    nothing (tests/adapters/test_crewai.py: two agents with different flows pause and resume
+    side by side)."""
     from crewai.flow.flow_config import flow_config
 
     if flow_config.hitl_provider is None:
         flow_config.hitl_provider = _RunFeedbackProvider()
 
 
-_refusing_type: Any = None
+@functools.cache
+def _refusing_input_type() -> Any:
+    """CrewAI's ``HumanInputProvider`` that refuses (built on first use: crewai is imported lazily)."""
+    from crewai.core.providers.human_input import SyncHumanInputProvider
+
+    class RefuseHumanInput(SyncHumanInputProvider):
+        def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+        async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
+            raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
+
+    return RefuseHumanInput
 
 
 def _refuse_task_human_input() -> None:
     """In the run's context: a ``Task(human_input=True)`` fails the task with
     :data:`TASK_HUMAN_INPUT_UNSUPPORTED` instead of reading the server's stdin (which, under
-    ``serve --transport stdio``, is the protocol itself)."""
-    global _refusing_type
-    from crewai.core.providers.human_input import SyncHumanInputProvider, set_provider
+    ``serve --transport stdio``, is the protocol itself). CrewAI keeps this provider in a
+    context variable: set in the run's copied context, it is the run's alone."""
+    from crewai.core.providers.human_input import set_provider
 
-    if _refusing_type is None:
-
-        class RefuseHumanInput(SyncHumanInputProvider):
-            def handle_feedback(self, formatted_answer: Any, context: Any) -> Any:
-                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
-
-            async def handle_feedback_async(self, formatted_answer: Any, context: Any) -> Any:
-                raise UsageError(TASK_HUMAN_INPUT_UNSUPPORTED)
-
-        _refusing_type = RefuseHumanInput
-    set_provider(_refusing_type())
-
-
-_persistence_type: Any = None
+    set_provider(_refusing_input_type()())
 
 
 def _memory_persistence() -> Any:
@@ -743,41 +757,44 @@ def _memory_persistence() -> Any:
     (CrewAI's default would write a SQLite file under the user's data directory). It keeps
     paused flows only (their state and pending review, until resumed or dropped: bounded by
     :data:`MAX_PAUSED_CREWAI_FLOWS`); other state saves (``Flow.ask`` checkpoints) are not kept."""
-    global _persistence_type
-    if _persistence_type is None:
-        import pydantic
-        from crewai.flow.persistence.base import FlowPersistence
+    return _memory_persistence_type()()
 
-        class AgentMemoryPersistence(FlowPersistence):
-            persistence_type: str = "agui-engine-memory"
-            _saved: dict[str, tuple[dict[str, Any], Any]] = pydantic.PrivateAttr(default_factory=dict)
 
-            def init_db(self) -> None:
-                pass
+@functools.cache
+def _memory_persistence_type() -> Any:
+    """The class of :func:`_memory_persistence` (built on first use: crewai is imported lazily)."""
+    import pydantic
+    from crewai.flow.persistence.base import FlowPersistence
 
-            @staticmethod
-            def _dump(state: Any) -> dict[str, Any]:
-                return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
+    class AgentMemoryPersistence(FlowPersistence):
+        persistence_type: str = "agui-engine-memory"
+        _saved: dict[str, tuple[dict[str, Any], Any]] = pydantic.PrivateAttr(default_factory=dict)
 
-            def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
-                pass  # only pauses are kept (above): anything else would grow with every flow run
+        def init_db(self) -> None:
+            pass
 
-            def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
-                saved = self._saved.get(flow_uuid)
-                return saved[0] if saved else None
+        @staticmethod
+        def _dump(state: Any) -> dict[str, Any]:
+            return dict(state) if isinstance(state, Mapping) else dict(state.model_dump())
 
-            def save_pending_feedback(self, flow_uuid: str, context: Any, state_data: Any) -> None:
-                self._saved[flow_uuid] = (self._dump(state_data), context)
+        def save_state(self, flow_uuid: str, method_name: str, state_data: Any) -> None:
+            pass  # only pauses are kept (above): anything else would grow with every flow run
 
-            def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], Any] | None:
-                saved = self._saved.get(flow_uuid)
-                return saved if saved and saved[1] is not None else None
+        def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
+            saved = self._saved.get(flow_uuid)
+            return saved[0] if saved else None
 
-            def clear_pending_feedback(self, flow_uuid: str) -> None:
-                self._saved.pop(flow_uuid, None)
+        def save_pending_feedback(self, flow_uuid: str, context: Any, state_data: Any) -> None:
+            self._saved[flow_uuid] = (self._dump(state_data), context)
 
-        _persistence_type = AgentMemoryPersistence
-    return _persistence_type()
+        def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], Any] | None:
+            saved = self._saved.get(flow_uuid)
+            return saved if saved and saved[1] is not None else None
+
+        def clear_pending_feedback(self, flow_uuid: str) -> None:
+            self._saved.pop(flow_uuid, None)
+
+    return AgentMemoryPersistence
 
 
 class _Paused:
@@ -953,7 +970,7 @@ class CrewAIAgent:
                         instance.persistence = self._persistence
                 kickoff = lambda: instance.kickoff(inputs=inputs)  # noqa: E731
         except Exception as exc:
-            log.exception("CrewAI run %s could not start", input.run_id)
+            _log.exception("CrewAI run %s could not start", input.run_id)
             for event in translator.fail(f"the CrewAI target could not start: {exc}"):
                 yield event
             return
@@ -1003,7 +1020,7 @@ class CrewAIAgent:
                                 yield event
                         return
                     else:
-                        log.error("CrewAI run %s failed", input.run_id, exc_info=value)
+                        _log.error("CrewAI run %s failed", input.run_id, exc_info=value)
                         for event in translator.fail(f"{type(value).__name__}: {value}"):
                             yield event
                         return

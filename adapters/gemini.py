@@ -68,7 +68,14 @@ from .provider import (
     StreamParser,
 )
 
-__all__ = ["GEMINI_DEFAULT_BASE_URL", "GeminiClient", "GeminiStreamParser", "build_gemini_body"]
+__all__ = [
+    "GEMINI_DEFAULT_BASE_URL",
+    "GeminiClient",
+    "GeminiStreamParser",
+    "MINTED_ID_PREFIX",
+    "build_gemini_body",
+    "build_gemini_contents",
+]
 
 GEMINI_DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 #: Tool call ids the adapter made up (the Gemini API sends none) start with this, so
@@ -89,7 +96,7 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def mint_gemini_id() -> str:
+def _mint_gemini_id() -> str:
     return random_id(MINTED_ID_PREFIX, 20)
 
 
@@ -98,7 +105,7 @@ class GeminiStreamParser(StreamParser):
     terminal_marker = "a finishReason"
 
     def __init__(self, *, id_factory: Callable[[], str] | None = None) -> None:
-        super().__init__(id_factory=id_factory or mint_gemini_id)
+        super().__init__(id_factory=id_factory or _mint_gemini_id)
         self._finish_reason: str | None = None
         self._parts = 0
 

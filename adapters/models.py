@@ -39,7 +39,14 @@ from .openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from .openai_responses import OpenAIResponsesClient
 from .provider import StreamingLLMClient
 
-__all__ = ["ModelSpec", "PROVIDER_CLIENTS", "REASONING_EFFORTS", "client_from_spec", "parse_model_spec"]
+__all__ = [
+    "MODEL_SPEC_HELP",
+    "ModelSpec",
+    "PROVIDER_CLIENTS",
+    "REASONING_EFFORTS",
+    "client_from_spec",
+    "parse_model_spec",
+]
 
 MODEL_SPEC_HELP = (
     "model: openai:<model> | openai-responses:<model> | anthropic:<model> | gemini:<model> | "

@@ -91,6 +91,9 @@ __all__ = [
     "OpenAICompatibleClient",
     "OpenAIPlatformClient",
     "build_chat_body",
+    "build_chat_messages",
+    "encode_chat_stream",
+    "parse_chat_request",
 ]
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -291,7 +294,7 @@ def build_chat_messages(messages: Sequence[Any], *, developer_role: bool = True)
     return out
 
 
-def chat_tools(tools: Sequence[LLMTool], tool_choice: ToolChoice, *, strict_supported: bool = True) -> dict[str, Any]:
+def _chat_tools(tools: Sequence[LLMTool], tool_choice: ToolChoice, *, strict_supported: bool = True) -> dict[str, Any]:
     """``tools`` / ``tool_choice`` fields of a Chat request (empty without tools)."""
     if not tools:
         return {}
@@ -316,7 +319,7 @@ def build_chat_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    body.update(chat_tools(request.tools, request.tool_choice, strict_supported=strict_tools))
+    body.update(_chat_tools(request.tools, request.tool_choice, strict_supported=strict_tools))
     if request.tools and not request.parallel_tool_calls:
         # On by default in the API; sent only to turn it off, because some reasoning
         # models and compatible servers reject the parameter itself.

@@ -61,7 +61,14 @@ from .provider import (
     TypedEventParser,
 )
 
-__all__ = ["OpenAIResponsesClient", "ResponsesStreamParser", "build_responses_body"]
+__all__ = [
+    "OpenAIResponsesClient",
+    "ResponsesStreamParser",
+    "build_responses_body",
+    "build_responses_input",
+    "pack_reasoning",
+    "unpack_reasoning",
+]
 
 
 def pack_reasoning(item_id: Any, encrypted_content: str) -> str:

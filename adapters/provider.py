@@ -73,27 +73,36 @@ from agui_engine.llm import (
 )
 
 __all__ = [
+    "BACKOFF_BASE_SECONDS",
+    "BACKOFF_MAX_SECONDS",
+    "CONNECT_TIMEOUT_SECONDS",
     "CompletionRequest",
     "DEFAULT_MAX_RETRIES",
     "DRAIN_TIMEOUT_SECONDS",
+    "Handler",
     "MAX_DRAIN_BYTES",
+    "MAX_ERROR_BODY_BYTES",
     "MAX_PROVIDER_FRAME_BYTES",
     "MAX_RETRY_AFTER_SECONDS",
+    "MIN_REDACTED_SECRET_CHARS",
     "MalformedStream",
     "ProviderError",
     "ProviderStream",
+    "READ_TIMEOUT_SECONDS",
+    "RETRY_JITTER_FRACTION",
     "StreamParser",
     "StreamingLLMClient",
     "ToolCallTracker",
     "TypedEventParser",
     "api_key_from",
+    "extract_error",
     "is_retryable_status",
     "parse_retry_after",
     "redact",
     "scrub",
 ]
 
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 #: Largest single SSE frame accepted from a provider. The biggest legitimate frames are
 #: the Responses API's ``response.completed`` (it repeats the whole output, including
@@ -173,7 +182,7 @@ def is_retryable_status(status: int) -> bool:
     return status in _RETRYABLE_STATUSES or status >= 500
 
 
-def is_retryable_error_type(error_type: str | None) -> bool:
+def _is_retryable_error_type(error_type: str | None) -> bool:
     return error_type is not None and error_type in _RETRYABLE_ERROR_TYPES
 
 
@@ -559,7 +568,7 @@ class StreamParser(abc.ABC):
     def in_band_error(self, error_type: str | None, message: str | None, *, status: Any = None) -> list[LLMStreamItem]:
         """End with the provider's in-band error; ``status`` is a numeric code it gave
         (HTTP-like: 429 / 5xx make the error retryable)."""
-        retryable = is_retryable_error_type(error_type) or (isinstance(status, int) and is_retryable_status(status))
+        retryable = _is_retryable_error_type(error_type) or (isinstance(status, int) and is_retryable_status(status))
         return self.fail(
             f"{self.provider} error ({error_type or 'unknown'}): {message or 'no message'}",
             code=error_type or "provider_error",
@@ -839,12 +848,12 @@ class StreamingLLMClient(abc.ABC):
                         yield item
                 if retry_delay is None:
                     return
-                logger.warning("%s stream failed before its first item; retry %d in %.2fs", self.provider, attempt + 1, retry_delay)
+                _log.warning("%s stream failed before its first item; retry %d in %.2fs", self.provider, attempt + 1, retry_delay)
             except ProviderError as exc:
                 retry_delay = self._retry_delay(exc, attempt)
                 if retry_delay is None:
                     raise
-                logger.warning(
+                _log.warning(
                     "%s request failed (%s); retry %d in %.2fs", self.provider, exc.code, attempt + 1, retry_delay
                 )
             await self._sleep(retry_delay)
@@ -901,7 +910,7 @@ class StreamingLLMClient(abc.ABC):
         message = scrub(message, secrets)
         if error_type is not None:
             error_type = scrub(error_type, secrets)
-        retryable = is_retryable_status(status) or is_retryable_error_type(error_type)
+        retryable = is_retryable_status(status) or _is_retryable_error_type(error_type)
         should_retry = response.headers.get("x-should-retry")
         if should_retry in ("true", "false"):
             retryable = should_retry == "true"

@@ -56,6 +56,7 @@ from agui_engine.llm import LLMClient
 from .openai_chat import OpenAIChatClient, encode_chat_stream, parse_chat_request
 
 __all__ = [
+    "DISCONNECT_POLL_SECONDS",
     "FIXTURES_DIR",
     "Fixture",
     "PROVIDERS",
@@ -80,7 +81,7 @@ PROVIDERS: dict[str, tuple[str, str]] = {
 
 #: Sizes of successive writes of an SSE body: small primes and odd sizes so that every
 #: kind of boundary (inside a line, a UTF-8 sequence, a CRLF pair) gets split.
-WRITE_SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 31, 64, 127, 509)
+_WRITE_SIZES = (1, 2, 3, 5, 7, 11, 13, 17, 31, 64, 127, 509)
 #: How often a held stream checks whether the client went away.
 DISCONNECT_POLL_SECONDS = 0.01
 
@@ -154,7 +155,7 @@ class ReplayServer:
     """The replay server (aiohttp, 127.0.0.1, an ephemeral port). Use as
     ``async with ReplayServer() as server: url = server.base_url("anthropic", "text")``."""
 
-    def __init__(self, *, host: str = "127.0.0.1", write_sizes: Sequence[int] = WRITE_SIZES) -> None:
+    def __init__(self, *, host: str = "127.0.0.1", write_sizes: Sequence[int] = _WRITE_SIZES) -> None:
         if not write_sizes or any(size < 1 for size in write_sizes):
             raise UsageError("write_sizes must be positive")
         self.host = host

@@ -60,9 +60,9 @@ from .protocol.proto import (
     encode_proto,
     encode_proto_frame,
 )
-# importing component_stream also registers the tambo.component.* accumulator handlers
 from .genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     COMPONENT_STATE_DELTA,
@@ -253,6 +253,7 @@ __all__ = [
     "AudioPart",
     "BaseEvent",
     "COMPONENT_END",
+    "COMPONENT_HANDLERS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",

@@ -63,6 +63,7 @@ def test_accumulate_long_string(benchmark: Any, impl: str) -> None:
     jsonpatch's AppendOperation (``old + new``: a copy of the whole string per event)."""
     import jsonpatch
 
+    from agui_engine.genui.component_stream import COMPONENT_HANDLERS
     from agui_engine.protocol.accumulator import Accumulator
     from agui_engine.genui.component_stream import COMPONENT_PROPS_DELTA, component_blocks
 
@@ -72,7 +73,7 @@ def test_accumulate_long_string(benchmark: Any, impl: str) -> None:
     benchmark.group = f"accumulate a 128 KiB string prop ({len(deltas)} deltas)"
 
     def ours() -> Any:
-        acc = Accumulator()
+        acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         acc.apply_all(events)
         return component_blocks(acc)[0]["props"]
 

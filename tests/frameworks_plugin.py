@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 #: Test and benchmark modules that run a real agent framework (LangGraph, CrewAI) or its official
-#: AG-UI bridge. They are marked ``frameworks``: the slowest part of the suite to import (crewai alone
+#: AG-UI bridge, or third-party AG-UI servers built on them (``test_remote_peers``: pydantic-ai,
+#: ag-ui-langgraph). They are marked ``frameworks``: the slowest part of the suite to import (crewai alone
 #: takes 10-15 s per test process) and to run. ``pytest -m "not frameworks"`` is the fast path for
 #: work on the core, the transports and the provider adapters: those modules are then not even
 #: imported. CI runs everything.
-FRAMEWORK_MODULE = re.compile(r"^(test|bench)_(langgraph|crewai)\w*\.py$")
+FRAMEWORK_MODULE = re.compile(r"^(test|bench)_(langgraph|crewai|remote_peers)\w*\.py$")
 FRAMEWORKS_MARKER = "frameworks"
 
 

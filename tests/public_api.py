@@ -1,7 +1,9 @@
 """Checks shared by the per-package public-API tests (``tests/*/test_package.py``).
 
 A public module's ``__all__`` is ONE literal, sorted list of strings, every name in it
-resolves, and ``from module import *`` gives exactly those names. A package's
+resolves, and ``from module import *`` gives exactly those names; every public-looking name
+the module defines at module level (no leading underscore) is in it: a name is the module's
+API or it is private, never something in between. A package's
 ``__all__`` equals the literal list written in its test (so adding or removing a
 public name is a deliberate edit of the test), and every name it exports is the
 object its defining module exports.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -46,6 +49,58 @@ def literal_all(path: Path) -> list[str]:
     ]
     assert not augmented, f"{path}: __all__ is extended after its literal"
     return names
+
+
+def _defined(body: list[ast.stmt]) -> Iterator[tuple[str, int]]:
+    """(name, line) of what the statements bind at module level: def, class, assignment
+    targets, annotated names, type aliases, also inside module-level ``if`` / ``try``. Imports
+    are not definitions (a module re-exports a name by listing it in ``__all__``)."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name, node.lineno
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        yield name.id, node.lineno
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            yield node.target.id, node.lineno
+        elif isinstance(node, getattr(ast, "TypeAlias", ())):
+            yield node.name.id, node.lineno  # type: ignore[attr-defined]
+        elif isinstance(node, ast.If):
+            yield from _defined(node.body)
+            yield from _defined(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _defined(block)
+
+
+def public_names_outside_all(path: Path) -> list[str]:
+    """``name (line n)`` of every public-looking name the module at ``path`` defines at module
+    level but leaves out of its ``__all__`` (a name ``del``-ed at module level is gone)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    deleted = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Delete)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    exported = set(literal_all(path))
+    found: dict[str, int] = {}
+    for name, line in _defined(tree.body):
+        if not name.startswith("_") and name not in exported and name not in deleted:
+            found.setdefault(name, line)
+    return [f"{name} (line {line})" for name, line in sorted(found.items(), key=lambda item: item[1])]
+
+
+def check_every_public_name_is_in_all(module_name: str, path: Path) -> None:
+    """Every public-looking module-level name of ``module_name`` is in its ``__all__``."""
+    outside = public_names_outside_all(path)
+    assert not outside, (
+        f"{module_name} defines public-looking names outside its __all__ (list them in __all__, "
+        f"or rename them with a leading underscore): {', '.join(outside)}"
+    )
 
 
 def star_import(module_name: str) -> set[str]:

@@ -14,7 +14,7 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .common import ConnectionLostError, RemoteAgentError
+    from .common import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
+    "UpstreamStoppedError": "common",
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
@@ -79,6 +80,7 @@ __all__ = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
     "create_app",

@@ -75,9 +75,11 @@ __all__ = [
     "ThrottledWarning",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "UpstreamStoppedError",
     "WS_CLOSE_INVALID_INPUT",
     "WS_CLOSE_UNAUTHORIZED",
     "listening_socket",
+    "unresumable",
 ]
 
 logger = logging.getLogger("agui_engine.transports")
@@ -601,6 +603,14 @@ class ConnectionLostError(UpstreamError):
         super().__init__(message, retryable=True)
 
 
+class UpstreamStoppedError(UpstreamError):
+    """A remote AG-UI endpoint ended its stream before the run's ``RUN_FINISHED`` /
+    ``RUN_ERROR`` and sent no event id to resume from: the run ends here (starting it
+    again would run the remote agent twice). Code ``upstream_stopped``."""
+
+    default_code = "upstream_stopped"
+
+
 #: HTTP statuses after which trying again later may succeed.
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -722,7 +732,12 @@ class RemoteClientBase:
         run_id = input.run_id
         session = await self._open()
         last_seq = 0
+        # The cursor a drop resumes from: only an event id this upstream sent (or the run's
+        # start, when the upstream said it keeps the run: _keeps_runs). Without one the run
+        # is never started a second time (a server that does not resume would run the agent
+        # twice): the run ends with UpstreamStoppedError instead.
         last_id: str | None = None
+        accepted = False
         yielded = False
         failures = 0
         self.reconnects = 0
@@ -735,10 +750,9 @@ class RemoteClientBase:
                 try:
                     async for item in attempt:
                         if item is None:
-                            # Accepted: a drop from here on resumes the run (from its
-                            # start if no event came yet) instead of starting it again.
-                            if last_id is None:
-                                last_id = f"{run_id}:0"
+                            accepted = True  # a drop from here on resumes or ends the run, never restarts it
+                            if last_id is None and self._keeps_runs(session):
+                                last_id = f"{run_id}:0"  # the upstream said it keeps the run: from its start
                             continue
                         ident, events = item
                         if ident is not None:
@@ -746,26 +760,24 @@ class RemoteClientBase:
                             if seq:
                                 if seq <= last_seq:
                                     continue  # already delivered before a reconnect
-                                last_seq, last_id = seq, ident
+                                last_seq = seq
+                            last_id = ident
                         failures = 0
                         for event in events:
                             yielded = True
-                            yield event  # type: ignore[misc]
                             if isinstance(event, TERMINAL_EVENTS):
-                                abandoned = False
+                                abandoned = False  # ended: a consumer that stops here cancels nothing
+                                yield event
                                 return
+                            yield event  # type: ignore[misc]
                     raise StreamDropped("the stream ended before RUN_FINISHED / RUN_ERROR")
                 except drops as exc:
                     failures += 1
-                    if last_id is None or failures > self.retry.max_retries:
+                    stop = unresumable(self.url, exc, accepted=accepted, last_id=last_id, failures=failures,
+                                       max_retries=self.retry.max_retries)
+                    if stop is not None:
                         abandoned = False
-                        lost = ConnectionLostError(
-                            f"connection to {self.url} lost ({type(exc).__name__}) and not resumed "
-                            f"after {failures - 1} retries"
-                            if last_id is not None
-                            else f"cannot reach {self.url} ({type(exc).__name__})"
-                        )
-                        yield end_or_raise(lost, yielded)
+                        yield end_or_raise(stop, yielded)
                         return
                     await self.retry.wait(failures)
                     self.reconnects += 1
@@ -780,7 +792,7 @@ class RemoteClientBase:
                     await attempt.aclose()  # type: ignore[attr-defined]
         finally:
             try:
-                if abandoned and last_id is not None:
+                if abandoned and accepted:
                     await self._cancel(session, run_id)
             finally:
                 await self._close(session)
@@ -797,11 +809,41 @@ class RemoteClientBase:
         a ``_drops`` error or StreamDropped on a drop, AguiEngineError when refused."""
         raise NotImplementedError
 
+    def _keeps_runs(self, session: Any) -> bool:
+        """Whether the upstream said, when it accepted the run, that it keeps it for a resume
+        (this project's gateways give the run a run key): a drop before its first event id
+        then resumes from ``<runId>:0``. A third-party server says nothing: False."""
+        return False
+
     async def _cancel(self, session: Any, run_id: str) -> None:
         """Cancel the remote run (the consumer stopped early); must not raise."""
 
     async def _close(self, session: Any) -> None:
         """Release the session."""
+
+
+def unresumable(
+    url: str, exc: BaseException, *, accepted: bool, last_id: str | None, failures: int, max_retries: int
+) -> UpstreamError | None:
+    """Why a dropped run must not be tried again (``None``: resume it from ``last_id``).
+
+    The one rule every client follows: a run is resumed only from an event id the upstream
+    sent. A server that sent none cannot resume, and POSTing the input again would run its
+    agent a second time (its side effects repeated, a second ``RUN_STARTED``): such a drop
+    ends the run with :class:`UpstreamStoppedError` (``upstream_stopped``). An endpoint
+    that never accepted the run is unreachable (:class:`ConnectionLostError`), and so is
+    one whose drops outlast ``max_retries``."""
+    what = type(exc).__name__
+    if not accepted:
+        return ConnectionLostError(f"cannot reach {url} ({what})")
+    if last_id is None:
+        return UpstreamStoppedError(
+            f"{url} stopped before the end of the run (no RUN_FINISHED or RUN_ERROR; {what}) and sent no "
+            "event id to resume from: the run is not started again"
+        )
+    if failures > max_retries:
+        return ConnectionLostError(f"connection to {url} lost ({what}) and not resumed after {failures - 1} retries")
+    return None
 
 
 def _seq_of(ident: str, run_id: str) -> int:

@@ -78,6 +78,7 @@ from .common import (
 from .envelope import ErrorBody
 
 __all__ = [
+    "BUSY_RETRY_AFTER_SECONDS",
     "MAX_CACHE_BYTES",
     "MAX_CACHE_ENTRIES",
     "QUERY_QUEUE_TIMEOUT_SECONDS",
@@ -92,7 +93,7 @@ __all__ = [
     "query_error_from_line",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: Seconds a query waits for a slot of its resource's concurrency limit before it is
 #: refused with 503 ``resource_busy``. A component shows a spinner meanwhile; 5 s covers
@@ -275,7 +276,7 @@ class ResourceBroker:
         except (RemoteInputError, UpstreamError, CapacityError):
             raise  # a hook may refuse on purpose with its own typed error (a 403 saying why)
         except Exception:  # noqa: BLE001 - the hook's failure is the server's, logged, not sent
-            logger.exception("data query %s: the permission hook raised", resource.id)
+            _log.exception("data query %s: the permission hook raised", resource.id)
             raise ResourceFailedError(f"the permission check of {resource.id} failed (see the server log)") from None
         if not allowed:
             who = "an anonymous caller" if identity is None else "this caller"
@@ -327,13 +328,13 @@ class ResourceBroker:
                 raise ResourceTimeoutError(
                     f"{resource.id} did not answer within {resource.timeout:g} s (its timeout)"
                 ) from None
-            logger.exception("data query %s: the resolver raised", resource.id)
+            _log.exception("data query %s: the resolver raised", resource.id)
             raise ResourceFailedError(f"the resolver of {resource.id} failed (see the server log)") from None
         except (RemoteInputError, UpstreamError, CapacityError):
             # a resolver may refuse on purpose with a typed error of the tree (403, 404, 422, 503 ...)
             raise
         except Exception:  # noqa: BLE001 - the resolver's failure: logged with its traceback, never sent
-            logger.exception("data query %s: the resolver raised", resource.id)
+            _log.exception("data query %s: the resolver raised", resource.id)
             raise ResourceFailedError(f"the resolver of {resource.id} failed (see the server log)") from None
         finally:
             if slots is not None and not release_later:
@@ -341,11 +342,11 @@ class ResourceBroker:
         try:
             data = _ENCODER.encode(result)
         except Exception:  # noqa: BLE001 - TypeError (not JSON), OverflowError, RecursionError
-            logger.exception("data query %s: the resolver returned %s, which is not JSON", resource.id,
+            _log.exception("data query %s: the resolver returned %s, which is not JSON", resource.id,
                              type(result).__name__)
             raise ResourceFailedError(f"the resolver of {resource.id} returned data that is not JSON") from None
         if len(data) > resource.max_result_bytes:
-            logger.warning("data query %s: a %d-byte result refused (max_result_bytes %d)", resource.id, len(data),
+            _log.warning("data query %s: a %d-byte result refused (max_result_bytes %d)", resource.id, len(data),
                            resource.max_result_bytes)
             raise ResourceResultTooLargeError(
                 f"the data of {resource.id} is {len(data)} bytes, more than its max_result_bytes "

@@ -52,6 +52,7 @@ from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageEr
 
 __all__ = [
     "BadCursorError",
+    "COMPACT_AFTER_DROPPED",
     "CursorExpiredError",
     "DEFAULT_LOG_MAX_BYTES",
     "DEFAULT_LOG_MAX_EVENTS",

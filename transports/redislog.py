@@ -95,7 +95,7 @@ __all__ = [
     "RedisEventLog",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: Seconds between a node's heartbeats. One pipelined command per second per node
 #: is nothing for Redis, and it sets how fast a dead owner is noticed.
@@ -539,7 +539,7 @@ class RedisEventLog:
             for *_, fut in creating:
                 if not fut.done():
                     fut.set_exception(self._unavailable(exc))
-            logger.error("event log: storing %d events in Redis failed (%s); ending the affected runs", events, exc)
+            _log.error("event log: storing %d events in Redis failed (%s); ending the affected runs", events, exc)
             for own, run_id, _, _ in sent:
                 self._break(run_id, own)
             return
@@ -617,7 +617,7 @@ class RedisEventLog:
         if lapsed and self.healthy:
             # Our key had expired (the process stalled longer than the TTL):
             # followers may have ended our runs as owner_lost; end them here too.
-            logger.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
+            _log.error("event log: this node's heartbeat lapsed; ending its runs (owner_lost)")
             control = self._control
             for run_id, own in list(self._owned.items()):
                 if not own.finishing and control is not None:
@@ -628,7 +628,7 @@ class RedisEventLog:
 
     def _beat_failed(self, exc: BaseException) -> None:
         if self.healthy:
-            logger.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
+            _log.error("event log: Redis heartbeat failed (%s); ending this node's runs", exc)
         self.healthy = False
         for run_id, own in list(self._owned.items()):
             if not own.finishing:
@@ -893,7 +893,7 @@ class RedisEventLog:
             )
         except _redis_errors() as exc:
             raise self._unavailable(exc) from None
-        logger.warning("run %s: its gateway node %s stopped; ended it with RUN_ERROR{owner_lost}", run_id, owner)
+        _log.warning("run %s: its gateway node %s stopped; ended it with RUN_ERROR{owner_lost}", run_id, owner)
         return True
 
     # -- discard -------------------------------------------------------------------------

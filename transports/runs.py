@@ -81,6 +81,7 @@ from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
 from .common import MAX_SEQ_DIGITS, check_run_id
+from .remote_agents import serving_agent
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -536,7 +537,8 @@ class RunRegistry:
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
     ) -> None:
-        self.agent: Agent = as_agent(agent, where="RunRegistry(agent)")
+        # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
+        self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
         self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = log if log is not None else InMemoryEventLog()
         self.clock: Clock = clock if clock is not None else LoopClock()

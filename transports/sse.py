@@ -40,7 +40,9 @@ Client: :class:`SSEAgent` is an :class:`~agui_engine.protocol.agent.Agent` over 
 POSTs the input, decodes the stream with the codec's EventStreamDecoder,
 remembers the last event id, and when the connection drops before the terminal
 event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
-with jitter). Closing its generator early cancels the remote run (``DELETE``).
+with jitter) -- only with an id the server sent (or ``<runId>:0`` when the server gave
+the run a run key): a server without ids is never asked to run the input twice, the
+run ends with ``upstream_stopped`` (``common.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
 The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 """
 
@@ -125,11 +127,32 @@ from .runs import (
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "RUN_KEY_HEADER", "RUN_KEY_QUERY", "SSEAgent", "SSEServer", "create_app", "start_sse_server"]
+__all__ = [
+    "BODY_READ_CHUNK",
+    "BODY_TIMEOUT_SECONDS",
+    "CANCEL_REQUEST_TIMEOUT",
+    "CORS_MAX_AGE",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "HTTP_IDLE_TIMEOUT_SECONDS",
+    "MAX_ECHOED_HEADER_CHARS",
+    "REGISTRY_KEY",
+    "RESUMABLE_HEADER",
+    "RUN_KEY_HEADER",
+    "RUN_KEY_QUERY",
+    "SHUTDOWN_TIMEOUT",
+    "SSEAgent",
+    "SSEServer",
+    "STATUS_CLIENT_CLOSED",
+    "create_app",
+    "frame_ndjson",
+    "frame_sse",
+    "negotiate",
+    "start_sse_server",
+]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 #: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
-access_logger = logging.getLogger("agui_engine.access")
+_access_logger = logging.getLogger("agui_engine.access")
 
 #: The status an access-log line shows for a request whose client closed the
 #: connection before the answer ended (a stream cut after its ``200``): nginx's
@@ -163,13 +186,13 @@ def _caller(request: web.Request, principal: str | None) -> Caller:
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
-KEEPALIVE_SSE = b": keep-alive\n\n"
-KEEPALIVE_NDJSON = b"\n"
+_KEEPALIVE_SSE = b": keep-alive\n\n"
+_KEEPALIVE_NDJSON = b"\n"
 #: Per stream format (negotiate's answer): the Content-Type, the keep-alive frame and how
 #: an event that is not in the log (a RUN_ERROR the stream itself writes) is framed.
 _FORMATS: dict[str, tuple[str, bytes, Any]] = {
-    "sse": (SSE_CONTENT_TYPE, KEEPALIVE_SSE, encode_sse),
-    "ndjson": (NDJSON_CONTENT_TYPE, KEEPALIVE_NDJSON, encode_ndjson),
+    "sse": (SSE_CONTENT_TYPE, _KEEPALIVE_SSE, encode_sse),
+    "ndjson": (NDJSON_CONTENT_TYPE, _KEEPALIVE_NDJSON, encode_ndjson),
     "proto": (PROTO_CONTENT_TYPE, PROTO_KEEPALIVE_FRAME, encode_proto_frame),
 }
 
@@ -217,7 +240,7 @@ CORS_MAX_AGE = 600
 REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRegistry)
 #: The server's cap on connections that run nothing (set by start_sse_server): a
 #: stream tells it its connection is running a run, and idle again after.
-IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
+_IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
 
 
 def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
@@ -405,7 +428,7 @@ class _Gateway:
                 raise UnknownResourceError("this gateway serves no data resources")
             # While its resolver works the connection is not "idle" (IdleConnectionGate), as
             # while it streams a run: a slow resource must not count against the idle caps.
-            gate = request.config_dict.get(IDLE_GATE_KEY)
+            gate = request.config_dict.get(_IDLE_GATE_KEY)
             if gate is not None:
                 gate.running(request.protocol)
             try:
@@ -495,7 +518,7 @@ class _Gateway:
         resp = web.StreamResponse(status=200, headers=headers)
         # While it streams a run the connection is not "idle": the cap on connections
         # that run nothing does not count it (see IdleConnectionGate).
-        gate = request.config_dict.get(IDLE_GATE_KEY)
+        gate = request.config_dict.get(_IDLE_GATE_KEY)
         if gate is not None:
             gate.running(request.protocol)
         try:
@@ -509,17 +532,17 @@ class _Gateway:
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
-            logger.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
+            _log.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
             if request.transport is not None:
                 request.transport.abort()
         except ConnectionError:
             # The client went away (a write failed). The subscription closes
             # below; the grace period decides what happens to the run.
-            logger.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
+            _log.debug("run %s: subscriber disconnected at event %d", run.run_id, sub.cursor)
         except asyncio.CancelledError:
             # aiohttp cancels the handler when the client disconnects
             # (handler_cancellation=True) or at shutdown.
-            logger.debug("run %s: stream handler cancelled at event %d", run.run_id, sub.cursor)
+            _log.debug("run %s: stream handler cancelled at event %d", run.run_id, sub.cursor)
             raise
         finally:
             sub.close()
@@ -587,7 +610,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
         status = STATUS_CLIENT_CLOSED
         raise
     finally:
-        access_logger.info(
+        _access_logger.info(
             "%s %s %s %d run=%s %.1fms",
             request.remote or "-",
             request.method,
@@ -750,7 +773,7 @@ async def start_sse_server(
     if app is None:
         app = create_app(agent, **options)
     gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
-    app[IDLE_GATE_KEY] = gate
+    app[_IDLE_GATE_KEY] = gate
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -809,7 +832,7 @@ class SSEAgent(RemoteClientBase):
     (the server refused: status + remote error code) or
     :class:`~transports.common.ConnectionLostError` (unreachable). After the
     first event it never raises (Agent contract): a drop is resumed with
-    ``Last-Event-ID`` up to ``max_retries`` times (backoff: see
+    ``Last-Event-ID`` (an id the server sent; none: ``UpstreamStoppedError``) up to ``max_retries`` times (backoff: see
     :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
@@ -898,6 +921,9 @@ class SSEAgent(RemoteClientBase):
     def _keyed(self, session: _SSESession) -> dict[str, str]:
         # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
         return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
+
+    def _keeps_runs(self, session: _SSESession) -> bool:
+        return session.key is not None  # our gateway's RUN_KEY_HEADER: the run is kept for a resume
 
     async def _cancel(self, session: _SSESession, run_id: str) -> None:
         # Cancel now rather than leaving the run to the server's grace period.

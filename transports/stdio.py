@@ -77,9 +77,15 @@ from .envelope import (
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
 from .runs import RegistryOptions, RunRegistry, Subscription
 
-__all__ = ["StdioAgent", "serve_stdio"]
+__all__ = [
+    "READ_CHUNK_BYTES",
+    "STDIN_MAX_PENDING_LINES",
+    "STDIO_EXIT_TIMEOUT",
+    "StdioAgent",
+    "serve_stdio",
+]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: How long StdioAgent waits for the subprocess to exit after its run ended (or
 #: after a cancel) before it kills it. The server exits as soon as stdin closes
@@ -128,7 +134,7 @@ def _reader_thread(
                 return
             loop.call_soon_threadsafe(queue.put_nowait, line)
     except (OSError, ValueError) as exc:  # stdin closed under us
-        logger.debug("stdin reader stopped: %s", exc)
+        _log.debug("stdin reader stopped: %s", exc)
     except RuntimeError:  # the event loop is closed: nobody is listening any more
         return
     try:
@@ -157,7 +163,7 @@ class _StdioServer:
             self.out.flush()
         except (BrokenPipeError, ConnectionResetError, ValueError):  # ValueError: the file was closed
             self.closed = True
-            logger.info("stdout was closed: cancelling %d run(s) and stopping", len(self.in_flight))
+            _log.info("stdout was closed: cancelling %d run(s) and stopping", len(self.in_flight))
             for run_id in list(self.in_flight):
                 try:
                     self.registry.cancel_nowait(run_id, code="disconnected", message="stdout was closed")
@@ -377,6 +383,6 @@ class StdioAgent:
         try:
             await asyncio.wait_for(drain_and_wait(), STDIO_EXIT_TIMEOUT)
         except TimeoutError:
-            logger.warning("stdio agent %r did not exit; killing it", self.argv[0])
+            _log.warning("stdio agent %r did not exit; killing it", self.argv[0])
             proc.kill()
             await proc.wait()

@@ -129,7 +129,9 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEFAULT_PING_TIMEOUT",
     "DEFAULT_WRITE_LIMIT",
+    "MAX_BAD_MESSAGES",
     "MAX_QUERIES_PER_CONNECTION",
+    "MAX_RUNS_PER_CONNECTION",
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
     "WS_OPEN_TIMEOUT_SECONDS",
@@ -138,7 +140,7 @@ __all__ = [
     "start_websocket_server",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 #: Ping interval and pong timeout (seconds). The websockets default (20 s) is
 #: below the 30-60 s idle timeouts of common proxies and load balancers.
@@ -362,7 +364,7 @@ class _Connection:
         try:
             await self._send([line])
         except TimeoutError:
-            logger.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
+            _log.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
             self.ws.transport.abort()
         except websockets.ConnectionClosed:
             pass  # the client went away: nobody to answer
@@ -402,7 +404,7 @@ class _Connection:
         except TimeoutError:
             # The client stopped reading for send_timeout: the connection (one TCP
             # stream for all its runs) is stalled; cut it, the runs' grace applies.
-            logger.info("run %s: client stopped reading at event %d; closing the connection", sub.run.run_id, sub.cursor)
+            _log.info("run %s: client stopped reading at event %d; closing the connection", sub.run.run_id, sub.cursor)
             self.ws.transport.abort()
         except websockets.ConnectionClosed:
             pass  # the client went away; the subscription is closed, the grace applies

@@ -209,7 +209,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
     verifier = Verifier()
     renderer = make_renderer(out, live=live, color=color)
     if args.format == "pretty":
-        out.write(("\n" if index else "") + renderer._c("1", f"you › {text}") + "\n")
+        out.write(("\n" if index else "") + renderer.paint("1", f"you › {text}") + "\n")
     count = 0
     try:
         # closed on every way out (a reader gone from the pipe too), so the run is cancelled, not abandoned
@@ -231,7 +231,7 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
         sys.stderr.write(f"agui-engine demo: {exc.message}\n")
         return 1
     if args.format == "pretty":
-        out.write(renderer._c("2", f"  ({count} AG-UI events, verified)") + "\n")
+        out.write(renderer.paint("2", f"  ({count} AG-UI events, verified)") + "\n")
     problems = [p for p in renderer.acc.problems]
     if problems:
         sys.stderr.write(f"agui-engine demo: the accumulator reported problems: {problems}\n")

@@ -33,6 +33,7 @@ import msgspec
 from ..protocol.accumulator import Accumulator
 from ..genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     PROPS_STATUS_KEY,
@@ -181,7 +182,7 @@ class Renderer:
         self.color = color
         self.width = max(width, 40)
         self.max_box_lines = max(height - 4, _MIN_LIVE_LINES)
-        self.acc = Accumulator()
+        self.acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         self.components: dict[str, _ComponentView] = {}
         self.active: list[_ComponentView] = []  # boxes in the live region, in order
         self.drawn = 0  # lines the live region takes on screen now
@@ -194,7 +195,8 @@ class Renderer:
 
     # -- output primitives
 
-    def _c(self, code: str, text: str) -> str:
+    def paint(self, code: str, text: str) -> str:
+        """``text`` in the SGR colour ``code`` when colour is on, else as it is."""
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def _clear_region(self) -> None:
@@ -227,7 +229,7 @@ class Renderer:
         status = block.get(PROPS_STATUS_KEY) or {}
         state = "done" if view.done else block.get("streamingState", "started")
         head = f"  ┌ {view.label} · {state}"
-        lines = [self._c("1;36", head)]
+        lines = [self.paint("1;36", head)]
         inner = self.width - 8
         if view.name == UI_SPEC_COMPONENT:
             lines.extend(f"  │ {line}" for line in _ui_tree_lines(props, inner, view.node_data))
@@ -235,10 +237,10 @@ class Renderer:
         for key, value in props.items():
             mark = _STATUS_MARK.get(status.get("/" + escape_token(key), "done" if view.done else "started"), "·")
             sub = _tree({key: value}, "", inner)
-            lines.append(f"  │ {self._c('32' if mark == '✓' else '33', mark)} {sub[0]}")
+            lines.append(f"  │ {self.paint('32' if mark == '✓' else '33', mark)} {sub[0]}")
             lines.extend(f"  │   {s}" for s in sub[1:])
-        lines.extend(f"  │ {self._c('34', '⇣')} {line}" for line in _data_lines(view.data, inner))
-        lines.append(self._c("36", "  └" + (f" {view.note}" if view.note else "")))
+        lines.extend(f"  │ {self.paint('34', '⇣')} {line}" for line in _data_lines(view.data, inner))
+        lines.append(self.paint("36", "  └" + (f" {view.note}" if view.note else "")))
         return lines
 
     def attach_data(self, component_id: str, resource_id: str, data: Any = None, error: str | None = None,
@@ -281,18 +283,18 @@ class Renderer:
         """Apply ``event`` to the accumulator and render it."""
         self.acc.apply(event)
         if isinstance(event, RunStartedEvent):
-            self._line(self._c("1", f"● run {event.run_id} (thread {event.thread_id})"))
+            self._line(self.paint("1", f"● run {event.run_id} (thread {event.thread_id})"))
         elif isinstance(event, ReasoningMessageStartEvent):
             pass
         elif isinstance(event, ReasoningMessageContentEvent):
-            self._inline(self._c("2", "  thinking › "), self._c("2", event.delta) if self.color else event.delta)
+            self._inline(self.paint("2", "  thinking › "), self.paint("2", event.delta) if self.color else event.delta)
         elif isinstance(event, ReasoningMessageEndEvent):
             self._end_inline()
             self._redraw()
         elif isinstance(event, TextMessageStartEvent):
             pass
         elif isinstance(event, TextMessageContentEvent):
-            self._inline(self._c("1;34", "  assistant › "), event.delta)
+            self._inline(self.paint("1;34", "  assistant › "), event.delta)
         elif isinstance(event, TextMessageEndEvent):
             self._end_inline()
             self._redraw()
@@ -308,7 +310,7 @@ class Renderer:
         elif isinstance(event, RunFinishedEvent):
             self._finished(event)
         elif isinstance(event, RunErrorEvent):
-            self._line(self._c("1;31", f"✖ run error [{event.code}]: {event.message}"))
+            self._line(self.paint("1;31", f"✖ run error [{event.code}]: {event.message}"))
         self.out.flush()
 
     def _arguments(self, tool_call_id: str) -> dict[str, Any]:
@@ -333,7 +335,7 @@ class Renderer:
         args = self._arguments(tool_call_id)
         shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
         note = f"  — {status['statusMessage']}" if status.get("statusMessage") else ""
-        self._line(self._c("35", f"  ⚙ {name}({_short(shown, self.width - 20)})") + self._c("2", note))
+        self._line(self.paint("35", f"  ⚙ {name}({_short(shown, self.width - 20)})") + self.paint("2", note))
 
     def _tool_result(self, event: ToolCallResultEvent) -> None:
         name = self.tool_names.get(event.tool_call_id, "?")
@@ -342,7 +344,7 @@ class Renderer:
             return  # the component box already says it is shown
         failed = content.startswith("Error:")
         text = f"    ↳ {name} → {_short(content, self.width - 12 - len(name))}"
-        self._line(self._c("31" if failed else "2", text))
+        self._line(self.paint("31" if failed else "2", text))
 
     def _custom(self, event: CustomEvent) -> None:
         value = event.value if isinstance(event.value, dict) else {}
@@ -356,7 +358,7 @@ class Renderer:
                 if self.live:
                     self._redraw()
                 else:
-                    self._line(self._c("2", f"    {view.label}: {view.note}"))
+                    self._line(self.paint("2", f"    {view.label}: {view.note}"))
         elif event.name == COMPONENT_START:
             self.ordinal += 1
             view = _ComponentView(str(value.get("componentName")), str(value.get("componentId")), self.ordinal)
@@ -369,7 +371,7 @@ class Renderer:
                 self.active.append(view)
                 self._redraw()
             else:
-                self._line(self._c("1;36", f"  ▣ {view.label} started"))
+                self._line(self.paint("1;36", f"  ▣ {view.label} started"))
         elif event.name == COMPONENT_PROPS_DELTA:
             view = self.components.get(str(value.get("componentId")))
             if view is None:
@@ -392,9 +394,9 @@ class Renderer:
             else:
                 self._print_done_props(view)
                 for line in _data_lines(view.data, self.width - 10):
-                    self._line(f"    {self._c('34', '⇣')} {view.label} {line}")
+                    self._line(f"    {self.paint('34', '⇣')} {view.label} {line}")
                 note = f" · {view.note}" if view.note else ""
-                self._line(self._c("1;36", f"  ▣ {view.label} done{note}"))
+                self._line(self.paint("1;36", f"  ▣ {view.label} done{note}"))
 
     def _print_done_props(self, view: _ComponentView) -> None:
         block = find_component(self.acc, view.id) or {}
@@ -402,14 +404,14 @@ class Renderer:
         status = block.get(PROPS_STATUS_KEY) or {}
         if view.name == UI_SPEC_COMPONENT:  # the tree is printed whole, once it is done
             for line in _ui_tree_lines(props, self.width - 10, view.node_data) if view.done else ():
-                self._line(f"    {self._c('32', '▸')} {line}")
+                self._line(f"    {self.paint('32', '▸')} {line}")
             return
         for key, value in props.items():
             if key in view.printed or (status.get("/" + escape_token(key)) != "done" and not view.done):
                 continue
             view.printed.add(key)
             tree = _tree({key: value}, "", self.width - 10)
-            self._line(f"    {self._c('32', '✓')} {view.label} {tree[0]}")
+            self._line(f"    {self.paint('32', '✓')} {view.label} {tree[0]}")
             for line in tree[1:]:
                 self._line(f"      {line}")
 
@@ -420,7 +422,7 @@ class Renderer:
             parts.append(f"waiting for client tools {', '.join(pending)}")
         for usage in event.usage or ():
             parts.append(f"{usage.model}: {usage.input_tokens} in / {usage.output_tokens} out tokens")
-        self._line(self._c("1", " · ".join(parts)))
+        self._line(self.paint("1", " · ".join(parts)))
 
 
 #: The renderer's widest line: wider terminals get whitespace, not longer trees.

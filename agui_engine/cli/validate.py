@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import msgspec
 
-from ..genui import component_stream  # noqa: F401  (registers the tambo.component.* handlers: components show as blocks)
+from ..genui.component_stream import COMPONENT_HANDLERS
 from ..protocol.accumulator import Accumulator
 from ..protocol.codec import EventDecodeError, EventStreamDecoder
 from ..protocol.verify import Verifier, Violation
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class _Result:
     def __init__(self) -> None:
         self.verifier = Verifier(collect=True)
-        self.accumulator = Accumulator()
+        self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         self.events = 0
         self.decode_error: EventDecodeError | None = None
         self.format = ""

@@ -77,7 +77,24 @@ from ..llm import (
     Usage,
 )
 
-__all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedModel"]
+__all__ = [
+    "DASHBOARD_SCHEMA",
+    "DEMO_WEATHER",
+    "EMBEDDED_MODEL_NAME",
+    "EmbeddedModel",
+    "GET_WEATHER_TOOL",
+    "MAX_CHUNK_CHARS",
+    "PlannedCall",
+    "PlannedReply",
+    "WEATHER_CARD_RESOURCE_SCHEMA",
+    "WEATHER_CARD_SCHEMA",
+    "WEATHER_CURRENT",
+    "WEATHER_PARAMS_SCHEMA",
+    "chunk_text",
+    "demo_weather",
+    "plan_reply",
+    "weather_current",
+]
 
 #: Largest chunk the model emits. Real tokenizers produce tokens of 1-8
 #: characters for English text and JSON punctuation (a 4-character average), so
@@ -86,7 +103,7 @@ MAX_CHUNK_CHARS = 8
 
 #: Reported in :class:`~agui_engine.llm.Usage` so runs say which model answered.
 EMBEDDED_MODEL_NAME = "embedded-demo-1"
-EMBEDDED_PROVIDER = "embedded"
+_EMBEDDED_PROVIDER = "embedded"
 
 #: Characters per token used for the usage estimate (the usual rule of thumb
 #: for English text with BPE tokenizers).
@@ -205,7 +222,7 @@ def demo_weather(city: str) -> dict[str, Any]:
 
 
 #: Id of the demo's data resource: the current weather of a city (params ``{city}``).
-WEATHER_RESOURCE_ID = "weather.current"
+_WEATHER_RESOURCE_ID = "weather.current"
 
 #: Params of ``weather.current``.
 WEATHER_PARAMS_SCHEMA: dict[str, Any] = {
@@ -224,7 +241,7 @@ WEATHER_CARD_RESOURCE_SCHEMA: dict[str, Any] = {
 
 #: Seconds a ``weather.current`` answer stays cached (the demo table never changes;
 #: a real weather API updates every 10-15 minutes, so a minute is safe either way).
-WEATHER_CACHE_TTL = 60.0
+_WEATHER_CACHE_TTL = 60.0
 
 
 def weather_current(params: Mapping[str, Any], identity: str | None) -> dict[str, Any]:
@@ -242,11 +259,11 @@ def weather_current(params: Mapping[str, Any], identity: str | None) -> dict[str
 
 #: The demo's ``weather.current`` resource (served by the gateway in front of the demo agent).
 WEATHER_CURRENT = Resource(
-    WEATHER_RESOURCE_ID,
+    _WEATHER_RESOURCE_ID,
     weather_current,
     params=WEATHER_PARAMS_SCHEMA,
     description="the current weather of a city (demo data)",
-    cache_ttl=WEATHER_CACHE_TTL,
+    cache_ttl=_WEATHER_CACHE_TTL,
 )
 
 
@@ -508,7 +525,7 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
     # a card bound to a resource needs no numbers from the model (the app fetches them),
     # so without a get_weather tool it is shown for every city straight away
     bound = bool(resource_ids) and get_weather is None
-    rid = WEATHER_RESOURCE_ID if WEATHER_RESOURCE_ID in resource_ids or not resource_ids else resource_ids[0]
+    rid = _WEATHER_RESOURCE_ID if _WEATHER_RESOURCE_ID in resource_ids or not resource_ids else resource_ids[0]
     found = {c: results.get(c.lower(), (None, None))[0] for c in cities}
     ready = [c for c in cities if bound or found[c] is not None]
     to_show = [c for c in ready if str((found[c] or {}).get("city", c)).lower() not in shown]
@@ -646,12 +663,12 @@ def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedRepl
     if turn.called(_RENDER_UI):
         return PlannedReply(
             text=f"The overview shows the current weather in {_join(cities)}; each card loads its numbers from "
-            f"{WEATHER_RESOURCE_ID}. (Demo data from the embedded model.)"
+            f"{_WEATHER_RESOURCE_ID}. (Demo data from the embedded model.)"
         )
     cards: list[Any] = [
         # key after props: a node's identity is fixed when it opens, whatever comes later
         {"component": "WeatherCard",
-         "props": {"resourceId": WEATHER_RESOURCE_ID, "params": {"city": city}},
+         "props": {"resourceId": _WEATHER_RESOURCE_ID, "params": {"city": city}},
          "key": city.lower().replace(" ", "-")}
         for city in cities
     ]
@@ -662,7 +679,7 @@ def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedRepl
     else:
         root = [heading, *cards]
     return PlannedReply(
-        reasoning=f"An overview of {_join(cities)}: one render_ui tree, a card per city bound to {WEATHER_RESOURCE_ID}.",
+        reasoning=f"An overview of {_join(cities)}: one render_ui tree, a card per city bound to {_WEATHER_RESOURCE_ID}.",
         text=f"Here is a weather overview for {_join(cities)}.",
         calls=(PlannedCall(name=tool.name, arguments=_arguments(
             tool, {"root": root}, ("Laying out the weather overview", "Laid out the weather overview"))),),
@@ -839,7 +856,7 @@ class EmbeddedModel:
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             total_tokens=input_tokens + output_tokens,
-            provider=EMBEDDED_PROVIDER,
+            provider=_EMBEDDED_PROVIDER,
             model=EMBEDDED_MODEL_NAME,
         )
         if truncated:

@@ -51,8 +51,9 @@ empty object ``{}`` (models send ``""`` for a call without arguments).
 ``/newState/...``) onto the component's props (or state): a shallow merge
 expressed as operations on the existing instance.
 
-The accumulator handlers (registered on :class:`~agui_engine.protocol.accumulator.Accumulator`
-when this module is imported; :func:`register_component_handlers`) turn these
+The accumulator handlers (:data:`COMPONENT_HANDLERS`, given to an accumulator by
+composition: ``Accumulator(custom_handlers=COMPONENT_HANDLERS)``; importing this module
+registers nothing anywhere) turn these
 events into content blocks ``{"type": "component", "id", "name", "props",
 "streamingState", "propsStatus"}`` in the list :data:`BLOCKS_KEY` (``contentBlocks``)
 of the assistant message; :func:`find_component` looks one up.
@@ -66,12 +67,13 @@ import abc
 import re
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import jsonpatch
 import jsonpointer
 
-from ..protocol.accumulator import Accumulator, grow_string
+from ..protocol.accumulator import Accumulator, CustomHandler, grow_string
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
@@ -90,20 +92,27 @@ from ..jsonstream import PatchStream
 from ..protocol.pointer import escape_token, pointer_tokens
 
 __all__ = [
+    "ArgumentStream",
+    "BLOCKS_KEY",
     "COMPONENT_END",
     "COMPONENT_EVENTS",
+    "COMPONENT_HANDLERS",
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
     "ComponentSizeError",
     "ComponentStream",
+    "DONE",
     "InteractableUpdateStream",
     "MAX_COMPONENT_ARGS_CHARS",
     "PROPS_STATUS_KEY",
     "PathStatus",
+    "PropsFilter",
+    "STARTED",
     "STATUS_CHANGES_KEY",
     "StatusTracker",
     "apply_status_changes",
+    "arguments_parser",
     "component_blocks",
     "done_statuses",
     "find_component",
@@ -428,7 +437,7 @@ def apply_status_changes(status: dict[str, str], implied: Sequence[tuple[str, st
             status[path] = value
 
 
-class _PropsFilter:
+class PropsFilter:
     """Tokenizer ops -> component ops (shared by components and interactable updates).
 
     ``prefix`` re-roots: only ops under it are kept, with the prefix removed
@@ -480,7 +489,7 @@ class _PropsFilter:
         return out
 
 
-def _arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
+def arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
     """The tokenizer for one call's arguments, bounded by ``max_chars`` characters.
 
     Its own size limit (UTF-8 bytes, at most 4 per character) is set just above ours so
@@ -492,7 +501,7 @@ def _arguments_parser(max_chars: int, *, append_strings: bool) -> PatchStream:
     return PatchStream(emit_root=False, append_strings=append_strings, max_bytes=4 * max_chars + 1)
 
 
-class _ArgumentStream(abc.ABC):
+class ArgumentStream(abc.ABC):
     """What both streams share: size limit, sticky errors, whitespace-only input as ``{}``."""
 
     #: ``raw_ops``: the tokenizer's operations for the latest fragment (or close), before any
@@ -578,7 +587,7 @@ class _ArgumentStream(abc.ABC):
         return self._stream
 
 
-class ComponentStream(_ArgumentStream):
+class ComponentStream(ArgumentStream):
     """Stream one component call's props as ``tambo.component.*`` CUSTOM events.
 
     ``ComponentStream(component, *, message_id, component_id, append_strings=True,
@@ -616,8 +625,8 @@ class ComponentStream(_ArgumentStream):
         self.message_id = message_id
         self.component_id = component_id
         self.max_chars = max_chars
-        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
-        self._filter = _PropsFilter(component.null_policy.decide)
+        self._stream = arguments_parser(max_chars, append_strings=append_strings)
+        self._filter = PropsFilter(component.null_policy.decide)
         self._status = StatusTracker()
         self._status_changed = False
         self._size = 0
@@ -721,7 +730,7 @@ class ComponentStream(_ArgumentStream):
         return CustomEvent(name=COMPONENT_PROPS_DELTA, value=value)
 
 
-class InteractableUpdateStream(_ArgumentStream):
+class InteractableUpdateStream(ArgumentStream):
     """Stream an ``update_component_props_<id>`` / ``update_component_state_<id>`` call.
 
     Operations under ``/newProps`` (``/newState``) are re-rooted onto the
@@ -757,12 +766,12 @@ class InteractableUpdateStream(_ArgumentStream):
         self.max_chars = max_chars
         self._member = "/newProps" if kind == "props" else "/newState"
         self._policy = interactable.update_policy(kind)
-        self._stream = _arguments_parser(max_chars, append_strings=append_strings)
+        self._stream = arguments_parser(max_chars, append_strings=append_strings)
         self._status = StatusTracker()
         self._status_changed = False
         member = self._member[1:]
         policy = self._policy
-        self._filter = _PropsFilter(lambda path: policy.decide((member, *path)), self._member)
+        self._filter = PropsFilter(lambda path: policy.decide((member, *path)), self._member)
         self._closed = False
         self._error: Exception | None = None
         self._size = 0
@@ -1023,23 +1032,12 @@ def _on_end(acc: Accumulator, ev: CustomEvent) -> None:
         block[PROPS_STATUS_KEY] = done_statuses(block.get("props"))
 
 
-_HANDLERS: Final = {
+#: The ``tambo.component.*`` accumulator handlers by CUSTOM event name, read-only:
+#: ``Accumulator(custom_handlers=COMPONENT_HANDLERS)`` keeps component blocks in its
+#: messages (a Thread's accumulator has them). Nothing is registered by importing this module.
+COMPONENT_HANDLERS: Final[Mapping[str, CustomHandler]] = MappingProxyType({
     COMPONENT_START: _on_start,
     COMPONENT_PROPS_DELTA: _on_props_delta,
     COMPONENT_STATE_DELTA: _on_state_delta,
     COMPONENT_END: _on_end,
-}
-
-
-def register_component_handlers(target: Any = None) -> None:
-    """Register the ``tambo.component.*`` handlers on an Accumulator class or instance.
-
-    Done for :class:`~agui_engine.protocol.accumulator.Accumulator` when this module is
-    imported; call it for an accumulator subclass with its own registry.
-    """
-    target = Accumulator if target is None else target
-    for name, handler in _HANDLERS.items():
-        target.register_custom_handler(name, handler, replace=True)
-
-
-register_component_handlers()
+})

@@ -63,24 +63,39 @@ if typing.TYPE_CHECKING:
 __all__ = [
     "COMPLETION_STATUS_MESSAGE_PARAMETER",
     "Component",
+    "DROP",
+    "HINTED_KEYWORDS",
+    "KEEP",
     "MAX_COMPONENT_NAME_LENGTH",
     "MAX_SCHEMA_DEPTH",
     "MAX_SCHEMA_NODES",
     "MAX_TOOL_NAME_LENGTH",
+    "NullDefault",
     "NullPolicy",
+    "STANDARD_PARAMETER_PREFIX",
     "STATUS_MESSAGE_PARAMETER",
+    "STRICT_KEYWORDS",
+    "STRIPPED_KEYWORDS",
     "ServerTool",
     "StatusMessages",
     "StrictResult",
     "ToolArgumentsError",
     "UI_TOOL_PREFIX",
+    "add_standard_parameters",
+    "build_llm_tool",
+    "check_object_schema",
+    "check_tool_name",
     "component_from_tool",
+    "component_from_tool_name",
     "component_tool_name",
     "components_from_available",
     "is_ui_tool",
     "schema_from_struct",
+    "split_standard_parameters",
+    "strip_reserved_keys",
     "to_strict_schema",
     "tool_from_callable",
+    "unstrict_value",
 ]
 
 # --------------------------------------------------------------------------- names
@@ -154,7 +169,7 @@ STATUS_MESSAGE_PARAMETER: Final = "_tambo_statusMessage"
 COMPLETION_STATUS_MESSAGE_PARAMETER: Final = "_tambo_completionStatusMessage"
 
 #: The standard parameters in the order they are put first into every tool.
-STANDARD_PARAMETERS: Final[Mapping[str, Mapping[str, Any]]] = {
+_STANDARD_PARAMETERS: Final[Mapping[str, Mapping[str, Any]]] = {
     STATUS_MESSAGE_PARAMETER: {
         "type": "string",
         "description": (
@@ -178,12 +193,6 @@ class StatusMessages(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     status_message: str | None = None
     completion_status_message: str | None = None
 
-
-def is_standard_parameter(key: str) -> bool:
-    """True for every engine-reserved ``_tambo_*`` key."""
-    return key.startswith(STANDARD_PARAMETER_PREFIX)
-
-
 def add_standard_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of an object schema with the standard parameters first and required.
 
@@ -191,11 +200,11 @@ def add_standard_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     Raises :class:`UsageError` if ``schema`` is not an object schema or already
     declares a ``_tambo_*`` property.
     """
-    root = _check_object_schema(schema, "tool parameters")
+    root = check_object_schema(schema, "tool parameters")
     out = {k: copy.deepcopy(v) for k, v in root.items() if k not in ("properties", "required")}
-    props: dict[str, Any] = {k: dict(v) for k, v in STANDARD_PARAMETERS.items()}
+    props: dict[str, Any] = {k: dict(v) for k, v in _STANDARD_PARAMETERS.items()}
     props.update(copy.deepcopy(root.get("properties") or {}))
-    required = [*STANDARD_PARAMETERS, *(root.get("required") or [])]
+    required = [*_STANDARD_PARAMETERS, *(root.get("required") or [])]
     out["type"] = "object"
     out["properties"] = props
     out["required"] = required
@@ -223,10 +232,10 @@ def split_standard_parameters(args: Mapping[str, Any]) -> tuple[dict[str, Any], 
     A status message that is not a string (a model's mistake) is ignored.
     """
     clean: dict[str, Any] = strip_reserved_keys(dict(args))
-    return clean, status_messages_of(args)
+    return clean, _status_messages_of(args)
 
 
-def status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
+def _status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
     """The standard parameters in (partial) tool arguments; a non-string value is ignored."""
     status = args.get(STATUS_MESSAGE_PARAMETER)
     completion = args.get(COMPLETION_STATUS_MESSAGE_PARAMETER)
@@ -236,7 +245,10 @@ def status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
     )
 
 
-def _check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
+def check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
+    """``schema`` as a mapping if it is an object schema a tool or a resource may declare
+    (``type`` object or absent, ``properties`` a mapping, ``required`` a list of strings, no
+    property with the reserved ``_tambo_`` prefix); UsageError naming ``what`` otherwise."""
     if not isinstance(schema, Mapping):
         raise UsageError(f"{what} must be a JSON Schema object, got {type(schema).__name__}")
     kind = schema.get("type")
@@ -908,7 +920,7 @@ class Component(_ToolSource):
         if isinstance(props_schema, type) and issubclass(props_schema, msgspec.Struct):
             self.struct_type = props_schema
         schema = copy.deepcopy(dict(_as_schema(props_schema)))
-        _check_object_schema(schema, f"component {name!r} props schema")
+        check_object_schema(schema, f"component {name!r} props schema")
         #: The resources this component can show, by id (``resourceId`` is one of them).
         self.resources: dict[str, Resource] = _component_resources(name, resources, registry)
         if self.resources:
@@ -1285,7 +1297,7 @@ def tool_from_callable(
         hint = hints.get(params[0].name)
         if isinstance(hint, type) and issubclass(hint, msgspec.Struct):
             schema = schema_from_struct(hint)
-            _check_object_schema(schema, f"tool {tool_name} parameters")
+            check_object_schema(schema, f"tool {tool_name} parameters")
             return ServerTool(tool_name, doc, schema, fn, hint, params[0].name)
     fields: list[Any] = []
     for p in params:
@@ -1301,5 +1313,5 @@ def tool_from_callable(
         raise UsageError(f"tool {tool_name}: a parameter type has no JSON Schema: {exc}") from None
     schema.pop("title", None)
     schema.setdefault("properties", {})
-    _check_object_schema(schema, f"tool {tool_name} parameters")
+    check_object_schema(schema, f"tool {tool_name} parameters")
     return ServerTool(tool_name, doc, schema, fn, args_type, None)

@@ -57,12 +57,14 @@ __all__ = [
     "InteractableToolCall",
     "MAX_INTERACTABLE_ID_LENGTH",
     "UPDATE_PROPS_TOOL_PREFIX",
+    "UPDATE_RESULT",
     "UPDATE_STATE_TOOL_PREFIX",
     "UpdateKind",
     "interactable_tools",
     "interactables_from_context",
     "merge_update",
     "parse_interactable_tool_name",
+    "update_tool_schema",
 ]
 
 UPDATE_PROPS_TOOL_PREFIX: Final = "update_component_props_"

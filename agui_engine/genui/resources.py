@@ -66,7 +66,9 @@ __all__ = [
     "MAX_RESOURCE_ID_LENGTH",
     "MAX_RESOURCE_RESULT_BYTES",
     "PARAMS_PROP",
+    "Permission",
     "RESOURCE_ID_PROP",
+    "Resolver",
     "Resource",
     "ResourceBusyError",
     "ResourceError",
@@ -281,7 +283,7 @@ class Resource:
         permission: Permission | None = None,
         max_result_bytes: int = MAX_RESOURCE_RESULT_BYTES,
     ) -> None:
-        from .components import _check_object_schema, schema_from_struct  # components imports this module
+        from .components import check_object_schema, schema_from_struct  # components imports this module
 
         if not isinstance(id, str) or not _ID_RE.match(id) or len(id) > MAX_RESOURCE_ID_LENGTH:
             raise UsageError(
@@ -319,7 +321,7 @@ class Resource:
             schema = copy.deepcopy(dict(params))
         else:
             raise UsageError(f"resource {id}: params must be a JSON Schema object or a msgspec Struct type")
-        _check_object_schema(schema, f"resource {id} params schema")
+        check_object_schema(schema, f"resource {id} params schema")
         self.params_schema: dict[str, Any] = schema
         self._validator: Any = None
         if self.struct_type is None:

@@ -61,6 +61,8 @@ __all__ = [
     "UIChild",
     "UINode",
     "UnknownComponentError",
+    "genui_spec_schema",
+    "structural_pieces",
     "tree_document",
     "validate_spec",
     "validate_tree",

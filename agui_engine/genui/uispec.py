@@ -54,8 +54,8 @@ from .component_stream import (
     COMPONENT_START,
     MAX_COMPONENT_ARGS_CHARS,
     StatusTracker,
-    _ArgumentStream,
-    _arguments_parser,
+    ArgumentStream,
+    arguments_parser,
 )
 from .components import STANDARD_PARAMETER_PREFIX, Component, build_llm_tool
 from ..protocol.errors import UsageError
@@ -174,7 +174,7 @@ def _refusal_json(exc: GenUISpecError) -> dict[str, Any]:
     return out
 
 
-class UISpecStream(_ArgumentStream):
+class UISpecStream(ArgumentStream):
     """Stream one ``render_ui`` call's tree as ``tambo.component.*`` CUSTOM events.
 
     ``UISpecStream(tool, *, message_id, component_id, append_strings=True,
@@ -199,7 +199,7 @@ class UISpecStream(_ArgumentStream):
         self.max_chars = max_chars
         # Append mode whatever the wire's mode: GenUIStream finds duplicate members by their
         # replace ops, and writes the tree's strings in the wire's mode itself.
-        self._stream = _arguments_parser(max_chars, append_strings=True)
+        self._stream = arguments_parser(max_chars, append_strings=True)
         self._genui = GenUIStream(tool.names, fallback=tool.fallback, parser=self._stream,
                                   reserved_prefix=STANDARD_PARAMETER_PREFIX, append_strings=append_strings,
                                   report_completed=False)

@@ -70,6 +70,11 @@ args_in_snapshot        a component / update call with START and    its componen
                         END but no ARGS (the args only in a later   of the call in the next MESSAGES_SNAPSHOT fill
                         MESSAGES_SNAPSHOT: ag-ui-langgraph's        its props (props_delta + end); none by the end
                         whole-call bug)                             of the run: ``{}``
+args_from_snapshot      a tool call whose arguments do not begin    its fragments are held (a component's dropped),
+                        as a JSON object / array (the first         its END and results wait; the arguments of the
+                        fragment lost: ag-ui-langgraph 0.0.47 with  call in the run's next MESSAGES_SNAPSHOT go out
+                        a model that sends name and first           as one ARGS + END just before it; none: its own
+                        fragment in one chunk)                      fragments, refused (protocol_violation)
 result_before_end       TOOL_CALL_RESULT while its call is open     TOOL_CALL_END (and the component's end) first
 open_at_finish          text, reasoning, tool calls or steps still  closed (TEXT_MESSAGE_END, REASONING_MESSAGE_END,
                         open at RUN_FINISHED / end of stream        REASONING_END, TOOL_CALL_END when the arguments
@@ -106,10 +111,11 @@ import msgspec
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, _ToolSpec, build_tools
+from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
 from ..protocol.ids import new_id
 from ..protocol.writer import end_events
-from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, RemoteInputError, UsageError
+from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from ..jsonstream import MAX_BYTES
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.events import (
     PROTOCOL_VERSION,
@@ -145,7 +151,7 @@ from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Ch
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
-logger = logging.getLogger("agui_engine.loops.agent_loop")
+_log = logging.getLogger("agui_engine.loops.agent_loop")
 
 #: ``RUN_ERROR.code`` when the inner agent raised something that is not an
 #: :class:`~agui_engine.protocol.errors.AguiEngineError` (which keeps its own code).
@@ -169,6 +175,8 @@ REPAIRS: Final[Mapping[str, tuple[str, str]]] = {
     "tool_call_chunk": ("a tool call delivered as TOOL_CALL_CHUNK", "expanded to START + ARGS + END"),
     "args_in_snapshot": ("a component call with no ARGS, its arguments in MESSAGES_SNAPSHOT",
                          "props from the snapshot (else {} at the end of the run)"),
+    "args_from_snapshot": ("a tool call whose streamed arguments do not begin as JSON (the first fragment lost)",
+                           "its arguments from the run's next MESSAGES_SNAPSHOT naming it"),
     "result_before_end": ("TOOL_CALL_RESULT while its call is open", "TOOL_CALL_END first"),
     "open_at_finish": ("text, reasoning, tool calls or steps open at the end of the run", "closed before it"),
 }
@@ -189,14 +197,14 @@ class RepairHook(Protocol):
 
 
 def _no_hook(repair: str, detail: str) -> None:
-    logger.debug("agent loop repair %s: %s", repair, detail)
+    _log.debug("agent loop repair %s: %s", repair, detail)
 
 
 class _Plan(msgspec.Struct, frozen=True):
     """What one run needs before the inner agent starts."""
 
     inner_input: RunAgentInput
-    specs: dict[str, _ToolSpec]
+    specs: dict[str, ToolSpec]
 
 
 class AgentLoop:
@@ -283,14 +291,14 @@ class AgentLoop:
         state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
         stream: AsyncIterator[Any] = self.agent.run(plan.inner_input)
         received = False
-        continues, foreign = state.verifier.continues, state.foreign
+        continues, passing = state.verifier.continues, state.passing
         try:
             try:
                 async for event in stream:
                     received = True
                     cls = event.__class__
                     if (cls is TextMessageContentEvent or cls is ReasoningMessageContentEvent
-                            or cls is ToolCallArgsEvent and event.tool_call_id in foreign) \
+                            or cls is ToolCallArgsEvent and event.tool_call_id in passing) \
                             and event.delta and not state.lanes and continues(event):
                         # the bulk of every stream -- text, reasoning, a foreign call's arguments --
                         # continuing an open entity: nothing to repair or transform, verified as it passes
@@ -338,19 +346,22 @@ class _Run:
         "awaiting",
         "expander",
         "foreign",
+        "held",
         "input",
         "lanes",
         "legacy",
         "make_id",
         "message_id",
         "on_repair",
+        "passing",
         "phase",
         "run_ids",
+        "skipping",
         "tools",
         "verifier",
     )
 
-    def __init__(self, input: RunAgentInput, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str],
+    def __init__(self, input: RunAgentInput, specs: Mapping[str, ToolSpec], make_id: Callable[[], str],
                  on_repair: RepairHook, append_strings: bool = True) -> None:
         self.input = input
         self.make_id = make_id
@@ -360,6 +371,9 @@ class _Run:
         self.lanes = False  # the expander has an open chunk lane
         self.tools = ToolCallTransformer(specs, make_id, append_strings=append_strings)
         self.foreign: set[str] = set()  # calls of tools that are not ours: verified, passed unchanged
+        self.passing: set[str] = set()  # foreign calls whose arguments began as JSON: the fast path
+        self.held: dict[str, _Held] = {}  # foreign calls whose arguments did not (args_from_snapshot)
+        self.skipping: set[str] = set()  # our calls whose first fragment was not JSON: fragments dropped
         self.legacy: LegacyThinkingMapper | None = None
         self.phase = _BEFORE
         self.run_ids = (input.thread_id, input.run_id)
@@ -402,7 +416,7 @@ class _Run:
         out: list[Event] = []
         if self.phase == _ENDED:
             return out
-        logger.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
             error = RunErrorEvent.from_error(exc)
         else:
@@ -434,7 +448,7 @@ class _Run:
             try:
                 self._close_lanes(out)
             except AguiEngineError:  # pragma: no cover - closing what the verifier says is open is valid
-                logger.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
+                _log.exception("agent loop: closing run %s before its RUN_ERROR failed", self.input.run_id)
         self.phase = _ENDED
         self.verifier.feed(error)  # accepted in every phase but _ENDED
         out.append(error)
@@ -548,6 +562,10 @@ class _Run:
             self.on_repair("open_at_finish", "closing what is still open at the end of the run")
         for call_id in open_calls:
             self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
+        for call_id in list(self.held):
+            # no snapshot named it: its own arguments go out and the verifier refuses them
+            # (protocol_violation tool_call.args_not_json), as without the repair
+            self._release(call_id, None, out)
         for call_id, call in list(self.awaiting.items()):
             del self.awaiting[call_id]
             self.on_repair("args_in_snapshot", f"no arguments for {call_id!r} arrived: {{}}")
@@ -645,18 +663,75 @@ class _Run:
         if not event.delta:
             self.on_repair("empty_delta", f"empty TOOL_CALL_ARGS of {event.tool_call_id!r}")
             return
-        call = self.tools.by_id.get(event.tool_call_id)
-        if call is None or call.done or call.id in self.awaiting:
-            self._emit(event, out)  # a foreign call's arguments; else the verifier names the rule (not open)
+        call_id = event.tool_call_id
+        call = self.tools.by_id.get(call_id)
+        if call is None:
+            if call_id in self.foreign and call_id not in self.passing and self.verifier.is_open(TOOL, call_id):
+                self._first_foreign_args(event, out)
+            else:
+                self._emit(event, out)  # a foreign call's arguments; else the verifier names the rule (not open)
+            return
+        if call_id in self.skipping:
+            return  # its arguments come from the run's MESSAGES_SNAPSHOT (args_from_snapshot)
+        if call.done or call.id in self.awaiting:
+            self._emit(event, out)  # the verifier names the rule (not open)
+            return
+        if not call._parts and event.delta.lstrip()[:1] not in ("{", ""):
+            # broken from its first fragment (ag-ui-langgraph loses the fragment that came with the
+            # tool name): the component waits for the snapshot's arguments, as a call without ARGS does
+            self.on_repair("args_from_snapshot", f"the arguments of {call_id!r} do not begin as an object: dropped")
+            self.skipping.add(call_id)
             return
         temp: list[Event] = []
         self.tools.args(call, event, temp)
         self._emit_all(temp, out)
 
+    def _first_foreign_args(self, event: ToolCallArgsEvent, out: list[Event]) -> None:
+        """Arguments of a foreign call before they began as JSON: passed once they begin a
+        JSON object or array (the call takes the fast path from then on), held when they
+        begin with anything else (a lost first fragment: args_from_snapshot)."""
+        held = self.held.get(event.tool_call_id)
+        if held is not None:
+            held.size += len(event.delta)
+            if held.size > MAX_BYTES:
+                raise LimitExceededError(
+                    f"tool call {event.tool_call_id!r}: its arguments, held for a MESSAGES_SNAPSHOT "
+                    f"(args_from_snapshot), exceed {MAX_BYTES} characters", code="json_limit_exceeded")
+            held.parts.append(event.delta)
+            return
+        text = event.delta.lstrip()
+        if not text:
+            self._emit(event, out)  # whitespace: the next fragment decides
+        elif text[0] in "{[":
+            self.passing.add(event.tool_call_id)
+            self._emit(event, out)
+        else:
+            self.held[event.tool_call_id] = _Held(event.delta)
+
+    def _release(self, call_id: str, arguments: str | None, out: list[Event]) -> None:
+        """A held call's ARGS (its own fragments, or ``arguments`` from a snapshot), END and the
+        results that came for it meanwhile. The verifier checks the arguments are one JSON value."""
+        held = self.held.pop(call_id)
+        end = held.end or ToolCallEndEvent(tool_call_id=call_id)
+        text = "".join(held.parts) if arguments is None else arguments
+        if text:
+            self._emit(ToolCallArgsEvent(tool_call_id=call_id, delta=text, subagent_run_id=end.subagent_run_id), out)
+        self._emit(end, out)
+        self._emit_all(held.results, out)
+
     def _on_tool_end(self, event: ToolCallEndEvent, out: list[Event]) -> None:
         call_id = event.tool_call_id
         if call_id in self.foreign and self.verifier.is_open(TOOL, call_id):
-            self._emit(event, out)  # the verifier checks the arguments are one JSON value
+            held = self.held.get(call_id)
+            if held is None:
+                self._emit(event, out)  # the verifier checks the arguments are one JSON value
+            elif held.end is not None:
+                self.on_repair("end_not_open", f"TOOL_CALL_END for {call_id!r}, which is not open")
+            else:
+                held.end = event
+                if _is_json("".join(held.parts)):
+                    self._release(call_id, None, out)  # late, not broken: nothing to repair
+                # else: it waits for a MESSAGES_SNAPSHOT naming it (args_from_snapshot)
             return
         call = self.tools.by_id.get(call_id)
         if call is None or call.done or call.id in self.awaiting:
@@ -674,6 +749,11 @@ class _Run:
 
     def _on_tool_result(self, event: ToolCallResultEvent, out: list[Event]) -> None:
         call_id = event.tool_call_id
+        held = self.held.get(call_id)
+        if held is not None:
+            held.results.append(event)  # sent after its call's END
+            self.answered.add(call_id)
+            return
         if self.verifier.is_open(TOOL, call_id) and call_id not in self.awaiting:
             self.on_repair("result_before_end", f"TOOL_CALL_RESULT for open call {call_id!r}")
             self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
@@ -681,6 +761,15 @@ class _Run:
         self.answered.add(event.tool_call_id)
 
     def _on_messages_snapshot(self, event: MessagesSnapshotEvent, out: list[Event]) -> None:
+        if self.held:
+            # before the snapshot: a client applying ARGS after it would append them to the
+            # arguments the snapshot gave the call
+            for message in event.messages:
+                for tool_call in getattr(message, "tool_calls", None) or ():
+                    held = self.held.get(tool_call.id)
+                    if held is not None and held.end is not None:
+                        self.on_repair("args_from_snapshot", f"arguments of {tool_call.id!r} from MESSAGES_SNAPSHOT")
+                        self._release(tool_call.id, tool_call.function.arguments, out)
         self._emit(event, out)
         if not self.awaiting:
             return
@@ -693,6 +782,26 @@ class _Run:
                 # (the wire text is not sent: the call's END went out; the snapshot carries the arguments)
                 custom = call._feed(tool_call.function.arguments)[1] if tool_call.function.arguments else []
                 self._emit_all([*custom, *call._close()[1]], out)
+
+
+class _Held:
+    """A foreign call held by args_from_snapshot: its fragments, END and results, not yet sent."""
+
+    __slots__ = ("end", "parts", "results", "size")
+
+    def __init__(self, first: str) -> None:
+        self.parts = [first]
+        self.size = len(first)  # characters held: at most jsonstream.MAX_BYTES
+        self.end: ToolCallEndEvent | None = None
+        self.results: list[ToolCallResultEvent] = []
+
+
+def _is_json(text: str) -> bool:
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 def _name(event: Any) -> str:

@@ -89,7 +89,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..genui.component_stream import ComponentStream, InteractableUpdateStream, StatusTracker, _PropsFilter
+from ..genui.component_stream import ComponentStream, InteractableUpdateStream, StatusTracker, PropsFilter
 from ..genui.components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     KEEP,
@@ -150,6 +150,9 @@ __all__ = [
     "ToolCallArgumentsLimitError",
     "ToolCallRequest",
     "ToolCallTransformer",
+    "ToolSpec",
+    "WireWriter",
+    "build_tools",
     "run_decision_loop",
 ]
 
@@ -323,7 +326,7 @@ class DecisionStreamItem(msgspec.Struct, frozen=True):
 # --------------------------------------------------------------------------- tools and choice
 
 
-class _ToolSpec(msgspec.Struct, kw_only=True):
+class ToolSpec(msgspec.Struct, kw_only=True):
     """How the step treats one tool name."""
 
     llm_tool: LLMTool
@@ -341,7 +344,7 @@ def build_tools(
     interactables: Sequence[Interactable] = (),
     strict: bool = True,
     ui_spec: UISpecTool | None = None,
-) -> dict[str, _ToolSpec]:
+) -> dict[str, ToolSpec]:
     """The tools the model is offered, by name: standard parameters added, strict when possible.
 
     ``tools`` are information tools as :class:`~agui_engine.llm.LLMTool` (original
@@ -352,32 +355,32 @@ def build_tools(
     ``None`` (not offered when that allows nothing). Raises :class:`UsageError` for
     two components or tools with one name, or an invalid schema.
     """
-    specs: dict[str, _ToolSpec] = {}
+    specs: dict[str, ToolSpec] = {}
 
-    def add(name: str, spec: _ToolSpec) -> None:
+    def add(name: str, spec: ToolSpec) -> None:
         if name in specs:
             raise UsageError(f"two tools are named {name!r}; tool names must be unique in a step")
         specs[name] = spec
 
     for component in components:
-        add(component.tool_name, _ToolSpec(llm_tool=component.to_llm_tool(strict), component=component))
+        add(component.tool_name, ToolSpec(llm_tool=component.to_llm_tool(strict), component=component))
     for tool in tools:
         if isinstance(tool, ServerTool):
-            add(tool.name, _ToolSpec(llm_tool=tool.to_llm_tool(strict), null_policy=NullPolicy(tool.parameters)))
+            add(tool.name, ToolSpec(llm_tool=tool.to_llm_tool(strict), null_policy=NullPolicy(tool.parameters)))
             continue
         parameters = tool.parameters or {"type": "object", "properties": {}}
         llm_tool, _ = build_llm_tool(tool.name, tool.description, parameters, strict=strict and tool.strict)
-        add(tool.name, _ToolSpec(llm_tool=llm_tool, null_policy=NullPolicy(parameters)))
+        add(tool.name, ToolSpec(llm_tool=llm_tool, null_policy=NullPolicy(parameters)))
     for interactable in interactables:
         for kind, (llm_tool, _) in zip(("props", "state"), interactable_tools(interactable, strict=strict)):
             if llm_tool.name in specs:
                 # a tool given explicitly under this name wins (a Tambo front end sends its
                 # update tools as client tools and runs them itself)
                 continue
-            add(llm_tool.name, _ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
+            add(llm_tool.name, ToolSpec(llm_tool=llm_tool, interactable=interactable, update_kind=kind))  # type: ignore[arg-type]
     bound = ui_spec.for_run(components) if ui_spec is not None else None
     if bound is not None:
-        add(UI_SPEC_TOOL, _ToolSpec(llm_tool=bound.to_llm_tool(strict), ui_spec=bound))
+        add(UI_SPEC_TOOL, ToolSpec(llm_tool=bound.to_llm_tool(strict), ui_spec=bound))
     return specs
 
 
@@ -415,7 +418,7 @@ class WireWriter:
     :class:`~agui_engine.jsonstream.PatchStream`); :meth:`write` takes the operations
     that parse produced for one fragment and returns the fragment's text for
     ``TOOL_CALL_ARGS`` -- no second scanner reads the fragment again. The operations
-    go through the same filter as a component's props (``_PropsFilter``): every
+    go through the same filter as a component's props (``PropsFilter``): every
     ``_tambo_*`` member removed at any depth, every ``null`` judged by the tool's
     :class:`~agui_engine.genui.components.NullPolicy` at its path (``DROP`` removes it, a
     ``NullDefault`` writes the default, ``KEEP`` keeps it; an unknown tool keeps
@@ -450,7 +453,7 @@ class WireWriter:
 
     def __init__(self, policy: NullPolicy | None, status_of: Callable[[str], str | None],
                  document: Callable[[], Any]) -> None:
-        self._filter = _PropsFilter(policy.decide if policy is not None else _keep_every_null)
+        self._filter = PropsFilter(policy.decide if policy is not None else _keep_every_null)
         self._status_of = status_of
         self._document = document
         self._stack: list[list[Any]] = []  # open containers: [pointer, is object, members written]
@@ -609,7 +612,7 @@ class ToolCallRequest:
         "status_changed",
     )
 
-    def __init__(self, index: int, call_id: str, name: str, spec: _ToolSpec | None, component_id: str | None,
+    def __init__(self, index: int, call_id: str, name: str, spec: ToolSpec | None, component_id: str | None,
                  message_id: str, signature: str | None = None, *, append_strings: bool = True) -> None:
         self.index = index
         self.id = call_id
@@ -784,7 +787,7 @@ class ToolCallRequest:
         return self._wire.write(ops, "") + self._wire.finish(), events
 
 
-def _null_policy(spec: _ToolSpec | None) -> NullPolicy | None:
+def _null_policy(spec: ToolSpec | None) -> NullPolicy | None:
     """What a ``null`` at a path of this tool's arguments means (``None``: keep every
     null -- an unknown tool). The one policy the wire, the final arguments and the
     component streams all use."""
@@ -836,7 +839,7 @@ class ToolCallTransformer:
 
     __slots__ = ("append_strings", "by_id", "call_list", "component_list", "make_id", "specs")
 
-    def __init__(self, specs: Mapping[str, _ToolSpec], make_id: Callable[[], str], *,
+    def __init__(self, specs: Mapping[str, ToolSpec], make_id: Callable[[], str], *,
                  append_strings: bool = True) -> None:
         self.specs = specs
         self.make_id = make_id
@@ -891,7 +894,7 @@ class _Step:
     it keeps the text / reasoning lane, at most one of them open, and the tool calls) and its
     decision so far."""
 
-    def __init__(self, specs: Mapping[str, _ToolSpec], message_id: str, make_id: Callable[[], str],
+    def __init__(self, specs: Mapping[str, ToolSpec], message_id: str, make_id: Callable[[], str],
                  append_strings: bool = True) -> None:
         self.specs = specs
         self.append_strings = append_strings

@@ -134,6 +134,9 @@ __all__ = [
     "LLMAgent",
     "MAX_TOOL_RESULT_CHARS",
     "StepLimitExceededError",
+    "client_tools_of",
+    "component_result",
+    "format_tool_result",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a
@@ -156,7 +159,7 @@ MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
 DEFAULT_TOOL_TIMEOUT_SECONDS: Final = 60.0
 
 #: ``forwardedProps`` key of Tambo-style client components.
-AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
+_AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
 
 
 class StepLimitExceededError(LimitExceededError):
@@ -497,8 +500,8 @@ def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool
     """
     client_components: dict[str, Component] = {}
     forwarded = input.forwarded_props
-    if isinstance(forwarded, Mapping) and forwarded.get(AVAILABLE_COMPONENTS_KEY) is not None:
-        for component in components_from_available(forwarded[AVAILABLE_COMPONENTS_KEY]):
+    if isinstance(forwarded, Mapping) and forwarded.get(_AVAILABLE_COMPONENTS_KEY) is not None:
+        for component in components_from_available(forwarded[_AVAILABLE_COMPONENTS_KEY]):
             client_components[component.name] = component
     client_tools: dict[str, LLMTool] = {}
     for i, tool in enumerate(input.tools):

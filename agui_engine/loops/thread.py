@@ -49,6 +49,7 @@ import msgspec
 
 from ..protocol.accumulator import Accumulator, RunRecord
 from ..protocol.agent import Agent
+from ..genui.component_stream import COMPONENT_HANDLERS
 from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.errors import LimitExceededError, UsageError
 from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
@@ -161,7 +162,7 @@ class Thread:
         self.forwarded_props = forwarded_props
         self.max_tool_rounds = max_tool_rounds
         self.on_event = on_event
-        self.accumulator = Accumulator()
+        self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
         if state is not None:
             self.accumulator.state = state
 

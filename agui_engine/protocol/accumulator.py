@@ -24,10 +24,14 @@ never loses what was accumulated before it.
   owner, the MESSAGES_SNAPSHOT merge, activity replace, patch failure handling)
   are in ``spec/accumulator.md`` and follow ``@ag-ui/client``'s
   ``defaultApplyEvents``.
-* Extension: :meth:`Accumulator.register_custom_handler` adds a handler for a
-  ``CUSTOM`` event name and :meth:`Accumulator.register_event_handler` a hook
-  that runs after the built-in handling of any event type; both work on the
-  class (every accumulator) or on one instance. The core never needs editing.
+* Extension: ``Accumulator(custom_handlers=...)`` gives one accumulator its
+  ``CUSTOM`` handlers by name (the component handlers are
+  :data:`~agui_engine.genui.component_stream.COMPONENT_HANDLERS`: composed, never
+  registered by importing a module); :meth:`Accumulator.register_custom_handler`
+  adds a handler for a ``CUSTOM`` event name and
+  :meth:`Accumulator.register_event_handler` a hook that runs after the built-in
+  handling of any event type; both work on the class (every accumulator of it) or
+  on one instance. The core never needs editing.
 
 No IO, no clock.
 """
@@ -35,7 +39,7 @@ No IO, no clock.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any, Final
 
@@ -46,6 +50,7 @@ import msgspec
 from .errors import RemoteInputError, UsageError
 from .events import (
     ActivityDeltaEvent,
+    AnyEvent,
     ActivitySnapshotEvent,
     CustomEvent,
     Message,
@@ -235,12 +240,19 @@ class Accumulator:
         input: the ``RunAgentInput`` the client sent; its state and messages are the starting point.
         state: the starting state when there is no input (default ``{}``).
         messages: starting messages (Structs or wire dicts) when there is no input.
+        custom_handlers: ``CUSTOM`` event name -> ``handler(accumulator, event)`` for this
+            accumulator (as :meth:`register_custom_handler` on the instance); e.g.
+            :data:`~agui_engine.genui.component_stream.COMPONENT_HANDLERS`. UsageError for a
+            name that is not a ``str`` or a handler that is not callable.
     """
 
     # Class-level registries live in each class's own __dict__ (see _registry); these
     # annotations only document them.
     _custom_handlers: dict[str, CustomHandler]
     _event_handlers: dict[str, list[EventHandler]]
+    #: True on a class (and its subclasses) or an instance once an event hook is registered
+    #: there, so that apply() skips the hook lookup of an accumulator that has none.
+    _has_hooks: bool = False
 
     def __init__(
         self,
@@ -248,6 +260,7 @@ class Accumulator:
         input: RunAgentInput | None = None,
         state: Any = None,
         messages: Iterable[Any] | None = None,
+        custom_handlers: Mapping[str, CustomHandler] | None = None,
     ) -> None:
         self._messages: list[dict[str, Any]] = []
         self._by_id: dict[str, dict[str, Any]] = {}
@@ -256,6 +269,12 @@ class Accumulator:
         self._args_parts: dict[str, list[str]] = {}
         self._expander = ChunkExpander()
         self._instance_custom: dict[str, CustomHandler] = {}
+        for name, handler in (custom_handlers or {}).items():
+            if not isinstance(name, str) or not callable(handler):
+                raise UsageError(
+                    f"custom_handlers maps a CUSTOM event name (str) to a callable, got {name!r}: {handler!r}"
+                )
+            self._instance_custom[name] = handler
         self._instance_events: dict[str, list[EventHandler]] = {}
         #: The shared state (any JSON value; starts as the input's state or ``{}``).
         self.state: Any = {}
@@ -396,7 +415,7 @@ class Accumulator:
 
     # ------------------------------------------------------------------ applying
 
-    def apply(self, event: Any) -> None:
+    def apply(self, event: AnyEvent) -> None:
         """Fold one event in. Never raises for bad remote input (see :attr:`problems`)."""
         self.event_index += 1
         try:
@@ -408,13 +427,13 @@ class Accumulator:
             handler = _HANDLERS.get(type(ev))
             if handler is not None:
                 handler(self, ev)
-            hooks = self._hooks_for(ev) if _hooks_registered[0] else None
+            hooks = self._hooks_for(ev) if self._has_hooks else None
             if hooks:
                 self._flush()
                 for hook in hooks:
                     self._call(hook, ev)
 
-    def apply_all(self, events: Iterable[Any]) -> None:
+    def apply_all(self, events: Iterable[AnyEvent]) -> None:
         for event in events:
             self.apply(event)
 
@@ -827,12 +846,8 @@ def _register_custom(target: Any, name: str, handler: CustomHandler, replace: bo
     registry[name] = handler
 
 
-#: Set once any event hook is registered anywhere, so that apply() skips the hook lookup until then.
-_hooks_registered: list[bool] = [False]
-
-
 def _registry_list(target: Any, event_type: str) -> list[EventHandler]:
-    _hooks_registered[0] = True
+    target._has_hooks = True  # this class and its subclasses, or this instance
     attr = _EVENT_ATTR if isinstance(target, type) else "_instance_events"
     handlers: list[EventHandler] = _registry(target, attr).setdefault(str(event_type), [])
     return handlers

@@ -44,6 +44,7 @@ __all__ = [
     "Agent",
     "AgentFunction",
     "FunctionAgent",
+    "MAX_QUOTED_VALUE_CHARS",
     "NotAnEventError",
     "as_agent",
     "check_event",

@@ -68,13 +68,14 @@ import uuid
 from collections.abc import Callable
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Final, Literal, NamedTuple, cast, get_args
+from typing import Any, Final, Literal, NamedTuple, Union, cast, get_args
 
 import msgspec
 
 from .errors import LimitExceededError, RemoteInputError, UsageError
 from .events import (
     AnyEvent,
+    BinaryInputContent,
     ContentPart,
     Event,
     EventType,
@@ -93,6 +94,7 @@ __all__ = [
     "FrameTooLargeError",
     "JSONTooDeepError",
     "LegacyThinkingMapper",
+    "MSGSPEC_MAX_JSON_DEPTH",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
     "SSEDecoder",
@@ -118,7 +120,7 @@ SSE_CONTENT_TYPE: Final = "text/event-stream"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 
 #: The deprecated 0.x reasoning events (removed from the 1.0 enum), accepted on input.
-LEGACY_THINKING_TYPES: Final = frozenset(
+_LEGACY_THINKING_TYPES: Final = frozenset(
     {
         "THINKING_START",
         "THINKING_END",
@@ -389,7 +391,8 @@ _PATCH_OPS: Final = _members(JsonPatchOperation)
 _RUN_OUTCOMES: Final = _members(RunFinishedOutcome)
 _SUBAGENT_OUTCOMES: Final = _members(SubagentFinishedOutcome)
 _ROLES: Final = _members(Message)
-_PART_TYPES: Final = _members(ContentPart)
+# (with the 0.x binary part, which a message upgrades when it is decoded: events.upgrade_binary_part)
+_PART_TYPES: Final = _members(Union[ContentPart, BinaryInputContent])
 
 
 def _prune_list(items: Any, known: _Members, where: str, warn: list[str]) -> Any:
@@ -474,7 +477,7 @@ def decode_event(
         obj = None  # the shape error found first is the one to report
     kind = obj.get("type") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind not in _KNOWN_TYPES:
-        if legacy is not None and kind in LEGACY_THINKING_TYPES:
+        if legacy is not None and kind in _LEGACY_THINKING_TYPES:
             mapped = legacy.map(obj)
             if warnings is not None:
                 warnings.append(f"deprecated {kind} mapped to {mapped['type']}")

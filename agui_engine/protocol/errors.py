@@ -38,6 +38,7 @@ __all__ = [
     "AguiEngineError",
     "CapacityError",
     "LimitExceededError",
+    "MAX_ERROR_MESSAGE_CHARS",
     "RemoteInputError",
     "UpstreamError",
     "UsageError",

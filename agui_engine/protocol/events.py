@@ -54,6 +54,7 @@ __all__ = [
     "AudioInputContent",
     "AudioPart",
     "BaseEvent",
+    "BinaryInputContent",
     "ContentPart",
     "Context",
     "CopyOperation",
@@ -73,8 +74,10 @@ __all__ = [
     "Interrupt",
     "JsonPatch",
     "JsonPatchOperation",
+    "MAX_SAFE_INTEGER",
     "Message",
     "MessagesSnapshotEvent",
+    "Metadata",
     "MoveOperation",
     "PROTOCOL_VERSION",
     "PartSource",
@@ -132,6 +135,7 @@ __all__ = [
     "UserMessage",
     "VideoInputContent",
     "VideoPart",
+    "upgrade_binary_part",
 ]
 
 #: The AG-UI protocol version this model implements (``ag_ui.core.PROTOCOL_VERSION``).
@@ -143,11 +147,11 @@ PROTOCOL_VERSION: Final = "1.0"
 MAX_SAFE_INTEGER: Final = 9007199254740991
 
 #: RFC 6901 JSON Pointer, as the 1.0 schema (and the Python SDK) constrain patch paths.
-JSON_POINTER_PATTERN: Final = r"^(/([^/~]|~[01])*)*$"
+_JSON_POINTER_PATTERN: Final = r"^(/([^/~]|~[01])*)*$"
 
-Timestamp = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
-TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
-JsonPointer = Annotated[str, msgspec.Meta(pattern=JSON_POINTER_PATTERN)]
+_Timestamp = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+_TokenCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
+_JsonPointer = Annotated[str, msgspec.Meta(pattern=_JSON_POINTER_PATTERN)]
 Metadata = dict[str, Any]
 
 
@@ -257,6 +261,65 @@ class DocumentPart(_Model, frozen=True, kw_only=True, tag_field="type", tag="doc
 
 ContentPart = Union[TextPart, ImagePart, AudioPart, VideoPart, DocumentPart]
 
+
+class BinaryInputContent(_Model, frozen=True, kw_only=True, tag_field="type", tag="binary"):
+    """The 0.x ``binary`` content part, removed in AG-UI 1.0 and still sent by older clients
+    and frameworks (pydantic-ai and ag-ui-langgraph accept it). Accepted on input only: a
+    message's parts are upgraded when the message is built or decoded (:func:`upgrade_binary_part`),
+    so no message ever holds one."""
+
+    mime_type: str
+    id: str | None = None
+    url: str | None = None
+    data: str | None = None
+    filename: str | None = None
+
+
+#: Media part by MIME type prefix (anything else is a document), as the TypeScript SDK maps it.
+_MEDIA_BY_PREFIX: Final = (("image/", ImagePart), ("audio/", AudioPart), ("video/", VideoPart))
+
+
+def upgrade_binary_part(part: BinaryInputContent) -> ContentPart:
+    """The 1.0 media part for a 0.x ``binary`` part, as the TypeScript SDK's
+    ``convertBinaryToNewFormat`` makes it: ``image`` / ``audio`` / ``video`` by the MIME type's
+    prefix, else ``document``; source ``data`` (``data`` given) or ``url``; ``filename`` kept as
+    ``metadata.filename``. An ``id``-only part (an uploaded file's id), which the SDK drops, is
+    kept as a ``file`` source. Raises ValueError for a part with none of data, url, id."""
+    cls = next((c for prefix, c in _MEDIA_BY_PREFIX if part.mime_type.startswith(prefix)), DocumentPart)
+    source: PartSource
+    if part.data:
+        source = DataSource(value=part.data, mime_type=part.mime_type)
+    elif part.url:
+        source = UrlSource(value=part.url, mime_type=part.mime_type)
+    elif part.id:
+        source = FileSource(value=part.id, mime_type=part.mime_type)
+    else:
+        raise ValueError("a binary content part needs data, url or id")
+    return cls(source=source, metadata={"filename": part.filename} if part.filename else None)
+
+
+if TYPE_CHECKING:
+    _PartsIn = list[ContentPart]
+else:
+    # What a message's content decodes from: the 1.0 parts and the 0.x binary part, which
+    # __post_init__ upgrades at once (so the static type, ContentPart only, holds).
+    _PartsIn = list[Union[TextPart, ImagePart, AudioPart, VideoPart, DocumentPart, BinaryInputContent]]
+
+
+def _upgrade_content(message: Any) -> None:
+    content = message.content
+    if content.__class__ is list:
+        for part in content:
+            if part.__class__ is BinaryInputContent:
+                upgraded = []
+                for i, p in enumerate(content):
+                    try:
+                        upgraded.append(upgrade_binary_part(p) if p.__class__ is BinaryInputContent else p)
+                    except ValueError as exc:
+                        raise ValueError(f"content[{i}]: {exc}") from None
+                msgspec.structs.force_setattr(message, "content", upgraded)
+                return
+
 # Aliases kept by the SDK in ``ag_ui.core.types`` for 0.x code.
 TextInputContent = TextPart
 ImageInputContent = ImagePart
@@ -271,33 +334,33 @@ InputContent = ContentPart
 
 
 class AddOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="add"):
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
 class RemoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="remove"):
-    path: JsonPointer
+    path: _JsonPointer
 
 
 class ReplaceOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="replace"):
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
 class MoveOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="move"):
-    from_: JsonPointer = msgspec.field(name="from")
-    path: JsonPointer
+    from_: _JsonPointer = msgspec.field(name="from")
+    path: _JsonPointer
 
 
 class CopyOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="copy"):
-    from_: JsonPointer = msgspec.field(name="from")
-    path: JsonPointer
+    from_: _JsonPointer = msgspec.field(name="from")
+    path: _JsonPointer
 
 
 class TestOperation(_Model, frozen=True, kw_only=True, tag_field="op", tag="test"):
     __test__ = False  # not a pytest test class, whatever its name says
 
-    path: JsonPointer
+    path: _JsonPointer
     value: Any
 
 
@@ -355,15 +418,21 @@ class UserMessage(_Message, frozen=True, kw_only=True, tag="user"):
     name: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
-    content: str | list[ContentPart]
+    content: str | _PartsIn
+
+    def __post_init__(self) -> None:
+        _upgrade_content(self)  # a 0.x binary part becomes its 1.0 media part
 
 
 class ToolMessage(_Message, frozen=True, kw_only=True, tag="tool"):
-    content: str | list[ContentPart]
+    content: str | _PartsIn
     tool_call_id: str
     error: str | None = None
     encrypted_value: str | None = None
     metadata: Metadata | None = None
+
+    def __post_init__(self) -> None:
+        _upgrade_content(self)
 
 
 class ActivityMessage(_Message, frozen=True, kw_only=True, tag="activity"):
@@ -451,12 +520,12 @@ class TokenUsage(_Model, frozen=True, kw_only=True):
 
     provider: str | None = None
     model: str | None = None
-    input_tokens: TokenCount | None = None
-    output_tokens: TokenCount | None = None
-    total_tokens: TokenCount | None = None
-    reasoning_tokens: TokenCount | None = None
-    cached_input_tokens: TokenCount | None = None
-    cache_write_input_tokens: TokenCount | None = None
+    input_tokens: _TokenCount | None = None
+    output_tokens: _TokenCount | None = None
+    total_tokens: _TokenCount | None = None
+    reasoning_tokens: _TokenCount | None = None
+    cached_input_tokens: _TokenCount | None = None
+    cache_write_input_tokens: _TokenCount | None = None
 
 
 class RunFinishedSuccessOutcome(_Model, frozen=True, kw_only=True, tag_field="type", tag="success"):
@@ -507,7 +576,7 @@ class BaseEvent(
     #: event class below from its tag.
     type: ClassVar[EventType]
 
-    timestamp: Timestamp | None = None
+    timestamp: _Timestamp | None = None
     raw_event: Any = None
     metadata: Metadata | None = None
 

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["IdFactory", "Ids", "new_id", "random_id"]
+__all__ = ["IdFactory", "Ids", "UUID_HEX_DIGITS", "new_id", "random_id"]
 
 #: A function that returns a fresh id on each call.
 IdFactory = Callable[[], str]

@@ -64,13 +64,14 @@ from __future__ import annotations
 import enum
 import operator
 from collections.abc import Callable, Iterable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast, overload
 
 import msgspec
 
 from .errors import RemoteInputError, UsageError
 from .events import (
     ActivityMessage,
+    AnyEvent,
     Event,
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
@@ -93,7 +94,29 @@ from .events import (
     ToolCallStartEvent,
 )
 
-__all__ = ["ChunkExpander", "ProtocolViolation", "Verifier", "Violation", "verify_events"]
+__all__ = [
+    "ANY",
+    "Action",
+    "ChunkExpander",
+    "KINDS",
+    "Kind",
+    "Phase",
+    "ProtocolViolation",
+    "REASONING",
+    "REASONING_MESSAGE",
+    "RULES",
+    "Row",
+    "Rule",
+    "STEP",
+    "SUBAGENT",
+    "TEXT",
+    "TOOL",
+    "TRANSITIONS",
+    "Verifier",
+    "Violation",
+    "event_type_of",
+    "verify_events",
+]
 
 
 # --------------------------------------------------------------------------- rules
@@ -412,8 +435,14 @@ class ChunkExpander:
     def open_lanes(self) -> int:
         return len(self._lanes)
 
-    def feed(self, event: Any, index: int | None = None) -> list[Any]:
-        """Expand one event (``index``: its position in the stream, for errors; default: counted here)."""
+    @overload
+    def feed(self, event: Event, index: int | None = None) -> list[Event]: ...
+    @overload
+    def feed(self, event: AnyEvent, index: int | None = None) -> list[AnyEvent]: ...
+
+    def feed(self, event: AnyEvent, index: int | None = None) -> list[Any]:  # the overloads say which
+        """Expand one event (``index``: its position in the stream, for errors; default: counted
+        here). What comes out of a known event is known events; an unknown one passes through."""
         self._index = self._index + 1 if index is None else index
         cls = type(event)
         policy = _POLICY_BY_CLASS.get(cls)
@@ -433,15 +462,15 @@ class ChunkExpander:
                 out = [self._end(lane)]
             out.append(event)
             return out
-        if cls is TextMessageChunkEvent:
+        if type(event) is TextMessageChunkEvent:
             return self._chunk(event, TEXT, event.message_id)
-        if cls is ToolCallChunkEvent:
+        if type(event) is ToolCallChunkEvent:
             return self._chunk(event, TOOL, event.tool_call_id)
-        if cls is ReasoningMessageChunkEvent:
+        if type(event) is ReasoningMessageChunkEvent:
             return self._chunk(event, REASONING_MESSAGE, event.message_id)
         return [event]  # an unknown (tolerated) value: neutral, like RAW
 
-    def pending(self) -> list[Any]:
+    def pending(self) -> list[Event]:
         return [self._end(lane) for lane in self._lanes.values()]
 
     # -- internals
@@ -674,15 +703,11 @@ class Verifier:
     def phase(self) -> Phase:
         return self._phase
 
-    @property
-    def events_fed(self) -> int:
-        return self._index + 1
-
     def open_ids(self, kind: Kind) -> list[str]:
         """Ids of the open entities of one kind, in opening order."""
         return list(self._open[kind.slot])
 
-    def continues(self, event: Any) -> bool:
+    def continues(self, event: AnyEvent) -> bool:
         """Accept ``event`` if it is a plain continuation of an open entity; else change nothing.
 
         The fast path for the stream's bulk (TEXT_MESSAGE_CONTENT, TOOL_CALL_ARGS,
@@ -698,11 +723,12 @@ class Verifier:
             slot, get_id, is_tool = fast
             entry = self._open[slot].get(get_id(event))
             if entry is not None:
-                sub = event.subagent_run_id
+                bulk = cast(_Continuation, event)  # _FAST_CONTINUE holds only these types
+                sub = bulk.subagent_run_id
                 if sub is None or sub == entry.owner:
                     self._index += 1
                     if is_tool and entry.data is not None:
-                        entry.data.append(event.delta)
+                        entry.data.append(bulk.delta)
                     return True
         return False
 
@@ -715,7 +741,12 @@ class Verifier:
         before it feeds an event that would break a rule)."""
         return key in self._open[kind.slot]
 
-    def feed(self, event: Any) -> list[Any]:
+    @overload
+    def feed(self, event: Event) -> list[Event]: ...
+    @overload
+    def feed(self, event: AnyEvent) -> list[AnyEvent]: ...
+
+    def feed(self, event: AnyEvent) -> list[Any]:  # the overloads say which
         """Verify one event; return the events to forward (chunks expanded).
 
         Raises :class:`ProtocolViolation` for a broken rule (unless ``collect``),
@@ -1174,10 +1205,12 @@ def _compile_fast_continue(table: dict[tuple[Phase, str], Row]) -> dict[type, tu
 
 
 _FAST_CONTINUE: Final = _compile_fast_continue(TRANSITIONS)
+#: What the fast path continues (the CONTINUE rows of the RUNNING phase).
+_Continuation = TextMessageContentEvent | ToolCallArgsEvent | ReasoningMessageContentEvent
 
 
 def verify_events(
-    events: Iterable[Any], *, include_warnings: bool = False, **options: Any
+    events: Iterable[AnyEvent], *, include_warnings: bool = False, **options: Any
 ) -> list[Violation]:
     """Verify a whole stream; return its violations in stream order (empty: valid).
 

@@ -329,6 +329,44 @@ async def test_a_cancelled_resume_takes_the_reviews_default_outcome() -> None:
     assert texts(second).endswith("shelved")
 
 
+async def test_two_agents_with_different_flows_pause_and_resume_side_by_side() -> None:
+    """CrewAI has one process-wide default feedback provider and no per-run one: the adapter
+    installs its own once (not per agent), and each agent keeps its own paused flows, so two
+    agents interleave their pauses and resumes without seeing each other's."""
+    from crewai.flow.flow_config import flow_config
+
+    review = CrewAIAgent(ReviewFlow)
+    installed = flow_config.hitl_provider
+    routed = CrewAIAgent(RoutedReviewFlow)
+    assert installed is not None and flow_config.hitl_provider is installed  # the second agent changed nothing
+    (review_intr,) = (await collect(review, run_input("dogs", run="a1"))).pop().outcome.interrupts  # type: ignore[union-attr]
+    (routed_intr,) = (await collect(routed, run_input(run="b1"))).pop().outcome.interrupts  # type: ignore[union-attr]
+    # neither agent knows the other's pause
+    with pytest.raises(RemoteInputError, match="not a pending interrupt"):
+        await anext(routed.run(run_input(run="b2", resume=[ResumeEntry(interrupt_id=review_intr.id, status="resolved")])))
+    # cancelled: the review's default outcome (an answer would need CrewAI's LLM classifier)
+    routed_done = await collect(routed, run_input(run="b2", resume=[
+        ResumeEntry(interrupt_id=routed_intr.id, status="cancelled")]))
+    review_done = await collect(review, run_input(run="a2", resume=[
+        ResumeEntry(interrupt_id=review_intr.id, status="resolved", payload="fine")]))
+    assert texts(routed_done).endswith("shelved")
+    assert texts(review_done) == "published 'A post about dogs.' with 'fine'"
+    assert flow_config.hitl_provider is installed
+
+
+def test_a_feedback_provider_the_application_set_is_left_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    from crewai.flow.flow_config import flow_config
+
+    class Mine:
+        def request_feedback(self, context: Any, flow: Any) -> str:
+            return "mine"
+
+    mine = Mine()
+    monkeypatch.setattr(flow_config, "hitl_provider", mine)
+    CrewAIAgent(ReviewFlow)
+    assert flow_config.hitl_provider is mine
+
+
 async def test_an_answer_routes_the_review_through_crewais_own_classifier(monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``emit``, CrewAI classifies the answer with the decorator's LLM (its own call, here
     CrewAI's OpenAI LLM against the replay server answering ``approved``) and routes by it."""

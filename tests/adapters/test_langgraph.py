@@ -21,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import create_react_agent
 
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.adapters.langgraph import (
@@ -94,7 +95,7 @@ def args_by_call(events: Sequence[Any]) -> dict[str, str]:
 
 def messages_of(events: Sequence[Any]) -> list[Any]:
     """The conversation a client builds from the events (the engine's Accumulator)."""
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     acc.apply_all(events)
     return list(acc.messages_as_structs())
 
@@ -446,7 +447,7 @@ async def test_a_render_ui_call_through_the_agent_loop() -> None:
                                         *finish()], text("Shown.")])
     agent = AgentLoop(LangGraphAgent(agent_graph(model)), ui_spec=UISpecTool(["Card", "Stat"]))
     events = await collect(agent, run_input(UserMessage(id="u1", content="a card for Oslo")))
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     for event in events:
         acc.apply(event)
     assert acc.problems == []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agui_engine.adapters as adapters
-from tests.public_api import check_module, check_package, public_modules
+from tests.public_api import check_every_public_name_is_in_all, check_module, check_package, public_modules
 
 MODULES = public_modules("adapters", "agui_engine.adapters", set())
 
@@ -39,6 +39,11 @@ def test_all_is_the_literal_expected_list() -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
 def test_adapter_module_has_a_literal_sorted_all(module: str, path: Path) -> None:
     check_module(module, path)
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
+def test_adapter_module_keeps_no_public_name_outside_its_all(module: str, path: Path) -> None:
+    check_every_public_name_is_in_all(module, path)
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ag_ui_validate import ValidatorOptions, create_validator
 
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import RunAgentInput, ToolCallArgsEvent
@@ -24,7 +25,7 @@ def check_run(events: list[Any], acc: Accumulator | None = None, input_: RunAgen
     (into ``acc``: a client's accumulator that may already know its interactables)."""
     verifier = Verifier(input=input_)
     validator = create_validator(ValidatorOptions())
-    acc = Accumulator() if acc is None else acc
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS) if acc is None else acc
     for event in events:
         verifier.feed(event)
         validator.feed(encode_event(event).decode())

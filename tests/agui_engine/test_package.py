@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agui_engine
-from tests.public_api import check_module, check_package, public_modules
+from tests.public_api import check_every_public_name_is_in_all, check_module, check_package, public_modules
 
 # The schema writer is a program over the library (it writes spec/schema), not part of
 # it; the command line is the subpackage agui_engine.cli (not a module of this folder).
@@ -23,7 +23,7 @@ MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS
 EXPECTED_ALL = [
     "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
     "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage", "AudioInputContent", "AudioPart", "BaseEvent",
-    "COMPONENT_END", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapacityError",
+    "COMPONENT_END", "COMPONENT_HANDLERS", "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapacityError",
     "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
     "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
     "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event", "EventDecodeError",
@@ -71,17 +71,22 @@ def test_public_module_has_a_literal_sorted_all(module: str, path: Path) -> None
     check_module(module, path)
 
 
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
+def test_public_module_keeps_no_public_name_outside_its_all(module: str, path: Path) -> None:
+    check_every_public_name_is_in_all(module, path)
+
+
 def test_demo_data_and_internals_are_not_exported() -> None:
     from agui_engine.demo import weather_model as embedded
-    from agui_engine.loops import decision
-    from agui_engine.protocol import verify
+    from agui_engine.protocol import ids, verify
 
     for name in ["DEMO_WEATHER", "plan_reply", "chunk_text", "ANY", "TEXT", "Row", "KEEP", "DROP", "new_id"]:
         assert name not in agui_engine.__all__
-    # still importable from their modules, for the demo and the tests
-    assert embedded.DEMO_WEATHER and embedded.plan_reply and verify.Row and decision.new_id
-    for module, names in [(embedded, ["DEMO_WEATHER", "plan_reply", "chunk_text"]), (verify, ["ANY", "TEXT", "Row"])]:
-        assert not set(names) & set(module.__all__)
+    # the public API of their modules (for the demo and the tests), not of the package
+    assert embedded.DEMO_WEATHER and embedded.plan_reply and verify.Row and ids.new_id
+    for module, names in [(embedded, ["DEMO_WEATHER", "plan_reply", "chunk_text"]), (verify, ["ANY", "TEXT", "Row"]),
+                          (ids, ["new_id"])]:
+        assert set(names) <= set(module.__all__)
 
 
 def test_importing_the_core_pulls_in_no_io_library() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agui_engine.transports as transports
-from tests.public_api import check_module, check_package, public_modules
+from tests.public_api import check_every_public_name_is_in_all, check_module, check_package, public_modules
 
 MODULES = public_modules("transports", "agui_engine.transports", set())
 
@@ -37,6 +37,7 @@ EXPECTED_ALL = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
     "create_app",
@@ -55,6 +56,26 @@ def test_all_is_the_literal_expected_list() -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
 def test_transport_module_has_a_literal_sorted_all(module: str, path: Path) -> None:
     check_module(module, path)
+
+
+#: Modules rewritten on another branch meanwhile (txhouse: common.py split by concern, runs.py
+#: driven by a run state machine): their names are settled there; strict, so the mark must go
+#: once the merge makes them pass.
+REWRITTEN_ELSEWHERE = {"agui_engine.transports.common", "agui_engine.transports.runs"}
+
+
+@pytest.mark.parametrize(
+    ("module", "path"),
+    [
+        pytest.param(name, path, marks=pytest.mark.xfail(strict=True, reason="rewritten on branch txhouse"))
+        if name in REWRITTEN_ELSEWHERE
+        else (name, path)
+        for name, path in MODULES
+    ],
+    ids=[name for name, _ in MODULES],
+)
+def test_transport_module_keeps_no_public_name_outside_its_all(module: str, path: Path) -> None:
+    check_every_public_name_is_in_all(module, path)
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

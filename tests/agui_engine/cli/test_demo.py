@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.cli import main
 from agui_engine.protocol.codec import EventStreamDecoder
@@ -20,7 +21,7 @@ def _conversation(ndjson: bytes) -> list[tuple[str, str, object]]:
     decoder = EventStreamDecoder("ndjson")
     events = decoder.feed(ndjson) + decoder.close()
     verifier = Verifier()
-    accumulator = Accumulator()
+    accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     for event in events:
         for checked in verifier.feed(event):
             accumulator.apply(checked)

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import encode_event
 from agui_engine.genui.component_stream import (
+    COMPONENT_HANDLERS,
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     PROPS_STATUS_KEY,
@@ -237,7 +238,7 @@ def check_rebuilt(pairs: list[tuple[CustomEvent, str]], rebuilt_after: list[dict
 
 
 def accumulator_maps(events: list[CustomEvent]) -> list[dict[str, str]]:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     out = []
     for event in events:
         acc.apply(event)
@@ -265,7 +266,7 @@ def test_rebuilt_map_equals_the_full_recompute_at_every_step(doc: list[tuple[str
 
 def test_nested_values_are_done_at_their_own_closing_token() -> None:
     stream = ComponentStream(COMPONENTS[0], message_id="m", component_id="c")
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     sent, maps = [], []
     for chunk in ['{"rows": [{"a": "x', 'y"', "}", ", 2", "]", ', "n": 1', "}"]:
         for event in stream.feed(chunk):
@@ -327,7 +328,7 @@ def test_apply_status_changes_checks_the_shape_before_changing_anything() -> Non
 
 
 def test_the_end_event_marks_whatever_is_left_done() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     start, delta = ComponentStream(COMPONENTS[0], message_id="m", component_id="c").feed('{"t": "unfinished')
     acc.apply_all([start, delta])
     assert find_component(acc, "c")[PROPS_STATUS_KEY] == {"/t": "started"}
@@ -443,7 +444,7 @@ def test_an_interactable_update_leaves_no_stale_status_in_either_consumer() -> N
     for chunk in ['{"componentId": "W-1", "newProps": {"items": [9', ']}}']:
         updates += update.feed(chunk)
     updates += update.close()
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     maps = []
     for event in [*events, *updates]:
         acc.apply(event)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import textwrap
 import random
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from hypothesis import strategies as st
 
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.genui.component_stream import (
+    COMPONENT_HANDLERS,
     BLOCKS_KEY,
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
@@ -458,7 +462,7 @@ def test_random_props_and_chunkings(doc: dict[str, Any], cuts: list[int], indent
                                     append: bool) -> None:
     data = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
     stream = ComponentStream(PROPERTY_COMPONENT, message_id="m", component_id="c", append_strings=append)
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     accumulated: dict[str, Any] = {}
     events = stream.start()
     for piece in _split(data, cuts):
@@ -510,7 +514,7 @@ def test_whole_byte_at_a_time_and_random_splits_agree() -> None:
 
 
 def test_accumulator_blocks_on_the_text_message() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     acc.apply(TextMessageStartEvent(message_id="m1", role="assistant"))
     acc.apply(TextMessageContentEvent(message_id="m1", delta="Here it is:"))
     acc.apply(TextMessageEndEvent(message_id="m1"))
@@ -533,7 +537,7 @@ def test_accumulator_blocks_on_the_text_message() -> None:
 
 
 def test_accumulator_creates_the_message_and_reports_bad_events() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     stream = ComponentStream(WEATHER, message_id="m9", component_id="c9")
     acc.apply_all(stream.start())
     assert acc.get_message("m9") == {"id": "m9", "role": "assistant", BLOCKS_KEY: [
@@ -558,7 +562,7 @@ def test_accumulator_creates_the_message_and_reports_bad_events() -> None:
 
 
 def test_find_component_after_the_message_is_replaced() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     stream = ComponentStream(WEATHER, message_id="m1", component_id="c1")
     acc.apply_all(stream.start())
     assert find_component(acc, "c1") is not None
@@ -576,7 +580,7 @@ def test_interactable_updates_stream_as_shallow_merges() -> None:
                         props_schema=obj({"title": S, "body": S, "tags": {"type": "array", "items": S}},
                                          ["title", "body"]),
                         state_schema=obj({"pinned": {"type": "boolean"}, "color": S}))
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, [note])
     args = ('{"_tambo_statusMessage": "Renaming", "componentId": "Note-1", '
             '"newProps": {"title": "New title", "body": null, "tags": ["y", "z"]}}')
@@ -614,7 +618,7 @@ def test_random_interactable_updates(update: dict[str, Any], cuts: list[int]) ->
                                          ["title", "body", "tags"]))
     data = json.dumps({"_tambo_statusMessage": "s", "componentId": "N-1", "newProps": update})
     stream = InteractableUpdateStream(note, "props")
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, [note])
     for piece in _split(data, cuts):
         acc.apply_all(stream.feed(piece))
@@ -626,7 +630,7 @@ def test_random_interactable_updates(update: dict[str, Any], cuts: list[int]) ->
 
 
 def test_interactable_update_of_a_streamed_component_and_errors() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     shown = ComponentStream(WEATHER, message_id="m1", component_id="W-1")
     acc.apply_all(shown.feed('{"title": "Tokyo", "count": 3}') + shown.close())
     note = Interactable(id="W-1", component_name="WeatherCard", props={"title": "Tokyo", "count": 3})
@@ -676,7 +680,7 @@ def test_events_match_the_checked_in_schema() -> None:
 
 
 def test_accumulator_appends_in_place_with_the_jsonpatch_result() -> None:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     start = CustomEvent(name=COMPONENT_START, value={"messageId": "m", "componentId": "c", "componentName": "X"})
     acc.apply(start)
     shared = "sh"
@@ -702,3 +706,30 @@ def test_accumulator_appends_in_place_with_the_jsonpatch_result() -> None:
         acc.apply(CustomEvent(name=COMPONENT_PROPS_DELTA, value={"componentId": "c", "operations": [bad]}))
     assert len(acc.problems) == 4 and all("did not apply" in p.message for p in acc.problems)
     assert block["props"] == expected
+
+
+def test_importing_the_library_registers_no_accumulator_handler() -> None:
+    # A fresh interpreter imports every module of the core and the CLI (validate and render
+    # use the component handlers): the Accumulator class is left as it was defined, and an
+    # accumulator gets the component handlers only when it is given them.
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+        import agui_engine
+        for info in pkgutil.walk_packages(agui_engine.__path__, "agui_engine."):
+            if not info.name.startswith(("agui_engine.adapters", "agui_engine.transports", "agui_engine.__main__")):
+                importlib.import_module(info.name)
+        from agui_engine import Accumulator, CustomEvent
+        registries = [k for k in vars(Accumulator) if k in ("_custom_handlers", "_event_handlers")]
+        acc = Accumulator()
+        acc.apply(CustomEvent(name="tambo.component.start", value={}))
+        print(registries, len(acc.unhandled_custom), Accumulator._has_hooks)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[] 1 False"
+
+
+def test_the_component_handlers_are_read_only() -> None:
+    with pytest.raises(TypeError):
+        COMPONENT_HANDLERS["tambo.component.start"] = lambda acc, ev: None  # type: ignore[index]

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.genui.component_stream import COMPONENT_END, find_component, seed_interactables
+from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_HANDLERS, find_component, seed_interactables
 from agui_engine.protocol.events import Context, CustomEvent, RunAgentInput, UserMessage
 from agui_engine.genui.interactables import interactables_from_context
 from agui_engine.llm import Finish
@@ -41,7 +41,7 @@ def final_props(events: list[Any]) -> list[dict[str, Any]]:
 
 
 def client_for(props: dict[str, Any]) -> Accumulator:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, interactables_from_context(run_input(props).context))
     return acc
 

@@ -8,11 +8,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine import Agent, AgentLoop, run_agent_loop
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS
 from agui_engine.genui.component_stream import (
@@ -56,6 +58,7 @@ from agui_engine.protocol.events import (
     ToolCallChunkEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
+    ToolMessage,
     ToolCallStartEvent,
     UnknownEvent,
     UserMessage,
@@ -293,7 +296,7 @@ async def test_an_interactable_update_streams_onto_the_component() -> None:
                               name="update_component_state_note-1"),
               FINISH]
     events, _ = await collect(Scripted(*script), input_)
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, interactables_from_context(input_.context))
     check_run(events, acc)
     assert customs(events, COMPONENT_PROPS_DELTA) and customs(events, COMPONENT_STATE_DELTA)
@@ -435,6 +438,80 @@ async def test_repair_args_in_snapshot_fills_the_component() -> None:
     events, repairs = await collect(Scripted(START, *component_call("c1", parent="m1"), FINISH), components=[CARD])
     check_run(events)
     assert repairs == ["args_in_snapshot"] and customs(events, COMPONENT_END)[0]["finalProps"] == {}
+
+
+def _lost_first_fragment(call_id: str, name: str, args: str, cut: int) -> tuple[list[Any], MessagesSnapshotEvent]:
+    """ag-ui-langgraph 0.0.47 with a model that sends the tool name and the first argument
+    fragment in one chunk: START, the ARGS from the second fragment on, END; the closing
+    MESSAGES_SNAPSHOT has the whole arguments."""
+    events = [ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id="m1"),
+              *(ToolCallArgsEvent(tool_call_id=call_id, delta=args[i:i + 5]) for i in range(cut, len(args), 5)),
+              ToolCallEndEvent(tool_call_id=call_id)]
+    snapshot = MessagesSnapshotEvent(messages=[
+        UserMessage(id="u1", content="hi"),
+        AssistantMessage(id="m1", tool_calls=[ToolCall(id=call_id, function=FunctionCall(name=name, arguments=args))]),
+    ])
+    return events, snapshot
+
+
+async def test_repair_args_from_snapshot_gives_a_foreign_call_its_arguments_before_the_snapshot() -> None:
+    args = '{"city": "Paris", "unit": "C"}'
+    call, snapshot = _lost_first_fragment("c1", "get_weather", args, cut=9)
+    result = ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="18 C", role="tool")
+    answer = [TextMessageStartEvent(message_id="m2", role="assistant"),
+              TextMessageContentEvent(message_id="m2", delta="It is 18 C in Paris."), TextMessageEndEvent(message_id="m2")]
+    snapshot = msgspec.structs.replace(snapshot, messages=[
+        *snapshot.messages, ToolMessage(id="r1", tool_call_id="c1", content="18 C"),
+        AssistantMessage(id="m2", content="It is 18 C in Paris.")])
+    events, repairs = await collect(Scripted(START, *call, result, *answer, snapshot, FINISH))
+    acc = check_run(events)
+    assert repairs == ["args_from_snapshot"]
+    assert types(events) == ["RUN_STARTED", "TOOL_CALL_START", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+                             "TEXT_MESSAGE_END", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
+                             "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert [e.delta for e in events if isinstance(e, ToolCallArgsEvent)] == [args]  # whole, once
+    assert events[-3] is result  # the result after its call's END
+    # what a client holds at the end is the snapshot: the call's arguments are not doubled
+    (m1,) = [m for m in acc.messages_as_structs() if m.id == "m1"]
+    assert isinstance(m1, AssistantMessage) and m1.tool_calls and m1.tool_calls[0].function.arguments == args
+
+
+async def test_repair_args_from_snapshot_without_a_snapshot_ends_the_run_as_before() -> None:
+    call, _ = _lost_first_fragment("c1", "get_weather", '{"city": "Paris"}', cut=9)
+    events = await assert_run_error([START, *call, FINISH], "protocol_violation")
+    assert "args_not_json" in events[-1].message and "c1" in events[-1].message
+    # left open at the end of the stream: the same
+    events = await assert_run_error([START, *call[:-1]], "protocol_violation")
+
+
+async def test_held_arguments_are_bounded() -> None:
+    from agui_engine.jsonstream import MAX_BYTES
+
+    chunk = "x" * (MAX_BYTES // 4)
+    script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="m1"),
+              *(ToolCallArgsEvent(tool_call_id="c1", delta=chunk) for _ in range(5)), FINISH]
+    events = await assert_run_error(script, "json_limit_exceeded")
+    assert "held for a MESSAGES_SNAPSHOT" in events[-1].message
+    assert not any(isinstance(e, ToolCallArgsEvent) for e in events)
+
+
+async def test_foreign_arguments_that_do_not_begin_as_an_object_but_are_json_go_out_whole_at_end() -> None:
+    script = [START, ToolCallStartEvent(tool_call_id="c1", tool_call_name="count", parent_message_id="m1"),
+              ToolCallArgsEvent(tool_call_id="c1", delta="  "), ToolCallArgsEvent(tool_call_id="c1", delta="4"),
+              ToolCallArgsEvent(tool_call_id="c1", delta="2"), ToolCallEndEvent(tool_call_id="c1"), FINISH]
+    events, repairs = await collect(Scripted(*script))
+    check_run(events)
+    assert repairs == [] and "".join(e.delta for e in events if isinstance(e, ToolCallArgsEvent)) == "  42"
+
+
+async def test_repair_args_from_snapshot_fills_a_component_whose_first_fragment_was_lost() -> None:
+    args = '{"_tambo_statusMessage":"s","city":"Rome","temperature":20}'
+    call, snapshot = _lost_first_fragment("c1", "show_component_WeatherCard", args, cut=7)
+    events, repairs = await collect(Scripted(START, *call, snapshot, FINISH), components=[CARD])
+    check_run(events)
+    assert repairs == ["args_from_snapshot", "args_in_snapshot"]
+    assert not any(isinstance(e, ToolCallArgsEvent) for e in events)  # no broken fragment went out
+    assert customs(events, COMPONENT_END)[0]["finalProps"] == {"city": "Rome", "temperature": 20}
 
 
 async def test_repair_result_before_end() -> None:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.agent import Agent
 from agui_engine.genui.component_stream import (
@@ -559,7 +560,7 @@ async def test_interactables_from_context_get_update_tools() -> None:
     assert result.content == "Updated successfully"
     assert "/notes" in llm.calls[0].messages[0].content
     # the client's accumulator knows the component on its screen: the update lands on that instance
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     seed_interactables(acc, interactables_from_context([Context(description="interactables", value=value)]))
     check_run(events, acc)
     block = find_component(acc, "Note-1")

@@ -438,6 +438,39 @@ def test_event_hooks_run_after_the_core_and_see_flushed_messages() -> None:
     Tambo.__dict__["_event_handlers"].clear()
 
 
+def test_custom_handlers_are_composed_per_accumulator() -> None:
+    seen: list[Any] = []
+    acc = Accumulator(custom_handlers={"a.b": lambda a, e: seen.append(e.value)})
+    acc.apply(CustomEvent(name="a.b", value=1))
+    other = accumulate([CustomEvent(name="a.b", value=2)])  # another accumulator: not its handler
+    assert seen == [1] and [e.value for e in other.unhandled_custom] == [2]
+    # the instance handler is an instance registration: replaced like one
+    acc.register_custom_handler("a.b", lambda a, e: seen.append(-e.value), replace=True)
+    acc.apply(CustomEvent(name="a.b", value=3))
+    assert seen == [1, -3]
+
+
+@pytest.mark.parametrize("handlers", [{1: lambda a, e: None}, {"a.b": "not callable"}])
+def test_custom_handlers_that_are_not_name_to_callable_are_a_usage_error(handlers: Any) -> None:
+    with pytest.raises(UsageError, match="custom_handlers maps a CUSTOM event name"):
+        Accumulator(custom_handlers=handlers)
+
+
+def test_an_event_hook_is_looked_up_only_where_it_was_registered() -> None:
+    class Hooked(Accumulator):
+        pass
+
+    seen: list[str] = []
+    Hooked.register_event_handler("STEP_STARTED", lambda a, e: seen.append("class"))
+    plain = Accumulator()
+    plain.register_event_handler("STEP_STARTED", lambda a, e: seen.append("instance"))
+    for acc in (Hooked(), plain, Accumulator()):
+        acc.apply(StepStartedEvent(step_name="s"))
+    assert seen == ["class", "instance"]
+    # the flag lives on the class or instance that has the hook, not in a module-level global
+    assert Hooked._has_hooks and plain._has_hooks and not Accumulator._has_hooks and not Accumulator()._has_hooks
+
+
 def test_add_message_replaces_in_place() -> None:
     acc = Accumulator(messages=[UserMessage(id="u", content="a"), AssistantMessage(id="b", content="x")])
     acc.add_message({"id": "u", "role": "user", "content": "edited"})

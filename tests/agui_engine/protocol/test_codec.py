@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import typing
 from typing import Any
 
 import msgspec
@@ -710,7 +711,7 @@ def test_tolerant_pruning_knows_every_member_the_event_model_declares() -> None:
 
     for known, union in [
         (codec._ROLES, model.Message),
-        (codec._PART_TYPES, model.ContentPart),
+        (codec._PART_TYPES, typing.Union[model.ContentPart, model.BinaryInputContent]),  # binary: upgraded on decode
         (codec._PATCH_OPS, model.JsonPatchOperation),
         (codec._RUN_OUTCOMES, model.RunFinishedOutcome),
         (codec._SUBAGENT_OUTCOMES, model.SubagentFinishedOutcome),

@@ -311,3 +311,52 @@ def test_interop_samples_set_and_unset_every_optional_field_of_every_type() -> N
             if field.encode_name not in unset:
                 missing.append(f"{ours.__name__}.{field.encode_name}: never unset")
     assert not missing, "\n".join(missing)
+
+
+#: 0.x ``binary`` parts of every kind the upgrade distinguishes (MIME prefix, data / url, filename).
+_BINARY_PARTS = [
+    {"type": "text", "text": "see these"},
+    {"type": "binary", "mimeType": "image/png", "data": "iVBORw0KGgo=", "filename": "a.png"},
+    {"type": "binary", "mimeType": "audio/wav", "data": "UklGRg=="},
+    {"type": "binary", "mimeType": "video/mp4", "data": "AAAA", "url": "https://example.com/v.mp4"},
+    {"type": "binary", "mimeType": "application/pdf", "url": "https://example.com/a.pdf", "filename": "a.pdf"},
+    {"type": "binary", "mimeType": "text/csv", "url": "https://example.com/t.csv", "id": "file-9"},
+]
+
+
+def test_a_0x_binary_part_is_upgraded_exactly_as_the_official_client_upgrades_it() -> None:
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from agui_engine.transports.common import decode_run_input
+
+    js = Path(__file__).resolve().parents[2] / "js"
+    node = shutil.which("node")
+    assert node and (js / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    wire = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [], "forwardedProps": {},
+            "messages": [{"id": "u1", "role": "user", "content": _BINARY_PARTS},
+                         {"id": "t1", "role": "tool", "toolCallId": "c1", "content": _BINARY_PARTS[1:3]}]}
+    out = subprocess.run([node, str(js / "binary_parts.mjs")], input=json.dumps(wire), capture_output=True,
+                         text=True, timeout=60, cwd=js)
+    assert out.returncode == 0, out.stderr
+    theirs = json.loads(out.stdout)
+    ours = msgspec.to_builtins(decode_run_input(json.dumps(wire).encode()).messages)
+    assert ours == theirs
+    assert all(part["type"] != "binary" for m in ours for part in m["content"])
+
+
+def test_an_id_only_binary_part_keeps_its_file_and_a_sourceless_one_is_refused_with_its_path() -> None:
+    from agui_engine.protocol.events import FileSource, ImagePart, UserMessage
+    from agui_engine.transports.common import InvalidInputError, decode_run_input
+
+    message = msgspec.convert({"id": "u", "role": "user", "content": [
+        {"type": "binary", "mimeType": "image/jpeg", "id": "file-abc"}]}, UserMessage)
+    # the official client leaves this part as it is (no 1.0 form for it): kept as a file handle
+    assert message.content == [ImagePart(source=FileSource(value="file-abc", mime_type="image/jpeg"))]
+    bad = {"threadId": "t", "runId": "r", "messages": [
+        {"id": "u", "role": "user", "content": [{"type": "text", "text": "x"}, {"type": "binary", "mimeType": "image/png"}]}]}
+    with pytest.raises(InvalidInputError) as info:
+        decode_run_input(json.dumps(bad).encode())
+    assert "content[1]: a binary content part needs data, url or id" in info.value.message
+    assert "$.messages[0]" in info.value.message

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.cli.bench import split_chunks
 from agui_engine.cli.bench_props import long_string_arguments, run_component_call
@@ -53,7 +54,7 @@ def apply_in_node(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d
 
 
 def python_props(events: list[Event]) -> list[dict[str, Any]]:
-    acc = Accumulator()
+    acc = Accumulator(custom_handlers=COMPONENT_HANDLERS)
     out = []
     for event in events:
         acc.apply(event)
