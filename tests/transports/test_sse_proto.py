@@ -29,6 +29,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.transports.common import RemoteAgentError
 from agui_engine.transports.sse import RUN_KEY_HEADER, SSEAgent, negotiate, start_sse_server
 
+from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
@@ -120,6 +121,34 @@ async def test_sse_agent_binary_runs_and_resumes_after_a_drop() -> None:
     assert len(cut.accepts) >= 2 and cut.last_event_ids[1] is not None  # it dropped, then resumed
     assert [e.type for e in events] == [e.type for e in plain]
     assert [getattr(e, "delta", None) for e in events] == [getattr(e, "delta", None) for e in plain]
+
+
+async def test_delete_cancels_a_binary_stream_which_ends_with_run_error_cancelled() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    async with await start_sse_server(agent) as srv:
+        headers = {"Content-Type": "application/json", "Accept": PROTO_CONTENT_TYPE}
+        async with httpx.AsyncClient(timeout=10) as c:
+            async with c.stream("POST", srv.url, content=body(), headers=headers) as r:
+                decoder, got = ProtoEventDecoder(), list[Any]()
+                chunks = r.aiter_raw()
+                while len(got) < 3:
+                    got += decoder.feed(await chunks.__anext__())
+                d = await c.delete(srv.url.rstrip("/") + "/runs/run-1", headers={RUN_KEY_HEADER: r.headers[RUN_KEY_HEADER]})
+                assert d.status_code == 204 and "run-1" in agent.cancelled
+                async for chunk in chunks:
+                    got += decoder.feed(chunk)
+                got += decoder.close()
+    assert isinstance(got[-1], RunErrorEvent) and got[-1].code == "cancelled"
+
+
+async def test_sse_agent_binary_closed_early_cancels_the_remote_run() -> None:
+    agent = ScriptedAgent(deltas=3, hang=True)
+    async with await start_sse_server(agent) as srv:
+        stream = SSEAgent(srv.url, binary=True).run(make_input("run-c"))
+        got = [await stream.__anext__() for _ in range(3)]
+        await stream.aclose()
+        await eventually(lambda: "run-c" in agent.cancelled, what="the DELETE to cancel the run")
+    assert [e.type.value for e in got][:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
 
 
 async def test_sse_agent_binary_takes_an_sse_answer() -> None:
