@@ -86,6 +86,7 @@ __all__ = [
     "MAX_RETRY_AFTER_SECONDS",
     "MIN_REDACTED_SECRET_CHARS",
     "MalformedStream",
+    "MissingAPIKeyError",
     "ProviderError",
     "ProviderStream",
     "READ_TIMEOUT_SECONDS",
@@ -709,13 +710,24 @@ class CompletionRequest(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: int | None = None
 
 
+class MissingAPIKeyError(UsageError):
+    """A provider client was made without a key: none passed, none in the environment.
+    ``provider`` and ``names`` (the environment variables tried) let a command line say
+    what to set instead of the library's ``api_key=``."""
+
+    def __init__(self, provider: str, names: Sequence[str]) -> None:
+        super().__init__(f"{provider} needs an API key: pass api_key= or set {' or '.join(names)}")
+        self.provider = provider
+        self.names = tuple(names)
+
+
 def api_key_from(env: Mapping[str, str], names: Sequence[str], provider: str) -> str:
-    """The first non-empty of ``names`` in ``env``; raises :class:`UsageError` naming them."""
+    """The first non-empty of ``names`` in ``env``; raises :class:`MissingAPIKeyError` naming them."""
     for name in names:
         value = env.get(name)
         if value:
             return value
-    raise UsageError(f"{provider} needs an API key: pass api_key= or set {' or '.join(names)}")
+    raise MissingAPIKeyError(provider, names)
 
 
 class StreamingLLMClient(abc.ABC):

@@ -104,3 +104,47 @@ def test_write_your_own_agent_is_served_by_the_commands_shown(tmp_path: Path) ->
         log = server.stderr.read().decode()
         assert " POST / 200 run=" in log, log
     assert texts == ["You said: hello ", "YOU SAID: HELLO "]
+
+
+# --------------------------------------------------------------------------- figures
+
+def _prose() -> str:
+    """The README without its code blocks and without the command-generated table."""
+    text = re.sub(r"```.*?```", "", README, flags=re.S)
+    return re.sub(r"<!-- bench-props-table -->.*?<!-- /bench-props-table -->", "", text, flags=re.S)
+
+
+def test_the_props_table_is_the_commands_output() -> None:
+    """Byte counts are exact (seeded corpus and chunks): the README's table is what
+    ``agui-engine bench --props-table`` prints, character for character."""
+    marked = re.search(r"<!-- bench-props-table -->\n(.*?)\n<!-- /bench-props-table -->", README, flags=re.S)
+    assert marked is not None
+    done = subprocess.run([sys.executable, "-m", "agui_engine", "bench", "--props-table"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert marked.group(1) == done.stdout.strip()
+
+
+def test_no_timing_or_ratio_is_copied_into_the_prose() -> None:
+    """A timing or a speed ratio goes stale with every change: the README points to the
+    benchmark or spec page that measures it instead of copying the number."""
+    copied = re.findall(r"[^\n]*\b\d[\d,.]*\s?(?:µs|ms|x)\b[^\n]*", _prose())
+    assert copied == []
+
+
+def test_the_numbers_in_the_prose_are_the_codes() -> None:
+    """The limits the README names are the code's: defaults as ``serve --help`` prints them, constants."""
+    from agui_engine.loops.thread import MAX_TOOL_ROUNDS
+    from agui_engine.transports.data import QUERY_QUEUE_TIMEOUT_SECONDS
+    from agui_engine.transports.redislog import OWNER_LOST_BOUND_SECONDS
+
+    prose = " ".join(_prose().split())
+    done = subprocess.run([sys.executable, "-m", "agui_engine", "serve", "--help"], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, check=False)
+    help_text = " ".join(done.stdout.split())
+    for option in ("--max-idle-per-ip", "--max-idle-connections"):
+        (readme,) = re.findall(rf"`{option} (\d+)`", prose)
+        assert re.search(rf"{option} N (?:(?! --).)*?\(default: {readme}\)", help_text), (option, readme)
+    assert f"`MAX_TOOL_ROUNDS` = {MAX_TOOL_ROUNDS} per turn" in prose
+    assert f'`RUN_ERROR{{code: "owner_lost"}}` within {OWNER_LOST_BOUND_SECONDS:g} s' in prose
+    assert f"concurrency limit full for {QUERY_QUEUE_TIMEOUT_SECONDS:g} s 503" in prose

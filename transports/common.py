@@ -23,6 +23,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Self
@@ -591,6 +592,8 @@ class RemoteAgentError(UpstreamError):
     def __init__(self, message: str, *, status: int, code: str | None = None, retryable: bool = False) -> None:
         super().__init__(message, code=code, retryable=retryable)
         self.status = status
+        #: The media type of the answer when it was not one of this protocol's (``text/html``), else None.
+        self.content_type: str | None = None
 
 
 class ConnectionLostError(UpstreamError):
@@ -599,8 +602,11 @@ class ConnectionLostError(UpstreamError):
 
     default_code = "connection_lost"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, tls_failure: str | None = None) -> None:
         super().__init__(message, retryable=True)
+        #: The TLS failure's reason (``WRONG_VERSION_NUMBER``: the server speaks plain HTTP) when the
+        #: connection failed in the TLS handshake, else None.
+        self.tls_failure = tls_failure
 
 
 class UpstreamStoppedError(UpstreamError):
@@ -615,10 +621,14 @@ class UpstreamStoppedError(UpstreamError):
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
-def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAgentError:
+def remote_error_from_body(
+    status: int, body: bytes, *, where: str, content_type: str | None = None
+) -> RemoteAgentError:
     """A RemoteAgentError for a refused request, using the ``{"error": {code,
-    message}}`` body this project's servers send when it is there. The message
-    is cut to ``MAX_ERROR_MESSAGE_CHARS`` characters and never contains request headers."""
+    message}}`` body this project's servers send when it is there. Any other body
+    is quoted only when it is plain text, on one line (an HTML error page is named by
+    its content type, not dumped). The message is cut to ``MAX_ERROR_MESSAGE_CHARS``
+    characters and never contains request headers."""
     code: str | None = None
     message = ""
     try:
@@ -628,9 +638,30 @@ def remote_error_from_body(status: int, body: bytes, *, where: str) -> RemoteAge
             code = err["code"] if isinstance(err.get("code"), str) else None
             message = err["message"] if isinstance(err.get("message"), str) else ""
     except msgspec.DecodeError:
-        message = body[: MAX_ERROR_MESSAGE_CHARS * 4].decode("utf-8", "replace")
-    text = f"{where} answered {status}" + (f" ({code})" if code else "") + (f": {message[:MAX_ERROR_MESSAGE_CHARS]}" if message else "")
-    return RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
+        if content_type is None or media_type(content_type) == "text/plain":
+            message = " ".join(body[: MAX_ERROR_MESSAGE_CHARS * 4].decode("utf-8", "replace").split())
+    kind = f" {media_type(content_type)}" if content_type and code is None and not message else ""
+    text = (f"{where} answered {status}{kind}" + (f" ({code})" if code else "")
+            + (f": {message[:MAX_ERROR_MESSAGE_CHARS]}" if message else ""))
+    error = RemoteAgentError(text, status=status, code=code, retryable=status in RETRYABLE_STATUSES)
+    error.content_type = media_type(content_type) if content_type else None
+    return error
+
+
+def media_type(content_type: str | None) -> str:
+    """``text/html; charset=utf-8`` -> ``text/html`` (lower case); ``""`` for none."""
+    return (content_type or "").partition(";")[0].strip().lower()
+
+
+def tls_failure(exc: BaseException) -> str | None:
+    """The reason of the TLS failure anywhere in ``exc``'s chain of causes
+    (``WRONG_VERSION_NUMBER``, ``CERTIFICATE_VERIFY_FAILED`` ...), else None."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return str(seen.reason or type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 #: The events that end a run.
@@ -833,9 +864,10 @@ def unresumable(
     ends the run with :class:`UpstreamStoppedError` (``upstream_stopped``). An endpoint
     that never accepted the run is unreachable (:class:`ConnectionLostError`), and so is
     one whose drops outlast ``max_retries``."""
-    what = type(exc).__name__
+    tls = tls_failure(exc)
+    what = f"TLS handshake failed: {tls}" if tls else type(exc).__name__
     if not accepted:
-        return ConnectionLostError(f"cannot reach {url} ({what})")
+        return ConnectionLostError(f"cannot reach {url} ({what})", tls_failure=tls)
     if last_id is None:
         return UpstreamStoppedError(
             f"{url} stopped before the end of the run (no RUN_FINISHED or RUN_ERROR; {what}) and sent no "

@@ -97,6 +97,7 @@ from .common import (
     check_bearer,
     check_body_size,
     decode_run_input,
+    media_type,
     remote_error_from_body,
     send_or_stall,
     listening_socket,
@@ -943,9 +944,13 @@ class SSEAgent(RemoteClientBase):
             headers["Last-Event-ID"] = last_id
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
+            content_type = resp.headers.get("content-type")
             if resp.status_code != 200:
                 raw = await resp.aread()
-                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}")
+                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
+            if media_type(content_type) != SSE_CONTENT_TYPE:
+                # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
+                raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
             if resp.headers.get("Content-Type", "").split(";")[0].strip().lower() == PROTO_CONTENT_TYPE:

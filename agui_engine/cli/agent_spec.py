@@ -188,9 +188,15 @@ def load_stdio(spec: str, *, headers: Mapping[str, str], pace_seconds: float) ->
 
 def load_model(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
     from agui_engine.adapters.models import client_from_spec
+    from agui_engine.adapters.provider import MissingAPIKeyError
     from agui_engine.loops.llm_agent import LLMAgent
 
-    return LLMAgent(client_from_spec(spec))
+    try:
+        return LLMAgent(client_from_spec(spec))
+    except MissingAPIKeyError as exc:  # the library's "pass api_key=" means nothing on a command line
+        names = " or ".join(exc.names)
+        raise UsageError(f"{exc.provider} needs an API key: set {names} in the environment "
+                         f"(export {exc.names[0]}=...) and run again") from None
 
 
 _AGENT_FORMS: Final = (

@@ -558,6 +558,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "dashboard-64KB, markdown-50KB, table-200KB or deep-200)")
     parser.add_argument("--no-strict", action="store_true",
                         help="skip the strict RFC 6902 column of the props table (quadratic: seconds)")
+    parser.add_argument("--props-table", action="store_true",
+                        help="print only the props bytes table, as Markdown (the README's table; byte counts "
+                             "are exact: the corpus and its chunks are seeded)")
 
 
 def quadratic_limit(contender: str, override: int | None = None) -> float:
@@ -577,6 +580,11 @@ def _progress(out: TextIO, done: int, total: int, label: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.props_table:
+        from .bench_props import WIRE_DOCUMENTS, format_props_markdown, wire_bytes
+
+        print(format_props_markdown([wire_bytes(name, strict=not args.no_strict) for name in WIRE_DOCUMENTS]))
+        return 0
     docs = make_documents()
     unknown = [name for name in args.documents if name not in docs]
     if unknown:

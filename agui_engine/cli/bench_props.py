@@ -50,6 +50,7 @@ __all__ = [
     "WireBytes",
     "check_props_targets",
     "cpu_per_chunk",
+    "format_props_markdown",
     "format_props_report",
     "long_string_arguments",
     "run_component_call",
@@ -249,6 +250,17 @@ def check_props_targets(wire: Sequence[WireBytes], cpu: Sequence[CpuPerChunk]) -
         lines.append(f"  {'ok  ' if ok else 'MISS'} CPU per chunk {_size_label(cpu[-1].size)} vs "
                      f"{_size_label(cpu[0].size)}: {growth:.2f}x (<= {TARGET_CPU_GROWTH:g}x, flat)")
     return lines
+
+
+def format_props_markdown(wire: Sequence[WireBytes]) -> str:
+    """The bytes table as Markdown, exactly as the README shows it (``agui-engine bench
+    --props-table`` prints it; ``tests/test_readme.py`` compares the two byte for byte)."""
+    out = ["| corpus shape | TOOL_CALL_ARGS SSE bytes | props_delta SSE bytes | ratio | strict RFC 6902 |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for w in wire:
+        strict = "-" if w.strict_ratio is None else f"{w.strict_ratio:.1f}x"
+        out.append(f"| {w.document} | {w.args_sse_bytes:,} | {w.props_sse_bytes:,} | {w.ratio:.2f}x | {strict} |")
+    return "\n".join(out)
 
 
 def format_props_report(wire: Sequence[WireBytes], cpu: Sequence[CpuPerChunk]) -> str:

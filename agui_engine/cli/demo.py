@@ -24,14 +24,22 @@ loopback:
 ``--model-path direct`` drops the HTTP hop to the model, ``--via direct``
 drops the gateway; ``--transport ws`` uses the WebSocket gateway instead.
 Nothing leaves 127.0.0.1 and no API key is needed.
+
+``--inspect`` (the default when stdin and stdout are a terminal; ``--no-inspect``
+turns it off) runs the messages on ONE SSE gateway that stays up afterwards: the
+demo prints the inspector's URL, whose fragment names the demo's runs and a bearer
+token made for this process (``/inspect#run=demo-run-0&token=...``), so the page
+replays exactly these runs from the gateway's log and can start more; Ctrl-C ends
+it with one line (exit status 0).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Annotated, Any, Final, TextIO
 
@@ -48,7 +56,7 @@ from agui_engine.demo.weather_model import (
     EmbeddedModel,
     demo_weather,
 )
-from agui_engine.protocol.errors import AguiEngineError
+from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import RunAgentInput, UserMessage
 from agui_engine.llm import LLMClient
 from agui_engine.loops.llm_agent import LLMAgent
@@ -65,6 +73,8 @@ from .render import Query, console_modes, fetch_component_data, make_renderer
 __all__ = [
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
+    "INSPECT_RETENTION_SECONDS",
+    "InspectedGateway",
     "SCENARIOS",
     "STACK_SCHEMA",
     "add_arguments",
@@ -73,6 +83,8 @@ __all__ = [
     "demo_ui_spec",
     "direct_demo_agent",
     "get_weather",
+    "inspected_demo_agent",
+    "inspector_url",
     "production_demo_agent",
     "run",
     "run_scenarios",
@@ -157,16 +169,83 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
 
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
-        model = paced(EmbeddedModel(), pace_seconds)
-        if model_path == "openai":
-            from agui_engine.adapters.replay import serve_over_openai_chat
-
-            async with serve_over_openai_chat(model, model=EMBEDDED_MODEL_NAME) as llm:
-                yield gateway(demo_agent(llm=llm, ui_spec=ui_spec))
-        else:
-            yield gateway(demo_agent(llm=model, ui_spec=ui_spec))
+        async with _demo_model(model_path, pace_seconds) as llm:
+            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec))
 
     return context
+
+
+@asynccontextmanager
+async def _demo_model(model_path: str, pace_seconds: float) -> AsyncIterator[LLMClient]:
+    """The embedded model at ``pace_seconds``: behind the real OpenAI adapter over loopback
+    HTTP (``openai``) or in-process (``direct``)."""
+    model = paced(EmbeddedModel(), pace_seconds)
+    if model_path == "openai":
+        from agui_engine.adapters.replay import serve_over_openai_chat
+
+        async with serve_over_openai_chat(model, model=EMBEDDED_MODEL_NAME) as llm:
+            yield llm
+    else:
+        yield model
+
+
+#: How long ``demo --inspect`` keeps a finished run on its gateway for the inspector to
+#: replay (the registry's ``retention_seconds``; the library default is 60 s, for
+#: resuming). A day: as long as anyone leaves a demo open; the demo's few runs are kilobytes.
+INSPECT_RETENTION_SECONDS: Final = 24 * 3600.0
+
+
+class InspectedGateway:
+    """The agent ``demo --inspect`` talks to: the Python SSE client of ONE loopback SSE
+    gateway (inspector on, a bearer token made for this process) in front of the demo
+    agent, kept for every run; ``url`` and ``token`` are what the inspector needs."""
+
+    def __init__(self, url: str, token: str, agent: Agent) -> None:
+        from agui_engine.transports.sse import SSEAgent
+
+        self.url = url
+        self.token = token
+        self.agent = agent
+        self.client = SSEAgent(url, headers={"Authorization": f"Bearer {token}"})
+
+    @property
+    def resources(self) -> Any:
+        """The resources of the agent behind the gateway (the demo queries them in-process)."""
+        return getattr(self.agent, "resources", None)
+
+    def run(self, input: RunAgentInput) -> AsyncIterator[Any]:
+        return self.client.run(input)
+
+
+def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False) -> AgentContext:
+    """An :data:`AgentContext` yielding an :class:`InspectedGateway`: the gateway is up
+    for as long as the context is."""
+
+    @asynccontextmanager
+    async def context(pace_seconds: float) -> AsyncIterator[Agent]:
+        from agui_engine.transports.runs import RegistryOptions
+        from agui_engine.transports.sse import start_sse_server
+
+        token = secrets.token_urlsafe(16)
+        async with _demo_model(model_path, pace_seconds) as llm:
+            agent = demo_agent(llm=llm, ui_spec=ui_spec)
+            server = await start_sse_server(agent, port=0, inspector=True, auth_token={token: "demo"},
+                                            options=RegistryOptions(retention_seconds=INSPECT_RETENTION_SECONDS))
+            try:
+                yield InspectedGateway(server.url, token, agent)
+            finally:
+                await server.close()
+
+    return context
+
+
+def inspector_url(url: str, run_ids: Sequence[str], token: str) -> str:
+    """The inspector page of the gateway at ``url`` showing ``run_ids``: the runs and the
+    bearer token go in the fragment (``#run=...&token=...``), which the browser never
+    sends to the server (so never to its access log)."""
+    from urllib.parse import urlencode
+
+    return url.rstrip("/") + "/inspect#" + urlencode([*(("run", r) for r in run_ids), ("token", token)])
 
 
 #: The ``path:`` line printed before a pretty demo: what every event crosses.
@@ -189,10 +268,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--via", choices=("gateway", "direct"), default="gateway",
                         help="gateway (default): serve the agent on a loopback gateway and consume it with the "
                              "Python client; direct: call the agent in-process")
-    parser.add_argument("--transport", choices=("sse", "ws"), default="sse",
-                        help="the gateway's transport (default sse)")
+    parser.add_argument("--transport", choices=("sse", "ws"), default=None,
+                        help="the gateway's transport (default sse; needs the gateway, not --via direct)")
+    parser.add_argument("--inspect", action="store_true",
+                        help="keep the SSE gateway up after the runs and print the inspector's URL showing them "
+                             "(Ctrl-C stops); default: on when stdin and stdout are a terminal")
     parser.add_argument("--no-inspect", action="store_true",
-                        help="do not serve the inspector page (<gateway>/inspect) on the demo's SSE gateway")
+                        help="do not serve the inspector page (<gateway>/inspect) and do not stay up for it")
     parser.add_argument("--model-path", choices=("openai", "direct"), default="openai",
                         help="openai (default): the embedded model answers over loopback HTTP in OpenAI Chat "
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
@@ -239,8 +321,14 @@ async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argpa
     return 0
 
 
-def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct_demo_agent) -> int:
-    """Run the demo's messages; ``agent_context`` builds the agent (see :data:`AgentContext`)."""
+#: Called after the demo's runs, inside the agent's context: ``after(agent, run_ids)``.
+AfterRuns = Callable[[Agent, list[str]], Awaitable[None]]
+
+
+def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct_demo_agent,
+                  after: AfterRuns | None = None) -> int:
+    """Run the demo's messages; ``agent_context`` builds the agent (see :data:`AgentContext`);
+    ``after`` runs once they are done, while the agent is still up (``--inspect`` waits there)."""
     out = sys.stdout
     tty, color = console_modes(out, plain=args.plain or args.format != "pretty", no_color=args.no_color)
     pace = args.pace if args.pace is not None else (DEFAULT_PACE_SECONDS if tty else 0.0)
@@ -258,19 +346,59 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
             query: Query | None = broker.fetch if broker is not None else None
             for index, text in enumerate(messages):
                 status = max(status, await _run_one(agent, text, index, out, args, tty, color, query))
+            if after is not None and status == 0:
+                await after(agent, [f"demo-run-{index}" for index in range(len(messages))])
         return status
 
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
+        if after is not None:
+            sys.stderr.write("agui-engine demo: stopped; the gateway and the inspector are closed\n")
+            return 0
         return 130
+
+
+def _inspecting(args: argparse.Namespace) -> bool:
+    """Whether the demo stays up for the inspector: ``--inspect``, or by default on a
+    terminal when the path has the SSE gateway. Raises UsageError for flags that contradict."""
+    if args.via == "direct" and args.transport is not None:
+        raise UsageError(f"--transport {args.transport} needs the gateway, which --via direct leaves out: "
+                         "drop one of them")
+    if args.inspect:
+        if args.no_inspect:
+            raise UsageError("--inspect and --no-inspect contradict each other: give one")
+        if args.via == "direct" or args.transport == "ws":
+            raise UsageError("--inspect needs the SSE gateway (the inspector is its page): "
+                             "drop --via direct / --transport ws")
+        return True
+    return (not args.no_inspect and args.format == "pretty" and args.via == "gateway"
+            and args.transport in (None, "sse") and sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def _hold_for_the_inspector(out: TextIO) -> AfterRuns:
+    """``--inspect``: after the runs, print the inspector's URL for them on ``out`` (stdout;
+    stderr when stdout carries NDJSON), then keep the gateway up until Ctrl-C."""
+
+    async def hold(agent: Agent, run_ids: list[str]) -> None:
+        assert isinstance(agent, InspectedGateway)
+        out.write(f"\ninspector: {inspector_url(agent.url, run_ids, agent.token)}\n"
+                  "the gateway stays up for the inspector (it can start more runs there); Ctrl-C stops it\n")
+        out.flush()
+        await asyncio.Event().wait()
+
+    return hold
 
 
 def run(args: argparse.Namespace) -> int:
     """The ``demo`` command: print the path (pretty output), then run the messages on it."""
+    inspect = _inspecting(args)
+    transport = args.transport or "sse"
     if args.format == "pretty":
-        path = _PATH_LINES[(args.model_path, args.via)].format(t=args.transport.upper() if args.transport == "sse" else "WebSocket")
+        path = _PATH_LINES[(args.model_path, args.via)].format(t=transport.upper() if transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
-    return run_scenarios(args, production_demo_agent(via=args.via, transport=args.transport, model_path=args.model_path,
+    if inspect:
+        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec),
+                             after=_hold_for_the_inspector(sys.stdout if args.format == "pretty" else sys.stderr))
+    return run_scenarios(args, production_demo_agent(via=args.via, transport=transport, model_path=args.model_path,
                                                      inspector=not args.no_inspect, ui_spec=args.ui_spec))
-

@@ -13,7 +13,12 @@ Exit status: 0 when the (last) run finished, 1 when it ended with ``RUN_ERROR``,
 when the URL is not one, or the endpoint refused or could not be reached. A
 failure before the first event is one line saying what to do; when the
 endpoint speaks the other transport (an ``http://`` URL of a WebSocket server,
-a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use.
+a ``ws://`` URL of an HTTP server) the line says so and gives the URL to use; an
+endpoint that is not AG-UI (a web page, ``python -m http.server``) is named by what
+came back (status and content type; it is POSTed once: no retry before an event id),
+and a TLS mismatch (``https://`` of a plain server) as such, with the ``http://`` URL.
+A resource-bound card is shown with its data, fetched through the endpoint's query
+route, as ``demo`` shows it.
 """
 from __future__ import annotations
 
@@ -23,8 +28,9 @@ import importlib
 import os
 import sys
 import uuid
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Final
 
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
@@ -38,7 +44,11 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.loops.thread import Thread
+from agui_engine.protocol.agent import Agent
 from agui_engine.transports.tool_runner import ThreadedToolRunner
+
+if TYPE_CHECKING:
+    from .render import Query, Renderer
 
 __all__ = ["PROBE_TIMEOUT_SECONDS", "add_arguments", "make_input", "run"]
 
@@ -73,15 +83,15 @@ def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
     )
 
 
-def _sink(args: argparse.Namespace) -> Callable[[Event], None]:
-    """Where each event goes: the demo's renderer (one for demo and run) or NDJSON lines."""
+def _sink(args: argparse.Namespace) -> tuple[Callable[[Event], None], Renderer | None]:
+    """Where each event goes: the demo's renderer (one for demo and run; returned too) or NDJSON lines."""
     out = sys.stdout
     if args.raw:
         def raw(event: Event) -> None:
             out.buffer.write(encode_ndjson(event))
             out.buffer.flush()
 
-        return raw
+        return raw, None
     from .render import console_modes, make_renderer
 
     live, color = console_modes(out, plain=args.plain, no_color=args.no_color)
@@ -92,7 +102,26 @@ def _sink(args: argparse.Namespace) -> Callable[[Event], None]:
         if isinstance(event, (RunFinishedEvent, RunErrorEvent)):
             out.flush()
 
-    return render
+    return render, renderer
+
+
+class _FetchingData:
+    """The remote agent, each of whose resource-bound cards gets its data before the
+    renderer shows it, fetched through the endpoint's own query route (``query``: the
+    client's ``POST <url>/data/query`` / WebSocket ``query``) -- as ``demo`` does in-process."""
+
+    def __init__(self, agent: Agent, renderer: Renderer, query: Query) -> None:
+        self.agent = agent
+        self.renderer = renderer
+        self.query = query
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        from .render import fetch_component_data
+
+        async with aclosing(self.agent.run(input)) as events:  # type: ignore[type-var]
+            async for event in events:
+                await fetch_component_data(self.renderer, event, self.query)
+                yield event
 
 
 def _load_tool(spec: str) -> Callable[..., Any]:
@@ -127,6 +156,20 @@ async def _answer(interrupt: Interrupt) -> ResumeEntry:
     if not line:
         return ResumeEntry(interrupt_id=interrupt.id, status="cancelled")
     return ResumeEntry(interrupt_id=interrupt.id, status="resolved", payload=line)
+
+
+async def _answers_plain_http(url: str) -> bool:
+    """Whether a plain (no TLS) HTTP request to ``url`` (``ws://`` asked as ``http://``) gets
+    any answer within PROBE_TIMEOUT_SECONDS."""
+    import httpx
+
+    http_url = "http://" + url.partition("://")[2]
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_SECONDS) as client:
+            await client.get(http_url)
+    except (httpx.HTTPError, OSError):
+        return False
+    return True
 
 
 async def _other_transport(url: str) -> str | None:
@@ -177,7 +220,10 @@ def run(args: argparse.Namespace) -> int:
 
     agent = agent_from_spec(url, headers=headers)
     tools = [_load_tool(spec) for spec in args.tool]
-    sink = _sink(args)
+    sink, renderer = _sink(args)
+    query = getattr(agent, "query", None)
+    if renderer is not None and query is not None:
+        agent = _FetchingData(agent, renderer, query)
     started = False
 
     def on_event(event: Event) -> None:
@@ -214,10 +260,17 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
+def _serve_hint(url: str) -> str:
+    """``agui-engine serve --port N``: the command that starts a server where ``url`` points."""
+    port = url.partition("://")[2].partition("/")[0].rpartition(":")[2]
+    return f"agui-engine serve --port {port}" if port.isdigit() else "agui-engine serve"
+
+
 async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     """The line for a run that failed before its first event: the other
-    transport's URL when the endpoint speaks it, how to start a server when
-    nothing answered, else the error itself."""
+    transport's URL when the endpoint speaks it, what came back when it is not an
+    AG-UI endpoint (status, content type), a TLS mismatch named as such, how to
+    start a server when nothing answered, else the error itself."""
     from agui_engine.transports.common import ConnectionLostError, RemoteAgentError
 
     # Our servers always send an error code; a refusal without one, or no answer
@@ -225,11 +278,25 @@ async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     foreign = isinstance(exc, ConnectionLostError) or (
         isinstance(exc, RemoteAgentError) and exc.code == RemoteAgentError.default_code
     )
-    hint = await _other_transport(url) if foreign else None
+    tls = exc.tls_failure if isinstance(exc, ConnectionLostError) else None
+    hint = await _other_transport(url) if foreign and tls is None else None
     if hint is not None:
         return hint
+    scheme, _, rest = url.partition("://")
+    secure = scheme.lower() in ("https", "wss")
+    plain = ("http://" if scheme.lower() == "https" else "ws://") + rest
+    if tls is not None:
+        if tls == "WRONG_VERSION_NUMBER" and secure:
+            return (f"{url}: TLS handshake failed ({tls}): the server there speaks plain HTTP, not TLS; "
+                    f"run again with --url {plain}")
+        return f"{url}: TLS handshake failed ({tls}): check the server's certificate and that it serves TLS there"
+    if secure and isinstance(exc, ConnectionLostError) and await _answers_plain_http(plain):
+        # a plain server resets a TLS hello (the WebSocket servers do) rather than answer it
+        return (f"{url}: the TLS handshake failed: the server there answers plain HTTP, not TLS; "
+                f"run again with --url {plain}")
+    if isinstance(exc, RemoteAgentError) and exc.content_type is not None:
+        return (f"{exc.message}, not an AG-UI event stream: is {url} an AG-UI endpoint? "
+                f"(check the URL and its path; {_serve_hint(url)} starts one)")
     if isinstance(exc, ConnectionLostError):
-        port = url.partition("://")[2].partition("/")[0].rpartition(":")[2]
-        serve = f"agui-engine serve --port {port}" if port.isdigit() else "agui-engine serve"
-        return f"{exc.message}: is an AG-UI server running there? ({serve} starts one)"
+        return f"{exc.message}: is an AG-UI server running there? ({_serve_hint(url)} starts one)"
     return exc.message

@@ -558,10 +558,7 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
     for c in cities:
         data, error = results.get(c.lower(), (None, None))
         if data is not None:
-            lines.append(
-                f"It's {data.get('temperature')}°C and {str(data.get('condition', '')).lower()} in "
-                f"{data.get('city', c)}, with {data.get('humidity')}% humidity."
-            )
+            lines.append(_weather_sentence(data, c))
         elif error is not None:
             lines.append(f"I couldn't get the weather for {c}: {error.rstrip('.')}.")
         elif bound and c.lower() in shown:
@@ -569,6 +566,22 @@ def _weather_plan(turn: _Turn, tools: dict[str, LLMTool], cities: list[str], par
         else:
             lines.append(f"I have no way to look up the weather for {c} here.")
     return PlannedReply(text=" ".join(lines) + " (Demo data from the embedded model.)")
+
+
+def _weather_sentence(data: dict[str, Any], city: str) -> str:
+    """One sentence of a weather tool result, saying only what the result has: a
+    client's tool may answer ``{"city": ..., "temperature": 21.0}`` and nothing else."""
+    where = data.get("city") if isinstance(data.get("city"), str) else city
+    said = []
+    temperature, condition, humidity = data.get("temperature"), data.get("condition"), data.get("humidity")
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool):
+        said.append(f"{temperature}°C")
+    if isinstance(condition, str) and condition:
+        said.append(condition.lower())
+    sentence = f"It's {' and '.join(said)} in {where}" if said else f"Here is the weather in {where}"
+    if isinstance(humidity, (int, float)) and not isinstance(humidity, bool):
+        sentence += f", with {humidity}% humidity"
+    return sentence + "."
 
 
 _DASHBOARD_PROPS: dict[str, Any] = {

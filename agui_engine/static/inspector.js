@@ -10,6 +10,10 @@
 //     (`runSSE`: resumes with Last-Event-ID when the connection drops; "Drop connection" cancels the
 //     live connection to show it).
 //   * Open recording: parse the .sse / .ndjson file in the page and replay it into a fresh store.
+//   * Attach: a URL whose fragment names runs (`/inspect#run=<runId>&run=...&token=<bearer>`, what
+//     `agui-engine demo --inspect` prints) streams each of them from the gateway's log
+//     (`GET <path>/runs/<runId>`, from its first event; live if it is still running) into the store,
+//     in order, with the token in the bearer field; the fragment never reaches the server.
 //   * Findings: the server's Verifier annotates (POST <path>/inspect/verify with the run's events, or
 //     the file's bytes): each finding is shown on the event that caused it; the applier's own findings
 //     (operations that do not apply, unknown CUSTOM events) are shown the same way.
@@ -27,7 +31,7 @@
 // registered for its component name (given {id, name, props, streamingState}) or generically, its children
 // nested inside it, text as text; `data-node-id` is the node's identity. A refused tree shows its error.
 
-import { ThreadStore, UI_SPEC_COMPONENT, bindQuery, parseRecording, runSSE, uiNodes } from "./agui-engine.js";
+import { EventStreamParser, ThreadStore, UI_SPEC_COMPONENT, bindQuery, parseRecording, runSSE, uiNodes } from "./agui-engine.js";
 
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
@@ -352,6 +356,7 @@ function renderQueries() {
     tr.append(cell(q.seq), cell(q.componentId == null ? "(form)" : q.nodeId == null ? q.componentId : `${q.componentId} [${q.nodeId}]`), cell(q.resourceId), cell(JSON.stringify(q.params)),
               cell(q.status), cell(q.httpStatus ?? "-"), cell(q.ms == null ? "-" : `${q.ms} ms`),
               cell(outcome.length > 300 ? outcome.slice(0, 300) + "…" : outcome, "outcome"));
+    for (const td of tr.children) td.title = td.textContent; // a cell cut by its column shows whole on hover
     return tr;
   }));
 }
@@ -414,6 +419,17 @@ function history() {
   });
 }
 
+// One received event of a live or attached run: kept raw (for the server's findings) and given its row.
+function recordFrame(raw, event, eventId, time) {
+  raw.push(JSON.stringify(event));
+  addEventRow(event, { seq: seqOf(eventId), time });
+}
+
+// The `seq` of an event id `<runId>:<seq>` (null without an id).
+function seqOf(eventId) {
+  return eventId ? Number(eventId.slice(eventId.lastIndexOf(":") + 1)) : null;
+}
+
 async function send(text) {
   if (app.running) return;
   app.running = true;
@@ -432,11 +448,7 @@ async function send(text) {
     const result = await runSSE(endpoint, input, app.store, {
       headers: authHeaders(),
       onReader: (reader) => { app.reader = reader; },
-      onFrame: ({ event, id: eventId }) => {
-        raw.push(JSON.stringify(event));
-        const seq = eventId ? Number(eventId.slice(eventId.lastIndexOf(":") + 1)) : null;
-        addEventRow(event, { seq, time: `${Math.round(performance.now() - start)} ms` });
-      },
+      onFrame: ({ event, id: eventId }) => recordFrame(raw, event, eventId, `${Math.round(performance.now() - start)} ms`),
       onResume: ({ lastEventId, attempt }) => {
         setStatus("resuming", `resuming (${attempt})`);
         app.rows.push({ kind: "resume", text: `connection dropped; resumed with Last-Event-ID ${lastEventId}`,
@@ -484,13 +496,63 @@ async function replay(file) {
     app.store.apply(event);
     const ts = typeof event.timestamp === "number" ? event.timestamp : null;
     if (first === null && ts !== null) first = ts;
-    const seq = event.__id ? Number(event.__id.slice(event.__id.lastIndexOf(":") + 1)) : null;
-    addEventRow(event, { seq, time: ts !== null ? `${ts - first} ms` : null });
+    addEventRow(event, { seq: seqOf(event.__id), time: ts !== null ? `${ts - first} ms` : null });
     if (i % 25 === 24) await new Promise((resolve) => requestAnimationFrame(resolve));
   }
   for (const e of errors) addFinding(e.index, "parse", `frame ${e.index} is not an event: ${e.message}`, "inspector");
   await verify(text, 0);
   setStatus("done", `replayed ${file.name}: ${events.length} events`);
+}
+
+// ------------------------------------------------------------------------------------------ attach
+
+// The runs the page's fragment names, and the bearer token it carries: `#run=a&run=b&token=t`.
+function fragmentRuns() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  return { runIds: params.getAll("run").filter(Boolean), token: params.get("token") };
+}
+
+// Stream each named run from the gateway's log into the store, in order (GET <path>/runs/<runId>:
+// the whole log from its first event, then live until its terminal event), then ask for findings.
+async function attach(runIds) {
+  app.running = true;
+  $("send").disabled = true;
+  try {
+    for (const runId of runIds) {
+      setStatus("streaming", `attaching ${runId}`);
+      const offset = app.store.events;
+      const raw = [];
+      const start = performance.now();
+      const response = await fetch(`${base}/runs/${encodeURIComponent(runId)}`, {
+        headers: { ...authHeaders(), Accept: "text/event-stream" },
+      });
+      if (!response.ok) {
+        let detail = "";
+        try { detail = (await response.json()).error?.message ?? ""; } catch { /* not JSON */ }
+        setStatus("error", `cannot attach ${runId}: HTTP ${response.status} ${detail}`.trim());
+        return;
+      }
+      const parser = new EventStreamParser("sse");
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      for (;;) {
+        const { value, done } = await reader.read();
+        const events = done ? parser.close() : parser.feed(decoder.decode(value, { stream: true }));
+        for (const event of events) {
+          app.store.apply(event);
+          recordFrame(raw, event, event.__id, `${Math.round(performance.now() - start)} ms`);
+        }
+        if (done) break;
+      }
+      await verify(raw.join("\n") + "\n", offset);
+    }
+    setStatus("done", `attached ${runIds.join(", ")}`);
+  } catch (err) {
+    setStatus("error", `error: ${err.message}`);
+  } finally {
+    app.running = false;
+    $("send").disabled = false;
+  }
 }
 
 // ------------------------------------------------------------------------------------------ wiring
@@ -524,5 +586,8 @@ $("query-form").addEventListener("submit", (ev) => {
   app.binding.query(resourceId, params).catch((err) => { $("query-problem").textContent = err.message; });
 });
 useStore(new ThreadStore());
+const linked = fragmentRuns();
+if (linked.token) $("token").value = linked.token;
 app.ready = true;
 render();
+if (linked.runIds.length) app.attached = attach(linked.runIds);

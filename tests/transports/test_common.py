@@ -80,6 +80,12 @@ def test_failure_rule_and_remote_errors() -> None:
     assert e.code == "remote_refused" and "oops" in e.message
     e = remote_error_from_line(ErrorBody(code="cursor_expired", message="m", status=4410), where="ws")
     assert (e.status, e.code) == (4410, "cursor_expired")
+    # an HTML page is named by its type, never dumped; plain text is quoted on one line
+    e = remote_error_from_body(501, b"<!DOCTYPE HTML>\n<html>\n<p>Unsupported</p>\n</html>\n", where="POST x",
+                               content_type="text/html;charset=utf-8")
+    assert e.message == "POST x answered 501 text/html" and e.content_type == "text/html"
+    e = remote_error_from_body(404, b"404: Not\n Found\n", where="POST x", content_type="text/plain; charset=utf-8")
+    assert e.message == "POST x answered 404: 404: Not Found"
 
 
 @pytest.mark.parametrize("transport", ["sse", "ws"])

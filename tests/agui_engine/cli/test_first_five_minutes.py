@@ -142,6 +142,14 @@ def test_py_spec_mistakes(user_dir: Path, spec: str, expected: str) -> None:
     assert expected in line, line
 
 
+@pytest.mark.parametrize(("spec", "variable"), [("openai:gpt-4o", "OPENAI_API_KEY"),
+                                               ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY")])
+def test_model_without_an_api_key_says_what_to_set(spec: str, variable: str) -> None:
+    keys = {name: "" for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    line = one_line(cli("serve", "--agent", spec, "--port", "0", env=keys))
+    assert f"set {variable} in the environment" in line and "api_key=" not in line, line
+
+
 def test_debug_shows_the_traceback(user_dir: Path) -> None:
     for done in (
         cli("serve", "--debug", "--agent", "py:no_such_module_xyz:agent", cwd=user_dir),

@@ -62,3 +62,124 @@ async def test_usage_mistakes_are_one_line() -> None:
     assert code == 2 and err.count("\n") == 1 and "write module:function" in err
     code, _, err = await agui_run("--url", "http://127.0.0.1:9/", "--chat", "hi")
     assert code == 2 and "not both" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- endpoints that are not AG-UI
+
+
+def _one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def _http_server_subprocess(tmp_path: Any) -> tuple[asyncio.subprocess.Process, int]:
+    """``python -m http.server`` on a free loopback port, once it answers."""
+    import httpx
+
+    port = _free_port()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                                                cwd=tmp_path, stdout=asyncio.subprocess.DEVNULL,
+                                                stderr=asyncio.subprocess.DEVNULL)
+    async with httpx.AsyncClient() as client:
+        for _ in range(200):  # bounded: it listens within a second
+            try:
+                await client.get(f"http://127.0.0.1:{port}/")
+                return proc, port
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+    proc.kill()
+    raise AssertionError("python -m http.server did not start")
+
+
+async def test_against_python_http_server_names_the_answer(tmp_path: Any) -> None:
+    proc, port = await _http_server_subprocess(tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        code, _, err = await agui_run("--url", url, "hi")
+        tls_code, _, tls_err = await agui_run("--url", f"https://127.0.0.1:{port}/", "hi")
+    finally:
+        proc.kill()
+        await proc.wait()
+    line = _one_line(err)
+    assert code == 2
+    # http.server answers POST with a 14-line HTML 501 page: named by status and type, not dumped
+    assert "answered 501 text/html, not an AG-UI event stream" in line and "<html" not in line.lower()
+    assert "agui-engine serve --port" in line
+    tls_line = _one_line(tls_err)
+    assert tls_code == 2
+    assert "TLS handshake failed (WRONG_VERSION_NUMBER)" in tls_line and "plain HTTP" in tls_line
+    assert f"--url http://127.0.0.1:{port}/" in tls_line and "cannot reach" not in tls_line
+
+
+async def test_a_200_html_answer_is_posted_once_and_named() -> None:
+    """A server answering every POST with 200 text/html (a web app, a captive portal):
+    one POST (no retry: it never sent an event id), one line naming what came back."""
+    from tests.loopback_http import QuietHandler, serving_handler
+
+    posts: list[str] = []
+
+    class Page(QuietHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            posts.append(self.path)
+            self.read_body()
+            body = b"<!doctype html><html><body><h1>Welcome</h1></body></html>\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serving_handler(Page) as base:
+        code, _, err = await agui_run("--url", base + "/agui", "hi")
+    line = _one_line(err)
+    assert code == 2
+    assert posts == ["/agui"]
+    assert "answered 200 text/html, not an AG-UI event stream" in line, line
+    assert "StreamDropped" not in line and "connection lost" not in line
+
+
+async def test_a_cards_resource_data_is_shown_as_demo_shows_it() -> None:
+    """Against a real ``agui-engine serve`` (the embedded agent, whose WeatherCard is bound to
+    weather.current): the rendered card carries the data the endpoint's query route answered,
+    the same lines the demo prints from its in-process broker."""
+    from agui_engine.demo.weather_model import DEMO_WEATHER
+
+    from .test_first_five_minutes import serving
+
+    with serving("--pace", "0") as url:
+        proc = await asyncio.create_subprocess_exec(*RUN, "--url", url, "--plain", "What's the weather in Tokyo?",
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
+    assert proc.returncode == 0, err.decode()
+    demo = await asyncio.create_subprocess_exec(sys.executable, "-m", "agui_engine", "demo", "--plain", "--pace", "0",
+                                                "What's the weather in Tokyo?", stdout=asyncio.subprocess.PIPE)
+    demo_out, _ = await asyncio.wait_for(demo.communicate(), DEADLINE)
+
+    def data_lines(text: bytes) -> list[str]:
+        return [line.strip() for line in text.decode().splitlines() if "⇣" in line]
+
+    assert data_lines(out) == data_lines(demo_out)
+    assert data_lines(out)[-len(DEMO_WEATHER["tokyo"]):] == [
+        f"⇣ WeatherCard #1 {key}: {value}" for key, value in DEMO_WEATHER["tokyo"].items()]
+
+
+async def test_wss_against_a_plain_websocket_server_names_the_tls_mismatch() -> None:
+    """The WebSocket server resets a TLS hello instead of answering it: the line still says
+    that the server speaks plain HTTP there and gives the ws:// URL."""
+    from .test_first_five_minutes import serving
+
+    with serving("--transport", "ws") as ws_url:
+        wss_url = "wss://" + ws_url.removeprefix("ws://")
+        code, _, err = await agui_run("--url", wss_url, "hi")
+    line = _one_line(err)
+    assert code == 2
+    assert "not TLS" in line and f"--url {ws_url}" in line, line

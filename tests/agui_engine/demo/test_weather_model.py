@@ -175,6 +175,31 @@ async def test_tool_error_is_reported_in_the_summary() -> None:
     assert "couldn't get the weather for Atlantis" in text
 
 
+@pytest.mark.parametrize(
+    ("result", "sentence"),
+    [
+        ({"city": "Tokyo", "temperature": 21.0, "condition": "Sunny"}, "It's 21.0°C and sunny in Tokyo."),
+        ({"city": "Tokyo", "temperature": 21.0}, "It's 21.0°C in Tokyo."),
+        ({"condition": "Fog", "humidity": 90}, "It's fog in Tokyo, with 90% humidity."),
+        ({}, "Here is the weather in Tokyo."),
+    ],
+)
+async def test_a_client_tool_result_is_summarised_with_what_it_has(result: dict[str, Any], sentence: str) -> None:
+    """The README's Thread example: a client's get_weather may answer without humidity (or
+    more): the model's summary says what the result holds and never "None%"."""
+    from agui_engine import LLMAgent, Thread
+
+    async def get_weather(city: str) -> dict[str, Any]:
+        """Look up the current weather for a city."""
+        return result
+
+    thread = Thread(LLMAgent(EmbeddedModel()), tools=[get_weather])
+    turn = await thread.send("What's the weather in Tokyo?")
+    assert len(turn.runs) == 2  # the tool ran here, then the follow-up run
+    text = thread.messages[-1]["content"]
+    assert text.startswith(sentence) and "None" not in text, text
+
+
 def test_demo_weather_table_and_unknown_city() -> None:
     assert demo_weather(" tokyo ")["city"] == "Tokyo"
     with pytest.raises(LookupError, match="Atlantis"):
