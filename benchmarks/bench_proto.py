@@ -31,6 +31,7 @@ import struct
 from typing import Any
 
 import pytest
+from bench_codec import realistic_run  # noqa: E402  (rootdir-relative, as bench_scaleout imports)
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, struct_pb2
 
 from agui_engine.protocol import _proto_schema as schema
@@ -48,9 +49,7 @@ from agui_engine.protocol.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from agui_engine.protocol.proto import ProtoEventDecoder, _ARMS, _wire_event, decode_proto, encode_proto_frame
-
-from bench_codec import realistic_run  # noqa: E402  (rootdir-relative, as bench_scaleout imports)
+from agui_engine.protocol.proto import _ARMS, ProtoEventDecoder, _wire_event, decode_proto, encode_proto_frame
 
 # --------------------------------------------------------------------------------------------
 # the protobuf package's classes, built from the same table

@@ -948,21 +948,22 @@ class SSEAgent(RemoteClientBase):
             if resp.status_code != 200:
                 raw = await resp.aread()
                 raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
-            if media_type(content_type) != SSE_CONTENT_TYPE:
+            binary = self.binary and media_type(content_type) == PROTO_CONTENT_TYPE
+            if media_type(content_type) != SSE_CONTENT_TYPE and not binary:
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
-            if resp.headers.get("Content-Type", "").split(";")[0].strip().lower() == PROTO_CONTENT_TYPE:
+            if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.
                 cursor = 0 if last_id is None else resume_cursor(last_id, input.run_id)[1]
-                binary = ProtoEventDecoder(tolerant=self.tolerant)
+                frames = ProtoEventDecoder(tolerant=self.tolerant)
                 async for chunk in resp.aiter_raw():
-                    events = binary.feed(chunk)
+                    events = frames.feed(chunk)
                     if events:
-                        yield event_id(input.run_id, cursor + binary.frames_decoded), events
+                        yield event_id(input.run_id, cursor + frames.frames_decoded), events
                 try:
-                    binary.close()
+                    frames.close()
                 except ProtoDecodeError as exc:
                     if exc.code != "truncated_protobuf":
                         raise

@@ -58,17 +58,17 @@ from typing import Any, Final
 
 import msgspec
 
+from ._proto_schema import ENUMS, MESSAGES
 from .codec import (
     DEFAULT_MAX_FRAME_BYTES,
     EventDecodeError,
     FrameTooLargeError,
     LegacyThinkingMapper,
-    _deliver,
     decode_event,
+    deliver_or_defer,
 )
 from .errors import LimitExceededError, UsageError
 from .events import EVENT_CLASSES, AnyEvent, EventType, UnknownEvent
-from ._proto_schema import ENUMS, MESSAGES
 
 __all__ = [
     "MAX_PROTO_DEPTH",
@@ -462,7 +462,9 @@ def _flat_plan(cls: type[Any]) -> tuple[bytes, bytes, tuple[tuple[str, bytes, bo
     return arm_tag, b"\x08" + _varint(number) if number else b"", tuple(plan)  # 0 is proto3's default
 
 
-_FLAT: Final[dict[type[Any], Any]] = {cls: plan for cls in EVENT_CLASSES.values() if (plan := _flat_plan(cls)) is not None}
+_FLAT: Final[dict[type[Any], Any]] = {
+    cls: plan for cls in EVENT_CLASSES.values() if (plan := _flat_plan(cls)) is not None
+}
 
 
 def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, bool, bool], ...]]) -> bytes:
@@ -1183,7 +1185,7 @@ class ProtoFrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         out, error = self._feed(data)
-        return _deliver(self, out, error)
+        return deliver_or_defer(self, out, error)
 
     def _feed(self, data: bytes | bytearray | memoryview) -> tuple[list[bytes], Exception | None]:
         if self._error is not None:
@@ -1300,4 +1302,4 @@ class ProtoEventDecoder:
             if event is not None:
                 out.append(event)
                 self.events_decoded += 1
-        return _deliver(self, out, error)
+        return deliver_or_defer(self, out, error)

@@ -133,7 +133,8 @@ async def test_delete_cancels_a_binary_stream_which_ends_with_run_error_cancelle
                 chunks = r.aiter_raw()
                 while len(got) < 3:
                     got += decoder.feed(await chunks.__anext__())
-                d = await c.delete(srv.url.rstrip("/") + "/runs/run-1", headers={RUN_KEY_HEADER: r.headers[RUN_KEY_HEADER]})
+                key = {RUN_KEY_HEADER: r.headers[RUN_KEY_HEADER]}
+                d = await c.delete(srv.url.rstrip("/") + "/runs/run-1", headers=key)
                 assert d.status_code == 204 and "run-1" in agent.cancelled
                 async for chunk in chunks:
                     got += decoder.feed(chunk)

@@ -17,18 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_engine.protocol.codec import FrameTooLargeError
 from agui_engine.protocol import proto
+from agui_engine.protocol.codec import FrameTooLargeError
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import CustomEvent, Event, TextMessageContentEvent, UnknownEvent
 from agui_engine.protocol.proto import (
-    _varint,
     MAX_PROTO_DEPTH,
     ProtoDecodeError,
     ProtoEventDecoder,
     ProtoFrameDecoder,
     ProtoTooDeepError,
     UnknownProtoEventError,
+    _varint,
     decode_proto,
     encode_proto,
     encode_proto_frame,
