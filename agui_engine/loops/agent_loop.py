@@ -113,7 +113,7 @@ from ..genui.components import Component, is_ui_tool
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
 from ..protocol.ids import new_id
-from ..protocol.writer import end_events
+from ..protocol.writer import end_event, end_events, start_event
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..jsonstream import MAX_BYTES
 from ..protocol.codec import LegacyThinkingMapper
@@ -125,7 +125,6 @@ from ..protocol.events import (
     ReasoningMessageChunkEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -462,8 +461,8 @@ class _Run:
         # the writer's close order and END events, for what the verifier saw open
         for event in end_events(verifier.open_ids):
             self._emit(event, out)
-        for step in reversed(verifier.open_ids(STEP)):
-            self._emit(StepFinishedEvent(step_name=step), out)
+        for step in reversed(verifier.open_ids(STEP)):  # innermost first
+            self._emit(end_event(STEP, step), out)
 
     # -- routing
 
@@ -561,7 +560,9 @@ class _Run:
         if open_calls or any(verifier.open_ids(kind) for kind in (TEXT, REASONING, REASONING_MESSAGE, STEP)):
             self.on_repair("open_at_finish", "closing what is still open at the end of the run")
         for call_id in open_calls:
-            self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
+            # the writer's END, handed to _on_tool_end as if the inner agent had sent it: the
+            # transformer puts the component's events around it (see _tool_end)
+            self._on_tool_end(_tool_end(call_id), out)
         for call_id in list(self.held):
             # no snapshot named it: its own arguments go out and the verifier refuses them
             # (protocol_violation tool_call.args_not_json), as without the repair
@@ -597,30 +598,22 @@ class _Run:
         if event.role in (None, "assistant"):
             self.message_id = event.message_id
 
-    def _on_text_content(self, event: TextMessageContentEvent, out: list[Event]) -> None:
+    def _on_content(self, event: TextMessageContentEvent | ReasoningMessageContentEvent, out: list[Event]) -> None:
+        """A text or reasoning CONTENT (the Kind of its message: :data:`_CONTENT_KINDS`) that is
+        not the plain continuation of an open message: an empty delta is dropped, a message
+        never started gets the writer's START first (``missing_text_start`` /
+        ``missing_reasoning_start``)."""
         if event.delta and self.verifier.continues(event):
             out.append(event)
             return
         if not event.delta:
-            self.on_repair("empty_delta", f"empty TEXT_MESSAGE_CONTENT of {event.message_id!r}")
+            self.on_repair("empty_delta", f"empty {_name(event)} of {event.message_id!r}")
             return
-        if not self.verifier.is_open(TEXT, event.message_id):
-            self.on_repair("missing_text_start", f"message {event.message_id!r}")
-            self._on_text_start(TextMessageStartEvent(message_id=event.message_id, role="assistant",
-                                                      subagent_run_id=event.subagent_run_id), out)
-        self._emit(event, out)
-
-    def _on_reasoning_content(self, event: ReasoningMessageContentEvent, out: list[Event]) -> None:
-        if event.delta and self.verifier.continues(event):
-            out.append(event)
-            return
-        if not event.delta:
-            self.on_repair("empty_delta", f"empty REASONING_MESSAGE_CONTENT of {event.message_id!r}")
-            return
-        if not self.verifier.is_open(REASONING_MESSAGE, event.message_id):
-            self.on_repair("missing_reasoning_start", f"reasoning message {event.message_id!r}")
-            self._emit(ReasoningMessageStartEvent(message_id=event.message_id, role="reasoning",
-                                                  subagent_run_id=event.subagent_run_id), out)
+        kind = _CONTENT_KINDS[event.__class__]
+        if not self.verifier.is_open(kind, event.message_id):
+            self.on_repair(_MISSING_START[kind], f"{kind.label} {event.message_id!r}")
+            # a text START goes through _on_text_start: tool calls without a parent belong to it
+            self._handle(start_event(kind, event.message_id, subagent_run_id=event.subagent_run_id), out)
         self._emit(event, out)
 
     def _on_end(self, event: Any, out: list[Event]) -> None:
@@ -712,7 +705,7 @@ class _Run:
         """A held call's ARGS (its own fragments, or ``arguments`` from a snapshot), END and the
         results that came for it meanwhile. The verifier checks the arguments are one JSON value."""
         held = self.held.pop(call_id)
-        end = held.end or ToolCallEndEvent(tool_call_id=call_id)
+        end = held.end or _tool_end(call_id)
         text = "".join(held.parts) if arguments is None else arguments
         if text:
             self._emit(ToolCallArgsEvent(tool_call_id=call_id, delta=text, subagent_run_id=end.subagent_run_id), out)
@@ -756,7 +749,7 @@ class _Run:
             return
         if self.verifier.is_open(TOOL, call_id) and call_id not in self.awaiting:
             self.on_repair("result_before_end", f"TOOL_CALL_RESULT for open call {call_id!r}")
-            self._on_tool_end(ToolCallEndEvent(tool_call_id=call_id), out)
+            self._on_tool_end(_tool_end(call_id), out)
         self._emit(event, out)
         self.answered.add(event.tool_call_id)
 
@@ -796,6 +789,23 @@ class _Held:
         self.results: list[ToolCallResultEvent] = []
 
 
+def _tool_end(call_id: str) -> ToolCallEndEvent:
+    """The writer's TOOL_CALL_END for ``call_id`` (:func:`~agui_engine.protocol.writer.end_event`).
+
+    The loop closes a tool call its inner agent left open (``open_at_finish``,
+    ``result_before_end``, a held call with no END) with this event, but not through an
+    :class:`~agui_engine.protocol.writer.EventWriter`: the inner agent opened the call (its
+    id, its START passed through), so what is open is the Verifier's to know, and the END
+    must go through :meth:`_Run._on_tool_end`, where the
+    :class:`~agui_engine.loops.decision.ToolCallTransformer` puts events around it (the
+    argument text its parser held back before, the component's closing ``tambo.component.*``
+    events after), or the component waits (``args_in_snapshot``), or the END and results are
+    held (``args_from_snapshot``). The writer's ``end_tool`` / ``close_all`` only return or
+    append the bare END.
+    """
+    return cast(ToolCallEndEvent, end_event(TOOL, call_id))
+
+
 def _is_json(text: str) -> bool:
     try:
         msgspec.json.decode(text)
@@ -810,6 +820,13 @@ def _name(event: Any) -> str:
 
 
 _CHUNKS: Final = frozenset({TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent})
+#: A CONTENT event's class -> the Kind of the message it belongs to.
+_CONTENT_KINDS: Final[dict[type, Kind]] = {
+    TextMessageContentEvent: TEXT,
+    ReasoningMessageContentEvent: REASONING_MESSAGE,
+}
+#: The Kind of a message a CONTENT arrived for before its START -> the repair (REPAIRS) that opens it.
+_MISSING_START: Final[dict[Kind, str]] = {TEXT: "missing_text_start", REASONING_MESSAGE: "missing_reasoning_start"}
 _END_KINDS: Final[dict[type, Kind]] = {
     TextMessageEndEvent: TEXT,
     ReasoningMessageEndEvent: REASONING_MESSAGE,
@@ -825,9 +842,9 @@ _HANDLERS: Final[dict[type, Callable[[_Run, Any, list[Event]], None]]] = {
     RunFinishedEvent: _Run._on_run_finished,
     RunErrorEvent: _Run._on_run_error,
     TextMessageStartEvent: _Run._on_text_start,
-    TextMessageContentEvent: _Run._on_text_content,
+    TextMessageContentEvent: _Run._on_content,
     TextMessageEndEvent: _Run._on_end,
-    ReasoningMessageContentEvent: _Run._on_reasoning_content,
+    ReasoningMessageContentEvent: _Run._on_content,
     ReasoningMessageEndEvent: _Run._on_end,
     ReasoningEndEvent: _Run._on_end,
     StepFinishedEvent: _Run._on_end,

@@ -39,6 +39,15 @@ tool calls in the order they opened (``tools=False`` leaves those open: after an
 error their arguments may be partial JSON, and a client may execute a call on its
 END).
 
+The START and END events themselves come from two tables, :func:`start_event` and
+:func:`end_event` (by :class:`~agui_engine.protocol.verify.Kind`), which the writer
+uses and which a producer that tracks what is open elsewhere uses too: the agent
+loop, whose memory is its Verifier (the inner agent opened the entities, with its
+ids), opens a message its inner agent never started with :func:`start_event` and
+closes what is left open with :func:`end_events` over the Verifier's open ids.
+:func:`end_event` also knows a step's END (``STEP_FINISHED``); the writer itself
+does not open steps.
+
 Ids come from the writer's :class:`~agui_engine.protocol.ids.Ids` (the one id policy:
 ``mint("msg")``, ``mint("reasoning")``, ``mint("call")``) unless the producer names
 one (a model's tool call id, a framework's message id).
@@ -69,6 +78,7 @@ from .events import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageRole,
@@ -78,9 +88,9 @@ from .events import (
     ToolCallStartEvent,
 )
 from .ids import Ids
-from .verify import REASONING, REASONING_MESSAGE, TEXT, TOOL, Kind
+from .verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Kind
 
-__all__ = ["EventWriter", "LANE_CLOSE_ORDER", "WriterError", "end_event", "end_events"]
+__all__ = ["EventWriter", "LANE_CLOSE_ORDER", "WriterError", "end_event", "end_events", "start_event"]
 
 
 class WriterError(UsageError):
@@ -89,13 +99,27 @@ class WriterError(UsageError):
     default_code = "writer_misuse"
 
 
+def _tool_call_end(key: str) -> ToolCallEndEvent:
+    return ToolCallEndEvent(tool_call_id=key)
+
+
 #: Kind -> its END event for an id (the table :meth:`EventWriter.close_lane`,
-#: :meth:`EventWriter.close_all` and :func:`end_events` share).
+#: :meth:`EventWriter.close_all`, :meth:`EventWriter.end_tool` and :func:`end_events` share).
 _END_OF: Final[dict[Kind, Callable[[str], Event]]] = {
     TEXT: lambda key: TextMessageEndEvent(message_id=key),
     REASONING_MESSAGE: lambda key: ReasoningMessageEndEvent(message_id=key),
     REASONING: lambda key: ReasoningEndEvent(message_id=key),
-    TOOL: lambda key: ToolCallEndEvent(tool_call_id=key),
+    TOOL: _tool_call_end,
+    STEP: lambda key: StepFinishedEvent(step_name=key),
+}
+
+#: Kind -> its START event for an id, a text message's role and the sub-agent run it belongs
+#: to (the table :meth:`EventWriter.text`, :meth:`EventWriter.reasoning` and :func:`start_event`
+#: share). A tool call is not here: its START needs a name (:meth:`EventWriter.open_tool`).
+_START_OF: Final[dict[Kind, Callable[[str, TextMessageRole, str | None], Event]]] = {
+    TEXT: lambda key, role, sub: TextMessageStartEvent(message_id=key, role=role, subagent_run_id=sub),
+    REASONING: lambda key, role, sub: ReasoningStartEvent(message_id=key, subagent_run_id=sub),
+    REASONING_MESSAGE: lambda key, role, sub: ReasoningMessageStartEvent(message_id=key, subagent_run_id=sub),
 }
 
 #: The order lanes close in when several are open: text messages, then reasoning
@@ -103,8 +127,22 @@ _END_OF: Final[dict[Kind, Callable[[str], Event]]] = {
 LANE_CLOSE_ORDER: Final[tuple[Kind, ...]] = (TEXT, REASONING_MESSAGE, REASONING)
 
 
+def start_event(kind: Kind, key: str, *, role: TextMessageRole = "assistant",
+                subagent_run_id: str | None = None) -> Event:
+    """The START event that opens the entity ``key`` of ``kind``: a text message of ``role``
+    (``TEXT``), a reasoning span (``REASONING``) or a reasoning message (``REASONING_MESSAGE``).
+
+    Raises :class:`WriterError` for another kind (a tool call opens with
+    :meth:`EventWriter.open_tool`: its START needs a name).
+    """
+    make = _START_OF.get(kind)
+    if make is None:
+        raise WriterError(f"start_event: a {kind.label} has no START made from its id alone")
+    return make(key, role, subagent_run_id)
+
+
 def end_event(kind: Kind, key: str) -> Event:
-    """The END event that closes the entity ``key`` of ``kind`` (text, reasoning, tool call)."""
+    """The END event that closes the entity ``key`` of ``kind`` (text, reasoning, tool call, step)."""
     return _END_OF[kind](key)
 
 
@@ -192,10 +230,10 @@ class EventWriter:
             return
         kind, key = entry
         if kind is TEXT:
-            out.append(TextMessageEndEvent(message_id=key))
+            out.append(_END_OF[TEXT](key))
         else:
-            out.append(ReasoningMessageEndEvent(message_id=key))
-            out.append(ReasoningEndEvent(message_id=key))
+            out.append(_END_OF[REASONING_MESSAGE](key))
+            out.append(_END_OF[REASONING](key))
 
     def _enter(self, kind: Kind, lane: Hashable, message_id: str | None, out: list[Event],
                role: TextMessageRole = "assistant") -> str:
@@ -209,10 +247,10 @@ class EventWriter:
         self.close_lane(out, lane)
         if kind is TEXT:
             self._roles[message_id] = role
-            out.append(TextMessageStartEvent(message_id=message_id, role=role))
+            out.append(_START_OF[TEXT](message_id, role, None))
         else:
-            out.append(ReasoningStartEvent(message_id=message_id))
-            out.append(ReasoningMessageStartEvent(message_id=message_id))
+            out.append(_START_OF[REASONING](message_id, role, None))
+            out.append(_START_OF[REASONING_MESSAGE](message_id, role, None))
         self._lanes[lane] = (kind, message_id)
         return message_id
 
@@ -249,7 +287,7 @@ class EventWriter:
         if self._calls.pop(tool_call_id, _NOT_OPEN) is _NOT_OPEN:
             raise WriterError(f"TOOL_CALL_END for tool call {tool_call_id!r}, which is not open")
         self._ended_calls.add(tool_call_id)
-        return ToolCallEndEvent(tool_call_id=tool_call_id)
+        return _tool_call_end(tool_call_id)
 
     # -- everything
 

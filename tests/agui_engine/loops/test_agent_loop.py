@@ -373,6 +373,29 @@ async def test_repair_missing_reasoning_start_and_empty_deltas() -> None:
                              "TEXT_MESSAGE_START", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END", "RUN_FINISHED"]
 
 
+async def test_repaired_starts_are_the_writers_and_keep_the_subagent() -> None:
+    """missing_text_start / missing_reasoning_start open with the event writer's START
+    (start_event) for the CONTENT's message and sub-agent; the repaired text message is the
+    current assistant message, so a tool call without a parent belongs to it."""
+    from agui_engine.protocol.events import SubagentFinishedEvent, SubagentStartedEvent
+    from agui_engine.protocol.verify import REASONING_MESSAGE, TEXT
+    from agui_engine.protocol.writer import start_event
+
+    script = [START, SubagentStartedEvent(subagent_run_id="s", name="helper"),
+              ReasoningMessageContentEvent(message_id="r", delta="hm", subagent_run_id="s"),
+              ReasoningMessageEndEvent(message_id="r", subagent_run_id="s"),
+              TextMessageContentEvent(message_id="m", delta="x", subagent_run_id="s"),
+              TextMessageEndEvent(message_id="m", subagent_run_id="s"),
+              SubagentFinishedEvent(subagent_run_id="s"),
+              *component_call("c1", '{"city":"A","temperature":1}', parent=None), FINISH]
+    events, repairs = await collect(Scripted(*script), components=[CARD])
+    check_run(events)
+    assert repairs == ["missing_reasoning_start", "missing_text_start", "tool_call_parent"]
+    assert start_event(REASONING_MESSAGE, "r", subagent_run_id="s") in events
+    assert start_event(TEXT, "m", subagent_run_id="s") in events
+    assert next(e for e in events if isinstance(e, ToolCallStartEvent)).parent_message_id == "m"
+
+
 async def test_repair_end_not_open() -> None:
     script = [START, TextMessageEndEvent(message_id="nope"), ToolCallEndEvent(tool_call_id="nope"),
               ReasoningEndEvent(message_id="nope"), ReasoningMessageEndEvent(message_id="nope"),

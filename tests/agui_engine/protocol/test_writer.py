@@ -21,6 +21,7 @@ from agui_engine.protocol.events import (
     ReasoningStartEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -30,8 +31,8 @@ from agui_engine.protocol.events import (
 )
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.ids import Ids, new_id, random_id
-from agui_engine.protocol.verify import REASONING, REASONING_MESSAGE, TEXT, TOOL, Verifier, verify_events
-from agui_engine.protocol.writer import EventWriter, WriterError, end_events
+from agui_engine.protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Verifier, verify_events
+from agui_engine.protocol.writer import EventWriter, WriterError, end_event, end_events, start_event
 
 
 def counter_ids() -> Ids:
@@ -197,6 +198,28 @@ def test_end_events_of_a_verifier() -> None:
         v.feed(e)
     assert end_events(v.open_ids) == [TextMessageEndEvent(message_id="m"), ReasoningMessageEndEvent(message_id="r"),
                                       ReasoningEndEvent(message_id="r")]
+
+
+def test_start_and_end_tables_are_the_writers_own() -> None:
+    """start_event / end_event make exactly the events the writer makes (one table each), and
+    carry a sub-agent's run id on a START; a tool call has no START from its id alone."""
+    w, out = EventWriter(counter_ids()), list[Event]()
+    w.text("", out, message_id="m", role="user")
+    w.reasoning("", out, lane="thinking", message_id="r")
+    assert out == [start_event(TEXT, "m", role="user"), start_event(REASONING, "r"),
+                   start_event(REASONING_MESSAGE, "r")]
+    closing: list[Event] = []
+    w.close_all(closing)
+    assert closing == [end_event(TEXT, "m"), end_event(REASONING_MESSAGE, "r"), end_event(REASONING, "r")]
+    w.open_tool("t", tool_call_id="c")
+    assert w.end_tool("c") == end_event(TOOL, "c") == ToolCallEndEvent(tool_call_id="c")
+    assert end_event(STEP, "s") == StepFinishedEvent(step_name="s")
+    assert start_event(TEXT, "m", subagent_run_id="sub") == TextMessageStartEvent(
+        message_id="m", role="assistant", subagent_run_id="sub")
+    assert start_event(REASONING_MESSAGE, "r", subagent_run_id="sub") == ReasoningMessageStartEvent(
+        message_id="r", role="reasoning", subagent_run_id="sub")
+    with pytest.raises(WriterError, match="tool call has no START"):
+        start_event(TOOL, "c")
 
 
 # --------------------------------------------------------------------------- misuse
