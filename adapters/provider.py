@@ -141,7 +141,7 @@ BACKOFF_MAX_SECONDS = 8.0
 #: factor in [0.75, 1.0] of the exponential value. The same jitter as the official OpenAI
 #: and Anthropic SDKs (``1 - 0.25 * random()``): enough to spread the retries of many
 #: runs hit by one outage, and only ever shortening, so ``BACKOFF_MAX_SECONDS`` stays a
-#: true maximum. (``transports.common.RetryPolicy`` reconnects with a wider 0.5-1.0:
+#: true maximum. (``transports.retrying_client.RetryPolicy`` reconnects with a wider 0.5-1.0:
 #: reconnect storms after a server restart are larger and less urgent than one request.)
 RETRY_JITTER_FRACTION = 0.25
 #: Time to establish the TCP/TLS connection. A handshake to a provider takes well under

@@ -14,11 +14,12 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .common import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
+    from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
     from .runs import RegistryOptions, RunRegistry
+    from .server_options import ConnectionOptions, DataOptions
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server
     from .stdio import StdioAgent, serve_stdio
     from .tool_runner import ThreadedToolRunner
@@ -27,13 +28,15 @@ if TYPE_CHECKING:
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "Clock": "clock",
+    "ConnectionOptions": "server_options",
+    "DataOptions": "server_options",
     "EventLogUnavailableError": "eventlog",
     "GatewayMetrics": "metrics",
     "RedisEventLog": "redislog",
     "SharedEventLog": "eventlog",
     "ThreadedToolRunner": "tool_runner",
     "open_event_log": "eventlog",
-    "ConnectionLostError": "common",
+    "ConnectionLostError": "retrying_client",
     "CursorExpiredError": "eventlog",
     "EventLog": "eventlog",
     "GatewayAgent": "gateway",
@@ -41,14 +44,14 @@ _EXPORTS: dict[str, str] = {
     "LoopClock": "clock",
     "ManualClock": "clock",
     "RegistryOptions": "runs",
-    "RemoteAgentError": "common",
+    "RemoteAgentError": "retrying_client",
     "ResourceBroker": "data",
     "RunRegistry": "runs",
     "SSEAgent": "sse",
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
-    "UpstreamStoppedError": "common",
+    "UpstreamStoppedError": "retrying_client",
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
     "create_app": "sse",
@@ -61,7 +64,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Clock",
     "ConnectionLostError",
+    "ConnectionOptions",
     "CursorExpiredError",
+    "DataOptions",
     "EventLog",
     "EventLogUnavailableError",
     "GatewayAgent",

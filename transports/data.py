@@ -67,14 +67,9 @@ from agui_engine.genui.resources import (
 )
 
 from .clock import Clock, LoopClock
-from .common import (
-    DEFAULT_MAX_BODY_BYTES,
-    InvalidInputError,
-    check_body_size,
-    decode_json_input,
-    remote_error_from_body,
-    remote_error_from_line,
-)
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_json_input
+from .input_errors import InvalidInputError
+from .retrying_client import remote_error_from_body, remote_error_from_line
 from .envelope import ErrorBody
 
 __all__ = [

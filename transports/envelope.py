@@ -21,7 +21,7 @@ Server -> client, one JSON object per line (:class:`ServerLine`)::
 
 and, on stdio only, a bare AG-UI event (it has ``"type"``) while a single run is in flight.
 
-``RunMessage.input`` stays raw JSON until :func:`~agui_engine.transports.common.decode_run_input`
+``RunMessage.input`` stays raw JSON until :func:`~agui_engine.transports.input_decoding.decode_run_input`
 decodes it, so a bad input is an ``InvalidInputError`` (4422) with its JSON path and the
 size limit applies to it, exactly as for an HTTP body. A line of events is built from the
 run's already-encoded event bytes (``msgspec.Raw``): an event is encoded once, whatever
@@ -71,7 +71,7 @@ MAX_QUERY_ID_LENGTH: Final = 256
 
 class RunMessage(msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True):
     """Start a run. ``input`` is the RunAgentInput's JSON, decoded by the server with
-    :func:`~agui_engine.transports.common.decode_run_input` (size limit, JSON path)."""
+    :func:`~agui_engine.transports.input_decoding.decode_run_input` (size limit, JSON path)."""
 
     input: msgspec.Raw
 

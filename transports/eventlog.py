@@ -51,6 +51,7 @@ from typing import Protocol, runtime_checkable
 from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageError
 
 __all__ = [
+    "BUDGET_TRIM_FLOOR_BYTES",
     "BadCursorError",
     "COMPACT_AFTER_DROPPED",
     "CursorExpiredError",
@@ -88,6 +89,15 @@ DEFAULT_LOG_MAX_BYTES = 4 * 1024 * 1024
 #: and its transport buffers. Measured 6.6-7.2 MiB for a 4 MiB log, SSE and
 #: WebSocket (tests/transports/test_slow_readers.py); 2x is the bound we promise.
 MAX_HELD_PER_STALLED_RUN_FACTOR = 2
+
+#: What a run's log keeps at least when the log's budget of buffered bytes
+#: (``InMemoryEventLog(max_total_bytes=)``, ``RegistryOptions.max_buffered_bytes``)
+#: is spent: a run appending while the logs hold more than the budget drops its
+#: oldest events down to this many bytes (readers further behind get
+#: ``cursor_expired``). One coalesced read (READ_MAX_BYTES): a reader that keeps
+#: up is never lapped by the budget, while the logs stay within the budget plus
+#: this per run (1,000 runs: 256 MiB).
+BUDGET_TRIM_FLOOR_BYTES = 256 * 1024
 
 #: At most this many events per ``read``: the unit of write coalescing. 512
 #: frames of a typical 100-byte delta is ~50 KiB, one socket write that the
@@ -305,8 +315,19 @@ class SharedEventLog(EventLog, Protocol):
         ...
 
 
+class _Budget:
+    """The bytes all the runs of one InMemoryEventLog hold, and their limit (0: none)."""
+
+    __slots__ = ("limit", "total")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+
+
 class _RunLog:
     __slots__ = (
+        "budget",
         "finished",
         "first_seq",
         "head",
@@ -319,8 +340,9 @@ class _RunLog:
         "waiters",
     )
 
-    def __init__(self, run_id: str, max_events: int, max_bytes: int) -> None:
+    def __init__(self, run_id: str, max_events: int, max_bytes: int, budget: _Budget | None = None) -> None:
         self.run_id = run_id
+        self.budget = budget if budget is not None else _Budget(0)
         # payloads[start:] are live; the dead prefix is compacted lazily so that
         # dropping the oldest event is O(1) amortised.
         self.payloads: list[bytes] = []
@@ -345,8 +367,14 @@ class _RunLog:
             raise UsageError(f"append to the finished event log of run {self.run_id!r}")
         self.payloads.append(payload)
         nbytes = self.nbytes = self.nbytes + len(payload)
+        budget = self.budget
+        budget.total += len(payload)
         seq = self.head = self.head + 1
-        if seq - self.first_seq >= self.max_events or nbytes > self.max_bytes:
+        if (
+            seq - self.first_seq >= self.max_events
+            or nbytes > self.max_bytes
+            or (budget.limit and budget.total > budget.limit and nbytes > BUDGET_TRIM_FLOOR_BYTES)
+        ):
             self.trim()
         if self.waiters:
             self.wake()
@@ -356,16 +384,21 @@ class _RunLog:
         payloads = self.payloads
         start = self.start
         first = self.first_seq
-        nbytes = self.nbytes
+        nbytes = before = self.nbytes
         head = self.head
+        budget = self.budget
+        # Over the logs' budget, this run (the one growing) keeps BUDGET_TRIM_FLOOR_BYTES.
+        keep = BUDGET_TRIM_FLOOR_BYTES if budget.limit and budget.total > budget.limit else self.max_bytes
+        keep = min(keep, self.max_bytes)
         # Always keep the newest event, even if it alone is over max_bytes:
         # a subscriber must be able to receive every event at least live.
-        while first < head and (head - first >= self.max_events or nbytes > self.max_bytes):
+        while first < head and (head - first >= self.max_events or nbytes > keep):
             nbytes -= len(payloads[start])
             payloads[start] = b""
             start += 1
             first += 1
         self.nbytes = nbytes
+        budget.total -= before - nbytes
         self.first_seq = first
         if start > COMPACT_AFTER_DROPPED and start * 2 > len(payloads):
             del payloads[:start]
@@ -377,11 +410,25 @@ class InMemoryEventLog:
     """The default :class:`EventLog`: per-run lists in this process's memory.
 
     Never suspends, so a transport pays no more than a function call per event.
+    ``max_events`` / ``max_bytes``: one run's bound; ``max_total_bytes``: the budget
+    of all runs together (None: none) -- past it a growing run keeps only its newest
+    BUDGET_TRIM_FLOOR_BYTES, so the logs hold at most the budget plus that per run.
     """
 
-    def __init__(self, *, max_events: int = DEFAULT_LOG_MAX_EVENTS, max_bytes: int = DEFAULT_LOG_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_events: int = DEFAULT_LOG_MAX_EVENTS,
+        max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        max_total_bytes: int | None = None,
+    ) -> None:
         if max_events < 1 or max_bytes < 1:
             raise UsageError("InMemoryEventLog: max_events and max_bytes must be >= 1")
+        if max_total_bytes is not None and max_total_bytes < 0:
+            raise UsageError(f"InMemoryEventLog: max_total_bytes must be >= 0 or None, got {max_total_bytes}")
+        #: What all the runs' logs hold together, and its budget (0 / None: no budget);
+        #: see BUDGET_TRIM_FLOOR_BYTES.
+        self._budget = _Budget(max_total_bytes or 0)
         self.max_events = max_events
         self.max_bytes = max_bytes
         self._runs: dict[str, _RunLog] = {}
@@ -395,7 +442,7 @@ class InMemoryEventLog:
     async def create(self, run_id: str) -> None:
         if run_id in self._runs:
             raise UsageError(f"event log for run {run_id!r} already exists")
-        self._runs[run_id] = _RunLog(run_id, self.max_events, self.max_bytes)
+        self._runs[run_id] = _RunLog(run_id, self.max_events, self.max_bytes, self._budget)
 
     async def append(self, run_id: str, payload: bytes) -> int:
         return self.append_nowait(run_id, payload)
@@ -468,7 +515,13 @@ class InMemoryEventLog:
     def discard_nowait(self, run_id: str) -> None:
         """:meth:`discard` without the coroutine: the registry drops a run's log
         without starting a task for it (one per finished run)."""
-        self._runs.pop(run_id, None)
+        log = self._runs.pop(run_id, None)
+        if log is not None:
+            self._budget.total -= log.nbytes
+
+    def held_bytes(self) -> int:
+        """The encoded event bytes all the runs' logs hold now (what the budget counts)."""
+        return self._budget.total
 
     def __len__(self) -> int:
         """Number of runs with a log (for tests and metrics)."""

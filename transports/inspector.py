@@ -39,7 +39,7 @@ from agui_engine.protocol.codec import EventDecodeError, EventStreamDecoder
 from agui_engine.protocol.errors import AguiEngineError, LimitExceededError
 from agui_engine.protocol.verify import Verifier
 
-from .common import check_bearer
+from .bearer_auth import check_bearer
 
 __all__ = [
     "INSPECTOR_PAGE",

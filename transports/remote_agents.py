@@ -20,7 +20,7 @@ __all__ = ["serving_agent"]
 
 def serving_agent(agent: Agent) -> Agent:
     """``AgentLoop(agent)`` for a remote AG-UI client agent, else ``agent`` itself."""
-    from .common import RemoteClientBase
+    from .retrying_client import RemoteClientBase
     from .stdio import StdioAgent
 
     if isinstance(agent, (RemoteClientBase, StdioAgent)):

@@ -29,14 +29,17 @@ A *follower* run (``RunRegistry.find``) is a run another gateway node runs,
 found in a shared event log: its subscriptions read the log and wait on it
 (``EventLog.wait``); it has no producer, grace timer or cancel here.
 
-Run states (``Run.state``)::
-
-    running --agent ends / error / cancel--> finished --retention expires--> discarded
-       |  \\__ last subscriber leaves, resumable --> (grace timer) --expires--> cancel("abandoned")
-       |  \\__ last subscriber leaves, not resumable --> (disconnect grace, 0 s) --> cancel("disconnected")
-       |  \\__ a subscriber arrives ---> grace timer stopped
-       \\__ cancel(reason) -> producer task cancelled -> agent generator aclose()d
-                           -> RUN_ERROR{code: reason} appended -> finished
+Every decision about a run -- what its log still lacks when the producer ends,
+when the grace timer is armed or stopped, when a cancel is refused, when a
+finished run joins the retention queue or is discarded -- is made by its
+:class:`~transports.run_lifecycle.RunLifecycle`, the sans-IO state machine whose
+one table is :data:`~transports.run_lifecycle.RUN_TRANSITIONS` (phases CREATED,
+OPEN, STREAMING, ENDED, FINISHING, FINISHED, LINGERING, DISCARDED, FOLLOWING).
+The registry is its asyncio front end: it fires the machine's events (the
+producer started, a lifecycle event was logged, a subscriber came or left, a
+timer fired) and carries out the effects it answers with (cancel the task, arm
+a timer, append the prelude, discard the log). Admission (open / draining /
+closed) is the machine's second table, ``GATEWAY_TRANSITIONS``.
 
 Every run ends with exactly one terminal event in the log (``RUN_FINISHED`` or
 ``RUN_ERROR``): if the agent fails before ``RUN_STARTED``, the registry writes
@@ -62,7 +65,7 @@ import inspect
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
@@ -80,8 +83,6 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
-from .common import MAX_SEQ_DIGITS, check_run_id
-from .remote_agents import serving_agent
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -93,18 +94,38 @@ from .eventlog import (
     SharedEventLog,
     UnknownRunError,
 )
+from .input_decoding import MAX_SEQ_DIGITS, check_run_id
+from .remote_agents import serving_agent
+from .run_lifecycle import (
+    WS_CLOSE_RUN_EXISTS,
+    Effect,
+    GatewayEvent,
+    GatewayLifecycle,
+    RunEvent,
+    RunFinishedError,
+    RunLifecycle,
+    RunPhase,
+)
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
 __all__ = [
+    "CANCEL_WAIT_SECONDS",
+    "COALESCE_MAX_PASSES",
     "Caller",
     "DEFAULT_DISCONNECT_GRACE_SECONDS",
     "DEFAULT_GRACE_SECONDS",
     "DEFAULT_KEEPALIVE_SECONDS",
+    "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_MAX_RETAINED",
     "DEFAULT_MAX_RUNS",
+    "DEFAULT_MAX_RUNS_PER_CLIENT",
     "DEFAULT_RETENTION_SECONDS",
+    "KEEPALIVE_MIN_TICK",
+    "KEEPALIVE_RESOLUTION",
+    "KeepAliveClock",
+    "PRODUCER_YIELD_EVERY",
     "RETRY_AFTER_BUSY_SECONDS",
     "RETRY_AFTER_SHUTDOWN_SECONDS",
     "RUN_KEY_BYTES",
@@ -117,10 +138,13 @@ __all__ = [
     "Subscription",
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
+    "client_key",
+    "event_id",
+    "resume_cursor",
     "run_key_hash",
 ]
 
-logger = logging.getLogger("agui_engine.transports")
+_log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
 
@@ -128,6 +152,25 @@ _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
 #: is what one gateway process on a 2-core machine streams comfortably (see the
 #: transports benchmark) -- past it the server answers 503 + Retry-After.
 DEFAULT_MAX_RUNS = 1000
+
+#: Runs one client may hold at once: running, or finished but still being read
+#: (a reader that stopped reading keeps its run's log until the send timeout
+#: cuts it). A client is the principal its token names (per-client tokens), else
+#: its address. 100 is a tenth of DEFAULT_MAX_RUNS: no single client can take
+#: more than that of the server (300 stalled readers of one token took the
+#: server from 418 MB to 1.9 GB), while a browser with many tabs or a backend
+#: fanning out runs for a user stays far below it. Behind a reverse proxy every
+#: client has the proxy's address: name the clients by token, raise it, or 0 (no cap).
+DEFAULT_MAX_RUNS_PER_CLIENT = 100
+
+#: Bytes of encoded events the run logs of one gateway may hold together (the
+#: in-memory log's budget). Past it new runs are refused (503 + Retry-After) and a
+#: run that keeps growing keeps only its newest eventlog.BUDGET_TRIM_FLOOR_BYTES,
+#: so a server's logs hold at most this plus 256 KiB per run, whatever its
+#: readers do. 512 MiB: 128 full 4 MiB logs, or thousands of ordinary runs (a
+#: long answer is tens of KiB); with msgspec's allocation slack (~1.5x) about
+#: 0.75 GiB of RAM. 0: no budget (each run is still bounded by DEFAULT_LOG_MAX_BYTES).
+DEFAULT_MAX_BUFFERED_BYTES = 512 * 1024 * 1024
 
 #: How long a run keeps going after its last subscriber left, so that a client
 #: whose connection dropped can reconnect and resume. 30 s covers a mobile
@@ -182,14 +225,21 @@ PRODUCER_YIELD_EVERY = 256
 #: event (see the transports benchmark); a pass is microseconds when idle.
 COALESCE_MAX_PASSES = 4
 
-#: WebSocket close/error codes for the registry's refusals.
-WS_CLOSE_RUN_EXISTS = 4409
-
 #: Random bytes of a run key, the capability that lets a client stream, resume
 #: and cancel its run when tokens do not tell clients apart (spec/transports.md
 #: §2.6). 16 bytes = 128 bits, more than a UUIDv4's 122: guessing one online at a
 #: million requests a second would take ~10^25 years. 22 URL-safe characters.
 RUN_KEY_BYTES = 16
+
+
+def client_key(principal: str | None, address: str | None) -> str | None:
+    """Who a run counts against for max_runs_per_client: the principal a per-client
+    token names, else the client's address (None: neither -- stdio's one client)."""
+    if principal:
+        return "principal:" + principal
+    if address:
+        return "address:" + address
+    return None
 
 
 def run_key_hash(key: str) -> str:
@@ -219,6 +269,10 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     finished run stays resumable. ``max_retained``: finished runs kept at most.
     ``verify``: run every event through the protocol Verifier (default on: the
     gateway never forwards a stream a client would reject).
+    ``max_runs_per_client``: runs one client (its principal, else its address) may
+    hold, running or still being read (then 503; 0: no cap). ``max_buffered_bytes``:
+    the budget of event bytes all run logs hold (then 503, and growing runs are
+    trimmed; 0: none; applies to the registry's own in-memory log).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -228,12 +282,15 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
     max_retained: int = DEFAULT_MAX_RETAINED
     verify: bool = True
+    max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
             raise UsageError(f"RegistryOptions.max_runs must be >= 1, got {self.max_runs}")
-        if self.max_retained < 0:
-            raise UsageError(f"RegistryOptions.max_retained must be >= 0, got {self.max_retained}")
+        for count in ("max_retained", "max_runs_per_client", "max_buffered_bytes"):
+            if getattr(self, count) < 0:
+                raise UsageError(f"RegistryOptions.{count} must be >= 0, got {getattr(self, count)}")
         for name in ("grace_seconds", "disconnect_grace_seconds", "retention_seconds"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
@@ -260,59 +317,45 @@ class RunExistsError(RemoteInputError):
     default_code = "run_exists"
 
 
-class RunFinishedError(RemoteInputError):
-    """The run has already ended; there is nothing left to cancel."""
-
-    http_status = 409
-    ws_close_code = WS_CLOSE_RUN_EXISTS
-    default_code = "run_finished"
-
-
 class Run:
-    """One run: its input, producer task, subscribers and state. Created by the registry."""
+    """The registry's record of one run: its input, identity and access (owner,
+    key hash), the newest seq logged (``head``), its :class:`RunLifecycle`
+    (every decision about it), and the IO handles the registry drives that
+    machine with (``task``, ``waiters``, the grace and retention timers). Created
+    by the registry."""
 
     __slots__ = (
         "__weakref__",
-        "_cancel_reason",
-        "_grace_handle",
-        "_producing",
-        "_started_sent",
-        "_task",
-        "_terminal_sent",
-        "_waiters",
-        "follower",
+        "client",
+        "grace_timer",
         "head",
         "input",
         "key",
         "key_hash",
+        "lifecycle",
         "owner",
+        "retention_timer",
         "run_id",
-        "state",
-        "subscribers",
-        "terminal_code",
+        "task",
         "thread_id",
+        "waiters",
     )
 
-    def __init__(self, input: RunAgentInput) -> None:
+    def __init__(self, input: RunAgentInput, lifecycle: RunLifecycle | None = None) -> None:
         self.run_id = input.run_id
         self.thread_id = input.thread_id
         self.input = input
-        self.state = "running"
+        self.lifecycle = lifecycle if lifecycle is not None else RunLifecycle()
         #: seq of the newest event appended (0: none yet).
         self.head = 0
-        self.subscribers = 0
-        #: ``None`` for RUN_FINISHED, else the RUN_ERROR code, once finished.
-        self.terminal_code: str | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._waiters: list[asyncio.Future[bool]] = []
-        self._grace_handle: TimerHandle | None = None
-        self._cancel_reason: tuple[str, str] | None = None
-        self._started_sent = False
-        self._terminal_sent = False
-        self._producing = False
-        #: True for a run this registry only follows: it runs on another gateway
-        #: node, and its events come from the shared event log.
-        self.follower = False
+        #: The producer task (None: a follower, or not started yet).
+        self.task: asyncio.Task[None] | None = None
+        #: Futures of the subscribers waiting for the next event (see wake()).
+        self.waiters: list[asyncio.Future[bool]] = []
+        self.grace_timer: TimerHandle | None = None
+        self.retention_timer: TimerHandle | None = None
+        #: Who the run counts against for max_runs_per_client (None: nobody).
+        self.client: str | None = None
         #: The principal that started the run (see ``check_bearer``): ``None`` with
         #: auth off, ``""`` for the shared token (neither tells clients apart).
         self.owner: str | None = None
@@ -324,38 +367,55 @@ class Run:
         self.key_hash = ""
 
     @classmethod
-    def _following(cls, run_id: str) -> Run:
-        run = cls(RunAgentInput(thread_id="", run_id=run_id, messages=[]))
-        run.follower = True
-        run.state = "following"
-        return run
+    def following(cls, run_id: str) -> Run:
+        """A follower: a run another gateway node runs, read from the shared log."""
+        return cls(RunAgentInput(thread_id="", run_id=run_id, messages=[]), RunLifecycle(following=True))
+
+    @property
+    def phase(self) -> RunPhase:
+        return self.lifecycle.phase
+
+    @property
+    def follower(self) -> bool:
+        return self.lifecycle.phase is RunPhase.FOLLOWING
 
     @property
     def finished(self) -> bool:
-        return self.state != "running"
+        """No longer running here: its log is complete (or it is a follower)."""
+        return not self.lifecycle.live
 
-    def _wake(self) -> None:
-        waiters = self._waiters
+    @property
+    def subscribers(self) -> int:
+        return self.lifecycle.subscribers
+
+    @property
+    def terminal_code(self) -> str | None:
+        """``None`` for RUN_FINISHED, else the RUN_ERROR code, once finished."""
+        return self.lifecycle.terminal_code
+
+    def wake(self) -> None:
+        """Wake every subscriber waiting for the next event."""
+        waiters = self.waiters
         if waiters:
-            self._waiters = []
+            self.waiters = []
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(True)
 
     async def wait_finished(self) -> None:
         """Return once the producer has ended (the log holds the terminal event)."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
+        if self.task is not None:
+            await asyncio.shield(self.task)
 
 
 class Subscription:
     """A cursor into one run's log. Use as an async context manager (or call
     :meth:`close`) so that the registry knows when the last subscriber leaves."""
 
-    __slots__ = ("_closed", "_registry", "cursor", "done", "resumable", "run")
+    __slots__ = ("closed", "cursor", "done", "registry", "resumable", "run")
 
     def __init__(self, registry: RunRegistry, run: Run, cursor: int, resumable: bool = True) -> None:
-        self._registry = registry
+        self.registry = registry
         self.run = run
         #: Whether the client comes back after a drop (decides the grace period
         #: when it is the last subscriber to leave; see RunRegistry.subscribe).
@@ -364,7 +424,7 @@ class Subscription:
         self.cursor = cursor
         #: True once the slice holding the run's last event was returned.
         self.done = False
-        self._closed = False
+        self.closed = False
 
     async def next(self, timeout: float | None = None) -> LogSlice | None:
         """The events after the cursor that are ready (waiting until at least one
@@ -377,12 +437,13 @@ class Subscription:
         if self.done:
             raise UsageError("Subscription.next() after the run's last events were returned")
         run = self.run
-        registry = self._registry
+        registry = self.registry
         if run.follower:
             return await self._next_following(timeout)
+        lifecycle = run.lifecycle
         while True:
-            if run.head > self.cursor or run.state != "running":
-                read_nowait = registry._read_nowait
+            if run.head > self.cursor or not lifecycle.live:
+                read_nowait = registry.read_nowait
                 if read_nowait is not None:
                     sl: LogSlice = read_nowait(run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
                 else:
@@ -394,17 +455,17 @@ class Subscription:
             if timeout is not None and timeout <= 0:
                 return None
             fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            run._waiters.append(fut)
+            run.waiters.append(fut)
             if timeout is not None:
-                registry._keepalive.arm(fut, timeout)
+                registry.keepalive.arm(fut, timeout)
             try:
                 woke = await fut
             finally:
                 if timeout is not None:
-                    registry._keepalive.disarm(fut)
+                    registry.keepalive.disarm(fut)
                 if not fut.done() or not fut.result():
                     try:
-                        run._waiters.remove(fut)
+                        run.waiters.remove(fut)
                     except ValueError:
                         pass
             if not woke:
@@ -414,7 +475,7 @@ class Subscription:
             for _ in range(COALESCE_MAX_PASSES):
                 before = run.head
                 await asyncio.sleep(0)
-                if run.head == before or run.state != "running":
+                if run.head == before or not lifecycle.live:
                     break
 
     def _took(self, sl: LogSlice) -> bool:
@@ -428,7 +489,7 @@ class Subscription:
     async def _next_following(self, timeout: float | None) -> LogSlice | None:
         # A run on another node: the shared log is the only source, and its
         # ``wait`` the only wake-up (see EventLog.wait).
-        log = self._registry.log
+        log = self.registry.log
         run_id = self.run.run_id
         while True:
             try:
@@ -456,9 +517,9 @@ class Subscription:
 
     def close(self) -> None:
         """Leave the run (idempotent). The last subscriber leaving starts the grace timer."""
-        if not self._closed:
-            self._closed = True
-            self._registry._unsubscribe(self.run, self.resumable)
+        if not self.closed:
+            self.closed = True
+            self.registry.leave(self.run, self.resumable)
 
     async def __aenter__(self) -> Self:
         return self
@@ -476,7 +537,7 @@ KEEPALIVE_RESOLUTION = 0.25
 KEEPALIVE_MIN_TICK = 0.005
 
 
-class _KeepAliveClock:
+class KeepAliveClock:
     """Wakes waiting subscribers whose keep-alive deadline passed, with one timer
     for all of them (see KEEPALIVE_RESOLUTION)."""
 
@@ -540,19 +601,21 @@ class RunRegistry:
         # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
         self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
         self.options = options if options is not None else RegistryOptions()
-        self.log: EventLog = log if log is not None else InMemoryEventLog()
+        self.log: EventLog = (
+            log if log is not None else InMemoryEventLog(max_total_bytes=self.options.max_buffered_bytes or None)
+        )
+        # Per client (see client_key): the ids of its runs not yet discarded.
+        self._clients: dict[str, set[str]] = {}
         self.clock: Clock = clock if clock is not None else LoopClock()
         self._runs: dict[str, Run] = {}
         self._active = 0
-        self._retained: OrderedDict[str, TimerHandle | None] = OrderedDict()
-        # Finished runs kept out of the max_retained eviction while subscribers read them.
-        self._reading: dict[str, TimerHandle | None] = {}
-        # Finished runs whose retention expired while a subscriber was still reading
-        # them: discarded when their last reader leaves, not under its feet.
-        self._expired: set[str] = set()
-        self._closing = False
-        self._draining = False
-        self._keepalive = _KeepAliveClock()
+        # Finished runs nobody reads, oldest first: the max_retained eviction queue
+        # (a run joins and leaves it when its lifecycle says QUEUE / UNQUEUE).
+        self._retained: OrderedDict[str, Run] = OrderedDict()
+        #: Whether new runs are admitted (open / draining / closed).
+        self.gateway = GatewayLifecycle()
+        #: Wakes waiting subscribers for their keep-alives, one timer for all.
+        self.keepalive = KeepAliveClock()
         #: The log when several gateway nodes share it (runs owned here are
         #: coordinated with the others through it; see spec/transports.md 4.1).
         self._shared: SharedEventLog | None = self.log if isinstance(self.log, SharedEventLog) else None
@@ -560,10 +623,12 @@ class RunRegistry:
             self._shared.attach(self)
         self.metrics = metrics
         if metrics is not None:
-            metrics.bind(lambda: float(self._active), lambda: float(self._draining or self._closing))
+            metrics.bind(lambda: float(self._active), lambda: float(self.draining))
         # Plain-function fast paths of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(self.log, "appender", None)
-        self._read_nowait = getattr(self.log, "read_nowait", None)
+        #: The log's non-suspending read (InMemoryEventLog.read_nowait), or None.
+        self.read_nowait: Callable[..., LogSlice] | None = getattr(self.log, "read_nowait", None)
+        self._held_bytes: Callable[[], int] | None = getattr(self.log, "held_bytes", None)
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
 
     # -- queries -------------------------------------------------------------------------
@@ -605,7 +670,7 @@ class RunRegistry:
     @property
     def draining(self) -> bool:
         """True once :meth:`drain` or :meth:`shutdown` began: new runs are refused."""
-        return self._draining or self._closing
+        return not self.gateway.admits
 
     async def ready(self) -> bool:
         """Whether a load balancer should send new runs here: not draining, and
@@ -623,15 +688,15 @@ class RunRegistry:
 
     def log_cancel(self, run_id: str, code: str, message: str) -> None:
         run = self._runs.get(run_id)
-        if run is not None and not run.follower:
-            self._request_cancel(run, code, message)
+        if run is not None and run.lifecycle.cancellable:
+            self._fire(run, RunEvent.CANCEL, (code, message))
 
     def log_advanced(self, run_id: str, seq: int) -> None:
         run = self._runs.get(run_id)
-        if run is not None and seq > run.head:
-            run.head = seq
-        if run is not None and run._waiters:
-            run._wake()
+        if run is not None:
+            if seq > run.head:
+                run.head = seq
+            run.wake()
 
     def log_append_latency(self, seconds: float, events: int) -> None:
         if self.metrics is not None:
@@ -653,7 +718,7 @@ class RunRegistry:
         if run is not None:
             return run
         await self.log.head(run_id)  # raises UnknownRunError when no node has it
-        follower = Run._following(run_id)
+        follower = Run.following(run_id)
         if self._shared is not None:
             follower.owner, follower.key_hash = await self._shared.run_access(run_id)
         return follower
@@ -678,12 +743,15 @@ class RunRegistry:
             return run
         raise UnknownRunError(run.run_id)
 
-    async def start(self, input: RunAgentInput, *, owner: str | None = None) -> Run:
+    async def start(self, input: RunAgentInput, *, owner: str | None = None, address: str | None = None) -> Run:
         """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`),
         with a new run key (``run.key``, for the transport to hand to the client).
-        Raises ServerBusyError (limit reached or shutting down), RunExistsError
+        ``address``: the client's network address; the run counts against
+        max_runs_per_client for the named principal, else for the address.
+        Raises ServerBusyError (a limit reached -- concurrent runs, the client's
+        runs, the buffered-bytes budget -- or shutting down), RunExistsError
         (``runId`` already known)."""
-        if self._closing or self._draining:
+        if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
         if input.run_id in self._runs:
@@ -693,8 +761,26 @@ class RunRegistry:
             )
         if self._active >= self.max_runs:
             raise ServerBusyError(f"the server is running its maximum of {self.max_runs} concurrent runs")
-        run = Run(input)
+        client = client_key(owner, address)
+        cap = self.options.max_runs_per_client
+        if cap and client is not None and self._client_runs(client) >= cap:
+            raise ServerBusyError(
+                f"this client already holds {cap} runs (running or still being read); "
+                "let one finish, or read the ones it started"
+            )
+        budget = self.options.max_buffered_bytes
+        if budget and self._held_bytes is not None and self._held_bytes() >= budget:
+            raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
+        run = Run(
+            input,
+            RunLifecycle(
+                grace_seconds=self.grace_seconds,
+                disconnect_grace_seconds=self.disconnect_grace_seconds,
+                shared=self._shared is not None,
+            ),
+        )
         run.owner = owner
+        run.client = client
         run.key = secrets.token_urlsafe(RUN_KEY_BYTES)
         run.key_hash = run_key_hash(run.key)
         try:
@@ -706,8 +792,10 @@ class RunRegistry:
             # Another gateway node sharing the log has (or had) this run.
             raise RunExistsError(f"run {input.run_id!r} already exists in the shared event log") from None
         self._runs[run.run_id] = run
+        if client is not None:
+            self._clients.setdefault(client, set()).add(run.run_id)
         self._active += 1
-        run._task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
+        run.task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
         return run
 
     def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
@@ -718,70 +806,80 @@ class RunRegistry:
         resuming now). When the last subscriber leaves a running run, the run
         waits ``grace_seconds`` for it if that subscriber was resumable, else
         ``disconnect_grace_seconds`` (0: it is cancelled at once, code
-        ``disconnected``): a client that will not come back has stopped the run."""
-        run.subscribers += 1
-        if run.follower and self._shared is not None:
-            self._shared.follow(run.run_id)
-        if run._grace_handle is not None:
-            run._grace_handle.cancel()
-            run._grace_handle = None
+        ``disconnected``): a client that will not come back has stopped the run.
+        Raises UnknownRunError for a run already discarded."""
+        if run.phase is RunPhase.DISCARDED:
+            raise UnknownRunError(run.run_id)
+        self._fire(run, RunEvent.SUBSCRIBE)
         return Subscription(self, run, after, resumable)
 
-    def _unsubscribe(self, run: Run, resumable: bool) -> None:
-        run.subscribers -= 1
-        if run.follower and self._shared is not None:
-            self._shared.unfollow(run.run_id)
-        if run.subscribers == 0 and run.run_id in self._reading:
-            self._retain_read(run)
-        if run.subscribers == 0 and run.state == "running" and not self._closing and not run.follower:
-            if resumable:
-                grace, code = self.grace_seconds, "abandoned"
-                message = f"no client was connected for {self.grace_seconds:g} s"
-            else:
-                grace, code = self.disconnect_grace_seconds, "disconnected"
-                message = "the client closed the connection and did not declare it would resume"
-            if grace <= 0:
-                self._grace_expired(run, code, message)
-            else:
-                run._grace_handle = self.clock.call_later(grace, lambda: self._grace_expired(run, code, message))
+    def leave(self, run: Run, resumable: bool) -> None:
+        """A subscriber of ``run`` left (Subscription.close calls this): the last one
+        leaving a live run orphans it (grace timer), a finished one may go."""
+        self._fire(run, RunEvent.UNSUBSCRIBE, resumable)
 
-    def _grace_expired(self, run: Run, code: str, message: str) -> None:
-        run._grace_handle = None
-        if run.subscribers == 0 and run.state == "running" and self._shared is not None:
-            # Subscribers on other nodes count too: ask the shared log first.
-            asyncio.get_running_loop().create_task(self._grace_check(run, code, message))
-        elif run.subscribers == 0 and run.state == "running":
-            logger.info("run %s: %s; cancelling", run.run_id, message)
-            self._request_cancel(run, code, message)
+    # -- the lifecycle's effects ---------------------------------------------------------
 
-    async def _grace_check(self, run: Run, code: str, message: str) -> None:
+    def _fire(self, run: Run, event: RunEvent, arg: object = None) -> None:
+        self._apply(run, run.lifecycle.fire(event, arg))
+
+    def _apply(self, run: Run, effects: tuple[Effect, ...]) -> None:
+        """Carry out what the run's lifecycle asked for (those that need no await;
+        the producer does END_AT_ONCE, APPEND_* and FINISH_LOG itself)."""
+        lifecycle = run.lifecycle
+        for effect in effects:
+            if effect is Effect.CANCEL_PRODUCER:
+                assert lifecycle.cancel is not None
+                _log.info("run %s: cancelling (%s)", run.run_id, lifecycle.cancel[1])
+                if run.task is not None:
+                    run.task.cancel()
+            elif effect is Effect.ARM_GRACE:
+                _stop(run.grace_timer)
+                run.grace_timer = self._timer(run, lifecycle.grace_delay, RunEvent.GRACE_EXPIRED)
+            elif effect is Effect.STOP_GRACE:
+                run.grace_timer = _stop(run.grace_timer)
+            elif effect is Effect.CHECK_REMOTE_READERS:
+                asyncio.get_running_loop().create_task(self._check_remote_readers(run))
+            elif effect is Effect.RUN_ENDED:
+                self._active -= 1
+                if self.metrics is not None:
+                    self.metrics.note_run_ended(lifecycle.terminal_code)
+                run.wake()
+            elif effect is Effect.START_RETENTION:
+                if not self.gateway.closed:
+                    run.retention_timer = self._timer(run, self.retention_seconds, RunEvent.RETENTION_EXPIRED)
+            elif effect is Effect.STOP_RETENTION:
+                run.retention_timer = _stop(run.retention_timer)
+            elif effect is Effect.QUEUE:
+                self._retained[run.run_id] = run
+                while len(self._retained) > self.max_retained:
+                    _, old = self._retained.popitem(last=False)
+                    self._fire(old, RunEvent.EVICTED)
+            elif effect is Effect.UNQUEUE:
+                self._retained.pop(run.run_id, None)
+            elif effect is Effect.DISCARD:
+                self._drop(run)
+            elif effect is Effect.FOLLOW:
+                if self._shared is not None:
+                    self._shared.follow(run.run_id)
+            elif effect is Effect.UNFOLLOW:
+                if self._shared is not None:
+                    self._shared.unfollow(run.run_id)
+            else:  # pragma: no cover - END_AT_ONCE, APPEND_*, FINISH_LOG come only from the producer's events
+                raise UsageError(f"run {run.run_id}: effect {effect.name} outside the producer")
+
+    def _timer(self, run: Run, delay: float, event: RunEvent) -> TimerHandle:
+        """A timer on the registry's clock that fires ``event`` at ``run``'s lifecycle."""
+        return self.clock.call_later(delay, lambda: self._fire(run, event))
+
+    async def _check_remote_readers(self, run: Run) -> None:
+        # Subscribers on other nodes count too: the shared log knows when one last read.
         assert self._shared is not None
         try:
             age = await self._shared.remote_reader_age(run.run_id)
         except EventLogUnavailableError:
             age = None  # the run is being ended for the lost log anyway
-        if run.subscribers or run.state != "running" or run._grace_handle is not None:
-            return  # a subscriber came back meanwhile
-        if age is not None and age < self.grace_seconds:
-            # A client reads this run on another node (or did, age seconds ago).
-            # That reader resumes across nodes: its grace period is the one that counts.
-            abandoned = f"no client was connected for {self.grace_seconds:g} s"
-            run._grace_handle = self.clock.call_later(
-                self.grace_seconds - age, lambda: self._grace_expired(run, "abandoned", abandoned)
-            )
-            return
-        logger.info("run %s: %s (no subscriber on any node); cancelling", run.run_id, message)
-        self._request_cancel(run, code, message)
-
-    def _request_cancel(self, run: Run, code: str, message: str) -> None:
-        if run.state == "running" and run._cancel_reason is None and run._task is not None:
-            run._cancel_reason = (code, message)
-            # A task cancelled before its first step never enters _produce (the
-            # CancelledError hits the coroutine before any of its code runs), so
-            # the run would get no terminal event: an unstarted producer instead
-            # sees _cancel_reason when it starts.
-            if run._producing:
-                run._task.cancel()
+        self._fire(run, RunEvent.REMOTE_READERS, age)
 
     async def cancel(
         self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", caller: Caller | None = None
@@ -821,8 +919,8 @@ class RunRegistry:
             after = sl.last_seq if sl.payloads else after
             await log.wait(run_id, after, left)
         else:
-            logger.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
-        return Run._following(run_id)
+            _log.warning("run %s: its owner did not end it within %.1f s of cancellation", run_id, CANCEL_WAIT_SECONDS)
+        return Run.following(run_id)
 
     def cancel_nowait(
         self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", caller: Caller | None = None
@@ -831,27 +929,28 @@ class RunRegistry:
         waits for the end). For message loops that must not block on one run.
         Raises UnknownRunError (also for a run ``caller`` may not touch), RunFinishedError."""
         run = self.check_owner(self.get(run_id), caller)
-        if run.state != "running":
-            raise RunFinishedError(f"run {run_id!r} has already finished")
-        self._request_cancel(run, code, message)
+        try:
+            self._fire(run, RunEvent.CANCEL, (code, message))
+        except RunFinishedError:
+            raise RunFinishedError(f"run {run_id!r} has already finished") from None
         return run
 
     async def _wait(self, run: Run, timeout: float) -> None:
-        if run._task is None:
+        if run.task is None:
             return
-        done, _ = await asyncio.wait({run._task}, timeout=timeout)
+        done, _ = await asyncio.wait({run.task}, timeout=timeout)
         if not done:
-            logger.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
+            _log.warning("run %s: the agent did not stop within %.1f s of cancellation", run.run_id, timeout)
 
     async def drain(self, timeout: float) -> None:
         """Refuse new runs (503, and :meth:`ready` turns False) and wait up to
         ``timeout`` seconds for the running ones to end by themselves; then
         return (call :meth:`shutdown` to end the rest)."""
-        self._draining = True
+        self.gateway.fire(GatewayEvent.DRAIN)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while self._active and (left := deadline - loop.time()) > 0:
-            tasks = {r._task for r in self._runs.values() if r.state == "running" and r._task is not None}
+            tasks = {r.task for r in self._runs.values() if r.lifecycle.live and r.task is not None}
             if not tasks:
                 break
             await asyncio.wait(tasks, timeout=left)
@@ -860,17 +959,17 @@ class RunRegistry:
         """Refuse new runs, cancel every running run with ``RUN_ERROR{code:
         "shutdown"}`` and wait (up to ``timeout``) for their producers to end, so
         that open streams can send the terminal event before the server closes."""
-        self._closing = True
-        running = [r for r in self._runs.values() if r.state == "running"]
+        self.gateway.fire(GatewayEvent.SHUTDOWN)
+        running = [r for r in self._runs.values() if r.lifecycle.live]
         for run in running:
-            self._request_cancel(run, "shutdown", "the server is shutting down")
-        tasks = {r._task for r in running if r._task is not None}
+            if run.lifecycle.cancellable:
+                self._fire(run, RunEvent.CANCEL, ("shutdown", "the server is shutting down"))
+        tasks = {r.task for r in running if r.task is not None}
         if tasks:
             await asyncio.wait(tasks, timeout=timeout)
-        for handle in [*self._retained.values(), *self._reading.values()]:
-            if handle is not None:
-                handle.cancel()
-        self._keepalive.close()
+        for run in self._runs.values():
+            run.retention_timer = _stop(run.retention_timer)
+        self.keepalive.close()
 
     # -- the producer: the gateway path ---------------------------------------------------
 
@@ -879,23 +978,19 @@ class RunRegistry:
         seq = await self.log.append(run.run_id, encode_event(event))
         if seq > run.head:
             run.head = seq
-        if run._waiters:
-            run._wake()
+        run.wake()
 
     @staticmethod
     def _note_lifecycle(run: Run, ev: Any, cls: type) -> None:
         if cls is RunStartedEvent:
-            run._started_sent = True
+            run.lifecycle.fire(RunEvent.STARTED_LOGGED)
         else:
-            run._terminal_sent = True
-            if cls is RunErrorEvent:
-                run.terminal_code = ev.code or "run_error"
+            run.lifecycle.fire(RunEvent.TERMINAL_LOGGED, (ev.code or "run_error") if cls is RunErrorEvent else None)
 
     async def _produce(self, run: Run) -> None:
-        run._producing = True
-        if run._cancel_reason is not None:  # cancelled before the producer ran (see _request_cancel)
-            code, message = run._cancel_reason
-            await self._finish(run, RunErrorEvent(message=message, code=code))
+        lifecycle = run.lifecycle
+        if Effect.END_AT_ONCE in lifecycle.fire(RunEvent.PRODUCER_STARTED):
+            await self._finish(run, None)  # cancelled before the producer ran: the pending cancel ends it
             return
         gen: Any = None
         metrics = self.metrics
@@ -927,29 +1022,27 @@ class RunRegistry:
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
-                    if run._waiters:
-                        run._wake()
+                    if run.waiters:
+                        run.wake()
                 count += 1
                 if count % PRODUCER_YIELD_EVERY == 0:
                     await asyncio.sleep(0)
             if verifier is not None:
-                verifier.close()
-            elif not run._terminal_sent:
-                raise RemoteInputError("the agent's stream ended without RUN_FINISHED or RUN_ERROR", code="truncated")
+                verifier.close()  # raises for a stream cut short; unverified, the lifecycle sees it (TRUNCATED)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            code, message = run._cancel_reason or ("cancelled", "the run was cancelled")
+            code, message = lifecycle.cancel or ("cancelled", "the run was cancelled")
             error = RunErrorEvent(message=message, code=code)
         except AguiEngineError as exc:
-            logger.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
+            _log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc.message)
             error = RunErrorEvent.from_error(exc)
         except Exception as exc:  # noqa: BLE001 - an agent bug must not take the gateway down
             # The operator needs the message and the traceback to fix the agent
             # (logger.exception-style, at ERROR); the client gets neither: they
             # may carry secrets (URLs with keys, SQL, file paths).
-            logger.error("run %s: the agent raised %s: %s", run.run_id, type(exc).__name__, exc, exc_info=exc)
+            _log.error("run %s: the agent raised %s: %s", run.run_id, type(exc).__name__, exc, exc_info=exc)
             error = RunErrorEvent(message=f"the agent failed ({type(exc).__name__})", code="agent_error")
         finally:
             # An Agent returns an async iterator; an async generator (the usual
@@ -965,7 +1058,7 @@ class RunRegistry:
                     if task is not None:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
-                    logger.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
+                    _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
         await self._finish(run, error)
 
     def _open_agent(self, input: RunAgentInput) -> Any:
@@ -984,86 +1077,64 @@ class RunRegistry:
         return gen
 
     async def _finish(self, run: Run, error: RunErrorEvent | None) -> None:
+        # The lifecycle says what the log still lacks: the RUN_STARTED prelude, the
+        # RUN_ERROR (exactly one terminal event per run), then the end of the log.
+        lifecycle = run.lifecycle
         try:
-            if error is not None and not run._terminal_sent:
-                if not run._started_sent:
+            ended_with = None if error is None else (error.code or "run_error")
+            for effect in lifecycle.fire(RunEvent.PRODUCER_ENDED, ended_with):
+                if effect is Effect.APPEND_STARTED:
                     await self._append(run, RunStartedEvent(thread_id=run.thread_id, run_id=run.run_id))
-                await self._append(run, error)
-                run._terminal_sent = True
-                run.terminal_code = error.code
-            await self.log.finish(run.run_id)
+                elif effect is Effect.APPEND_ERROR:
+                    if error is None and lifecycle.cancel is not None:
+                        error = RunErrorEvent(message=lifecycle.cancel[1], code=lifecycle.cancel[0])
+                    elif error is None:
+                        message = "the agent's stream ended without RUN_FINISHED or RUN_ERROR"
+                        _log.warning("run %s ended: %s", run.run_id, message)
+                        error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
+                    await self._append(run, error)
+                elif effect is Effect.FINISH_LOG:
+                    await self.log.finish(run.run_id)
+                else:
+                    self._apply(run, (effect,))
         finally:
-            run.state = "finished"
-            self._active -= 1
-            if self.metrics is not None:
-                self.metrics.note_run_ended(run.terminal_code)
-            if run._grace_handle is not None:
-                run._grace_handle.cancel()
-                run._grace_handle = None
-            run._wake()
-            self._retain(run)
+            self._fire(run, RunEvent.LOG_FINISHED)
 
-    def _retain(self, run: Run) -> None:
-        rid = run.run_id
-        handle = None if self._closing else self.clock.call_later(self.retention_seconds, lambda: self._discard_later(rid))
-        self._queue_retained(run, handle)
+    def _client_runs(self, client: str) -> int:
+        """How many runs ``client`` holds: running, or finished and still being read."""
+        runs = self._runs
+        held = 0
+        for rid in self._clients.get(client, ()):
+            run = runs.get(rid)
+            if run is not None and (run.lifecycle.live or run.subscribers):
+                held += 1
+        return held
 
-    def _retain_read(self, run: Run) -> None:
-        # The last reader of a finished run left: it now waits its turn for eviction,
-        # or goes at once if its retention ran out while it was being read.
-        handle = self._reading.pop(run.run_id)
-        if run.run_id in self._expired:
-            self._expired.discard(run.run_id)
-            self._drop(run.run_id)
-            return
-        self._queue_retained(run, handle)
-
-    def _queue_retained(self, run: Run, handle: TimerHandle | None) -> None:
-        if run.subscribers > 0:
-            # Still being read (a slow client, or a pump not yet scheduled since the
-            # run ended): its log must outlive the read, so it joins the eviction
-            # queue only when its last subscriber leaves (or its retention expires).
-            self._reading[run.run_id] = handle
-            return
-        self._retained[run.run_id] = handle
-        while len(self._retained) > self.max_retained:
-            old_id, old_handle = self._retained.popitem(last=False)
-            old = self._runs.get(old_id)
-            if old is not None and old.subscribers > 0:  # resumed since it was queued
-                self._reading[old_id] = old_handle
-                continue
-            if old_handle is not None:
-                old_handle.cancel()
-            self._drop(old_id)
-
-    def _discard_later(self, run_id: str) -> None:
-        run = self._runs.get(run_id)
-        if run is not None and run.subscribers > 0:
-            # A slow reader is still on its way to the end: discarding the log now
-            # would cut its stream short of the terminal event. The run stays until
-            # its last reader leaves (_retain_read); a reader that stops reading
-            # is cut by the transports' write timeout, so this is bounded too.
-            self._retained.pop(run_id, None)
-            self._reading[run_id] = None
-            self._expired.add(run_id)
-            return
-        self._retained.pop(run_id, None)
-        self._reading.pop(run_id, None)
-        self._drop(run_id)
-
-    def _drop(self, run_id: str) -> None:
-        self._runs.pop(run_id, None)
+    def _drop(self, run: Run) -> None:
+        self._runs.pop(run.run_id, None)
+        if run.client is not None:
+            ids = self._clients.get(run.client)
+            if ids is not None:
+                ids.discard(run.run_id)
+                if not ids:
+                    del self._clients[run.client]
+        run.retention_timer = _stop(run.retention_timer)
         if self._discard_nowait is not None:
-            self._discard_nowait(run_id)
+            self._discard_nowait(run.run_id)
         else:
-            asyncio.get_running_loop().create_task(self.log.discard(run_id))
+            asyncio.get_running_loop().create_task(self.log.discard(run.run_id))
+
+
+def _stop(timer: TimerHandle | None) -> TimerHandle | None:
+    """Cancel ``timer`` (if any); returns None, for ``run.x_timer = _stop(run.x_timer)``."""
+    if timer is not None:
+        timer.cancel()
+    return None
 
 
 def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:
     """Parse a ``<runId>:<seq>`` resume cursor (SSE ``Last-Event-ID``, the WebSocket
     ``lastEventId``). Raises BadCursorError naming what is wrong."""
-    from .eventlog import BadCursorError
-
     rid, sep, seq_text = last_event_id.rpartition(":")
     # isascii(): str.isdigit() is also true for "²" or "١", which int() refuses.
     if not sep or not rid or not (seq_text.isascii() and seq_text.isdigit()) or len(seq_text) > MAX_SEQ_DIGITS:

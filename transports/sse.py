@@ -42,7 +42,7 @@ remembers the last event id, and when the connection drops before the terminal
 event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
 with jitter) -- only with an id the server sent (or ``<runId>:0`` when the server gave
 the run a run key): a server without ids is never asked to run the input twice, the
-run ends with ``upstream_stopped`` (``common.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
+run ends with ``upstream_stopped`` (``retrying_client.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
 The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 """
 
@@ -57,7 +57,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
 import msgspec
@@ -65,7 +65,7 @@ from aiohttp import web
 
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError
+from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
@@ -77,31 +77,23 @@ from agui_engine.protocol.proto import (
 )
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
-from .common import (
+from .bearer_auth import check_bearer
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
+from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
+from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    LISTEN_BACKLOG,
-    MAX_IDLE_CONNECTIONS,
-    MAX_IDLE_CONNECTIONS_PER_IP,
-    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
     ConnectionLostError,
-    IdleConnectionGate,
-    NotAcceptableError,
     RemoteClientBase,
-    RequestTimeoutError,
-    ServerHandle,
-    UnsupportedMediaTypeError,
-    check_bearer,
-    check_body_size,
-    decode_run_input,
     media_type,
     remote_error_from_body,
-    send_or_stall,
-    listening_socket,
 )
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
 from .clock import Clock
 from .data import (
     QUERY_QUEUE_TIMEOUT_SECONDS,
@@ -115,6 +107,7 @@ from .data import (
 from .eventlog import EventLog, LogSlice
 from .metrics import METRICS_CONTENT_TYPE
 from .inspector import add_frontend_routes
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     Caller,
@@ -129,6 +122,7 @@ if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
 __all__ = [
+    "AppKeywords",
     "BODY_READ_CHUNK",
     "BODY_TIMEOUT_SECONDS",
     "CANCEL_REQUEST_TIMEOUT",
@@ -412,7 +406,7 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal)
+                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -641,6 +635,8 @@ def create_app(
     access_log: bool = True,
     resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
+    connection: ConnectionOptions | None = None,
+    data: DataOptions | None = None,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -669,6 +665,10 @@ def create_app(
     ``resources`` (``LLMAgent`` / ``AgentLoop`` collect their components'). Without
     any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
     a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
+    ``connection`` / ``data``: the same settings as one value each
+    (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
+    ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
+    fill them, and a setting given both ways is a UsageError.
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -677,19 +677,24 @@ def create_app(
     """
     if registry is None:
         if agent is None:
-            from agui_engine.protocol.errors import UsageError
-
             raise UsageError("create_app needs an agent or a registry")
         registry = RunRegistry(as_agent(agent, where="create_app(agent)"), options=options, log=log, clock=clock, metrics=metrics)
+    conn = merge_options(
+        ConnectionOptions, connection, where="create_app", max_input_bytes=max_body_bytes, send_timeout=send_timeout
+    )
+    dat = merge_options(
+        DataOptions, data, where="create_app", resources=resources, query_queue_timeout=query_queue_timeout
+    )
+    max_body_bytes = conn.max_input_bytes
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,
         max_body_bytes=max_body_bytes,
         auth_token=auth_token,
         cors_origins=cors_origins,
-        send_timeout=send_timeout,
+        send_timeout=conn.send_timeout,
         body_timeout=body_timeout,
-        broker=broker_for(registry.agent, resources, queue_timeout=query_queue_timeout),
+        broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -714,6 +719,30 @@ def create_app(
         app.on_response_prepare.append(gw.on_prepare)
     app.on_shutdown.append(gw.on_shutdown)
     return app
+
+
+class AppKeywords(TypedDict, total=False):
+    """:func:`create_app`'s keyword arguments, as :func:`start_sse_server` takes them
+    (``**options: Unpack[AppKeywords]``: checked by type checkers, completed by editors)."""
+
+    path: str
+    registry: RunRegistry | None
+    options: RegistryOptions | None
+    log: EventLog | None
+    clock: Clock | None
+    metrics: GatewayMetrics | None
+    keepalive_seconds: float
+    max_body_bytes: int
+    auth_token: str | Mapping[str, str] | None
+    cors_origins: Sequence[str]
+    inspector: bool
+    send_timeout: float
+    body_timeout: float
+    access_log: bool
+    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None
+    query_queue_timeout: float
+    connection: ConnectionOptions | None
+    data: DataOptions | None
 
 
 def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
@@ -761,19 +790,31 @@ async def start_sse_server(
     idle_timeout: float = HTTP_IDLE_TIMEOUT_SECONDS,
     max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
     max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
-    **options: Any,
+    **options: Unpack[AppKeywords],
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
-    it; ``options`` go to :func:`create_app`. ``server.url`` is the endpoint.
+    it; ``options`` are :func:`create_app`'s keyword arguments (:class:`AppKeywords`,
+    type-checked), ``connection`` among them. ``server.url`` is the endpoint
+    (an IPv6 host in brackets).
     ``idle_timeout``: seconds a connection may go without complete request
     headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``).
     ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
     (reading a request, idle keep-alive) the server / one client address may hold;
     a new one past either is answered 503 + ``Retry-After`` and closed before
-    anything is read (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap)."""
+    anything is read (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap)."""
+    conn = merge_options(
+        ConnectionOptions,
+        options.get("connection"),
+        where="start_sse_server",
+        max_idle_connections=max_idle_connections,
+        max_idle_per_ip=max_idle_per_ip,
+    )
     if app is None:
+        options["connection"] = conn
         app = create_app(agent, **options)
-    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    elif options:
+        raise UsageError(f"start_sse_server: {', '.join(sorted(options))} configure create_app; with app= give them to create_app")
+    gate = IdleConnectionGate(conn.max_idle_per_ip, conn.max_idle_connections)
     app[_IDLE_GATE_KEY] = gate
     runner = web.AppRunner(
         app,
@@ -792,9 +833,7 @@ async def start_sse_server(
     # create_server calls listen() again with it, replacing any earlier listen().
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    return SSEServer(runner, f"http://{shown}:{bound[1]}/", app.get(REGISTRY_KEY), gate)
+    return SSEServer(runner, server_url("http", sock), app.get(REGISTRY_KEY), gate)
 
 
 # ---------------------------------------------------------------------------------------
@@ -829,12 +868,12 @@ class _SSESession:
 class SSEAgent(RemoteClientBase):
     """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.protocol.agent.Agent`.
 
-    ``run(input)`` raises, before its first event, :class:`~transports.common.RemoteAgentError`
+    ``run(input)`` raises, before its first event, :class:`~transports.retrying_client.RemoteAgentError`
     (the server refused: status + remote error code) or
-    :class:`~transports.common.ConnectionLostError` (unreachable). After the
+    :class:`~transports.retrying_client.ConnectionLostError` (unreachable). After the
     first event it never raises (Agent contract): a drop is resumed with
     ``Last-Event-ID`` (an id the server sent; none: ``UpstreamStoppedError``) up to ``max_retries`` times (backoff: see
-    :class:`~transports.common.RetryPolicy`), and when that fails the stream ends
+    :class:`~transports.retrying_client.RetryPolicy`), and when that fails the stream ends
     with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
     ``cursor_expired`` ...). Closing the generator early cancels the remote run
     (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
@@ -843,7 +882,7 @@ class SSEAgent(RemoteClientBase):
     of older servers are mapped to ``REASONING_*``). With ``binary=True`` it asks for the
     protobuf encoding and decodes it with :class:`~agui_engine.protocol.proto.ProtoEventDecoder`
     (resume positions counted in frames). The loop itself is
-    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
+    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
 
     _drops = (httpx.TransportError,)

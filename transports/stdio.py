@@ -55,16 +55,9 @@ from agui_engine.protocol.errors import (
 )
 from agui_engine.protocol.events import Event, RunAgentInput
 
-from .common import (
-    DEFAULT_MAX_BODY_BYTES,
-    TERMINAL_EVENTS,
-    ConnectionLostError,
-    InvalidInputError,
-    decode_json_input,
-    decode_run_input,
-    end_or_raise,
-    remote_error_from_line,
-)
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
+from .input_errors import InvalidInputError
+from .retrying_client import TERMINAL_EVENTS, ConnectionLostError, end_or_raise, remote_error_from_line
 from .envelope import (
     CancelMessage,
     EventLines,
@@ -75,6 +68,7 @@ from .envelope import (
     message_run_id,
 )
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
+from .server_options import ConnectionOptions, merge_options
 from .runs import RegistryOptions, RunRegistry, Subscription
 
 __all__ = [
@@ -243,12 +237,19 @@ async def serve_stdio(
     max_line_bytes: int = DEFAULT_MAX_BODY_BYTES,
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
+    connection: ConnectionOptions | None = None,
 ) -> int:
     """Serve runs over stdin/stdout until the end of stdin; return the exit status (0).
 
-    ``options`` and ``log`` build the :class:`~transports.runs.RunRegistry`. Raises
-    UsageError when neither ``agent`` nor ``registry`` is given.
+    ``options`` and ``log`` build the :class:`~transports.runs.RunRegistry`.
+    ``connection``: the :class:`~transports.server_options.ConnectionOptions` the
+    network servers take; stdio reads its ``max_input_bytes`` (= ``max_line_bytes``;
+    a setting given both ways is a UsageError). Raises UsageError when neither
+    ``agent`` nor ``registry`` is given.
     """
+    max_line_bytes = merge_options(
+        ConnectionOptions, connection, where="serve_stdio", max_input_bytes=max_line_bytes
+    ).max_input_bytes
     if registry is None:
         if agent is None:
             raise UsageError("serve_stdio needs an agent or a registry")

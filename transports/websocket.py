@@ -76,30 +76,23 @@ from agui_engine.protocol.events import RunAgentInput
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
 from .clock import Clock
-from .common import (
-    ConnectionLostError,
+from .bearer_auth import UnauthorizedError, check_bearer
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
+from .input_errors import InputTooDeepError
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
+from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_RETRIES,
-    LISTEN_BACKLOG,
-    MAX_IDLE_CONNECTIONS,
-    MAX_IDLE_CONNECTIONS_PER_IP,
-    SEND_STALL_TIMEOUT_SECONDS,
     AttemptItem,
-    IdleConnectionGate,
+    ConnectionLostError,
     RemoteClientBase,
-    InputTooDeepError,
-    ServerHandle,
-    UnauthorizedError,
-    check_bearer,
-    check_input_depth,
-    decode_run_input,
     remote_error_from_body,
     remote_error_from_line,
-    send_or_stall,
-    listening_socket,
 )
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, QUERY_REQUEST_TIMEOUT_SECONDS, ResourceBroker, broker_for, query_error_from_line
 from .envelope import (
     CancelMessage,
@@ -119,6 +112,7 @@ from .envelope import (
     run_message,
 )
 from .eventlog import EventLog, UnknownRunError
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
 
 if TYPE_CHECKING:
@@ -186,8 +180,6 @@ WS_CLOSE_TOO_MANY_BAD_MESSAGES = WS_CLOSE_BAD_INPUT
 #: A connection asked for more than MAX_RUNS_PER_CONNECTION runs (HTTP 429's
 #: number in the application range, like the other 4xxx codes).
 WS_CLOSE_TOO_MANY_RUNS = 4429
-#: The server is shutting down (RFC 6455 "going away").
-_CLOSE_GOING_AWAY = 1001
 #: A binary message: this protocol is JSON text only (RFC 6455 "unsupported data").
 _CLOSE_UNSUPPORTED_DATA = 1003
 
@@ -293,7 +285,7 @@ class _Connection:
             elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
-                run = await self.registry.start(input, owner=self.principal)
+                run = await self.registry.start(input, owner=self.principal, address=peer_address(self.ws.transport))
                 self._pump(self.registry.subscribe(run, 0), key=run.key)
             elif isinstance(msg, CancelMessage):
                 # A run this connection streams was allowed already: its key is known here.
@@ -492,6 +484,8 @@ async def start_websocket_server(
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
     max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
     max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
+    connection: ConnectionOptions | None = None,
+    data: DataOptions | None = None,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
@@ -510,7 +504,12 @@ async def start_websocket_server(
     the handshake, or open with no run in flight) the server / one client address may
     hold; a new one past either gets an HTTP 503 + ``Retry-After`` instead of a
     handshake and is closed before anything is read
-    (:class:`~transports.common.IdleConnectionGate`; 0 or None: no cap).
+    (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap).
+    ``connection`` / ``data``: the same settings as one value each
+    (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
+    is ``max_size``; :class:`~transports.server_options.DataOptions`), as for
+    :func:`~transports.sse.create_app`; a setting given both ways is a UsageError.
+    ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
     if registry is None:
@@ -519,9 +518,22 @@ async def start_websocket_server(
         registry = RunRegistry(
             as_agent(agent, where="start_websocket_server(agent)"), options=options, log=log, clock=clock, metrics=metrics
         )
+    conn_options = merge_options(
+        ConnectionOptions,
+        connection,
+        where="start_websocket_server",
+        max_input_bytes=max_size,
+        send_timeout=send_timeout,
+        max_idle_connections=max_idle_connections,
+        max_idle_per_ip=max_idle_per_ip,
+    )
+    data_options = merge_options(
+        DataOptions, data, where="start_websocket_server", resources=resources, query_queue_timeout=query_queue_timeout
+    )
+    max_size, send_timeout = conn_options.max_input_bytes, conn_options.send_timeout
     connections: set[_Connection] = set()
-    broker = broker_for(registry.agent, resources, queue_timeout=query_queue_timeout)
-    gate = IdleConnectionGate(max_idle_per_ip, max_idle_connections)
+    broker = broker_for(registry.agent, data_options.resources, queue_timeout=data_options.query_queue_timeout)
+    gate = IdleConnectionGate(conn_options.max_idle_per_ip, conn_options.max_idle_connections)
     gated = type("_GatedConnection", (_GatedConnection,), {"gate": gate})
 
     def authorization(request: Request) -> str | None:
@@ -568,9 +580,7 @@ async def start_websocket_server(
         open_timeout=open_timeout,
         create_connection=gated,
     )
-    sock = next(iter(server.sockets))
-    bound = sock.getsockname()
-    return WebSocketServer(server, f"ws://{bound[0]}:{bound[1]}/", registry, connections, gate)
+    return WebSocketServer(server, server_url("ws", next(iter(server.sockets))), registry, connections, gate)
 
 
 # ---------------------------------------------------------------------------------------
@@ -595,12 +605,12 @@ class WebSocketAgent(RemoteClientBase):
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
     run. When the connection drops before the terminal event it reconnects and
     sends ``resume`` with the last event id (``max_retries`` attempts, backoff:
-    :class:`~transports.common.RetryPolicy`), skipping any ``seq`` already
+    :class:`~transports.retrying_client.RetryPolicy`), skipping any ``seq`` already
     delivered. Closing the generator early sends ``cancel``. Errors: as
     :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
     before the first event, ``RUN_ERROR`` after it). Lines are decoded by
     :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
-    :meth:`RemoteClientBase.run <transports.common.RemoteClientBase.run>`.
+    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
 
     _drops = (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError)

@@ -271,7 +271,7 @@ async def _before_the_first_event(url: str, exc: AguiEngineError) -> str:
     transport's URL when the endpoint speaks it, what came back when it is not an
     AG-UI endpoint (status, content type), a TLS mismatch named as such, how to
     start a server when nothing answered, else the error itself."""
-    from agui_engine.transports.common import ConnectionLostError, RemoteAgentError
+    from agui_engine.transports.retrying_client import ConnectionLostError, RemoteAgentError
 
     # Our servers always send an error code; a refusal without one, or no answer
     # at all, may be the other transport's server.

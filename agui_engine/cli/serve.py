@@ -22,9 +22,16 @@ import socket
 import sys
 
 from agui_engine.protocol.errors import UsageError
-from agui_engine.transports.common import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
+from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
-from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, DEFAULT_KEEPALIVE_SECONDS, DEFAULT_MAX_RUNS, RegistryOptions
+from agui_engine.transports.runs import (
+    DEFAULT_GRACE_SECONDS,
+    DEFAULT_KEEPALIVE_SECONDS,
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_MAX_RUNS,
+    DEFAULT_MAX_RUNS_PER_CLIENT,
+    RegistryOptions,
+)
 
 from . import add_ui_spec_argument, seconds
 from .agent_spec import spec_help
@@ -50,13 +57,14 @@ _HOST_ADVICE = "use --host 127.0.0.1 (this machine only) or --host 0.0.0.0 (ever
 
 
 def cap_count(text: str) -> int:
-    """``--max-idle-connections`` / ``--max-idle-per-ip``: an integer >= 0 (0: no cap)."""
+    """``--max-idle-connections`` / ``--max-idle-per-ip`` / ``--max-runs-per-client`` /
+    ``--max-buffered-bytes``: an integer >= 0 (0: no cap)."""
     try:
         value = int(text)
     except ValueError:
         value = -1
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a connection count: use an integer >= 0 (0: no cap)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: use an integer >= 0 (0: no cap)")
     return value
 
 
@@ -99,6 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-idle-per-ip", type=cap_count, default=MAX_IDLE_CONNECTIONS_PER_IP, metavar="N",
                         help="the same, per client address (0: no cap; behind a reverse proxy every client "
                              "has the proxy's address)")
+    parser.add_argument("--max-runs-per-client", type=cap_count, default=DEFAULT_MAX_RUNS_PER_CLIENT, metavar="N",
+                        help="runs one client (its token's principal, else its address) may hold, running or "
+                             "still being read, before its new ones get 503 (0: no cap)")
+    parser.add_argument("--max-buffered-bytes", type=cap_count, default=DEFAULT_MAX_BUFFERED_BYTES, metavar="BYTES",
+                        help="event bytes all runs' logs may hold before new runs get 503 and growing ones are "
+                             "trimmed (0: no budget)")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
@@ -151,7 +165,13 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(agent: object, args: argparse.Namespace) -> int:
     from agui_engine.transports.eventlog import open_event_log
 
-    options = RegistryOptions(max_runs=args.max_runs, grace_seconds=args.grace, verify=not args.no_verify)
+    options = RegistryOptions(
+        max_runs=args.max_runs,
+        grace_seconds=args.grace,
+        verify=not args.no_verify,
+        max_runs_per_client=args.max_runs_per_client,
+        max_buffered_bytes=args.max_buffered_bytes,
+    )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
         return await _serve_with(agent, args, options, log)

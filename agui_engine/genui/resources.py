@@ -117,7 +117,7 @@ MAX_RESOURCE_RESULT_BYTES: Final = 1024 * 1024
 WS_CLOSE_FORBIDDEN: Final = 4403
 WS_CLOSE_NOT_FOUND: Final = 4404
 WS_CLOSE_TIMEOUT: Final = 4504
-_WS_INVALID_PARAMS: Final = 4422  # = transports.common.WS_CLOSE_INVALID_INPUT (the core cannot import it)
+_WS_INVALID_PARAMS: Final = 4422  # = transports.input_errors.WS_CLOSE_INVALID_INPUT (the core cannot import it)
 
 _ID_RE = re.compile(r"[A-Za-z0-9_.:-]+\Z")
 

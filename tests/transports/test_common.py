@@ -5,16 +5,13 @@ import pytest
 
 from agui_engine.protocol.errors import LimitExceededError
 from agui_engine.protocol.events import RunErrorEvent
-from agui_engine.transports.common import (
+from agui_engine.transports.bearer_auth import UnauthorizedError, check_bearer, extract_bearer
+from agui_engine.transports.input_decoding import decode_run_input
+from agui_engine.transports.input_errors import InvalidInputError, MalformedInputError
+from agui_engine.transports.retrying_client import (
     ConnectionLostError,
-    InvalidInputError,
-    MalformedInputError,
     RetryPolicy,
-    UnauthorizedError,
-    check_bearer,
-    decode_run_input,
     end_or_raise,
-    extract_bearer,
     remote_error_from_body,
     remote_error_from_line,
 )

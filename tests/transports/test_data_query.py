@@ -42,7 +42,7 @@ from agui_engine.genui.resources import (
 )
 from agui_engine.loops.thread import Thread
 from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
-from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.data import ResourceBroker
 from agui_engine.protocol.errors import UsageError
 

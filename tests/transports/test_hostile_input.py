@@ -15,7 +15,7 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect
 
-from agui_engine.transports.common import MAX_INPUT_DEPTH, decode_run_input
+from agui_engine.transports.input_decoding import MAX_INPUT_DEPTH, decode_run_input
 from agui_engine.transports.sse import negotiate, start_sse_server
 from agui_engine.transports.stdio import serve_stdio
 from agui_engine.transports.websocket import start_websocket_server
@@ -50,7 +50,7 @@ async def raw_request(port: int, request: bytes) -> bytes:
 
 @pytest.mark.parametrize("depth", [MAX_INPUT_DEPTH, MAX_INPUT_DEPTH + 1, 1_000, 5_000, 100_000])
 def test_decode_run_input_bounds_depth_without_recursion_error(depth: int) -> None:
-    from agui_engine.transports.common import InputTooDeepError
+    from agui_engine.transports.input_errors import InputTooDeepError
 
     data = deep_state_body(depth - 1)  # the body object itself is level 1
     if depth <= MAX_INPUT_DEPTH:
@@ -72,7 +72,7 @@ def test_cursor_with_a_non_ascii_digit_is_a_bad_cursor() -> None:
 
 @pytest.mark.parametrize("run_id", ["a\x01b", "a\x0bb", "a\x7fb", "a\x85b", "a\u2028b", "a\tb"])
 def test_run_id_with_a_control_character_is_invalid_input(run_id: str) -> None:
-    from agui_engine.transports.common import InvalidInputError
+    from agui_engine.transports.input_errors import InvalidInputError
 
     with pytest.raises(InvalidInputError):
         decode_run_input(msgspec.json.encode(make_input(run_id)))
@@ -81,7 +81,7 @@ def test_run_id_with_a_control_character_is_invalid_input(run_id: str) -> None:
 @pytest.mark.parametrize("accept", ["text/event-stream;q=inf", "text/event-stream;q=nan", "text/event-stream;q=2",
                                     "text/event-stream;q=-1", "text/event-stream;q=1e0", "text/event-stream;q=0.0001"])
 def test_an_invalid_qvalue_makes_its_range_unacceptable(accept: str) -> None:
-    from agui_engine.transports.common import NotAcceptableError
+    from agui_engine.transports.input_errors import NotAcceptableError
 
     with pytest.raises(NotAcceptableError):
         negotiate(accept)

@@ -18,7 +18,9 @@ MODULES = public_modules("transports", "agui_engine.transports", set())
 EXPECTED_ALL = [
     "Clock",
     "ConnectionLostError",
+    "ConnectionOptions",
     "CursorExpiredError",
+    "DataOptions",
     "EventLog",
     "EventLogUnavailableError",
     "GatewayAgent",
@@ -58,22 +60,7 @@ def test_transport_module_has_a_literal_sorted_all(module: str, path: Path) -> N
     check_module(module, path)
 
 
-#: Modules rewritten on another branch meanwhile (txhouse: common.py split by concern, runs.py
-#: driven by a run state machine): their names are settled there; strict, so the mark must go
-#: once the merge makes them pass.
-REWRITTEN_ELSEWHERE = {"agui_engine.transports.common", "agui_engine.transports.runs"}
-
-
-@pytest.mark.parametrize(
-    ("module", "path"),
-    [
-        pytest.param(name, path, marks=pytest.mark.xfail(strict=True, reason="rewritten on branch txhouse"))
-        if name in REWRITTEN_ELSEWHERE
-        else (name, path)
-        for name, path in MODULES
-    ],
-    ids=[name for name, _ in MODULES],
-)
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[name for name, _ in MODULES])
 def test_transport_module_keeps_no_public_name_outside_its_all(module: str, path: Path) -> None:
     check_every_public_name_is_in_all(module, path)
 

@@ -59,7 +59,7 @@ async def test_http_stream_resume_and_cancel_belong_to_the_runs_principal() -> N
             assert r.status_code == 404
             r = await http.delete(srv.url + "runs/run-1", headers=BOB)
             assert r.status_code == 404
-            assert srv.registry.get("run-1").state == "running"
+            assert srv.registry.get("run-1").finished is False
             # alice can do all of it
             async with http.stream("GET", srv.url + "runs/run-1", headers=ALICE) as r:
                 assert r.status_code == 200
@@ -85,7 +85,7 @@ async def test_websocket_cancel_and_resume_belong_to_the_runs_principal() -> Non
             await bob.send(msgspec.json.encode({"type": "cancel", "runId": "w-1"}).decode())
             line = msgspec.json.decode(await asyncio.wait_for(bob.recv(), 5))
             assert line["error"]["code"] == "unknown_run"
-            assert srv.registry.get("w-1").state == "running"
+            assert srv.registry.get("w-1").finished is False
             await alice.send(msgspec.json.encode({"type": "cancel", "runId": "w-1"}).decode())
             while "RUN_ERROR" not in got:
                 got = str(await asyncio.wait_for(alice.recv(), 5))
@@ -140,7 +140,7 @@ async def test_http_a_guessed_run_id_reads_and_cancels_nothing_without_the_run_k
             ]
             assert [g.status_code for g in guesses] == [404] * 6
             assert all(g.json()["error"]["code"] == "unknown_run" for g in guesses)
-            assert srv.registry.get("run-1").state == "running" and "run-1" not in agent.cancelled
+            assert srv.registry.get("run-1").finished is False and "run-1" not in agent.cancelled
             # the owner: resume by GET (header, or ?runKey= as an EventSource must), then cancel
             async with http.stream("GET", srv.url + "runs/run-1", headers={**token, RUN_KEY_HEADER: key}) as r:
                 assert r.status_code == 200
@@ -175,7 +175,7 @@ async def test_websocket_a_guessed_run_id_resumes_and_cancels_nothing_without_th
                 await other.send(msgspec.json.encode(guess).decode())
                 line = msgspec.json.decode(await asyncio.wait_for(other.recv(), 5))
                 assert line["error"]["code"] == "unknown_run", (guess, line)
-            assert srv.registry.get("run-1").state == "running" and "run-1" not in agent.cancelled
+            assert srv.registry.get("run-1").finished is False and "run-1" not in agent.cancelled
             # with the key, another connection resumes it ...
             await other.send(msgspec.json.encode(
                 {"type": "resume", "runId": "run-1", "lastEventId": "run-1:0", "runKey": key}).decode())
@@ -214,7 +214,7 @@ async def test_the_project_clients_carry_the_run_key_through_a_drop_and_a_cancel
                 break
         await gen.aclose()  # type: ignore[attr-defined]
         assert remote.reconnects >= 1
-        await eventually(lambda: srv.registry.get("keyed").state == "finished")
+        await eventually(lambda: srv.registry.get("keyed").finished)
         assert srv.registry.get("keyed").terminal_code == "cancelled"  # the client's cancel, not a grace expiry
     assert "keyed" in agent.cancelled
 
@@ -236,7 +236,7 @@ async def test_the_js_applier_carries_the_run_key_on_resume_and_stop() -> None:
         assert report["resumes"] == 1 and report["error"] == "AbortError", report
         seen = report["seen"]  # nothing lost or repeated across the resume
         assert len(seen) >= 8 and seen == [f"js-keyed:{n}" for n in range(1, len(seen) + 1)], report
-        await eventually(lambda: srv.registry.get("js-keyed").state == "finished")
+        await eventually(lambda: srv.registry.get("js-keyed").finished)
         assert srv.registry.get("js-keyed").terminal_code == "cancelled"  # the DELETE, not the 60 s grace
     print(f"js runSSE: {report}", file=sys.stderr)
 
@@ -260,7 +260,7 @@ async def test_the_run_key_travels_between_nodes_through_redis(redis_logs: Any) 
                 await other.send(msgspec.json.encode(guess).decode())
                 line = msgspec.json.decode(await asyncio.wait_for(other.recv(), 5))
                 assert line["error"]["code"] == "unknown_run", (guess, line)
-            assert a.registry.get("run-1").state == "running"
+            assert a.registry.get("run-1").finished is False
             await other.send(msgspec.json.encode(
                 {"type": "resume", "runId": "run-1", "lastEventId": "run-1:0", "runKey": key}).decode())
             line = msgspec.json.decode(await asyncio.wait_for(other.recv(), 5))

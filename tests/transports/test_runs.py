@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
 from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.events import RunAgentInput, TextMessageChunkEvent
+from agui_engine.protocol.events import Event, RunAgentInput, RunStartedEvent, TextMessageChunkEvent
 from agui_engine.transports.clock import ManualClock
-from agui_engine.transports.common import InvalidInputError
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
+from agui_engine.transports.input_errors import InvalidInputError
 from agui_engine.transports.runs import (
     RegistryOptions,
     RunExistsError,
@@ -140,10 +141,10 @@ async def test_the_grace_timer_runs_on_the_registry_clock() -> None:
     run = await reg.start(make_input("g"))
     reg.subscribe(run).close()  # the last subscriber leaves: the grace timer starts
     clock.advance(29)
-    assert run.state == "running"
+    assert run.finished is False
     reg.subscribe(run).close()  # a reconnect within the grace period restarts it
     clock.advance(29)
-    assert run.state == "running"
+    assert run.finished is False
     clock.advance(1)
     await asyncio.wait_for(run.wait_finished(), 5)
     assert run.terminal_code == "abandoned"
@@ -332,16 +333,16 @@ async def test_a_plain_subscriber_leaving_stops_the_run_a_resumable_one_gets_the
     reg.subscribe(kept, resumable=True).close()
     await plain.wait_finished()
     assert plain.terminal_code == "disconnected" and "plain" in agent.cancelled
-    assert kept.state == "running" and "kept" not in agent.cancelled
+    assert kept.finished is False and "kept" not in agent.cancelled
     events = await drain(reg, "plain")
     assert events[-1].type.value == "RUN_ERROR" and "did not declare it would resume" in events[-1].message
     # another subscriber still reading keeps a run alive whoever leaves
     both = await reg.start(make_input("both"))
     reader = reg.subscribe(both, resumable=True)
     reg.subscribe(both, resumable=False).close()
-    assert both.state == "running"
+    assert both.finished is False
     reader.close()
-    assert both.state == "running"  # the last to leave was resumable: grace
+    assert both.finished is False  # the last to leave was resumable: grace
     await reg.shutdown(timeout=2)
 
 
@@ -354,12 +355,23 @@ async def test_a_disconnect_grace_delays_the_stop_and_a_return_cancels_it() -> N
     clock.advance(1.9)
     back = reg.subscribe(run, resumable=False)  # came back within the grace: the timer stops
     clock.advance(10)
-    assert run.state == "running"
+    assert run.finished is False
     back.close()
     clock.advance(1.9)
-    assert run.state == "running"
+    assert run.finished is False
     clock.advance(0.1)
     await asyncio.wait_for(run.wait_finished(), 5)
     assert run.terminal_code == "disconnected"
     with pytest.raises(UsageError):
         RegistryOptions(disconnect_grace_seconds=-1)
+
+
+async def test_an_unverified_agent_that_just_stops_ends_with_one_truncated_run_error() -> None:
+    async def stops(input: RunAgentInput) -> AsyncIterator[Event]:
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
+    reg = RunRegistry(stops, options=RegistryOptions(verify=False))
+    run = await reg.start(make_input("cut"))
+    events = await drain(reg, "cut")
+    assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_ERROR"]
+    assert events[-1].code == "truncated" and run.terminal_code == "truncated"

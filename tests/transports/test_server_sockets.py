@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from agui_engine.transports.common import LISTEN_BACKLOG
+from agui_engine.transports.listening_socket import LISTEN_BACKLOG
 from agui_engine.transports.sse import start_sse_server
 from agui_engine.transports.websocket import start_websocket_server
 

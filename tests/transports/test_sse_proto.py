@@ -26,7 +26,7 @@ from agui_engine.protocol.proto import (
     ProtoEventDecoder,
     encode_proto_frame,
 )
-from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.sse import RUN_KEY_HEADER, SSEAgent, negotiate, start_sse_server
 
 from ..waiting import eventually

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from agui_engine.protocol.codec import decode_event
-from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.stdio import StdioAgent
 
 from .scripted import ScriptedAgent, make_input

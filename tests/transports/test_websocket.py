@@ -10,7 +10,7 @@ import websockets
 from websockets.asyncio.client import connect
 
 from agui_engine.protocol.codec import decode_event
-from agui_engine.transports.common import RemoteAgentError
+from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_websocket_server
 

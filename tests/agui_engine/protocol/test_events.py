@@ -329,7 +329,7 @@ def test_a_0x_binary_part_is_upgraded_exactly_as_the_official_client_upgrades_it
     import subprocess
     from pathlib import Path
 
-    from agui_engine.transports.common import decode_run_input
+    from agui_engine.transports.input_decoding import decode_run_input
 
     js = Path(__file__).resolve().parents[2] / "js"
     node = shutil.which("node")
@@ -348,7 +348,8 @@ def test_a_0x_binary_part_is_upgraded_exactly_as_the_official_client_upgrades_it
 
 def test_an_id_only_binary_part_keeps_its_file_and_a_sourceless_one_is_refused_with_its_path() -> None:
     from agui_engine.protocol.events import FileSource, ImagePart, UserMessage
-    from agui_engine.transports.common import InvalidInputError, decode_run_input
+    from agui_engine.transports.input_decoding import decode_run_input
+    from agui_engine.transports.input_errors import InvalidInputError
 
     message = msgspec.convert({"id": "u", "role": "user", "content": [
         {"type": "binary", "mimeType": "image/jpeg", "id": "file-abc"}]}, UserMessage)

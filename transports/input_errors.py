@@ -1,0 +1,66 @@
+"""The errors of bad client input, shared by every transport: malformed JSON (400),
+well-formed JSON of the wrong shape (422), input nested too deep (413), a body
+that arrives too slowly (408), a wrong media type (415 / 406). Each knows its
+HTTP status, WebSocket close code and ``RUN_ERROR`` (agui_engine.protocol.errors).
+"""
+
+from __future__ import annotations
+
+from agui_engine.protocol.errors import (
+    LimitExceededError,
+    RemoteInputError,
+)
+
+__all__ = [
+    "InputTooDeepError",
+    "InvalidInputError",
+    "MalformedInputError",
+    "NotAcceptableError",
+    "RequestTimeoutError",
+    "UnsupportedMediaTypeError",
+    "WS_CLOSE_INVALID_INPUT",
+]
+
+
+WS_CLOSE_INVALID_INPUT = 4422
+
+
+class MalformedInputError(RemoteInputError):
+    """The input is not JSON (HTTP 400). The message names the byte offset."""
+
+    default_code = "malformed_json"
+
+
+class InvalidInputError(RemoteInputError):
+    """The input is JSON but not a valid RunAgentInput (HTTP 422). The message names the JSON path."""
+
+    http_status = 422
+    ws_close_code = WS_CLOSE_INVALID_INPUT
+    default_code = "invalid_input"
+
+
+class InputTooDeepError(LimitExceededError):
+    """Client input nests deeper than MAX_INPUT_DEPTH (HTTP 413, WebSocket 4413, a stdio error line)."""
+
+    default_code = "input_too_deep"
+
+
+class RequestTimeoutError(RemoteInputError):
+    """The client did not send its whole request in time (HTTP 408)."""
+
+    http_status = 408
+    default_code = "request_timeout"
+
+
+class UnsupportedMediaTypeError(RemoteInputError):
+    """The request body is not ``application/json`` (HTTP 415)."""
+
+    http_status = 415
+    default_code = "unsupported_media_type"
+
+
+class NotAcceptableError(RemoteInputError):
+    """The client accepts neither ``text/event-stream`` nor ``application/x-ndjson`` (HTTP 406)."""
+
+    http_status = 406
+    default_code = "not_acceptable"
