@@ -7,6 +7,7 @@ authors):
 
 * :mod:`~agui_engine.protocol.events` -- every AG-UI 1.0 event, message and input type.
 * :mod:`~agui_engine.protocol.codec` -- JSON, SSE and NDJSON encoders and feed-style decoders.
+* :mod:`~agui_engine.protocol.proto` -- the binary (length-prefixed protobuf) encoding, both ways.
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
 * :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
@@ -48,6 +49,17 @@ from .protocol.codec import (
     encode_ndjson,
     encode_sse,
     encode_sse_comment,
+)
+from .protocol.proto import (
+    PROTO_CONTENT_TYPE,
+    ProtoDecodeError,
+    ProtoEventDecoder,
+    ProtoFrameDecoder,
+    ProtoTooDeepError,
+    UnknownProtoEventError,
+    decode_proto,
+    encode_proto,
+    encode_proto_frame,
 )
 from .genui.component_stream import (
     COMPONENT_END,
@@ -302,10 +314,15 @@ __all__ = [
     "NotAnEventError",
     "NullPolicy",
     "PROTOCOL_VERSION",
+    "PROTO_CONTENT_TYPE",
     "PartSource",
     "PatchError",
     "PatchStream",
     "Problem",
+    "ProtoDecodeError",
+    "ProtoEventDecoder",
+    "ProtoFrameDecoder",
+    "ProtoTooDeepError",
     "ProtocolViolation",
     "RawEvent",
     "ReasoningBlock",
@@ -398,6 +415,7 @@ __all__ = [
     "UI_SPEC_TOOL",
     "UnknownComponentError",
     "UnknownEvent",
+    "UnknownProtoEventError",
     "UnknownResourceError",
     "UnknownToolChoiceError",
     "UpstreamError",
@@ -415,8 +433,11 @@ __all__ = [
     "as_agent",
     "component_blocks",
     "decode_event",
+    "decode_proto",
     "encode_event",
     "encode_ndjson",
+    "encode_proto",
+    "encode_proto_frame",
     "encode_sse",
     "encode_sse_comment",
     "find_component",

@@ -23,8 +23,10 @@ JSON), 413 (body over the limit), 400 (malformed JSON, with the byte offset),
 422 (not a RunAgentInput, with the JSON path), 406 (unacceptable Accept), 409
 (runId already running), 404/410 (unknown run / resume cursor no longer in the
 log), 503 + ``Retry-After`` (concurrent-run limit). Then the answer is ``200
-text/event-stream`` (or ``application/x-ndjson`` when the client prefers it),
-one event per frame, each SSE frame carrying ``id: <runId>:<seq>``.
+text/event-stream`` (or ``application/x-ndjson``, or the binary
+``application/vnd.ag-ui.event+proto``, when the client's Accept prefers it),
+one event per frame, each SSE frame carrying ``id: <runId>:<seq>`` (a binary frame
+has no id: its position is the request's cursor plus its index, spec/framing.md).
 
 The stream handler is a loop over a :class:`~transports.runs.Subscription`:
 every event that is ready is framed and the whole batch goes out in **one**
@@ -67,6 +69,14 @@ from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.protocol.proto import (
+    PROTO_CONTENT_TYPE,
+    PROTO_KEEPALIVE_FRAME,
+    ProtoDecodeError,
+    ProtoEventDecoder,
+    encode_proto_frame,
+    proto_frame_from_json,
+)
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
 
@@ -107,6 +117,7 @@ from .runs import (
     RegistryOptions,
     RunRegistry,
     Subscription,
+    event_id,
     resume_cursor,
 )
 from .tool_runner import STANDARD_TOOL_RUNNER
@@ -135,6 +146,7 @@ __all__ = [
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
+    "frame_proto",
     "frame_sse",
     "negotiate",
     "start_sse_server",
@@ -178,6 +190,13 @@ def _caller(request: web.Request, principal: str | None) -> Caller:
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
 _KEEPALIVE_SSE = b": keep-alive\n\n"
 _KEEPALIVE_NDJSON = b"\n"
+#: Per stream format (negotiate's answer): the Content-Type, the keep-alive frame and how
+#: an event that is not in the log (a RUN_ERROR the stream itself writes) is framed.
+_FORMATS: dict[str, tuple[str, bytes, Any]] = {
+    "sse": (SSE_CONTENT_TYPE, _KEEPALIVE_SSE, encode_sse),
+    "ndjson": (NDJSON_CONTENT_TYPE, _KEEPALIVE_NDJSON, encode_ndjson),
+    "proto": (PROTO_CONTENT_TYPE, PROTO_KEEPALIVE_FRAME, encode_proto_frame),
+}
 
 #: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
 #: minutes (the server's keep-alive shows the connection is alive). 10 s lets
@@ -265,6 +284,12 @@ def frame_ndjson(payloads: Sequence[bytes]) -> bytes:
     return b"\n".join(payloads) + b"\n"
 
 
+def frame_proto(payloads: Sequence[bytes]) -> bytes:
+    """One buffer holding one length-prefixed protobuf frame per (JSON) payload. A binary
+    frame has no id: a frame's position is the request's cursor plus its index (spec/framing.md)."""
+    return b"".join([proto_frame_from_json(p) for p in payloads])
+
+
 #: RFC 9110 section 12.4.2: ``qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )``.
 _QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
 
@@ -276,8 +301,8 @@ def _qvalue(text: str) -> float:
 
 
 def negotiate(accept: str | None) -> str:
-    """``"sse"`` or ``"ndjson"`` for an Accept header (q-values honoured; SSE on
-    ties, wildcards and a missing header; a range whose q is outside RFC 9110's
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
+    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
     grammar counts as q=0). Raises NotAcceptableError."""
     if not accept:
         return "sse"
@@ -295,12 +320,14 @@ def negotiate(accept: str | None) -> str:
             kind = "sse"
         elif media in _NDJSON_TYPES:
             kind = "ndjson"
+        elif media == PROTO_CONTENT_TYPE:
+            kind = "proto"
         else:
             continue
         if q > best_q or (q == best_q and kind == "sse" and q > 0):
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits neither {SSE_CONTENT_TYPE} nor {NDJSON_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}")
     return best
 
 
@@ -513,9 +540,8 @@ class _Gateway:
         self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
     ) -> web.StreamResponse:
         run = sub.run
-        sse = fmt == "sse"
         headers = {
-            "Content-Type": SSE_CONTENT_TYPE if sse else NDJSON_CONTENT_TYPE,
+            "Content-Type": _FORMATS[fmt][0],
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
             "X-AGUI-Run-Id": run.run_id,
@@ -535,7 +561,7 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
 
-            await _pump(write, sub, sse, self.keepalive, first, self.metrics)
+            await _pump(write, sub, fmt, self.keepalive, first, self.metrics)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
@@ -564,11 +590,13 @@ class _Gateway:
 
 
 async def _pump(
-    write: Any, sub: Subscription, sse: bool, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
 ) -> None:
     """Write the subscription's events until the run's last one (the shared hot
     loop of the HTTP streams): one ``write`` per ready batch."""
     run_id = sub.run.run_id
+    sse = fmt == "sse"
+    _, keepalive_frame, frame_one = _FORMATS[fmt]
     sl = first
     while True:
         if sl is None:
@@ -581,16 +609,19 @@ async def _pump(
                 if metrics is not None:
                     metrics.note_error(exc.code)
                 err = RunErrorEvent.from_error(exc)
-                await write(encode_sse(err) if sse else encode_ndjson(err))
+                await write(frame_one(err))
                 return
             if sl is None:
-                await write(_KEEPALIVE_SSE if sse else _KEEPALIVE_NDJSON)
+                await write(keepalive_frame)
                 continue
         if sl.payloads:
-            data = frame_sse(run_id, sl.first_seq, sl.payloads) if sse else frame_ndjson(sl.payloads)
+            if sse:
+                data = frame_sse(run_id, sl.first_seq, sl.payloads)
+            else:
+                data = frame_ndjson(sl.payloads) if fmt == "ndjson" else frame_proto(sl.payloads)
             await write(data)
             if metrics is not None:
-                metrics.note_sent("sse" if sse else "ndjson", len(sl.payloads), len(data))
+                metrics.note_sent(fmt, len(sl.payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -925,7 +956,9 @@ class SSEAgent(RemoteClientBase):
     (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
     :class:`~agui_engine.protocol.codec.EventStreamDecoder` (a bad frame is an
     EventDecodeError naming its frame index and byte offset; ``THINKING_*`` events
-    of older servers are mapped to ``REASONING_*``). The loop itself is
+    of older servers are mapped to ``REASONING_*``). With ``binary=True`` it asks for the
+    protobuf encoding and decodes it with :class:`~agui_engine.protocol.proto.ProtoEventDecoder`
+    (resume positions counted in frames). The loop itself is
     :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
     """
 
@@ -946,12 +979,16 @@ class SSEAgent(RemoteClientBase):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         client: httpx.AsyncClient | None = None,
         tolerant: bool = False,
+        binary: bool = False,
     ) -> None:
         super().__init__(
             url, headers=headers, max_retries=max_retries, backoff_initial=backoff_initial, backoff_max=backoff_max
         )
         self.connect_timeout = connect_timeout
         self.tolerant = tolerant
+        #: ask for the binary encoding (``Accept: application/vnd.ag-ui.event+proto``); the
+        #: answer's Content-Type decides the decoder, so an SSE-only server still works
+        self.binary = binary
         self._client = client
 
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
@@ -1021,7 +1058,8 @@ class SSEAgent(RemoteClientBase):
     ) -> AsyncIterator[AttemptItem]:
         # It reconnects with Last-Event-ID after a drop, so it asks the server to
         # keep the run for the grace period rather than stop it on a disconnect.
-        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": SSE_CONTENT_TYPE, RESUMABLE_HEADER: "1"}
+        accept = f"{PROTO_CONTENT_TYPE}, {SSE_CONTENT_TYPE};q=0.5" if self.binary else SSE_CONTENT_TYPE
+        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
         body = msgspec.json.encode(input)
@@ -1030,11 +1068,27 @@ class SSEAgent(RemoteClientBase):
             if resp.status_code != 200:
                 raw = await resp.aread()
                 raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
-            if media_type(content_type) != SSE_CONTENT_TYPE:
+            binary = self.binary and media_type(content_type) == PROTO_CONTENT_TYPE
+            if media_type(content_type) != SSE_CONTENT_TYPE and not binary:
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             yield None
+            if binary:
+                # No ids on a binary stream: the n-th frame after cursor c is event c + n.
+                cursor = 0 if last_id is None else resume_cursor(last_id, input.run_id)[1]
+                frames = ProtoEventDecoder(tolerant=self.tolerant)
+                async for chunk in resp.aiter_raw():
+                    events = frames.feed(chunk)
+                    if events:
+                        yield event_id(input.run_id, cursor + frames.frames_decoded), events
+                try:
+                    frames.close()
+                except ProtoDecodeError as exc:
+                    if exc.code != "truncated_protobuf":
+                        raise
+                    # an unfinished last frame is a drop, as an unfinished SSE event is: resumed
+                return
             decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
             async for chunk in resp.aiter_raw():
                 events = decoder.feed(chunk)

@@ -101,6 +101,7 @@ __all__ = [
     "SSEMessage",
     "SSE_CONTENT_TYPE",
     "decode_event",
+    "deliver_or_defer",
     "encode_event",
     "encode_ndjson",
     "encode_sse",
@@ -595,7 +596,7 @@ def _split_lines(complete: bytes, has_cr: bool) -> tuple[list[bytes], list[bytes
 
 class _Framer(abc.ABC):
     """What the SSE and NDJSON splitters share: input checks, the failed and closed states,
-    deferred errors (see :func:`_deliver`) and the offsets of the frames last returned."""
+    deferred errors (see :func:`deliver_or_defer`) and the offsets of the frames last returned."""
 
     _name = "decoder"
 
@@ -614,7 +615,7 @@ class _Framer(abc.ABC):
     def feed(self, data: bytes) -> list[Any]:
         """Parse more bytes; return the frames they complete (see the class docstring)."""
         out, error = self._general_feed(data)
-        return _deliver(self, out, error)
+        return deliver_or_defer(self, out, error)
 
     def _general_feed(self, data: bytes) -> tuple[list[Any], Exception | None]:
         self._idle = False
@@ -956,8 +957,10 @@ class SSEDecoder(_Framer):
             ) from None
 
 
-def _deliver(decoder: Any, out: list[Any], error: Exception | None) -> list[Any]:
-    """Return what was decoded; raise the error now if nothing was, else on the next call."""
+def deliver_or_defer(decoder: Any, out: list[Any], error: Exception | None) -> list[Any]:
+    """Return what was decoded; raise the error now if nothing was, else on the next call
+    (it is kept on ``decoder._error``): the "nothing accepted is lost" rule every feed-style
+    decoder of the engine follows (this module's and :mod:`agui_engine.protocol.proto`'s)."""
     if error is not None:
         decoder._error = error
         if not out:
@@ -1148,7 +1151,7 @@ class EventStreamDecoder:
                     error = err.located(offset=offsets[i], frame_index=self.events_decoded)
                     break
             self.events_decoded += 1
-        return _deliver(self, out, error)
+        return deliver_or_defer(self, out, error)
 
     def _slow_decode(self, payload: bytes | str) -> AnyEvent:
         warn: list[str] = []
