@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -44,7 +45,6 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 
 from .prompt import (
     TextChunk,
@@ -55,8 +55,8 @@ from .prompt import (
     tool_result_text,
 )
 from .provider import (
-    Handler,
     CompletionRequest,
+    Handler,
     MalformedStream,
     StreamingLLMClient,
     StreamParser,

@@ -103,8 +103,6 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.protocol.ids import Ids, new_id
-from agui_engine.protocol.writer import EventWriter
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -124,6 +122,8 @@ from agui_engine.protocol.events import (
     StepStartedEvent,
     ToolCallResultEvent,
 )
+from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.writer import EventWriter
 
 __all__ = [
     "CREWAI_MISSING",

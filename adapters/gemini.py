@@ -41,8 +41,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.ids import random_id
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -50,7 +50,7 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
+from agui_engine.protocol.ids import random_id
 
 from .prompt import (
     TextChunk,

@@ -91,9 +91,6 @@ from typing import Any, Final
 import jsonpatch
 import msgspec
 
-from agui_engine.protocol.ids import Ids, new_id
-from agui_engine.protocol.verify import REASONING, TEXT
-from agui_engine.protocol.writer import EventWriter
 from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
@@ -140,6 +137,9 @@ from agui_engine.protocol.events import (
     UserMessage,
     VideoPart,
 )
+from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.verify import REASONING, TEXT
+from agui_engine.protocol.writer import EventWriter
 
 __all__ = [
     "CANCELLED_RESUME_KEY",

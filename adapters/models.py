@@ -30,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import LLMClient
+from agui_engine.protocol.errors import UsageError
 
 from .anthropic import AnthropicClient
 from .gemini import GeminiClient

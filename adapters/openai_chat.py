@@ -39,20 +39,6 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from agui_engine.protocol.errors import RemoteInputError
-from agui_engine.protocol.events import (
-    AssistantMessage,
-    DataSource,
-    DeveloperMessage,
-    FunctionCall,
-    ImagePart,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    UrlSource,
-    UserMessage,
-)
 from agui_engine.llm import (
     Finish,
     FinishReason,
@@ -67,6 +53,20 @@ from agui_engine.llm import (
     ToolChoice,
     Usage,
     resolve_tool_choice,
+)
+from agui_engine.protocol.errors import RemoteInputError
+from agui_engine.protocol.events import (
+    AssistantMessage,
+    DataSource,
+    DeveloperMessage,
+    FunctionCall,
+    ImagePart,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
 )
 
 from .prompt import (

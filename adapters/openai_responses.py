@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -42,7 +43,6 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
 
 from .openai_chat import OpenAIPlatformClient
 from .prompt import (
@@ -54,8 +54,8 @@ from .prompt import (
     tool_result_text,
 )
 from .provider import (
-    Handler,
     CompletionRequest,
+    Handler,
     MalformedStream,
     StreamParser,
     TypedEventParser,

@@ -56,9 +56,6 @@ from typing import Any, ClassVar
 import httpx
 import msgspec
 
-from agui_engine.protocol.codec import SSEDecoder
-from agui_engine.protocol.ids import random_id
-from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.llm import (
     Finish,
     FinishReason,
@@ -71,6 +68,9 @@ from agui_engine.llm import (
     ToolChoice,
     Usage,
 )
+from agui_engine.protocol.codec import SSEDecoder
+from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
+from agui_engine.protocol.ids import random_id
 
 __all__ = [
     "BACKOFF_BASE_SECONDS",

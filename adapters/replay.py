@@ -50,8 +50,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.llm import LLMClient
+from agui_engine.protocol.errors import RemoteInputError, UsageError
 
 from .openai_chat import OpenAIChatClient, encode_chat_stream, parse_chat_request
 
@@ -232,7 +232,7 @@ class ReplayServer:
         """Wait until the server has seen a client go away mid-stream."""
         try:
             await asyncio.wait_for(self._disconnected.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         return True
 

@@ -31,36 +31,8 @@ See ``spec/`` for the protocol as implemented.
 
 from __future__ import annotations
 
-from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
-from .loops.agent_loop import AgentLoop, run_agent_loop
-from .protocol.codec import (
-    EventDecodeError,
-    EventStreamDecoder,
-    FrameTooLargeError,
-    JSONTooDeepError,
-    NDJSONDecoder,
-    NDJSON_CONTENT_TYPE,
-    SSEDecoder,
-    SSEMessage,
-    SSE_CONTENT_TYPE,
-    decode_event,
-    encode_event,
-    encode_ndjson,
-    encode_sse,
-    encode_sse_comment,
-)
-from .protocol.proto import (
-    PROTO_CONTENT_TYPE,
-    ProtoDecodeError,
-    ProtoEventDecoder,
-    ProtoFrameDecoder,
-    ProtoTooDeepError,
-    UnknownProtoEventError,
-    decode_proto,
-    encode_proto,
-    encode_proto_frame,
-)
+from .demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from .demo.weather_model import EmbeddedModel
 from .genui.component_stream import (
     COMPONENT_END,
     COMPONENT_HANDLERS,
@@ -83,6 +55,46 @@ from .genui.components import (
     to_strict_schema,
     tool_from_callable,
 )
+from .genui.interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.resources import (
+    Resource,
+    ResourceBusyError,
+    ResourceFailedError,
+    ResourceParamsError,
+    ResourcePermissionError,
+    ResourceRegistry,
+    ResourceResultTooLargeError,
+    ResourceTimeoutError,
+    UnknownResourceError,
+)
+from .genui.tree import (
+    GenUILimitError,
+    GenUISpecError,
+    GenUIStream,
+    UINode,
+    UnknownComponentError,
+    validate_spec,
+    validate_tree,
+)
+from .genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
+from .jsonstream import JSONStreamError, JSONStreamLimitError, PatchStream
+from .llm import (
+    Finish,
+    FinishReason,
+    LLMClient,
+    LLMStreamItem,
+    LLMTool,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolChoice,
+    UnknownToolChoiceError,
+    Usage,
+)
+from .loops.agent_loop import AgentLoop, run_agent_loop
 from .loops.decision import (
     Decision,
     DecisionStreamItem,
@@ -93,8 +105,27 @@ from .loops.decision import (
     ToolCallRequest,
     run_decision_loop,
 )
-from .demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from .demo.weather_model import EmbeddedModel
+from .loops.llm_agent import LLMAgent, StepLimitExceededError
+from .loops.thread import Thread, ToolRoundsExceededError, Turn
+from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
+from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
+from .protocol.codec import (
+    NDJSON_CONTENT_TYPE,
+    SSE_CONTENT_TYPE,
+    EventDecodeError,
+    EventStreamDecoder,
+    FrameTooLargeError,
+    JSONTooDeepError,
+    NDJSONDecoder,
+    SSEDecoder,
+    SSEMessage,
+    decode_event,
+    encode_event,
+    encode_ndjson,
+    encode_sse,
+    encode_sse_comment,
+)
 from .protocol.errors import (
     AguiEngineError,
     CapacityError,
@@ -104,6 +135,8 @@ from .protocol.errors import (
     UsageError,
 )
 from .protocol.events import (
+    EVENT_CLASSES,
+    PROTOCOL_VERSION,
     ActivityDeltaEvent,
     ActivityMessage,
     ActivitySnapshotEvent,
@@ -121,7 +154,6 @@ from .protocol.events import (
     DeveloperMessage,
     DocumentInputContent,
     DocumentPart,
-    EVENT_CLASSES,
     Event,
     EventType,
     FileSource,
@@ -135,7 +167,6 @@ from .protocol.events import (
     Message,
     MessagesSnapshotEvent,
     MoveOperation,
-    PROTOCOL_VERSION,
     PartSource,
     RawEvent,
     ReasoningEncryptedValueEvent,
@@ -192,48 +223,17 @@ from .protocol.events import (
     VideoInputContent,
     VideoPart,
 )
-from .genui.tree import (
-    GenUILimitError,
-    GenUISpecError,
-    GenUIStream,
-    UINode,
-    UnknownComponentError,
-    validate_spec,
-    validate_tree,
+from .protocol.proto import (
+    PROTO_CONTENT_TYPE,
+    ProtoDecodeError,
+    ProtoEventDecoder,
+    ProtoFrameDecoder,
+    ProtoTooDeepError,
+    UnknownProtoEventError,
+    decode_proto,
+    encode_proto,
+    encode_proto_frame,
 )
-from .genui.interactables import Interactable, interactable_tools, interactables_from_context
-from .jsonstream import JSONStreamError, JSONStreamLimitError, PatchStream
-from .llm import (
-    Finish,
-    FinishReason,
-    LLMClient,
-    LLMStreamItem,
-    LLMTool,
-    ReasoningDelta,
-    StreamError,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    ToolChoice,
-    UnknownToolChoiceError,
-    Usage,
-)
-from .loops.llm_agent import LLMAgent, StepLimitExceededError
-from .genui.resources import (
-    Resource,
-    ResourceBusyError,
-    ResourceFailedError,
-    ResourceParamsError,
-    ResourcePermissionError,
-    ResourceRegistry,
-    ResourceResultTooLargeError,
-    ResourceTimeoutError,
-    UnknownResourceError,
-)
-from .loops.thread import Thread, ToolRoundsExceededError, Turn
-from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
-from .genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecTool
 from .protocol.verify import ChunkExpander, ProtocolViolation, Verifier, Violation, verify_events
 from .protocol.writer import EventWriter, WriterError
 

@@ -523,7 +523,7 @@ class PatchStream:
             )
             err.offset = before - buffered + exc.start
             self._raise(err, ops)
-            raise AssertionError("unreachable")  # pragma: no cover
+            raise AssertionError("unreachable") from None  # pragma: no cover
 
     def _limit_from_size(self, chunk: str | bytes | bytearray | memoryview) -> None:
         """Refuse ``chunk``, which took the input past ``max_bytes`` (UTF-8 bytes)."""

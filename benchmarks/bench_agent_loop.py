@@ -42,9 +42,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from agui_engine.genui.components import Component
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.codec import EventStreamDecoder
-from agui_engine.genui.components import Component
 from agui_engine.protocol.events import (
     RunAgentInput,
     RunFinishedEvent,

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import ag_ui.core as sdk
 import pytest
+from ag_ui.encoder import EventEncoder
 from pydantic import TypeAdapter
 
-import ag_ui.core as sdk
-from ag_ui.encoder import EventEncoder
 from agui_engine.protocol.codec import EventStreamDecoder, decode_event, encode_event, encode_sse
 from agui_engine.protocol.events import (
     AddOperation,

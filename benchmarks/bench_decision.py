@@ -33,8 +33,6 @@ import pytest
 from agui_engine.cli.bench import make_documents, split_chunks
 from agui_engine.genui.component_stream import ComponentStream
 from agui_engine.genui.components import Component
-from agui_engine.loops.decision import run_decision_loop
-from agui_engine.protocol.events import UserMessage
 from agui_engine.llm import (
     Finish,
     LLMStreamItem,
@@ -42,6 +40,8 @@ from agui_engine.llm import (
     ToolCallEnd,
     ToolCallStart,
 )
+from agui_engine.loops.decision import run_decision_loop
+from agui_engine.protocol.events import UserMessage
 
 partial_json_parser = pytest.importorskip("partial_json_parser")
 

@@ -105,7 +105,7 @@ def measure(rounds: int = 25) -> dict[str, tuple[float, int]]:
     events: dict[str, int] = {}
     loop = asyncio.new_event_loop()
     try:
-        for name, runner in runners.items():
+        for runner in runners.values():
             loop.run_until_complete(runner(-1))
         for i in range(rounds):
             for name, runner in runners.items():

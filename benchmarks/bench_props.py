@@ -63,9 +63,8 @@ def test_accumulate_long_string(benchmark: Any, impl: str) -> None:
     jsonpatch's AppendOperation (``old + new``: a copy of the whole string per event)."""
     import jsonpatch
 
-    from agui_engine.genui.component_stream import COMPONENT_HANDLERS
+    from agui_engine.genui.component_stream import COMPONENT_HANDLERS, COMPONENT_PROPS_DELTA, component_blocks
     from agui_engine.protocol.accumulator import Accumulator
-    from agui_engine.genui.component_stream import COMPONENT_PROPS_DELTA, component_blocks
 
     events: list[Any] = []
     run_component_call(split_chunks(long_string_arguments(128 * 1024)), on_frame=lambda e, _f: events.append(e))

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from agui_engine.cli.bench import make_documents, split_chunks
-from agui_engine.protocol.codec import encode_sse
 from agui_engine.genui.component_stream import COMPONENT_PROPS_DELTA, ComponentStream
 from agui_engine.genui.components import Component
+from agui_engine.protocol.codec import encode_sse
 from agui_engine.protocol.events import CustomEvent
 from agui_engine.protocol.pointer import unescape_token
 

@@ -14,10 +14,10 @@ from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
     from .clock import Clock, LoopClock, ManualClock
-    from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
+    from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .runs import RegistryOptions, RunRegistry
     from .server_options import ConnectionOptions, DataOptions
     from .sse import SSEAgent, SSEServer, create_app, start_sse_server

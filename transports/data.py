@@ -59,7 +59,6 @@ from typing import Any, Final
 
 import msgspec
 
-from agui_engine.protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
 from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
@@ -70,12 +69,13 @@ from agui_engine.genui.resources import (
     ResourceTimeoutError,
     error_for_code,
 )
+from agui_engine.protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
 
 from .clock import Clock, LoopClock
+from .envelope import ErrorBody
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_json_input
 from .input_errors import InvalidInputError
 from .retrying_client import remote_error_from_body, remote_error_from_line
-from .envelope import ErrorBody
 
 __all__ = [
     "BUSY_RETRY_AFTER_SECONDS",

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
+from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.errors import WS_CLOSE_BUSY, AguiEngineError, CapacityError, RemoteInputError, UsageError
@@ -81,10 +82,8 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
 )
 from agui_engine.protocol.verify import Verifier
-from agui_engine.loops.tool_runner import supply_tool_runner
 
 from .clock import Clock, LoopClock, TimerHandle
-from .tool_runner import STANDARD_TOOL_RUNNER
 from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
@@ -108,6 +107,7 @@ from .run_lifecycle import (
     RunLifecycle,
     RunPhase,
 )
+from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics

@@ -53,7 +53,6 @@ import contextvars
 import functools
 import logging
 import re
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -65,8 +64,16 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
-from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, EventStreamDecoder, encode_ndjson, encode_sse
+from agui_engine.protocol.codec import (
+    NDJSON_CONTENT_TYPE,
+    SSE_CONTENT_TYPE,
+    EventStreamDecoder,
+    encode_ndjson,
+    encode_sse,
+)
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
@@ -77,27 +84,10 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
-from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
-from agui_engine.loops.tool_runner import ToolRunner
 
 from .bearer_auth import check_bearer
-from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
-from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
-from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .retrying_client import (
-    DEFAULT_BACKOFF_INITIAL,
-    DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_RETRIES,
-    AttemptItem,
-    ConnectionLostError,
-    RemoteClientBase,
-    media_type,
-    remote_error_from_body,
-)
-from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
-from .server_handle import ServerHandle
 from .clock import Clock
+from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .data import (
     QUERY_QUEUE_TIMEOUT_SECONDS,
     QUERY_REQUEST_TIMEOUT_SECONDS,
@@ -108,9 +98,21 @@ from .data import (
     query_error_from_body,
 )
 from .eventlog import EventLog, LogSlice
-from .metrics import METRICS_CONTENT_TYPE
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
+from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
 from .inspector import add_frontend_routes
-from .server_options import ConnectionOptions, DataOptions, merge_options
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
+from .metrics import METRICS_CONTENT_TYPE
+from .retrying_client import (
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_MAX_RETRIES,
+    AttemptItem,
+    ConnectionLostError,
+    RemoteClientBase,
+    media_type,
+    remote_error_from_body,
+)
 from .runs import (
     DEFAULT_KEEPALIVE_SECONDS,
     Caller,
@@ -120,6 +122,9 @@ from .runs import (
     event_id,
     resume_cursor,
 )
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:

@@ -46,6 +46,7 @@ from typing import IO, Any
 
 import msgspec
 
+from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.codec import LegacyThinkingMapper
 from agui_engine.protocol.errors import (
@@ -55,9 +56,6 @@ from agui_engine.protocol.errors import (
 )
 from agui_engine.protocol.events import Event, RunAgentInput
 
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
-from .input_errors import InvalidInputError
-from .retrying_client import TERMINAL_EVENTS, ConnectionLostError, end_or_raise, remote_error_from_line
 from .envelope import (
     CancelMessage,
     EventLines,
@@ -68,9 +66,11 @@ from .envelope import (
     message_run_id,
 )
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
-from .server_options import ConnectionOptions, merge_options
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
+from .input_errors import InvalidInputError
+from .retrying_client import TERMINAL_EVENTS, ConnectionLostError, end_or_raise, remote_error_from_line
 from .runs import RegistryOptions, RunRegistry, Subscription
-from agui_engine.loops.tool_runner import ToolRunner
+from .server_options import ConnectionOptions, merge_options
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 __all__ = [

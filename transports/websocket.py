@@ -63,6 +63,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
+from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.codec import LegacyThinkingMapper
 from agui_engine.protocol.errors import (
@@ -73,27 +75,17 @@ from agui_engine.protocol.errors import (
     UsageError,
 )
 from agui_engine.protocol.events import RunAgentInput
-from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 
-from .clock import Clock
 from .bearer_auth import UnauthorizedError, check_bearer
+from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
-from .input_errors import InputTooDeepError
-from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .retrying_client import (
-    DEFAULT_BACKOFF_INITIAL,
-    DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_RETRIES,
-    AttemptItem,
-    ConnectionLostError,
-    RemoteClientBase,
-    remote_error_from_body,
-    remote_error_from_line,
+from .data import (
+    QUERY_QUEUE_TIMEOUT_SECONDS,
+    QUERY_REQUEST_TIMEOUT_SECONDS,
+    ResourceBroker,
+    broker_for,
+    query_error_from_line,
 )
-from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
-from .server_handle import ServerHandle
-from .data import QUERY_QUEUE_TIMEOUT_SECONDS, QUERY_REQUEST_TIMEOUT_SECONDS, ResourceBroker, broker_for, query_error_from_line
 from .envelope import (
     CancelMessage,
     EventLines,
@@ -112,9 +104,23 @@ from .envelope import (
     run_message,
 )
 from .eventlog import EventLog, UnknownRunError
-from .server_options import ConnectionOptions, DataOptions, merge_options
+from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
+from .input_errors import InputTooDeepError
+from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
+from .retrying_client import (
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_MAX_RETRIES,
+    AttemptItem,
+    ConnectionLostError,
+    RemoteClientBase,
+    remote_error_from_body,
+    remote_error_from_line,
+)
 from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
-from agui_engine.loops.tool_runner import ToolRunner
+from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .server_handle import ServerHandle
+from .server_options import ConnectionOptions, DataOptions, merge_options
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:

@@ -33,13 +33,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .bench import DOCUMENT_SEED, make_documents, split_chunks
-from ..protocol.codec import encode_sse
 from ..genui.component_stream import COMPONENT_PROPS_DELTA, MAX_COMPONENT_ARGS_CHARS
 from ..genui.components import Component
-from ..protocol.events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
 from ..llm import Finish, LLMStreamItem, LLMTool, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, ToolChoice
 from ..loops.llm_agent import LLMAgent
+from ..protocol.codec import encode_sse
+from ..protocol.events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
+from .bench import DOCUMENT_SEED, make_documents, split_chunks
 
 __all__ = [
     "CPU_SIZES",

@@ -45,9 +45,6 @@ from typing import Annotated, Any, Final, TextIO
 
 import msgspec
 
-from agui_engine.protocol.agent import Agent
-from agui_engine.protocol.codec import encode_ndjson
-from agui_engine.genui.components import Component
 from agui_engine.demo.weather_model import (
     DASHBOARD_SCHEMA,
     EMBEDDED_MODEL_NAME,
@@ -56,15 +53,18 @@ from agui_engine.demo.weather_model import (
     EmbeddedModel,
     demo_weather,
 )
-from agui_engine.protocol.errors import AguiEngineError, UsageError
-from agui_engine.protocol.events import RunAgentInput, UserMessage
+from agui_engine.genui.components import Component
+from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.genui.uispec import UISpecTool
-from agui_engine.transports.data import broker_for
-from agui_engine.transports.gateway import GatewayAgent
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.codec import encode_ndjson
+from agui_engine.protocol.errors import AguiEngineError, UsageError
+from agui_engine.protocol.events import RunAgentInput, UserMessage
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
+from agui_engine.transports.data import broker_for
+from agui_engine.transports.gateway import GatewayAgent
 
 from . import add_ui_spec_argument, seconds
 from .pacing import paced

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import (
     LLMClient,
     LLMStreamItem,
@@ -27,6 +26,7 @@ from agui_engine.llm import (
     ToolCallStart,
     ToolChoice,
 )
+from agui_engine.protocol.errors import UsageError
 
 __all__ = ["PacedModel", "paced"]
 

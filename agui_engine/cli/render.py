@@ -30,7 +30,6 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
-from ..protocol.accumulator import Accumulator
 from ..genui.component_stream import (
     COMPONENT_END,
     COMPONENT_HANDLERS,
@@ -40,7 +39,9 @@ from ..genui.component_stream import (
     find_component,
 )
 from ..genui.components import is_ui_tool
+from ..genui.uispec import UI_SPEC_COMPONENT
 from ..loops.decision import TOOL_CALL_STATUS_EVENT
+from ..protocol.accumulator import Accumulator
 from ..protocol.errors import AguiEngineError
 from ..protocol.events import (
     CustomEvent,
@@ -59,7 +60,6 @@ from ..protocol.events import (
     ToolCallStartEvent,
 )
 from ..protocol.pointer import escape_token
-from ..genui.uispec import UI_SPEC_COMPONENT
 
 __all__ = [
     "FALLBACK_TERMINAL_SIZE",

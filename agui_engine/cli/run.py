@@ -32,6 +32,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
+from agui_engine.loops.thread import Thread
+from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import (
@@ -43,8 +45,6 @@ from agui_engine.protocol.events import (
     RunFinishedEvent,
     UserMessage,
 )
-from agui_engine.loops.thread import Thread
-from agui_engine.protocol.agent import Agent
 from agui_engine.transports.tool_runner import ThreadedToolRunner
 
 if TYPE_CHECKING:

@@ -102,7 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="environment variable holding the bearer token clients must send (unset: no auth)")
     parser.add_argument("--auth-tokens-file", default=None, metavar="FILE",
                         help="bearer tokens of several principals: one 'TOKEN NAME' per line (or a JSON object "
-                             "{token: name}); each run is bound to the principal that started it; re-read on SIGHUP")
+                             "{token: name}); each run is bound to the principal that started it; re-read on SIGHUP "
+                             "(default: none, the one token of the --auth-token-env variable if it is set)")
     parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                         help="allowed CORS origin, repeatable, * = any (default: none, same-origin only)")
     parser.add_argument("--keepalive", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",

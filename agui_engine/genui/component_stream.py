@@ -64,8 +64,8 @@ No IO happens here.
 from __future__ import annotations
 
 import abc
-import re
 import copy
+import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
@@ -73,7 +73,11 @@ from typing import Any, Final
 import jsonpatch
 import jsonpointer
 
+from ..jsonstream import PatchStream
 from ..protocol.accumulator import Accumulator, CustomHandler, grow_string
+from ..protocol.errors import LimitExceededError, RemoteInputError, UsageError
+from ..protocol.events import CustomEvent
+from ..protocol.pointer import escape_token, pointer_tokens
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
@@ -85,11 +89,7 @@ from .components import (
     strip_reserved_keys,
     unstrict_value,
 )
-from ..protocol.errors import LimitExceededError, RemoteInputError, UsageError
-from ..protocol.events import CustomEvent
 from .interactables import Interactable, UpdateKind, merge_update
-from ..jsonstream import PatchStream
-from ..protocol.pointer import escape_token, pointer_tokens
 
 __all__ = [
     "ArgumentStream",

@@ -53,8 +53,8 @@ from typing import Any, Final
 
 import msgspec
 
-from ..protocol.errors import RemoteInputError, UsageError
 from ..llm import LLMTool
+from ..protocol.errors import RemoteInputError, UsageError
 from ..protocol.pointer import escape_token, pointer_tokens, unescape_token
 
 if typing.TYPE_CHECKING:

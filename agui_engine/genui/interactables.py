@@ -40,6 +40,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from ..llm import LLMTool
+from ..protocol.errors import RemoteInputError, UsageError
 from .components import (
     MAX_TOOL_NAME_LENGTH,
     NullPolicy,
@@ -48,8 +50,6 @@ from .components import (
     split_standard_parameters,
     unstrict_value,
 )
-from ..protocol.errors import RemoteInputError, UsageError
-from ..llm import LLMTool
 
 __all__ = [
     "INTERACTABLES_CONTEXT",

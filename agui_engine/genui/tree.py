@@ -48,8 +48,8 @@ from typing import Any, Final
 
 import msgspec
 
-from ..protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from ..jsonstream import PatchStream
+from ..protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from ..protocol.pointer import pointer_tokens
 
 __all__ = [

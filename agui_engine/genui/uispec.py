@@ -48,18 +48,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+from ..llm import LLMTool
+from ..protocol.errors import UsageError
+from ..protocol.events import CustomEvent
 from .component_stream import (
     COMPONENT_END,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     MAX_COMPONENT_ARGS_CHARS,
-    StatusTracker,
     ArgumentStream,
+    StatusTracker,
     arguments_parser,
 )
 from .components import STANDARD_PARAMETER_PREFIX, Component, build_llm_tool
-from ..protocol.errors import UsageError
-from ..protocol.events import CustomEvent
 from .tree import (
     GenUISpecError,
     GenUIStream,
@@ -69,7 +70,6 @@ from .tree import (
     genui_spec_schema,
     structural_pieces,
 )
-from ..llm import LLMTool
 
 __all__ = [
     "UISpecStream",

@@ -108,15 +108,14 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
-from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..genui.components import Component, is_ui_tool
+from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
-from ..protocol.ids import new_id
-from ..protocol.writer import end_event, end_events, start_event
-from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from ..genui.uispec import UISpecTool
 from ..jsonstream import MAX_BYTES
+from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..protocol.codec import LegacyThinkingMapper
+from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
     PROTOCOL_VERSION,
     Event,
@@ -143,10 +142,11 @@ from ..protocol.events import (
     ToolCallStartEvent,
     UnknownEvent,
 )
-from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
-from ..genui.uispec import UISpecTool
-from .llm_agent import client_tools_of, component_result
+from ..protocol.ids import new_id
 from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
+from ..protocol.writer import end_event, end_events, start_event
+from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
+from .llm_agent import client_tools_of, component_result
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 

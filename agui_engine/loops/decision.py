@@ -79,7 +79,6 @@ iterator (``aclose()``) closes the model stream at once.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -89,7 +88,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..genui.component_stream import ComponentStream, InteractableUpdateStream, StatusTracker, PropsFilter
+from ..genui.component_stream import ComponentStream, InteractableUpdateStream, PropsFilter, StatusTracker
 from ..genui.components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     KEEP,
@@ -103,21 +102,8 @@ from ..genui.components import (
     split_standard_parameters,
     unstrict_value,
 )
-from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError, UsageError
-from ..protocol.ids import Ids, new_id
-from ..protocol.verify import TEXT, TOOL
-from ..protocol.writer import EventWriter
-from ..protocol.events import (
-    CustomEvent,
-    Event,
-    ReasoningEncryptedValueEvent,
-    ReasoningMessage,
-    SystemMessage,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
-)
 from ..genui.interactables import Interactable, UpdateKind, interactable_tools
+from ..genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 from ..jsonstream import PatchStream
 from ..llm import (
     Finish,
@@ -131,13 +117,25 @@ from ..llm import (
     ToolCallArgsDelta,
     ToolCallEnd,
     ToolCallStart,
-    ToolChoice,
     Usage,
     resolve_tool_choice,
 )
+from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError, UsageError
+from ..protocol.events import (
+    CustomEvent,
+    Event,
+    ReasoningEncryptedValueEvent,
+    ReasoningMessage,
+    SystemMessage,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+from ..protocol.ids import Ids, new_id
 from ..protocol.pointer import unescape_token
+from ..protocol.verify import TEXT, TOOL
+from ..protocol.writer import EventWriter
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
-from ..genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 
 __all__ = [
     "Decision",
@@ -188,7 +186,7 @@ class ToolCallArgumentsError(RemoteInputError):
         self.cause = cause
 
     @classmethod
-    def wrapping(cls, message: str, *, tool_call_id: str, tool_name: str, cause: AguiEngineError) -> "ToolCallArgumentsError":
+    def wrapping(cls, message: str, *, tool_call_id: str, tool_name: str, cause: AguiEngineError) -> ToolCallArgumentsError:
         """The error for ``cause``: a :class:`ToolCallArgumentsLimitError` when it is a limit.
 
         A size or depth limit stays a limit for the transport (413 / 4413, and

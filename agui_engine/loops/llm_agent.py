@@ -95,13 +95,15 @@ from ..genui.components import (
     is_ui_tool,
     tool_from_callable,
 )
-from .decision import (
-    Decision,
-    ToolCallRequest,
-    build_tools,
-    run_decision_loop,
+from ..genui.interactables import (
+    INTERACTABLES_CONTEXT,
+    UPDATE_RESULT,
+    Interactable,
+    interactables_from_context,
 )
-from ..protocol.ids import new_id
+from ..genui.resources import Resource, ResourceRegistry, collect_resources
+from ..genui.uispec import UISpecTool, ui_spec_result
+from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
 from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
     PROTOCOL_VERSION,
@@ -119,16 +121,14 @@ from ..protocol.events import (
     ToolCallResultEvent,
     ToolMessage,
 )
-from ..genui.interactables import (
-    INTERACTABLES_CONTEXT,
-    UPDATE_RESULT,
-    Interactable,
-    interactables_from_context,
+from ..protocol.ids import new_id
+from .decision import (
+    Decision,
+    ToolCallRequest,
+    build_tools,
+    run_decision_loop,
 )
-from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
-from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from ..genui.uispec import UISpecTool, ui_spec_result
 
 __all__ = [
     "DEFAULT_MAX_STEPS",

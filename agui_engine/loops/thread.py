@@ -41,16 +41,16 @@ the runs it made, the events it received and what is still pending.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgspec
 
-from ..protocol.accumulator import Accumulator, RunRecord
-from ..protocol.agent import Agent
 from ..genui.component_stream import COMPONENT_HANDLERS
 from ..genui.components import ServerTool, tool_from_callable
+from ..protocol.accumulator import Accumulator, RunRecord
+from ..protocol.agent import Agent
 from ..protocol.errors import LimitExceededError, UsageError
 from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
 from ..protocol.ids import new_id

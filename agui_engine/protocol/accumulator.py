@@ -50,8 +50,8 @@ import msgspec
 from .errors import RemoteInputError, UsageError
 from .events import (
     ActivityDeltaEvent,
-    AnyEvent,
     ActivitySnapshotEvent,
+    AnyEvent,
     CustomEvent,
     Message,
     MessagesSnapshotEvent,

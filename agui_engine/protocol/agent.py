@@ -62,7 +62,7 @@ _EXPECTED = (
 
 @runtime_checkable
 class Agent(Protocol):
-    def run(self, input: "RunAgentInput") -> AsyncIterator["Event"]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream the events of one run. Must not raise after the first event:
         failures become a ``RUN_ERROR`` event that ends the stream."""
         ...
@@ -80,7 +80,7 @@ class FunctionAgent:
     def __init__(self, function: AgentFunction) -> None:
         self.function = function
 
-    def run(self, input: "RunAgentInput") -> AsyncIterator["Event"]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         return self.function(input)
 
     def __repr__(self) -> str:

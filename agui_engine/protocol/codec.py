@@ -182,7 +182,7 @@ class EventDecodeError(RemoteInputError):
         self.offset = offset
         self.frame_index = frame_index
 
-    def located(self, *, offset: int | None, frame_index: int | None) -> "EventDecodeError":
+    def located(self, *, offset: int | None, frame_index: int | None) -> EventDecodeError:
         """A copy of this error that also says where in the stream it happened."""
         return type(self)(
             self.reason, path=self.path, offset=offset, frame_index=frame_index, code=self.code

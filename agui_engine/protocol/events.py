@@ -303,7 +303,7 @@ if TYPE_CHECKING:
 else:
     # What a message's content decodes from: the 1.0 parts and the 0.x binary part, which
     # __post_init__ upgrades at once (so the static type, ContentPart only, holds).
-    _PartsIn = list[Union[TextPart, ImagePart, AudioPart, VideoPart, DocumentPart, BinaryInputContent]]
+    _PartsIn = list[TextPart | ImagePart | AudioPart | VideoPart | DocumentPart | BinaryInputContent]
 
 
 def _upgrade_content(message: Any) -> None:

@@ -18,9 +18,9 @@ import jsonpatch
 import msgspec
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
+from agui_engine.genui.components import Component
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_event
-from agui_engine.genui.components import Component
 from agui_engine.protocol.events import Event, RunAgentInput, TextMessageContentEvent
 from agui_engine.protocol.verify import verify_events
 

@@ -16,6 +16,18 @@ from agui_engine.adapters.openai_chat import ChatStreamParser
 from agui_engine.adapters.openai_responses import ResponsesStreamParser
 from agui_engine.adapters.provider import ProviderStream, StreamParser
 from agui_engine.adapters.replay import PROVIDERS, fixture_names, load_fixture
+from agui_engine.llm import (
+    Finish,
+    LLMStreamItem,
+    LLMTool,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
 from agui_engine.protocol.events import (
     AssistantMessage,
     DataSource,
@@ -29,18 +41,6 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UrlSource,
     UserMessage,
-)
-from agui_engine.llm import (
-    Finish,
-    LLMStreamItem,
-    LLMTool,
-    ReasoningDelta,
-    StreamError,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
 )
 
 

@@ -19,7 +19,6 @@ from agui_engine.protocol.events import RunAgentInput, Tool, UserMessage  # noqa
 from tests.adapters.agent_runs import KEY  # noqa: E402
 from tests.adapters.test_crewai import ScriptedLLM, final, use_tool, weather_crew  # noqa: E402
 
-
 #: The client's tool both bridges hand the flow (ag-ui-crewai refuses a run without a tools list).
 WEATHER = Tool(name="get_weather", description="The weather for a city.",
                parameters={"type": "object", "properties": {"city": {"type": "string"}}})

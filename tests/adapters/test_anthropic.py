@@ -14,6 +14,7 @@ from agui_engine.adapters.anthropic import (
 )
 from agui_engine.adapters.provider import CompletionRequest
 from agui_engine.adapters.replay import load_fixture
+from agui_engine.llm import LLMTool, ReasoningDelta
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -28,7 +29,6 @@ from agui_engine.protocol.events import (
     UrlSource,
     UserMessage,
 )
-from agui_engine.llm import LLMTool, ReasoningDelta
 
 from .conftest import digest, digest_fixture, parse_chunks
 

@@ -60,6 +60,7 @@ from agui_engine.protocol.events import (  # noqa: E402
 from tests.adapters.agent_runs import KEY, WEATHER_CARD, check, collect, of, texts  # noqa: E402
 from tests.agui_engine.run_checks import check_run  # noqa: E402
 
+
 class ScriptedLLM(BaseLLM):
     """CrewAI's own extension point: replies in order (the last repeats), each streamed as
     whitespace-separated chunks through CrewAI's stream-chunk event. With ``stream_calls`` a

@@ -23,7 +23,6 @@ from .agent_runs import check, digest
 from .crewai_flows import QUESTION, chat_flow
 
 
-
 async def official_events(flow: Any, input: RunAgentInput) -> list[dict[str, Any]]:
     """The events ``ag-ui-crewai``'s FastAPI flow endpoint streams for ``input``, as wire dicts
     (in-process ASGI, the endpoint's own SSE)."""

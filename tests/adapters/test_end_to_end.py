@@ -11,8 +11,9 @@ import pytest
 from ag_ui_validate.pytest_plugin import assert_valid_agui
 
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, fixture_names, load_fixture
-from agui_engine.protocol.codec import encode_event
 from agui_engine.genui.components import Component
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import (
     CustomEvent,
     ReasoningEncryptedValueEvent,
@@ -23,7 +24,6 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
     UserMessage,
 )
-from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.verify import verify_events
 
 from .conftest import digest, parse_chunks

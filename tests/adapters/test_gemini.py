@@ -17,6 +17,15 @@ from agui_engine.adapters.gemini import (
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.adapters.replay import load_fixture
+from agui_engine.llm import (
+    LLMTool,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -29,15 +38,6 @@ from agui_engine.protocol.events import (
     ToolCall,
     ToolMessage,
     UserMessage,
-)
-from agui_engine.llm import (
-    LLMTool,
-    ReasoningDelta,
-    StreamError,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallEnd,
-    ToolCallStart,
 )
 from agui_engine.transports import ThreadedToolRunner
 
@@ -167,12 +167,12 @@ def test_each_call_keeps_its_own_signature_and_a_text_signature_stays_on_the_tex
 
 
 async def test_each_call_signature_goes_from_the_stream_through_a_run_back_onto_its_own_call() -> None:
+    from agui_engine.loops.llm_agent import LLMAgent
     from agui_engine.protocol.events import (
         ReasoningEncryptedValueEvent,
         RunAgentInput,
         ToolCallStartEvent,
     )
-    from agui_engine.loops.llm_agent import LLMAgent
 
     parts = [
         {"text": "Thinking it over.", "thought": True},

@@ -21,9 +21,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import create_react_agent
 
-from agui_engine.genui.component_stream import COMPONENT_HANDLERS
-from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.adapters.langgraph import (
     CANCELLED_RESUME_KEY,
     LangGraphAgent,
@@ -31,11 +28,13 @@ from agui_engine.adapters.langgraph import (
     to_langchain_messages,
 )
 from agui_engine.adapters.replay import ReplayServer
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS
+from agui_engine.loops.agent_loop import AgentLoop
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import (
     AssistantMessage,
     CustomEvent,
-    Event,
     FunctionCall,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
@@ -56,7 +55,6 @@ from agui_engine.protocol.events import (
     Tool,
     ToolCall,
     ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,

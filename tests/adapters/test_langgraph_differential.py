@@ -15,7 +15,7 @@ interrupts) we emit too; in its three reproduced data-loss cases
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -28,8 +28,8 @@ from agui_engine.adapters.replay import ReplayServer
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import ResumeEntry, RunAgentInput, UserMessage
 
-from .langgraph_graphs import CARD_TOOL, ScriptedChatModel, agent_graph, call, finish, official_events, text
 from .agent_runs import check, digest
+from .langgraph_graphs import CARD_TOOL, ScriptedChatModel, agent_graph, call, finish, official_events, text
 from .test_langgraph import anthropic_model, openai_model
 
 GraphFactory = Callable[[ReplayServer], Any]
@@ -86,7 +86,7 @@ async def test_we_carry_everything_the_official_adapter_carries(name: str) -> No
     ours, theirs = await both(PROVIDER_GRAPHS[name], QUESTION)
     assert_covers(ours, theirs)
     assert ours["calls"] or ours["text"]
-    for call_id, (_, args) in ours["calls"].items():  # every call of ours has its arguments
+    for _call_id, (_, args) in ours["calls"].items():  # every call of ours has its arguments
         assert isinstance(msgspec.json.decode(args), dict)
 
 
@@ -94,7 +94,7 @@ async def test_loss_name_and_arguments_in_one_chunk() -> None:
     atomic = [{"content": "", "tool_call_chunks": [
         {"name": "show_component_WeatherCard", "args": '{"city": "Rome", "tempC": 24}', "id": "call_R", "index": 0}]},
         *finish()]
-    make: GraphFactory = lambda _: agent_graph(ScriptedChatModel(scripts=[atomic, text("Done.")]), [CARD_TOOL],
+    make: GraphFactory = lambda _: agent_graph(ScriptedChatModel(scripts=[atomic, text("Done.")]), [CARD_TOOL],  # noqa: E731
                                                checkpointer=InMemorySaver())
     ours, theirs = await both(make, QUESTION)
     assert_covers(ours, theirs)
@@ -122,7 +122,7 @@ async def test_loss_the_anthropic_thinking_signature() -> None:
 async def test_scripted_graph_with_parallel_calls_custom_events_and_state() -> None:
     turn = [*text("Let me check.", finish=False), *call("get_weather", "call_A", '{"ci', 'ty": "Paris"}', index=0),
             *call("get_weather", "call_B", '{"city": "Oslo"}', index=1), *finish()]
-    make: GraphFactory = lambda _: agent_graph(ScriptedChatModel(scripts=[turn, text("Both ", "sunny.")]),
+    make: GraphFactory = lambda _: agent_graph(ScriptedChatModel(scripts=[turn, text("Both ", "sunny.")]),  # noqa: E731
                                                checkpointer=InMemorySaver())
     ours, theirs = await both(make, QUESTION)
     assert_covers(ours, theirs)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agui_engine.protocol.errors import UsageError
 from agui_engine.cli.agent_spec import agent_from_spec
+from agui_engine.protocol.errors import UsageError
 from tests.adapters.agent_runs import served_client_result
 
 SPEC = "langgraph:tests.adapters.langgraph_graphs:served_graph"

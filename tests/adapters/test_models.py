@@ -9,9 +9,9 @@ from agui_engine.adapters.gemini import GeminiClient
 from agui_engine.adapters.models import ModelSpec, client_from_spec, parse_model_spec
 from agui_engine.adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from agui_engine.adapters.openai_responses import OpenAIResponsesClient
+from agui_engine.llm import LLMClient
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import UserMessage
-from agui_engine.llm import LLMClient
 
 ENV = {
     "OPENAI_API_KEY": "sk-o",

@@ -17,7 +17,6 @@ from agui_engine.adapters.openai_chat import (
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
 from agui_engine.adapters.replay import load_fixture
-from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import (
     Finish,
     LLMTool,
@@ -27,6 +26,7 @@ from agui_engine.llm import (
     ToolCallStart,
     UnknownToolChoiceError,
 )
+from agui_engine.protocol.errors import UsageError
 
 from .conftest import REQUEST_HISTORY, digest, digest_fixture, parse_chunks
 
@@ -216,7 +216,7 @@ async def test_encode_chat_stream_round_trips_through_the_parser() -> None:
             original = parse_chunks(provider, [load_fixture(provider, name).body])
 
             async def source() -> Any:
-                for item in original:
+                for item in original:  # noqa: B023 (consumed within the iteration)
                     yield item
 
             wire = b"".join([chunk async for chunk in encode_chat_stream(source(), model="m")])

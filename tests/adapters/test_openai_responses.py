@@ -14,6 +14,7 @@ from agui_engine.adapters.openai_responses import (
     build_responses_body,
 )
 from agui_engine.adapters.provider import CompletionRequest, ProviderStream
+from agui_engine.llm import LLMTool, ReasoningDelta, StreamError
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -28,7 +29,6 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.llm import LLMTool, ReasoningDelta, StreamError
 
 from .conftest import digest, digest_fixture
 

@@ -16,13 +16,12 @@ from agui_engine.adapters.anthropic import AnthropicClient
 from agui_engine.adapters.gemini import GeminiClient
 from agui_engine.adapters.openai_chat import OpenAIChatClient, OpenAICompatibleClient
 from agui_engine.adapters.openai_responses import OpenAIResponsesClient
-from agui_engine.adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
 from agui_engine.adapters.provider import (
     BACKOFF_BASE_SECONDS,
     BACKOFF_MAX_SECONDS,
+    MAX_RETRY_AFTER_SECONDS,
     MIN_REDACTED_SECRET_CHARS,
     RETRY_JITTER_FRACTION,
-    MAX_RETRY_AFTER_SECONDS,
     MalformedStream,
     ProviderError,
     ProviderStream,
@@ -31,8 +30,8 @@ from agui_engine.adapters.provider import (
     parse_retry_after,
     redact,
 )
+from agui_engine.adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, load_fixture
-from agui_engine.protocol.events import RunErrorEvent, UserMessage
 from agui_engine.llm import (
     Finish,
     StreamError,
@@ -42,6 +41,7 @@ from agui_engine.llm import (
     ToolCallStart,
     Usage,
 )
+from agui_engine.protocol.events import RunErrorEvent, UserMessage
 
 from .conftest import (
     PARSERS,

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from agui_engine.adapters.provider import ProviderError
 from agui_engine.adapters.replay import PROVIDERS, Fixture, ReplayServer
+from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import RunAgentInput, UserMessage
-from agui_engine.loops.llm_agent import LLMAgent
 
 from .test_provider import CLIENTS
 

@@ -103,7 +103,7 @@ def test_usage_errors() -> None:
     with pytest.raises(UsageError):
         ReplayServer(write_sizes=[0])
     with pytest.raises(UsageError, match="not started"):
-        ReplayServer().url
+        _ = ReplayServer().url
 
 
 # --------------------------------------------------------------------------- live models
@@ -138,8 +138,8 @@ def _comparable(events: list[Any]) -> list[Any]:
 async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run(message: str) -> None:
     from agui_engine.cli.demo import demo_components, get_weather
     from agui_engine.demo.weather_model import EmbeddedModel
-    from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, UserMessage
     from agui_engine.loops.llm_agent import LLMAgent
+    from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, UserMessage
     from agui_engine.protocol.verify import verify_events
 
     run_input = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content=message)])
@@ -154,8 +154,8 @@ async def test_embedded_model_through_the_real_openai_adapter_gives_the_same_run
 
 async def test_served_model_stream_is_closed_when_the_client_goes_away() -> None:
     from agui_engine.demo.weather_model import EmbeddedModel
-    from agui_engine.protocol.events import UserMessage
     from agui_engine.llm import TextDelta
+    from agui_engine.protocol.events import UserMessage
 
     closed = asyncio.Event()
 

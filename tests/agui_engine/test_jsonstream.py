@@ -15,7 +15,6 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from agui_engine.protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from agui_engine.jsonstream import (
     MAX_DEPTH,
     MAX_NUMBER_LENGTH,
@@ -23,6 +22,7 @@ from agui_engine.jsonstream import (
     JSONStreamLimitError,
     PatchStream,
 )
+from agui_engine.protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from agui_engine.protocol.pointer import escape_token
 
 

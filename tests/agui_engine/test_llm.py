@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from agui_engine.protocol.errors import UsageError
 from agui_engine.llm import (
     TOOL_CHOICE_KEYWORDS,
     LLMTool,
@@ -13,6 +12,7 @@ from agui_engine.llm import (
     UnknownToolChoiceError,
     resolve_tool_choice,
 )
+from agui_engine.protocol.errors import UsageError
 
 
 def test_none_is_auto_and_keywords_pass() -> None:
@@ -54,6 +54,6 @@ def test_every_provider_adapter_uses_the_resolver() -> None:
     assert forced["gemini"]["allowedFunctionNames"] == ["f"]
     assert forced["openai-chat"]["function"]["name"] == "f"
     assert forced["openai-responses"]["name"] == "f"
-    for name, build in builders.items():
+    for _name, build in builders.items():
         with pytest.raises(UnknownToolChoiceError, match="'g' is not one of the tools offered"):
             build(CompletionRequest(messages=[], tools=tools, tool_choice="g"))

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from agui_engine.cli.demo import demo_components
 from agui_engine.demo.weather_model import EmbeddedModel
+from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.events import (
     Event,
     Interrupt,
@@ -24,7 +25,6 @@ from agui_engine.protocol.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from agui_engine.loops.llm_agent import LLMAgent
 
 
 def client_tools_agent() -> LLMAgent:

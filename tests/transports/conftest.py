@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agui_engine.transports.redislog import RedisEventLog
+
 from ..redis_server import RedisServer
 
 

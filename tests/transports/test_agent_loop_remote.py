@@ -7,9 +7,9 @@ import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA, COMPONENT_START, find_component
 from agui_engine.genui.components import STATUS_MESSAGE_PARAMETER, Component
+from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.events import (
     CustomEvent,
     Event,

@@ -6,6 +6,7 @@ import pytest
 from agui_engine.protocol.errors import LimitExceededError
 from agui_engine.protocol.events import RunErrorEvent
 from agui_engine.transports.bearer_auth import UnauthorizedError, check_bearer, extract_bearer
+from agui_engine.transports.envelope import ErrorBody
 from agui_engine.transports.input_decoding import decode_run_input
 from agui_engine.transports.input_errors import InvalidInputError, MalformedInputError
 from agui_engine.transports.retrying_client import (
@@ -15,7 +16,6 @@ from agui_engine.transports.retrying_client import (
     remote_error_from_body,
     remote_error_from_line,
 )
-from agui_engine.transports.envelope import ErrorBody
 
 from .scripted import make_input
 

@@ -23,12 +23,9 @@ from hypothesis import strategies as st
 from websockets.asyncio.client import connect
 from websockets.sync.client import connect as sync_connect
 
+from agui_engine.demo.weather_model import EmbeddedModel
 from agui_engine.genui.component_stream import COMPONENT_END
 from agui_engine.genui.components import Component
-from agui_engine.demo.weather_model import EmbeddedModel
-from agui_engine.protocol.events import CustomEvent, RunAgentInput, ToolCallResultEvent, UserMessage
-from agui_engine.llm import LLMTool
-from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
@@ -40,11 +37,14 @@ from agui_engine.genui.resources import (
     ResourceTimeoutError,
     UnknownResourceError,
 )
+from agui_engine.llm import LLMTool
+from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.loops.thread import Thread
-from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
-from agui_engine.transports.retrying_client import RemoteAgentError
-from agui_engine.transports.data import ResourceBroker
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import CustomEvent, RunAgentInput, ToolCallResultEvent, UserMessage
+from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
+from agui_engine.transports.data import ResourceBroker
+from agui_engine.transports.retrying_client import RemoteAgentError
 
 from ..waiting import eventually
 from .loop_thread import LoopThread, json_values
@@ -232,9 +232,9 @@ async def test_each_refusal_has_its_status_and_typed_error(
             await SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"}).query(
                 body["resourceId"], body.get("params")
             )
-        assert getattr(info.value, "code") == code
+        assert info.value.code == code
         if status == 422:
-            assert getattr(info.value, "path") == doc["path"]
+            assert info.value.path == doc["path"]
     if code == "resource_failed" and body["resourceId"] == "broken":
         # the traceback is in the server's log, not in the answer
         logged = [r for r in caplog.records if r.exc_info and "broken" in r.getMessage()]

@@ -22,6 +22,7 @@ from agui_engine.transports.websocket import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
+
 # A RunAgentInput whose state nests ``depth`` arrays: state is level 2 of the body.
 def deep_state_body(depth: int, run_id: str = "deep") -> bytes:
     state = "[" * depth + "]" * depth

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -220,11 +221,11 @@ def test_verify_recording_reports_a_frame_that_does_not_decode() -> None:
 async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None:
     """A recorded ``render_ui`` run (a real LLMAgent run, model scripted) opened in the inspector: the tree
     is drawn nested, each node by its identity, text as text; a refused tree shows why."""
-    from agui_engine.protocol.codec import encode_event
-    from agui_engine.protocol.events import RunAgentInput, UserMessage
+    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
     from agui_engine.llm import Finish
     from agui_engine.loops.llm_agent import LLMAgent
-    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
+    from agui_engine.protocol.codec import encode_event
+    from agui_engine.protocol.events import RunAgentInput, UserMessage
 
     from ..agui_engine.scripted_llm import ScriptedLLM, call, counter_ids, text
 

@@ -242,10 +242,8 @@ async def test_descriptor_exhaustion_sheds_connections_logs_once_and_keeps_servi
 # --------------------------------------------------------------------------- the cap on connections that run nothing
 
 import logging  # noqa: E402
-import socket  # noqa: E402
 from collections.abc import AsyncIterator  # noqa: E402
 from contextlib import asynccontextmanager  # noqa: E402
-from typing import Any  # noqa: E402
 
 from websockets.asyncio.client import connect as ws_connect  # noqa: E402
 

@@ -16,9 +16,14 @@ import pytest
 
 from agui_engine.genui.component_stream import component_blocks
 from agui_engine.loops.thread import Thread
-from agui_engine.transports import SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
+from agui_engine.transports import (
+    SSEAgent,
+    ThreadedToolRunner,
+    WebSocketAgent,
+    start_sse_server,
+    start_websocket_server,
+)
 from agui_engine.transports.stdio import StdioAgent
-from agui_engine.transports import ThreadedToolRunner
 
 from ..agui_engine.thread_agents import client_tools_agent
 

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from agui_engine.cli import main
 from agui_engine.cli.bench import (
     CHUNK_MAX,
     CONTENDERS,
@@ -20,7 +21,6 @@ from agui_engine.cli.bench import (
     missing_contenders,
     split_chunks,
 )
-from agui_engine.cli import main
 
 
 def test_documents_are_valid_deterministic_and_sized() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from agui_engine.cli import main
 from agui_engine.cli.bench import split_chunks
 from agui_engine.cli.bench_props import (
     CpuPerChunk,
@@ -17,9 +18,8 @@ from agui_engine.cli.bench_props import (
     run_component_call,
     wire_bytes,
 )
-from agui_engine.cli import main
-from agui_engine.protocol.codec import EventStreamDecoder
 from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA
+from agui_engine.protocol.codec import EventStreamDecoder
 from agui_engine.protocol.events import CustomEvent, Event
 
 

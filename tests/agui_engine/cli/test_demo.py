@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
+from agui_engine.cli import main
+from agui_engine.cli.demo import SCENARIOS
 from agui_engine.genui.component_stream import COMPONENT_HANDLERS
 from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.cli import main
 from agui_engine.protocol.codec import EventStreamDecoder
-from agui_engine.cli.demo import SCENARIOS
 from agui_engine.protocol.verify import Verifier
 
 

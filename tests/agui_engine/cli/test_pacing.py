@@ -10,9 +10,9 @@ import pytest
 from agui_engine.cli import pacing
 from agui_engine.cli.pacing import PacedModel, paced
 from agui_engine.demo.weather_model import GET_WEATHER_TOOL, EmbeddedModel
+from agui_engine.llm import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import UserMessage
-from agui_engine.llm import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
 
 TOOLS = [GET_WEATHER_TOOL]
 

@@ -12,8 +12,8 @@ import pyte
 
 from agui_engine.cli.demo import SCENARIOS, demo_agent
 from agui_engine.cli.render import Renderer, fetch_component_data
-from agui_engine.transports.data import ResourceBroker
 from agui_engine.protocol.events import RunAgentInput, UserMessage
+from agui_engine.transports.data import ResourceBroker
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from agui_engine.cli import main
+from agui_engine.cli.validate import EXAMPLES, validate_stream
 from agui_engine.protocol.codec import EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.protocol.events import RunFinishedEvent, RunStartedEvent, TextMessageChunkEvent
-from agui_engine.cli.validate import EXAMPLES, validate_stream
 from agui_engine.protocol.verify import verify_events
 
 DATA = Path(__file__).resolve().parents[3] / "agui_engine" / "data"

@@ -19,13 +19,6 @@ from agui_engine.demo.weather_model import (
     demo_weather,
     plan_reply,
 )
-from agui_engine.protocol.events import (
-    AssistantMessage,
-    FunctionCall,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
 from agui_engine.llm import (
     Finish,
     LLMClient,
@@ -36,6 +29,13 @@ from agui_engine.llm import (
     ToolCallEnd,
     ToolCallStart,
     Usage,
+)
+from agui_engine.protocol.events import (
+    AssistantMessage,
+    FunctionCall,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
 )
 
 STATUS = {

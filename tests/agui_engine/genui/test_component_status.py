@@ -25,11 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.protocol.codec import encode_event
 from agui_engine.genui.component_stream import (
-    COMPONENT_HANDLERS,
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     PROPS_STATUS_KEY,
     STATUS_CHANGES_KEY,
@@ -41,6 +39,10 @@ from agui_engine.genui.component_stream import (
     implied_statuses,
 )
 from agui_engine.genui.components import Component
+from agui_engine.genui.interactables import Interactable
+from agui_engine.loops.thread import Thread
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -51,9 +53,7 @@ from agui_engine.protocol.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from agui_engine.genui.interactables import Interactable
 from agui_engine.protocol.pointer import escape_token
-from agui_engine.loops.thread import Thread
 
 from ..static.test_agui_engine_js import JS, MODULE, NODE_TIMEOUT, node
 from .test_component_stream import pointers

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import textwrap
-import random
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.genui.component_stream import (
-    COMPONENT_HANDLERS,
     BLOCKS_KEY,
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     COMPONENT_STATE_DELTA,
@@ -34,6 +33,9 @@ from agui_engine.genui.component_stream import (
     seed_interactables,
 )
 from agui_engine.genui.components import Component, StatusMessages, unstrict_value
+from agui_engine.genui.interactables import Interactable
+from agui_engine.jsonstream import JSONStreamError
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -42,8 +44,6 @@ from agui_engine.protocol.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from agui_engine.genui.interactables import Interactable
-from agui_engine.jsonstream import JSONStreamError
 
 S = {"type": "string"}
 

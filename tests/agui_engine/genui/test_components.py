@@ -40,8 +40,6 @@ from agui_engine.genui.components import (
     tool_from_callable,
     unstrict_value,
 )
-from agui_engine.protocol.errors import RemoteInputError, UsageError
-from agui_engine.protocol.events import Context
 from agui_engine.genui.interactables import (
     Interactable,
     interactable_tools,
@@ -49,6 +47,8 @@ from agui_engine.genui.interactables import (
     merge_update,
     parse_interactable_tool_name,
 )
+from agui_engine.protocol.errors import RemoteInputError, UsageError
+from agui_engine.protocol.events import Context
 
 NULL = {"type": "null"}
 S = {"type": "string"}

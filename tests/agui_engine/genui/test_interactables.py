@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_HANDLERS, find_component, seed_interactables
-from agui_engine.protocol.events import Context, CustomEvent, RunAgentInput, UserMessage
 from agui_engine.genui.interactables import interactables_from_context
 from agui_engine.llm import Finish
 from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.events import Context, CustomEvent, RunAgentInput, UserMessage
 
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text

@@ -8,8 +8,6 @@ import jsonschema
 import pytest
 
 from agui_engine.genui.components import MAX_TOOL_NAME_LENGTH
-from agui_engine.protocol.errors import RemoteInputError, UsageError
-from agui_engine.protocol.events import Context
 from agui_engine.genui.interactables import (
     INTERACTABLES_CONTEXT,
     MAX_INTERACTABLE_ID_LENGTH,
@@ -24,6 +22,8 @@ from agui_engine.genui.interactables import (
     parse_interactable_tool_name,
     update_tool_schema,
 )
+from agui_engine.protocol.errors import RemoteInputError, UsageError
+from agui_engine.protocol.events import Context
 
 NOTE_SCHEMA = {
     "type": "object",

@@ -11,11 +11,8 @@ import msgspec
 import pytest
 from jsonschema import Draft202012Validator
 
-from agui_engine.loops.agent_loop import AgentLoop
-from agui_engine.genui.components import Component, to_strict_schema
 from agui_engine.demo.weather_model import EmbeddedModel
-from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.protocol.errors import UsageError
+from agui_engine.genui.components import Component, to_strict_schema
 from agui_engine.genui.resources import (
     Resource,
     ResourceBusyError,
@@ -30,6 +27,10 @@ from agui_engine.genui.resources import (
     collect_resources,
     error_for_code,
 )
+from agui_engine.loops.agent_loop import AgentLoop
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.errors import UsageError
+
 
 class ScriptedLLMFreeAgent:
     """An inner agent for AgentLoop (never run here)."""

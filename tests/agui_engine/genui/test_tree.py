@@ -13,8 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_engine.genui.components import Component
-from agui_engine.protocol.errors import LimitExceededError
-from agui_engine.protocol.events import RunErrorEvent
 from agui_engine.genui.tree import (
     MAX_SPEC_DEPTH,
     MAX_SPEC_NODES,
@@ -29,6 +27,8 @@ from agui_engine.genui.tree import (
     validate_tree,
 )
 from agui_engine.jsonstream import JSONStreamError
+from agui_engine.protocol.errors import LimitExceededError
+from agui_engine.protocol.events import RunErrorEvent
 
 ALLOW = ["Card", "Row", "Chart", "Text"]
 

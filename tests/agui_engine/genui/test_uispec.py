@@ -15,10 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.genui.component_stream import COMPONENT_END, COMPONENT_PROPS_DELTA, COMPONENT_START, component_blocks
 from agui_engine.genui.components import Component
+from agui_engine.genui.tree import tree_document, validate_spec
+from agui_engine.genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
+from agui_engine.llm import Finish
+from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.loops.decision import ToolCallArgumentsError, run_decision_loop
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.loops.thread import Thread
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -34,11 +39,6 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
-from agui_engine.genui.tree import tree_document, validate_spec
-from agui_engine.llm import Finish, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
-from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.loops.thread import Thread
-from agui_engine.genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text

@@ -14,11 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine import Agent, AgentLoop, run_agent_loop
-from agui_engine.genui.component_stream import COMPONENT_HANDLERS
-from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS
 from agui_engine.genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,
     COMPONENT_STATE_DELTA,
@@ -26,7 +24,10 @@ from agui_engine.genui.component_stream import (
     seed_interactables,
 )
 from agui_engine.genui.components import STATUS_MESSAGE_PARAMETER, Component
+from agui_engine.genui.interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, interactables_from_context
+from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS
 from agui_engine.loops.decision import TOOL_CALL_STATUS_EVENT
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.errors import RemoteInputError, UpstreamError, UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -58,16 +59,14 @@ from agui_engine.protocol.events import (
     ToolCallChunkEvent,
     ToolCallEndEvent,
     ToolCallResultEvent,
-    ToolMessage,
     ToolCallStartEvent,
+    ToolMessage,
     UnknownEvent,
     UserMessage,
 )
-from agui_engine.genui.interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, interactables_from_context
 
 from ..run_checks import check_run
 from ..scripted_llm import counter_ids
-
 
 CARD = Component("WeatherCard", "Shows the weather of one city.", {
     "type": "object",

@@ -16,18 +16,32 @@ from agui_engine.genui.component_stream import (
     COMPONENT_START,
 )
 from agui_engine.genui.components import Component, tool_from_callable
+from agui_engine.genui.interactables import Interactable
+from agui_engine.jsonstream import MAX_DEPTH
+from agui_engine.llm import (
+    Finish,
+    LLMTool,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    UnknownToolChoiceError,
+    Usage,
+    resolve_tool_choice,
+)
 from agui_engine.loops.decision import (
     MAX_TOOL_CALLS_PER_STEP,
     TOOL_CALL_STATUS_EVENT,
     ModelStreamError,
-    WireWriter,
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
+    WireWriter,
     run_decision_loop,
 )
+from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
 from agui_engine.protocol.errors import LimitExceededError, UsageError
-from agui_engine.jsonstream import MAX_DEPTH
-from agui_engine.llm import UnknownToolChoiceError, resolve_tool_choice
 from agui_engine.protocol.events import (
     CustomEvent,
     ReasoningEncryptedValueEvent,
@@ -41,19 +55,6 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
     UserMessage,
 )
-from agui_engine.genui.interactables import Interactable
-from agui_engine.llm import (
-    Finish,
-    LLMTool,
-    ReasoningDelta,
-    StreamError,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
-from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
 from agui_engine.protocol.verify import Verifier
 
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text

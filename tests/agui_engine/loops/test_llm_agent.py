@@ -12,21 +12,37 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine.genui.component_stream import COMPONENT_HANDLERS
-from agui_engine.protocol.accumulator import Accumulator
-from agui_engine.protocol.agent import Agent
+from agui_engine.cli.demo import SCENARIOS, demo_components, get_weather
+from agui_engine.demo.weather_model import EmbeddedModel, demo_weather
 from agui_engine.genui.component_stream import (
     COMPONENT_END,
+    COMPONENT_HANDLERS,
     COMPONENT_PROPS_DELTA,
     MAX_COMPONENT_ARGS_CHARS,
     find_component,
     seed_interactables,
 )
 from agui_engine.genui.components import Component
-from agui_engine.cli.demo import SCENARIOS, demo_components, get_weather
-from agui_engine.demo.weather_model import EmbeddedModel, demo_weather
-from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.genui.interactables import interactables_from_context
+from agui_engine.llm import (
+    Finish,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCallArgsDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    Usage,
+)
+from agui_engine.loops.llm_agent import (
+    DEFAULT_MAX_STEPS,
+    MAX_TOOL_RESULT_CHARS,
+    LLMAgent,
+    format_tool_result,
+)
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
     Context,
@@ -45,22 +61,6 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
     ToolMessage,
     UserMessage,
-)
-from agui_engine.llm import (
-    Finish,
-    ReasoningDelta,
-    StreamError,
-    TextDelta,
-    ToolCallArgsDelta,
-    ToolCallEnd,
-    ToolCallStart,
-    Usage,
-)
-from agui_engine.loops.llm_agent import (
-    DEFAULT_MAX_STEPS,
-    MAX_TOOL_RESULT_CHARS,
-    LLMAgent,
-    format_tool_result,
 )
 from agui_engine.transports import ThreadedToolRunner
 

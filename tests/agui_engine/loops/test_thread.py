@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from agui_engine.genui.component_stream import component_blocks
+from agui_engine.loops.thread import MAX_TOOL_ROUNDS, Thread, ToolRoundsExceededError
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     Interrupt,
@@ -20,7 +21,6 @@ from agui_engine.protocol.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from agui_engine.loops.thread import MAX_TOOL_ROUNDS, Thread, ToolRoundsExceededError
 from agui_engine.transports import ThreadedToolRunner
 
 from ..thread_agents import ApprovalAgent, client_tools_agent

@@ -12,10 +12,10 @@ import pytest
 
 from agui_engine import LLMAgent, Thread, ToolDeadlineExceeded, ToolRunner
 from agui_engine.genui.components import ServerTool, tool_from_callable
-from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
 from agui_engine.llm import Finish
 from agui_engine.loops.tool_runner import call_on_loop, needs_runner, supplied_tool_runner, supplying_tool_runner
+from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
 
 from ..scripted_llm import ScriptedLLM, call, text
 from ..thread_agents import client_tools_agent

@@ -10,7 +10,14 @@ import pytest
 
 from agui_engine.protocol.agent import Agent, FunctionAgent, NotAnEventError, as_agent, check_event
 from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.events import Event, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent, UserMessage
+from agui_engine.protocol.events import (
+    Event,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    UserMessage,
+)
 
 INPUT = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
 

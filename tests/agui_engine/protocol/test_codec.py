@@ -14,11 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_engine.protocol.codec import (
+    MSGSPEC_MAX_JSON_DEPTH,
     EventDecodeError,
     EventStreamDecoder,
-    FrameTooLargeError,
     JSONTooDeepError,
-    MSGSPEC_MAX_JSON_DEPTH,
     LegacyThinkingMapper,
     NDJSONDecoder,
     SSEDecoder,
@@ -513,7 +512,7 @@ def test_thinking_events_map_to_reasoning_like_the_ts_compat_layer() -> None:
     )
     for strict in (True, False):
         ids = iter(["span-1", "msg-1"])
-        decoder = EventStreamDecoder(tolerant=not strict, id_factory=lambda: next(ids))
+        decoder = EventStreamDecoder(tolerant=not strict, id_factory=lambda: next(ids))  # noqa: B023 (used within the iteration)
         out = decoder.feed(stream) + decoder.close()
         assert out == [
             ReasoningStartEvent(message_id="span-1", timestamp=5),
@@ -602,10 +601,9 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(), value=JSON_VALUES, ts=st.none() | st.integers(-(2**53 - 1), 2**53 - 1))
 def test_round_trip_with_the_sdk_property(text: str, value: Any, ts: int | None) -> None:
-    from pydantic import TypeAdapter
-
     import ag_ui.core as sdk
     from ag_ui.encoder import EventEncoder
+    from pydantic import TypeAdapter
 
     adapter = TypeAdapter(sdk.Event)
     for event in (

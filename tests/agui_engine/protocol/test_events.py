@@ -6,12 +6,12 @@ import json
 import typing
 from typing import Any
 
+import ag_ui._generated.models as sdk  # the real source; ag_ui.core re-exports most of it
 import msgspec
 import pytest
+from ag_ui.encoder import EventEncoder
 from pydantic import BaseModel, TypeAdapter
 
-import ag_ui._generated.models as sdk  # the real source; ag_ui.core re-exports most of it
-from ag_ui.encoder import EventEncoder
 from agui_engine.protocol import events as ev
 from agui_engine.protocol.codec import EventStreamDecoder, decode_event, encode_event, encode_sse
 from agui_engine.protocol.events import (
@@ -21,6 +21,8 @@ from agui_engine.protocol.events import (
     Event,
     EventType,
     FunctionCall,
+    ImagePart,
+    Interrupt,
     Message,
     MoveOperation,
     ReasoningMessageStartEvent,
@@ -29,12 +31,10 @@ from agui_engine.protocol.events import (
     RunFinishedInterruptOutcome,
     StateDeltaEvent,
     TextMessageContentEvent,
-    ToolCall,
-    UserMessage,
     TextPart,
-    ImagePart,
+    ToolCall,
     UrlSource,
-    Interrupt,
+    UserMessage,
 )
 
 from ..event_samples import ALL_EVENT_SAMPLES, ALL_MESSAGES, EVENTS, MESSAGES, RUN_INPUT_FULL, RUN_INPUT_MIN, sample_id

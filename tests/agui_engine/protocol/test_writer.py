@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     Event,
     ReasoningEncryptedValueEvent,
@@ -29,7 +30,6 @@ from agui_engine.protocol.events import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
-from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.ids import Ids, new_id, random_id
 from agui_engine.protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Verifier, verify_events
 from agui_engine.protocol.writer import EventWriter, WriterError, end_event, end_events, start_event

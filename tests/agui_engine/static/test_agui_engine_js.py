@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 
-from agui_engine.genui.component_stream import COMPONENT_HANDLERS
-from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.cli.bench import split_chunks
 from agui_engine.cli.bench_props import long_string_arguments, run_component_call
 from agui_engine.cli.demo import demo_agent
+from agui_engine.genui.component_stream import COMPONENT_HANDLERS, component_blocks
+from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import decode_event, encode_event
-from agui_engine.genui.component_stream import component_blocks
 from agui_engine.protocol.events import Event, RunAgentInput, UserMessage
 from agui_engine.transports import start_sse_server
 
@@ -158,9 +157,9 @@ async def test_live_run_through_the_real_ag_ui_client() -> None:
 
 def render_ui_events(*fragments: str) -> list[Event]:
     """A whole LLMAgent run whose model calls ``render_ui`` with ``fragments``, then answers in text."""
+    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
     from agui_engine.llm import Finish
     from agui_engine.loops.llm_agent import LLMAgent
-    from agui_engine.genui.uispec import UI_SPEC_TOOL, UISpecTool
 
     from ..scripted_llm import ScriptedLLM, call, counter_ids, text
 
