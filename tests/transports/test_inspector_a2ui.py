@@ -1,0 +1,203 @@
+"""A2UI surfaces in the inspector (agui_engine/static/inspector-a2ui.js), in a real headless Chromium,
+against a real ``agui-engine serve`` subprocess.
+
+The agent is a file of its own (``tests/transports/a2ui_surface_agent.py``, served with ``--agent
+py:...``) that emits ``a2ui-surface`` activities in the official ``@ag-ui/a2ui-middleware`` 0.0.10
+shape and in the engine's streamed shape (``ACTIVITY_DELTA`` per component). What a person would see
+is checked: the surface drawn by the official ``@a2ui/lit`` renderer, its components appearing in
+order while the run streams, the lifecycle (building, retrying, failed) shown, a button's action
+starting the next run with the action in ``forwardedProps.a2uiAction.userAction``, the fallback
+drawing when the renderer refuses a surface, and no string of a surface ever running as script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .test_inspector import DEADLINE_MS, RUN_FINISHED_JS, browser, open_inspector  # noqa: F401 (browser: a fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "py:tests.transports.a2ui_surface_agent:agent"
+
+#: Every text of the Surfaces panel, shadow roots included (what the renderer drew), in document order.
+SURFACE_TEXT_JS = """(sel) => {
+    const walk = (node) => {
+        let out = "";
+        for (const child of node.childNodes) {
+            if (child.nodeType === Node.TEXT_NODE) out += child.textContent;
+            else if (child.nodeType === Node.ELEMENT_NODE) {
+                if (child.tagName === "STYLE" || child.tagName === "SCRIPT") continue;
+                if (child.shadowRoot) out += walk(child.shadowRoot);
+                out += walk(child);
+                if (child.tagName === "INPUT" || child.tagName === "TEXTAREA") out += " [" + child.value + "] ";
+            }
+        }
+        return out;
+    };
+    const root = document.querySelector(sel || "#surfaces");
+    return root ? walk(root).replace(/\\s+/g, " ").trim() : "";
+}"""
+#: Every element of the Surfaces panel matching a selector, shadow roots included.
+DEEP_COUNT_JS = """(sel) => {
+    const deep = (root) => [...root.querySelectorAll(sel),
+        ...[...root.querySelectorAll("*")].filter((e) => e.shadowRoot).flatMap((e) => deep(e.shadowRoot))];
+    return deep(document.querySelector("#surfaces")).length;
+}"""
+
+
+@contextmanager
+def served(tmp_path: Path, *args: str) -> Iterator[str]:
+    """``python -m agui_engine serve --port 0 ARGS`` in a subprocess; yields its URL, stops it after."""
+    log = tmp_path / "serve.log"
+    with log.open("wb") as err:
+        server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", *args],
+                                  stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
+                                  env={**os.environ, "AGUI_AUTH_TOKEN": ""})
+    try:
+        deadline = time.monotonic() + 30
+        url = None
+        while url is None and time.monotonic() < deadline and server.poll() is None:
+            url = next((line.split()[-1] for line in log.read_text().splitlines() if line.startswith("serving on ")),
+                       None)
+            time.sleep(0.05)
+        assert url, f"the server did not start: {log.read_text()}"
+        yield url
+    finally:
+        server.terminate()
+        assert server.wait(timeout=15) == 0, log.read_text()
+
+
+async def send(page: Any, text: str) -> None:
+    await page.fill("#message", text)
+    await page.press("#message", "Enter")
+
+
+async def surface_text(page: Any, sel: str | None = None) -> str:
+    return str(await page.evaluate(SURFACE_TEXT_JS, sel))
+
+
+@pytest.mark.parametrize("scenario", ["book a table", "book a table (snapshots)"])
+async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp_path: Path, scenario: str) -> None:
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        posts: list[dict[str, Any]] = []
+        page.on("request", lambda r: posts.append(json.loads(r.post_data))
+                if r.method == "POST" and r.url == url and r.post_data else None)
+        await send(page, scenario)
+        await page.wait_for_selector(".a2ui-activity[data-lifecycle='building']", timeout=DEADLINE_MS)
+        # the components appear one after another, in the order they stream, before the run ends
+        seen: list[str] = []
+        for expected in ("Book a table", "Name", "Guests"):
+            handle = await page.wait_for_function(f"""(want) => {{
+                const text = ({SURFACE_TEXT_JS})(null);
+                return text.includes(want) ? {{text, finished: ({RUN_FINISHED_JS})()}} : null;
+            }}""", arg=expected, timeout=DEADLINE_MS)
+            state = await handle.json_value()
+            assert not state["finished"], f"{expected!r} only appeared after the run ended"
+            seen.append(state["text"])
+        assert "Name" not in seen[0] and "Guests" not in seen[1]  # caught before the next one arrived
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        # drawn by the official renderer: an <a2ui-surface> whose shadow tree holds the basic catalog's elements
+        activity = page.locator(".a2ui-activity")
+        assert await activity.get_attribute("data-renderer") == "lit"
+        assert await activity.get_attribute("data-lifecycle") == "painted"
+        assert await page.evaluate(DEEP_COUNT_JS, "a2ui-surface") == 1
+        assert await page.evaluate(DEEP_COUNT_JS, "input") == 2
+        await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes('[Ada]')", timeout=DEADLINE_MS)
+        assert "Book now" in await surface_text(page)
+        # a person types a name and clicks the button: the next run carries the action
+        name = page.locator("a2ui-surface input").first
+        await name.fill("Grace")
+        await page.locator("a2ui-surface button", has_text="Book now").click()
+        await page.wait_for_function("document.querySelectorAll('.a2ui-activity').length === 2", timeout=DEADLINE_MS)
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        action = posts[-1]["forwardedProps"]["a2uiAction"]["userAction"]
+        assert {k: action[k] for k in ("name", "surfaceId", "sourceComponentId", "context")} == {
+            "name": "book_table", "surfaceId": "booking", "sourceComponentId": "submit",
+            "context": {"name": "Grace", "guests": "2"}}
+        assert posts[-1]["messages"][0]["content"] == scenario and all(m["role"] != "activity" for m in posts[-1]["messages"])
+        await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes('Booked for Grace, 2 guests')",
+                                     timeout=DEADLINE_MS)
+        reply = await page.inner_text("#messages")
+        assert 'You clicked book_table on booking: {"guests": "2", "name": "Grace"}' in reply
+        assert await page.inner_text("#finding-count") == "0"
+        shot = tmp_path / "inspector-a2ui.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        print(f"inspector screenshot: {shot}")
+        assert page.errors == []
+
+
+async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browser: Any, tmp_path: Path) -> None:
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        for text in ("hostile", "refuse"):
+            await send(page, text)
+            await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await page.wait_for_function("document.querySelectorAll('.a2ui-activity').length === 2", timeout=DEADLINE_MS)
+        drawn, refused = page.locator(".a2ui-activity").nth(0), page.locator(".a2ui-activity").nth(1)
+        assert await drawn.get_attribute("data-renderer") == "lit"
+        assert await refused.get_attribute("data-renderer") == "fallback"
+        problem = await refused.locator(".a2ui-problem").inner_text()
+        assert "refused" in problem and "TextField" in problem  # the renderer's own reason, shown
+        hostile = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+        lit_text = await surface_text(page, ".a2ui-activity:nth-child(1)")
+        fallback_text = await surface_text(page, ".a2ui-activity:nth-child(2)")
+        assert lit_text.count(hostile) >= 2 and fallback_text.count(hostile) >= 2  # shown as text, whole
+        # nothing of it became markup: no script, no image with a handler, no javascript: URL loaded
+        assert await page.evaluate(DEEP_COUNT_JS, "script") == 0
+        assert await page.evaluate(DEEP_COUNT_JS, "[onerror]") == 0
+        assert await page.evaluate(DEEP_COUNT_JS, "img[src^='x']") == 0
+        await page.wait_for_timeout(300)  # a handler that would fire on load has had its chance
+        assert await page.evaluate("window.__pwned") is None
+        assert page.errors == []
+
+
+async def test_lifecycle_retrying_then_painted_and_failed(browser: Any, tmp_path: Path) -> None:
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        await send(page, "retry")
+        retrying = await page.wait_for_selector(".a2ui-activity[data-lifecycle='retrying']", timeout=DEADLINE_MS)
+        status = await retrying.inner_text()
+        assert "retrying" in status and "attempt 2/3" in status and "child 'nope' does not exist" in status
+        await page.wait_for_selector(".a2ui-activity[data-lifecycle='painted'][data-renderer='lit']",
+                                     timeout=DEADLINE_MS)  # replaced in place by the painted surface
+        assert await page.locator(".a2ui-activity").count() == 1
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await send(page, "failed")
+        failed = await page.wait_for_selector(".a2ui-activity[data-lifecycle='failed']", timeout=DEADLINE_MS)
+        assert "A2UI generation failed after 3 attempts" in await failed.inner_text()
+        assert page.errors == []
+
+
+async def test_the_renderer_and_its_licences_are_served(tmp_path: Path) -> None:
+    with served(tmp_path, "--agent", AGENT) as url:
+        async with httpx.AsyncClient() as client:
+            bundle = await client.get(url + "static/a2ui-lit.js")
+            licences = await client.get(url + "static/a2ui-lit.LICENSES.txt")
+            view = await client.get(url + "static/inspector-a2ui.js")
+    assert bundle.status_code == 200 and bundle.headers["content-type"].startswith("text/javascript")
+    assert bundle.text.startswith("/* @a2ui/lit 0.11.0 (Apache-2.0)")
+    assert licences.status_code == 200 and "@a2ui/lit 0.11.0 (Apache-2.0)" in licences.text
+    assert "lit 3.3.3 (BSD-3-Clause)" in licences.text
+    assert view.status_code == 200
+
+
+def test_the_vendored_bundle_is_what_the_build_script_makes() -> None:
+    """The committed bundle is reproducible from the lock file (skipped when the build's npm packages are
+    not installed: ``scripts/build_a2ui_lit.py`` installs them)."""
+    if not (ROOT / "scripts" / "a2ui_lit" / "node_modules" / "esbuild").is_dir():
+        pytest.skip("scripts/a2ui_lit/node_modules is not installed (run scripts/build_a2ui_lit.py)")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_a2ui_lit.py"), "--check"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
