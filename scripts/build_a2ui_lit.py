@@ -8,7 +8,7 @@ build gives. Nothing at run time reads npm or the network: the gateway serves th
 What it writes (package data of ``agui_engine``, served by ``transports/inspector.py``):
 
 * ``agui_engine/static/a2ui-lit.js`` -- ``scripts/a2ui_lit/entry.js`` (``A2uiSurface``,
-  ``basicCatalog`` from ``@a2ui/lit/v0_9`` and ``MessageProcessor`` from ``@a2ui/web_core/v0_9``)
+  ``basicCatalog`` from ``@a2ui/lit/v0_9``; ``Catalog`` and ``MessageProcessor`` from ``@a2ui/web_core/v0_9``)
   with everything it imports (``lit``, ``@lit/context``, ``@preact/signals-core``, ``zod``,
   ``date-fns``, ...), minified, ES2022, with a banner naming the versions;
 * ``agui_engine/static/a2ui-lit.LICENSES.txt`` -- the licence text of every npm package that has
