@@ -26,6 +26,13 @@ network and no API key. Each ``complete()`` call does two things:
      ``weather.current`` (each card's ``key`` written after its props), then a
      one-line answer. Without ``render_ui`` the same words fall through to the
      scenarios above.
+   * *table booking* ("book", "table", "reservation", only when the ``render_a2ui`` tool is
+     offered: ``demo --a2ui``): two ``render_a2ui`` calls in one reply, the booking form and
+     tonight's availability dashboard (A2UI v0.9 basic catalog, :mod:`agui_engine.demo.booking`),
+     then a line saying what to do; once the form's ``book_table`` action comes back (a
+     ``log_a2ui_event`` call and its result, the middleware's convention) a confirmation surface
+     from the action's context, then a one-line answer. Without ``render_a2ui`` the words get a
+     chat answer that says how to see it.
    * *chat*: anything else gets a plain text answer.
 
    Arguments follow the offered tool's schema: standard parameters
@@ -76,6 +83,17 @@ from ..llm import (
     ToolChoice,
     Usage,
 )
+from .booking import (
+    BOOKING_ACTION,
+    BOOKING_SURFACE,
+    CONFIRMATION_SURFACE,
+    DEMO_RESTAURANT,
+    availability_dashboard,
+    booking_confirmation,
+    booking_form,
+    is_booking_request,
+    party_size,
+)
 
 __all__ = [
     "DASHBOARD_SCHEMA",
@@ -114,6 +132,8 @@ _CHARS_PER_TOKEN = 4
 
 _UI_PREFIX = "show_component_"  # mirrors components.UI_TOOL_PREFIX; the model only reads tool names
 _RENDER_UI = "render_ui"  # mirrors uispec.UI_SPEC_TOOL
+_RENDER_A2UI = "render_a2ui"  # mirrors a2ui.A2UI_TOOL (the official middleware's tool name)
+_LOG_A2UI_EVENT = "log_a2ui_event"  # mirrors a2ui.A2UI_LOG_EVENT_TOOL: a user action, as the agent reads it
 _OVERVIEW_WORDS = ("dashboard", "overview")
 _STATUS_KEY = "_tambo_statusMessage"
 _COMPLETION_KEY = "_tambo_completionStatusMessage"
@@ -703,12 +723,43 @@ def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedRepl
     )
 
 
+def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
+    """The table booking in A2UI: the form and the dashboard, then the confirmation of the action."""
+    rendered = {args.get("surfaceId") for args in turn.called(tool.name) if isinstance(args, dict)}
+    actions = [args for args in turn.called(_LOG_A2UI_EVENT)
+               if isinstance(args, dict) and args.get("name") == BOOKING_ACTION]
+    if actions:
+        context = actions[-1].get("context")
+        context = context if isinstance(context, dict) else {}
+        if CONFIRMATION_SURFACE not in rendered:
+            return PlannedReply(
+                reasoning="The user pressed Book the table: confirm what the form's context says.",
+                text="Booking it.",
+                calls=(PlannedCall(name=tool.name, arguments=_arguments(tool, booking_confirmation(context), None)),),
+            )
+        guests = str(context.get("guests") or "?")
+        return PlannedReply(text=f"Done: a table for {guests} at {DEMO_RESTAURANT['name']}, "
+                                 "shown above. (Demo: nothing was reserved.)")
+    if BOOKING_SURFACE not in rendered:
+        guests = party_size(turn.user_text)
+        return PlannedReply(
+            reasoning=f"A table for {guests}: a booking form bound to /booking, and tonight's availability.",
+            text=f"Here is a booking form for {guests} at {DEMO_RESTAURANT['name']}, and tonight's availability.",
+            calls=tuple(PlannedCall(name=tool.name, arguments=_arguments(tool, surface, None))
+                        for surface in (booking_form(guests), availability_dashboard())),
+        )
+    return PlannedReply(text="Fill in your name, check the time and press “Book the table”. (Demo data.)")
+
+
 def _chat_plan(turn: _Turn, tools: dict[str, LLMTool]) -> PlannedReply:
     text = turn.user_text.strip()
     if not text:
         return PlannedReply(text="Hello! Ask me about the weather in a city, or for a dashboard.")
     components = sorted(n[len(_UI_PREFIX) :] for n in tools if n.startswith(_UI_PREFIX))
     offer = f" I can show these components: {', '.join(components)}." if components else ""
+    if is_booking_request(text):
+        return PlannedReply(text="I would show a booking form, but no render_a2ui tool is offered here "
+                                 "(try: agui-engine demo --a2ui \"book a table for two\").")
     if re.search(r"\b(hi|hello|hey)\b", text, re.IGNORECASE):
         return PlannedReply(text=f"Hello! I'm the embedded demo model.{offer} Try asking about the weather in Tokyo.")
     return PlannedReply(
@@ -756,8 +807,11 @@ def plan_reply(
     by_name = _tools_by_name(tools)
     lowered = turn.user_text.lower()
     render_ui = by_name.get(_RENDER_UI)
+    render_a2ui = by_name.get(_RENDER_A2UI)
     known = [c for c in _cities(turn.user_text) if c.lower() in DEMO_WEATHER]
-    if (render_ui is not None and known and any(word in lowered for word in _OVERVIEW_WORDS)
+    if render_a2ui is not None and is_booking_request(turn.user_text):
+        plan = _booking_plan(turn, render_a2ui)
+    elif (render_ui is not None and known and any(word in lowered for word in _OVERVIEW_WORDS)
             and "WeatherCard" in _allowed_components(render_ui)):
         plan = _overview_plan(turn, render_ui, known)
     elif any(word in lowered for word in _WEATHER_WORDS):

@@ -13,18 +13,15 @@ drawing when the renderer refuses a surface, and no string of a surface ever run
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from .served import served
 from .test_inspector import DEADLINE_MS, RUN_FINISHED_JS, browser, open_inspector  # noqa: F401 (browser: a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,28 +53,6 @@ DEEP_COUNT_JS = """(sel) => {
 }"""
 
 
-@contextmanager
-def served(tmp_path: Path, *args: str) -> Iterator[str]:
-    """``python -m agui_engine serve --port 0 ARGS`` in a subprocess; yields its URL, stops it after."""
-    log = tmp_path / "serve.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", *args],
-                                  stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
-                                  env={**os.environ, "AGUI_AUTH_TOKEN": ""})
-    try:
-        deadline = time.monotonic() + 30
-        url = None
-        while url is None and time.monotonic() < deadline and server.poll() is None:
-            url = next((line.split()[-1] for line in log.read_text().splitlines() if line.startswith("serving on ")),
-                       None)
-            time.sleep(0.05)
-        assert url, f"the server did not start: {log.read_text()}"
-        yield url
-    finally:
-        server.terminate()
-        assert server.wait(timeout=15) == 0, log.read_text()
-
-
 async def send(page: Any, text: str) -> None:
     await page.fill("#message", text)
     await page.press("#message", "Enter")
@@ -88,7 +63,7 @@ async def surface_text(page: Any, sel: str | None = None) -> str:
 
 
 @pytest.mark.parametrize("scenario", ["book a table", "book a table (snapshots)"])
-async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp_path: Path, scenario: str) -> None:
+async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp_path: Path, scenario: str) -> None:  # noqa: F811
     with served(tmp_path, "--agent", AGENT) as url:
         page = await open_inspector(browser, url)
         posts: list[dict[str, Any]] = []
@@ -138,7 +113,7 @@ async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp
         assert page.errors == []
 
 
-async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browser: Any, tmp_path: Path) -> None:
+async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     with served(tmp_path, "--agent", AGENT) as url:
         page = await open_inspector(browser, url)
         for text in ("hostile", "refuse"):
@@ -163,7 +138,7 @@ async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browse
         assert page.errors == []
 
 
-async def test_lifecycle_retrying_then_painted_and_failed(browser: Any, tmp_path: Path) -> None:
+async def test_lifecycle_retrying_then_painted_and_failed(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     with served(tmp_path, "--agent", AGENT) as url:
         page = await open_inspector(browser, url)
         await send(page, "retry")
