@@ -34,6 +34,7 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
+from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY
 from ..genui.component_stream import (
     COMPONENT_END,
     COMPONENT_HANDLERS,
@@ -85,9 +86,8 @@ _MIN_LIVE_LINES: Final = 6
 
 
 _STATUS_MARK: Final = {"started": "…", "done": "✓"}
-#: The activity type of an A2UI surface and the prefix of its message id (the official middleware's).
-_A2UI_ACTIVITY: Final = "a2ui-surface"
-_A2UI_MESSAGE_PREFIX: Final = "a2ui-surface-"
+#: The prefix of an A2UI surface's activity message id (+ its call's id; the official middleware's).
+_A2UI_MESSAGE_PREFIX: Final = A2UI_ACTIVITY_TYPE + "-"
 
 
 def _short(value: Any, width: int) -> str:
@@ -320,7 +320,7 @@ class Renderer:
         elif isinstance(event, CustomEvent):
             self._custom(event)
         elif isinstance(event, (ActivitySnapshotEvent, ActivityDeltaEvent)):
-            if event.activity_type == _A2UI_ACTIVITY:
+            if event.activity_type == A2UI_ACTIVITY_TYPE:
                 self._surface_lifecycle(event.message_id)
         elif isinstance(event, RunFinishedEvent):
             for message_id in list(self.surfaces):
@@ -370,7 +370,7 @@ class Renderer:
     def _draw_surface(self, message_id: str) -> None:
         """The surface's whole tree, once for each content it paints."""
         content = self._activity(message_id) or {}
-        operations = content.get("a2ui_operations")
+        operations = content.get(A2UI_OPERATIONS_KEY)
         status, drawn = self.surfaces.get(message_id, (None, None))
         if not isinstance(operations, list) or content == drawn:
             return

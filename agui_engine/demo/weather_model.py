@@ -70,6 +70,7 @@ from typing import Any
 
 import msgspec
 
+from ..genui.a2ui import A2UI_LOG_EVENT_TOOL, A2UI_TOOL
 from ..genui.resources import Resource, ResourceParamsError
 from ..llm import (
     Finish,
@@ -132,8 +133,6 @@ _CHARS_PER_TOKEN = 4
 
 _UI_PREFIX = "show_component_"  # mirrors components.UI_TOOL_PREFIX; the model only reads tool names
 _RENDER_UI = "render_ui"  # mirrors uispec.UI_SPEC_TOOL
-_RENDER_A2UI = "render_a2ui"  # mirrors a2ui.A2UI_TOOL (the official middleware's tool name)
-_LOG_A2UI_EVENT = "log_a2ui_event"  # mirrors a2ui.A2UI_LOG_EVENT_TOOL: a user action, as the agent reads it
 _OVERVIEW_WORDS = ("dashboard", "overview")
 _STATUS_KEY = "_tambo_statusMessage"
 _COMPLETION_KEY = "_tambo_completionStatusMessage"
@@ -726,7 +725,7 @@ def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedRepl
 def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
     """The table booking in A2UI: the form and the dashboard, then the confirmation of the action."""
     rendered = {args.get("surfaceId") for args in turn.called(tool.name) if isinstance(args, dict)}
-    actions = [args for args in turn.called(_LOG_A2UI_EVENT)
+    actions = [args for args in turn.called(A2UI_LOG_EVENT_TOOL)
                if isinstance(args, dict) and args.get("name") == BOOKING_ACTION]
     if actions:
         context = actions[-1].get("context")
@@ -807,7 +806,7 @@ def plan_reply(
     by_name = _tools_by_name(tools)
     lowered = turn.user_text.lower()
     render_ui = by_name.get(_RENDER_UI)
-    render_a2ui = by_name.get(_RENDER_A2UI)
+    render_a2ui = by_name.get(A2UI_TOOL)
     known = [c for c in _cities(turn.user_text) if c.lower() in DEMO_WEATHER]
     if render_a2ui is not None and is_booking_request(turn.user_text):
         plan = _booking_plan(turn, render_a2ui)

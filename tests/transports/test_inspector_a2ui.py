@@ -113,6 +113,36 @@ async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp
         assert page.errors == []
 
 
+async def test_the_engines_own_stream_of_the_demo_form(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """The surface as agui_engine.genui.a2ui.A2UISurfaceStream streams it (a delta per closed component)."""
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        posts: list[dict[str, Any]] = []
+        page.on("request", lambda r: posts.append(json.loads(r.post_data))
+                if r.method == "POST" and r.url == url and r.post_data else None)
+        await send(page, "engine")
+        texts = []
+        for expected in ("Book a table", "Date and time", "Requests"):
+            handle = await page.wait_for_function(f"""(want) => {{
+                const text = ({SURFACE_TEXT_JS})(null);
+                return text.includes(want) ? {{text, finished: ({RUN_FINISHED_JS})()}} : null;
+            }}""", arg=expected, timeout=DEADLINE_MS)
+            state = await handle.json_value()
+            assert not state["finished"], f"{expected!r} only appeared after the run ended"
+            texts.append(state["text"])
+        assert "Date and time" not in texts[0] and "Requests" not in texts[1]
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        assert await page.locator(".a2ui-activity").get_attribute("data-renderer") == "lit"
+        await page.locator("a2ui-surface input").first.fill("Ada")
+        await page.locator("a2ui-surface button", has_text="Book the table").click()
+        await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes('Booked for Ada, 2 guests')",
+                                     timeout=DEADLINE_MS)
+        action = posts[-1]["forwardedProps"]["a2uiAction"]["userAction"]
+        assert action["name"] == "book_table" and action["surfaceId"] == "table-booking"
+        assert action["context"] == {"name": "Ada", "when": "2026-12-04T19:30", "guests": "2", "notes": ""}
+        assert page.errors == []
+
+
 async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     with served(tmp_path, "--agent", AGENT) as url:
         page = await open_inspector(browser, url)

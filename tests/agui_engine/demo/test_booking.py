@@ -20,6 +20,7 @@ from agui_engine.demo.booking import (
     party_size,
 )
 from agui_engine.demo.weather_model import plan_reply
+from agui_engine.genui.a2ui import A2UI_TOOL, A2UICatalog, validate_components
 from agui_engine.llm import LLMTool
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -29,7 +30,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 
-RENDER_A2UI = LLMTool(name="render_a2ui", description="Render a dynamic A2UI v0.9 surface.", parameters={
+RENDER_A2UI = LLMTool(name=A2UI_TOOL, description="Render a dynamic A2UI v0.9 surface.", parameters={
     "type": "object", "properties": {"surfaceId": {"type": "string"}, "components": {"type": "array"},
                                      "data": {"type": "object"}},
     "required": ["surfaceId", "components"]})
@@ -125,3 +126,9 @@ def test_the_model_draws_the_form_and_the_dashboard_then_confirms_the_action() -
 def test_without_render_a2ui_the_model_says_how_to_see_it() -> None:
     reply = plan_reply([UserMessage(id="u", content="book a table for two")], [])
     assert not reply.calls and "agui-engine demo --a2ui" in reply.text
+
+
+@pytest.mark.parametrize("surface", [booking_form(2), availability_dashboard(),
+                                     booking_confirmation({"name": "Ada", "guests": "2"})])
+def test_surfaces_pass_the_engines_validation_against_the_basic_catalog(surface: dict[str, Any]) -> None:
+    assert validate_components(surface["components"], A2UICatalog.basic()) == []

@@ -53,7 +53,7 @@ def client_activities(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for m in result["messages"] if m["role"] == "activity"]
 
 
-@pytest.mark.parametrize("message", ["book a table", "book a table (snapshots)", "retry", "failed", "hostile"])
+@pytest.mark.parametrize("message", ["book a table", "book a table (snapshots)", "engine", "retry", "failed", "hostile"])
 def test_activities_equal_the_official_clients(message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     events = agent_events(message, monkeypatch)
     ours = in_node(events)
