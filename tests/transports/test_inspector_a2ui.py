@@ -168,6 +168,38 @@ async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browse
         assert page.errors == []
 
 
+async def test_without_the_renderer_the_fallback_draws_and_its_button_round_trips(  # noqa: F811
+        browser: Any, tmp_path: Path) -> None:
+    """The vendored bundle does not load (answered 404 here): every surface is drawn by the inspector's
+    own drawing, bound values read from the data model, and its button sends the same user action."""
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await browser.new_page()
+        await page.route("**/static/a2ui-lit.js", lambda route: route.fulfill(status=404, body="gone"))
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        await page.goto(url + "inspect")
+        await page.wait_for_function("window.__inspector && window.__inspector.ready", timeout=DEADLINE_MS)
+        posts: list[dict[str, Any]] = []
+        page.on("request", lambda r: posts.append(json.loads(r.post_data))
+                if r.method == "POST" and r.url == url and r.post_data else None)
+        await send(page, "book a table")
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        activity = page.locator(".a2ui-activity")
+        await page.wait_for_selector(".a2ui-activity[data-renderer='fallback'] .a2ui-button", timeout=DEADLINE_MS)
+        assert "did not load" in await activity.locator(".a2ui-problem").inner_text()
+        nodes = await page.eval_on_selector_all(".a2ui-fallback .a2ui-node", "els => els.map(e => e.dataset.componentId)")
+        assert nodes == ["root", "col", "title", "name", "guests", "submit", "submit-label"]  # the tree, in order
+        text = await activity.inner_text()
+        assert "label: Name" in text and "value: Ada" in text  # a bound value, read from the data model
+        await page.click(".a2ui-button")
+        await page.wait_for_function("document.querySelectorAll('.a2ui-activity').length === 2", timeout=DEADLINE_MS)
+        action = posts[-1]["forwardedProps"]["a2uiAction"]["userAction"]
+        assert {k: action[k] for k in ("name", "surfaceId", "sourceComponentId", "context")} == {
+            "name": "book_table", "surfaceId": "booking", "sourceComponentId": "submit",
+            "context": {"name": "Ada", "guests": "2"}}
+        assert errors == []
+
+
 async def test_lifecycle_retrying_then_painted_and_failed(browser: Any, tmp_path: Path) -> None:  # noqa: F811
     with served(tmp_path, "--agent", AGENT) as url:
         page = await open_inspector(browser, url)
