@@ -736,8 +736,8 @@ def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
                 text="Booking it.",
                 calls=(PlannedCall(name=tool.name, arguments=_arguments(tool, booking_confirmation(context), None)),),
             )
-        guests = str(context.get("guests") or "?")
-        return PlannedReply(text=f"Done: a table for {guests} at {DEMO_RESTAURANT['name']}, "
+        booked = str(context.get("guests") or "?")
+        return PlannedReply(text=f"Done: a table for {booked} at {DEMO_RESTAURANT['name']}, "
                                  "shown above. (Demo: nothing was reserved.)")
     if BOOKING_SURFACE not in rendered:
         guests = party_size(turn.user_text)
