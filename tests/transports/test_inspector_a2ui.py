@@ -168,8 +168,8 @@ async def test_hostile_strings_never_run_and_a_refused_surface_falls_back(browse
         assert page.errors == []
 
 
-async def test_without_the_renderer_the_fallback_draws_and_its_button_round_trips(  # noqa: F811
-        browser: Any, tmp_path: Path) -> None:
+async def test_without_the_renderer_the_fallback_draws_and_its_button_round_trips(
+        browser: Any, tmp_path: Path) -> None:  # noqa: F811
     """The vendored bundle does not load (answered 404 here): every surface is drawn by the inspector's
     own drawing, bound values read from the data model, and its button sends the same user action."""
     with served(tmp_path, "--agent", AGENT) as url:
