@@ -81,6 +81,8 @@ async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp
             state = await handle.json_value()
             assert not state["finished"], f"{expected!r} only appeared after the run ended"
             seen.append(state["text"])
+            if expected == "Book a table":  # mark the drawn surface: later updates must keep this element
+                await page.evaluate("document.querySelector('a2ui-surface').__seenFirst = true")
         assert "Name" not in seen[0] and "Guests" not in seen[1]  # caught before the next one arrived
         await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
         # drawn by the official renderer: an <a2ui-surface> whose shadow tree holds the basic catalog's elements
@@ -88,6 +90,7 @@ async def test_surface_grows_in_order_and_a_button_round_trips(browser: Any, tmp
         assert await activity.get_attribute("data-renderer") == "lit"
         assert await activity.get_attribute("data-lifecycle") == "painted"
         assert await page.evaluate(DEEP_COUNT_JS, "a2ui-surface") == 1
+        assert await page.evaluate("document.querySelector('a2ui-surface').__seenFirst") is True  # updated in place
         assert await page.evaluate(DEEP_COUNT_JS, "input") == 2
         await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes('[Ada]')", timeout=DEADLINE_MS)
         assert "Book now" in await surface_text(page)
