@@ -12,9 +12,10 @@ What it answers (the last user message picks the scenario; a run whose ``forward
   /a2ui_operations/2``; then the tool's ``{"status": "rendered"}`` result, as the middleware closes
   a pending call;
 * ``snapshots``: the same form the middleware's way, one whole ``replace`` snapshot per step;
-* ``engine``: the demo's booking form (:func:`agui_engine.demo.booking.booking_form`) streamed by
-  the engine's own :class:`~agui_engine.genui.a2ui.A2UISurfaceStream` (basic catalog) from
-  16-character argument chunks, with a pause after every chunk that changed the surface;
+* ``engine``: the demo's booking form and availability dashboard (:mod:`agui_engine.demo.booking`),
+  two calls, each streamed by the engine's own :class:`~agui_engine.genui.a2ui.A2UISurfaceStream`
+  (basic catalog) from 16-character argument chunks, with a pause after every chunk that changed
+  the surface;
 * ``hostile``: a surface whose every string is markup or script;
 * ``refuse``: a surface the renderer refuses (a TextField prop the v0.9 schema does not have), with
   hostile strings, drawn by the inspector's own fallback;
@@ -32,7 +33,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agui_engine.demo.booking import booking_form
+from agui_engine.demo.booking import availability_dashboard, booking_form
 from agui_engine.demo.scripted import user_text
 from agui_engine.genui.a2ui import A2UICatalog, A2UISurfaceStream
 from agui_engine.protocol.events import (
@@ -140,12 +141,12 @@ async def _surface(call_id: str, surface_id: str, components: list[dict[str, Any
     yield ToolCallResultEvent(message_id=f"result-{call_id}", tool_call_id=call_id, content='{"status":"rendered"}')
 
 
-async def _engine_surface(call_id: str) -> AsyncIterator[Event]:
-    """The demo's booking form as the engine streams it: A2UISurfaceStream over the argument chunks."""
+async def _engine_surface(call_id: str, surface: dict[str, Any]) -> AsyncIterator[Event]:
+    """A demo surface as the engine streams it: A2UISurfaceStream over the argument chunks."""
     stream = A2UISurfaceStream(call_id, catalog=A2UICatalog.basic())
     yield ToolCallStartEvent(tool_call_id=call_id, tool_call_name="render_a2ui")
     yield stream.start()
-    args = json.dumps(booking_form(2))
+    args = json.dumps(surface)
     for at in range(0, len(args), 16):
         piece = args[at : at + 16]
         yield ToolCallArgsEvent(tool_call_id=call_id, delta=piece)
@@ -183,8 +184,9 @@ async def agent(input: RunAgentInput) -> AsyncIterator[Event]:
         async for e in _surface(f"call-{run}", "booking-done", done, None, grow=False):
             yield e
     elif "engine" in text:
-        async for e in _engine_surface(f"call-{run}"):
-            yield e
+        for at, surface in enumerate((booking_form(2), availability_dashboard())):
+            async for e in _engine_surface(f"call-{run}-{at}", surface):
+                yield e
     elif "hostile" in text:
         async for e in _surface(f"call-{run}", "hostile", HOSTILE_SURFACE, {"evil": HOSTILE}, grow=False):
             yield e

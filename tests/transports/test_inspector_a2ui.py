@@ -135,7 +135,12 @@ async def test_the_engines_own_stream_of_the_demo_form(browser: Any, tmp_path: P
             texts.append(state["text"])
         assert "Date and time" not in texts[0] and "Requests" not in texts[1]
         await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
-        assert await page.locator(".a2ui-activity").get_attribute("data-renderer") == "lit"
+        assert await page.eval_on_selector_all(".a2ui-activity", "els => els.map(e => e.dataset.renderer)") == [
+            "lit", "lit"]
+        dashboard = await surface_text(page, ".a2ui-activity:nth-child(2)")
+        for text in ("Tonight at Trattoria Demo", "Free tables", "4.6 / 5", "18:30", "3 tables for 2", "21:00",
+                     "2 tables for 6"):  # the Row of Cards, and the List's template repeated over /slots
+            assert text in dashboard, text
         await page.locator("a2ui-surface input").first.fill("Ada")
         await page.locator("a2ui-surface button", has_text="Book the table").click()
         await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes('Booked for Ada, 2 guests')",
