@@ -53,6 +53,13 @@ from agui_engine.demo.weather_model import (
     EmbeddedModel,
     demo_weather,
 )
+from agui_engine.genui.a2ui import (
+    A2UICatalog,
+    A2UITransformer,
+    a2ui_context,
+    a2ui_user_action,
+    render_a2ui_tool,
+)
 from agui_engine.genui.components import Component
 from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
@@ -60,17 +67,19 @@ from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
-from agui_engine.protocol.events import RunAgentInput, UserMessage
+from agui_engine.protocol.events import RunAgentInput, Tool, UserMessage
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
-from . import add_ui_spec_argument, seconds
+from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
 __all__ = [
+    "A2UIOffered",
+    "A2UI_SCENARIO",
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "INSPECT_RETENTION_SECONDS",
@@ -98,6 +107,8 @@ SCENARIOS: Final = (
     "Show me the Q3 dashboard",
     "Hello! What can you do?",
 )
+#: The scenario ``agui-engine demo --a2ui`` adds to them: an A2UI form and dashboard.
+A2UI_SCENARIO: Final = "Book a table for two"
 
 #: Pause between model chunks on a terminal: ~60 chunks a second, about the
 #: speed of a fast hosted model, slow enough to watch props fill in.
@@ -137,13 +148,49 @@ def demo_ui_spec() -> UISpecTool:
                        *demo_components()])
 
 
-def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False) -> LLMAgent:
+def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
+               a2ui: bool = False) -> Agent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
-    offers ``render_ui`` (:func:`demo_ui_spec`)."""
+    offers ``render_ui`` (:func:`demo_ui_spec`), ``a2ui`` ``render_a2ui`` with the
+    A2UI basic catalog (the table booking, :mod:`agui_engine.demo.booking`;
+    :class:`A2UIOffered`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
-    return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
-                    ui_spec=demo_ui_spec() if ui_spec else None)
+    agent = LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
+                     ui_spec=demo_ui_spec() if ui_spec else None)
+    return A2UIOffered(agent, A2UICatalog.basic()) if a2ui else agent
+
+
+class A2UIOffered:
+    """``agent`` with A2UI offered the way ``@ag-ui/a2ui-middleware`` offers it: each run's input
+    gets the ``render_a2ui`` tool (a client tool) and the catalog and usage guidance in its
+    context (:func:`~agui_engine.genui.a2ui.a2ui_context`), a user action in its
+    ``forwardedProps`` becomes the ``log_a2ui_event`` call and result the model reads
+    (:func:`~agui_engine.genui.a2ui.a2ui_user_action`), and the agent's events go through
+    :class:`~agui_engine.genui.a2ui.A2UITransformer` (the surfaces streamed as ``a2ui-surface``
+    activities; each surface call answered ``{"status":"rendered"}`` or refused before
+    ``RUN_FINISHED``). Raises :class:`~agui_engine.genui.a2ui.A2UIActionError` (remote input) for a
+    user action that is not an object."""
+
+    def __init__(self, agent: Agent, catalog: A2UICatalog) -> None:
+        self.agent = agent
+        self.catalog = catalog
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Any]:
+        tool = render_a2ui_tool()
+        offered = a2ui_user_action(input)
+        offered = msgspec.structs.replace(
+            offered,
+            tools=[*(t for t in offered.tools if t.name != tool.name),
+                   Tool(name=tool.name, description=tool.description, parameters=tool.parameters)],
+            context=[*offered.context, *a2ui_context(self.catalog, tool.name)])
+        transformer = A2UITransformer(offered, catalog=self.catalog)
+        async with aclosing(self.agent.run(offered)) as events:
+            async for event in events:
+                for out in transformer.feed(event):
+                    yield out
+        for out in transformer.close():
+            yield out
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,
@@ -159,7 +206,7 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
 
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
-                          inspector: bool = True, ui_spec: bool = False) -> AgentContext:
+                          inspector: bool = True, ui_spec: bool = False, a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
     the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
     options = {"inspector": True} if inspector and transport == "sse" else {}
@@ -170,7 +217,7 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
         async with _demo_model(model_path, pace_seconds) as llm:
-            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec))
+            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec, a2ui=a2ui))
 
     return context
 
@@ -217,7 +264,7 @@ class InspectedGateway:
         return self.client.run(input)
 
 
-def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False) -> AgentContext:
+def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` yielding an :class:`InspectedGateway`: the gateway is up
     for as long as the context is."""
 
@@ -228,7 +275,7 @@ def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False) -
 
         token = secrets.token_urlsafe(16)
         async with _demo_model(model_path, pace_seconds) as llm:
-            agent = demo_agent(llm=llm, ui_spec=ui_spec)
+            agent = demo_agent(llm=llm, ui_spec=ui_spec, a2ui=a2ui)
             server = await start_sse_server(agent, port=0, inspector=True, auth_token={token: "demo"},
                                             options=RegistryOptions(retention_seconds=INSPECT_RETENTION_SECONDS))
             try:
@@ -279,6 +326,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="openai (default): the embedded model answers over loopback HTTP in OpenAI Chat "
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
     add_ui_spec_argument(parser)
+    add_a2ui_argument(parser)
 
 
 async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
@@ -335,7 +383,8 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
     if pace < 0:
         sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
         return 2
-    messages: Sequence[str] = [" ".join(args.message)] if args.message else SCENARIOS
+    scenarios = (*SCENARIOS, A2UI_SCENARIO) if getattr(args, "a2ui", False) else SCENARIOS
+    messages: Sequence[str] = [" ".join(args.message)] if args.message else scenarios
 
     async def main() -> int:
         status = 0
@@ -398,7 +447,9 @@ def run(args: argparse.Namespace) -> int:
         path = _PATH_LINES[(args.model_path, args.via)].format(t=transport.upper() if transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
     if inspect:
-        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec),
+        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec,
+                                                            a2ui=args.a2ui),
                              after=_hold_for_the_inspector(sys.stdout if args.format == "pretty" else sys.stderr))
     return run_scenarios(args, production_demo_agent(via=args.via, transport=transport, model_path=args.model_path,
-                                                     inspector=not args.no_inspect, ui_spec=args.ui_spec))
+                                                     inspector=not args.no_inspect, ui_spec=args.ui_spec,
+                                                     a2ui=args.a2ui))

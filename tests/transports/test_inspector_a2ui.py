@@ -246,3 +246,44 @@ def test_the_vendored_bundle_is_what_the_build_script_makes() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_a2ui_lit.py"), "--check"],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+async def test_serve_a2ui_demo_booking_round_trip(browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """``agui-engine serve --a2ui``: the embedded model's booking form and dashboard drawn by the official
+    renderer while the run streams; the person books, and the model confirms from the action's context."""
+    with served(tmp_path, "--a2ui", "--pace", "0.004") as url:
+        page = await open_inspector(browser, url)
+        posts: list[dict[str, Any]] = []
+        page.on("request", lambda r: posts.append(json.loads(r.post_data))
+                if r.method == "POST" and r.url == url and r.post_data else None)
+        await send(page, "book a table for two")
+        handle = await page.wait_for_function(f"""() => {{
+            const text = ({SURFACE_TEXT_JS})(null);
+            return text.includes("Book a table") ? {{text, finished: ({RUN_FINISHED_JS})()}} : null;
+        }}""", timeout=DEADLINE_MS)
+        early = await handle.json_value()
+        assert not early["finished"] and "Book the table" not in early["text"]  # caught while it streams
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        renderers = await page.eval_on_selector_all(".a2ui-activity", "els => els.map(e => e.dataset.renderer)")
+        assert renderers == ["lit", "lit"]
+        text = await surface_text(page)
+        for shown in ("Trattoria Demo · 12 Via Esempio (demo data)", "Book the table", "Free tables", "4.6 / 5",
+                      "18:30", "3 tables for 2", "[2]", "[2026-12-04]", "[19:30]"):  # date and time: two inputs
+            assert shown in text, shown
+        await page.locator("a2ui-surface input").first.fill("Grace")
+        await page.locator("a2ui-surface button", has_text="Book the table").click()
+        await page.wait_for_function(
+            f"({SURFACE_TEXT_JS})(null).includes('A table for 2 on 2026-12-04 at 19:30, under the name Grace.')",
+            timeout=DEADLINE_MS)
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        action = posts[-1]["forwardedProps"]["a2uiAction"]["userAction"]
+        assert (action["name"], action["surfaceId"], action["sourceComponentId"]) == ("book_table", "table-booking",
+                                                                                      "book")
+        assert action["context"] == {"name": "Grace", "when": "2026-12-04T19:30", "guests": "2", "notes": ""}
+        assert await page.locator(".a2ui-activity").count() == 3
+        assert "Booking it." in await page.inner_text("#messages")
+        assert await page.inner_text("#finding-count") == "0"
+        shot = tmp_path / "inspector-a2ui-demo.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        print(f"inspector screenshot: {shot}")
+        assert page.errors == []

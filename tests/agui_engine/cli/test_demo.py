@@ -91,3 +91,48 @@ def test_ui_spec_demo_prints_the_tree_in_a_real_subprocess() -> None:
     plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "dashboard for Tokyo and Paris"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert plain.returncode == 0 and "Dashboard #1" in plain.stdout and "generative-ui" not in plain.stdout
+
+
+def test_a2ui_demo_prints_the_surfaces_in_a_real_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "demo", "--a2ui", "--no-inspect", "book a table for two"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "  assistant › Here is a booking form for 2 at Trattoria Demo, and tonight's availability." in lines
+    assert lines.count("  ◇ A2UI surface · building") == 2  # one lifecycle line a surface
+    assert '  ⚙ render_a2ui(surfaceId="table-booking")' in lines
+    start = lines.index("  │ table-booking:")
+    assert lines[start : start + 8] == [
+        "  │ table-booking:",
+        "  │   ┆ ## Book a table",
+        "  │   ┆ Trattoria Demo · 12 Via Esempio (demo data)",
+        "  │   ┆ Name: [ ]",
+        "  │   ┆ Date and time: [2026-12-04T19:30]",
+        "  │   ┆ Guests: [2]",
+        "  │   ┆ Requests: [ ]",
+        "  │   ┆ [ Book the table ] → book_table",
+    ]
+    start = lines.index("  │ table-availability:")
+    assert lines[start + 2 : start + 7] == [
+        "  │   Free tables 4 │ Wait 15 min │ Rating 4.6 / 5",
+        "  │   #### Open slots",
+        "  │   18:30 │ 3 tables for 2",
+        "  │   19:30 │ 1 table for 2, 1 for 4",
+        "  │   21:00 │ 2 tables for 6",
+    ]
+    assert lines.count('    ↳ render_a2ui → {"status":"rendered"}') == 2
+    assert "verified" in lines[-1]
+    # without the flag the same words get a one-line answer saying how to see it
+    plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "--no-inspect", "book a table for two"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert plain.returncode == 0 and "demo --a2ui" in plain.stdout and "A2UI surface" not in plain.stdout
+
+
+def test_serve_a2ui_is_for_the_embedded_agent() -> None:
+    done = subprocess.run([sys.executable, "-m", "agui_engine", "serve", "--a2ui", "--agent", "http://127.0.0.1:9/"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "agui-engine serve: --a2ui offers render_a2ui to the embedded agent: drop --agent or write --agent embedded"]
