@@ -185,10 +185,15 @@ class A2UIOffered:
                    Tool(name=tool.name, description=tool.description, parameters=tool.parameters)],
             context=[*offered.context, *a2ui_context(self.catalog, tool.name)])
         transformer = A2UITransformer(offered, catalog=self.catalog)
-        async with aclosing(self.agent.run(offered)) as events:
-            async for event in events:
+        stream: AsyncIterator[Any] = self.agent.run(offered)
+        try:
+            async for event in stream:
                 for out in transformer.feed(event):
                     yield out
+        finally:  # a consumer that stops closes the agent's run at once (the Agent contract)
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
         for out in transformer.close():
             yield out
 
