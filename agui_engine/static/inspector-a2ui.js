@@ -8,7 +8,8 @@
 // and focus survive the stream), updated only when the activity record's `version` changes:
 //
 //   * lifecycle content ({status: building | retrying | failed, ...}) is shown as a status line
-//     (`data-lifecycle`), with the attempt count and the errors the agent was told about;
+//     (`data-lifecycle`), with the attempt count and the errors the agent was told about; when it
+//     replaces a painted surface (the engine retries a call it refused late), the surface is removed;
 //   * operations ({a2ui_operations: [...]}) go to the view's own MessageProcessor, incrementally: the
 //     middleware re-sends the whole surface in every snapshot, so an operation equal (as JSON) to the
 //     one at the same index of the last content is skipped, and a createSurface for a surface the
@@ -87,6 +88,11 @@ export class SurfaceView {
     if (content.operations) {
       this.operations = content.operations;
       this.draw();
+    } else if (this.operations.length) {
+      // a painted surface replaced by its lifecycle (a refused call is retried): nothing of it stays
+      this.operations = [];
+      this.reset();
+      this.renderer(this.el.dataset.renderer ?? "lit", "");
     }
   }
 

@@ -20,7 +20,8 @@ What it answers (the last user message picks the scenario; a run whose ``forward
 * ``refuse``: a surface the renderer refuses (a TextField prop the v0.9 schema does not have), with
   hostile strings, drawn by the inspector's own fallback;
 * ``retry``: ``building``, then ``retrying`` (attempt 2 of 3, with the validation errors), then the
-  painted surface; ``failed``: ``building`` then ``failed`` (recovery exhausted);
+  painted surface; ``repaint``: the same with a partly painted surface before ``retrying``;
+  ``failed``: ``building`` then ``failed`` (recovery exhausted);
 * an action: a text message naming it and a confirmation surface showing its context.
 
 Every pause is :data:`PAUSE_SECONDS`, so a browser sees each step of the stream.
@@ -193,12 +194,15 @@ async def agent(input: RunAgentInput) -> AsyncIterator[Event]:
     elif "refuse" in text:
         async for e in _surface(f"call-{run}", "refused", REFUSED_SURFACE, {"evil": HOSTILE}, grow=False):
             yield e
-    elif "retry" in text or "failed" in text:
+    elif "retry" in text or "failed" in text or "repaint" in text:
         call = f"call-{run}"
         yield ToolCallStartEvent(tool_call_id=call, tool_call_name="render_a2ui")
         yield _activity(call, {"status": "building"})
         await asyncio.sleep(PAUSE_SECONDS)
-        if "retry" in text:
+        if "repaint" in text:  # painted, then refused late: the client must drop what it drew
+            yield _activity(call, _ops("retried", FORM[:3], None))
+            await asyncio.sleep(PAUSE_SECONDS)
+        if "retry" in text or "repaint" in text:
             yield _activity(call, {"status": "retrying", "attempt": 2, "maxAttempts": 3,
                                    "errors": [{"componentId": "col", "path": "/components/1/children",
                                                "message": "child 'nope' does not exist"}]})

@@ -219,6 +219,17 @@ async def test_lifecycle_retrying_then_painted_and_failed(browser: Any, tmp_path
                                      timeout=DEADLINE_MS)  # replaced in place by the painted surface
         assert await page.locator(".a2ui-activity").count() == 1
         await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await send(page, "repaint")
+        await page.wait_for_function(f"({SURFACE_TEXT_JS})('.a2ui-activity:nth-child(2)').includes('Book a table')",
+                                     timeout=DEADLINE_MS)
+        await page.wait_for_selector(".a2ui-activity:nth-child(2)[data-lifecycle='retrying']", timeout=DEADLINE_MS)
+        gone = await page.evaluate(f"""() => ({{
+            surfaces: document.querySelectorAll('.a2ui-activity:nth-child(2) a2ui-surface').length,
+            text: ({SURFACE_TEXT_JS})('.a2ui-activity:nth-child(2) .a2ui-body')}})""")
+        assert gone == {"surfaces": 0, "text": ""}  # the refused surface is not kept while it is retried
+        await page.wait_for_function(f"({SURFACE_TEXT_JS})('.a2ui-activity:nth-child(2)').includes('Book now')",
+                                     timeout=DEADLINE_MS)
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
         await send(page, "failed")
         failed = await page.wait_for_selector(".a2ui-activity[data-lifecycle='failed']", timeout=DEADLINE_MS)
         assert "A2UI generation failed after 3 attempts" in await failed.inner_text()
