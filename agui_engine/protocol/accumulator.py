@@ -55,6 +55,7 @@ from .events import (
     CustomEvent,
     Message,
     MessagesSnapshotEvent,
+    Metadata,
     RawEvent,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
@@ -95,6 +96,7 @@ __all__ = [
     "RunRecord",
     "apply_json_patch",
     "grow_string",
+    "merge_metadata",
 ]
 
 #: ``handler(accumulator, event)`` for one CUSTOM event name.
@@ -823,18 +825,26 @@ _CUSTOM_ATTR: Final = "_custom_handlers"
 _EVENT_ATTR: Final = "_event_handlers"
 
 
-def _merge_metadata(target: dict[str, Any], ev: Any) -> None:
-    """Fold ``ev.metadata`` into ``target["metadata"]`` key by key, last write winning.
+def merge_metadata(existing: Metadata | None, incoming: Metadata | None) -> Metadata | None:
+    """``@ag-ui/core``'s ``mergeMetadata``: ``incoming``'s keys over ``existing``'s, last write wins.
 
-    As ``mergeMetadata`` of ``@ag-ui/core``: shallow (a key's value is replaced
-    outright), a copy of the event's object, and nothing at all when the event has none.
+    ``None`` (absent) ``incoming`` returns ``existing`` itself; otherwise a new dict (neither
+    argument is modified). Shallow: a key's value is replaced wholesale, never merged recursively.
     """
+    if incoming is None:
+        return existing
+    if existing is None:
+        return dict(incoming)
+    return {**existing, **incoming}
+
+
+def _merge_metadata(target: dict[str, Any], ev: Any) -> None:
+    """Fold ``ev.metadata`` into ``target["metadata"]`` (:func:`merge_metadata`), as a copy of the
+    event's object, and nothing at all when the event has none."""
     incoming = ev.metadata
     if incoming is None:
         return
-    merged = dict(target.get("metadata") or {})
-    merged.update(_copy_json(msgspec.to_builtins(incoming)))
-    target["metadata"] = merged
+    target["metadata"] = merge_metadata(target.get("metadata") or None, _copy_json(msgspec.to_builtins(incoming)))
 
 
 def _register_custom(target: Any, name: str, handler: CustomHandler, replace: bool) -> None:
