@@ -189,22 +189,33 @@ _PATCH_ERRORS: Final = (
 )
 
 
-def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
+def apply_json_patch(document: Any, operations: Iterable[Any], *, in_place: bool = False) -> Any:
     """Apply RFC 6902 operations to a *copy* of ``document`` and return the result.
 
     Operations are dicts or the event model's operation Structs. All or nothing:
     raises :class:`PatchError` naming the failing operation's index and why, and
-    ``document`` is never modified.
+    ``document`` is never modified. With ``in_place=True`` (for a caller that owns
+    ``document``, such as a copy it made) ``document`` itself is patched and returned,
+    saving the copy; after a :class:`PatchError` it may then be left partly patched.
+    Values are copied from the operations either way, so the result never shares them.
     """
     ops = operations if isinstance(operations, list) else list(operations)
     if ops and not isinstance(ops[0], dict):
-        ops = msgspec.to_builtins(ops)
+        ops = msgspec.to_builtins(ops)  # new containers: the result shares nothing with the Structs
+    elif in_place:
+        ops = _copy_json(ops)
+    if in_place:
+        return _apply_each(document, ops)
     try:
         return jsonpatch.JsonPatch(ops).apply(_copy_json(document), in_place=True)
     except _PATCH_ERRORS:
         pass
-    # Failed: replay one operation at a time on a fresh copy to say which one and why.
-    doc = _copy_json(document)
+    _apply_each(_copy_json(document), ops)  # failed: one operation at a time, to say which one and why
+    raise PatchError("the patch failed as a whole but every operation applies alone", op_index=0)
+
+
+def _apply_each(doc: Any, ops: list[Any]) -> Any:
+    """Apply ``ops`` to ``doc`` in place one by one; PatchError names the first that fails."""
     for index, op in enumerate(ops):
         try:
             doc = jsonpatch.apply_patch(doc, [op], in_place=True)
@@ -212,7 +223,7 @@ def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
             name = op.get("op") if isinstance(op, dict) else None
             path = op.get("path") if isinstance(op, dict) else None
             raise PatchError(f"operation {index} ({name} {path!r}) failed: {exc}", op_index=index) from None
-    raise PatchError("the patch failed as a whole but every operation applies alone", op_index=0)
+    return doc
 
 
 class _Hybrid:

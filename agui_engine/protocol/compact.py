@@ -63,7 +63,7 @@ import msgspec
 from .accumulator import PatchError, apply_json_patch, merge_metadata
 from .errors import UsageError
 from .events import (
-    BaseEvent,
+    EVENT_CLASSES,
     Event,
     Metadata,
     RunErrorEvent,
@@ -95,22 +95,32 @@ class _Stream:
         self.meta: Metadata | None = None  # the joined delta's metadata ("postStartMetadata")
 
 
-# Event class -> role. Streams: lane 0 = text messages, lane 1 = tool calls; step 0/1/2 = START,
-# CONTENT/ARGS, END (code = 3 * lane + step). 6 = a run boundary, 7 = state; anything else is "other".
+# Event class -> role: text START / CONTENT / END, tool START / ARGS / END, a run boundary, state,
+# any other event. A class missing from the table (a subclass, or not an event) takes the slow path.
+_TEXT_START, _TEXT_DELTA, _TEXT_END, _TOOL_START, _TOOL_DELTA, _TOOL_END, _RUN, _STATE, _OTHER = range(9)
 _ROLE: Final[dict[type, int]] = {
-    TextMessageStartEvent: 0,
-    TextMessageContentEvent: 1,
-    TextMessageEndEvent: 2,
-    ToolCallStartEvent: 3,
-    ToolCallArgsEvent: 4,
-    ToolCallEndEvent: 5,
-    RunStartedEvent: 6,
-    RunFinishedEvent: 6,
-    RunErrorEvent: 6,
-    StateSnapshotEvent: 7,
-    StateDeltaEvent: 7,
+    **{cls: _OTHER for cls in EVENT_CLASSES.values()},
+    UnknownEvent: _OTHER,
+    TextMessageStartEvent: _TEXT_START,
+    TextMessageContentEvent: _TEXT_DELTA,
+    TextMessageEndEvent: _TEXT_END,
+    ToolCallStartEvent: _TOOL_START,
+    ToolCallArgsEvent: _TOOL_DELTA,
+    ToolCallEndEvent: _TOOL_END,
+    RunStartedEvent: _RUN,
+    RunFinishedEvent: _RUN,
+    RunErrorEvent: _RUN,
+    StateSnapshotEvent: _STATE,
+    StateDeltaEvent: _STATE,
 }
-_OTHER: Final = 8
+
+
+def _role(index: int, event: Any) -> int:
+    """The role of an item whose class is not in the table: a subclass's, or UsageError."""
+    for cls in type(event).__mro__:
+        if cls in _ROLE:
+            return _ROLE[cls]
+    raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event")
 
 
 def _text_content(key: str, delta: str, meta: Metadata | None) -> Event:
@@ -161,15 +171,22 @@ def _flush_state(window: list[Any], out: list[Any]) -> None:
     if last == -1:
         out.extend(window)  # deltas alone are relative to a state this window never saw
         return
-    state = window[last].snapshot
-    for event in window[last + 1 :]:
-        if type(event) is StateSnapshotEvent:  # pragma: no cover - ``last`` is the last snapshot
-            state = event.snapshot
-            continue
-        try:
-            state = apply_json_patch(state, event.delta)
-        except PatchError:
-            pass  # skipped whole, as compactEvents does (it warns; the core does no IO)
+    base = window[last].snapshot
+    state = base  # shared with the input until a delta applies (the output is never patched)
+    if last + 1 < len(window):
+        # One private copy patched in place; a delta that fails part way spoils it, so the copy is
+        # made again from the snapshot with the deltas that applied (failures are rare; the
+        # reference copies the whole state for every delta instead).
+        state = apply_json_patch(base, ())
+        applied: list[Any] = []
+        for event in window[last + 1 :]:
+            try:
+                state = apply_json_patch(state, event.delta, in_place=True)
+                applied.append(event.delta)
+            except PatchError:  # skipped whole, as compactEvents does (it warns; the core does no IO)
+                state = apply_json_patch(base, ())
+                for delta in applied:
+                    state = apply_json_patch(state, delta, in_place=True)
     meta: Metadata | None = None
     for event in window:
         meta = merge_metadata(meta, event.metadata)
@@ -191,32 +208,36 @@ def compact_events(events: Iterable[Event]) -> list[Event]:
     window: list[Any] = []
     role_of = _ROLE.get
     for index, event in enumerate(events):
-        role = role_of(type(event), _OTHER)
-        if role < 6:
-            lane, step = divmod(role, 3)
-            key = event.message_id if lane == 0 else event.tool_call_id  # type: ignore[union-attr]
-            streams = lanes[lane]
+        role = role_of(type(event))
+        if role is None:
+            role = _role(index, event)
+        if role == _TEXT_DELTA or role == _TOOL_DELTA:  # the bulk of any stream: one append
+            streams, key = (texts, event.message_id) if role == _TEXT_DELTA else (tools, event.tool_call_id)
             stream = streams.get(key)
             if stream is None:
                 stream = streams[key] = _Stream()
-            if step == 1:
-                stream.deltas.append(event.delta)  # type: ignore[union-attr]
+            stream.deltas.append(event.delta)
+            if event.metadata is not None:
                 stream.meta = merge_metadata(stream.meta, event.metadata)
-            elif step == 0:
+        elif role < _RUN:
+            lane = 0 if role < _TOOL_START else 1
+            streams, key = (texts, event.message_id) if lane == 0 else (tools, event.tool_call_id)
+            stream = streams.get(key)
+            if stream is None:
+                stream = streams[key] = _Stream()
+            if role == _TEXT_START or role == _TOOL_START:
                 _start(stream, event)
             else:
                 del streams[key]
                 _flush_stream(lane, key, stream, event, out)
-        elif role == 7:
+        elif role == _STATE:
             window.append(event)
-        elif role == 6:
+        elif role == _RUN:
             if window:
                 _flush_state(window, out)
                 window = []
             out.append(event)
         else:
-            if not isinstance(event, (BaseEvent, UnknownEvent)):
-                raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event")
             # Held by the first stream (text messages before tool calls) that has a START; an
             # entry exists only until its END, so "started and not ended" is "has a START".
             for stream in texts.values():

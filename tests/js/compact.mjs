@@ -2,8 +2,9 @@
 // agui_engine.protocol.compact. Reads NDJSON on stdin, one thread a line (a JSON array of wire
 // events), and prints one line a thread as soon as it is read: {"events": [...]} or
 // {"error": msg}. Line by line, so that one process serves a whole test session.
-// With --bench N: reads ONE line, compacts it N times and prints {"seconds": total, "events": [...]}.
-// Usage: node compact.mjs [--bench N] < threads.ndjson
+// With --bench N R: reads ONE line, compacts it N times, R times over (after a warm-up), and prints
+// {"seconds": [the R totals], "events": [...]}.
+// Usage: node compact.mjs [--bench N R] < threads.ndjson
 import { createInterface } from "node:readline";
 import { compactEvents } from "@ag-ui/client";
 
@@ -17,10 +18,15 @@ for await (const line of lines) {
   const thread = JSON.parse(line);
   if (bench >= 0) {
     const rounds = Number(process.argv[bench + 1]);
-    let events = compactEvents(thread); // warm-up
-    const begin = process.hrtime.bigint();
-    for (let i = 0; i < rounds; i++) events = compactEvents(thread);
-    const seconds = Number(process.hrtime.bigint() - begin) / 1e9;
+    const repeats = Number(process.argv[bench + 2] ?? 1);
+    let events = compactEvents(thread);
+    for (let i = 0; i < rounds; i++) events = compactEvents(thread); // warm-up: let the JIT settle
+    const seconds = [];
+    for (let r = 0; r < repeats; r++) {
+      const begin = process.hrtime.bigint();
+      for (let i = 0; i < rounds; i++) events = compactEvents(thread);
+      seconds.push(Number(process.hrtime.bigint() - begin) / 1e9);
+    }
     process.stdout.write(JSON.stringify({ seconds, events }) + "\n");
     break;
   }
