@@ -111,7 +111,6 @@ from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
 from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
-from .protocol.compact import compact_events
 from .protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -128,6 +127,7 @@ from .protocol.codec import (
     encode_sse,
     encode_sse_comment,
 )
+from .protocol.compact import compact_events
 from .protocol.errors import (
     AguiEngineError,
     CapacityError,

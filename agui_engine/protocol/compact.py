@@ -165,7 +165,7 @@ def _start(stream: _Stream, event: Any) -> None:
 def _flush_state(window: list[Any], out: list[Any]) -> None:
     last = -1
     for index in range(len(window) - 1, -1, -1):
-        if type(window[index]) is StateSnapshotEvent:
+        if isinstance(window[index], StateSnapshotEvent):
             last = index
             break
     if last == -1:
@@ -207,7 +207,8 @@ def compact_events(events: Iterable[Event]) -> list[Event]:
     texts, tools = lanes
     window: list[Any] = []
     role_of = _ROLE.get
-    for index, event in enumerate(events):
+    items: Iterable[Any] = events  # dispatched on the role table, not on the union's narrowing
+    for index, event in enumerate(items):
         role = role_of(type(event))
         if role is None:
             role = _role(index, event)

@@ -3,7 +3,7 @@
 // events), and prints one line a thread as soon as it is read: {"events": [...]} or
 // {"error": msg}. Line by line, so that one process serves a whole test session.
 // With --bench N R: reads ONE line, compacts it N times, R times over (after a warm-up), and prints
-// {"seconds": [the R totals], "events": [...]}.
+// {"seconds": [the R totals of CPU time, user + system, process.cpuUsage], "events": [...]}.
 // Usage: node compact.mjs [--bench N R] < threads.ndjson
 import { createInterface } from "node:readline";
 import { compactEvents } from "@ag-ui/client";
@@ -23,9 +23,10 @@ for await (const line of lines) {
     for (let i = 0; i < rounds; i++) events = compactEvents(thread); // warm-up: let the JIT settle
     const seconds = [];
     for (let r = 0; r < repeats; r++) {
-      const begin = process.hrtime.bigint();
+      const begin = process.cpuUsage();
       for (let i = 0; i < rounds; i++) events = compactEvents(thread);
-      seconds.push(Number(process.hrtime.bigint() - begin) / 1e9);
+      const used = process.cpuUsage(begin);
+      seconds.push((used.user + used.system) / 1e6);
     }
     process.stdout.write(JSON.stringify({ seconds, events }) + "\n");
     break;

@@ -420,3 +420,36 @@ def test_the_recorded_wire_samples(client: Client) -> None:
         shuffled = events[:]
         rng.shuffle(shuffled)
         assert_same(client, shuffled)
+
+
+# --------------------------------------------------------------------------------------------
+# where compactEvents changes the thread (kept for equality; spec/compaction.md)
+# --------------------------------------------------------------------------------------------
+
+RMS = {"type": "REASONING_MESSAGE_START", "messageId": "rm", "role": "reasoning"}
+RMC = {"type": "REASONING_MESSAGE_CONTENT", "messageId": "rm", "delta": "thinking"}
+RME = {"type": "REASONING_MESSAGE_END", "messageId": "rm"}
+OVERLAPS: dict[str, tuple[list[dict[str, Any]], str]] = {
+    # the inner stream is written first: its message comes first
+    "a tool call inside an open message": (
+        [RS, ts("m"), tc("m", "a"), cs("c"), ca("c", "{}"), ce("c"), te("m"), RF], "order"),
+    # one reasoning message's events held by two streams: its content is written before its START
+    "events of one message held by two streams": (
+        [RS, cs("c"), RMS, ts("m"), RMC, te("m"), RME, ce("c"), RF], "content"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAPS))
+def test_overlapping_streams_can_change_the_thread(client: Client, name: str) -> None:
+    stream, what = OVERLAPS[name]
+    events = [decode(w) for w in stream]
+    assert overlapping(events)
+    compacted = assert_same(client, events)
+    ours, original = thread_of(compacted), thread_of(events)
+    assert ours != original
+    if what == "order":
+        assert sorted(ours["messages"], key=lambda m: m["id"]) == sorted(original["messages"], key=lambda m: m["id"])
+    else:
+        reasoning = {m["id"]: m.get("content") for m in ours["messages"] if m["role"] == "reasoning"}
+        assert reasoning == {"rm": ""}
+        assert {m["id"]: m.get("content") for m in original["messages"] if m["role"] == "reasoning"} == {"rm": "thinking"}
