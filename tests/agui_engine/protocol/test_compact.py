@@ -235,6 +235,10 @@ CASES: dict[str, list[dict[str, Any]]] = {
         RS, snap({"a": 1}), delta({"op": "add", "path": "/b", "value": 2}, {"op": "remove", "path": "/missing"}),
         delta({"op": "replace", "path": "/nope", "value": 0}), delta({"op": "test", "path": "/a", "value": 2}),
         delta({"op": "add", "path": "/x/y", "value": 0}), delta({"op": "add", "path": "/c", "value": 3}), RF],
+    "a delta failing part way after others applied": [
+        RS, snap({"a": 1}), delta({"op": "add", "path": "/b", "value": [1]}),
+        delta({"op": "add", "path": "/b/-", "value": 2}, {"op": "remove", "path": "/missing"}),
+        delta({"op": "add", "path": "/b/-", "value": 3}), RF],
     "windows flushed at RUN_STARTED, RUN_ERROR and the end": [
         snap({"pre": True}), delta({"op": "add", "path": "/p", "value": 1}), RS, snap({"in": 1}), RE,
         {**RS, "runId": "r2"}, delta({"op": "add", "path": "/q", "value": 1}), snap({"last": 1}), CUSTOM,
@@ -279,6 +283,19 @@ def test_input_is_read_once_and_left_unchanged() -> None:
 def test_an_item_that_is_not_an_event_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match=r"events\[1\] is a dict"):
         compact_events([decode(RS), {"type": "CUSTOM"}])  # type: ignore[list-item]
+
+
+def test_a_subclass_of_an_event_takes_its_base_class_role() -> None:
+    class Note(CustomEvent, frozen=True, kw_only=True, tag="CUSTOM"):
+        pass
+
+    class Piece(TextMessageContentEvent, frozen=True, kw_only=True, tag="TEXT_MESSAGE_CONTENT"):
+        pass
+
+    events = [decode(ts("m")), Piece(message_id="m", delta="a"), Note(name="n", value=1), Piece(message_id="m", delta="b"),
+              decode(te("m"))]
+    out = [wire(e) for e in compact_events(events)]
+    assert out == [ts("m"), tc("m", "ab"), te("m"), {"type": "CUSTOM", "name": "n", "value": 1}]
 
 
 def test_unknown_events_pass_through() -> None:
