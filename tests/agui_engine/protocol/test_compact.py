@@ -47,7 +47,7 @@ from agui_engine.protocol.events import (
     UnknownEvent,
 )
 
-from ..agui_streams import JSON_VALUES, valid_streams
+from ..agui_streams import JSON_VALUES, event_soup, valid_streams
 from ..event_samples import ALL_EVENT_SAMPLES
 from .test_accumulator_differential import ThreadWriter
 
@@ -414,6 +414,18 @@ def test_sequential_streams_with_state_and_metadata_build_the_same_thread(
     client: Client, streams: list[list[Any]]
 ) -> None:
     _check_threads(client, streams, sequential=True)
+
+
+@_SETTINGS
+@given(st.lists(event_soup(40), min_size=5, max_size=5), st.lists(_STATE_EVENTS, min_size=5, max_size=5), st.data())
+def test_event_soup_equals_compact_events(client: Client, soups: list[list[Any]], state: list[Any],
+                                          data: st.DataObject) -> None:
+    """Arbitrary sequences (ids colliding, streams opened twice, ended twice or never, state anywhere):
+    still equal to compactEvents, event for event."""
+    for soup in soups:
+        for event in state:
+            soup.insert(data.draw(st.integers(0, len(soup))), event)
+        assert_same(client, soup)
 
 
 def test_the_accumulator_differentials_threads(client: Client) -> None:
