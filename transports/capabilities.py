@@ -41,13 +41,17 @@ from agui_engine.protocol.agent import agent_capabilities
 from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, decode_capabilities
 from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UpstreamError
 
+from .envelope import ServerLine
 from .input_decoding import check_input_depth
+from .retrying_client import remote_error_from_line
 
 __all__ = [
     "CAPABILITIES_TIMEOUT_SECONDS",
+    "UNKNOWN_MESSAGE_CODES",
     "MAX_CAPABILITIES_BYTES",
     "STDIO_TRANSPORT",
     "WEBSOCKET_TRANSPORT",
+    "capabilities_answer",
     "read_capabilities",
     "served_capabilities",
     "sse_transport",
@@ -73,6 +77,15 @@ WEBSOCKET_TRANSPORT: Final = TransportCapabilities(
 STDIO_TRANSPORT: Final = TransportCapabilities(
     streaming=False, websocket=False, http_binary=False, push_notifications=False, resumable=False
 )
+
+
+#: The error codes with which a WebSocket or stdio server that does not know the
+#: ``capabilities`` message refuses it: ``bad_input`` (a message of no known shape),
+#: ``invalid_input`` (an older stdio server reads a line of no known ``type`` as a
+#: RunAgentInput). A client takes them as "declares nothing", as a 404 over HTTP.
+UNKNOWN_MESSAGE_CODES: Final = frozenset({"bad_input", "invalid_input"})
+
+_LINE_DECODER: Final = msgspec.json.Decoder(ServerLine)
 
 
 def sse_transport(*, websocket: bool = False) -> TransportCapabilities:
@@ -114,3 +127,23 @@ def read_capabilities(data: bytes, *, where: str) -> AgentCapabilities:
         )
     check_input_depth(data, where=f"{where}: the capabilities document")
     return decode_capabilities(data, where=where)
+
+
+def capabilities_answer(line: bytes, *, where: str) -> AgentCapabilities | None:
+    """What one WebSocket / stdio server line says to a ``capabilities`` message: the
+    document of a ``{"capabilities": ...}`` line (:func:`read_capabilities`),
+    ``AgentCapabilities()`` for a refusal with one of :data:`UNKNOWN_MESSAGE_CODES`, None for
+    any other line (an event, another run's error). Raises RemoteAgentError for any other
+    error line that names no run and no query, RemoteInputError (``malformed_json``) for a
+    line that is not a protocol line, and what :func:`read_capabilities` raises."""
+    try:
+        head = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RemoteInputError(f"{where}: not a protocol line ({exc})", code="malformed_json") from None
+    if len(head.capabilities):
+        return read_capabilities(bytes(head.capabilities), where=where)
+    if head.error is not None and head.run_id is None and head.query_id is None:
+        if head.error.code in UNKNOWN_MESSAGE_CODES:
+            return AgentCapabilities()
+        raise remote_error_from_line(head.error, where=where)
+    return None

@@ -70,6 +70,7 @@ from aiohttp.web_request import BaseRequest
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -77,7 +78,6 @@ from agui_engine.protocol.codec import (
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
