@@ -47,9 +47,9 @@ from .retrying_client import remote_error_from_line
 
 __all__ = [
     "CAPABILITIES_TIMEOUT_SECONDS",
-    "UNKNOWN_MESSAGE_CODES",
     "MAX_CAPABILITIES_BYTES",
     "STDIO_TRANSPORT",
+    "UNKNOWN_MESSAGE_CODES",
     "WEBSOCKET_TRANSPORT",
     "capabilities_answer",
     "read_capabilities",
