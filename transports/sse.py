@@ -52,6 +52,7 @@ The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -1052,18 +1053,15 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/data/query"
         body = msgspec.json.encode(QueryRequest(resource_id=resource_id, params={} if params is None else params))
         headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json"}
-        client = self._client or httpx.AsyncClient(verify=_ssl_context())
         try:
-            resp = await client.post(
-                url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
-            )
+            async with self._one_client() as client:
+                resp = await client.post(
+                    url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
+                )
         except httpx.TimeoutException:
             raise ResourceTimeoutError(f"POST {url}: no answer to the query of {resource_id} within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
-        finally:
-            if self._client is None:
-                await client.aclose()
         if resp.status_code != 200:
             raise query_error_from_body(resp.status_code, resp.content, where=f"POST {url}")
         try:
@@ -1084,11 +1082,10 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/capabilities"
         where = f"GET {url}"
         headers = {**self.headers, "Accept": "application/json"}
-        client = self._client or httpx.AsyncClient(verify=_ssl_context())
+        body = bytearray()
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout), self._one_client() as client:
                 async with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(timeout)) as resp:
-                    body = bytearray()
                     async for chunk in resp.aiter_bytes():
                         body += chunk
                         if len(body) > MAX_CAPABILITIES_BYTES:
@@ -1097,15 +1094,21 @@ class SSEAgent(RemoteClientBase):
             raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
-        finally:
-            if self._client is None:
-                await client.aclose()
         content_type = resp.headers.get("content-type")
         if resp.status_code in (404, 405):
             return AgentCapabilities()
         if resp.status_code != 200 or media_type(content_type) != "application/json":
             raise remote_error_from_body(resp.status_code, bytes(body), where=where, content_type=content_type)
         return read_capabilities(bytes(body), where=where)
+
+    @contextlib.asynccontextmanager
+    async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The given client, or one made for a single request and closed after it."""
+        if self._client is not None:
+            yield self._client
+            return
+        async with httpx.AsyncClient(verify=_ssl_context()) as client:
+            yield client
 
     def _runs_url(self, run_id: str) -> str:
         from urllib.parse import quote

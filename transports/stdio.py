@@ -354,15 +354,20 @@ class StdioAgent:
         self.env = env
         self.cwd = cwd
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        proc = await asyncio.create_subprocess_exec(
+    async def _spawn(self, line_limit: int) -> asyncio.subprocess.Process:
+        """The command started with piped stdin / stdout (lines read up to ``line_limit``
+        bytes), stderr passed through."""
+        return await asyncio.create_subprocess_exec(
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, **self.env} if self.env is not None else None,
             cwd=self.cwd,
-            limit=DEFAULT_MAX_BODY_BYTES + 1,
+            limit=line_limit,
         )
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        proc = await self._spawn(DEFAULT_MAX_BODY_BYTES + 1)
         assert proc.stdin is not None and proc.stdout is not None
         ended = False
         yielded = False
@@ -411,14 +416,7 @@ class StdioAgent:
         LimitExceededError for a line over ``MAX_CAPABILITIES_BYTES``,
         CapabilitiesDecodeError / RemoteInputError for a line that is not an answer."""
         where = f"the stdio agent {self.argv[0]!r}"
-        proc = await asyncio.create_subprocess_exec(
-            *self.argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, **self.env} if self.env is not None else None,
-            cwd=self.cwd,
-            limit=MAX_CAPABILITIES_BYTES + 1,
-        )
+        proc = await self._spawn(MAX_CAPABILITIES_BYTES + 1)
         assert proc.stdin is not None and proc.stdout is not None
         try:
             async with asyncio.timeout(timeout):
