@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -39,10 +43,12 @@ from agui_engine.protocol.events import MAX_SAFE_INTEGER, Tool
 NAMES = [name for name in sdk.__all__ if name != "SubAgentInfo"]  # SubAgentInfo: the SDK's 0.x alias
 PAIRS: list[tuple[type, type[BaseModel]]] = [(getattr(caps, name), getattr(sdk, name)) for name in NAMES]
 
-#: Any JSON value (no NaN: JSON has none), a few levels deep.
+#: Any JSON value (no NaN: JSON has none), a few levels deep; numbers within what every JSON
+#: peer reads exactly (a JavaScript number: integers to 2**53, and doubles, which JS prints in
+#: their shortest round-trip form -- past 2**53 an integral double's digits are JS's to choose).
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
+    | st.floats(min_value=-(2.0**53), max_value=2.0**53, allow_nan=False) | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=12,
 )
@@ -213,3 +219,38 @@ def test_merge_lays_categories_over_each_other() -> None:
     assert merge_capabilities(base, AgentCapabilities()) is base
     assert base.tools is not None and len(base.tools.items or ()) == 2  # unchanged
     assert SubagentInfo(name="x") == decode_capabilities(b'{"multiAgent":{"subagents":[{"name":"x"}]}}').multi_agent.subagents[0]  # type: ignore[union-attr,index]
+
+
+# --------------------------------------------------------------------------- @ag-ui/core under node
+
+JS_DIR = Path(__file__).resolve().parents[2] / "js"
+
+
+def _zod(documents: list[Any]) -> list[dict[str, Any]]:
+    """@ag-ui/core 1.0.0's AgentCapabilitiesSchema.safeParse of each document, in one node process."""
+    node = shutil.which("node")
+    assert node is not None, "node is required (tests/install-deps.sh)"
+    assert (JS_DIR / "node_modules" / "@ag-ui" / "core").is_dir(), "run tests/install-deps.sh"
+    done = subprocess.run([node, "capabilities_schema.mjs"], cwd=JS_DIR, input=json.dumps(documents),
+                          capture_output=True, text=True, timeout=120, check=True)
+    results: list[dict[str, Any]] = json.loads(done.stdout)
+    return results
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.lists(documents, min_size=40, max_size=40))
+def test_ours_encoded_parse_with_the_typescript_schema_unchanged(values: list[AgentCapabilities]) -> None:
+    wire = [msgspec.json.decode(encode_capabilities(v)) for v in values]
+    for value, sent, result in zip(values, wire, _zod(wire)):
+        assert "ok" in result, result
+        assert result["ok"] == sent
+        assert decode_capabilities(json.dumps(result["ok"])) == value
+
+
+def test_the_typescript_schema_refuses_what_ours_refuses() -> None:
+    bad = [{"execution": {"maxIterations": -1}}, {"tools": {"items": [{"name": "t"}]}},
+           {"multiAgent": {"subagents": [{}]}}, {"custom": []}, {"tools": {"supported": "yes"}}]
+    for doc, result in zip(bad, _zod(bad)):
+        assert "error" in result, doc
+        with pytest.raises(CapabilitiesDecodeError):
+            decode_capabilities(json.dumps(doc))
