@@ -24,7 +24,8 @@ answers ``GET <path>/capabilities``; the WebSocket and stdio servers answer the
 
 An agent whose ``capabilities()`` fails answers with the error, never a 500 with a
 traceback: a remote's refusal or unreachability is the remote's (502), a document from the
-remote that does not decode too (502, ``invalid_capabilities``), an agent that breaks the
+remote that does not decode too (502, ``invalid_capabilities``), so is an agent that does not
+answer within :data:`CAPABILITIES_TIMEOUT_SECONDS` (502, ``capabilities_timeout``); an agent that breaks the
 contract is the server's own misconfiguration (500 ``usage_error``). Clients read a document
 with :func:`read_capabilities`: at most :data:`MAX_CAPABILITIES_BYTES`, nested at most
 ``MAX_INPUT_DEPTH`` deep, then decoded (a bad one is a ``CapabilitiesDecodeError`` naming
@@ -33,6 +34,7 @@ where and the JSON path).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 import msgspec
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 #: Seconds a client (``SSEAgent`` / ``WebSocketAgent`` / ``StdioAgent.capabilities()``) waits
-#: for the answer, connecting included. The document is built from configuration (or, on a
+#: for the answer, connecting included, and a server for its agent's ``capabilities()``. The document is built from configuration (or, on a
 #: proxy, one more such request upstream), so an answer takes milliseconds; 10 s covers a
 #: proxy chain and a slow TLS handshake while a hung server fails the caller in bounded time.
 CAPABILITIES_TIMEOUT_SECONDS: Final = 10.0
@@ -97,16 +99,24 @@ def sse_transport(*, websocket: bool = False) -> TransportCapabilities:
     )
 
 
-async def served_capabilities(agent: object, transport: TransportCapabilities) -> AgentCapabilities:
+async def served_capabilities(
+    agent: object, transport: TransportCapabilities, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS
+) -> AgentCapabilities:
     """``agent``'s capabilities with ``transport`` in place of whatever it declared.
 
     Raises AguiEngineError only: the agent's own errors as they are (a remote's refusal,
     UsageError for an agent that breaks the contract), a RemoteInputError from the agent (a
     remote's document that does not decode) as an UpstreamError with its code and message
-    (502: the remote is at fault, not our client), any other exception as an internal error
-    naming its type."""
+    (502: the remote is at fault, not our client), an agent that has not answered within
+    ``timeout`` seconds as an UpstreamError ``capabilities_timeout`` (it is cancelled), any
+    other exception as an internal error naming its type."""
     try:
-        capabilities = await agent_capabilities(agent)
+        async with asyncio.timeout(timeout):
+            capabilities = await agent_capabilities(agent)
+    except TimeoutError:
+        raise UpstreamError(
+            f"the agent's capabilities() did not return within {timeout:g} s", code="capabilities_timeout"
+        ) from None
     except RemoteInputError as exc:
         raise UpstreamError(f"the agent's capabilities: {exc.message}", code=exc.code) from None
     except AguiEngineError:

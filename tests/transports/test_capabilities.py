@@ -187,6 +187,27 @@ async def test_an_agent_whose_capabilities_fail_gets_a_json_error_answer(agent: 
         await server.close()
 
 
+async def test_an_agent_that_never_answers_is_cut_off_by_the_server() -> None:
+    from agui_engine.protocol.errors import UpstreamError
+    from agui_engine.transports.capabilities import served_capabilities
+
+    cancelled = asyncio.Event()
+
+    class Hanging:
+        async def capabilities(self) -> AgentCapabilities:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return AgentCapabilities()  # pragma: no cover
+
+    with pytest.raises(UpstreamError, match="did not return within 0.2 s") as info:
+        await served_capabilities(Hanging(), sse_transport(), timeout=0.2)
+    assert info.value.code == "capabilities_timeout" and info.value.http_status == 502
+    assert cancelled.is_set()
+
+
 async def _serve_app(handler: Any, path: str = "/capabilities") -> tuple[web.AppRunner, str]:
     app = web.Application()
     app.router.add_get(path, handler)
