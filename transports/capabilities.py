@@ -66,7 +66,7 @@ __all__ = [
 CAPABILITIES_TIMEOUT_SECONDS: Final = 10.0
 
 #: Largest capabilities document a client reads. The document lists the agent's tools with
-#: their JSON Schemas: the demo agent's (5 tools with component schemas) is ~9 KiB; 4 MiB
+#: their JSON Schemas: the demo agent's (3 tools, 4.4 KiB; 6.3 KiB with render_ui); 4 MiB
 #: holds hundreds of large schemas while bounding what a hostile server can make us hold.
 MAX_CAPABILITIES_BYTES: Final = 4 * 1024 * 1024
 
