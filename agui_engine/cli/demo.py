@@ -64,7 +64,8 @@ from agui_engine.genui.components import Component
 from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.agent import Agent, agent_capabilities
+from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import RunAgentInput, Tool, UserMessage
@@ -175,6 +176,10 @@ class A2UIOffered:
     def __init__(self, agent: Agent, catalog: A2UICatalog) -> None:
         self.agent = agent
         self.catalog = catalog
+
+    async def capabilities(self) -> AgentCapabilities:
+        """The wrapped agent's (offering a tool the client draws changes none of them)."""
+        return await agent_capabilities(self.agent)
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Any]:
         tool = render_a2ui_tool()

@@ -181,3 +181,10 @@ def test_a2ui_offered_round_trip_in_process() -> None:
                         forwarded_props={"a2uiAction": {"userAction": "click"}})
     with pytest.raises(A2UIActionError):
         asyncio.run(run(bad))
+
+
+def test_a2ui_offered_reports_the_demo_agents_capabilities() -> None:
+    from agui_engine.cli.demo import demo_agent
+    from agui_engine.protocol.agent import agent_capabilities
+
+    assert asyncio.run(agent_capabilities(demo_agent(a2ui=True))) == asyncio.run(agent_capabilities(demo_agent()))
