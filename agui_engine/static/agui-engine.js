@@ -583,7 +583,7 @@ export class ThreadStore {
       return;
     }
     const existing = this._byId.get(event.messageId);
-    if (existing && existing.role === "activity" && event.replace === false) return;
+    if (existing && event.replace === false) return; // kept, activity or not (as @ag-ui/client)
     const record = { id: event.messageId, role: "activity", activityType: event.activityType, content: clone(event.content),
                      version: this.version + 1 };
     this._setActivity(record, existing);

@@ -82,10 +82,16 @@ def test_replace_false_unknown_and_failing_deltas() -> None:
         {**delta, "patch": [{"op": "replace", "path": "/status", "value": "retrying"}]},
         {**delta, "patch": [{"op": "remove", "path": "/nothing"}]},  # does not apply: last good content kept
         {**delta, "messageId": "nobody", "patch": []},  # no such activity
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {**snap({"status": "kept out"}, replace=False), "messageId": "m"},  # a text message stays one
+        {**snap({"status": "building"}), "messageId": "m"},  # ... and a replacing snapshot overwrites it
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]
     ours = in_node(events)
     assert ours["activities"] == client_activities(events)
+    assert [a["id"] for a in ours["activities"]] == ["a", "m"]
     assert ours["activities"][0]["content"] == {"status": "retrying"}
     assert ours["findings"] == ["activity_patch", "activity"]
 
