@@ -213,7 +213,8 @@ class A2UICatalog:
     ``A2UICatalog(catalog_id, components, *, defs=None, check_props=True)``: ``components``
     maps a name to its schema; ``defs`` is the catalog's ``$defs`` (what ``#/$defs/...``
     references resolve against; ``common_types.json`` references resolve against the A2UI
-    common types shipped with the basic catalog). ``check_props``: validate each component's
+    common types shipped with the basic catalog); ``functions`` its ``functions`` (what the
+    common types' function calls reference). ``check_props``: validate each component's
     props against its schema (a reference that does not resolve skips the check for that
     component, never fails it). Raises :class:`UsageError` for an empty id or a schema that
     is not an object.
@@ -222,7 +223,7 @@ class A2UICatalog:
     __slots__ = ("_document", "_registry", "_validators", "catalog_id", "check_props", "components")
 
     def __init__(self, catalog_id: str, components: Mapping[str, Any], *, defs: Mapping[str, Any] | None = None,
-                 check_props: bool = True) -> None:
+                 functions: Mapping[str, Any] | None = None, check_props: bool = True) -> None:
         if not isinstance(catalog_id, str) or not catalog_id:
             raise UsageError(f"an A2UI catalog id is a non-empty string, got {catalog_id!r}")
         for name, schema in components.items():
@@ -234,6 +235,8 @@ class A2UICatalog:
         self._document: dict[str, Any] = {"$id": catalog_id, "components": self.components}
         if defs:
             self._document["$defs"] = dict(defs)
+        if functions:
+            self._document["functions"] = dict(functions)
         self._registry: Any = None
         self._validators: dict[str, Any] = {}
 
@@ -245,7 +248,7 @@ class A2UICatalog:
         """The A2UI v0.9 basic catalog (Text, Row, Column, Card, Button, TextField, ...), shared."""
         if not _BASIC:
             raw = _data_json("a2ui_basic_catalog.json")
-            _BASIC.append(cls(raw["catalogId"], raw["components"], defs=raw.get("$defs")))
+            _BASIC.append(cls(raw["catalogId"], raw["components"], defs=raw.get("$defs"), functions=raw.get("functions")))
         return _BASIC[0]
 
     @classmethod
@@ -271,7 +274,9 @@ class A2UICatalog:
                 raise A2UICatalogError(f"the A2UI catalog's component /components/{escape_token(name)} "
                                        "must be a JSON Schema object")
         defs = value.get("$defs")
-        return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None, check_props=check_props)
+        functions = value.get("functions")
+        return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None,
+                   functions=functions if isinstance(functions, dict) else None, check_props=check_props)
 
     @classmethod
     def from_context(cls, context: Iterable[Context]) -> A2UICatalog | None:
@@ -287,8 +292,9 @@ class A2UICatalog:
     def context_entry(self) -> Context:
         """The ``RunAgentInput.context`` entry that shows the model this catalog (the middleware's form)."""
         value: dict[str, Any] = {"catalogId": self.catalog_id, "components": self.components}
-        if "$defs" in self._document:
-            value["$defs"] = self._document["$defs"]
+        for extra in ("$defs", "functions"):
+            if extra in self._document:
+                value[extra] = self._document[extra]
         return Context(description=A2UI_SCHEMA_CONTEXT_DESCRIPTION, value=json.dumps(value, ensure_ascii=False))
 
     def props_problem(self, component: dict[str, Any], index: int) -> A2UIProblem | None:
@@ -331,6 +337,9 @@ class A2UICatalog:
                 (self.catalog_id, Resource(contents=self._document, specification=DRAFT202012)),
                 (common["$id"], Resource(contents=common, specification=DRAFT202012)),
             ]
+            if self.catalog_id != BASIC_CATALOG_ID:  # the common types' function calls name the basic catalog
+                basic = A2UICatalog.basic()._document
+                resources_.append((BASIC_CATALOG_ID, Resource(contents=basic, specification=DRAFT202012)))
             relative = urljoin(self.catalog_id, "common_types.json")
             if relative != common["$id"]:
                 resources_.append((relative, Resource(contents=dict(common, **{"$id": relative}),
