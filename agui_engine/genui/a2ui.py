@@ -67,6 +67,7 @@ from ..protocol.events import (
     FunctionCall,
     RunAgentInput,
     RunFinishedEvent,
+    Tool,
     ToolCall,
     ToolCallArgsEvent,
     ToolCallResultEvent,
@@ -97,9 +98,11 @@ __all__ = [
     "MAX_A2UI_COMPONENTS",
     "MAX_A2UI_DEPTH",
     "MAX_A2UI_JSON_DEPTH",
+    "a2ui_catalog_option",
     "a2ui_context",
     "a2ui_guide",
     "a2ui_user_action",
+    "prepare_a2ui_run",
     "render_a2ui_tool",
     "validate_components",
 ]
@@ -1260,3 +1263,43 @@ def a2ui_user_action(run_input: RunAgentInput, *, known_surfaces: Iterable[str] 
         name=A2UI_LOG_EVENT_TOOL, arguments=_js_json(action)))])
     result = ToolMessage(id=ids(), tool_call_id=call_id, content=text)
     return msgspec.structs.replace(run_input, messages=[*run_input.messages, call, result])
+
+
+# --------------------------------------------------------------------------- one run, as a loop offers it
+def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICatalog | None:
+    """A loop's ``a2ui=`` argument: a catalog, ``True`` (the basic catalog) or ``None``/``False``
+    (no A2UI). Raises :class:`UsageError` naming ``where`` for anything else."""
+    if a2ui is None or a2ui is False:
+        return None
+    if a2ui is True:
+        return A2UICatalog.basic()
+    if isinstance(a2ui, A2UICatalog):
+        return a2ui
+    raise UsageError(f"{where}: a2ui must be an A2UICatalog or True, got {type(a2ui).__name__}")
+
+
+def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
+                     ids: IdFactory = new_id) -> tuple[RunAgentInput, A2UITransformer]:
+    """What a loop does before an agent runs with A2UI, as the middleware does: the user action in
+    ``forwardedProps`` becomes a ``log_a2ui_event`` call and result, ``render_a2ui`` joins the tools
+    (replacing one of that name), the host's catalog replaces the front end's context entry and the
+    usage guide is added. Returns the agent's input and the transformer of its events (which
+    validates against the front end's catalog when it sent one, else ``catalog``).
+
+    Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
+    catalog that is not one (remote input: the request is refused before the run)."""
+    client = A2UICatalog.from_context(run_input.context)
+    out = a2ui_user_action(run_input, ids=ids)
+    tool = render_a2ui_tool(tool_name)
+    tools = [t for t in out.tools if t.name != tool_name]
+    tools.append(_protocol_tool(tool))
+    guide = A2UI_GUIDE_CONTEXT_DESCRIPTION.format(tool_name)
+    context = [c for c in out.context if c.description not in (A2UI_SCHEMA_CONTEXT_DESCRIPTION, guide)]
+    context += a2ui_context(catalog, tool_name)
+    inner = msgspec.structs.replace(out, tools=tools, context=context)
+    transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids)
+    return inner, transformer
+
+
+def _protocol_tool(tool: LLMTool) -> Tool:
+    return Tool(name=tool.name, description=tool.description, parameters=tool.parameters)
