@@ -67,6 +67,7 @@ from ..protocol.events import (
     FunctionCall,
     RunAgentInput,
     RunFinishedEvent,
+    Tool,
     ToolCall,
     ToolCallArgsEvent,
     ToolCallResultEvent,
@@ -97,9 +98,11 @@ __all__ = [
     "MAX_A2UI_COMPONENTS",
     "MAX_A2UI_DEPTH",
     "MAX_A2UI_JSON_DEPTH",
+    "a2ui_catalog_option",
     "a2ui_context",
     "a2ui_guide",
     "a2ui_user_action",
+    "prepare_a2ui_run",
     "render_a2ui_tool",
     "validate_components",
 ]
@@ -213,7 +216,8 @@ class A2UICatalog:
     ``A2UICatalog(catalog_id, components, *, defs=None, check_props=True)``: ``components``
     maps a name to its schema; ``defs`` is the catalog's ``$defs`` (what ``#/$defs/...``
     references resolve against; ``common_types.json`` references resolve against the A2UI
-    common types shipped with the basic catalog). ``check_props``: validate each component's
+    common types shipped with the basic catalog); ``functions`` its ``functions`` (what the
+    common types' function calls reference). ``check_props``: validate each component's
     props against its schema (a reference that does not resolve skips the check for that
     component, never fails it). Raises :class:`UsageError` for an empty id or a schema that
     is not an object.
@@ -222,7 +226,7 @@ class A2UICatalog:
     __slots__ = ("_document", "_registry", "_validators", "catalog_id", "check_props", "components")
 
     def __init__(self, catalog_id: str, components: Mapping[str, Any], *, defs: Mapping[str, Any] | None = None,
-                 check_props: bool = True) -> None:
+                 functions: Mapping[str, Any] | None = None, check_props: bool = True) -> None:
         if not isinstance(catalog_id, str) or not catalog_id:
             raise UsageError(f"an A2UI catalog id is a non-empty string, got {catalog_id!r}")
         for name, schema in components.items():
@@ -234,6 +238,8 @@ class A2UICatalog:
         self._document: dict[str, Any] = {"$id": catalog_id, "components": self.components}
         if defs:
             self._document["$defs"] = dict(defs)
+        if functions:
+            self._document["functions"] = dict(functions)
         self._registry: Any = None
         self._validators: dict[str, Any] = {}
 
@@ -245,7 +251,7 @@ class A2UICatalog:
         """The A2UI v0.9 basic catalog (Text, Row, Column, Card, Button, TextField, ...), shared."""
         if not _BASIC:
             raw = _data_json("a2ui_basic_catalog.json")
-            _BASIC.append(cls(raw["catalogId"], raw["components"], defs=raw.get("$defs")))
+            _BASIC.append(cls(raw["catalogId"], raw["components"], defs=raw.get("$defs"), functions=raw.get("functions")))
         return _BASIC[0]
 
     @classmethod
@@ -271,7 +277,9 @@ class A2UICatalog:
                 raise A2UICatalogError(f"the A2UI catalog's component /components/{escape_token(name)} "
                                        "must be a JSON Schema object")
         defs = value.get("$defs")
-        return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None, check_props=check_props)
+        functions = value.get("functions")
+        return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None,
+                   functions=functions if isinstance(functions, dict) else None, check_props=check_props)
 
     @classmethod
     def from_context(cls, context: Iterable[Context]) -> A2UICatalog | None:
@@ -287,8 +295,9 @@ class A2UICatalog:
     def context_entry(self) -> Context:
         """The ``RunAgentInput.context`` entry that shows the model this catalog (the middleware's form)."""
         value: dict[str, Any] = {"catalogId": self.catalog_id, "components": self.components}
-        if "$defs" in self._document:
-            value["$defs"] = self._document["$defs"]
+        for extra in ("$defs", "functions"):
+            if extra in self._document:
+                value[extra] = self._document[extra]
         return Context(description=A2UI_SCHEMA_CONTEXT_DESCRIPTION, value=json.dumps(value, ensure_ascii=False))
 
     def props_problem(self, component: dict[str, Any], index: int) -> A2UIProblem | None:
@@ -331,6 +340,9 @@ class A2UICatalog:
                 (self.catalog_id, Resource(contents=self._document, specification=DRAFT202012)),
                 (common["$id"], Resource(contents=common, specification=DRAFT202012)),
             ]
+            if self.catalog_id != BASIC_CATALOG_ID:  # the common types' function calls name the basic catalog
+                basic = A2UICatalog.basic()._document
+                resources_.append((BASIC_CATALOG_ID, Resource(contents=basic, specification=DRAFT202012)))
             relative = urljoin(self.catalog_id, "common_types.json")
             if relative != common["$id"]:
                 resources_.append((relative, Resource(contents=dict(common, **{"$id": relative}),
@@ -1251,3 +1263,43 @@ def a2ui_user_action(run_input: RunAgentInput, *, known_surfaces: Iterable[str] 
         name=A2UI_LOG_EVENT_TOOL, arguments=_js_json(action)))])
     result = ToolMessage(id=ids(), tool_call_id=call_id, content=text)
     return msgspec.structs.replace(run_input, messages=[*run_input.messages, call, result])
+
+
+# --------------------------------------------------------------------------- one run, as a loop offers it
+def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICatalog | None:
+    """A loop's ``a2ui=`` argument: a catalog, ``True`` (the basic catalog) or ``None``/``False``
+    (no A2UI). Raises :class:`UsageError` naming ``where`` for anything else."""
+    if a2ui is None or a2ui is False:
+        return None
+    if a2ui is True:
+        return A2UICatalog.basic()
+    if isinstance(a2ui, A2UICatalog):
+        return a2ui
+    raise UsageError(f"{where}: a2ui must be an A2UICatalog or True, got {type(a2ui).__name__}")
+
+
+def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
+                     ids: IdFactory = new_id) -> tuple[RunAgentInput, A2UITransformer]:
+    """What a loop does before an agent runs with A2UI, as the middleware does: the user action in
+    ``forwardedProps`` becomes a ``log_a2ui_event`` call and result, ``render_a2ui`` joins the tools
+    (replacing one of that name), the host's catalog replaces the front end's context entry and the
+    usage guide is added. Returns the agent's input and the transformer of its events (which
+    validates against the front end's catalog when it sent one, else ``catalog``).
+
+    Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
+    catalog that is not one (remote input: the request is refused before the run)."""
+    client = A2UICatalog.from_context(run_input.context)
+    out = a2ui_user_action(run_input, ids=ids)
+    tool = render_a2ui_tool(tool_name)
+    tools = [t for t in out.tools if t.name != tool_name]
+    tools.append(_protocol_tool(tool))
+    guide = A2UI_GUIDE_CONTEXT_DESCRIPTION.format(tool_name)
+    context = [c for c in out.context if c.description not in (A2UI_SCHEMA_CONTEXT_DESCRIPTION, guide)]
+    context += a2ui_context(catalog, tool_name)
+    inner = msgspec.structs.replace(out, tools=tools, context=context)
+    transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids)
+    return inner, transformer
+
+
+def _protocol_tool(tool: LLMTool) -> Tool:
+    return Tool(name=tool.name, description=tool.description, parameters=tool.parameters)

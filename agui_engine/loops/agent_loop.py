@@ -108,6 +108,7 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
 from ..genui.components import Component, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
@@ -145,6 +146,7 @@ from ..protocol.events import (
 from ..protocol.ids import new_id
 from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 from ..protocol.writer import end_event, end_events, start_event
+from .a2ui_agent import a2ui_events
 from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, wire_tools
 from .llm_agent import client_tools_of, component_result
 
@@ -243,11 +245,14 @@ class AgentLoop:
         append_strings: bool = True,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
+        a2ui: A2UICatalog | bool | None = None,
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
+        #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
+        self.a2ui = a2ui_catalog_option(a2ui, "AgentLoop")
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -297,7 +302,14 @@ class AgentLoop:
         return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True,
                                                                                   items=wire_tools(specs.values()))))
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
+        (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
+        if self.a2ui is None:
+            return self._run(input)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+
+    async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
         state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)

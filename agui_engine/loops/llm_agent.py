@@ -86,6 +86,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
 from ..genui.components import (
     Component,
     ServerTool,
@@ -130,6 +131,7 @@ from ..protocol.events import (
     ToolMessage,
 )
 from ..protocol.ids import new_id
+from .a2ui_agent import a2ui_events
 from .decision import (
     Decision,
     ToolCallRequest,
@@ -289,6 +291,7 @@ class LLMAgent:
         tool_runner: ToolRunner | None = None,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
+        a2ui: A2UICatalog | bool | None = None,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -323,6 +326,8 @@ class LLMAgent:
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
+        #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
+        self.a2ui = a2ui_catalog_option(a2ui, "LLMAgent")
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
@@ -383,7 +388,14 @@ class LLMAgent:
 
     # ------------------------------------------------------------------ the run
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
+        (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
+        if self.a2ui is None:
+            return self._run(input)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+
+    async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""
         setup = self._setup(input)
         # a client tool list or schema that cannot be turned into model tools is the client's fault

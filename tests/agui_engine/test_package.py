@@ -21,20 +21,22 @@ LAYER_FOLDERS = ("protocol", "genui", "loops", "demo")
 MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
 
 EXPECTED_ALL = [
-    "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation", "Agent",
-    "AgentCapabilities", "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage",
-    "AudioInputContent", "AudioPart", "BaseEvent", "COMPONENT_END", "COMPONENT_HANDLERS", "COMPONENT_PROPS_DELTA",
-    "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapabilitiesDecodeError", "CapableAgent", "CapacityError",
-    "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart", "Context",
-    "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
+    "A2UIActionError", "A2UICatalog", "A2UICatalogError", "A2UIProblem", "A2UISurfaceStream", "A2UITransformer",
+    "A2UI_ACTIVITY_TYPE", "A2UI_LOG_EVENT_TOOL", "A2UI_OPERATIONS_KEY", "A2UI_SCHEMA_CONTEXT_DESCRIPTION",
+    "A2UI_TOOL", "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation",
+    "Agent", "AgentCapabilities", "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AssistantMessage",
+    "AudioInputContent", "AudioPart", "BASIC_CATALOG_ID", "BaseEvent", "COMPONENT_END", "COMPONENT_HANDLERS",
+    "COMPONENT_PROPS_DELTA", "COMPONENT_START", "COMPONENT_STATE_DELTA", "CapabilitiesDecodeError", "CapableAgent",
+    "CapacityError", "ChunkExpander", "Component", "ComponentSizeError", "ComponentStream", "ContentPart",
+    "Context", "CopyOperation", "CustomEvent", "DataSource", "Decision", "DecisionStreamItem", "DeveloperMessage",
     "DocumentInputContent", "DocumentPart", "EVENT_CLASSES", "EmbeddedModel", "Event", "EventDecodeError",
     "EventStreamDecoder", "EventType", "EventWriter", "ExecutionCapabilities", "FileSource", "Finish",
     "FinishReason", "FrameTooLargeError", "FunctionCall", "GenUILimitError", "GenUISpecError", "GenUIStream",
     "HumanInTheLoopCapabilities", "IdentityCapabilities", "ImageInputContent", "ImagePart", "InputContent",
     "Interactable", "InteractableUpdateStream", "Interrupt", "JSONStreamError", "JSONStreamLimitError",
     "JSONTooDeepError", "JsonPatch", "JsonPatchOperation", "LLMAgent", "LLMClient", "LLMStreamItem", "LLMTool",
-    "LimitExceededError", "Message", "MessagesSnapshotEvent", "ModelStreamError", "MoveOperation",
-    "MultiAgentCapabilities", "MultimodalCapabilities", "MultimodalInputCapabilities",
+    "LimitExceededError", "MAX_A2UI_ATTEMPTS", "Message", "MessagesSnapshotEvent", "ModelStreamError",
+    "MoveOperation", "MultiAgentCapabilities", "MultimodalCapabilities", "MultimodalInputCapabilities",
     "MultimodalOutputCapabilities", "NDJSONDecoder", "NDJSON_CONTENT_TYPE", "NotAnEventError", "NullPolicy",
     "OutputCapabilities", "PROTOCOL_VERSION", "PROTO_CONTENT_TYPE", "PartSource", "PatchError", "PatchStream",
     "Problem", "ProtoDecodeError", "ProtoEventDecoder", "ProtoFrameDecoder", "ProtoTooDeepError",
@@ -59,11 +61,12 @@ EXPECTED_ALL = [
     "ToolsCapabilities", "TransportCapabilities", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT",
     "UI_SPEC_TOOL", "UnknownComponentError", "UnknownEvent", "UnknownProtoEventError", "UnknownResourceError",
     "UnknownToolChoiceError", "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier",
-    "VideoInputContent", "VideoPart", "Violation", "WriterError", "__version__", "agent_capabilities",
-    "apply_json_patch", "as_agent", "compact_events", "component_blocks", "decode_event", "decode_proto", "encode_event",
-    "encode_ndjson", "encode_proto", "encode_proto_frame", "encode_sse", "encode_sse_comment", "find_component",
-    "interactable_tools", "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct",
-    "to_strict_schema", "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
+    "VideoInputContent", "VideoPart", "Violation", "WriterError", "__version__", "a2ui_context", "a2ui_user_action",
+    "agent_capabilities", "apply_json_patch", "as_agent", "compact_events", "component_blocks", "decode_event",
+    "decode_proto", "encode_event", "encode_ndjson", "encode_proto", "encode_proto_frame", "encode_sse",
+    "encode_sse_comment", "find_component", "interactable_tools", "interactables_from_context", "render_a2ui_tool",
+    "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema", "tool_from_callable",
+    "validate_components", "validate_spec", "validate_tree", "verify_events"
 ]
 
 
