@@ -53,22 +53,14 @@ from agui_engine.demo.weather_model import (
     EmbeddedModel,
     demo_weather,
 )
-from agui_engine.genui.a2ui import (
-    A2UICatalog,
-    A2UITransformer,
-    a2ui_context,
-    a2ui_user_action,
-    render_a2ui_tool,
-)
 from agui_engine.genui.components import Component
 from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.protocol.agent import Agent, agent_capabilities
-from agui_engine.protocol.capabilities import AgentCapabilities
+from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
-from agui_engine.protocol.events import RunAgentInput, Tool, UserMessage
+from agui_engine.protocol.events import RunAgentInput, UserMessage
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
@@ -79,7 +71,6 @@ from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
 __all__ = [
-    "A2UIOffered",
     "A2UI_SCENARIO",
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
@@ -150,57 +141,14 @@ def demo_ui_spec() -> UISpecTool:
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               a2ui: bool = False) -> Agent:
+               a2ui: bool = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
     offers ``render_ui`` (:func:`demo_ui_spec`), ``a2ui`` ``render_a2ui`` with the
-    A2UI basic catalog (the table booking, :mod:`agui_engine.demo.booking`;
-    :class:`A2UIOffered`)."""
+    A2UI basic catalog (the table booking, :mod:`agui_engine.demo.booking`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
-    agent = LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
-                     ui_spec=demo_ui_spec() if ui_spec else None)
-    return A2UIOffered(agent, A2UICatalog.basic()) if a2ui else agent
-
-
-class A2UIOffered:
-    """``agent`` with A2UI offered the way ``@ag-ui/a2ui-middleware`` offers it: each run's input
-    gets the ``render_a2ui`` tool (a client tool) and the catalog and usage guidance in its
-    context (:func:`~agui_engine.genui.a2ui.a2ui_context`), a user action in its
-    ``forwardedProps`` becomes the ``log_a2ui_event`` call and result the model reads
-    (:func:`~agui_engine.genui.a2ui.a2ui_user_action`), and the agent's events go through
-    :class:`~agui_engine.genui.a2ui.A2UITransformer` (the surfaces streamed as ``a2ui-surface``
-    activities; each surface call answered ``{"status":"rendered"}`` or refused before
-    ``RUN_FINISHED``). Raises :class:`~agui_engine.genui.a2ui.A2UIActionError` (remote input) for a
-    user action that is not an object."""
-
-    def __init__(self, agent: Agent, catalog: A2UICatalog) -> None:
-        self.agent = agent
-        self.catalog = catalog
-
-    async def capabilities(self) -> AgentCapabilities:
-        """The wrapped agent's (offering a tool the client draws changes none of them)."""
-        return await agent_capabilities(self.agent)
-
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Any]:
-        tool = render_a2ui_tool()
-        offered = a2ui_user_action(input)
-        offered = msgspec.structs.replace(
-            offered,
-            tools=[*(t for t in offered.tools if t.name != tool.name),
-                   Tool(name=tool.name, description=tool.description, parameters=tool.parameters)],
-            context=[*offered.context, *a2ui_context(self.catalog, tool.name)])
-        transformer = A2UITransformer(offered, catalog=self.catalog)
-        stream: AsyncIterator[Any] = self.agent.run(offered)
-        try:
-            async for event in stream:
-                for out in transformer.feed(event):
-                    yield out
-        finally:  # a consumer that stops closes the agent's run at once (the Agent contract)
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
-        for out in transformer.close():
-            yield out
+    return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
+                    ui_spec=demo_ui_spec() if ui_spec else None, a2ui=True if a2ui else None)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,

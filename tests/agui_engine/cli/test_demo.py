@@ -140,7 +140,7 @@ def test_serve_a2ui_is_for_the_embedded_agent() -> None:
         "agui-engine serve: --a2ui offers render_a2ui to the embedded agent: drop --agent or write --agent embedded"]
 
 
-def test_a2ui_offered_round_trip_in_process() -> None:
+def test_a2ui_demo_agent_round_trip_in_process() -> None:
     """demo_agent(a2ui=True): the surfaces as activities, then the action as the next run's input."""
     from agui_engine.cli.demo import demo_agent
     from agui_engine.genui.a2ui import A2UIActionError
@@ -183,7 +183,7 @@ def test_a2ui_offered_round_trip_in_process() -> None:
         asyncio.run(run(bad))
 
 
-def test_a2ui_offered_reports_the_demo_agents_capabilities() -> None:
+def test_a2ui_demo_agent_reports_the_demo_agents_capabilities() -> None:
     from agui_engine.cli.demo import demo_agent
     from agui_engine.protocol.agent import agent_capabilities
 
