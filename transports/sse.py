@@ -55,6 +55,7 @@ import logging
 import re
 import ssl
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -71,11 +72,12 @@ from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
     EventStreamDecoder,
+    decode_event_list,
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.events import Event, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -137,14 +139,18 @@ __all__ = [
     "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
+    "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
+    "MAX_REMEMBERED_THREAD_KEYS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
     "RUN_KEY_HEADER",
     "RUN_KEY_QUERY",
     "SHUTDOWN_TIMEOUT",
+    "THREAD_ID_HEADER",
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
@@ -154,6 +160,7 @@ __all__ = [
     "frame_proto",
     "frame_sse",
     "negotiate",
+    "negotiate_history",
     "start_sse_server",
 ]
 
@@ -186,6 +193,12 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
 RUN_KEY_QUERY = "runKey"
 
+#: Response headers of a thread history (``GET <path>/threads/<threadId>``): the branch's
+#: last run goes in ``X-AGUI-Run-Id``; HISTORY_TRIMMED_HEADER is ``true`` when runs of the
+#: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
+HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
+THREAD_ID_HEADER = "X-AGUI-Thread-Id"
+
 
 def _caller(request: web.Request, principal: str | None) -> Caller:
     """Who is asking: the request's principal and the run key it presents, if any."""
@@ -213,6 +226,18 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: reading). Best effort while the caller is tearing down, so it must not hold
 #: it up long; if it fails the server cancels the run after its grace period.
 CANCEL_REQUEST_TIMEOUT = 2.0
+
+#: Bytes of a thread history ``SSEAgent.history`` reads at most (then LimitExceededError).
+#: A gateway keeps HISTORY_MAX_THREAD_BYTES (1 MiB) per thread by default and serves less
+#: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
+#: gateway configured with a larger budget.
+MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
+
+#: Threads whose latest run key an SSEAgent remembers (the oldest is forgotten first): it
+#: presents the key when it starts the thread's next run and reads its history, so that a
+#: gateway without per-client tokens keeps the run in that thread's history. One agent
+#: serving a few hundred conversations stays within it; each entry is ~100 bytes.
+MAX_REMEMBERED_THREAD_KEYS = 1024
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -305,35 +330,57 @@ def _qvalue(text: str) -> float:
     return float(text) if _QVALUE.fullmatch(text) else 0.0
 
 
-def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
-    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
-    grammar counts as q=0). Raises NotAcceptableError."""
-    if not accept:
-        return "sse"
+#: What a stream request's Accept may name (negotiate), and a history request's
+#: (negotiate_history): media range -> answer.
+_STREAM_KINDS: Mapping[str, str] = {
+    SSE_CONTENT_TYPE: "sse",
+    "text/*": "sse",
+    "*/*": "sse",
+    **dict.fromkeys(_NDJSON_TYPES, "ndjson"),
+    PROTO_CONTENT_TYPE: "proto",
+}
+_HISTORY_KINDS: Mapping[str, str] = {
+    "application/json": "json",
+    "application/*": "json",
+    "*/*": "json",
+    PROTO_CONTENT_TYPE: "proto",
+}
+
+
+def _best(accept: str, kinds: Mapping[str, str], default: str, names: str) -> str:
+    # The highest q wins; ties go to ``default``; a range that is not in ``kinds`` is ignored.
     best_q = 0.0
     best = ""
     for part in accept.split(","):
         media, *params = part.split(";")
-        media = media.strip().lower()
+        kind = kinds.get(media.strip().lower())
+        if kind is None:
+            continue
         q = 1.0
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
-            kind = "sse"
-        elif media in _NDJSON_TYPES:
-            kind = "ndjson"
-        elif media == PROTO_CONTENT_TYPE:
-            kind = "proto"
-        else:
-            continue
-        if q > best_q or (q == best_q and kind == "sse" and q > 0):
+        if q > best_q or (q == best_q and kind == default and q > 0):
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
     return best
+
+
+def negotiate(accept: str | None) -> str:
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
+    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
+    grammar counts as q=0). Raises NotAcceptableError."""
+    names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
+    return _best(accept, _STREAM_KINDS, "sse", names) if accept else "sse"
+
+
+def negotiate_history(accept: str | None) -> str:
+    """``"json"`` or ``"proto"`` for the Accept header of a thread history request
+    (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
+    ties, wildcards and a missing header. Raises NotAcceptableError."""
+    return _best(accept, _HISTORY_KINDS, "json", f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
@@ -384,7 +431,9 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = (
+                f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+            )
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -449,7 +498,9 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
+                run = await self.registry.start(
+                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -503,6 +554,31 @@ class _Gateway:
             sub.close()
             return web.Response(status=204)
         return await self._stream(request, sub, fmt, first)
+
+    async def thread(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
+        branch ending at ``runId`` (default: its latest kept run), as a JSON array of
+        events or, when Accept prefers it, length-prefixed protobuf frames."""
+        thread_id = request.match_info["thread_id"]
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            fmt = negotiate_history(request.headers.get("Accept"))
+            found, payloads = await self.registry.thread_history(
+                thread_id, run_id=request.query.get("runId") or None, caller=_caller(request, principal)
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        headers = {
+            "Cache-Control": "no-store",
+            THREAD_ID_HEADER: thread_id,
+            "X-AGUI-Run-Id": found.tip,
+            HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
+        }
+        if fmt == "proto":
+            headers["Content-Type"] = PROTO_CONTENT_TYPE
+            return web.Response(body=frame_proto(payloads), headers=headers)
+        headers["Content-Type"] = "application/json"
+        return web.Response(body=b"[" + b",".join(payloads) + b"]", headers=headers)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         _RUN_ID.set(request.match_info["run_id"])
@@ -750,6 +826,8 @@ def create_app(
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
     base = path.rstrip("/")
+    threads = base + "/threads/{thread_id}"
+    app.router.add_get(threads, gw.thread)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     app.router.add_get(base + "/healthz", gw.healthz)
@@ -761,6 +839,7 @@ def create_app(
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
+        app.router.add_route("OPTIONS", threads, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.on_shutdown.append(gw.on_shutdown)
     return app
@@ -995,6 +1074,64 @@ class SSEAgent(RemoteClientBase):
         #: answer's Content-Type decides the decoder, so an SSE-only server still works
         self.binary = binary
         self._client = client
+        #: thread id -> the run key of its latest run started here (or given to history()).
+        self._thread_keys: OrderedDict[str, str] = OrderedDict()
+
+    def _remember(self, thread_id: str, key: str) -> None:
+        keys = self._thread_keys
+        keys[thread_id] = key
+        keys.move_to_end(thread_id)
+        while len(keys) > MAX_REMEMBERED_THREAD_KEYS:
+            keys.popitem(last=False)
+
+    async def history(self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None) -> list[Event]:
+        """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
+        the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
+        ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
+        this agent) for a gateway without per-client tokens; a key given here is remembered
+        for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
+        history, or not yours), ConnectionLostError, LimitExceededError (over
+        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer)."""
+        from urllib.parse import quote
+
+        url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
+        key = run_key or self._thread_keys.get(thread_id)
+        headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        client = self._client or httpx.AsyncClient(verify=_ssl_context())
+        try:
+            async with client.stream(
+                "GET", url, params={"runId": run_id} if run_id else None, headers=headers,
+                timeout=httpx.Timeout(QUERY_REQUEST_TIMEOUT_SECONDS, connect=self.connect_timeout),
+            ) as resp:
+                chunks: list[bytes] = []
+                total = 0
+                async for chunk in resp.aiter_bytes():
+                    total += len(chunk)
+                    if total > MAX_HISTORY_RESPONSE_BYTES:
+                        raise LimitExceededError(
+                            f"GET {url}: the history is over {MAX_HISTORY_RESPONSE_BYTES} bytes (MAX_HISTORY_RESPONSE_BYTES)"
+                        )
+                    chunks.append(chunk)
+                content_type = resp.headers.get("content-type")
+                status = resp.status_code
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        finally:
+            if self._client is None:
+                await client.aclose()
+        body = b"".join(chunks)
+        if status != 200:
+            raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
+        if key and run_key:
+            self._remember(thread_id, key)
+        if media_type(content_type) == PROTO_CONTENT_TYPE:
+            frames = ProtoEventDecoder()
+            events = frames.feed(body)
+            frames.close()
+            return list(events)
+        return decode_event_list(body, where=f"GET {url}")
 
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
@@ -1067,6 +1204,9 @@ class SSEAgent(RemoteClientBase):
         headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
+        elif session.key is None and input.thread_id in self._thread_keys:
+            # a run key of the thread's previous run: the new run joins that thread's history
+            headers[RUN_KEY_HEADER] = self._thread_keys[input.thread_id]
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
@@ -1078,6 +1218,8 @@ class SSEAgent(RemoteClientBase):
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
+            if session.key is not None:
+                self._remember(input.thread_id, session.key)
             yield None
             if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.
