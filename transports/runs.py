@@ -64,6 +64,7 @@ import hmac
 import inspect
 import logging
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
@@ -668,6 +669,8 @@ class RunRegistry:
         self.threads: ThreadStore | None = (
             self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
         )
+        # History retention is wall-clock time: a shared store compares it across nodes.
+        self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -844,7 +847,7 @@ class RunRegistry:
 
     async def _kept_runs(self, thread_id: str) -> list[HistoryRun]:
         assert self.threads is not None
-        held = await self.threads.thread_runs(thread_id, self.clock.time())
+        held = await self.threads.thread_runs(thread_id, self._wall())
         return decode_records(held.records)
 
     async def _lineage(self, input: RunAgentInput, caller: Caller) -> tuple[bool, str | None, RunAgentInput]:
@@ -910,7 +913,7 @@ class RunRegistry:
             key_hash=run.key_hash,
             max_bytes=self.threads.history_budget.max_thread_bytes,
         )
-        await self.threads.keep_run(run.thread_id, record, self.clock.time())
+        await self.threads.keep_run(run.thread_id, record, self._wall())
 
     def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
         """A subscription that starts after event ``after`` (0: from the beginning).
