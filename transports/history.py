@@ -61,20 +61,20 @@ from agui_engine.protocol.events import (
 )
 
 __all__ = [
+    "Branch",
     "HISTORY_MAX_RUNS_PER_THREAD",
     "HISTORY_MAX_THREAD_BYTES",
     "HISTORY_MAX_TOTAL_BYTES",
     "HISTORY_READ_TIMEOUT_SECONDS",
     "HISTORY_RETENTION_SECONDS",
     "HISTORY_TRIMMED_EVENT",
-    "WS_CLOSE_UNKNOWN_THREAD",
-    "Branch",
     "HistoryBudget",
     "HistoryRun",
     "MemoryThreadStore",
     "ThreadRuns",
     "ThreadStore",
     "UnknownThreadError",
+    "WS_CLOSE_UNKNOWN_THREAD",
     "branch",
     "branch_payloads",
     "build_record",

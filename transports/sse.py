@@ -77,7 +77,7 @@ from agui_engine.protocol.codec import (
     encode_sse,
 )
 from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
-from agui_engine.protocol.events import Event, RunAgentInput, RunErrorEvent
+from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -150,10 +150,10 @@ __all__ = [
     "RUN_KEY_HEADER",
     "RUN_KEY_QUERY",
     "SHUTDOWN_TIMEOUT",
-    "THREAD_ID_HEADER",
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
+    "THREAD_ID_HEADER",
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
@@ -1084,7 +1084,9 @@ class SSEAgent(RemoteClientBase):
         while len(keys) > MAX_REMEMBERED_THREAD_KEYS:
             keys.popitem(last=False)
 
-    async def history(self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None) -> list[Event]:
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> list[AnyEvent]:
         """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
         the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
         ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by

@@ -57,7 +57,7 @@ from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
 from ..protocol.agent import Agent
 from ..protocol.errors import LimitExceededError, UsageError
-from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.events import AnyEvent, Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
 from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
@@ -86,7 +86,9 @@ InterruptHandler = Callable[[Interrupt], "ResumeEntry | Awaitable[ResumeEntry]"]
 class HistorySource(Protocol):
     """An agent that can read a thread's compacted history back (``SSEAgent``)."""
 
-    async def history(self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None) -> list[Event]:
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> Sequence[AnyEvent]:
         """The events of the thread's branch ending at ``run_id`` (default: its latest run)."""
         ...
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -48,10 +47,8 @@ from agui_engine.transports.history import (
     decode_records,
     merge_input,
 )
-from agui_engine.transports.redislog import RedisEventLog
 from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
 
-from ..redis_server import RedisServer
 from ..waiting import eventually
 from .scripted import ScriptedAgent
 from .stop_measure import node
@@ -89,23 +86,16 @@ StoreFactory = Callable[..., Awaitable[Any]]
 
 
 @pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> AsyncIterator[StoreFactory]:
+async def store(request: pytest.FixtureRequest, redis_logs: StoreFactory) -> StoreFactory:
     """A factory of event logs that keep histories, in memory or on the session's real
-    redis-server (a key prefix of its own per test): ``await store(history=..., max_events=...)``."""
-    made: list[RedisEventLog] = []
-    prefix = f"h{uuid.uuid4().hex[:8]}:"
+    redis-server (conftest's ``redis_logs``): ``await store(history=..., max_events=...)``."""
+    if request.param == "redis":
+        return redis_logs
 
-    async def make(**kw: Any) -> Any:
-        if request.param == "memory":
-            return InMemoryEventLog(**kw)
-        log = RedisEventLog(redis_server.url, prefix=prefix, **kw)
-        await log.connect()
-        made.append(log)
-        return log
+    async def memory(**kw: Any) -> InMemoryEventLog:
+        return InMemoryEventLog(**kw)
 
-    yield make
-    for log in made:
-        await log.aclose()
+    return memory
 
 
 def _input(run_id: str, *messages: Any, thread: str = "t", parent: str | None = None, state: Any = None) -> bytes:
