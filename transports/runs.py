@@ -163,6 +163,8 @@ __all__ = [
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+#: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
+_TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
 #: Concurrent running runs per registry. Each holds an open model stream; 1,000
 #: is what one gateway process on a 2-core machine streams comfortably (see the
@@ -882,7 +884,8 @@ class RunRegistry:
         return found, branch_payloads(found.runs)
 
     async def _keep(self, run: Run) -> None:
-        """Read the ended run's log whole and keep it in its thread's history."""
+        """Read the ended run's log whole -- up to its terminal event, the last one, which a
+        write-behind log may still be storing -- and keep it in its thread's history."""
         assert self.threads is not None
         log, rid = self.log, run.run_id
         loop = asyncio.get_running_loop()
@@ -898,6 +901,8 @@ class RunRegistry:
             payloads.extend(sl.payloads)
             if sl.payloads:
                 after = sl.last_seq
+                if sl.payloads[-1].startswith(_TERMINAL_PREFIXES):
+                    break
             if sl.finished:
                 break
             if not sl.payloads:
@@ -1213,12 +1218,13 @@ class RunRegistry:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
-                    await self.log.finish(run.run_id)
                     if run.kept:
+                        # Kept before the log ends: a client that saw the end reads the history with it.
                         try:
                             await self._keep(run)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
+                    await self.log.finish(run.run_id)
                 else:
                     self._apply(run, (effect,))
         finally:

@@ -1077,6 +1077,12 @@ class SSEAgent(RemoteClientBase):
         #: thread id -> the run key of its latest run started here (or given to history()).
         self._thread_keys: OrderedDict[str, str] = OrderedDict()
 
+    def thread_key(self, thread_id: str) -> str | None:
+        """The run key of the thread's latest run started by this agent (None: none yet, or
+        forgotten past MAX_REMEMBERED_THREAD_KEYS): what a client keeps, e.g. in a browser's
+        storage, to read the thread's history after a reload (``Thread.restore(..., run_key=)``)."""
+        return self._thread_keys.get(thread_id)
+
     def _remember(self, thread_id: str, key: str) -> None:
         keys = self._thread_keys
         keys[thread_id] = key

@@ -49,7 +49,6 @@ from agui_engine.transports.history import (
 )
 from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
 
-from ..waiting import eventually
 from .scripted import ScriptedAgent
 from .stop_measure import node
 
@@ -117,11 +116,6 @@ async def _history(http: httpx.AsyncClient, url: str, thread: str, **params: str
     return await http.get(url + f"threads/{thread}", params=query, headers=headers)
 
 
-async def _ended(srv: Any) -> None:
-    """Wait until every run has ended: its record is kept before its producer is done."""
-    await eventually(lambda: all(r.finished for r in srv.registry._runs.values()))
-
-
 def _messages(events: list[Any]) -> list[tuple[str, str, Any]]:
     acc = Accumulator()
     acc.apply_all(events)
@@ -133,14 +127,14 @@ def _messages(events: list[Any]) -> list[tuple[str, str, Any]]:
 
 async def test_two_runs_then_restore_equals_the_live_thread(store: StoreFactory) -> None:
     """Thread over SSEAgent, two turns; Thread.restore over a fresh SSEAgent (JSON, then
-    protobuf) rebuilds the same messages, state and runs as the live accumulator."""
+    protobuf) rebuilds the same messages, state and runs as the live accumulator -- at
+    once: a run is kept before its stream ends, so a client that saw the end reads it."""
     log = await store()
     async with await start_sse_server(EchoAgent(), log=log) as srv:
         live_agent = SSEAgent(srv.url)
         live = Thread(live_agent, thread_id="chat-1", state={"turns": []})
         await live.send("hello")
         await live.send("and again")
-        await _ended(srv)  # a run's record is kept as its producer ends
         key = live_agent._thread_keys["chat-1"]
         for binary in (False, True):
             restored = await Thread.restore(SSEAgent(srv.url, binary=binary), "chat-1", run_key=key)
@@ -152,7 +146,6 @@ async def test_two_runs_then_restore_equals_the_live_thread(store: StoreFactory)
         follow = Thread.restore(SSEAgent(srv.url), "chat-1", run_key=key)
         again = await follow
         await again.send("third")
-        await _ended(srv)
         async with httpx.AsyncClient(timeout=10) as http:
             r = await _history(http, srv.url, "chat-1", X_AGUI_Run_Key=key)
             assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
@@ -183,7 +176,6 @@ async def test_a_run_that_names_a_parent_branches_from_it(store: StoreFactory) -
         await _post(http, srv.url, _input("r3", UserMessage(id="u3", content="three"), parent="r1"),
                     **{"X-AGUI-Run-Key": key})
         assert [m.id for m in agent.inputs[2].messages] == ["u1", "r1-a", "u3"]
-        await _ended(srv)
         r = await _history(http, srv.url, "t", X_AGUI_Run_Key=key)
         assert r.status_code == 200 and r.headers["X-AGUI-Run-Id"] == "r3"
         assert _messages(decode_event_list(r.content)) == [
@@ -202,7 +194,6 @@ async def test_a_run_that_names_a_parent_branches_from_it(store: StoreFactory) -
         await _post(http, srv.url, _input("r5", UserMessage(id="u9", content="nine"), parent="gone"),
                     **{"X-AGUI-Run-Key": key})
         assert [m.id for m in agent.inputs[4].messages] == ["u9"]
-        await _ended(srv)
         r = await _history(http, srv.url, "t", X_AGUI_Run_Key=key)
         assert r.headers["X-AGUI-Run-Id"] == "r5" and r.headers[HISTORY_TRIMMED_HEADER] == "true"
         # the protobuf answer holds the same events
@@ -232,7 +223,6 @@ async def test_trimmed_history_keeps_the_newest_runs_and_says_so(store: StoreFac
             msgs = [*msgs, AssistantMessage(id=f"r{n - 1}-a", content="..."), UserMessage(id=f"u{n}", content=str(n))]
             clock.advance(1)
             latest = (await _post(http, srv.url, _input(f"r{n}", *msgs), **{"X-AGUI-Run-Key": key})).headers
-        await _ended(srv)
         # r1 is evicted, and its key with it: a key of a kept run (the latest is always kept) reads
         assert (await _history(http, srv.url, "t", X_AGUI_Run_Key=key)).status_code == 404
         key = latest["X-AGUI-Run-Key"]
@@ -246,7 +236,6 @@ async def test_trimmed_history_keeps_the_newest_runs_and_says_so(store: StoreFac
         # another thread, big enough that both no longer fit the 6,000-byte total: the older goes
         clock.advance(1)
         big = await _post(http, srv.url, _input("b1", UserMessage(id="x", content="y" * 3_000), thread="other"))
-        await _ended(srv)
         gone = await _history(http, srv.url, "t", X_AGUI_Run_Key=key)
         assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_thread"
         other_key = big.headers["X-AGUI-Run-Key"]
@@ -262,7 +251,6 @@ async def test_a_run_longer_than_its_log_is_kept_trimmed(store: StoreFactory) ->
     async with await start_sse_server(ScriptedAgent(deltas=50), log=log) as srv, httpx.AsyncClient(timeout=10) as http:
         r = await http.post(srv.url, content=_input("long", UserMessage(id="u1", content="go")), headers=JSON)
         key = r.headers["X-AGUI-Run-Key"]
-        await _ended(srv)
         h = await _history(http, srv.url, "t", X_AGUI_Run_Key=key)
         assert h.status_code == 200 and h.headers[HISTORY_TRIMMED_HEADER] == "true"
         events = decode_event_list(h.content)
@@ -278,7 +266,6 @@ async def test_unknown_or_foreign_threads_are_404_never_500(store: StoreFactory)
     log = await store()
     async with await start_sse_server(EchoAgent(), log=log, auth_token=TOKENS) as srv, httpx.AsyncClient(timeout=10) as http:
         await _post(http, srv.url, _input("a1", UserMessage(id="u1", content="secret")), **ALICE)
-        await _ended(srv)
         mine = await _history(http, srv.url, "t", Authorization=ALICE["Authorization"])
         assert mine.status_code == 200
         theirs = await _history(http, srv.url, "t", Authorization=BOB["Authorization"])
@@ -287,7 +274,6 @@ async def test_unknown_or_foreign_threads_are_404_never_500(store: StoreFactory)
         assert theirs.json()["error"]["code"] == never.json()["error"]["code"] == "unknown_thread"
         # bob's run with alice's thread id and her run as parent: served, given nothing of hers, not kept
         await _post(http, srv.url, _input("b1", UserMessage(id="x", content="mine?"), parent="a1"), **BOB)
-        await _ended(srv)
         assert (await _history(http, srv.url, "t", Authorization=BOB["Authorization"])).status_code == 404
         again = await _history(http, srv.url, "t", Authorization=ALICE["Authorization"])
         assert [e.run_id for e in decode_event_list(again.content) if isinstance(e, RunStartedEvent)] == ["a1"]
@@ -297,13 +283,11 @@ async def test_unknown_or_foreign_threads_are_404_never_500(store: StoreFactory)
     log = await store()
     async with await start_sse_server(EchoAgent(), log=log) as srv, httpx.AsyncClient(timeout=10) as http:
         r = await _post(http, srv.url, _input("k1", UserMessage(id="u1", content="hi"), thread="open"))
-        await _ended(srv)
         assert (await _history(http, srv.url, "open")).status_code == 404
         assert (await _history(http, srv.url, "open", X_AGUI_Run_Key="not-the-key")).status_code == 404
         assert (await _history(http, srv.url, "open", X_AGUI_Run_Key=r.headers["X-AGUI-Run-Key"])).status_code == 200
         # a run on that thread without a key of it: served, not kept (the history still holds k1 alone)
         await _post(http, srv.url, _input("k2", UserMessage(id="u2", content="who?"), thread="open"))
-        await _ended(srv)
         h = await _history(http, srv.url, "open", X_AGUI_Run_Key=r.headers["X-AGUI-Run-Key"])
         assert h.headers["X-AGUI-Run-Id"] == "k1"
 
