@@ -57,6 +57,7 @@ from agui_engine.protocol.events import (
     RunErrorEvent,
     RunFinishedEvent,
     RunStartedEvent,
+    StateDeltaEvent,
     StateSnapshotEvent,
 )
 
@@ -267,6 +268,7 @@ class MemoryThreadStore:
 
 _record_decoder = msgspec.json.Decoder(HistoryRun)
 _TERMINAL = (RunFinishedEvent, RunErrorEvent)
+_STATE_EVENTS = (StateSnapshotEvent, StateDeltaEvent)
 
 
 def decode_records(records: Sequence[bytes]) -> list[HistoryRun]:
@@ -388,9 +390,11 @@ def _fold(chain: Sequence[HistoryRun], out: list[bytes] | None) -> Accumulator:
                 if len(fresh) != len(event.input.messages):
                     event = msgspec.structs.replace(event, input=msgspec.structs.replace(event.input, messages=fresh))
                     payload = encode_event(event)
-            acc.apply(event)
             if out is not None:
                 out.append(payload)
+                if isinstance(event, _STATE_EVENTS):
+                    continue  # which messages the branch holds does not depend on its state
+            acc.apply(event)
     return acc
 
 
