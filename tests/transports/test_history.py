@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agui_engine.loops.thread import Thread
 from agui_engine.protocol.accumulator import Accumulator
@@ -35,6 +37,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder
+from agui_engine.protocol.verify import Verifier
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.eventlog import InMemoryEventLog
 from agui_engine.transports.history import (
@@ -43,12 +46,14 @@ from agui_engine.transports.history import (
     HistoryRun,
     MemoryThreadStore,
     branch,
+    branch_payloads,
     build_record,
     decode_records,
     merge_input,
 )
 from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
 
+from ..agui_engine.agui_streams import valid_streams
 from .scripted import ScriptedAgent
 from .stop_measure import node
 
@@ -417,3 +422,78 @@ async def test_agui_engine_js_restores_the_thread_it_ran(store: StoreFactory) ->
     assert len(report["live"]["messages"]) == 4 and report["runId"] == "js-2" and report["trimmed"] is False
     assert report["unknown"] == {"status": 404, "code": "unknown_thread"}
     print(f"js restore: {len(report['events'])} events", file=sys.stderr)
+
+
+# --------------------------------------------------------------------- property: restore == live
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=valid_streams(allow_error_end=False))
+def test_a_restored_branch_builds_the_live_thread(stream: list[Any]) -> None:
+    """Random runs (agui_streams.valid_streams, expanded by the verifier as the gateway logs
+    them), each started by a new user message: keeping each run (build_record, parent = the
+    run before) and serving the branch (branch_payloads) builds, in an accumulator, the
+    messages (each equal, by id) and state an accumulator built live from the user messages
+    and the events."""
+    runs: list[list[Any]] = []
+    for event in stream:
+        if isinstance(event, RunStartedEvent):
+            runs.append([])
+        runs[-1].append(event)
+    live = Accumulator()
+    records: list[bytes] = []
+    parent = None
+    for n, events in enumerate(runs):
+        verifier = Verifier()
+        expanded = [e for ev in events for e in verifier.feed(ev)]
+        rid = expanded[0].run_id
+        user = UserMessage(id=f"user-{n}", content=f"turn {n}")
+        live.add_message(user)
+        inp = RunAgentInput(thread_id="thread", run_id=rid, parent_run_id=parent, messages=live.messages_as_structs())
+        live.apply_all(expanded)
+        records.append(build_record(inp, parent, [encode_event(e) for e in expanded], complete=True))
+        parent = rid
+    chain = branch(decode_records(records)).runs
+    restored = Accumulator()
+    restored.apply_all(decode_event_list(b"[" + b",".join(branch_payloads(chain)) + b"]"))
+    # compact_events writes a stream that started inside an open text message before that
+    # message (as compactEvents does), so interleaved messages may come back in another order
+    assert {m["id"]: m for m in restored.messages} == {m["id"]: m for m in live.messages}
+    assert restored.state == live.state
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 120), st.integers(0, 30)), max_size=40),
+    runs=st.integers(1, 4), thread_bytes=st.integers(1, 200), total=st.integers(1, 400),
+)
+def test_the_memory_store_stays_within_its_budget(
+    steps: list[tuple[str, int, int]], runs: int, thread_bytes: int, total: int
+) -> None:
+    """Any sequence of keeps: a thread holds at most max_runs_per_thread runs and
+    max_thread_bytes (or its one newest record), all threads at most max_total_bytes (or the
+    one just written), nothing idle past the retention, and the newest record is always there."""
+    budget = HistoryBudget(max_runs_per_thread=runs, max_thread_bytes=thread_bytes, max_total_bytes=total,
+                           retention_seconds=40)
+    kept = MemoryThreadStore(budget)
+    now = 0.0
+    last: dict[str, float] = {}
+
+    async def play() -> None:
+        nonlocal now
+        for n, (thread, size, gap) in enumerate(steps):
+            now += gap
+            record = str(n).encode().ljust(size, b".")
+            await kept.keep_run(thread, record, now)
+            last[thread] = now
+            held = {t: await kept.thread_runs(t, now) for t in "abcd"}
+            assert held[thread].records[-1] == record
+            for t, got in held.items():
+                if now - last.get(t, now) >= budget.retention_seconds:
+                    assert got.records == []
+                assert len(got.records) <= runs
+                assert sum(map(len, got.records)) <= thread_bytes or len(got.records) == 1
+            assert kept.held_bytes() == sum(sum(map(len, g.records)) for g in held.values())
+            assert kept.held_bytes() <= total or len(kept) == 1
+
+    asyncio.run(play())
