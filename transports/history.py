@@ -24,11 +24,12 @@ each ``RUN_STARTED.input.messages`` reduced to the messages the branch did not a
 (``input`` "may omit messages already in history"). Stored inputs stay whole, so evicting
 the oldest runs loses no message a later input still carries.
 
-**A run that names a parent** (:func:`merge_input`) is given, as its input, the branch's
-messages (root to parent) with the input's version of any message of the same id, then the
-input's messages that the branch does not hold, in the input's order; its ``state`` is the
-input's, or the branch's final state when the input has none (``null``). Branch messages
-the input leaves out are kept: to drop messages, branch from an earlier run.
+**A run that names a parent** (:func:`merge_input`) is given, when its input leaves out
+messages of the branch (root to parent), the branch's messages with the input's version of
+any message of the same id, then the input's messages that the branch does not hold, in the
+input's order; an input that holds every message of the branch is given as sent. Its
+``state`` is the input's, or the branch's final state when the input has none (``null``).
+Branch messages the input leaves out are kept: to drop messages, branch from an earlier run.
 
 **A run too large to keep whole** (its log lost its first events to the log's bounds, or its
 compacted record alone is over ``max_thread_bytes``) is kept as ``RUN_STARTED`` (with its
@@ -412,8 +413,10 @@ def merge_input(chain: Sequence[HistoryRun], input: RunAgentInput) -> RunAgentIn
     acc = _fold(chain, None)
     given = {m.id: m for m in input.messages}
     held = acc.messages_as_structs()
-    held_ids = {m.id for m in held}
-    messages = [given.get(m.id, m) for m in held]
-    messages.extend(m for m in input.messages if m.id not in held_ids)
+    messages = input.messages
+    if any(m.id not in given for m in held):  # the input omits some: the branch's order, then the new
+        held_ids = {m.id for m in held}
+        messages = [given.get(m.id, m) for m in held]
+        messages.extend(m for m in input.messages if m.id not in held_ids)
     state = input.state if input.state is not None else acc.state
     return msgspec.structs.replace(input, messages=messages, state=state)

@@ -109,7 +109,7 @@ from .history import (
     decode_records,
     merge_input,
 )
-from .input_decoding import MAX_SEQ_DIGITS, check_run_id
+from .input_decoding import MAX_RUN_ID_LENGTH, MAX_SEQ_DIGITS, check_run_id
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -854,8 +854,8 @@ class RunRegistry:
 
     async def _lineage(self, input: RunAgentInput, caller: Caller) -> tuple[bool, str | None, RunAgentInput]:
         """(kept, parent, the input the agent gets) of a run about to start."""
-        if self.threads is None:
-            return False, None, input
+        if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
+            return False, None, input  # a thread id longer than a run id may be is not a store key
         runs = await self._kept_runs(input.thread_id)
         if runs and not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
             # Another client's thread: served, but neither kept there nor given its messages.
@@ -877,6 +877,8 @@ class RunRegistry:
         of them), or ``run_id`` is not one of them; EventLogUnavailableError."""
         if self.threads is None:
             raise UnknownThreadError("this gateway keeps no thread history")
+        if len(thread_id) > MAX_RUN_ID_LENGTH:
+            raise UnknownThreadError(f"no thread id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
         if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
             raise UnknownThreadError(f"unknown thread {thread_id!r}: it has no history here that you may read")

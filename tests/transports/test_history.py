@@ -382,6 +382,29 @@ def test_merge_input_keeps_the_branch_and_takes_the_inputs_versions() -> None:
     assert [(m.id, m.content) for m in merged.messages] == [("u1", "A"), ("m1", "b"), ("u2", "c")]
     assert merged.state == {"s": 1} and merged.parent_run_id == "r1"
     assert merge_input([rec], msgspec.structs.replace(new, state={"s": 9})).state == {"s": 9}
+    # an input that holds the whole branch is given as sent, in its own order
+    whole = msgspec.structs.replace(new, messages=[AssistantMessage(id="m1", content="b"), UserMessage(id="u1", content="a")])
+    assert merge_input([rec], whole).messages == whole.messages
+
+
+async def test_another_node_restores_and_continues_the_thread(redis_logs: StoreFactory) -> None:
+    """Two gateways on one real Redis: a run kept by node A is read on node B, and a run on B
+    that names it as parent gets its branch (every node reads every thread)."""
+    agent_b = EchoAgent()
+    log_a, log_b = await redis_logs(), await redis_logs()
+    async with await start_sse_server(EchoAgent(), log=log_a) as a, await start_sse_server(agent_b, log=log_b) as b:
+        async with httpx.AsyncClient(timeout=10) as http:
+            first = await _post(http, a.url, _input("n1", UserMessage(id="u1", content="from A")))
+            key = first.headers["X-AGUI-Run-Key"]
+            r = await _history(http, b.url, "t", X_AGUI_Run_Key=key)
+            assert r.status_code == 200 and r.headers["X-AGUI-Run-Id"] == "n1"
+            await _post(http, b.url, _input("n2", UserMessage(id="u2", content="on B"), parent="n1"),
+                        **{"X-AGUI-Run-Key": key})
+            assert [m.id for m in agent_b.inputs[0].messages] == ["u1", "n1-a", "u2"]
+            r = await _history(http, a.url, "t", X_AGUI_Run_Key=key)
+            assert [m[0] for m in _messages(decode_event_list(r.content))] == ["u1", "n1-a", "u2", "n2-a"]
+            long_id = "x" * 300
+            assert (await _history(http, a.url, long_id, X_AGUI_Run_Key=key)).status_code == 404
 
 
 @pytest.mark.parametrize(
