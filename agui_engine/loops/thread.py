@@ -57,7 +57,17 @@ from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
 from ..protocol.agent import Agent
 from ..protocol.errors import LimitExceededError, UsageError
-from ..protocol.events import AnyEvent, Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.events import (
+    AnyEvent,
+    Context,
+    Event,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    Tool,
+    ToolMessage,
+    UserMessage,
+)
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
 from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
