@@ -54,6 +54,7 @@ from agui_engine.transports.history import (
 from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
 
 from ..agui_engine.agui_streams import valid_streams
+from ..agui_engine.protocol.test_accumulator_differential import run_client
 from .scripted import ScriptedAgent
 from .stop_measure import node
 
@@ -520,3 +521,31 @@ def test_the_memory_store_stays_within_its_budget(
             assert kept.held_bytes() <= total or len(kept) == 1
 
     asyncio.run(play())
+
+
+async def test_the_official_client_builds_the_same_thread_from_the_history(store: StoreFactory) -> None:
+    """A served history (three turns and a branch, state included) through @ag-ui/client 1.0's
+    own pipeline (transformChunks -> verifyEvents -> defaultApplyEvents, under node): it
+    accepts the stream and builds the messages and state the Python accumulator builds."""
+    log = await store()
+    async with await start_sse_server(EchoAgent(), log=log) as srv:
+        agent = SSEAgent(srv.url)
+        thread = Thread(agent, thread_id="diff", state={"turns": []})
+        for text in ("one", "two", "three"):
+            await thread.send(text)
+        async with httpx.AsyncClient(timeout=10) as http:
+            key = agent.thread_key("diff") or ""
+            first_run = thread.accumulator.runs[0].run_id or ""
+            await _post(http, srv.url, _input("side", UserMessage(id="s", content="side"), thread="diff",
+                                              parent=first_run, state={"turns": ["one"]}), **{"X-AGUI-Run-Key": key})
+            served = [(await _history(http, srv.url, "diff", X_AGUI_Run_Key=key)).json(),
+                      (await _history(http, srv.url, "diff", runId=thread.accumulator.runs[-1].run_id or "",
+                                      X_AGUI_Run_Key=key)).json()]
+    theirs = run_client(served)
+    for wire, client in zip(served, theirs, strict=True):
+        ours = Accumulator()
+        ours.apply_all(decode_event_list(json.dumps(wire).encode()))
+        assert client["error"] is None, client
+        assert client["messages"] == ours.messages and client["state"] == ours.state
+    assert [m["content"] for m in theirs[0]["messages"]] == ["one", "echo: one", "side", "echo: side"]
+    assert theirs[1]["messages"] == thread.messages and theirs[1]["state"] == {"turns": ["one", "two", "three"]}
