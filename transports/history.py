@@ -31,6 +31,13 @@ input's order; an input that holds every message of the branch is given as sent.
 ``state`` is the input's, or the branch's final state when the input has none (``null``).
 Branch messages the input leaves out are kept: to drop messages, branch from an earlier run.
 
+**A run compaction would change**: ``compactEvents`` moves the events of interleaved streams
+(an event that arrives while a text message or tool call is open is written after that
+stream's END); in rare orders an event lands before its own stream's START and an
+accumulator drops it. A run that streamed anything interleaved is checked -- both forms
+folded, the messages (each, by id) and the state compared -- and such a run is kept
+uncompacted.
+
 **A run too large to keep whole** (its log lost its first events to the log's bounds, or its
 compacted record alone is over ``max_thread_bytes``) is kept as ``RUN_STARTED`` (with its
 input when that fits), a ``CUSTOM`` event :data:`HISTORY_TRIMMED_EVENT` naming the run
@@ -60,6 +67,12 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
 )
 
 __all__ = [
@@ -270,6 +283,7 @@ class MemoryThreadStore:
 _record_decoder = msgspec.json.Decoder(HistoryRun)
 _TERMINAL = (RunFinishedEvent, RunErrorEvent)
 _STATE_EVENTS = (StateSnapshotEvent, StateDeltaEvent)
+_DELTAS = (TextMessageContentEvent, ToolCallArgsEvent)
 
 
 def decode_records(records: Sequence[bytes]) -> list[HistoryRun]:
@@ -317,7 +331,14 @@ def build_record(
         lead: list[Any] = [started]
         if input.state is not None:
             lead.append(StateSnapshotEvent(snapshot=input.state))
-        encoded = [encode_event(e) for e in compact_events([*lead, *body])]
+        whole = [*lead, *body]
+        compacted = compact_events(whole)
+        if _interleaved(whole) and not _same_thread(whole, compacted):
+            # compactEvents moves the events of interleaved streams; in rare orders a held
+            # event lands before its stream's START and an accumulator drops it: keep the run
+            # uncompacted rather than lose what it said.
+            compacted = whole
+        encoded = [encode_event(e) for e in compacted]
         record = _encode(input.run_id, parent_run_id, principal, key_hash, False, encoded)
         if len(record) <= max_bytes:
             return record
@@ -332,6 +353,45 @@ def build_record(
         bare = msgspec.structs.replace(started, input=None)
         record = _encode(input.run_id, parent_run_id, principal, key_hash, True, [encode_event(bare), *tail])
     return record
+
+
+def _interleaved(events: Sequence[Any]) -> bool:
+    """Whether compaction may move events: something other than an open text message's or
+    tool call's own deltas and END (or state, which compaction folds in place) arrives while
+    one is open, or one is never ended. Runs that stream one thing at a time -- most -- need
+    no check (it costs an accumulator pass over both forms)."""
+    open_ids: set[tuple[int, str]] = set()
+    for event in events:
+        kind = type(event)
+        if kind is TextMessageStartEvent or kind is ToolCallStartEvent:
+            if open_ids:
+                return True
+            open_ids.add(_stream_key(event))
+        elif kind in _DELTAS:
+            if _stream_key(event) not in open_ids:
+                return True
+        elif kind is TextMessageEndEvent or kind is ToolCallEndEvent:
+            open_ids.discard(_stream_key(event))
+        elif open_ids and not isinstance(event, _STATE_EVENTS):
+            return True
+    return bool(open_ids)
+
+
+def _stream_key(event: Any) -> tuple[int, str]:
+    kind = type(event)
+    if kind in (TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent):
+        return 0, event.message_id
+    return 1, event.tool_call_id
+
+
+def _same_thread(events: Sequence[Any], compacted: Sequence[Any]) -> bool:
+    """Whether both build the same messages (each, by id) and state in an accumulator."""
+    built = []
+    for seq in (events, compacted):
+        acc = Accumulator()
+        acc.apply_all(seq)
+        built.append(({m["id"]: m for m in acc.messages}, acc.state))
+    return built[0] == built[1]
 
 
 def _encode(

@@ -814,7 +814,9 @@ class RunRegistry:
         budget = self.options.max_buffered_bytes
         if budget and self._held_bytes is not None and self._held_bytes() >= budget:
             raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
-        kept, parent, input = await self._lineage(input, Caller(owner, key))
+        # No principal and no address: the embedding program or stdio's one client, never checked.
+        caller = None if owner is None and address is None else Caller(owner, key)
+        kept, parent, input = await self._lineage(input, caller)
         if input.run_id in self._runs:  # started meanwhile, while the history was read
             raise RunExistsError(f"run {input.run_id!r} already exists here; start a run with a new runId")
         run = Run(
@@ -852,7 +854,7 @@ class RunRegistry:
         held = await self.threads.thread_runs(thread_id, self._wall())
         return decode_records(held.records)
 
-    async def _lineage(self, input: RunAgentInput, caller: Caller) -> tuple[bool, str | None, RunAgentInput]:
+    async def _lineage(self, input: RunAgentInput, caller: Caller | None) -> tuple[bool, str | None, RunAgentInput]:
         """(kept, parent, the input the agent gets) of a run about to start."""
         if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
             return False, None, input  # a thread id longer than a run id may be is not a store key
@@ -1222,10 +1224,17 @@ class RunRegistry:
                 elif effect is Effect.FINISH_LOG:
                     if run.kept:
                         # Kept before the log ends: a client that saw the end reads the history with it.
+                        # Whatever happens here, the log must still end (its readers wait for that).
                         try:
                             await self._keep(run)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
+                        except asyncio.CancelledError:
+                            task = asyncio.current_task()
+                            if task is not None:
+                                task.uncancel()
+                        except Exception as exc:  # noqa: BLE001 - a bug here must not leave the run's stream open
+                            _log.error("run %s: keeping it in its thread's history failed", run.run_id, exc_info=exc)
                     await self.log.finish(run.run_id)
                 else:
                     self._apply(run, (effect,))
