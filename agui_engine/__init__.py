@@ -19,6 +19,7 @@ authors):
   the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.protocol.capabilities` -- what an agent declares it supports (``AgentCapabilities``).
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
@@ -109,7 +110,24 @@ from .loops.llm_agent import LLMAgent, StepLimitExceededError
 from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
+from .protocol.agent import Agent, AgentFunction, CapableAgent, NotAnEventError, agent_capabilities, as_agent
+from .protocol.capabilities import (
+    AgentCapabilities,
+    CapabilitiesDecodeError,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    MultiAgentCapabilities,
+    MultimodalCapabilities,
+    MultimodalInputCapabilities,
+    MultimodalOutputCapabilities,
+    OutputCapabilities,
+    ReasoningCapabilities,
+    StateCapabilities,
+    SubagentInfo,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
 from .protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -246,6 +264,7 @@ __all__ = [
     "ActivitySnapshotEvent",
     "AddOperation",
     "Agent",
+    "AgentCapabilities",
     "AgentFunction",
     "AgentLoop",
     "AguiEngineError",
@@ -259,6 +278,8 @@ __all__ = [
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
+    "CapabilitiesDecodeError",
+    "CapableAgent",
     "CapacityError",
     "ChunkExpander",
     "Component",
@@ -281,6 +302,7 @@ __all__ = [
     "EventStreamDecoder",
     "EventType",
     "EventWriter",
+    "ExecutionCapabilities",
     "FileSource",
     "Finish",
     "FinishReason",
@@ -289,6 +311,8 @@ __all__ = [
     "GenUILimitError",
     "GenUISpecError",
     "GenUIStream",
+    "HumanInTheLoopCapabilities",
+    "IdentityCapabilities",
     "ImageInputContent",
     "ImagePart",
     "InputContent",
@@ -309,10 +333,15 @@ __all__ = [
     "MessagesSnapshotEvent",
     "ModelStreamError",
     "MoveOperation",
+    "MultiAgentCapabilities",
+    "MultimodalCapabilities",
+    "MultimodalInputCapabilities",
+    "MultimodalOutputCapabilities",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
     "NotAnEventError",
     "NullPolicy",
+    "OutputCapabilities",
     "PROTOCOL_VERSION",
     "PROTO_CONTENT_TYPE",
     "PartSource",
@@ -326,6 +355,7 @@ __all__ = [
     "ProtocolViolation",
     "RawEvent",
     "ReasoningBlock",
+    "ReasoningCapabilities",
     "ReasoningDelta",
     "ReasoningEncryptedValueEvent",
     "ReasoningEndEvent",
@@ -364,6 +394,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "ServerTool",
+    "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
     "StatusMessages",
@@ -376,6 +407,7 @@ __all__ = [
     "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome",
     "SubagentFinishedSuspendedOutcome",
+    "SubagentInfo",
     "SubagentStartedEvent",
     "SystemMessage",
     "TestOperation",
@@ -408,6 +440,8 @@ __all__ = [
     "ToolMessage",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolsCapabilities",
+    "TransportCapabilities",
     "Turn",
     "UINode",
     "UISpecTool",
@@ -429,6 +463,7 @@ __all__ = [
     "Violation",
     "WriterError",
     "__version__",
+    "agent_capabilities",
     "apply_json_patch",
     "as_agent",
     "component_blocks",
