@@ -51,6 +51,7 @@ from agui_engine.transports.history import (
     decode_records,
     merge_input,
 )
+from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
 
 from ..agui_engine.agui_streams import valid_streams
@@ -549,3 +550,12 @@ async def test_the_official_client_builds_the_same_thread_from_the_history(store
         assert client["messages"] == ours.messages and client["state"] == ours.state
     assert [m["content"] for m in theirs[0]["messages"]] == ["one", "echo: one", "side", "echo: side"]
     assert theirs[1]["messages"] == thread.messages and theirs[1]["state"] == {"turns": ["one", "two", "three"]}
+
+
+async def test_keep_history_false_keeps_nothing() -> None:
+    async with await start_sse_server(EchoAgent(), options=RegistryOptions(keep_history=False)) as srv:
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await _post(http, srv.url, _input("n1", UserMessage(id="u1", content="hi")))
+            h = await _history(http, srv.url, "t", X_AGUI_Run_Key=r.headers["X-AGUI-Run-Key"])
+            assert h.status_code == 404 and h.json()["error"]["code"] == "unknown_thread"
+            assert len(srv.registry.log.threads) == 0  # type: ignore[attr-defined]
