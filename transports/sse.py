@@ -59,7 +59,6 @@ import logging
 import re
 import ssl
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -156,7 +155,6 @@ __all__ = [
     "MAX_ECHOED_HEADER_CHARS",
     "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
-    "MAX_REMEMBERED_THREAD_KEYS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
     "RUN_KEY_HEADER",
@@ -244,12 +242,6 @@ CANCEL_REQUEST_TIMEOUT = 2.0
 #: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
 #: gateway configured with a larger budget.
 MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
-
-#: Threads whose latest run key an SSEAgent remembers (the oldest is forgotten first): it
-#: presents the key when it starts the thread's next run and reads its history, so that a
-#: gateway without per-client tokens keeps the run in that thread's history. One agent
-#: serving a few hundred conversations stays within it; each entry is ~100 bytes.
-MAX_REMEMBERED_THREAD_KEYS = 1024
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -1117,21 +1109,6 @@ class SSEAgent(RemoteClientBase):
         #: answer's Content-Type decides the decoder, so an SSE-only server still works
         self.binary = binary
         self._client = client
-        #: thread id -> the run key of its latest run started here (or given to history()).
-        self._thread_keys: OrderedDict[str, str] = OrderedDict()
-
-    def thread_key(self, thread_id: str) -> str | None:
-        """The run key of the thread's latest run started by this agent (None: none yet, or
-        forgotten past MAX_REMEMBERED_THREAD_KEYS): what a client keeps, e.g. in a browser's
-        storage, to read the thread's history after a reload (``Thread.restore(..., run_key=)``)."""
-        return self._thread_keys.get(thread_id)
-
-    def _remember(self, thread_id: str, key: str) -> None:
-        keys = self._thread_keys
-        keys[thread_id] = key
-        keys.move_to_end(thread_id)
-        while len(keys) > MAX_REMEMBERED_THREAD_KEYS:
-            keys.popitem(last=False)
 
     async def history(
         self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
@@ -1146,7 +1123,7 @@ class SSEAgent(RemoteClientBase):
         from urllib.parse import quote
 
         url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
-        key = run_key or self._thread_keys.get(thread_id)
+        key = run_key or self.thread_key(thread_id)
         headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
         if key:
             headers[RUN_KEY_HEADER] = key
@@ -1163,7 +1140,7 @@ class SSEAgent(RemoteClientBase):
         if status != 200:
             raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
         if key and run_key:
-            self._remember(thread_id, key)
+            self.remember_thread_key(thread_id, key)
         if media_type(content_type) == PROTO_CONTENT_TYPE:
             frames = ProtoEventDecoder()
             events = frames.feed(body)
@@ -1292,9 +1269,9 @@ class SSEAgent(RemoteClientBase):
         headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
-        elif session.key is None and input.thread_id in self._thread_keys:
+        elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
             # a run key of the thread's previous run: the new run joins that thread's history
-            headers[RUN_KEY_HEADER] = self._thread_keys[input.thread_id]
+            headers[RUN_KEY_HEADER] = prior
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
@@ -1307,7 +1284,7 @@ class SSEAgent(RemoteClientBase):
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
             if session.key is not None:
-                self._remember(input.thread_id, session.key)
+                self.remember_thread_key(input.thread_id, session.key)
             yield None
             if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.

@@ -559,3 +559,21 @@ async def test_keep_history_false_keeps_nothing() -> None:
             h = await _history(http, srv.url, "t", X_AGUI_Run_Key=r.headers["X-AGUI-Run-Key"])
             assert h.status_code == 404 and h.json()["error"]["code"] == "unknown_thread"
             assert len(srv.registry.log.threads) == 0  # type: ignore[attr-defined]
+
+
+async def test_a_thread_over_websocket_is_kept_and_restored_over_sse(store: StoreFactory) -> None:
+    """One registry behind a WebSocket and an SSE server, auth off: a Thread over
+    WebSocketAgent runs two turns (the second run message carries the first's key, so both
+    are kept), and Thread.restore over SSEAgent gets the same messages and state."""
+    from agui_engine.transports.runs import RunRegistry
+    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+
+    registry = RunRegistry(EchoAgent(), log=await store())
+    async with await start_websocket_server(registry=registry) as ws, await start_sse_server(registry=registry) as srv:
+        agent = WebSocketAgent(ws.url)
+        live = Thread(agent, thread_id="over-ws", state={"turns": []})
+        await live.send("one")
+        await live.send("two")
+        restored = await Thread.restore(SSEAgent(srv.url), "over-ws", run_key=agent.thread_key("over-ws"))
+        assert restored.messages == live.messages and len(restored.accumulator.runs) == 2
+        assert restored.state == {"turns": ["one", "two"]}
