@@ -11,6 +11,7 @@ authors):
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
 * :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
+* :mod:`~agui_engine.protocol.compact` -- a stored history made small (``compactEvents`` of ``@ag-ui/client``).
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
 * :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
   :mod:`~agui_engine.genui.interactables`, :mod:`~agui_engine.genui.tree`, :mod:`~agui_engine.genui.uispec` -- generative UI.
@@ -144,6 +145,7 @@ from .protocol.codec import (
     encode_sse,
     encode_sse_comment,
 )
+from .protocol.compact import compact_events
 from .protocol.errors import (
     AguiEngineError,
     CapacityError,
@@ -466,6 +468,7 @@ __all__ = [
     "agent_capabilities",
     "apply_json_patch",
     "as_agent",
+    "compact_events",
     "component_blocks",
     "decode_event",
     "decode_proto",

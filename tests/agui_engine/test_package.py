@@ -60,7 +60,7 @@ EXPECTED_ALL = [
     "UI_SPEC_TOOL", "UnknownComponentError", "UnknownEvent", "UnknownProtoEventError", "UnknownResourceError",
     "UnknownToolChoiceError", "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier",
     "VideoInputContent", "VideoPart", "Violation", "WriterError", "__version__", "agent_capabilities",
-    "apply_json_patch", "as_agent", "component_blocks", "decode_event", "decode_proto", "encode_event",
+    "apply_json_patch", "as_agent", "compact_events", "component_blocks", "decode_event", "decode_proto", "encode_event",
     "encode_ndjson", "encode_proto", "encode_proto_frame", "encode_sse", "encode_sse_comment", "find_component",
     "interactable_tools", "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct",
     "to_strict_schema", "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
