@@ -334,38 +334,55 @@ def _qvalue(text: str) -> float:
     return float(text) if _QVALUE.fullmatch(text) else 0.0
 
 
-#: What a stream request's Accept may name (negotiate), and a history request's
-#: (negotiate_history): media range -> answer.
+#: What a stream request (negotiate) and a history request (negotiate_history) can be answered
+#: with: media type -> answer, in the order ties go (the textual default first, the binary
+#: encoding last, so a bare wildcard never picks it).
 _STREAM_KINDS: Mapping[str, str] = {
     SSE_CONTENT_TYPE: "sse",
-    "text/*": "sse",
-    "*/*": "sse",
-    **dict.fromkeys(_NDJSON_TYPES, "ndjson"),
+    **dict.fromkeys(sorted(_NDJSON_TYPES), "ndjson"),
     PROTO_CONTENT_TYPE: "proto",
 }
 _HISTORY_KINDS: Mapping[str, str] = {
     "application/json": "json",
-    "application/*": "json",
-    "*/*": "json",
     PROTO_CONTENT_TYPE: "proto",
 }
 
 
-def _best(accept: str, kinds: Mapping[str, str], default: str, names: str) -> str:
-    # The highest q wins; ties go to ``default``; a range that is not in ``kinds`` is ignored.
-    best_q = 0.0
-    best = ""
+def _specificity(media_range: str, media_type: str) -> int:
+    """How specifically ``media_range`` names ``media_type``: 3 exactly, 2 as ``type/*``,
+    1 as ``*/*``, 0 not at all (RFC 9110 section 12.5.1)."""
+    if media_range == media_type:
+        return 3
+    if media_range == media_type.partition("/")[0] + "/*":
+        return 2
+    return 1 if media_range == "*/*" else 0
+
+
+def _best(accept: str, kinds: Mapping[str, str], names: str) -> str:
+    # RFC 9110 12.5.1: each media type we can answer with takes the q of the most specific
+    # range that names it (``text/event-stream;q=0, */*`` refuses SSE, the wildcard does not
+    # bring it back); the highest q wins; ties go in ``kinds``' order; q=0 is "not acceptable".
+    weights: dict[str, tuple[int, float]] = {}  # media type -> (specificity, q)
     for part in accept.split(","):
         media, *params = part.split(";")
-        kind = kinds.get(media.strip().lower())
-        if kind is None:
-            continue
+        media = media.strip().lower()
         q = 1.0
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        if q > best_q or (q == best_q and kind == default and q > 0):
+        for media_type in kinds:
+            level = _specificity(media, media_type)
+            if not level:
+                continue
+            held = weights.get(media_type)
+            if held is None or level > held[0] or (level == held[0] and q > held[1]):
+                weights[media_type] = (level, q)
+    best_q = 0.0
+    best = ""
+    for media_type, kind in kinds.items():  # in tie order: a later type must weigh strictly more
+        q = weights.get(media_type, (0, 0.0))[1]
+        if q > best_q:
             best_q, best = q, kind
     if not best:
         raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
@@ -373,18 +390,19 @@ def _best(accept: str, kinds: Mapping[str, str], default: str, names: str) -> st
 
 
 def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
-    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
-    grammar counts as q=0). Raises NotAcceptableError."""
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (RFC 9110 12.5.1: each
+    type takes the q of the most specific range naming it, the highest q wins; SSE on ties,
+    a bare wildcard and a missing header; a range whose q is outside RFC 9110's grammar
+    counts as q=0). Raises NotAcceptableError."""
     names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
-    return _best(accept, _STREAM_KINDS, "sse", names) if accept else "sse"
+    return _best(accept, _STREAM_KINDS, names) if accept else "sse"
 
 
 def negotiate_history(accept: str | None) -> str:
     """``"json"`` or ``"proto"`` for the Accept header of a thread history request
     (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
     ties, wildcards and a missing header. Raises NotAcceptableError."""
-    return _best(accept, _HISTORY_KINDS, "json", f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
+    return _best(accept, _HISTORY_KINDS, f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:

@@ -413,7 +413,10 @@ async def test_another_node_restores_and_continues_the_thread(redis_logs: StoreF
     ("accept", "kind"),
     [(None, "json"), ("*/*", "json"), ("application/json", "json"), (PROTO_CONTENT_TYPE, "proto"),
      (f"application/json;q=0.4, {PROTO_CONTENT_TYPE};q=0.9", "proto"), (f"{PROTO_CONTENT_TYPE}, */*", "json"),
-     (f"application/json;q=0.9, {PROTO_CONTENT_TYPE};q=0.9", "json")],
+     (f"application/json;q=0.9, {PROTO_CONTENT_TYPE};q=0.9", "json"),
+     # RFC 9110 12.5.1: a type's own range gives its q, a wildcard does not undo a refusal
+     ("application/json;q=0, */*", "proto"), ("application/json;q=0, application/*", "proto"),
+     (f"application/*;q=0.3, {PROTO_CONTENT_TYPE};q=0.2", "json"), ("text/*, application/*;q=0.1", "json")],
 )
 def test_negotiate_history(accept: str | None, kind: str) -> None:
     assert negotiate_history(accept) == kind
@@ -422,6 +425,8 @@ def test_negotiate_history(accept: str | None, kind: str) -> None:
 def test_negotiate_history_refuses_what_it_cannot_give() -> None:
     with pytest.raises(Exception, match="admits none of application/json"):
         negotiate_history("text/html, application/json;q=0")
+    with pytest.raises(Exception, match="admits none of application/json"):
+        negotiate_history(f"application/json;q=0, {PROTO_CONTENT_TYPE};q=0, */*")
 
 
 # -------------------------------------------------------------------------------- the JS client

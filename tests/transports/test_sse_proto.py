@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import AsyncIterator
@@ -65,6 +66,37 @@ def test_negotiate_prefers_what_accept_prefers() -> None:
     assert negotiate(f"{PROTO_CONTENT_TYPE}, */*;q=0.1") == "proto"
     assert negotiate("*/*") == "sse"  # a wildcard never picks the binary encoding
     assert negotiate(f"{PROTO_CONTENT_TYPE};q=inf, text/event-stream;q=0.1") == "sse"  # q outside RFC 9110 = 0
+
+
+P = PROTO_CONTENT_TYPE
+
+
+@pytest.mark.parametrize(("accept", "kind"), [
+    # RFC 9110 12.5.1: the most specific range naming a type gives its q; a wildcard does not
+    # bring back a type its own range refused
+    ("text/event-stream;q=0, */*", "ndjson"),
+    (f"text/event-stream;q=0, application/*;q=0, {P}", "proto"),  # its exact range beats application/*
+    (f"text/event-stream;q=0, {P};q=0.5, application/*;q=0.1", "proto"),
+    ("text/*;q=0.2, */*;q=0.9", "ndjson"),  # text/event-stream weighs 0.2 (text/*), the rest 0.9
+    (f"text/*;q=0.2, */*;q=0.9, {P}", "proto"),
+    ("application/*", "ndjson"),  # the textual application type first on a tie
+    (f"application/*;q=0.5, {P};q=0.6", "proto"),
+    (f"{P};q=0, */*", "sse"),
+    ("TEXT/EVENT-STREAM;Q=0.5, application/x-ndjson;q=0.4", "sse"),  # case-insensitive names
+    (f"text/event-stream;charset=utf-8;q=0.3, {P} ; q=0.31", "proto"),  # spaces, other parameters
+    ("text/event-stream;q=0.9, text/event-stream;q=0.1", "sse"),  # a repeated range: its best q
+])
+def test_negotiate_takes_each_types_q_from_its_most_specific_range(accept: str, kind: str) -> None:
+    assert negotiate(accept) == kind
+
+
+@pytest.mark.parametrize("accept", ["text/event-stream;q=0, application/*;q=0, */*;q=1, text/*;q=1",
+                                    f"*/*;q=0, {P};q=0", "text/html, image/*", ",", ";q=1", "*/*;q=0"])
+def test_negotiate_refuses_what_admits_none_saying_what_it_speaks(accept: str) -> None:
+    from agui_engine.transports.input_errors import NotAcceptableError
+
+    with pytest.raises(NotAcceptableError, match=f"admits none of text/event-stream, .*{re.escape(P)}"):
+        negotiate(accept)
 
 
 async def test_proto_stream_carries_the_same_events_as_sse() -> None:
