@@ -9,6 +9,7 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from agui_engine.protocol.events import (
     TextMessageStartEvent,
     UserMessage,
 )
-from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder
+from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder, encode_proto_frame
 from agui_engine.protocol.verify import Verifier
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.eventlog import InMemoryEventLog
@@ -582,3 +583,104 @@ async def test_a_thread_over_websocket_is_kept_and_restored_over_sse(store: Stor
         restored = await Thread.restore(SSEAgent(srv.url), "over-ws", run_key=agent.thread_key("over-ws"))
         assert restored.messages == live.messages and len(restored.accumulator.runs) == 2
         assert restored.state == {"turns": ["one", "two"]}
+
+
+# --------------------------------------------------------------------------- a hostile history server
+
+
+@asynccontextmanager
+async def _history_server(answer: Callable[[Any], Awaitable[Any]]) -> AsyncIterator[tuple[str, list[int]]]:
+    """A real aiohttp server on loopback whose ``GET /threads/<id>`` is ``answer(request)``;
+    yields its URL and a list holding the bytes it managed to write."""
+    from aiohttp import web
+
+    written: list[int] = [0]
+
+    async def handler(request: web.Request) -> Any:
+        return await answer((request, written))
+
+    app = web.Application()
+    app.router.add_get("/threads/{thread}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/", written
+    finally:
+        await runner.cleanup()
+
+
+def _fixed(status: int, body: bytes, content_type: str) -> Callable[[Any], Awaitable[Any]]:
+    from aiohttp import web
+
+    async def answer(_: Any) -> Any:
+        return web.Response(status=status, body=body, headers={"Content-Type": content_type})
+
+    return answer
+
+
+GOOD_FRAME = encode_proto_frame(RunStartedEvent(thread_id="t", run_id="r1"))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "error", "says"),
+    [
+        (404, b'{"error": {"code": "unknown_thread", "message": "unknown thread"}}', "application/json",
+         "RemoteAgentError", "unknown_thread"),
+        (200, b"<html>a login page</html>", "text/html", "EventDecodeError", "not a JSON array"),
+        (200, b'[{"type": "RUN_STARTED", "threadId": 1}]', "application/json", "EventDecodeError", "threadId"),
+        (200, GOOD_FRAME + b"\x00\x00", PROTO_CONTENT_TYPE, "ProtoDecodeError", "length prefix: 2 of 4"),
+        (200, GOOD_FRAME + b"\xff\xff\xff\xff", PROTO_CONTENT_TYPE, "FrameTooLargeError", "at byte 17"),
+        (200, GOOD_FRAME + b"\x00\x00\x00\x02\x08\x01", PROTO_CONTENT_TYPE, "ProtoDecodeError",
+         "frame 1 at byte 21: event arm 1: wire type varint"),
+        (500, b"Internal Server Error", "text/plain", "RemoteAgentError", "500"),
+    ],
+)
+async def test_restore_from_a_bad_history_answer_is_a_typed_error(
+    status: int, body: bytes, content_type: str, error: str, says: str
+) -> None:
+    """What SSEAgent.history and Thread.restore raise for each bad answer: the error of the
+    error tree naming where, never a crash or a thread built from half an answer."""
+    from agui_engine.protocol.errors import AguiEngineError
+
+    async with _history_server(_fixed(status, body, content_type)) as (url, _):
+        for binary in (False, True):
+            with pytest.raises(AguiEngineError) as info:
+                await Thread.restore(SSEAgent(url, binary=binary), "t", run_key="k")
+            assert type(info.value).__name__ == error and says in str(info.value), (binary, info.value)
+            assert 400 <= info.value.http_status < 600
+
+
+async def test_restore_stops_reading_an_endless_history_at_its_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that never stops sending: the client reads up to MAX_HISTORY_RESPONSE_BYTES (here
+    made small) and a chunk, then hangs up with LimitExceededError; the server's writes fail."""
+    from aiohttp import web
+
+    from agui_engine.protocol.errors import LimitExceededError
+    from agui_engine.transports import sse as sse_module
+
+    limit = 64 * 1024
+    monkeypatch.setattr(sse_module, "MAX_HISTORY_RESPONSE_BYTES", limit)
+    stopped = asyncio.Event()
+
+    async def endless(arg: Any) -> Any:
+        request, written = arg
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        try:
+            await resp.write(b"[")
+            while True:
+                await resp.write(b'{"type": "RAW", "event": 0},' * 256)
+                written[0] += 7 * 1024
+        except (ConnectionError, RuntimeError):
+            stopped.set()
+        return resp
+
+    async with _history_server(endless) as (url, written):
+        with pytest.raises(LimitExceededError, match="MAX_HISTORY_RESPONSE_BYTES"):
+            await SSEAgent(url).history("t", run_key="k")
+        await asyncio.wait_for(stopped.wait(), 10)
+    # socket buffers hold a few MB at most; an unbounded reader would have taken the lot
+    assert written[0] < 64 * 1024 * 1024
