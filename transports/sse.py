@@ -348,12 +348,12 @@ _HISTORY_KINDS: Mapping[str, str] = {
 }
 
 
-def _specificity(media_range: str, media_type: str) -> int:
-    """How specifically ``media_range`` names ``media_type``: 3 exactly, 2 as ``type/*``,
+def _specificity(media_range: str, answer_type: str) -> int:
+    """How specifically ``media_range`` names ``answer_type``: 3 exactly, 2 as ``type/*``,
     1 as ``*/*``, 0 not at all (RFC 9110 section 12.5.1)."""
-    if media_range == media_type:
+    if media_range == answer_type:
         return 3
-    if media_range == media_type.partition("/")[0] + "/*":
+    if media_range == answer_type.partition("/")[0] + "/*":
         return 2
     return 1 if media_range == "*/*" else 0
 
@@ -371,17 +371,17 @@ def _best(accept: str, kinds: Mapping[str, str], names: str) -> str:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        for media_type in kinds:
-            level = _specificity(media, media_type)
+        for answer_type in kinds:
+            level = _specificity(media, answer_type)
             if not level:
                 continue
-            held = weights.get(media_type)
+            held = weights.get(answer_type)
             if held is None or level > held[0] or (level == held[0] and q > held[1]):
-                weights[media_type] = (level, q)
+                weights[answer_type] = (level, q)
     best_q = 0.0
     best = ""
-    for media_type, kind in kinds.items():  # in tie order: a later type must weigh strictly more
-        q = weights.get(media_type, (0, 0.0))[1]
+    for answer_type, kind in kinds.items():  # in tie order: a later type must weigh strictly more
+        q = weights.get(answer_type, (0, 0.0))[1]
         if q > best_q:
             best_q, best = q, kind
     if not best:
