@@ -878,12 +878,16 @@ class RunRegistry:
         is ``caller``'s (:meth:`check_owner`'s rule: its principal, or the run key of one
         of them), or ``run_id`` is not one of them; EventLogUnavailableError."""
         if self.threads is None:
-            raise UnknownThreadError("this gateway keeps no thread history")
+            raise UnknownThreadError("this gateway keeps no thread history (it runs with keep_history=False: serve --no-history)")
         if len(thread_id) > MAX_RUN_ID_LENGTH:
             raise UnknownThreadError(f"no thread id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
         if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
-            raise UnknownThreadError(f"unknown thread {thread_id!r}: it has no history here that you may read")
+            # the same words whether the thread is unknown or another's: thread ids cannot be probed
+            raise UnknownThreadError(
+                f"unknown thread {thread_id!r}: it has no history here that you may read (present the run key "
+                "of one of its runs, X-AGUI-Run-Key or ?runKey=, or the bearer token of the principal that ran them)"
+            )
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 

@@ -280,6 +280,9 @@ async def test_unknown_or_foreign_threads_are_404_never_500(store: StoreFactory)
         never = await _history(http, srv.url, "no-such-thread", Authorization=BOB["Authorization"])
         assert theirs.status_code == never.status_code == 404
         assert theirs.json()["error"]["code"] == never.json()["error"]["code"] == "unknown_thread"
+        # the same words for both (nothing to probe), saying what would open a thread
+        assert theirs.json()["error"]["message"].replace("'t'", "'no-such-thread'") == never.json()["error"]["message"]
+        assert "X-AGUI-Run-Key" in theirs.json()["error"]["message"]
         # bob's run with alice's thread id and her run as parent: served, given nothing of hers, not kept
         await _post(http, srv.url, _input("b1", UserMessage(id="x", content="mine?"), parent="a1"), **BOB)
         assert (await _history(http, srv.url, "t", Authorization=BOB["Authorization"])).status_code == 404
@@ -287,7 +290,13 @@ async def test_unknown_or_foreign_threads_are_404_never_500(store: StoreFactory)
         assert [e.run_id for e in decode_event_list(again.content) if isinstance(e, RunStartedEvent)] == ["a1"]
         assert (await _history(http, srv.url, "t", runId="nope", Authorization=ALICE["Authorization"])).status_code == 404
         bad = await http.get(srv.url + "threads/t", headers={**ALICE, "Accept": "text/html"})
-        assert bad.status_code == 406
+        assert bad.status_code == 406 and "admits none of application/json" in bad.json()["error"]["message"]
+        # odd ids and queries: a 404 or the branch, never a 500
+        for thread, query in [("%ff%fe", {}), ("t%2F2", {}), ("x" * 300, {}), ("t", {"runId": ""}),
+                              ("t", {"runId": "a1\x00"}), ("t", {"runKey": ""}), ("\u2028", {})]:
+            odd = await http.get(srv.url + "threads/" + thread, params=query, headers=ALICE)
+            assert odd.status_code in (200, 404) and odd.headers["content-type"].startswith("application/json"), (
+                thread, query, odd.status_code, odd.text)
     log = await store()
     async with await start_sse_server(EchoAgent(), log=log) as srv, httpx.AsyncClient(timeout=10) as http:
         r = await _post(http, srv.url, _input("k1", UserMessage(id="u1", content="hi"), thread="open"))
