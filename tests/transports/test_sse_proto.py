@@ -342,3 +342,40 @@ def same_ids(value: Any, seen: dict[str, str] | None = None) -> Any:
     if isinstance(value, list):
         return [same_ids(v, seen) for v in value]
     return value
+
+
+def _messages(body: bytes) -> list[bytes]:
+    """The protobuf messages of a length-prefixed body, keep-alive frames left out."""
+    out, pos = [], 0
+    while pos < len(body):
+        size = int.from_bytes(body[pos:pos + 4], "big")
+        if body[pos:pos + 4 + size] != PROTO_KEEPALIVE_FRAME:
+            out.append(body[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    assert pos == len(body)
+    return out
+
+
+async def test_the_bytes_agui_engine_serve_sends_are_ag_ui_protos_bytes() -> None:
+    """Done-when of issue 25: a run of ``agui-engine serve`` (the demo model: text, a tool call,
+    a component, reasoning) and that thread's history, both over protobuf: @ag-ui/proto under node
+    encodes the events we sent to exactly the bytes we sent, and decodes our bytes to our events."""
+    from agui_engine.protocol.events import Event
+
+    from ..agui_engine.protocol.test_proto import official
+
+    async with agui_engine_serve() as url, httpx.AsyncClient(timeout=RUN_TIMEOUT) as http:
+        run = msgspec.json.encode(make_input("run-w", "What's the weather in Tokyo?"))
+        served = await http.post(url, content=run, headers={"Content-Type": "application/json",
+                                                            "Accept": PROTO_CONTENT_TYPE})
+        assert served.status_code == 200 and served.headers["content-type"] == PROTO_CONTENT_TYPE
+        history = await http.get(url.rstrip("/") + "/threads/" + make_input("x").thread_id,
+                                 headers={"Accept": PROTO_CONTENT_TYPE, RUN_KEY_HEADER: served.headers[RUN_KEY_HEADER]})
+        assert history.status_code == 200 and history.headers["content-type"] == PROTO_CONTENT_TYPE, history.text
+    for body in (served.content, history.content):
+        events, messages = decode_proto_body(body), _messages(body)
+        assert len(events) == len(messages)
+        assert {"TOOL_CALL_ARGS", "REASONING_ENCRYPTED_VALUE", "CUSTOM", "RUN_FINISHED"} <= {e.type.value for e in events}
+        theirs = official(events, messages)
+        assert theirs["encoded"] == [m.hex() for m in messages]
+        assert [msgspec.convert(d, Event) for d in theirs["decoded"]] == events
