@@ -1137,7 +1137,9 @@ class SSEAgent(RemoteClientBase):
         this agent) for a gateway without per-client tokens; a key given here is remembered
         for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
         history, or not yours), ConnectionLostError, LimitExceededError (over
-        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer)."""
+        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer; an
+        event type unknown to this version too, unless the agent is ``tolerant``: then the JSON
+        one is kept as an UnknownEvent and the protobuf one dropped, as on a run's stream)."""
         from urllib.parse import quote
 
         url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
@@ -1160,11 +1162,11 @@ class SSEAgent(RemoteClientBase):
         if key and run_key:
             self.remember_thread_key(thread_id, key)
         if media_type(content_type) == PROTO_CONTENT_TYPE:
-            frames = ProtoEventDecoder()
+            frames = ProtoEventDecoder(tolerant=self.tolerant)
             events = frames.feed(body)
             frames.close()
             return list(events)
-        return decode_event_list(body, where=f"GET {url}")
+        return decode_event_list(body, where=f"GET {url}", tolerant=self.tolerant)
 
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.

@@ -1165,8 +1165,9 @@ class EventStreamDecoder:
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def decode_event_list(data: bytes, *, where: str = "the answer") -> list[AnyEvent]:
-    """Decode a JSON array of events (a thread history, ``GET <path>/threads/<threadId>``).
+def decode_event_list(data: bytes, *, where: str = "the answer", tolerant: bool = False) -> list[AnyEvent]:
+    """Decode a JSON array of events (a thread history, ``GET <path>/threads/<threadId>``);
+    ``tolerant`` as :func:`decode_event` (an unknown type becomes an :class:`UnknownEvent`).
 
     Raises :class:`EventDecodeError`: not a JSON array (code ``invalid_json``), or the
     event at ``frame_index`` (its index in the array) is not a valid event (its JSON
@@ -1180,7 +1181,7 @@ def decode_event_list(data: bytes, *, where: str = "the answer") -> list[AnyEven
     events: list[AnyEvent] = []
     for index, raw in enumerate(items):
         try:
-            events.append(decode_event(bytes(raw)))
+            events.append(decode_event(bytes(raw), tolerant=tolerant))
         except EventDecodeError as err:
             raise err.located(offset=None, frame_index=index) from None
     return events

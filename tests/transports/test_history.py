@@ -693,3 +693,26 @@ async def test_restore_stops_reading_an_endless_history_at_its_limit(monkeypatch
         await asyncio.wait_for(stopped.wait(), 10)
     # socket buffers hold a few MB at most; an unbounded reader would have taken the lot
     assert written[0] < 64 * 1024 * 1024
+
+
+async def test_a_history_with_an_event_type_from_a_later_version_restores_only_when_tolerant() -> None:
+    """An event this version does not know, in a JSON or a protobuf history: a typed error naming
+    the event's index (JSON) or frame and byte (protobuf); a tolerant agent restores the thread."""
+    from agui_engine.protocol.codec import EventDecodeError
+    from agui_engine.protocol.proto import UnknownProtoEventError
+
+    start = RunStartedEvent(thread_id="t", run_id="r1", input=RunAgentInput(
+        thread_id="t", run_id="r1", messages=[UserMessage(id="u1", content="hi")]))
+    finish = RunFinishedEvent(thread_id="t", run_id="r1")
+    as_json = b"[" + encode_event(start) + b', {"type": "FUTURE_EVENT", "x": 1}, ' + encode_event(finish) + b"]"
+    future = bytes([0xFA, 0x03, 0x02, 0x08, 0x63])  # envelope arm 63: an event of a later protocol
+    as_proto = encode_proto_frame(start) + len(future).to_bytes(4, "big") + future + encode_proto_frame(finish)
+    for body, content_type, binary in ((as_json, "application/json", False), (as_proto, PROTO_CONTENT_TYPE, True)):
+        async with _history_server(_fixed(200, body, content_type)) as (url, _):
+            with pytest.raises((EventDecodeError, UnknownProtoEventError)) as info:
+                await Thread.restore(SSEAgent(url, binary=binary), "t", run_key="k")
+            assert info.value.frame_index == 1 and (binary or "FUTURE_EVENT" in str(info.value)), info.value
+            if binary:
+                assert info.value.offset == len(encode_proto_frame(start)) + 4, info.value
+            restored = await Thread.restore(SSEAgent(url, binary=binary, tolerant=True), "t", run_key="k")
+            assert [m["id"] for m in restored.messages] == ["u1"], restored.messages
