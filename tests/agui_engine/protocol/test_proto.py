@@ -303,6 +303,9 @@ def test_base_type_enum_unknown_or_disagreeing_is_an_error() -> None:
         (bytes([0x00, 0x00]), "field number 0"),
         (GOOD + encode_proto(CustomEvent(name="n", value=1)), "two events"),
         (bytes([0x12, 0x04, 0x12, 0x02, 0xC3, 0x28]), "invalid UTF-8"),
+        # a JsonPatchOperationType value unknown to this version (STATE_DELTA, op 99)
+        (bytes.fromhex("4217" "0a020807" "1211" "0863" "12022f61220911000000000000f03f"),
+         "$.delta[0].op: invalid value '99'"),
     ],
 )
 def test_malformed_messages_raise_typed_errors(message: bytes, reason: str) -> None:
