@@ -748,8 +748,17 @@ export async function restoreThread(url, threadId, options = {}) {
     }
     throw new HistoryError(message, { status: response.status, code });
   }
-  const events = await response.json();
-  if (!Array.isArray(events)) throw new HistoryError("the history is not a JSON array of events", { status: 200 });
+  let events;
+  try {
+    events = await response.json();
+  } catch (err) {
+    // a proxy's HTML page or a cut body: say so as a HistoryError, not a bare SyntaxError
+    const type = response.headers.get("Content-Type") ?? "no content type";
+    throw new HistoryError(`the history is not JSON (${type}): ${err.message}`, { status: response.status });
+  }
+  if (!Array.isArray(events)) {
+    throw new HistoryError("the history is not a JSON array of events", { status: response.status });
+  }
   const store = options.store ?? new ThreadStore();
   store.applyAll(events);
   return {

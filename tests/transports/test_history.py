@@ -716,3 +716,31 @@ async def test_a_history_with_an_event_type_from_a_later_version_restores_only_w
                 assert info.value.offset == len(encode_proto_frame(start)) + 4, info.value
             restored = await Thread.restore(SSEAgent(url, binary=binary, tolerant=True), "t", run_key="k")
             assert [m["id"] for m in restored.messages] == ["u1"], restored.messages
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "code"),
+    [
+        (404, b'{"error": {"code": "unknown_thread", "message": "unknown thread"}}', "application/json",
+         "unknown_thread"),
+        (200, b"<html>a login page</html>", "text/html", "history_failed"),
+        (200, b'{"not": "a list"}', "application/json", "history_failed"),
+        (200, b"[1, 2", "application/json", "history_failed"),
+        (502, b"<html>Bad Gateway</html>", "text/html", "history_failed"),
+    ],
+)
+async def test_agui_engine_js_rejects_a_bad_history_answer_with_a_history_error(
+    status: int, body: bytes, content_type: str, code: str
+) -> None:
+    """agui-engine.js restoreThread under node against a real server giving a bad answer: a
+    HistoryError with the status and a code, never a bare SyntaxError from the body."""
+    script = Path(__file__).resolve().parent.parent / "js" / "restore_one.mjs"
+    applier = Path(__file__).resolve().parents[2] / "agui_engine" / "static" / "agui-engine.js"
+    async with _history_server(_fixed(status, body, content_type)) as (url, _):
+        proc = await asyncio.create_subprocess_exec(node(), str(script), str(applier), url, "t",
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, (out + err).decode()
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    assert report["error"]["name"] == "HistoryError" and report["error"]["status"] == status, report
+    assert report["error"]["code"] == code, report
