@@ -150,6 +150,7 @@ __all__ = [
     "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "HISTORY_REQUEST_TIMEOUT_SECONDS",
     "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
@@ -242,6 +243,10 @@ CANCEL_REQUEST_TIMEOUT = 2.0
 #: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
 #: gateway configured with a larger budget.
 MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Seconds ``SSEAgent.history`` (so ``Thread.restore``) waits for the whole history, connect to
+#: last byte: a server that trickles its answer cannot hold a restore open (httpx's timeouts
+#: bound each read, not the sum).
+HISTORY_REQUEST_TIMEOUT_SECONDS = 30.0
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -1129,14 +1134,16 @@ class SSEAgent(RemoteClientBase):
         self._client = client
 
     async def history(
-        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
     ) -> list[AnyEvent]:
         """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
         the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
         ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
         this agent) for a gateway without per-client tokens; a key given here is remembered
         for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
-        history, or not yours), ConnectionLostError, LimitExceededError (over
+        history, or not yours), ConnectionLostError (unreachable, or the whole answer not in
+        within ``timeout`` seconds), LimitExceededError (over
         MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer; an
         event type unknown to this version too, unless the agent is ``tolerant``: then the JSON
         one is kept as an UnknownEvent and the protobuf one dropped, as on a run's stream)."""
@@ -1148,11 +1155,16 @@ class SSEAgent(RemoteClientBase):
         if key:
             headers[RUN_KEY_HEADER] = key
         try:
-            status, content_type, body = await self._get_bounded(
-                url, headers, MAX_HISTORY_RESPONSE_BYTES,
-                httpx.Timeout(QUERY_REQUEST_TIMEOUT_SECONDS, connect=self.connect_timeout),
-                params={"runId": run_id} if run_id else None,
-            )
+            async with asyncio.timeout(timeout):
+                status, content_type, body = await self._get_bounded(
+                    url, headers, MAX_HISTORY_RESPONSE_BYTES,
+                    httpx.Timeout(timeout, connect=self.connect_timeout),
+                    params={"runId": run_id} if run_id else None,
+                )
+        except TimeoutError:
+            raise ConnectionLostError(
+                f"GET {url}: the history did not arrive within {timeout:g} s (HISTORY_REQUEST_TIMEOUT_SECONDS)"
+            ) from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
         if len(body) > MAX_HISTORY_RESPONSE_BYTES:

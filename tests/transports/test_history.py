@@ -744,3 +744,32 @@ async def test_agui_engine_js_rejects_a_bad_history_answer_with_a_history_error(
     report = json.loads(out.decode().strip().splitlines()[-1])
     assert report["error"]["name"] == "HistoryError" and report["error"]["status"] == status, report
     assert report["error"]["code"] == code, report
+
+
+async def test_restore_from_a_server_that_trickles_its_answer_gives_up_at_its_timeout() -> None:
+    """A byte every 50 ms forever: each read is quick, the whole answer never comes; the
+    restore ends with ConnectionLostError at ``timeout`` (HISTORY_REQUEST_TIMEOUT_SECONDS)."""
+    from aiohttp import web
+
+    from agui_engine.transports.retrying_client import ConnectionLostError
+
+    async def trickle(arg: Any) -> Any:
+        request, written = arg
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await resp.prepare(request)
+        try:
+            await resp.write(b"[")
+            while True:
+                await asyncio.sleep(0.05)
+                await resp.write(b" ")
+                written[0] += 1
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    async with _history_server(trickle) as (url, written):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(ConnectionLostError, match="HISTORY_REQUEST_TIMEOUT_SECONDS"):
+            await SSEAgent(url).history("t", run_key="k", timeout=0.5)
+        assert loop.time() - started < 5 and written[0] >= 3  # it did trickle, and was cut off
