@@ -572,8 +572,16 @@ class _Gateway:
 
     async def capabilities_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/capabilities``: 405 saying which one reads it."""
+        return self._only_get(request, "the capabilities are")
+
+    async def thread_method(self, request: web.Request) -> web.StreamResponse:
+        """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
+        (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
+        return self._only_get(request, "a thread's history is")
+
+    def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
-            f"{request.method} {request.path}: the capabilities are read with GET (nothing else is allowed here)"
+            f"{request.method} {request.path}: {what} read with GET (nothing else is allowed here)"
         ), self.metrics)
         resp.headers["Allow"] = "GET, HEAD" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
         return resp
@@ -898,6 +906,7 @@ def create_app(
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
+    app.router.add_route("*", threads, gw.thread_method)
     app.on_shutdown.append(gw.on_shutdown)
     return app
 

@@ -773,3 +773,15 @@ async def test_restore_from_a_server_that_trickles_its_answer_gives_up_at_its_ti
         with pytest.raises(ConnectionLostError, match="HISTORY_REQUEST_TIMEOUT_SECONDS"):
             await SSEAgent(url).history("t", run_key="k", timeout=0.5)
         assert loop.time() - started < 5 and written[0] >= 3  # it did trickle, and was cut off
+
+
+async def test_other_methods_on_a_thread_are_a_405_saying_how_to_read_it() -> None:
+    async with await start_sse_server(EchoAgent()) as srv, httpx.AsyncClient(timeout=10) as http:
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            r = await http.request(method, srv.url + "threads/t", content=b"{}")
+            assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD", (method, r.text)
+            assert r.json()["error"] == {
+                "code": "method_not_allowed",
+                "message": f"{method} /threads/t: a thread's history is read with GET (nothing else is allowed here)",
+            }
+        assert (await http.head(srv.url + "threads/t")).status_code == 404  # HEAD reads like GET
