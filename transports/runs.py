@@ -881,6 +881,8 @@ class RunRegistry:
             raise UnknownThreadError("this gateway keeps no thread history (it runs with keep_history=False: serve --no-history)")
         if len(thread_id) > MAX_RUN_ID_LENGTH:
             raise UnknownThreadError(f"no thread id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
+        if run_id is not None and len(run_id) > MAX_RUN_ID_LENGTH:  # nor echoed back whole
+            raise UnknownThreadError(f"no run id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
         if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
             # the same words whether the thread is unknown or another's: thread ids cannot be probed
