@@ -179,7 +179,8 @@ def test_official_bytes_decode_to_the_same_events() -> None:
 # framing and split invariance
 # --------------------------------------------------------------------------------------------
 
-STREAM = b"".join(encode_proto_frame(e) for e in EVENTS)
+STREAM_FRAMES = [encode_proto_frame(e) for e in EVENTS]
+STREAM = b"".join(STREAM_FRAMES)
 #: what the stream decodes to: the events, up to an absent repeated field read back as empty
 DECODED = [decode_proto(encode_proto(e)) for e in EVENTS]
 
@@ -402,3 +403,37 @@ def test_flat_encoder_equals_the_table_walk() -> None:
             kind, obj = proto._wire_event(event)
             tag, name = proto._ARMS[kind]
             assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(STREAM_FRAMES), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255),
+                                                          st.sampled_from(["set", "insert", "delete"])),
+                                                min_size=1, max_size=4), st.data())
+def test_damaged_frames_are_events_or_typed_errors_alike_in_any_split(
+    frame: bytes, edits: list[tuple[int, int, str]], data: st.DataObject
+) -> None:
+    """Any damage to a frame (bytes changed, inserted, deleted; the length prefix too): the
+    decoder gives events or an error of the error tree with a 4xx status, whole or split."""
+    from agui_engine.protocol.errors import AguiEngineError
+
+    damaged = bytearray(frame)
+    for where, value, how in edits:
+        i = where % (len(damaged) + 1)
+        if how == "set" and i < len(damaged):
+            damaged[i] = value
+        elif how == "insert":
+            damaged[i:i] = bytes([value])
+        elif i < len(damaged):
+            del damaged[i]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(damaged)), max_size=5)))
+
+    def outcome(chunks: list[bytes]) -> Any:
+        try:
+            return _decode_in(chunks)
+        except AguiEngineError as err:
+            assert 400 <= err.http_status < 500
+            return (type(err), err.offset, err.frame_index)
+
+    whole = outcome([bytes(damaged)])
+    pieces = [bytes(damaged[a:b]) for a, b in zip([0, *cuts], [*cuts, len(damaged)], strict=True)]
+    assert outcome(pieces) == whole
