@@ -47,7 +47,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("agui_engine.cli.run", "Run one message against a remote AG-UI endpoint and render it live."),
     "validate": (
         "agui_engine.cli.validate",
-        "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds.",
+        "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
     ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }
