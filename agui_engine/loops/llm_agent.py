@@ -101,6 +101,7 @@ from ..genui.interactables import (
     Interactable,
     interactables_from_context,
 )
+from ..genui.mcp_apps import AppToolResult
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool, ui_spec_result
 from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
@@ -435,7 +436,8 @@ class LLMAgent:
                     runnable.append(call)
                 elif call.name in client:
                     pending.append(call.id)
-            results = await self._run_tools(runnable, server, setup.tool_runner)
+            apps: dict[str, AppToolResult] = {}
+            results = await self._run_tools(runnable, server, setup.tool_runner, apps)
             for call in decision.tool_calls:
                 if call.id in pending:
                     continue
@@ -451,6 +453,9 @@ class LLMAgent:
                 message_id = self.id_factory()
                 yield ToolCallResultEvent(message_id=message_id, tool_call_id=call.id, content=content, role="tool")
                 history.append(ToolMessage(id=message_id, tool_call_id=call.id, content=content, error=error))
+                app = apps.get(call.id)
+                if app is not None:  # a tool with an MCP app: the front end is told to show it
+                    yield app.activity(self.id_factory(), call.arguments)
             if pending:
                 return
         raise StepLimitExceededError(
@@ -458,16 +463,19 @@ class LLMAgent:
         )
 
     async def _run_tools(
-        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool], runner: ToolRunner | None
+        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool], runner: ToolRunner | None,
+        apps: dict[str, AppToolResult],
     ) -> dict[str, tuple[str, str | None]]:
-        """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
+        """Run the server tool calls of one step concurrently -> {call id: (content, error)}; the
+        results of tools with an MCP app are put in ``apps`` (by call id) as well."""
 
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
             inline = tool.name in self.inline_tools
             try:
                 result = await run_tool(runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
-                content = format_tool_result(result)
+                app = result if isinstance(result, AppToolResult) else None
+                content = app.text if app is not None else format_tool_result(result)
             except ToolDeadlineExceeded:
                 error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
                 return f"Error: {error}", error
@@ -480,6 +488,9 @@ class LLMAgent:
                     f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
                 )
                 return f"Error: {error}", error
+            if app is not None:
+                apps[call.id] = app  # shown even when isError, as the middleware shows it
+                return content, (content if app.is_error else None)
             return content, None
 
         if not calls:
