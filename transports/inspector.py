@@ -54,6 +54,7 @@ STATIC_FILES: Final = {
     "agui-engine.js": "text/javascript; charset=utf-8",
     "inspector.js": "text/javascript; charset=utf-8",
     "inspector.css": "text/css; charset=utf-8",
+    "mcp-apps.js": "text/javascript; charset=utf-8",
 }
 #: The inspector page (package data beside the static files).
 INSPECTOR_PAGE: Final = "inspect.html"
