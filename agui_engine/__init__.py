@@ -54,6 +54,7 @@ from .genui.components import (
     schema_from_struct,
     to_strict_schema,
     tool_from_callable,
+    tool_from_schema,
 )
 from .genui.interactables import Interactable, interactable_tools, interactables_from_context
 from .genui.resources import (
@@ -108,6 +109,7 @@ from .loops.decision import (
 from .loops.llm_agent import LLMAgent, StepLimitExceededError
 from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .loops.tool_sources import SourceTool, SourceToolError, SourceToolResult, ToolSource
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
 from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
 from .protocol.codec import (
@@ -364,6 +366,9 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "ServerTool",
+    "SourceTool",
+    "SourceToolError",
+    "SourceToolResult",
     "StateDeltaEvent",
     "StateSnapshotEvent",
     "StatusMessages",
@@ -408,6 +413,7 @@ __all__ = [
     "ToolMessage",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSource",
     "Turn",
     "UINode",
     "UISpecTool",
@@ -448,6 +454,7 @@ __all__ = [
     "schema_from_struct",
     "to_strict_schema",
     "tool_from_callable",
+    "tool_from_schema",
     "validate_spec",
     "validate_tree",
     "verify_events",

@@ -130,6 +130,7 @@ from .decision import (
     run_decision_loop,
 )
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
+from .tool_sources import ToolSource, check_tool_sources, run_source_tools
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -276,6 +277,7 @@ class LLMAgent:
         tool_runner: ToolRunner | None = None,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
+        mcp_servers: Sequence[ToolSource] = (),
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -310,6 +312,8 @@ class LLMAgent:
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
+        #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
+        self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
@@ -333,11 +337,25 @@ class LLMAgent:
             context=context,
         )
 
+    def _tool_names(self, setup: _RunSetup) -> set[str]:
+        """Every tool name the run offers before the sources' tools. Raises RemoteInputError."""
+        try:
+            specs = build_tools(setup.components, [*setup.server_tools, *setup.client_tools],
+                                interactables=setup.interactables, strict=self.strict, ui_spec=self.ui_spec)
+        except UsageError as exc:
+            raise RemoteInputError(f"run tools: {exc.message}") from None
+        return set(specs)
+
     # ------------------------------------------------------------------ the run
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""
         setup = self._setup(input)
+        if self.tool_sources:
+            # the sources' tools (cached by each source; an unreachable one offers none) give way
+            # to every tool of the run by name (spec/mcp.md §3)
+            taken = self._tool_names(setup)
+            setup.server_tools.extend(await run_source_tools(self.tool_sources, taken))
         # a client tool list or schema that cannot be turned into model tools is the client's fault
         try:
             specs = build_tools(

@@ -41,7 +41,7 @@ EXPECTED_ALL = [
     "ResourceResultTooLargeError", "ResourceTimeoutError", "ResumeEntry", "Role",
     "RunAgentInput", "RunErrorEvent", "RunFinishedCancelledOutcome", "RunFinishedEvent",
     "RunFinishedInterruptOutcome", "RunFinishedOutcome", "RunFinishedSuccessOutcome", "RunRecord",
-    "RunStartedEvent", "SSEDecoder", "SSEMessage", "SSE_CONTENT_TYPE", "ScriptedCall", "ScriptedModel", "ScriptedTurn", "ServerTool", "StateDeltaEvent",
+    "RunStartedEvent", "SSEDecoder", "SSEMessage", "SSE_CONTENT_TYPE", "ScriptedCall", "ScriptedModel", "ScriptedTurn", "ServerTool", "SourceTool", "SourceToolError", "SourceToolResult", "StateDeltaEvent",
     "StateSnapshotEvent", "StatusMessages", "StepFinishedEvent", "StepLimitExceededError", "StepStartedEvent",
     "StreamError", "SubagentErrorEvent", "SubagentFinishedEvent", "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome", "SubagentFinishedSuspendedOutcome", "SubagentStartedEvent", "SystemMessage",
@@ -50,13 +50,13 @@ EXPECTED_ALL = [
     "ToolArgumentsError", "ToolCall", "ToolCallArgsDelta", "ToolCallArgsEvent", "ToolCallArgumentsError",
     "ToolCallArgumentsLimitError", "ToolCallChunkEvent", "ToolCallEnd", "ToolCallEndEvent", "ToolCallRequest",
     "ToolCallResultEvent", "ToolCallStart", "ToolCallStartEvent", "ToolChoice", "ToolDeadlineExceeded", "ToolMessage",
-    "ToolRoundsExceededError", "ToolRunner", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT", "UI_SPEC_TOOL",
+    "ToolRoundsExceededError", "ToolRunner", "ToolSource", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT", "UI_SPEC_TOOL",
     "UnknownComponentError", "UnknownEvent", "UnknownProtoEventError", "UnknownResourceError", "UnknownToolChoiceError",
     "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier", "VideoInputContent",
     "VideoPart", "Violation", "WriterError", "__version__", "apply_json_patch", "as_agent", "component_blocks", "decode_event", "decode_proto",
     "encode_event", "encode_ndjson", "encode_proto", "encode_proto_frame", "encode_sse", "encode_sse_comment", "find_component", "interactable_tools",
     "interactables_from_context", "run_agent_loop", "run_decision_loop", "schema_from_struct", "to_strict_schema",
-    "tool_from_callable", "validate_spec", "validate_tree", "verify_events",
+    "tool_from_callable", "tool_from_schema", "validate_spec", "validate_tree", "verify_events",
 ]
 
 
