@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import re
@@ -54,6 +53,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from agui_engine.genui.mcp_apps import AppServer
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, result_text
 from agui_engine.protocol.errors import LimitExceededError, UpstreamError, UsageError
 
@@ -246,11 +246,16 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
     def server_hash(self) -> str:
         """``md5(JSON.stringify({type, url}))`` in hex: the id ``@ag-ui/mcp-apps-middleware``
         gives this configuration (``getServerHash``; a stdio server has no ``url``)."""
-        doc: dict[str, str] = {"type": self.transport}
-        if self.transport != "stdio":
-            doc["url"] = self.url
-        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+        return self.app_server.hash
+
+    @property
+    def app_server(self) -> AppServer:
+        """How MCP Apps name this server (``agui_engine.genui.mcp_apps``): its transport, its URL
+        (none for stdio) and its ``server_id`` when one is configured -- always for stdio (its
+        derived id), since every stdio server has the same hash."""
+        if self.transport == "stdio":
+            return AppServer(type="stdio", url=None, server_id=self.source_id)
+        return AppServer(type=self.transport, url=self.url, server_id=self.server_id or None)
 
     def key(self) -> tuple[Any, ...]:
         """What makes two configurations the same connection (secrets included, never shown)."""
@@ -270,6 +275,33 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
     def status(self) -> dict[str, Any]:
         """The connection's health for ``/readyz`` (no credentials)."""
         return mcp_connections().get(self).status()
+
+    # -- AppConnection (MCP Apps' proxied requests), over the same connection
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """:meth:`MCPConnection.request` on the process's connection to this server."""
+        return await mcp_connections().get(self).request(method, params)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """:meth:`MCPConnection.notify` on the process's connection to this server."""
+        await mcp_connections().get(self).notify(method, params)
+
+
+def _app_log_notification(doc: dict[str, Any]) -> Any:
+    """``notifications/message`` from an MCP app (its log line, which the Apps host forwards to the
+    server as @ag-ui/mcp-apps-middleware does) as a client notification, or None for anything else.
+    The SDK's client schema has no such notification; the session only serializes what it sends, so
+    the checked message goes in the schema's union that holds it."""
+    from mcp import types
+    from pydantic import ValidationError
+
+    if doc.get("method") != "notifications/message":
+        return None
+    try:
+        message = types.LoggingMessageNotification.model_validate(doc)
+    except ValidationError:
+        return None
+    return types.ServerNotification(message)
 
 
 def _tool_of(tool: Any) -> SourceTool:
@@ -592,7 +624,9 @@ class MCPConnection:
         try:
             notification = types.ClientNotification.model_validate(doc)
         except ValidationError:
-            raise UsageError(f"{method!r} with these params is not an MCP client notification") from None
+            notification = _app_log_notification(doc)
+            if notification is None:
+                raise UsageError(f"{method!r} with these params is not an MCP client notification") from None
         await self._call(method, lambda s: s.send_notification(notification))
 
     def _sized(self, result: Any, method: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -49,6 +49,7 @@ __all__ = [
     "PROXY_METHODS",
     "REQUEST_FAILED_ERROR",
     "AppConnection",
+    "AppSource",
     "AppServer",
     "AppServerTable",
     "AppToolResult",
@@ -56,6 +57,7 @@ __all__ = [
     "ProxiedRequest",
     "ProxiedRequestError",
     "is_model_visible_ui_tool",
+    "is_model_visible",
     "js_json_stringify",
     "mcp_apps_activity",
     "method_not_allowed_error",
@@ -133,17 +135,21 @@ def ui_resource_uri(tool: Mapping[str, Any]) -> str | None:
     return legacy if isinstance(legacy, str) else None
 
 
-def is_model_visible_ui_tool(tool: Mapping[str, Any]) -> bool:
-    """Whether the tool has an app and the model may call it: a UI resource URI, and
-    ``_meta.ui.visibility`` absent or a list that contains ``"model"``."""
-    if ui_resource_uri(tool) is None:
-        return False
+def is_model_visible(tool: Mapping[str, Any]) -> bool:
+    """Whether the model may see the tool: ``_meta.ui.visibility`` absent, or a list that contains
+    ``"model"`` (an app-only tool, ``["app"]``, is called by its app through the proxy only)."""
     meta = tool.get("_meta")
     ui = meta.get("ui") if isinstance(meta, Mapping) else None
     if not isinstance(ui, Mapping) or "visibility" not in ui:
         return True
     visibility = ui["visibility"]
     return isinstance(visibility, list) and "model" in visibility
+
+
+def is_model_visible_ui_tool(tool: Mapping[str, Any]) -> bool:
+    """Whether the tool has an app and the model may call it (the middleware's test): a UI
+    resource URI (:func:`ui_resource_uri`) and :func:`is_model_visible`."""
+    return ui_resource_uri(tool) is not None and is_model_visible(tool)
 
 
 def text_of_result(result: Mapping[str, Any]) -> str:
@@ -309,6 +315,18 @@ class AppConnection(Protocol):
         ...
 
 
+@runtime_checkable
+class AppSource(AppConnection, Protocol):
+    """A tool source that can show apps: it names its server for proxied requests
+    (:attr:`app_server`) and forwards them (:class:`AppConnection`). ``agui_engine.adapters.MCPServer``
+    is one."""
+
+    @property
+    def app_server(self) -> AppServer:
+        """How proxied requests and activities name this server."""
+        ...
+
+
 class McpAppsProxy:
     """Answers proxied MCP requests as the middleware answers them, over the given connections.
 
@@ -323,6 +341,12 @@ class McpAppsProxy:
         self.servers: tuple[AppServer, ...] = tuple(server for server, _ in pairs)
         self.table = AppServerTable(self.servers)
         self._connections = {id(server): connection for server, connection in pairs}
+
+    @classmethod
+    def of_sources(cls, sources: Iterable[object]) -> McpAppsProxy:
+        """The proxy of an agent's tool sources: every :class:`AppSource` among them (an MCP
+        server), named by its :attr:`~AppSource.app_server`. Raises UsageError as the table does."""
+        return cls((source.app_server, source) for source in sources if isinstance(source, AppSource))
 
     def connection(self, server: AppServer) -> AppConnection:
         """The connection of one of :attr:`servers`; KeyError for another server."""

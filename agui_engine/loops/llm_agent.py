@@ -101,7 +101,7 @@ from ..genui.interactables import (
     Interactable,
     interactables_from_context,
 )
-from ..genui.mcp_apps import AppToolResult
+from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool, ui_spec_result
 from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
@@ -314,6 +314,8 @@ class LLMAgent:
         self.ui_spec = ui_spec
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
+        #: Answers the proxied MCP requests of these servers' apps (the gateway's registry asks for it).
+        self.mcp_apps = McpAppsProxy.of_sources(self.tool_sources)
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401

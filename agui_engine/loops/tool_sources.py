@@ -40,6 +40,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import msgspec
 
 from ..genui.components import MAX_TOOL_NAME_LENGTH, ServerTool, tool_from_schema
+from ..genui.mcp_apps import AppServer, AppSource, AppToolResult, is_model_visible, ui_resource_uri
 from ..protocol.errors import UpstreamError, UsageError
 
 __all__ = [
@@ -186,17 +187,31 @@ def source_server_tools(
     :func:`name_source_tools`: offered to the model under its model name with the
     tool's JSON Schema, calling ``sources[source id].call_tool(tool.name, arguments)``.
     Its result is the source's text; an ``is_error`` result raises
-    :class:`SourceToolError` (an error tool result for the model). ``on_result(model name,
+    :class:`SourceToolError` (an error tool result for the model). A tool with an MCP app
+    (``_meta.ui.resourceUri``) of an :class:`~agui_engine.genui.mcp_apps.AppSource` returns an
+    :class:`~agui_engine.genui.mcp_apps.AppToolResult` instead (the agent answers the model with
+    its text and then shows the app); an app-only tool (``_meta.ui.visibility`` without
+    ``"model"``) is not offered. ``on_result(model name,
     source id, tool, arguments, result)`` sees every result (the MCP Apps activity hooks in here)."""
     out: list[ServerTool] = []
     for model_name, source_id, tool in named:
         source = sources[source_id]
 
+        mcp_tool = {"_meta": tool.meta}
+        if not is_model_visible(mcp_tool):
+            continue  # an app-only tool (MCP Apps visibility ["app"]): its app calls it, the model never
+        uri = ui_resource_uri(mcp_tool)
+        app_server = source.app_server if uri is not None and isinstance(source, AppSource) else None
+
         async def call(arguments: dict[str, Any], *, _source: ToolSource = source, _tool: SourceTool = tool,
-                       _name: str = model_name, _sid: str = source_id) -> str:
+                       _name: str = model_name, _sid: str = source_id, _uri: str | None = uri,
+                       _app: AppServer | None = app_server) -> str | AppToolResult:
             result = await _source.call_tool(_tool.name, arguments)
             if on_result is not None:
                 on_result(_name, _sid, _tool, arguments, result)
+            if _app is not None and _uri is not None:
+                # a tool with an app: the agent shows it after the result, isError or not (as the middleware)
+                return AppToolResult(result=result.raw or {}, resource_uri=_uri, server=_app)
             if result.is_error:
                 raise SourceToolError(result.text or f"the tool {_tool.name} of {_sid} failed")
             return result.text

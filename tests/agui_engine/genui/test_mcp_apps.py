@@ -22,6 +22,7 @@ from agui_engine.genui.mcp_apps import (
     REQUEST_FAILED_ERROR,
     AppServer,
     AppServerTable,
+    AppSource,
     AppToolResult,
     McpAppsProxy,
     ProxiedRequest,
@@ -34,6 +35,7 @@ from agui_engine.genui.mcp_apps import (
     text_of_result,
     ui_resource_uri,
 )
+from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, run_source_tools
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.errors import UpstreamError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, RunStartedEvent
@@ -225,3 +227,49 @@ def test_the_proxy_answers_forwards_refuses_and_hides_failures(caplog: pytest.Lo
                        )[-1].result == {"error": REQUEST_FAILED_ERROR}
     assert "UpstreamError" in caplog.text and down.hash in caplog.text
     assert set(PROXY_METHODS) == {"tools/call", "resources/read", "notifications/message", "ping"}
+
+
+class _Source(_Connection):
+    """A tool source with apps (an AppSource), of the test's own."""
+
+    source_id = "counter"
+    app_server = AppServer(type="http", url="http://counter/mcp")
+
+    def __init__(self, is_error: bool = False) -> None:
+        super().__init__()
+        self.is_error = is_error
+
+    async def list_tools(self) -> list[SourceTool]:
+        return [SourceTool(name="show", meta={"ui": {"resourceUri": "ui://c/app"}}),
+                SourceTool(name="only_app", meta={"ui": {"visibility": ["app"]}}),
+                SourceTool(name="plain")]
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> SourceToolResult:
+        raw = {"content": [{"type": "text", "text": f"{name} ran"}], "isError": self.is_error}
+        return SourceToolResult(text=f"{name} ran", is_error=self.is_error, raw=raw)
+
+    def status(self) -> dict[str, Any]:
+        return {"serverId": self.source_id, "connected": True}
+
+
+@pytest.mark.parametrize("is_error", [False, True])
+def test_source_tools_with_apps_return_app_results_and_app_only_tools_are_not_offered(is_error: bool) -> None:
+    source = _Source(is_error)
+    assert isinstance(source, AppSource)
+
+    async def go() -> tuple[list[str], Any, Any]:
+        tools = await run_source_tools([source], set())
+        by_name = {t.name: t for t in tools}
+        return sorted(by_name), await by_name["show"].call({}), by_name["plain"].call({})
+
+    names, shown, plain = asyncio.run(go())
+    assert names == ["plain", "show"]  # only_app is for its app alone
+    assert isinstance(shown, AppToolResult) and shown.resource_uri == "ui://c/app"
+    assert shown.server is source.app_server and shown.is_error is is_error
+    proxy = McpAppsProxy.of_sources([source, object()])
+    assert proxy.servers == (source.app_server,)
+    if is_error:
+        with pytest.raises(UpstreamError):
+            asyncio.run(plain)
+    else:
+        assert asyncio.run(plain) == "plain ran"

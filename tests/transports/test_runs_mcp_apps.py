@@ -1,0 +1,177 @@
+"""MCP Apps through the gateway, against the real ``@ag-ui/mcp-apps-middleware`` 0.1.1 under node on
+the same MCP server (the tests' own FastMCP server over streamable HTTP on loopback).
+
+Ours: ``LLMAgent(ScriptedModel(...), mcp_servers=[MCPServer(url)])`` behind ``start_sse_server``, read by
+``SSEAgent``. Theirs: the middleware around a scripted inner agent that calls the same tool with the
+same arguments. The tool result text, the ``mcp-apps`` activity (all but its random ``messageId``) and
+the answers of proxied requests (``forwardedProps.__proxiedMCPRequest``: ``tools/call``,
+``resources/read``, ``ping``, ``notifications/message``, a refused method, unknown servers, failures)
+must be equal; so must the server hash. Proxied runs pass the gateway's bearer check as runs do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agui_engine.adapters import MCPServer, mcp_connections
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from agui_engine.genui.mcp_apps import server_hash
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.codec import encode_event
+from agui_engine.protocol.events import RunAgentInput, UserMessage
+from agui_engine.transports import SSEAgent, start_sse_server
+from tests.mcp_apps_server import APP_URI, PLAIN_URI, running_app_server
+
+JS_DIR = Path(__file__).resolve().parents[1] / "js"
+CALL = {"name": "show_counter", "arguments": {"start": 3}}
+
+
+@pytest.fixture(scope="module")
+def app_server_url() -> Iterator[str]:
+    with running_app_server() as url:
+        yield url
+
+
+def _middleware(servers: list[dict[str, Any]], proxied: list[dict[str, Any]]) -> dict[str, Any]:
+    node = shutil.which("node")
+    assert node is not None, "node is required (tests/install-deps.sh)"
+    assert (JS_DIR / "node_modules" / "@ag-ui" / "mcp-apps-middleware").is_dir(), "run tests/install-deps.sh"
+    done = subprocess.run([node, "mcp_apps_middleware.mjs"], cwd=JS_DIR, capture_output=True, text=True,
+                          input=json.dumps({"servers": servers, "call": CALL, "proxied": proxied}), timeout=120)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def _agent(server: MCPServer) -> LLMAgent:
+    model = ScriptedModel([ScriptedTurn(tool_calls=(ScriptedCall(CALL["name"], CALL["arguments"]),)), "shown"])
+    return LLMAgent(model, mcp_servers=[server])
+
+
+def _input(run_id: str, forwarded: Any = None) -> RunAgentInput:
+    return RunAgentInput(thread_id="thread-1", run_id=run_id, forwarded_props=forwarded,
+                         messages=[UserMessage(id="u1", content="show it")])
+
+
+async def _ours(server: MCPServer, proxied: list[dict[str, Any]], auth_token: str | None = None
+                ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    gateway = await start_sse_server(_agent(server), auth_token=auth_token)
+    headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else None
+    client = SSEAgent(gateway.url, headers=headers)
+    try:
+        run = [json.loads(encode_event(e)) async for e in client.run(_input("run-1"))]
+        answers = []
+        for n, request in enumerate(proxied):
+            forwarded = {"__proxiedMCPRequest": request}
+            answers.append([json.loads(encode_event(e)) async for e in client.run(_input(f"proxy-{n}", forwarded))])
+        return run, answers
+    finally:
+        await gateway.close()
+        await mcp_connections().aclose()
+
+
+def _app_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool result and the activity, in order, without the ids each side mints."""
+    out = []
+    for e in events:
+        if e["type"] == "TOOL_CALL_RESULT":
+            out.append({"type": e["type"], "content": e["content"]})
+        elif e["type"] == "ACTIVITY_SNAPSHOT":
+            out.append({k: v for k, v in e.items() if k != "messageId"})
+    return out
+
+
+def _proxied(url: str, server_id: str | None) -> list[dict[str, Any]]:
+    h = server_hash("http", url)
+    named = {"serverId": server_id} if server_id else {}
+    return [
+        {"serverHash": h, **named, "method": "tools/call", "params": {"name": "increment", "arguments": {"count": 3}}},
+        {"serverHash": h, **named, "method": "resources/read", "params": {"uri": APP_URI}},
+        {"serverHash": h, **named, "method": "resources/read", "params": {"uri": PLAIN_URI}},
+        {"serverHash": h, **named, "method": "tools/call", "params": {"name": "no_such_tool"}},
+        {"serverHash": h, **named, "method": "ping"},
+        {"serverHash": h, **named, "method": "notifications/message", "params": {"level": "info", "data": "hi"}},
+        {"serverHash": h, **named, "method": "ping"},  # the session survived the app's log line
+        {"serverHash": h, **named, "method": "tools/list"},
+        {"serverHash": h, **named, "method": "initialize", "params": {}},
+        {"serverHash": "0" * 32, "method": "ping"},
+        {"serverId": "nobody", "serverHash": "f" * 32, "method": "tools/call", "params": {"name": "increment"}},
+        {"serverId": "nobody", "serverHash": h, "method": "ping"},  # an unknown id falls back to the hash
+        {"method": "ping"},
+        {"serverHash": h, **named, "method": "resources/read", "params": {"uri": "ui://counter/missing.html"}},
+    ]
+
+
+@pytest.mark.parametrize("server_id", [None, "counter"])
+def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
+    app_server_url: str, server_id: str | None
+) -> None:
+    url = app_server_url
+    config = {"type": "http", "url": url, **({"serverId": server_id} if server_id else {})}
+    proxied = _proxied(url, server_id)
+    theirs = _middleware([config], proxied)
+    run, answers = asyncio.run(_ours(MCPServer(url=url, server_id=server_id or ""), proxied))
+
+    assert theirs["hashes"] == [server_hash("http", url)] == [MCPServer(url=url).server_hash]
+    assert theirs["run"]["error"] is None
+    expected = _app_events(theirs["run"]["events"])
+    assert [e["type"] for e in expected] == ["TOOL_CALL_RESULT", "ACTIVITY_SNAPSHOT"]
+    assert _app_events(run) == expected
+    activity = expected[1]
+    assert activity["content"]["resourceUri"] == APP_URI and activity["replace"] is True
+    assert ("serverId" in activity["content"]) is (server_id is not None)
+    # the activity follows its call's result, and the run goes on to the model's answer
+    types = [e["type"] for e in run]
+    assert types.index("ACTIVITY_SNAPSHOT") == types.index("TOOL_CALL_RESULT") + 1
+    assert types[-1] == "RUN_FINISHED"
+
+    for request, mine, js in zip(proxied, answers, theirs["proxied"]):
+        assert js["error"] is None
+        assert [e["type"] for e in mine] == [e["type"] for e in js["events"]] == ["RUN_STARTED", "RUN_FINISHED"], request
+        assert mine[-1].get("result") == js["events"][-1].get("result"), request
+
+
+def test_a_proxied_request_passes_the_bearer_check_as_runs_do(app_server_url: str) -> None:
+    async def go() -> None:
+        gateway = await start_sse_server(_agent(MCPServer(url=app_server_url)), auth_token="s3cret")
+        body = json.loads(encode_event(_input("p1", {"__proxiedMCPRequest": {
+            "serverHash": server_hash("http", app_server_url), "method": "ping"}})))
+        try:
+            async with httpx.AsyncClient() as http:
+                refused = await http.post(gateway.url, json=body, headers={"Accept": "text/event-stream"})
+                assert refused.status_code == 401
+                wrong = await http.post(gateway.url, json=body,
+                                        headers={"Accept": "text/event-stream", "Authorization": "Bearer nope"})
+                assert wrong.status_code == 401
+                ok = await http.post(gateway.url, json=body,
+                                     headers={"Accept": "text/event-stream", "Authorization": "Bearer s3cret"})
+                assert ok.status_code == 200 and '"RUN_FINISHED"' in ok.text and '"result":{}' in ok.text
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    asyncio.run(go())
+
+
+def test_a_malformed_proxied_request_ends_its_run_with_a_typed_error() -> None:
+    async def go() -> list[Any]:
+        gateway = await start_sse_server(_agent(MCPServer(url="http://127.0.0.1:9/mcp")))
+        try:
+            return [e async for e in SSEAgent(gateway.url).run(_input("bad", {"__proxiedMCPRequest": {"method": 7}}))]
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    events = asyncio.run(go())
+    assert [type(e).__name__ for e in events] == ["RunStartedEvent", "RunErrorEvent"]
+    assert events[-1].code == "invalid_proxied_request"
+    assert "forwardedProps.__proxiedMCPRequest.method must be a string" in events[-1].message
