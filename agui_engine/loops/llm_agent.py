@@ -140,6 +140,7 @@ __all__ = [
     "client_tools_of",
     "component_result",
     "format_tool_result",
+    "tool_outcome",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a
@@ -482,28 +483,38 @@ class LLMAgent:
 
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
-            inline = tool.name in self.inline_tools
-            try:
-                result = await run_tool(runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
-                content = format_tool_result(result)
-            except ToolDeadlineExceeded:
-                error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
-                return f"Error: {error}", error
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-                error = f"{type(exc).__name__}: {exc}"
-                return f"Error: {error}", error
-            if len(content) > MAX_TOOL_RESULT_CHARS:
-                error = (
-                    f"the result of {call.name} is {len(content)} characters, more than "
-                    f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
-                )
-                return f"Error: {error}", error
-            return content, None
+            return await tool_outcome(runner, tool, call.arguments, inline=tool.name in self.inline_tools,
+                                      timeout=self.tool_timeout)
 
         if not calls:
             return {}
         outcomes = await asyncio.gather(*(one(call) for call in calls))
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
+
+
+async def tool_outcome(
+    runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None
+) -> tuple[str, str | None]:
+    """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
+    (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
+    ``timeout`` or returned more than :data:`MAX_TOOL_RESULT_CHARS`. Never raises (but a
+    cancellation): a failing tool is a result for the model."""
+    try:
+        result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
+        content = format_tool_result(result)
+    except ToolDeadlineExceeded:
+        error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
+        return f"Error: {error}", error
+    except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        error = f"{type(exc).__name__}: {exc}"
+        return f"Error: {error}", error
+    if len(content) > MAX_TOOL_RESULT_CHARS:
+        error = (
+            f"the result of {tool.name} is {len(content)} characters, more than "
+            f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
+        )
+        return f"Error: {error}", error
+    return content, None
 
 
 def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool]]:
