@@ -141,6 +141,7 @@ __all__ = [
     "client_tools_of",
     "component_result",
     "format_tool_result",
+    "tool_outcome",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a
@@ -491,32 +492,49 @@ class LLMAgent:
 
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
-            inline = tool.name in self.inline_tools
-            try:
-                result = await run_tool(runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
-                app = result if isinstance(result, AppToolResult) else None
-                content = app.text if app is not None else format_tool_result(result)
-            except ToolDeadlineExceeded:
-                error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
-                return f"Error: {error}", error
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-                error = f"{type(exc).__name__}: {exc}"
-                return f"Error: {error}", error
-            if len(content) > MAX_TOOL_RESULT_CHARS:
-                error = (
-                    f"the result of {call.name} is {len(content)} characters, more than "
-                    f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
-                )
-                return f"Error: {error}", error
-            if app is not None:
-                apps[call.id] = app  # shown even when isError, as the middleware shows it
-                return content, (content if app.is_error else None)
-            return content, None
+            return await tool_outcome(runner, tool, call.arguments, inline=tool.name in self.inline_tools,
+                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app))
 
         if not calls:
             return {}
         outcomes = await asyncio.gather(*(one(call) for call in calls))
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
+
+
+async def tool_outcome(
+    runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
+    on_app: Callable[[AppToolResult], None] | None = None,
+) -> tuple[str, str | None]:
+    """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
+    (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
+    ``timeout`` or returned more than :data:`MAX_TOOL_RESULT_CHARS`. Never raises (but a
+    cancellation): a failing tool is a result for the model.
+
+    A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
+    text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
+    is called, so the caller shows the app after the tool result (isError or not, as
+    ``@ag-ui/mcp-apps-middleware`` does)."""
+    try:
+        result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
+        app = result if isinstance(result, AppToolResult) else None
+        content = app.text if app is not None else format_tool_result(result)
+    except ToolDeadlineExceeded:
+        error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
+        return f"Error: {error}", error
+    except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        error = f"{type(exc).__name__}: {exc}"
+        return f"Error: {error}", error
+    if len(content) > MAX_TOOL_RESULT_CHARS:
+        error = (
+            f"the result of {tool.name} is {len(content)} characters, more than "
+            f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
+        )
+        return f"Error: {error}", error
+    if app is not None:
+        if on_app is not None:
+            on_app(app)
+        return content, (content if app.is_error else None)
+    return content, None
 
 
 def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool]]:

@@ -54,6 +54,7 @@ __all__ = [
     "result_text",
     "run_source_tools",
     "source_server_tools",
+    "tool_source_status",
 ]
 
 _log = logging.getLogger("agui_engine.loops.tool_sources")
@@ -259,3 +260,18 @@ async def run_source_tools(
     pairs = [(source.source_id, tool) for source, tools in zip(sources, listed) for tool in tools]
     named = name_source_tools(pairs, taken)
     return source_server_tools(named, {s.source_id: s for s in sources}, on_result=on_result)
+
+
+def tool_source_status(agent: object) -> list[dict[str, Any]]:
+    """The :meth:`ToolSource.status` of each of ``agent.tool_sources`` (an ``LLMAgent`` or
+    ``AgentLoop`` with MCP servers), ``[]`` for an agent without: what ``/readyz`` shows.
+    A source whose status fails is reported as not connected, never raised."""
+    out: list[dict[str, Any]] = []
+    for source in getattr(agent, "tool_sources", None) or ():
+        if not isinstance(source, ToolSource):
+            continue
+        try:
+            out.append(dict(source.status()))
+        except Exception as exc:  # noqa: BLE001 - a health page must answer
+            out.append({"serverId": source.source_id, "connected": False, "error": type(exc).__name__})
+    return out
