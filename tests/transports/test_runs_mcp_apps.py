@@ -1,8 +1,9 @@
 """MCP Apps through the gateway, against the real ``@ag-ui/mcp-apps-middleware`` 0.1.1 under node on
 the same MCP server (the tests' own FastMCP server over streamable HTTP on loopback).
 
-Ours: ``LLMAgent(ScriptedModel(...), mcp_servers=[MCPServer(url)])`` behind ``start_sse_server``, read by
-``SSEAgent``. Theirs: the middleware around a scripted inner agent that calls the same tool with the
+Ours: ``LLMAgent(ScriptedModel(...), mcp_servers=[MCPServer(url)])`` (the tool a server tool) and
+``AgentLoop(inner, mcp_servers=[...])`` (a client tool of the inner agent, run by the loop: the
+middleware's own arrangement) behind ``start_sse_server``, read by ``SSEAgent``. Theirs: the middleware around a scripted inner agent that calls the same tool with the
 same arguments. The tool result text, the ``mcp-apps`` activity (all but its random ``messageId``) and
 the answers of proxied requests (``forwardedProps.__proxiedMCPRequest``: ``tools/call``,
 ``resources/read``, ``ping``, ``notifications/message``, a refused method, unknown servers, failures)
@@ -15,7 +16,7 @@ import asyncio
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,21 @@ import pytest
 from agui_engine.adapters import MCPServer, mcp_connections
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.genui.mcp_apps import server_hash
+from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_event
-from agui_engine.protocol.events import RunAgentInput, UserMessage
+from agui_engine.protocol.events import (
+    Event,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+    UserMessage,
+)
 from agui_engine.transports import SSEAgent, start_sse_server
 from tests.mcp_apps_server import APP_URI, PLAIN_URI, running_app_server
 
@@ -52,9 +65,24 @@ def _middleware(servers: list[dict[str, Any]], proxied: list[dict[str, Any]]) ->
     return out
 
 
-def _agent(server: MCPServer) -> LLMAgent:
+def _agent(server: MCPServer, kind: str = "llm") -> Agent:
+    """``llm``: the LLMAgent over a scripted model that calls the tool; ``loop``: an AgentLoop around
+    an inner agent that calls it as the node side's inner agent does (a client tool the loop runs)."""
+    if kind == "loop":
+        return AgentLoop(_inner_agent, mcp_servers=[server])
     model = ScriptedModel([ScriptedTurn(tool_calls=(ScriptedCall(CALL["name"], CALL["arguments"]),)), "shown"])
     return LLMAgent(model, mcp_servers=[server])
+
+
+async def _inner_agent(input: RunAgentInput) -> AsyncIterator[Event]:
+    """The node script's inner agent in Python: calls the tool and ends; once it has the result, just ends."""
+    yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+    if not any(isinstance(m, ToolMessage) for m in input.messages):
+        assert CALL["name"] in {t.name for t in input.tools}  # offered to it as a client tool
+        yield ToolCallStartEvent(tool_call_id="call-1", tool_call_name=CALL["name"])
+        yield ToolCallArgsEvent(tool_call_id="call-1", delta=json.dumps(CALL["arguments"]))
+        yield ToolCallEndEvent(tool_call_id="call-1")
+    yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
 
 
 def _input(run_id: str, forwarded: Any = None) -> RunAgentInput:
@@ -62,9 +90,9 @@ def _input(run_id: str, forwarded: Any = None) -> RunAgentInput:
                          messages=[UserMessage(id="u1", content="show it")])
 
 
-async def _ours(server: MCPServer, proxied: list[dict[str, Any]], auth_token: str | None = None
+async def _ours(server: MCPServer, proxied: list[dict[str, Any]], auth_token: str | None = None, kind: str = "llm"
                 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    gateway = await start_sse_server(_agent(server), auth_token=auth_token)
+    gateway = await start_sse_server(_agent(server, kind), auth_token=auth_token)
     headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else None
     client = SSEAgent(gateway.url, headers=headers)
     try:
@@ -111,15 +139,15 @@ def _proxied(url: str, server_id: str | None) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("server_id", [None, "counter"])
+@pytest.mark.parametrize(("server_id", "kind"), [(None, "llm"), ("counter", "llm"), (None, "loop")])
 def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
-    app_server_url: str, server_id: str | None
+    app_server_url: str, server_id: str | None, kind: str
 ) -> None:
     url = app_server_url
     config = {"type": "http", "url": url, **({"serverId": server_id} if server_id else {})}
     proxied = _proxied(url, server_id)
     theirs = _middleware([config], proxied)
-    run, answers = asyncio.run(_ours(MCPServer(url=url, server_id=server_id or ""), proxied))
+    run, answers = asyncio.run(_ours(MCPServer(url=url, server_id=server_id or ""), proxied, kind=kind))
 
     assert theirs["hashes"] == [server_hash("http", url)] == [MCPServer(url=url).server_hash]
     assert theirs["run"]["error"] is None
