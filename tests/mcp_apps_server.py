@@ -12,10 +12,11 @@ Tools:
 * ``increment(count: int)`` -- no app, visible to the app only (``visibility: ["app"]``); the app's
   button calls it through the proxy; returns ``"counter at <count + 1>"``.
 * ``hidden_app`` -- an app only the app may call (not model-visible: the middleware skips it).
+* ``show_plain`` / ``show_notes`` -- "apps" whose resource a host must refuse: :data:`PLAIN_URI` has
+  the wrong MIME type, :data:`NOTES_URI` is not ``ui://``.
 
 Resources: :data:`APP_URI` (the app, ``text/html;profile=mcp-app``, with a ``_meta.ui.csp``),
-:data:`PLAIN_URI` (``text/html`` without the profile: not an app), ``https``-like data at
-``data://notes`` (not ``ui://``).
+:data:`PLAIN_URI` (``text/html`` without the profile: not an app), :data:`NOTES_URI` (``text/plain``, not ``ui://``).
 """
 
 from __future__ import annotations
@@ -106,6 +107,15 @@ def build_server() -> FastMCP:
                  meta={"ui": {"resourceUri": APP_URI, "visibility": ["app"]}})
     def hidden_app() -> str:
         return "hidden"
+
+    @server.tool(description="Show the plain page (not an app: its MIME type lacks the profile).",
+                 meta={"ui": {"resourceUri": PLAIN_URI}})
+    def show_plain() -> str:
+        return "plain shown"
+
+    @server.tool(description="Show the notes (not a ui:// resource).", meta={"ui": {"resourceUri": NOTES_URI}})
+    def show_notes() -> str:
+        return "notes shown"
 
     @server.resource(APP_URI, mime_type=APP_MIME, meta={"ui": {"csp": APP_CSP, "prefersBorder": True}})
     def app() -> str:

@@ -254,8 +254,6 @@ class AgentLoop:
         #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
         #: tools, run by this loop (``spec/mcp.md`` §4).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
-        #: Answers the proxied MCP requests of these servers' apps (the gateway's registry asks for it).
-        self.mcp_apps = McpAppsProxy.of_sources(self.tool_sources)
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
@@ -272,6 +270,13 @@ class AgentLoop:
         build_tools(self.components, (), interactables=self.interactables, strict=strict, ui_spec=ui_spec)
         # The props checker (jsonschema, ~80 ms to import) loads at startup, not at the first component of a run.
         importlib.import_module("jsonschema")
+
+    @property
+    def mcp_apps(self) -> McpAppsProxy:
+        """Answers the proxied MCP requests of the apps of :attr:`tool_sources` (the gateway's
+        registry asks for it when it starts). Raises UsageError for two servers on one endpoint
+        without distinct ``server_id``."""
+        return McpAppsProxy.of_sources(self.tool_sources)
 
     def _plan(self, input: RunAgentInput) -> _Plan:
         """The run's tools and the input the inner agent gets. Raises RemoteInputError."""

@@ -315,11 +315,16 @@ class LLMAgent:
         self.ui_spec = ui_spec
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
-        #: Answers the proxied MCP requests of these servers' apps (the gateway's registry asks for it).
-        self.mcp_apps = McpAppsProxy.of_sources(self.tool_sources)
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
+
+    @property
+    def mcp_apps(self) -> McpAppsProxy:
+        """Answers the proxied MCP requests of the apps of :attr:`tool_sources` (the gateway's
+        registry asks for it when it starts). Raises UsageError for two servers on one endpoint
+        without distinct ``server_id``."""
+        return McpAppsProxy.of_sources(self.tool_sources)
 
     # ------------------------------------------------------------------ setup
 
