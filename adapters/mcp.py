@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -75,6 +76,7 @@ __all__ = [
     "MCP_CONNECT_TIMEOUT_SECONDS",
     "MCP_RECONNECT_INITIAL_SECONDS",
     "MCP_RECONNECT_MAX_SECONDS",
+    "MCP_STDIO_EXIT_SECONDS",
     "mcp_connections",
 ]
 
@@ -102,6 +104,13 @@ MAX_MCP_TOOLS: Final = 128
 #: Bytes of one MCP result (its JSON). Four times the agent's 1 MiB tool-result cap, so
 #: binary blocks (images) and structured content fit; 50 MB from a runaway tool does not.
 MAX_MCP_RESULT_BYTES: Final = 4 * 1024 * 1024
+
+#: Seconds a stdio server may take to exit after its stdin closes, and again after SIGTERM,
+#: before it is killed: the SDK's own grace, enough for a server to flush its logs.
+MCP_STDIO_EXIT_SECONDS: Final = 2.0
+#: How long the legacy SSE stream may stay silent before the SDK gives up on it (its keepalives
+#: are far more frequent; a silent server is broken and reconnected at the next use).
+_SSE_READ_TIMEOUT_SECONDS: Final = 300.0
 
 #: The MIME type MCP Apps resources declare; offered in the client's capabilities.
 _APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
@@ -451,32 +460,39 @@ class MCPConnection:
     async def _transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         server = self.server
         if server.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+            return await stack.enter_async_context(_stdio_transport(server, self._too_large))
+        import httpx
 
-            params = StdioServerParameters(command=server.command, args=list(server.args),
-                                           env=dict(server.env) if server.env else None)
-            read, write = await stack.enter_async_context(stdio_client(params))
-            return read, write
+        def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
+                   auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+            # every response read through a per-message size limit (an SSE event, a JSON body)
+            limited = _limited_transport_class()(self._too_large)
+            return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=limited)
+
         if server.transport == "sse":
             from mcp.client.sse import sse_client
 
             read, write = await stack.enter_async_context(
                 sse_client(server.url, headers=dict(server.headers) or None, timeout=server.connect_timeout,
-                           sse_read_timeout=MCP_RECONNECT_MAX_SECONDS * 10))
+                           sse_read_timeout=_SSE_READ_TIMEOUT_SECONDS, httpx_client_factory=client))
             return read, write
-        import httpx
         from mcp.client.streamable_http import streamable_http_client
 
-        client = await stack.enter_async_context(httpx.AsyncClient(
-            headers=dict(server.headers), timeout=httpx.Timeout(server.connect_timeout, read=None)))
-        read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=client))
+        http = await stack.enter_async_context(
+            client(dict(server.headers), httpx.Timeout(server.connect_timeout, read=None)))
+        read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=http))
         return read, write
 
-    def _break(self, why: str) -> None:
+    def _too_large(self, size: int) -> None:
+        self._break(f"a message of more than {size} bytes, more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}",
+                    MCPResultTooLargeError)
+
+    def _break(self, why: str, error: type[MCPError] = MCPConnectionError) -> None:
+        """The session is broken: every call in flight fails now with ``error``, the next use reconnects."""
         if self._broken is not None and not self._broken.done():
             _log.warning("MCP server %s: %s; reconnecting at the next use", self.server.source_id, why)
             self._error = why
-            self._broken.set_exception(MCPConnectionError(f"MCP server {self.server.source_id}: {why}"))
+            self._broken.set_exception(error(f"MCP server {self.server.source_id}: {why}"))
 
     async def _stop(self) -> None:
         """End the background task (and with it the session and a stdio process)."""
@@ -524,6 +540,9 @@ class MCPConnection:
                 with contextlib.suppress(BaseException):
                     await task
         if not task.done() or task.cancelled():
+            cause = broken.exception() if broken.done() else None
+            if isinstance(cause, MCPError):
+                raise type(cause)(f"{cause.message} (during {method})")
             raise MCPConnectionError(f"MCP server {self.server.source_id}: connection lost during {method}")
         exc = task.exception()
         if exc is None:
@@ -648,6 +667,151 @@ def _describe(exc: BaseException) -> str:
     if "http" in text.lower():  # httpx names the URL: drop its query
         text = re.sub(r"https?://\S+", lambda m: _redact_url(m.group(0).strip("'\"")), text)
     return f"{type(inner).__name__}: {text}"[:300] if text else type(inner).__name__
+
+
+@functools.cache
+def _limited_transport_class() -> Any:
+    """The httpx transport whose every response is read through a per-message size limit
+    (made on first use: httpx is imported with the first HTTP connection)."""
+    import httpx
+
+    class LimitedStream(httpx.AsyncByteStream):
+        """Stops with :class:`MCPResultTooLargeError` once more than :data:`MAX_MCP_RESULT_BYTES`
+        arrive without an SSE event boundary (a blank line): the limit is per message, so a
+        long-lived event stream is never cut for its total."""
+
+        def __init__(self, inner: httpx.AsyncByteStream, on_exceeded: Any) -> None:
+            self.inner, self.on_exceeded = inner, on_exceeded
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            since, tail = 0, b""
+            async for chunk in self.inner:
+                data = tail + chunk
+                cut = max(data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n"))
+                since = len(data) - cut - 2 if cut >= 0 else since + len(chunk)
+                tail = data[-3:]
+                if since > MAX_MCP_RESULT_BYTES:
+                    self.on_exceeded(since)
+                    raise MCPResultTooLargeError(
+                        f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class LimitedTransport(httpx.AsyncBaseTransport):
+        def __init__(self, on_exceeded: Any) -> None:
+            self.inner, self.on_exceeded = httpx.AsyncHTTPTransport(), on_exceeded
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            response = await self.inner.handle_async_request(request)
+            assert isinstance(response.stream, httpx.AsyncByteStream)
+            return httpx.Response(status_code=response.status_code, headers=response.headers,
+                                  stream=LimitedStream(response.stream, self.on_exceeded),
+                                  extensions=response.extensions, request=request)
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return LimitedTransport
+
+
+@contextlib.asynccontextmanager
+async def _stdio_transport(server: MCPServer, on_too_large: Any) -> Any:
+    """The stdio transport: the server as a subprocess, one JSON-RPC message a line each way.
+
+    The SDK's ``stdio_client`` is not used because it holds any line whole however long it
+    grows, by repeated concatenation: a 50 MB line took minutes. Here a line longer than
+    :data:`MAX_MCP_RESULT_BYTES` stops the read at that size (``on_too_large``: the session
+    breaks). On exit stdin is closed, the process gets :data:`MCP_STDIO_EXIT_SECONDS` to
+    exit, then SIGTERM, then SIGKILL, and is always waited for (reaped)."""
+    import anyio
+    from mcp import types
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    process = await asyncio.create_subprocess_exec(
+        server.command, *server.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        env={**get_default_environment(), **server.env}, limit=MAX_MCP_RESULT_BYTES + 1)
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[Any](0)
+
+    async def read_loop() -> None:
+        async with read_writer:
+            while True:
+                try:
+                    line = await stdout.readuntil(b"\n")
+                except asyncio.IncompleteReadError:
+                    return  # the process closed its stdout (exited)
+                except asyncio.LimitOverrunError:
+                    on_too_large(MAX_MCP_RESULT_BYTES)
+                    # the session is broken; the rest is read and dropped so that the server is never
+                    # blocked on a full pipe (it then sees its stdin close and exits at once)
+                    while await stdout.read(1 << 16):
+                        pass
+                    return
+                if not line.strip():
+                    continue
+                try:
+                    message = types.JSONRPCMessage.model_validate_json(line)
+                except ValidationError as exc:
+                    await read_writer.send(exc)  # the session's message handler breaks the session
+                    continue
+                await read_writer.send(SessionMessage(message))
+
+    async def write_loop() -> None:
+        async with write_reader:
+            async for outgoing in write_reader:
+                data = outgoing.message.model_dump_json(by_alias=True, exclude_none=True)
+                try:
+                    stdin.write(data.encode() + b"\n")
+                    await stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read_loop)
+            tasks.start_soon(write_loop)
+            try:
+                yield read_stream, write_stream
+            finally:
+                tasks.cancel_scope.cancel()
+    finally:
+        await _reap(process)
+
+
+async def _reap(process: asyncio.subprocess.Process) -> None:
+    """End ``process`` (stdin closed, then SIGTERM, then SIGKILL, :data:`MCP_STDIO_EXIT_SECONDS`
+    apart), wait for it even when cancelled, and read its stdout to the end (a pipe left with
+    data keeps the transport open past the event loop)."""
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            process.stdin.close()
+    try:
+        for signal_it in (None, process.terminate, process.kill):
+            if process.returncode is not None:
+                break
+            if signal_it is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    signal_it()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(process.wait()), MCP_STDIO_EXIT_SECONDS)
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await asyncio.shield(process.wait())
+        raise
+    finally:
+        stdout = process.stdout
+        if stdout is not None and process.returncode is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(MCP_STDIO_EXIT_SECONDS):
+                    while await stdout.read(1 << 16):
+                        pass
 
 
 class MCPConnections:
