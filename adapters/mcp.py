@@ -48,7 +48,6 @@ import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 

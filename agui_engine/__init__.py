@@ -19,6 +19,7 @@ authors):
   the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.genui.mcp_apps` -- MCP Apps: the ``mcp-apps`` activity, the server hash, proxied requests.
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
@@ -57,6 +58,15 @@ from .genui.components import (
     tool_from_schema,
 )
 from .genui.interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.mcp_apps import (
+    MCP_APPS_ACTIVITY_TYPE,
+    AppServer,
+    AppToolResult,
+    McpAppsProxy,
+    ProxiedRequestError,
+    mcp_apps_activity,
+    server_hash,
+)
 from .genui.resources import (
     Resource,
     ResourceBusyError,
@@ -252,6 +262,8 @@ __all__ = [
     "AgentLoop",
     "AguiEngineError",
     "AnyEvent",
+    "AppServer",
+    "AppToolResult",
     "AssistantMessage",
     "AudioInputContent",
     "AudioPart",
@@ -307,6 +319,8 @@ __all__ = [
     "LLMStreamItem",
     "LLMTool",
     "LimitExceededError",
+    "MCP_APPS_ACTIVITY_TYPE",
+    "McpAppsProxy",
     "Message",
     "MessagesSnapshotEvent",
     "ModelStreamError",
@@ -326,6 +340,7 @@ __all__ = [
     "ProtoFrameDecoder",
     "ProtoTooDeepError",
     "ProtocolViolation",
+    "ProxiedRequestError",
     "RawEvent",
     "ReasoningBlock",
     "ReasoningDelta",
@@ -449,9 +464,11 @@ __all__ = [
     "find_component",
     "interactable_tools",
     "interactables_from_context",
+    "mcp_apps_activity",
     "run_agent_loop",
     "run_decision_loop",
     "schema_from_struct",
+    "server_hash",
     "to_strict_schema",
     "tool_from_callable",
     "tool_from_schema",

@@ -62,6 +62,7 @@ def _middleware(servers: list[dict[str, Any]], proxied: list[dict[str, Any]]) ->
                           input=json.dumps({"servers": servers, "call": CALL, "proxied": proxied}), timeout=120)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
+    out["stderr"] = done.stderr  # the middleware logs why a request failed (console.error)
     return out
 
 
@@ -165,7 +166,7 @@ def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
     for request, mine, js in zip(proxied, answers, theirs["proxied"]):
         assert js["error"] is None
         assert [e["type"] for e in mine] == [e["type"] for e in js["events"]] == ["RUN_STARTED", "RUN_FINISHED"], request
-        assert mine[-1].get("result") == js["events"][-1].get("result"), request
+        assert mine[-1].get("result") == js["events"][-1].get("result"), (request, theirs["stderr"][-2000:])
 
 
 def test_a_proxied_request_passes_the_bearer_check_as_runs_do(app_server_url: str) -> None:
