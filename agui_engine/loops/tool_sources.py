@@ -62,7 +62,7 @@ _log = logging.getLogger("agui_engine.loops.tool_sources")
 SOURCE_NAME_SEPARATOR: Final = "__"
 
 _VALID_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_INVALID_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+_NOT_NAME_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 #: Hex digits of the hash that ends a namespaced name that had to be cut or was still taken.
 _HASH_DIGITS: Final = 8
 
@@ -125,7 +125,7 @@ class ToolSource(Protocol):
 
 
 def _sanitize(text: str) -> str:
-    return _INVALID_CHARS.sub("_", text) or "_"
+    return _NOT_NAME_CHAR.sub("_", text) or "_"
 
 
 def _hashed(source_id: str, name: str, base: str) -> str:

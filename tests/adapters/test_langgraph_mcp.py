@@ -27,7 +27,7 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.verify import verify_events
 from agui_engine.transports import run_agent
 
-from .langgraph_graphs import ScriptedChatModel, Script, agent_graph, call, finish, text
+from .langgraph_graphs import Script, ScriptedChatModel, agent_graph, call, finish, text
 
 
 @pytest.fixture(autouse=True)
