@@ -55,7 +55,7 @@ import msgspec
 
 from agui_engine.genui.mcp_apps import AppServer
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, result_text
-from agui_engine.protocol.errors import LimitExceededError, UpstreamError, UsageError
+from agui_engine.protocol.errors import UpstreamError, UsageError
 
 if TYPE_CHECKING:  # the SDK is an optional extra, imported when a connection opens
     from mcp import ClientSession
@@ -113,7 +113,7 @@ _SSE_READ_TIMEOUT_SECONDS: Final = 300.0
 
 #: The MIME type MCP Apps resources declare; offered in the client's capabilities.
 _APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
-_ID_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+_NOT_ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 _CLIENT_NAME: Final = "agui-engine"
 
 
@@ -135,13 +135,13 @@ class MCPTimeoutError(MCPError):
     default_code = "mcp_timeout"
 
 
-class MCPResultTooLargeError(MCPError, LimitExceededError):
+class MCPResultTooLargeError(MCPError):
     """A result was larger than :data:`MAX_MCP_RESULT_BYTES`."""
 
     default_code = "mcp_result_too_large"
 
 
-class MCPToolLimitError(MCPError, LimitExceededError):
+class MCPToolLimitError(MCPError):
     """A server listed more than :data:`MAX_MCP_TOOLS` tools."""
 
     default_code = "mcp_too_many_tools"
@@ -248,7 +248,7 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
         else:
             parts = urlsplit(self.url)
             base = parts.hostname or "mcp"
-        return (_ID_CHARS.sub("_", base).strip("_") or "mcp")[:32]
+        return (_NOT_ID_CHAR.sub("_", base).strip("_") or "mcp")[:32]
 
     @property
     def server_hash(self) -> str:
@@ -438,7 +438,7 @@ class MCPConnection:
                 await session.initialize()
                 if not ready.done():
                     ready.set_result(session)
-                closed = asyncio.ensure_future(closing.wait())
+                closed: asyncio.Future[Any] = asyncio.ensure_future(closing.wait())
                 try:
                     await asyncio.wait({closed, broken}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
@@ -526,7 +526,7 @@ class MCPConnection:
         :class:`MCPError` with the server's message."""
         session, broken = await self._session_now()
         self._count(method)
-        task = asyncio.ensure_future(send(session))
+        task: asyncio.Future[Any] = asyncio.ensure_future(send(session))
         try:
             async with asyncio.timeout(self.server.call_timeout):
                 await asyncio.wait({task, broken}, return_when=asyncio.FIRST_COMPLETED)

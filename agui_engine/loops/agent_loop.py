@@ -303,16 +303,15 @@ class AgentLoop:
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
-        stream: AsyncIterator[Any]
+        inner_input, remote = plan.inner_input, {}
         if self.tool_sources:
             # the sources' tools give way by name to every tool the inner agent already gets
-            taken = set(plan.specs) | {t.name for t in plan.inner_input.tools}
+            taken = set(plan.specs) | {t.name for t in inner_input.tools}
             remote = {t.name: t for t in await run_source_tools(self.tool_sources, taken)}
-            tools = [*plan.inner_input.tools,
+            tools = [*inner_input.tools,
                      *(Tool(name=t.name, description=t.description, parameters=t.parameters) for t in remote.values())]
-            stream = self._rounds(msgspec.structs.replace(plan.inner_input, tools=tools), remote)
-        else:
-            stream = self.agent.run(plan.inner_input)
+            inner_input = msgspec.structs.replace(inner_input, tools=tools)
+        stream: AsyncIterator[Any] = self._rounds(inner_input, remote) if remote else self.agent.run(inner_input)
         state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
         received = False
         continues, passing = state.verifier.continues, state.passing
@@ -368,11 +367,10 @@ class AgentLoop:
                         for call_id, name, arguments in calls:
                             apps: list[AppToolResult] = []
                             if arguments is None:
-                                error = f"the arguments of {name} are not a JSON object"
-                                content = f"Error: {error}"
-                            else:
-                                content, error = await tool_outcome(runner, remote[name], arguments, inline=False,
-                                                                    timeout=None, on_app=apps.append)
+                                content = f"Error: the arguments of {name} are not a JSON object"
+                            else:  # the source bounds the call itself (MCP: call_timeout)
+                                content, _ = await tool_outcome(runner, remote[name], arguments, inline=False,
+                                                                timeout=None, on_app=apps.append)
                             result = ToolCallResultEvent(message_id=self.id_factory(), tool_call_id=call_id,
                                                          content=content, role="tool")
                             conversation.apply(result)
@@ -410,14 +408,14 @@ def _unanswered_calls(
             continue
         for call in message.get("toolCalls") or ():
             function = call.get("function") or {}
-            name = function.get("name")
-            if name not in remote or call.get("id") in answered:
+            name, call_id = function.get("name"), call.get("id")
+            if not isinstance(name, str) or name not in remote or not isinstance(call_id, str) or call_id in answered:
                 continue
             try:
                 arguments = msgspec.json.decode(function.get("arguments") or "{}")
             except msgspec.DecodeError:
                 arguments = None
-            out.append((call["id"], name, arguments if isinstance(arguments, dict) else None))
+            out.append((call_id, name, arguments if isinstance(arguments, dict) else None))
     return out
 
 

@@ -63,7 +63,7 @@ _log = logging.getLogger("agui_engine.loops.tool_sources")
 SOURCE_NAME_SEPARATOR: Final = "__"
 
 _VALID_NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_INVALID_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+_NOT_NAME_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 #: Hex digits of the hash that ends a namespaced name that had to be cut or was still taken.
 _HASH_DIGITS: Final = 8
 
@@ -126,7 +126,7 @@ class ToolSource(Protocol):
 
 
 def _sanitize(text: str) -> str:
-    return _INVALID_CHARS.sub("_", text) or "_"
+    return _NOT_NAME_CHAR.sub("_", text) or "_"
 
 
 def _hashed(source_id: str, name: str, base: str) -> str:
@@ -138,27 +138,37 @@ def name_source_tools(
     tools: Sequence[tuple[str, SourceTool]], taken: Sequence[str] | frozenset[str] | set[str]
 ) -> list[tuple[str, str, SourceTool]]:
     """``(model name, source id, tool)`` for each ``(source id, tool)`` by the naming rule
-    (module docstring): ``taken`` are the run's own tool names, which never change.
-    Pure; the result keeps the input's order and its names are all distinct."""
+    (module docstring): ``taken`` are the run's own tool names, which never change. Pure;
+    the result keeps the input's order (a tool a source lists twice: its first), its names
+    are distinct, and each depends only on the set of names, not on their order."""
+    unique: list[tuple[str, SourceTool]] = []
+    seen_pairs: set[tuple[str, str]] = set()
+    for source_id, tool in tools:
+        if (source_id, tool.name) not in seen_pairs:
+            seen_pairs.add((source_id, tool.name))
+            unique.append((source_id, tool))
     reserved = set(taken)
     counts: dict[str, int] = {}
-    for _, tool in tools:
+    for _, tool in unique:
         counts[tool.name] = counts.get(tool.name, 0) + 1
+    # the names that stay: unique among the sources, free in the run, valid for a provider
+    kept = {tool.name for _, tool in unique
+            if counts[tool.name] == 1 and tool.name not in reserved and _VALID_NAME.match(tool.name)}
+    # the others are namespaced; a namespaced name that two tools would share, or that is
+    # taken or too long, is hashed for all of them (so no order decides who gets it)
+    candidates = {(sid, tool.name): f"{_sanitize(sid)}{SOURCE_NAME_SEPARATOR}{_sanitize(tool.name)}"
+                  for sid, tool in unique if tool.name not in kept}
+    shared: dict[str, int] = {}
+    for candidate in candidates.values():
+        shared[candidate] = shared.get(candidate, 0) + 1
     out: list[tuple[str, str, SourceTool]] = []
-    used = set(reserved)
-    # first the names that stay (so a namespaced name can never take one of them) ...
-    keeps = {i for i, (_, tool) in enumerate(tools)
-             if counts[tool.name] == 1 and tool.name not in reserved and _VALID_NAME.match(tool.name)}
-    used.update(tools[i][1].name for i in keeps)
-    for i, (source_id, tool) in enumerate(tools):
-        if i in keeps:
+    for source_id, tool in unique:
+        if tool.name in kept:
             out.append((tool.name, source_id, tool))
             continue
-        # ... then the namespaced ones
-        name = f"{_sanitize(source_id)}{SOURCE_NAME_SEPARATOR}{_sanitize(tool.name)}"
-        if len(name) > MAX_TOOL_NAME_LENGTH or name in used:
+        name = candidates[(source_id, tool.name)]
+        if len(name) > MAX_TOOL_NAME_LENGTH or shared[name] > 1 or name in reserved or name in kept:
             name = _hashed(source_id, tool.name, name)
-        used.add(name)
         out.append((name, source_id, tool))
     return out
 

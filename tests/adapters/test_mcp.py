@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -435,55 +433,3 @@ async def test_the_loop_leaves_other_client_tools_to_the_client() -> None:
     finished = events[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is not None
     assert len(finished.outcome.pending_tool_call_ids) == 1  # type: ignore[union-attr]
-
-
-# ----------------------------------------------------------------------------- serve --mcp
-
-
-def test_serve_mcp_shows_the_servers_in_readyz_and_reaps_stdio_on_shutdown() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    gone = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect",
-         "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio",
-         "--mcp", f"gone=http://127.0.0.1:{gone}/mcp"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if line.startswith("serving on "):
-                url = line.split()[-1]
-                break
-        else:  # pragma: no cover
-            raise AssertionError("".join(lines))
-        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == proc.pid]
-        with urllib.request.urlopen(url.rstrip("/") + "/readyz") as response:
-            doc = json.load(response)
-        assert doc["ready"] is True
-        by_id = {s["serverId"]: s for s in doc["mcp"]}
-        assert by_id["local"]["connected"] is True and by_id["local"]["tools"] == 11
-        assert by_id["gone"]["connected"] is False and "ConnectError" in by_id["gone"]["error"]
-        assert any("unavailable" in line for line in lines)
-        assert children
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(20)
-    assert proc.returncode == 0
-    assert not [c for c in children if Path(f"/proc/{c}").exists()]
-
-
-def _ppid(proc_dir: Path) -> int:
-    try:
-        stat = (proc_dir / "stat").read_text()
-    except OSError:
-        return -1
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def test_serve_rejects_a_bad_mcp_spec_in_one_line() -> None:
-    out = subprocess.run([sys.executable, "-m", "agui_engine", "serve", "--mcp", "nope"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2
-    assert out.stderr.strip().count("\n") == 0 and "--mcp 'nope'" in out.stderr
