@@ -78,6 +78,11 @@ try { probe.push("cookie:" + document.cookie); } catch (e) { probe.push("cookie:
 try { probe.push("storage:" + localStorage.length); } catch (e) { probe.push("storage:blocked"); }
 try { probe.push("origin:" + window.origin); } catch (e) { probe.push("origin:blocked"); }
 document.getElementById("probe").textContent = probe.join("\\n");
+// a connection the CSP does not declare (connect-src: api.example.test only) must be refused by it
+document.addEventListener("securitypolicyviolation", (e) => {
+  if (e.violatedDirective.startsWith("connect-src")) document.body.dataset.cspBlocked = e.blockedURI;
+});
+fetch("http://127.0.0.1:9/undeclared").catch(() => { document.body.dataset.fetchFailed = "yes"; });
 send("ui/initialize", {appInfo: {name: "counter", version: "1"}, appCapabilities: {},
                        protocolVersion: "2025-11-21"}).then((answer) => {
   document.body.dataset.host = JSON.stringify(answer.hostInfo || null);

@@ -94,6 +94,11 @@ async def test_the_app_appears_calls_back_through_the_proxy_and_cannot_reach_the
     probe = (await frame.locator("#probe").text_content() or "").split("\n")
     assert probe == ["parent-dom:blocked", "cookie:blocked", "storage:blocked", "origin:null"], probe
     assert "s3cr3t" not in await frame.locator("body").inner_html()
+    # the CSP holds: a connection to an undeclared origin is refused by it, not merely failed
+    await page.wait_for_function(
+        "() => document.querySelector('.mcp-app iframe').contentDocument === null", timeout=DEADLINE_MS)
+    await body.and_(frame.locator("[data-fetch-failed='yes']")).wait_for(timeout=DEADLINE_MS)
+    assert (await body.get_attribute("data-csp-blocked") or "").startswith("http://127.0.0.1:9")
     await page.screenshot(path=str(tmp_path / "mcp-app.png"), full_page=True)
     print(f"screenshot: {tmp_path / 'mcp-app.png'}")
     assert page.errors == []
@@ -114,3 +119,27 @@ async def test_a_resource_that_is_not_an_app_is_refused(
     await page.wait_for_selector(".mcp-app[data-state='refused']", timeout=DEADLINE_MS)
     assert await page.text_content(".mcp-app .app-error") == error
     assert await page.query_selector(".mcp-app iframe") is None
+
+
+async def test_the_csp_is_built_from_declared_origins_only(browser: Any, gateway: str) -> None:  # noqa: F811
+    page = await open_inspector(browser, gateway)
+    built = await page.evaluate("""async () => {
+        const m = await import("./static/mcp-apps.js");
+        return [m.appCSP({}), m.appCSP({connectDomains: ["https://api.x.test", "https://a.test; script-src *",
+                                                         "*", "javascript:alert(1)", 7],
+                                        resourceDomains: ["https://*.cdn.test:8443"],
+                                        frameDomains: ["https://frames.test"], baseUriDomains: ["'self'"]}),
+                m.withCSP("<!DOCTYPE html><p>x</p>", "default-src 'none'"), m.withCSP("<p>x</p>", 'a "b"')];
+    }""")
+    empty, declared, with_doctype, without = built
+    assert empty["dropped"] == [] and "connect-src 'none'" in empty["policy"] and "frame-src 'none'" in empty["policy"]
+    policy = declared["policy"].split("; ")
+    assert "connect-src https://api.x.test" in policy
+    assert "script-src 'unsafe-inline' https://*.cdn.test:8443" in policy
+    assert "frame-src https://frames.test" in policy and "base-uri 'none'" in policy
+    assert declared["dropped"] == ['connectDomains: "https://a.test; script-src *"', 'connectDomains: "*"',
+                                   'connectDomains: "javascript:alert(1)"', "connectDomains: 7",
+                                   "baseUriDomains: \"'self'\""]
+    assert with_doctype == ('<!DOCTYPE html><meta http-equiv="Content-Security-Policy" '
+                            "content=\"default-src 'none'\"><p>x</p>")
+    assert without == '<meta http-equiv="Content-Security-Policy" content="a &quot;b&quot;"><p>x</p>'
