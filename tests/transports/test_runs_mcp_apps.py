@@ -204,3 +204,26 @@ def test_a_malformed_proxied_request_ends_its_run_with_a_typed_error() -> None:
     assert [type(e).__name__ for e in events] == ["RunStartedEvent", "RunErrorEvent"]
     assert events[-1].code == "invalid_proxied_request"
     assert "forwardedProps.__proxiedMCPRequest.method must be a string" in events[-1].message
+
+
+def test_proxied_requests_are_answered_over_the_websocket_gateway_too(app_server_url: str) -> None:
+    from agui_engine.transports import WebSocketAgent, start_websocket_server
+
+    h = server_hash("http", app_server_url)
+    requests = [{"serverHash": h, "method": "tools/call", "params": {"name": "increment", "arguments": {"count": 9}}},
+                {"serverHash": h, "method": "tools/list"}]
+
+    async def go() -> list[Any]:
+        gateway = await start_websocket_server(_agent(MCPServer(url=app_server_url)))
+        try:
+            client = WebSocketAgent(gateway.url)
+            return [[e async for e in client.run(_input(f"ws-{n}", {"__proxiedMCPRequest": r}))]
+                    for n, r in enumerate(requests)]
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    called, refused = asyncio.run(go())
+    assert [type(e).__name__ for e in called] == ["RunStartedEvent", "RunFinishedEvent"]
+    assert called[-1].result["structuredContent"] == {"count": 10}
+    assert refused[-1].result == {"error": "Error: MCP method not allowed for UI proxy: tools/list"}

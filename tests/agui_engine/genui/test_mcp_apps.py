@@ -273,3 +273,22 @@ def test_source_tools_with_apps_return_app_results_and_app_only_tools_are_not_of
             asyncio.run(plain)
     else:
         assert asyncio.run(plain) == "plain ran"
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=12)
+_request_like = st.fixed_dictionaries({}, optional={"serverHash": _json, "serverId": _json, "method": _json,
+                                                     "params": _json})
+
+
+@given(st.one_of(_json, st.dictionaries(st.just("__proxiedMCPRequest"), st.one_of(_json, _request_like))))
+def test_any_forwarded_props_are_a_request_none_or_a_typed_error(forwarded: Any) -> None:
+    try:
+        request = proxied_request(forwarded)
+    except ProxiedRequestError as exc:
+        assert exc.message.startswith("forwardedProps.__proxiedMCPRequest")
+        return
+    if request is not None:
+        assert isinstance(request.method, str)
+        assert request.params is None or isinstance(request.params, dict)
