@@ -16,6 +16,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,40 @@ def test_proxied_requests_are_answered_over_the_websocket_gateway_too(app_server
     assert [type(e).__name__ for e in called] == ["RunStartedEvent", "RunFinishedEvent"]
     assert called[-1].result["structuredContent"] == {"count": 10}
     assert refused[-1].result == {"error": "Error: MCP method not allowed for UI proxy: tools/list"}
+
+
+def test_a_failing_server_answers_proxied_requests_with_the_fixed_error_and_nothing_hangs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A hanging call, a 50 MB result and a crash mid-call on the tests' fault server (stdio), each
+    through the gateway's proxy: ``{"error": "Error: MCP request failed"}`` within the call timeout,
+    the cause in the log (not in the answer), and the server usable again after the crash."""
+    server = MCPServer(transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
+                       server_id="faults", call_timeout=2.0, env={"FAULT_TOKEN": "t0ps3cret"})
+    calls = ["slow", "big", "crash", "add"]
+
+    async def go() -> tuple[list[Any], float]:
+        gateway = await start_sse_server(_agent(server))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            client = SSEAgent(gateway.url)
+            answers = []
+            for n, name in enumerate(calls):
+                arguments = {"a": 1, "b": 2} if name == "add" else {}
+                request = {"serverId": "faults", "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+                events = [e async for e in client.run(_input(f"fault-{n}", {"__proxiedMCPRequest": request}))]
+                answers.append(events[-1].result)
+            return answers, loop.time() - started
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    with caplog.at_level("WARNING"):
+        answers, took = asyncio.run(go())
+    failed = {"error": "Error: MCP request failed"}
+    assert answers[:3] == [failed, failed, failed]
+    assert answers[3]["content"][0]["text"] == "3.0"  # reconnected after the crash
+    assert took < 30
+    assert "MCPTimeoutError" in caplog.text and "MCPResultTooLargeError" in caplog.text
+    assert "t0ps3cret" not in caplog.text
