@@ -227,8 +227,10 @@ def source_server_tools(
                 raise SourceToolError(result.text or f"the tool {_tool.name} of {_sid} failed")
             return result.text
 
+        # as the middleware: the app's resource is named in the description (AG-UI tools carry no _meta)
+        description = tool.description if app_server is None else f"{tool.description}\n[UI Resource: {uri}]"
         try:
-            out.append(tool_from_schema(model_name, tool.description, tool.input_schema, call))
+            out.append(tool_from_schema(model_name, description, tool.input_schema, call))
         except UsageError as exc:  # a schema no model accepts: that tool is left out, the others stay
             _log.warning("tool %s of %s left out: %s", tool.name, source_id, exc.message)
     return out

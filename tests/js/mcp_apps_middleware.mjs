@@ -1,6 +1,7 @@
 // The real @ag-ui/mcp-apps-middleware 0.1.1 around a scripted inner agent, on an MCP server.
 // Reads {servers: [{type, url, serverId?}], call?: {name, arguments}, proxied?: [request...]} on stdin;
-// prints {hashes, run?: {events, error, toolsOffered}, proxied: [{events, error}...]}:
+// prints {hashes, run?: {events, error, toolsOffered}, proxied: [{events, error}...]}
+// (toolsOffered: the tools the inner agent was given, {name, description, parameters}):
 //  * hashes: getServerHash of each server (no connection is made for them);
 //  * run: one agent run whose inner agent calls the tool `call.name` with `call.arguments`
 //    (RUN_STARTED, TOOL_CALL_START/ARGS/END, RUN_FINISHED) and leaves the call for the middleware;
@@ -20,7 +21,7 @@ class ScriptedAgent extends AbstractAgent {
     this.toolsOffered = [];
   }
   run(input) {
-    this.toolsOffered = input.tools.map((t) => t.name);
+    this.toolsOffered = input.tools;
     const call = this.call;
     return new Observable((subscriber) => {
       const base = { threadId: input.threadId, runId: input.runId };

@@ -76,11 +76,16 @@ def _agent(server: MCPServer, kind: str = "llm") -> Agent:
     return LLMAgent(model, mcp_servers=[server])
 
 
+#: The tools the inner agent of the last ``loop`` run was given (name -> {description, parameters}).
+OFFERED: dict[str, dict[str, Any]] = {}
+
+
 async def _inner_agent(input: RunAgentInput) -> AsyncIterator[Event]:
     """The node script's inner agent in Python: calls the tool and ends; once it has the result, just ends."""
     yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
     if not any(isinstance(m, ToolMessage) for m in input.messages):
-        assert CALL["name"] in {t.name for t in input.tools}  # offered to it as a client tool
+        OFFERED.clear()
+        OFFERED.update({t.name: {"description": t.description, "parameters": t.parameters} for t in input.tools})
         yield ToolCallStartEvent(tool_call_id="call-1", tool_call_name=CALL["name"])
         yield ToolCallArgsEvent(tool_call_id="call-1", delta=json.dumps(CALL["arguments"]))
         yield ToolCallEndEvent(tool_call_id="call-1")
@@ -153,6 +158,10 @@ def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
 
     assert theirs["hashes"] == [server_hash("http", url)] == [MCPServer(url=url).server_hash]
     assert theirs["run"]["error"] is None
+    if kind == "loop":  # the UI tool reaches the inner agent as it does through the middleware
+        given = next(t for t in theirs["run"]["toolsOffered"] if t["name"] == CALL["name"])
+        assert OFFERED[CALL["name"]] == {"description": given["description"], "parameters": given["parameters"]}
+        assert "increment" not in OFFERED and "hidden_app" not in OFFERED  # app-only tools: never offered
     expected = _app_events(theirs["run"]["events"])
     assert [e["type"] for e in expected] == ["TOOL_CALL_RESULT", "ACTIVITY_SNAPSHOT"]
     assert _app_events(run) == expected
