@@ -283,14 +283,16 @@ class AppServerTable:
             previous = self._by_hash.get(h)
             if previous is not None or h in self._ambiguous:
                 if not server.server_id or (previous is not None and not previous.server_id):
-                    raise UsageError("MCP servers sharing an endpoint require distinct serverId values")
+                    raise UsageError("MCP servers sharing an endpoint require distinct serverId values "
+                                     "(give each its own server_id; on the command line --mcp ID=URL)")
                 self._by_hash.pop(h, None)
                 self._ambiguous.add(h)
             else:
                 self._by_hash[h] = server
             if server.server_id:
                 if server.server_id in self._by_id:
-                    raise UsageError("MCP servers require distinct serverId values")
+                    raise UsageError(f"MCP servers require distinct serverId values ({server.server_id!r} is "
+                                     "given twice)")
                 self._by_id[server.server_id] = server
 
     def lookup(self, request: ProxiedRequest) -> AppServer | None:
