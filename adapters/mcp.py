@@ -113,6 +113,8 @@ _SSE_READ_TIMEOUT_SECONDS: Final = 300.0
 
 #: The MIME type MCP Apps resources declare; offered in the client's capabilities.
 _APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
+#: The MCP Apps extension's capability key.
+_APPS_EXTENSION: Final = "io.modelcontextprotocol/ui"
 _NOT_ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 _CLIENT_NAME: Final = "agui-engine"
 
@@ -378,7 +380,7 @@ class MCPConnection:
         """The background task: enter the transport and the session, hand the session over,
         hold them until :meth:`aclose` (or a break), leave them in this same task."""
         try:
-            from mcp import ClientSession, types
+            from mcp import types
         except ImportError:
             ready.set_exception(MCPConnectionError("the mcp package is not installed: pip install 'agui-engine[mcp]'"))
             return
@@ -398,7 +400,7 @@ class MCPConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
-                session = await stack.enter_async_context(ClientSession(
+                session = await stack.enter_async_context(_session_class()(
                     read, write, message_handler=on_message,
                     client_info=types.Implementation(name=_CLIENT_NAME, version="1"),
                 ))
@@ -599,18 +601,23 @@ class MCPConnection:
         return self._sized(result, method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a client notification by method name (``notifications/message``...). Raises
-        :class:`UsageError` for one the schema does not know, and the :class:`MCPError` family."""
+        """Send a notification by method name (``notifications/initialized``, or one the client
+        schema does not list, as an MCP App's ``notifications/message``). Raises :class:`UsageError`
+        for a method outside ``notifications/``, and the :class:`MCPError` family."""
         from mcp import types
         from pydantic import ValidationError
 
         doc: dict[str, Any] = {"method": method}
         if params is not None:
             doc["params"] = dict(params)
+        notification: Any
         try:
             notification = types.ClientNotification.model_validate(doc)
         except ValidationError:
-            raise UsageError(f"{method!r} with these params is not an MCP client notification") from None
+            if not method.startswith("notifications/"):
+                raise UsageError(f"{method!r} with these params is not an MCP notification") from None
+            # one the client schema does not list (an MCP App's notifications/message): sent as it is
+            notification = types.Notification[dict[str, Any], str](method=method, params=doc.get("params"))
         await self._call(method, lambda s: s.send_notification(notification))
 
     def _sized(self, result: Any, method: str) -> dict[str, Any]:
@@ -632,6 +639,31 @@ def _describe(exc: BaseException) -> str:
     if "http" in text.lower():  # httpx names the URL: drop its query
         text = re.sub(r"https?://\S+", lambda m: _redact_url(m.group(0).strip("'\"")), text)
     return f"{type(inner).__name__}: {text}"[:300] if text else type(inner).__name__
+
+
+@functools.cache
+def _session_class() -> Any:
+    """The SDK's ``ClientSession`` declaring the MCP Apps extension in ``initialize``, as
+    ``@ag-ui/mcp-apps-middleware`` does (``capabilities.extensions["io.modelcontextprotocol/ui"]``):
+    a server may offer its UI tools only to a host that draws them (made on first use)."""
+    from mcp import ClientSession, types
+    from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    class AppsSession(ClientSession):
+        async def initialize(self) -> types.InitializeResult:
+            capabilities = types.ClientCapabilities(extensions={_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}})
+            result = await self.send_request(
+                types.ClientRequest(types.InitializeRequest(params=types.InitializeRequestParams(
+                    protocolVersion=types.LATEST_PROTOCOL_VERSION, capabilities=capabilities,
+                    clientInfo=types.Implementation(name=_CLIENT_NAME, version="1")))),
+                types.InitializeResult)
+            if result.protocolVersion not in SUPPORTED_PROTOCOL_VERSIONS:
+                raise MCPConnectionError(f"the server speaks MCP {result.protocolVersion}, which this client does not")
+            self._server_capabilities = result.capabilities
+            await self.send_notification(types.ClientNotification(types.InitializedNotification()))
+            return result
+
+    return AppsSession
 
 
 @functools.cache
