@@ -76,6 +76,7 @@ __all__ = [
     "MCP_RECONNECT_INITIAL_SECONDS",
     "MCP_RECONNECT_MAX_SECONDS",
     "MCP_STDIO_EXIT_SECONDS",
+    "MessageSizeGauge",
     "mcp_connections",
 ]
 
@@ -641,6 +642,44 @@ def _describe(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {text}"[:300] if text else type(inner).__name__
 
 
+#: A blank line: two line terminators (``\r\n``, ``\r`` or ``\n``; atomic, so that one ``\r\n``
+#: is never read as ``\r`` then ``\n``) -- the end of an SSE event.
+_BLANK_LINE: Final = re.compile(rb"(?>\r\n|\r|\n)(?>\r\n|\r|\n)")
+
+
+def _content_bytes(part: bytes) -> int:
+    return len(part) - part.count(b"\n") - part.count(b"\r")
+
+
+class MessageSizeGauge:
+    """The size of the messages of a byte stream, fed as it arrives: an SSE event (ended by a
+    blank line) or a whole JSON body (no blank line), counted in bytes other than line
+    terminators, so that where the stream is split changes nothing.
+
+    ``feed(chunk)`` returns True once a message is larger than ``limit`` (the largest seen is
+    ``largest``); no IO, no state but the open message's count and the trailing terminators.
+    """
+
+    __slots__ = ("_carry", "_open", "largest", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.largest = 0
+        self._open = 0  # content bytes of the message still open
+        self._carry = b""  # the trailing line terminators, which the next chunk may complete
+
+    def feed(self, chunk: bytes) -> bool:
+        """Count ``chunk``; True when a message so far is larger than ``limit``."""
+        data = self._carry + chunk
+        parts = _BLANK_LINE.split(data)
+        sizes = [self._open + _content_bytes(parts[0]), *(_content_bytes(p) for p in parts[1:])]
+        self._open = sizes[-1]
+        self.largest = max(self.largest, *sizes)
+        stripped = data.rstrip(b"\r\n")
+        self._carry = data[len(stripped):][-2:]
+        return self.largest > self.limit
+
+
 @functools.cache
 def _session_class() -> Any:
     """The SDK's ``ClientSession`` declaring the MCP Apps extension in ``initialize``, as
@@ -681,14 +720,10 @@ def _limited_transport_class() -> Any:
             self.inner, self.on_exceeded = inner, on_exceeded
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            since, tail = 0, b""
+            gauge = MessageSizeGauge(MAX_MCP_RESULT_BYTES)
             async for chunk in self.inner:
-                data = tail + chunk
-                cut = max(data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n"))
-                since = len(data) - cut - 2 if cut >= 0 else since + len(chunk)
-                tail = data[-3:]
-                if since > MAX_MCP_RESULT_BYTES:
-                    self.on_exceeded(since)
+                if gauge.feed(chunk):
+                    self.on_exceeded(gauge.largest)
                     raise MCPResultTooLargeError(
                         f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
                 yield chunk

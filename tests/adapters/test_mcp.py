@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import signal
 import socket
 import subprocess
@@ -19,6 +20,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_engine.adapters.mcp import (
     MAX_MCP_RESULT_BYTES,
@@ -26,6 +29,7 @@ from agui_engine.adapters.mcp import (
     MCPConnectionError,
     MCPServer,
     MCPTimeoutError,
+    MessageSizeGauge,
     mcp_connections,
 )
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
@@ -145,6 +149,48 @@ def _text(events: Sequence[Event]) -> str:
 def _finished(events: Sequence[Event]) -> None:
     assert isinstance(events[-1], RunFinishedEvent), events[-1]
     check_run(list(events))
+
+
+# ----------------------------------------------------------------------------- the size gauge (HTTP, SSE)
+
+
+def _largest(events: Sequence[bytes]) -> int:
+    return max((len(e) for e in events), default=0)
+
+
+_event = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"x").replace(b"\n", b"x"))
+_terminator = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_event, _terminator, _terminator), max_size=8), st.integers(0, 40), st.randoms())
+def test_the_gauge_counts_each_message_whatever_the_splits(
+    messages: list[tuple[bytes, bytes, bytes]], limit: int, rng: random.Random
+) -> None:
+    # an event's lines (content, then a terminator) end with a blank line (a second terminator)
+    body = b"".join(content + t1 + t2 for content, t1, t2 in messages if not (t1 == b"\r" and t2 == b"\n"))
+    contents = [content for content, t1, t2 in messages if not (t1 == b"\r" and t2 == b"\n")]
+    expected = _largest(contents) > limit
+
+    def gauge_over(pieces: Sequence[bytes]) -> tuple[bool, int]:
+        gauge = MessageSizeGauge(limit)
+        over = False
+        for piece in pieces:
+            over = gauge.feed(piece) or over
+        return over, gauge.largest
+
+    whole = gauge_over([body])
+    bytewise = gauge_over([body[i:i + 1] for i in range(len(body))])
+    cuts = sorted(rng.sample(range(len(body) + 1), min(len(body) + 1, rng.randint(0, 6))))
+    split = gauge_over([body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])])
+    assert whole == bytewise == split == (expected, _largest(contents))
+
+
+def test_a_json_body_is_one_message() -> None:
+    gauge = MessageSizeGauge(10)
+    assert not gauge.feed(b'{"a": "12')
+    assert gauge.feed(b'345"}')  # 14 bytes, no blank line: one message
+    assert gauge.largest == 14
 
 
 # ----------------------------------------------------------------------------- configuration
