@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import random
 import signal
 import socket
@@ -322,6 +323,35 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     started = time.monotonic()
     _finished(await _run(agent, _input(run_id="r2")))
     assert time.monotonic() - started < 0.4
+
+
+async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
+    server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(600)"),
+                       server_id="mute", connect_timeout=0.5)
+    agent = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
+    started = time.monotonic()
+    events = await _run(agent)
+    _finished(events)
+    assert time.monotonic() - started < 5
+    assert "unknown tool 'add'" in _results(events)[0]
+    assert "no answer within 0.5 s" in server.status()["error"]
+    mute = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith("time.sleep(600)")
+            and _parent(p) == os.getpid()]
+    assert not mute  # the process that never answered is gone
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def _parent(proc_dir: Path) -> int:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 async def test_a_hanging_server_call_times_out_and_the_run_goes_on() -> None:
