@@ -602,23 +602,18 @@ class MCPConnection:
         return self._sized(result, method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
-        """Send a notification by method name (``notifications/initialized``, or one the client
-        schema does not list, as an MCP App's ``notifications/message``). Raises :class:`UsageError`
-        for a method outside ``notifications/``, and the :class:`MCPError` family."""
+        """Send a client notification by method name (``notifications/message``...). Raises
+        :class:`UsageError` for one the schema does not know, and the :class:`MCPError` family."""
         from mcp import types
         from pydantic import ValidationError
 
         doc: dict[str, Any] = {"method": method}
         if params is not None:
             doc["params"] = dict(params)
-        notification: Any
         try:
             notification = types.ClientNotification.model_validate(doc)
         except ValidationError:
-            if not method.startswith("notifications/"):
-                raise UsageError(f"{method!r} with these params is not an MCP notification") from None
-            # one the client schema does not list (an MCP App's notifications/message): sent as it is
-            notification = types.Notification[dict[str, Any], str](method=method, params=doc.get("params"))
+            raise UsageError(f"{method!r} with these params is not an MCP client notification") from None
         await self._call(method, lambda s: s.send_notification(notification))
 
     def _sized(self, result: Any, method: str) -> dict[str, Any]:
