@@ -685,7 +685,9 @@ def _session_class() -> Any:
 
     class AppsSession(ClientSession):
         async def initialize(self) -> types.InitializeResult:
-            capabilities = types.ClientCapabilities(extensions={_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}})
+            # an extra field of the model (extra="allow"): the SDK's schema predates extensions
+            capabilities = types.ClientCapabilities.model_validate(
+                {"extensions": {_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}}})
             result = await self.send_request(
                 types.ClientRequest(types.InitializeRequest(params=types.InitializeRequestParams(
                     protocolVersion=types.LATEST_PROTOCOL_VERSION, capabilities=capabilities,

@@ -271,8 +271,8 @@ async def test_the_tool_list_is_fetched_once_per_session_not_per_run() -> None:
     assert requests["tools/list"] == 1 and requests["initialize"] == 1 and requests["tools/call"] == 3
 
 
-async def test_tools_list_changed_makes_the_next_run_list_them_again() -> None:
-    server = _stdio()
+async def test_tools_list_changed_makes_the_next_run_list_them_again(any_server: MCPServer) -> None:
+    server = any_server
     grow = LLMAgent(_calling(ScriptedCall("grow")), mcp_servers=[server])
     _finished(await _run(grow))
     connection = mcp_connections().get(server)
