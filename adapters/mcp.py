@@ -76,6 +76,7 @@ __all__ = [
     "MCP_RECONNECT_INITIAL_SECONDS",
     "MCP_RECONNECT_MAX_SECONDS",
     "MCP_STDIO_EXIT_SECONDS",
+    "MessageSizeGauge",
     "mcp_connections",
 ]
 
@@ -113,6 +114,8 @@ _SSE_READ_TIMEOUT_SECONDS: Final = 300.0
 
 #: The MIME type MCP Apps resources declare; offered in the client's capabilities.
 _APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
+#: The MCP Apps extension's capability key.
+_APPS_EXTENSION: Final = "io.modelcontextprotocol/ui"
 _NOT_ID_CHAR: Final = re.compile(r"[^A-Za-z0-9_-]")
 _CLIENT_NAME: Final = "agui-engine"
 
@@ -410,7 +413,7 @@ class MCPConnection:
         """The background task: enter the transport and the session, hand the session over,
         hold them until :meth:`aclose` (or a break), leave them in this same task."""
         try:
-            from mcp import ClientSession, types
+            from mcp import types
         except ImportError:
             ready.set_exception(MCPConnectionError("the mcp package is not installed: pip install 'agui-engine[mcp]'"))
             return
@@ -430,7 +433,7 @@ class MCPConnection:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
-                session = await stack.enter_async_context(ClientSession(
+                session = await stack.enter_async_context(_session_class()(
                     read, write, message_handler=on_message,
                     client_info=types.Implementation(name=_CLIENT_NAME, version="1"),
                 ))
@@ -668,6 +671,71 @@ def _describe(exc: BaseException) -> str:
     return f"{type(inner).__name__}: {text}"[:300] if text else type(inner).__name__
 
 
+#: A blank line: two line terminators (``\r\n``, ``\r`` or ``\n``; atomic, so that one ``\r\n``
+#: is never read as ``\r`` then ``\n``) -- the end of an SSE event.
+_BLANK_LINE: Final = re.compile(rb"(?>\r\n|\r|\n)(?>\r\n|\r|\n)")
+
+
+def _content_bytes(part: bytes) -> int:
+    return len(part) - part.count(b"\n") - part.count(b"\r")
+
+
+class MessageSizeGauge:
+    """The size of the messages of a byte stream, fed as it arrives: an SSE event (ended by a
+    blank line) or a whole JSON body (no blank line), counted in bytes other than line
+    terminators, so that where the stream is split changes nothing.
+
+    ``feed(chunk)`` returns True once a message is larger than ``limit`` (the largest seen is
+    ``largest``); no IO, no state but the open message's count and the trailing terminators.
+    """
+
+    __slots__ = ("_carry", "_open", "largest", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.largest = 0
+        self._open = 0  # content bytes of the message still open
+        self._carry = b""  # the trailing line terminators, which the next chunk may complete
+
+    def feed(self, chunk: bytes) -> bool:
+        """Count ``chunk``; True when a message so far is larger than ``limit``."""
+        data = self._carry + chunk
+        parts = _BLANK_LINE.split(data)
+        sizes = [self._open + _content_bytes(parts[0]), *(_content_bytes(p) for p in parts[1:])]
+        self._open = sizes[-1]
+        self.largest = max(self.largest, *sizes)
+        stripped = data.rstrip(b"\r\n")
+        self._carry = data[len(stripped):][-2:]
+        return self.largest > self.limit
+
+
+@functools.cache
+def _session_class() -> Any:
+    """The SDK's ``ClientSession`` declaring the MCP Apps extension in ``initialize``, as
+    ``@ag-ui/mcp-apps-middleware`` does (``capabilities.extensions["io.modelcontextprotocol/ui"]``):
+    a server may offer its UI tools only to a host that draws them (made on first use)."""
+    from mcp import ClientSession, types
+    from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    class AppsSession(ClientSession):
+        async def initialize(self) -> types.InitializeResult:
+            # an extra field of the model (extra="allow"): the SDK's schema predates extensions
+            capabilities = types.ClientCapabilities.model_validate(
+                {"extensions": {_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}}})
+            result = await self.send_request(
+                types.ClientRequest(types.InitializeRequest(params=types.InitializeRequestParams(
+                    protocolVersion=types.LATEST_PROTOCOL_VERSION, capabilities=capabilities,
+                    clientInfo=types.Implementation(name=_CLIENT_NAME, version="1")))),
+                types.InitializeResult)
+            if result.protocolVersion not in SUPPORTED_PROTOCOL_VERSIONS:
+                raise MCPConnectionError(f"the server speaks MCP {result.protocolVersion}, which this client does not")
+            self._server_capabilities = result.capabilities
+            await self.send_notification(types.ClientNotification(types.InitializedNotification()))
+            return result
+
+    return AppsSession
+
+
 @functools.cache
 def _limited_transport_class() -> Any:
     """The httpx transport whose every response is read through a per-message size limit
@@ -683,14 +751,10 @@ def _limited_transport_class() -> Any:
             self.inner, self.on_exceeded = inner, on_exceeded
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            since, tail = 0, b""
+            gauge = MessageSizeGauge(MAX_MCP_RESULT_BYTES)
             async for chunk in self.inner:
-                data = tail + chunk
-                cut = max(data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n"))
-                since = len(data) - cut - 2 if cut >= 0 else since + len(chunk)
-                tail = data[-3:]
-                if since > MAX_MCP_RESULT_BYTES:
-                    self.on_exceeded(since)
+                if gauge.feed(chunk):
+                    self.on_exceeded(gauge.largest)
                     raise MCPResultTooLargeError(
                         f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
                 yield chunk

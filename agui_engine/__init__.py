@@ -11,6 +11,7 @@ authors):
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
 * :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
+* :mod:`~agui_engine.protocol.compact` -- a stored history made small (``compactEvents`` of ``@ag-ui/client``).
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
 * :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
   :mod:`~agui_engine.genui.interactables`, :mod:`~agui_engine.genui.tree`, :mod:`~agui_engine.genui.uispec` -- generative UI.
@@ -20,6 +21,7 @@ authors):
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
 * :mod:`~agui_engine.genui.mcp_apps` -- MCP Apps: the ``mcp-apps`` activity, the server hash, proxied requests.
+* :mod:`~agui_engine.protocol.capabilities` -- what an agent declares it supports (``AgentCapabilities``).
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
@@ -121,7 +123,24 @@ from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
 from .loops.tool_sources import SourceTool, SourceToolError, SourceToolResult, ToolSource
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
+from .protocol.agent import Agent, AgentFunction, CapableAgent, NotAnEventError, agent_capabilities, as_agent
+from .protocol.capabilities import (
+    AgentCapabilities,
+    CapabilitiesDecodeError,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    MultiAgentCapabilities,
+    MultimodalCapabilities,
+    MultimodalInputCapabilities,
+    MultimodalOutputCapabilities,
+    OutputCapabilities,
+    ReasoningCapabilities,
+    StateCapabilities,
+    SubagentInfo,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
 from .protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -138,6 +157,7 @@ from .protocol.codec import (
     encode_sse,
     encode_sse_comment,
 )
+from .protocol.compact import compact_events
 from .protocol.errors import (
     AguiEngineError,
     CapacityError,
@@ -258,6 +278,7 @@ __all__ = [
     "ActivitySnapshotEvent",
     "AddOperation",
     "Agent",
+    "AgentCapabilities",
     "AgentFunction",
     "AgentLoop",
     "AguiEngineError",
@@ -273,6 +294,8 @@ __all__ = [
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
+    "CapabilitiesDecodeError",
+    "CapableAgent",
     "CapacityError",
     "ChunkExpander",
     "Component",
@@ -295,6 +318,7 @@ __all__ = [
     "EventStreamDecoder",
     "EventType",
     "EventWriter",
+    "ExecutionCapabilities",
     "FileSource",
     "Finish",
     "FinishReason",
@@ -303,6 +327,8 @@ __all__ = [
     "GenUILimitError",
     "GenUISpecError",
     "GenUIStream",
+    "HumanInTheLoopCapabilities",
+    "IdentityCapabilities",
     "ImageInputContent",
     "ImagePart",
     "InputContent",
@@ -325,10 +351,15 @@ __all__ = [
     "MessagesSnapshotEvent",
     "ModelStreamError",
     "MoveOperation",
+    "MultiAgentCapabilities",
+    "MultimodalCapabilities",
+    "MultimodalInputCapabilities",
+    "MultimodalOutputCapabilities",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
     "NotAnEventError",
     "NullPolicy",
+    "OutputCapabilities",
     "PROTOCOL_VERSION",
     "PROTO_CONTENT_TYPE",
     "PartSource",
@@ -343,6 +374,7 @@ __all__ = [
     "ProxiedRequestError",
     "RawEvent",
     "ReasoningBlock",
+    "ReasoningCapabilities",
     "ReasoningDelta",
     "ReasoningEncryptedValueEvent",
     "ReasoningEndEvent",
@@ -384,6 +416,7 @@ __all__ = [
     "SourceTool",
     "SourceToolError",
     "SourceToolResult",
+    "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
     "StatusMessages",
@@ -396,6 +429,7 @@ __all__ = [
     "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome",
     "SubagentFinishedSuspendedOutcome",
+    "SubagentInfo",
     "SubagentStartedEvent",
     "SystemMessage",
     "TestOperation",
@@ -429,6 +463,8 @@ __all__ = [
     "ToolRoundsExceededError",
     "ToolRunner",
     "ToolSource",
+    "ToolsCapabilities",
+    "TransportCapabilities",
     "Turn",
     "UINode",
     "UISpecTool",
@@ -450,8 +486,10 @@ __all__ = [
     "Violation",
     "WriterError",
     "__version__",
+    "agent_capabilities",
     "apply_json_patch",
     "as_agent",
+    "compact_events",
     "component_blocks",
     "decode_event",
     "decode_proto",

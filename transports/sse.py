@@ -10,6 +10,9 @@ Server: :func:`create_app` builds an aiohttp application around a
     DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
     POST    <path>/data/query    a component's data: {resourceId, params} -> {resourceId, data}
                                  (transports/data.py; errors as below plus 403/404/422/502/503/504)
+    GET     <path>/capabilities  the served agent's AgentCapabilities with this server's transport
+                                 (transports/capabilities.py; 401 as for runs, 405 for another
+                                 method, 502 when a remote agent's cannot be had)
     GET     <path>/healthz       liveness: 200 while the process serves
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
                                  ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
@@ -50,6 +53,7 @@ The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -69,6 +73,7 @@ from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTime
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -88,6 +93,13 @@ from agui_engine.protocol.proto import (
 )
 
 from .bearer_auth import check_bearer
+from .capabilities import (
+    CAPABILITIES_TIMEOUT_SECONDS,
+    MAX_CAPABILITIES_BYTES,
+    read_capabilities,
+    served_capabilities,
+    sse_transport,
+)
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .data import (
@@ -101,7 +113,7 @@ from .data import (
 )
 from .eventlog import EventLog, LogSlice
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
-from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
+from .input_errors import MethodNotAllowedError, NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
@@ -364,9 +376,12 @@ class _Gateway:
         send_timeout: float,
         body_timeout: float,
         broker: ResourceBroker | None = None,
+        transport: TransportCapabilities | None = None,
     ) -> None:
         self.registry = registry
         self.broker = broker
+        #: What this server speaks, in its capabilities document.
+        self.transport = transport or sse_transport()
         self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
@@ -479,6 +494,25 @@ class _Gateway:
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return web.Response(body=answer, content_type="application/json", headers={"Cache-Control": "no-store"})
+
+    async def capabilities(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/capabilities``: the served agent's capabilities, this server's transport."""
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            document = await served_capabilities(self.registry.agent, self.transport)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(
+            body=encode_capabilities(document), content_type="application/json", headers={"Cache-Control": "no-store"}
+        )
+
+    async def capabilities_method(self, request: web.Request) -> web.StreamResponse:
+        """Any other method on ``<path>/capabilities``: 405 saying which one reads it."""
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: the capabilities are read with GET (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
@@ -687,6 +721,7 @@ def create_app(
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
     connection: ConnectionOptions | None = None,
     data: DataOptions | None = None,
+    websocket: bool = False,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -718,7 +753,9 @@ def create_app(
     ``connection`` / ``data``: the same settings as one value each
     (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
     ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
-    fill them, and a setting given both ways is a UsageError.
+    fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
+    server serves the same runs beside this app (it shares the ``registry``); said in
+    ``GET <path>/capabilities`` (``transport.websocket``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -745,6 +782,7 @@ def create_app(
         send_timeout=conn.send_timeout,
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
+        transport=sse_transport(websocket=websocket),
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -757,6 +795,8 @@ def create_app(
     base = path.rstrip("/")
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
+    capabilities = base + "/capabilities"
+    app.router.add_get(capabilities, gw.capabilities)
     app.router.add_get(base + "/healthz", gw.healthz)
     app.router.add_get(base + "/readyz", gw.readyz)
     if registry.metrics is not None:
@@ -766,7 +806,9 @@ def create_app(
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
+        app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
+    app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
@@ -793,6 +835,7 @@ class AppKeywords(TypedDict, total=False):
     query_queue_timeout: float
     connection: ConnectionOptions | None
     data: DataOptions | None
+    websocket: bool
 
 
 def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
@@ -1015,24 +1058,62 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/data/query"
         body = msgspec.json.encode(QueryRequest(resource_id=resource_id, params={} if params is None else params))
         headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json"}
-        client = self._client or httpx.AsyncClient(verify=_ssl_context())
         try:
-            resp = await client.post(
-                url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
-            )
+            async with self._one_client() as client:
+                resp = await client.post(
+                    url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
+                )
         except httpx.TimeoutException:
             raise ResourceTimeoutError(f"POST {url}: no answer to the query of {resource_id} within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
-        finally:
-            if self._client is None:
-                await client.aclose()
         if resp.status_code != 200:
             raise query_error_from_body(resp.status_code, resp.content, where=f"POST {url}")
         try:
             return msgspec.json.decode(resp.content, type=_QueryAnswerDoc).data
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise RemoteInputError(f"POST {url}: not a query answer {{resourceId, data}}: {exc}") from None
+
+    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
+        """The remote agent's capabilities: ``GET <url>/capabilities`` (with this agent's
+        headers: its bearer token). A server without that route (404 or 405: an AG-UI server
+        that does not serve them) declares nothing: ``AgentCapabilities()``.
+
+        Raises RemoteAgentError for any other refusal (401, 502 ...) and for a 200 that is not
+        JSON, ConnectionLostError when the server cannot be reached or does not answer within
+        ``timeout`` seconds, LimitExceededError past ``MAX_CAPABILITIES_BYTES`` (read no
+        further), CapabilitiesDecodeError for a document that is not an AgentCapabilities
+        (with its JSON path)."""
+        url = self.url.rstrip("/") + "/capabilities"
+        where = f"GET {url}"
+        headers = {**self.headers, "Accept": "application/json"}
+        body = bytearray()
+        try:
+            async with asyncio.timeout(timeout), self._one_client() as client:
+                async with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(timeout)) as resp:
+                    async for chunk in resp.aiter_bytes():
+                        body += chunk
+                        if len(body) > MAX_CAPABILITIES_BYTES:
+                            break  # read_capabilities refuses it; nothing more is read
+        except TimeoutError:
+            raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
+        content_type = resp.headers.get("content-type")
+        if resp.status_code in (404, 405):
+            return AgentCapabilities()
+        if resp.status_code != 200 or media_type(content_type) != "application/json":
+            raise remote_error_from_body(resp.status_code, bytes(body), where=where, content_type=content_type)
+        return read_capabilities(bytes(body), where=where)
+
+    @contextlib.asynccontextmanager
+    async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The given client, or one made for a single request and closed after it."""
+        if self._client is not None:
+            yield self._client
+            return
+        async with httpx.AsyncClient(verify=_ssl_context()) as client:
+            yield client
 
     def _runs_url(self, run_id: str) -> str:
         from urllib.parse import quote

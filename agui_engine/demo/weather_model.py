@@ -79,6 +79,7 @@ from ..llm import (
     ToolChoice,
     Usage,
 )
+from ..protocol.capabilities import ReasoningCapabilities
 
 __all__ = [
     "DASHBOARD_SCHEMA",
@@ -859,6 +860,13 @@ class EmbeddedModel:
     def __init__(self, *, reasoning: bool = True, seed: str = "") -> None:
         self.reasoning = reasoning
         self.seed = seed
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities:
+        """With ``reasoning``: a streamed preamble, sealed with a signature (an encrypted
+        value), as Anthropic thinking is. Without: no reasoning."""
+        if self.reasoning:
+            return ReasoningCapabilities(supported=True, streaming=True, encrypted=True)
+        return ReasoningCapabilities(supported=False)
 
     def complete(
         self,

@@ -115,7 +115,8 @@ from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool
 from ..jsonstream import MAX_BYTES
 from ..protocol.accumulator import Accumulator
-from ..protocol.agent import Agent, AgentFunction, as_agent
+from ..protocol.agent import Agent, AgentFunction, agent_capabilities, as_agent
+from ..protocol.capabilities import AgentCapabilities, ToolsCapabilities, merge_capabilities
 from ..protocol.codec import LegacyThinkingMapper
 from ..protocol.errors import MAX_ERROR_MESSAGE_CHARS, AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
@@ -147,7 +148,7 @@ from ..protocol.events import (
 from ..protocol.ids import new_id
 from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 from ..protocol.writer import end_event, end_events, start_event
-from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools
+from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, wire_tools
 from .llm_agent import client_tools_of, component_result, tool_outcome
 from .thread import MAX_TOOL_ROUNDS
 from .tool_runner import resolve_tool_runner
@@ -295,10 +296,29 @@ class AgentLoop:
         ours = {name: spec for name, spec in specs.items()
                 if spec.component is not None or spec.interactable is not None or spec.ui_spec is not None}
         tools = [t for t in input.tools if not is_ui_tool(t.name)]
-        tools += [Tool(name=s.llm_tool.name, description=s.llm_tool.description, parameters=s.llm_tool.parameters)
-                  for s in ours.values()]
+        tools += wire_tools(ours.values())
         unchanged = not ours and len(tools) == len(input.tools)
         return _Plan(inner_input=input if unchanged else msgspec.structs.replace(input, tools=tools), specs=ours)
+
+    async def capabilities(self) -> AgentCapabilities:
+        """The inner agent's capabilities (``agent_capabilities``: a remote agent's are
+        asked of its server) with the loop's own tools added to ``tools.items``: a
+        ``show_component_<Name>`` tool per component, the update tools of the loop's
+        interactables, ``render_ui`` with ``ui_spec``, as the inner agent is offered them.
+        The tools of ``mcp_servers`` are added too, as the inner agent is offered them now (from
+        each server's cache; an unreachable server's are absent).
+        Raises what the inner agent's ``capabilities()`` raises."""
+        inner = await agent_capabilities(self.agent)
+        specs = build_tools(self.components, (), interactables=self.interactables, strict=self.strict,
+                            ui_spec=self.ui_spec)
+        if self.tool_sources:
+            remote = await run_source_tools(self.tool_sources, set(specs))
+            specs = build_tools(self.components, remote, interactables=self.interactables, strict=self.strict,
+                                ui_spec=self.ui_spec)
+        if not specs:
+            return inner
+        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True,
+                                                                                  items=wire_tools(specs.values()))))
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""

@@ -104,7 +104,15 @@ from ..genui.interactables import (
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool, ui_spec_result
-from ..llm import LLMClient, LLMTool, Usage, resolve_tool_choice
+from ..llm import LLMClient, LLMTool, Usage, model_reasoning, resolve_tool_choice
+from ..protocol.capabilities import (
+    AgentCapabilities,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    StateCapabilities,
+    ToolsCapabilities,
+)
 from ..protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
     PROTOCOL_VERSION,
@@ -128,6 +136,7 @@ from .decision import (
     ToolCallRequest,
     build_tools,
     run_decision_loop,
+    wire_tools,
 )
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
 from .tool_sources import ToolSource, check_tool_sources, run_source_tools
@@ -135,6 +144,7 @@ from .tool_sources import ToolSource, check_tool_sources, run_source_tools
 __all__ = [
     "DEFAULT_MAX_STEPS",
     "DEFAULT_TOOL_TIMEOUT_SECONDS",
+    "IDENTITY_TYPE",
     "LLMAgent",
     "MAX_TOOL_RESULT_CHARS",
     "StepLimitExceededError",
@@ -162,6 +172,10 @@ MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
 #: background job, while a hung one (a lost connection with no timeout of its
 #: own) would otherwise hold the run -- and its model stream -- forever.
 DEFAULT_TOOL_TIMEOUT_SECONDS: Final = 60.0
+
+#: ``identity.type`` of the capabilities of the agents this engine runs itself (the
+#: framework field: ``"langgraph"`` and ``"crewai"`` for the adapters' agents).
+IDENTITY_TYPE: Final = "agui-engine"
 
 #: ``forwardedProps`` key of Tambo-style client components.
 _AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
@@ -353,6 +367,46 @@ class LLMAgent:
         except UsageError as exc:
             raise RemoteInputError(f"run tools: {exc.message}") from None
         return set(specs)
+    # ------------------------------------------------------------------ capabilities
+
+    async def capabilities(self) -> AgentCapabilities:
+        """What this agent has, from its configuration (the same on every call):
+
+        * ``tools``: the model's server-side tools as it is offered them -- the server
+          tools, a ``show_component_<Name>`` tool per component, ``render_ui`` with
+          ``ui_spec`` -- in ``items``; client tools are used (``clientProvided``),
+          ``parallelCalls`` as configured;
+        * ``reasoning``: what the model client declares (``model_reasoning``: the
+          provider adapters say whether thinking / reasoning summaries reach the client);
+        * ``state``: no ``STATE_SNAPSHOT`` / ``STATE_DELTA`` events and nothing kept
+          between runs (the conversation comes in each input); ``memory`` when
+          ``memories`` are given;
+        * ``execution``: at most ``max_steps`` model calls a run;
+        * ``humanInTheLoop``: no interrupts (a client tool call ends the run with
+          ``pendingToolCallIds`` instead);
+        * ``identity.type``: ``"agui-engine"``.
+
+        The tools of ``mcp_servers`` are among the ``items`` as a run offers them now (from each
+        server's cache; an unreachable server's are absent).
+
+        Raises UsageError when the model client's ``reasoning_capabilities()`` is malformed."""
+        specs = build_tools(self.components, self.tools, strict=self.strict, ui_spec=self.ui_spec)
+        if self.tool_sources:
+            remote = await run_source_tools(self.tool_sources, set(specs))
+            specs = build_tools(self.components, [*self.tools, *remote], strict=self.strict, ui_spec=self.ui_spec)
+        return AgentCapabilities(
+            identity=IdentityCapabilities(type=IDENTITY_TYPE),
+            tools=ToolsCapabilities(
+                supported=True,
+                items=wire_tools(specs.values()),
+                parallel_calls=self.parallel_tool_calls,
+                client_provided=True,
+            ),
+            state=StateCapabilities(snapshots=False, deltas=False, memory=bool(self.memories), persistent_state=False),
+            reasoning=model_reasoning(self.llm),
+            execution=ExecutionCapabilities(max_iterations=self.max_steps),
+            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=False),
+        )
 
     # ------------------------------------------------------------------ the run
 

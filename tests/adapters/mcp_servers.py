@@ -9,7 +9,7 @@ also has: a collision), ``fail`` (raises: an ``isError`` result), ``slow`` (hang
 ``crash`` (the process exits mid-call), ``big`` (a 50 MB result), ``garbage`` (a malformed
 JSON-RPC line on stdout, stdio only), ``pid``, ``env_has`` (whether an environment variable
 is set; never its value), ``header_seen`` (the length of the Authorization header the
-server received), ``grow`` (adds the tool ``late`` and sends ``tools/list_changed``).
+server received), ``client_ui`` (the MIME types the client's MCP Apps capability names), ``grow`` (adds the tool ``late`` and sends ``tools/list_changed``).
 ``--tools N`` adds ``t0`` ... ``t{N-1}``.
 """
 
@@ -87,6 +87,14 @@ def build(tools: int = 0, *, port: int = 0) -> FastMCP:
         request = ctx.request_context.request
         headers = getattr(request, "headers", None)
         return len(headers.get("authorization", "")) if headers is not None else 0
+
+    @server.tool()
+    def client_ui(ctx: Context) -> str:  # type: ignore[type-arg]
+        """The MIME types the client said it draws (MCP Apps' capability), comma-separated."""
+        params = ctx.session.client_params
+        extensions = (params.capabilities.model_extra or {}).get("extensions") if params is not None else None
+        ui = (extensions or {}).get("io.modelcontextprotocol/ui") or {}
+        return ",".join(ui.get("mimeTypes") or [])
 
     @server.tool()
     async def grow(ctx: Context) -> str:  # type: ignore[type-arg]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,6 +21,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_engine.adapters.mcp import (
     MAX_MCP_RESULT_BYTES,
@@ -26,6 +30,7 @@ from agui_engine.adapters.mcp import (
     MCPConnectionError,
     MCPServer,
     MCPTimeoutError,
+    MessageSizeGauge,
     mcp_connections,
 )
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
@@ -147,6 +152,48 @@ def _finished(events: Sequence[Event]) -> None:
     check_run(list(events))
 
 
+# ----------------------------------------------------------------------------- the size gauge (HTTP, SSE)
+
+
+def _largest(events: Sequence[bytes]) -> int:
+    return max((len(e) for e in events), default=0)
+
+
+_event = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"x").replace(b"\n", b"x"))
+_terminator = st.sampled_from([b"\n", b"\r\n", b"\r"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_event, _terminator, _terminator), max_size=8), st.integers(0, 40), st.randoms())
+def test_the_gauge_counts_each_message_whatever_the_splits(
+    messages: list[tuple[bytes, bytes, bytes]], limit: int, rng: random.Random
+) -> None:
+    # an event's lines (content, then a terminator) end with a blank line (a second terminator)
+    body = b"".join(content + t1 + t2 for content, t1, t2 in messages if not (t1 == b"\r" and t2 == b"\n"))
+    contents = [content for content, t1, t2 in messages if not (t1 == b"\r" and t2 == b"\n")]
+    expected = _largest(contents) > limit
+
+    def gauge_over(pieces: Sequence[bytes]) -> tuple[bool, int]:
+        gauge = MessageSizeGauge(limit)
+        over = False
+        for piece in pieces:
+            over = gauge.feed(piece) or over
+        return over, gauge.largest
+
+    whole = gauge_over([body])
+    bytewise = gauge_over([body[i:i + 1] for i in range(len(body))])
+    cuts = sorted(rng.sample(range(len(body) + 1), min(len(body) + 1, rng.randint(0, 6))))
+    split = gauge_over([body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])])
+    assert whole == bytewise == split == (expected, _largest(contents))
+
+
+def test_a_json_body_is_one_message() -> None:
+    gauge = MessageSizeGauge(10)
+    assert not gauge.feed(b'{"a": "12')
+    assert gauge.feed(b'345"}')  # 14 bytes, no blank line: one message
+    assert gauge.largest == 14
+
+
 # ----------------------------------------------------------------------------- configuration
 
 
@@ -224,8 +271,8 @@ async def test_the_tool_list_is_fetched_once_per_session_not_per_run() -> None:
     assert requests["tools/list"] == 1 and requests["initialize"] == 1 and requests["tools/call"] == 3
 
 
-async def test_tools_list_changed_makes_the_next_run_list_them_again() -> None:
-    server = _stdio()
+async def test_tools_list_changed_makes_the_next_run_list_them_again(any_server: MCPServer) -> None:
+    server = any_server
     grow = LLMAgent(_calling(ScriptedCall("grow")), mcp_servers=[server])
     _finished(await _run(grow))
     connection = mcp_connections().get(server)
@@ -276,6 +323,35 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     started = time.monotonic()
     _finished(await _run(agent, _input(run_id="r2")))
     assert time.monotonic() - started < 0.4
+
+
+async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
+    server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(600)"),
+                       server_id="mute", connect_timeout=0.5)
+    agent = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
+    started = time.monotonic()
+    events = await _run(agent)
+    _finished(events)
+    assert time.monotonic() - started < 5
+    assert "unknown tool 'add'" in _results(events)[0]
+    assert "no answer within 0.5 s" in server.status()["error"]
+    mute = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith("time.sleep(600)")
+            and _parent(p) == os.getpid()]
+    assert not mute  # the process that never answered is gone
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        return (proc_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def _parent(proc_dir: Path) -> int:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 async def test_a_hanging_server_call_times_out_and_the_run_goes_on() -> None:
@@ -378,8 +454,12 @@ async def test_generic_requests_and_resources(any_server: MCPServer) -> None:
     assert await connection.request("ping") == {}
     listed = await connection.request("tools/list", {})
     assert "add" in {t["name"] for t in listed["tools"]}
+    # the client declares the MCP Apps extension as @ag-ui/mcp-apps-middleware does
+    assert (await connection.call_tool("client_ui", {})).text == "text/html;profile=mcp-app"
     called = await connection.request("tools/call", {"name": "add", "arguments": {"a": 1, "b": 5}})
     assert called["content"][0]["text"] == "6.0"
+    with pytest.raises(UsageError):
+        await connection.notify("tools/call", {})
 
 
 async def test_credentials_reach_the_server_but_no_event_or_log_line(

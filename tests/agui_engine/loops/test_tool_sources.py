@@ -202,3 +202,13 @@ async def test_agent_loop_stops_following_up_after_max_rounds() -> None:
     check_run(events)
     assert len(source.calls) == MAX_TOOL_ROUNDS + 1
     assert isinstance(events[-1], RunFinishedEvent)
+
+
+async def test_capabilities_list_the_source_tools() -> None:
+    source = FakeSource("s", ["lookup"])
+    agent = LLMAgent(ScriptedModel(["x"]), mcp_servers=[source])
+    names = {t.name for t in (await agent.capabilities()).tools.items}  # type: ignore[union-attr]
+    assert "lookup" in names
+    loop = AgentLoop(LLMAgent(ScriptedModel(["x"])), mcp_servers=[source])
+    names = {t.name for t in (await loop.capabilities()).tools.items}  # type: ignore[union-attr]
+    assert "lookup" in names
