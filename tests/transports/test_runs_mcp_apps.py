@@ -173,6 +173,15 @@ def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
     assert types.index("ACTIVITY_SNAPSHOT") == types.index("TOOL_CALL_RESULT") + 1
     assert types[-1] == "RUN_FINISHED"
 
+    # The middleware opens a new session per request; on this shared machine one of them now and then
+    # fails on its own (its log says why). Such a request of the oracle is asked once more, alone.
+    failed = {"error": "Error: MCP request failed"}
+    flaky = [i for i, (mine, js) in enumerate(zip(answers, theirs["proxied"]))
+             if js["events"][-1].get("result") == failed and mine[-1].get("result") != failed]
+    if flaky:
+        again = _middleware([config], [proxied[i] for i in flaky])["proxied"]
+        for i, js in zip(flaky, again):
+            theirs["proxied"][i] = js
     for request, mine, js in zip(proxied, answers, theirs["proxied"]):
         assert js["error"] is None
         assert [e["type"] for e in mine] == [e["type"] for e in js["events"]] == ["RUN_STARTED", "RUN_FINISHED"], request
