@@ -24,8 +24,16 @@ Only :data:`PROXY_METHODS` are forwarded.
 have distinct ``serverId`` values and are then reachable by id only.
 
 Which tools have an app is :func:`ui_resource_uri` / :func:`is_model_visible_ui_tool` on the
-tool's MCP description (a mapping with ``_meta``). No IO happens here: the transports
-(``agui_engine.transports.mcp_apps``) call the servers.
+tool's MCP description (a mapping with ``_meta``); an app-only tool (:func:`is_model_visible`
+false) is never offered to a model. A tool source with apps (:class:`AppSource`: the MCP adapter's
+``MCPServer``) makes its app tools return an :class:`AppToolResult`, which the loops answer the
+model with and then show (:meth:`AppToolResult.activity`).
+
+No IO happens here: :class:`McpAppsProxy` only awaits the connections it is given
+(:class:`AppConnection`, the MCP adapter's, which own the timeouts); the run registry
+(``agui_engine.transports.runs``) starts the proxied runs, and the browser side (the iframe, its
+CSP, the JSON-RPC bridge) is ``agui_engine/static/mcp-apps.js``. ``spec/mcp.md`` (MCP Apps) has the
+whole mapping and the security model.
 """
 
 from __future__ import annotations
