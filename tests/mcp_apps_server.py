@@ -2,8 +2,9 @@
 on loopback in a subprocess of its own, so that node (the npm middleware) and Python reach the same
 server.
 
-``python -m tests.mcp_apps_server`` binds 127.0.0.1 on a free port, prints ``http://127.0.0.1:<port>/mcp``
-on one line and serves until its stdin closes (so a test that dies takes it along).
+``python -m tests.mcp_apps_server [http|sse]`` binds 127.0.0.1 on a free port, prints
+``http://127.0.0.1:<port>/mcp`` (``/sse`` for SSE) on one line and serves until its stdin closes (so a
+test that dies takes it along).
 
 Tools:
 
@@ -137,12 +138,12 @@ def build_server() -> FastMCP:
     return server
 
 
-def _serve() -> None:
+def _serve(transport: str) -> None:
     import anyio
     import uvicorn
 
     server = build_server()
-    app = server.streamable_http_app()
+    app = server.sse_app() if transport == "sse" else server.streamable_http_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
@@ -155,15 +156,16 @@ def _serve() -> None:
         userver.should_exit = True
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    print(f"http://127.0.0.1:{port}/mcp", flush=True)
+    print(f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}", flush=True)
     anyio.run(lambda: userver.serve(sockets=[sock]))
 
 
 @contextmanager
-def running_app_server() -> Iterator[str]:
-    """Run the server in a subprocess; yields its URL; stops it (stdin closed) and reaps it."""
+def running_app_server(transport: str = "http") -> Iterator[str]:
+    """Run the server in a subprocess over ``transport`` (``http``: streamable HTTP at ``/mcp``;
+    ``sse``: at ``/sse``); yields its URL; stops it (stdin closed) and reaps it."""
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_apps_server"], cwd=root, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_apps_server", transport], cwd=root, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -181,4 +183,4 @@ def running_app_server() -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    _serve()
+    _serve(sys.argv[1] if len(sys.argv) > 1 else "http")

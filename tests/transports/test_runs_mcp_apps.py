@@ -1,7 +1,7 @@
 """MCP Apps through the gateway, against the real ``@ag-ui/mcp-apps-middleware`` 0.1.1 under node on
 the same MCP server (the tests' own FastMCP server over streamable HTTP on loopback).
 
-Ours: ``LLMAgent(ScriptedModel(...), mcp_servers=[MCPServer(url)])`` (the tool a server tool) and
+Over streamable HTTP and SSE. Ours: ``LLMAgent(ScriptedModel(...), mcp_servers=[MCPServer(url)])`` (the tool a server tool) and
 ``AgentLoop(inner, mcp_servers=[...])`` (a client tool of the inner agent, run by the loop: the
 middleware's own arrangement) behind ``start_sse_server``, read by ``SSEAgent``. Theirs: the middleware around a scripted inner agent that calls the same tool with the
 same arguments. The tool result text, the ``mcp-apps`` activity (all but its random ``messageId``) and
@@ -52,6 +52,12 @@ CALL = {"name": "show_counter", "arguments": {"start": 3}}
 @pytest.fixture(scope="module")
 def app_server_url() -> Iterator[str]:
     with running_app_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def sse_app_server_url() -> Iterator[str]:
+    with running_app_server("sse") as url:
         yield url
 
 
@@ -125,8 +131,8 @@ def _app_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _proxied(url: str, server_id: str | None) -> list[dict[str, Any]]:
-    h = server_hash("http", url)
+def _proxied(url: str, server_id: str | None, transport: str = "http") -> list[dict[str, Any]]:
+    h = server_hash(transport, url)
     named = {"serverId": server_id} if server_id else {}
     return [
         {"serverHash": h, **named, "method": "tools/call", "params": {"name": "increment", "arguments": {"count": 3}}},
@@ -146,17 +152,19 @@ def _proxied(url: str, server_id: str | None) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize(("server_id", "kind"), [(None, "llm"), ("counter", "llm"), (None, "loop")])
+@pytest.mark.parametrize(("transport", "server_id", "kind"),
+                         [("http", None, "llm"), ("http", "counter", "llm"), ("http", None, "loop"), ("sse", None, "llm")])
 def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
-    app_server_url: str, server_id: str | None, kind: str
+    request: pytest.FixtureRequest, transport: str, server_id: str | None, kind: str
 ) -> None:
-    url = app_server_url
-    config = {"type": "http", "url": url, **({"serverId": server_id} if server_id else {})}
-    proxied = _proxied(url, server_id)
+    url = request.getfixturevalue("sse_app_server_url" if transport == "sse" else "app_server_url")
+    config = {"type": transport, "url": url, **({"serverId": server_id} if server_id else {})}
+    proxied = _proxied(url, server_id, transport)
     theirs = _middleware([config], proxied)
-    run, answers = asyncio.run(_ours(MCPServer(url=url, server_id=server_id or ""), proxied, kind=kind))
+    server = MCPServer(url=url, transport=transport, server_id=server_id or "")
+    run, answers = asyncio.run(_ours(server, proxied, kind=kind))
 
-    assert theirs["hashes"] == [server_hash("http", url)] == [MCPServer(url=url).server_hash]
+    assert theirs["hashes"] == [server_hash(transport, url)] == [server.server_hash]
     assert theirs["run"]["error"] is None
     if kind == "loop":  # the UI tool reaches the inner agent as it does through the middleware
         given = next(t for t in theirs["run"]["toolsOffered"] if t["name"] == CALL["name"])
