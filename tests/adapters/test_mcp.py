@@ -319,10 +319,13 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     assert "MCP server gone unavailable" in caplog.text
     status = server.status()
     assert status["connected"] is False and "ConnectError" in status["error"]
-    # within the backoff the next run does not even try: it is as fast as a run without MCP
-    started = time.monotonic()
+    # within the backoff the next run does not even try
+    attempts = mcp_connections().get(server).requests["initialize"]
     _finished(await _run(agent, _input(run_id="r2")))
-    assert time.monotonic() - started < 0.4
+    assert mcp_connections().get(server).requests["initialize"] == attempts == 1
+    await asyncio.sleep(0.6)  # past the first backoff: tried again (and failed again, logged once)
+    _finished(await _run(agent, _input(run_id="r3")))
+    assert mcp_connections().get(server).requests["initialize"] == 2
 
 
 async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
