@@ -266,7 +266,7 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> tuple[Any, ...]:
         """What makes two configurations the same connection (secrets included, never shown)."""
         return (self.transport, self.url, self.command, self.args, tuple(sorted(self.env.items())),
-                tuple(sorted(self.headers.items())), self.source_id)
+                tuple(sorted(self.headers.items())), self.source_id, self.call_timeout, self.connect_timeout)
 
     # -- ToolSource, over the process's connection
 
