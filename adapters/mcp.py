@@ -271,7 +271,7 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> tuple[Any, ...]:
         """What makes two configurations the same connection (secrets included, never shown)."""
         return (self.transport, self.url, self.command, self.args, tuple(sorted(self.env.items())),
-                tuple(sorted(self.headers.items())), self.source_id)
+                tuple(sorted(self.headers.items())), self.source_id, self.call_timeout, self.connect_timeout)
 
     # -- ToolSource, over the process's connection
 
@@ -582,22 +582,23 @@ class MCPConnection:
         """The tools, listed once per session and again after ``tools/list_changed``;
         ``[]`` while the server cannot be reached or lists too many (logged, in :meth:`status`)."""
         try:
-            session, _ = await self._session_now()
-            if self._tools is None:
+            session, _ = await self._session_now()  # lists them when it opens the session
+        except MCPError:  # already logged, in status() and backing off
+            return []
+        if self._tools is None:  # the server said they changed
+            try:
                 async with asyncio.timeout(self.server.call_timeout):
                     self._tools = await self._list(session)
-        except MCPToolLimitError as exc:
-            self._fail(exc.message)
-            await self._stop()
-            return []
-        except MCPError:
-            return []
-        except TimeoutError:
-            self._break(f"tools/list took more than {self.server.call_timeout:g} s")
-            return []
-        except Exception as exc:  # noqa: BLE001 - a server that fails its listing offers no tools
-            self._break(_describe(exc))
-            return []
+            except MCPToolLimitError as exc:
+                await self._stop()
+                self._fail(exc.message)
+                return []
+            except TimeoutError:
+                self._break(f"tools/list took more than {self.server.call_timeout:g} s")
+                return []
+            except Exception as exc:  # noqa: BLE001 - a server that fails its listing offers no tools
+                self._break(_describe(exc))
+                return []
         return list(self._tools)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> SourceToolResult:

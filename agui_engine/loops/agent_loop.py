@@ -152,7 +152,7 @@ from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tool
 from .llm_agent import client_tools_of, component_result, tool_outcome
 from .thread import MAX_TOOL_ROUNDS
 from .tool_runner import resolve_tool_runner
-from .tool_sources import ToolSource, check_tool_sources, run_source_tools
+from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
@@ -255,6 +255,7 @@ class AgentLoop:
         #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
         #: tools, run by this loop (``spec/mcp.md`` §4).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
+        self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
@@ -327,7 +328,7 @@ class AgentLoop:
         if self.tool_sources:
             # the sources' tools give way by name to every tool the inner agent already gets
             taken = set(plan.specs) | {t.name for t in inner_input.tools}
-            remote = {t.name: t for t in await run_source_tools(self.tool_sources, taken)}
+            remote = {t.name: t for t in await run_source_tools(self.tool_sources, taken, cache=self._source_tools)}
             tools = [*inner_input.tools,
                      *(Tool(name=t.name, description=t.description, parameters=t.parameters) for t in remote.values())]
             inner_input = msgspec.structs.replace(inner_input, tools=tools)

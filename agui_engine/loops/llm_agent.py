@@ -139,7 +139,7 @@ from .decision import (
     wire_tools,
 )
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
-from .tool_sources import ToolSource, check_tool_sources, run_source_tools
+from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -329,6 +329,7 @@ class LLMAgent:
         self.ui_spec = ui_spec
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
+        self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
@@ -417,7 +418,7 @@ class LLMAgent:
             # the sources' tools (cached by each source; an unreachable one offers none) give way
             # to every tool of the run by name (spec/mcp.md §3)
             taken = self._tool_names(setup)
-            setup.server_tools.extend(await run_source_tools(self.tool_sources, taken))
+            setup.server_tools.extend(await run_source_tools(self.tool_sources, taken, cache=self._source_tools))
         # a client tool list or schema that cannot be turned into model tools is the client's fault
         try:
             specs = build_tools(

@@ -319,10 +319,13 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     assert "MCP server gone unavailable" in caplog.text
     status = server.status()
     assert status["connected"] is False and "ConnectError" in status["error"]
-    # within the backoff the next run does not even try: it is as fast as a run without MCP
-    started = time.monotonic()
+    # within the backoff the next run does not even try
+    attempts = mcp_connections().get(server).requests["initialize"]
     _finished(await _run(agent, _input(run_id="r2")))
-    assert time.monotonic() - started < 0.4
+    assert mcp_connections().get(server).requests["initialize"] == attempts == 1
+    await asyncio.sleep(0.6)  # past the first backoff: tried again (and failed again, logged once)
+    _finished(await _run(agent, _input(run_id="r3")))
+    assert mcp_connections().get(server).requests["initialize"] == 2
 
 
 async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
@@ -513,3 +516,46 @@ async def test_the_loop_leaves_other_client_tools_to_the_client() -> None:
     finished = events[-1]
     assert isinstance(finished, RunFinishedEvent) and finished.outcome is not None
     assert len(finished.outcome.pending_tool_call_ids) == 1  # type: ignore[union-attr]
+
+
+async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: _Served) -> None:
+    # a proxy in front of the real server answers tools/call of "garbage" with a body that is not JSON
+    import httpx
+    from aiohttp import web
+
+    upstream = httpx.AsyncClient(timeout=30)
+
+    async def forward(request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            return web.Response(status=405)  # no server-to-client stream: the client does without it
+        body = await request.read()
+        if request.method == "POST" and b'"tools/call"' in body and b'"garbage"' in body:
+            return web.Response(body=b"{this is not json-rpc", content_type="application/json")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        answer = await upstream.request(request.method, http_server.url, content=body, headers=headers)
+        keep = {k: v for k, v in answer.headers.items()
+                if k.lower() in ("content-type", "mcp-session-id", "mcp-protocol-version")}
+        return web.Response(status=answer.status_code, body=answer.content, headers=keep)
+
+    app = web.Application()
+    app.router.add_route("*", "/mcp", forward)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        server = MCPServer(url=f"http://127.0.0.1:{port}/mcp", server_id="proxied", call_timeout=20)
+        model = ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("garbage")]),
+                               ScriptedTurn(tool_calls=[ScriptedCall("add", {"a": 1, "b": 1})]), "done"])
+        started = time.monotonic()
+        events = await _run(LLMAgent(model, mcp_servers=[server]))
+        _finished(events)
+        garbage, add = _results(events)
+        assert "MCPConnectionError" in garbage and "malformed message" in garbage
+        assert time.monotonic() - started < 10  # not the 20 s timeout
+        assert add == "2.0"  # the next call opened a new session
+    finally:
+        await mcp_connections().aclose()
+        await runner.cleanup()
+        await upstream.aclose()

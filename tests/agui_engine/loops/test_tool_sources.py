@@ -212,3 +212,30 @@ async def test_capabilities_list_the_source_tools() -> None:
     loop = AgentLoop(LLMAgent(ScriptedModel(["x"])), mcp_servers=[source])
     names = {t.name for t in (await loop.capabilities()).tools.items}  # type: ignore[union-attr]
     assert "lookup" in names
+
+
+async def test_the_cache_reuses_server_tools_until_the_source_changes_them() -> None:
+    source = FakeSource("s", ["a", "b"])
+    cache: dict[Any, Any] = {}
+    first = await run_source_tools([source], set(), cache=cache)
+    again = await run_source_tools([source], set(), cache=cache)
+    assert [t.name for t in again] == ["a", "b"] and all(x is y for x, y in zip(first, again))
+    source.tools = [source.tools[0], SourceTool(name="b", description="changed")]  # as after list_changed
+    changed = await run_source_tools([source], set(), cache=cache)
+    assert changed[0] is first[0] and changed[1] is not first[1] and changed[1].description == "changed"
+    renamed = await run_source_tools([source], {"a"}, cache=cache)  # "a" is taken now: s__a, a new tool
+    assert [t.name for t in renamed] == ["s__a", "b"] and len(cache) == 2
+
+
+async def test_a_source_that_breaks_its_contract_offers_no_tools_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(FakeSource):
+        async def list_tools(self) -> Sequence[SourceTool]:
+            raise RuntimeError("boom")
+
+    agent = LLMAgent(ScriptedModel(["fine"]), mcp_servers=[Broken("x", ["t"])])
+    events = [e async for e in agent.run(_input())]
+    check_run(events)
+    assert isinstance(events[-1], RunFinishedEvent)
+    assert "tool source x failed to list its tools: RuntimeError" in caplog.text
