@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
-from agui_engine.genui.mcp_apps import McpAppsProxy, proxied_request
+from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -821,7 +821,10 @@ class RunRegistry:
             raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
         # No principal and no address: the embedding program or stdio's one client, never checked.
         caller = None if owner is None and address is None else Caller(owner, key)
-        kept, parent, input = await self._lineage(input, caller)
+        # A proxied MCP request (an app calling its server) is no turn of its thread's conversation:
+        # it joins no history and gets no branch's messages, whatever thread it names.
+        kept, parent, input = (False, None, input) if is_proxied(input.forwarded_props) else (
+            await self._lineage(input, caller))
         if input.run_id in self._runs:  # started meanwhile, while the history was read
             raise RunExistsError(f"run {input.run_id!r} already exists here; start a run with a new runId")
         run = Run(

@@ -66,6 +66,7 @@ __all__ = [
     "REQUEST_FAILED_ERROR",
     "is_model_visible",
     "is_model_visible_ui_tool",
+    "is_proxied",
     "js_json_stringify",
     "mcp_apps_activity",
     "method_not_allowed_error",
@@ -219,18 +220,24 @@ def _optional_str(request: Mapping[str, Any], key: str) -> str | None:
     raise ProxiedRequestError(f"forwardedProps.{PROXIED_REQUEST_KEY}.{key} must be a string, not {type(value).__name__}")
 
 
-def proxied_request(forwarded_props: Any) -> ProxiedRequest | None:
-    """The proxied request a run's ``forwardedProps`` carries, or None for an agent run.
+def is_proxied(forwarded_props: Any) -> bool:
+    """Whether a run with these ``forwardedProps`` is a proxied MCP request rather than an agent
+    run: as the middleware, ``__proxiedMCPRequest`` present and not null / false / "" / 0 (the
+    request itself is checked by :func:`proxied_request`)."""
+    if not isinstance(forwarded_props, Mapping):
+        return False
+    request = forwarded_props.get(PROXIED_REQUEST_KEY)
+    return not (request is None or request is False or request == "" or request == 0)
 
-    As the middleware, any present value other than null / false / "" / 0 makes the run a
-    proxied request. Raises ProxiedRequestError when it is not an object with a string
+
+def proxied_request(forwarded_props: Any) -> ProxiedRequest | None:
+    """The proxied request a run's ``forwardedProps`` carries, or None for an agent run
+    (:func:`is_proxied`). Raises ProxiedRequestError when it is not an object with a string
     ``method``, optional strings ``serverHash`` / ``serverId`` and an optional object ``params``.
     """
-    if not isinstance(forwarded_props, Mapping):
+    if not is_proxied(forwarded_props):
         return None
-    request = forwarded_props.get(PROXIED_REQUEST_KEY)
-    if request is None or request is False or request == "" or request == 0:
-        return None
+    request = forwarded_props[PROXIED_REQUEST_KEY]
     where = f"forwardedProps.{PROXIED_REQUEST_KEY}"
     if not isinstance(request, Mapping):
         raise ProxiedRequestError(f"{where} must be an object {{serverHash, serverId?, method, params?}}")

@@ -291,3 +291,30 @@ def test_a_failing_server_answers_proxied_requests_with_the_fixed_error_and_noth
     assert took < 30
     assert "MCPTimeoutError" in caplog.text and "MCPResultTooLargeError" in caplog.text
     assert "t0ps3cret" not in caplog.text
+
+
+def test_a_proxied_request_is_no_turn_of_its_threads_history(app_server_url: str) -> None:
+    """A front end may send an app's requests on the conversation's thread (with its run key): the
+    gateway answers them, but the thread's kept history stays the conversation's runs only."""
+    h = server_hash("http", app_server_url)
+
+    async def go() -> tuple[list[str], Any]:
+        gateway = await start_sse_server(_agent(MCPServer(url=app_server_url)))
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                first = await http.post(gateway.url, content=encode_event(_input("turn-1")), headers=headers)
+                key = first.headers["X-AGUI-Run-Key"]
+                body = encode_event(_input("app-1", {"__proxiedMCPRequest": {"serverHash": h, "method": "ping"}}))
+                proxied = await http.post(gateway.url, content=body, headers={**headers, "X-AGUI-Run-Key": key})
+                assert proxied.status_code == 200 and '"result":{}' in proxied.text
+                history = await http.get(gateway.url + "threads/thread-1", headers={"X-AGUI-Run-Key": key})
+                assert history.status_code == 200, history.text
+                ids = [e["runId"] for e in history.json() if e["type"] == "RUN_STARTED"]
+                return ids, proxied
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    runs, _ = asyncio.run(go())
+    assert runs == ["turn-1"]

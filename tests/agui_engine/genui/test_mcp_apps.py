@@ -28,6 +28,7 @@ from agui_engine.genui.mcp_apps import (
     ProxiedRequest,
     ProxiedRequestError,
     is_model_visible_ui_tool,
+    is_proxied,
     js_json_stringify,
     mcp_apps_activity,
     proxied_request,
@@ -143,6 +144,9 @@ def test_the_activity_has_the_middlewares_shape() -> None:
 
 def test_proxied_requests_are_read_with_a_path_in_every_error() -> None:
     assert proxied_request(None) is None
+    for falsy in (None, False, "", 0):  # JavaScript's falsy values: an agent run, as for the middleware
+        assert not is_proxied({"__proxiedMCPRequest": falsy})
+    assert is_proxied({"__proxiedMCPRequest": {}}) and is_proxied({"__proxiedMCPRequest": []})
     assert proxied_request({"other": 1}) is None
     assert proxied_request({"__proxiedMCPRequest": None}) is None
     request = proxied_request({"__proxiedMCPRequest": {"serverHash": "h", "method": "ping"}})
