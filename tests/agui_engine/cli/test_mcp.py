@@ -153,11 +153,11 @@ def test_serve_sends_a_header_from_the_environment_and_never_logs_it() -> None:
     finally:
         if serve is not None:
             serve.send_signal(signal.SIGINT)
-            rest, _ = serve.communicate(timeout=30)
+            _, rest = serve.communicate(timeout=30)
         mcp.send_signal(signal.SIGINT)
         mcp.wait(15)
     everything = "".join(logged) + rest
-    assert "header_seen" in everything  # the debug log did see the traffic ...
+    assert "header_seen" in everything and "tools/call" in everything  # the debug log saw the traffic ...
     assert "e2e-sekret" not in everything  # ... and never the token
 
 
