@@ -78,11 +78,12 @@ from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
     EventStreamDecoder,
+    decode_event_list,
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -151,8 +152,10 @@ __all__ = [
     "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
+    "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
@@ -162,12 +165,14 @@ __all__ = [
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
+    "THREAD_ID_HEADER",
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
     "frame_proto",
     "frame_sse",
     "negotiate",
+    "negotiate_history",
     "start_sse_server",
 ]
 
@@ -200,6 +205,12 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
 RUN_KEY_QUERY = "runKey"
 
+#: Response headers of a thread history (``GET <path>/threads/<threadId>``): the branch's
+#: last run goes in ``X-AGUI-Run-Id``; HISTORY_TRIMMED_HEADER is ``true`` when runs of the
+#: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
+HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
+THREAD_ID_HEADER = "X-AGUI-Thread-Id"
+
 
 def _caller(request: web.Request, principal: str | None) -> Caller:
     """Who is asking: the request's principal and the run key it presents, if any."""
@@ -227,6 +238,12 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: reading). Best effort while the caller is tearing down, so it must not hold
 #: it up long; if it fails the server cancels the run after its grace period.
 CANCEL_REQUEST_TIMEOUT = 2.0
+
+#: Bytes of a thread history ``SSEAgent.history`` reads at most (then LimitExceededError).
+#: A gateway keeps HISTORY_MAX_THREAD_BYTES (1 MiB) per thread by default and serves less
+#: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
+#: gateway configured with a larger budget.
+MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -319,35 +336,57 @@ def _qvalue(text: str) -> float:
     return float(text) if _QVALUE.fullmatch(text) else 0.0
 
 
-def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
-    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
-    grammar counts as q=0). Raises NotAcceptableError."""
-    if not accept:
-        return "sse"
+#: What a stream request's Accept may name (negotiate), and a history request's
+#: (negotiate_history): media range -> answer.
+_STREAM_KINDS: Mapping[str, str] = {
+    SSE_CONTENT_TYPE: "sse",
+    "text/*": "sse",
+    "*/*": "sse",
+    **dict.fromkeys(_NDJSON_TYPES, "ndjson"),
+    PROTO_CONTENT_TYPE: "proto",
+}
+_HISTORY_KINDS: Mapping[str, str] = {
+    "application/json": "json",
+    "application/*": "json",
+    "*/*": "json",
+    PROTO_CONTENT_TYPE: "proto",
+}
+
+
+def _best(accept: str, kinds: Mapping[str, str], default: str, names: str) -> str:
+    # The highest q wins; ties go to ``default``; a range that is not in ``kinds`` is ignored.
     best_q = 0.0
     best = ""
     for part in accept.split(","):
         media, *params = part.split(";")
-        media = media.strip().lower()
+        kind = kinds.get(media.strip().lower())
+        if kind is None:
+            continue
         q = 1.0
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
-            kind = "sse"
-        elif media in _NDJSON_TYPES:
-            kind = "ndjson"
-        elif media == PROTO_CONTENT_TYPE:
-            kind = "proto"
-        else:
-            continue
-        if q > best_q or (q == best_q and kind == "sse" and q > 0):
+        if q > best_q or (q == best_q and kind == default and q > 0):
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
     return best
+
+
+def negotiate(accept: str | None) -> str:
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
+    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
+    grammar counts as q=0). Raises NotAcceptableError."""
+    names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
+    return _best(accept, _STREAM_KINDS, "sse", names) if accept else "sse"
+
+
+def negotiate_history(accept: str | None) -> str:
+    """``"json"`` or ``"proto"`` for the Accept header of a thread history request
+    (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
+    ties, wildcards and a missing header. Raises NotAcceptableError."""
+    return _best(accept, _HISTORY_KINDS, "json", f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
@@ -401,7 +440,9 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = (
+                f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+            )
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -466,7 +507,9 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
+                run = await self.registry.start(
+                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -539,6 +582,31 @@ class _Gateway:
             sub.close()
             return web.Response(status=204)
         return await self._stream(request, sub, fmt, first)
+
+    async def thread(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
+        branch ending at ``runId`` (default: its latest kept run), as a JSON array of
+        events or, when Accept prefers it, length-prefixed protobuf frames."""
+        thread_id = request.match_info["thread_id"]
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            fmt = negotiate_history(request.headers.get("Accept"))
+            found, payloads = await self.registry.thread_history(
+                thread_id, run_id=request.query.get("runId") or None, caller=_caller(request, principal)
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        headers = {
+            "Cache-Control": "no-store",
+            THREAD_ID_HEADER: thread_id,
+            "X-AGUI-Run-Id": found.tip,
+            HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
+        }
+        if fmt == "proto":
+            headers["Content-Type"] = PROTO_CONTENT_TYPE
+            return web.Response(body=frame_proto(payloads), headers=headers)
+        headers["Content-Type"] = "application/json"
+        return web.Response(body=b"[" + b",".join(payloads) + b"]", headers=headers)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         _RUN_ID.set(request.match_info["run_id"])
@@ -793,6 +861,8 @@ def create_app(
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
     base = path.rstrip("/")
+    threads = base + "/threads/{thread_id}"
+    app.router.add_get(threads, gw.thread)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -806,6 +876,7 @@ def create_app(
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
+        app.router.add_route("OPTIONS", threads, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
@@ -1044,6 +1115,44 @@ class SSEAgent(RemoteClientBase):
         self.binary = binary
         self._client = client
 
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> list[AnyEvent]:
+        """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
+        the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
+        ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
+        this agent) for a gateway without per-client tokens; a key given here is remembered
+        for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
+        history, or not yours), ConnectionLostError, LimitExceededError (over
+        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer)."""
+        from urllib.parse import quote
+
+        url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
+        key = run_key or self.thread_key(thread_id)
+        headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        try:
+            status, content_type, body = await self._get_bounded(
+                url, headers, MAX_HISTORY_RESPONSE_BYTES,
+                httpx.Timeout(QUERY_REQUEST_TIMEOUT_SECONDS, connect=self.connect_timeout),
+                params={"runId": run_id} if run_id else None,
+            )
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        if len(body) > MAX_HISTORY_RESPONSE_BYTES:
+            raise LimitExceededError(f"GET {url}: the history is over {MAX_HISTORY_RESPONSE_BYTES} bytes (MAX_HISTORY_RESPONSE_BYTES)")
+        if status != 200:
+            raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
+        if key and run_key:
+            self.remember_thread_key(thread_id, key)
+        if media_type(content_type) == PROTO_CONTENT_TYPE:
+            frames = ProtoEventDecoder()
+            events = frames.feed(body)
+            frames.close()
+            return list(events)
+        return decode_event_list(body, where=f"GET {url}")
+
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
 
@@ -1087,24 +1196,36 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/capabilities"
         where = f"GET {url}"
         headers = {**self.headers, "Accept": "application/json"}
-        body = bytearray()
         try:
-            async with asyncio.timeout(timeout), self._one_client() as client:
-                async with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(timeout)) as resp:
-                    async for chunk in resp.aiter_bytes():
-                        body += chunk
-                        if len(body) > MAX_CAPABILITIES_BYTES:
-                            break  # read_capabilities refuses it; nothing more is read
+            async with asyncio.timeout(timeout):
+                # past MAX_CAPABILITIES_BYTES nothing more is read, and read_capabilities refuses it
+                status, content_type, body = await self._get_bounded(
+                    url, headers, MAX_CAPABILITIES_BYTES, httpx.Timeout(timeout)
+                )
         except TimeoutError:
             raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
-        content_type = resp.headers.get("content-type")
-        if resp.status_code in (404, 405):
+        if status in (404, 405):
             return AgentCapabilities()
-        if resp.status_code != 200 or media_type(content_type) != "application/json":
-            raise remote_error_from_body(resp.status_code, bytes(body), where=where, content_type=content_type)
-        return read_capabilities(bytes(body), where=where)
+        if status != 200 or media_type(content_type) != "application/json":
+            raise remote_error_from_body(status, body, where=where, content_type=content_type)
+        return read_capabilities(body, where=where)
+
+    async def _get_bounded(
+        self, url: str, headers: Mapping[str, str], limit: int, timeout: httpx.Timeout, *, params: Any = None
+    ) -> tuple[int, str | None, bytes]:
+        """``GET url``: (status, Content-Type, body); the body is read up to just past
+        ``limit`` bytes and no further (a longer body comes back longer than ``limit``).
+        Raises httpx.TransportError."""
+        body = bytearray()
+        async with self._one_client() as client:
+            async with client.stream("GET", url, params=params, headers=headers, timeout=timeout) as resp:
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        break
+        return resp.status_code, resp.headers.get("content-type"), bytes(body)
 
     @contextlib.asynccontextmanager
     async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -1153,6 +1274,9 @@ class SSEAgent(RemoteClientBase):
         headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
+        elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
+            # a run key of the thread's previous run: the new run joins that thread's history
+            headers[RUN_KEY_HEADER] = prior
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
@@ -1164,6 +1288,8 @@ class SSEAgent(RemoteClientBase):
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
+            if session.key is not None:
+                self.remember_thread_key(input.thread_id, session.key)
             yield None
             if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.

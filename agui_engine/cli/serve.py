@@ -128,6 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="event bytes all runs' logs may hold before new runs get 503 and growing ones are "
                              "trimmed (0: no budget)")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
+    parser.add_argument("--no-history", action="store_true",
+                        help="keep no thread history (GET <path>/threads/<threadId> answers 404)")
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
                              "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
@@ -254,6 +256,7 @@ async def _serve(
         verify=not args.no_verify,
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
+        keep_history=not args.no_history,
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
