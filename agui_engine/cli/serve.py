@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
     # import on: stdout is not the server's log, and with stdio it carries the protocol.
     with route_console() as stdout:
         agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
-        servers = mcp_servers(args.mcp)
+        servers = mcp_servers(args.mcp, args.mcp_header_env)
         for server in servers:  # an MCP server's credentials never reach a log line either
             secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
         agent = with_mcp(agent, servers)
