@@ -20,6 +20,7 @@ authors):
   the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.genui.mcp_apps` -- MCP Apps: the ``mcp-apps`` activity, the server hash, proxied requests.
 * :mod:`~agui_engine.protocol.capabilities` -- what an agent declares it supports (``AgentCapabilities``).
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
@@ -56,8 +57,18 @@ from .genui.components import (
     schema_from_struct,
     to_strict_schema,
     tool_from_callable,
+    tool_from_schema,
 )
 from .genui.interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.mcp_apps import (
+    MCP_APPS_ACTIVITY_TYPE,
+    AppServer,
+    AppToolResult,
+    McpAppsProxy,
+    ProxiedRequestError,
+    mcp_apps_activity,
+    server_hash,
+)
 from .genui.resources import (
     Resource,
     ResourceBusyError,
@@ -110,6 +121,7 @@ from .loops.decision import (
 from .loops.llm_agent import LLMAgent, StepLimitExceededError
 from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .loops.tool_sources import SourceTool, SourceToolError, SourceToolResult, ToolSource
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
 from .protocol.agent import Agent, AgentFunction, CapableAgent, NotAnEventError, agent_capabilities, as_agent
 from .protocol.capabilities import (
@@ -271,6 +283,8 @@ __all__ = [
     "AgentLoop",
     "AguiEngineError",
     "AnyEvent",
+    "AppServer",
+    "AppToolResult",
     "AssistantMessage",
     "AudioInputContent",
     "AudioPart",
@@ -331,6 +345,8 @@ __all__ = [
     "LLMStreamItem",
     "LLMTool",
     "LimitExceededError",
+    "MCP_APPS_ACTIVITY_TYPE",
+    "McpAppsProxy",
     "Message",
     "MessagesSnapshotEvent",
     "ModelStreamError",
@@ -355,6 +371,7 @@ __all__ = [
     "ProtoFrameDecoder",
     "ProtoTooDeepError",
     "ProtocolViolation",
+    "ProxiedRequestError",
     "RawEvent",
     "ReasoningBlock",
     "ReasoningCapabilities",
@@ -396,6 +413,9 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "ServerTool",
+    "SourceTool",
+    "SourceToolError",
+    "SourceToolResult",
     "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
@@ -442,6 +462,7 @@ __all__ = [
     "ToolMessage",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSource",
     "ToolsCapabilities",
     "TransportCapabilities",
     "Turn",
@@ -481,11 +502,14 @@ __all__ = [
     "find_component",
     "interactable_tools",
     "interactables_from_context",
+    "mcp_apps_activity",
     "run_agent_loop",
     "run_decision_loop",
     "schema_from_struct",
+    "server_hash",
     "to_strict_schema",
     "tool_from_callable",
+    "tool_from_schema",
     "validate_spec",
     "validate_tree",
     "verify_events",

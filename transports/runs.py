@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
+from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -667,6 +668,10 @@ class RunRegistry:
         self.read_nowait: Callable[..., LogSlice] | None = getattr(self.log, "read_nowait", None)
         self._held_bytes: Callable[[], int] | None = getattr(self.log, "held_bytes", None)
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
+        #: Answers proxied MCP requests: the agent's MCP servers (its ``mcp_apps``), else none (every
+        #: request then names an unknown server, as the middleware with no servers answers).
+        proxy = getattr(self.agent, "mcp_apps", None)
+        self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
         #: Where thread histories are kept (the log, when it keeps them and keep_history).
         self.threads: ThreadStore | None = (
             self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
@@ -816,7 +821,10 @@ class RunRegistry:
             raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
         # No principal and no address: the embedding program or stdio's one client, never checked.
         caller = None if owner is None and address is None else Caller(owner, key)
-        kept, parent, input = await self._lineage(input, caller)
+        # A proxied MCP request (an app calling its server) is no turn of its thread's conversation:
+        # it joins no history and gets no branch's messages, whatever thread it names.
+        kept, parent, input = (False, None, input) if is_proxied(input.forwarded_props) else (
+            await self._lineage(input, caller))
         if input.run_id in self._runs:  # started meanwhile, while the history was read
             raise RunExistsError(f"run {input.run_id!r} already exists here; start a run with a new runId")
         run = Run(
@@ -1196,6 +1204,12 @@ class RunRegistry:
         await self._finish(run, error)
 
     def _open_agent(self, input: RunAgentInput) -> Any:
+        # A proxied MCP request (an MCP app's iframe calling its server) is answered here, for
+        # every agent and transport, never by the agent: the run was admitted, authenticated and
+        # owned like any other (spec/mcp.md, the proxy). Raises ProxiedRequestError when malformed.
+        request = proxied_request(input.forwarded_props)
+        if request is not None:
+            return self.mcp_apps.run(input, request)
         # What agent.run(input) returned, checked: an ``async def run`` without a
         # yield returns a coroutine, which ``async for`` would refuse with a bare
         # TypeError. Raises UsageError saying what to write instead.

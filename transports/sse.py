@@ -14,7 +14,8 @@ Server: :func:`create_app` builds an aiohttp application around a
                                  (transports/capabilities.py; 401 as for runs, 405 for another
                                  method, 502 when a remote agent's cannot be had)
     GET     <path>/healthz       liveness: 200 while the process serves
-    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
+    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
     GET     <path>/metrics       Prometheus text format (when metrics are enabled)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
@@ -70,6 +71,7 @@ from aiohttp.web_request import BaseRequest
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
+from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import (
@@ -652,11 +654,14 @@ class _Gateway:
 
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         ready = await self.registry.ready()
-        doc = {
+        doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
             "activeRuns": self.registry.active,
         }
+        sources = tool_source_status(self.registry.agent)
+        if sources:  # an MCP server that cannot be reached makes its tools absent, not the gateway unready
+            doc["mcp"] = sources
         return web.json_response(doc, status=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
