@@ -787,3 +787,42 @@ async def test_other_methods_on_a_thread_are_a_405_saying_how_to_read_it() -> No
                 "message": f"{method} /threads/t: a thread's history is read with GET (nothing else is allowed here)",
             }
         assert (await http.head(srv.url + "threads/t")).status_code == 404  # HEAD reads like GET
+
+
+async def test_a_history_read_while_redis_is_away_is_a_503_that_says_so_then_works_again() -> None:
+    """Its own redis-server, killed after a kept run: the history answers 503
+    ``event_log_unavailable`` with Retry-After (never a 500); started again on the same port
+    (nothing persisted), the thread is simply unknown: 404."""
+    from agui_engine.transports.redislog import RedisEventLog
+
+    from ..redis_server import RedisServer
+
+    redis = RedisServer()
+    redis.start()
+    log = RedisEventLog(redis.url, prefix="away:")
+    await log.connect()
+    try:
+        async with await start_sse_server(EchoAgent(), log=log) as srv, httpx.AsyncClient(timeout=30) as http:
+            r = await _post(http, srv.url, _input("w1", UserMessage(id="u1", content="hi"), thread="w"))
+            key = r.headers["X-AGUI-Run-Key"]
+            assert (await _history(http, srv.url, "w", X_AGUI_Run_Key=key)).status_code == 200
+            redis.stop()
+            away = await _history(http, srv.url, "w", X_AGUI_Run_Key=key)
+            assert away.status_code == 503 and "Retry-After" in away.headers, away.text
+            assert away.json()["error"]["code"] == "event_log_unavailable"
+            redis.start()
+            back = await _eventually_status(http, srv.url, "w", key, 404)
+            assert back.json()["error"]["code"] == "unknown_thread"
+    finally:
+        await log.aclose()
+        redis.stop()
+
+
+async def _eventually_status(http: httpx.AsyncClient, url: str, thread: str, key: str, status: int) -> httpx.Response:
+    """The history answer once it has ``status`` (the log reconnects in the background)."""
+    for _ in range(100):
+        r = await _history(http, url, thread, X_AGUI_Run_Key=key)
+        if r.status_code == status:
+            return r
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"still {r.status_code}: {r.text}")
