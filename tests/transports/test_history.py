@@ -826,3 +826,21 @@ async def _eventually_status(http: httpx.AsyncClient, url: str, thread: str, key
             return r
         await asyncio.sleep(0.1)
     raise AssertionError(f"still {r.status_code}: {r.text}")
+
+
+async def test_a_browser_on_another_origin_reads_a_history_with_its_run_key() -> None:
+    """CORS: the preflight of a history GET (it sends X-AGUI-Run-Key) passes, the answer
+    exposes the history headers, and other methods still get the JSON 405 (OPTIONS listed)."""
+    origin = {"Origin": "https://app.example"}
+    async with await start_sse_server(EchoAgent(), cors_origins=["https://app.example"]) as srv, \
+            httpx.AsyncClient(timeout=10) as http:
+        r = await _post(http, srv.url, _input("c1", UserMessage(id="u1", content="hi"), thread="c"))
+        pre = await http.options(srv.url + "threads/c", headers={
+            **origin, "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "x-agui-run-key"})
+        assert pre.status_code == 204 and "x-agui-run-key" in pre.headers["access-control-allow-headers"].lower()
+        got = await http.get(srv.url + "threads/c", headers={**origin, "X-AGUI-Run-Key": r.headers["X-AGUI-Run-Key"]})
+        assert got.status_code == 200 and got.headers["access-control-allow-origin"] == "https://app.example"
+        exposed = got.headers["access-control-expose-headers"]
+        assert HISTORY_TRIMMED_HEADER in exposed and "X-AGUI-Run-Id" in exposed and "X-AGUI-Thread-Id" in exposed
+        put = await http.put(srv.url + "threads/c", headers=origin)
+        assert put.status_code == 405 and put.headers["Allow"] == "GET, HEAD, OPTIONS"
