@@ -365,13 +365,37 @@ def _specificity(media_range: str, answer_type: str) -> int:
     return 1 if media_range == "*/*" else 0
 
 
+def _accept_elements(accept: str) -> list[list[str]]:
+    """An Accept header's elements, each as its media range then its parameters: split at
+    the commas and semicolons outside quoted strings (RFC 9110 5.6.6: a parameter value may be
+    a quoted string holding either, ``text/event-stream;note="a,b";q=0.1``)."""
+    if '"' not in accept:  # the usual header: no quoted string, plain splits
+        return [part.split(";") for part in accept.split(",")]
+    elements: list[list[str]] = [[]]
+    segment: list[str] = []
+    quoted = escaped = False
+    for ch in accept:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
+            segment.append(ch)
+        elif ch in ",;":
+            elements[-1].append("".join(segment))
+            segment = []
+            if ch == ",":
+                elements.append([])
+        else:
+            quoted = ch == '"'
+            segment.append(ch)
+    elements[-1].append("".join(segment))
+    return elements
+
+
 def _best(accept: str, kinds: Mapping[str, str], names: str) -> str:
     # RFC 9110 12.5.1: each media type we can answer with takes the q of the most specific
     # range that names it (``text/event-stream;q=0, */*`` refuses SSE, the wildcard does not
     # bring it back); the highest q wins; ties go in ``kinds``' order; q=0 is "not acceptable".
     weights: dict[str, tuple[int, float]] = {}  # media type -> (specificity, q)
-    for part in accept.split(","):
-        media, *params = part.split(";")
+    for media, *params in _accept_elements(accept):
         media = media.strip().lower()
         q = 1.0
         for param in params:

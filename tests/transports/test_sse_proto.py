@@ -85,6 +85,11 @@ P = PROTO_CONTENT_TYPE
     ("TEXT/EVENT-STREAM;Q=0.5, application/x-ndjson;q=0.4", "sse"),  # case-insensitive names
     (f"text/event-stream;charset=utf-8;q=0.3, {P} ; q=0.31", "proto"),  # spaces, other parameters
     ("text/event-stream;q=0.9, text/event-stream;q=0.1", "sse"),  # a repeated range: its best q
+    # a quoted parameter value may hold a comma or a semicolon (RFC 9110 5.6.6): not a new range or q
+    ('text/event-stream;note="a,b";q=0.1, application/x-ndjson;q=0.5', "ndjson"),
+    (f'{P};ext="x;q=0", text/event-stream;q=0.9', "proto"),
+    ('text/event-stream;x="a \\" , b";q=0.2, application/x-ndjson;q=0.3', "ndjson"),  # an escaped quote
+    ('text/event-stream;x="never closed, q=0', "sse"),
 ])
 def test_negotiate_takes_each_types_q_from_its_most_specific_range(accept: str, kind: str) -> None:
     assert negotiate(accept) == kind
