@@ -33,10 +33,11 @@ def add_mcp_argument(parser: argparse.ArgumentParser) -> None:
     """Add ``--mcp SPEC`` (repeatable) to ``parser``."""
     parser.add_argument("--mcp", action="append", default=[], metavar="SPEC",
                         help="an MCP server whose tools the agent offers (repeatable): http(s)://HOST/PATH "
-                             "(streamable HTTP), sse:http(s)://HOST/PATH or 'stdio:COMMAND ARGS'; ID=SPEC names it")
+                             "(streamable HTTP), sse:http(s)://HOST/PATH or 'stdio:COMMAND ARGS'; ID=SPEC names it "
+                             "(default: none)")
     parser.add_argument("--mcp-header-env", action="append", default=[], metavar="[ID:]NAME=ENVVAR",
                         help="send the header NAME, its value read from the environment variable ENVVAR, to the "
-                             "HTTP --mcp server ID (every HTTP one without ID:); repeatable")
+                             "HTTP --mcp server ID (every HTTP one without ID:); repeatable (default: none)")
 
 
 def mcp_servers(specs: Sequence[str], header_envs: Sequence[str] = ()) -> list[MCPServer]:
