@@ -229,11 +229,14 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
             if not words:
                 raise UsageError(f"--mcp {spec!r}: write stdio:COMMAND [ARGS...]")
             return cls(transport="stdio", command=words[0], args=tuple(words[1:]), server_id=server_id)
-        if text.startswith("sse:"):
-            return cls(transport="sse", url=text[len("sse:"):], headers=extra, server_id=server_id)
-        if text.startswith(("http://", "https://")):
-            return cls(transport="http", url=text, headers=extra, server_id=server_id)
-        raise UsageError(f"--mcp {spec!r}: write http(s)://HOST/PATH, sse:http(s)://HOST/PATH or stdio:COMMAND [ARGS]")
+        try:
+            if text.startswith("sse:"):
+                return cls(transport="sse", url=text[len("sse:"):], headers=extra, server_id=server_id)
+            if text.startswith(("http://", "https://")):
+                return cls(transport="http", url=text, headers=extra, server_id=server_id)
+        except UsageError as exc:  # the constructor's why (its URL redacted: never echo the spec's credentials)
+            raise UsageError(f"--mcp: {exc}") from None
+        raise UsageError(f"--mcp {_redact_url(spec)!r}: write http(s)://HOST/PATH, sse:http(s)://HOST/PATH or stdio:COMMAND [ARGS]")
 
     # -- identity
 
