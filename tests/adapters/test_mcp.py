@@ -205,9 +205,13 @@ def test_a_server_spec_parses_into_its_transport() -> None:
     assert (stdio.command, stdio.args, stdio.source_id) == ("python3", ("-m", "my.server", "--flag", "a b"), "tools")
     assert MCPServer.parse("stdio:python3 -m my.server").source_id == "my_server"
     assert MCPServer.parse("http://api.example.com:8080/mcp").source_id == "api_example_com"
-    for bad in ("ftp://h/x", "stdio:", "h:80", "http://user:pw@h/mcp"):
-        with pytest.raises(UsageError):
+    for bad, why in (("ftp://h/x", "--mcp 'ftp://h/x': write http"), ("stdio:", "write stdio:COMMAND"),
+                     ("h:80", "write http"), ("sse:nothttp", "--mcp: .*needs an http"),
+                     ("http://user:pw@h/mcp", "--mcp: .*must not carry credentials"),
+                     ("ftp://user:pw@h/x?token=tk", "--mcp 'ftp://h/x'")):
+        with pytest.raises(UsageError, match=why) as raised:
             MCPServer.parse(bad)
+        assert "pw" not in str(raised.value) and "tk" not in str(raised.value)  # a spec's credentials: never echoed
     with pytest.raises(UsageError, match="server_id"):
         MCPServer(url="http://h/mcp", server_id="no spaces")
     with pytest.raises(UsageError, match="call_timeout"):
