@@ -15,3 +15,6 @@ agent = LLMAgent(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("header_se
 #: what the follow-up run gave it.
 remote = LLMAgent(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("add", {"a": 20, "b": 22})]),
                                  lambda messages: "got: " + " | ".join(tool_results(messages))]))
+
+#: Calls the MCP tool ``slow``, which never returns: a run in flight on the stdio server when ``serve`` stops.
+hanging = LLMAgent(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("slow")]), "never reached"]))

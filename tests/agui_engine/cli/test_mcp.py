@@ -288,3 +288,34 @@ def test_the_package_and_serve_without_mcp_never_import_the_sdk() -> None:
     assert proc.returncode == 0
     log = "".join(lines) + rest
     assert "after import: []" in log and "mcp imports: []" in log, log
+
+
+def test_serve_stops_with_a_call_in_flight_and_reaps_the_stdio_server() -> None:
+    # SIGTERM while the MCP tool `slow` hangs: the run ends (its client's stream is closed, not left
+    # hanging), serve exits 0 and the stdio server's process is gone
+    gateway, url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:hanging", "--drain", "1",
+                               "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio")
+    try:
+        children = _children(gateway.pid)
+        assert children
+        body = json.dumps({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
+                           "tools": [], "context": [], "state": None, "forwardedProps": None}).encode()
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json",
+                                                                  "Accept": "text/event-stream"})
+        with urllib.request.urlopen(request, timeout=90) as response:
+            seen = []
+            for raw in response:
+                seen.append(raw.decode())
+                if '"TOOL_CALL_END"' in seen[-1]:
+                    break
+            gateway.send_signal(signal.SIGTERM)
+            rest = response.read().decode()  # ends when the gateway closes the stream
+        _, log = gateway.communicate(timeout=60)
+        assert gateway.returncode == 0, log
+        assert "Traceback" not in log
+        assert not [c for c in children if Path(f"/proc/{c}").exists()]
+        assert rest.rstrip().endswith('"code":"shutdown"}')  # the run's terminal event: RUN_ERROR
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.communicate(timeout=30)
