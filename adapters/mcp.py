@@ -471,7 +471,7 @@ class MCPConnection:
         def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
                    auth: httpx.Auth | None = None) -> httpx.AsyncClient:
             # every response read through a per-message size limit (an SSE event, a JSON body)
-            limited = _limited_transport_class()(self._too_large)
+            limited = _limited_transport_class()(self._too_large, self._lost)
             return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=limited)
 
         if server.transport == "sse":
@@ -491,6 +491,9 @@ class MCPConnection:
     def _too_large(self, size: int) -> None:
         self._break(f"a message of more than {size} bytes, more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}",
                     MCPResultTooLargeError)
+
+    def _lost(self, why: str) -> None:
+        self._break(f"the connection was lost ({why})")
 
     def _break(self, why: str, error: type[MCPError] = MCPConnectionError) -> None:
         """The session is broken: every call in flight fails now with ``error``, the next use reconnects."""
@@ -526,10 +529,12 @@ class MCPConnection:
     def _count(self, method: str) -> None:
         self.requests[method] = self.requests.get(method, 0) + 1
 
-    async def _call(self, method: str, send: Any) -> Any:
+    async def _call(self, method: str, send: Any, *, again: bool = True) -> Any:
         """``await send(session)`` bounded by ``call_timeout`` and failing at once when the
-        session breaks. Raises the :class:`MCPError` family; an MCP error answer raises
-        :class:`MCPError` with the server's message."""
+        session breaks; a request the server refused for an unknown session (HTTP 404: it
+        restarted, or ended the session) is sent once more on a new session (``again``).
+        Raises the :class:`MCPError` family; an MCP error answer raises :class:`MCPError`
+        with the server's message."""
         session, broken = await self._session_now()
         self._count(method)
         task: asyncio.Future[Any] = asyncio.ensure_future(send(session))
@@ -559,6 +564,14 @@ class MCPConnection:
             if exc.error.code == CONNECTION_CLOSED:
                 self._break("the connection closed")
                 raise MCPConnectionError(f"MCP server {self.server.source_id}: connection lost during {method}")
+            if self.server.transport == "http" and (exc.error.code, exc.error.message) == _SESSION_TERMINATED:
+                # The server never ran the request (404 for the session id): the MCP spec has the
+                # client start a new session, so the request goes once more, on a new one.
+                self._break("the server ended the session (HTTP 404); a new session")
+                if again:
+                    return await self._call(method, send, again=False)
+                raise MCPConnectionError(f"MCP server {self.server.source_id}: the server ended the session "
+                                         f"during {method}")
             raise MCPError(f"MCP server {self.server.source_id}: {method}: {exc.error.message}", code="mcp_error")
         self._break(_describe(exc))
         raise MCPConnectionError(f"MCP server {self.server.source_id}: {method} failed: {_describe(exc)}")
@@ -664,6 +677,11 @@ class MCPConnection:
         return out
 
 
+#: The error the SDK's streamable HTTP client answers a request with when the server answered
+#: HTTP 404 for the session id (the SDK's own code and message, ``_send_session_terminated_error``).
+_SESSION_TERMINATED: Final = (32600, "Session terminated")
+
+
 def _describe(exc: BaseException) -> str:
     """One line about a transport failure, without anything a request carried (headers)."""
     inner: BaseException = exc
@@ -751,30 +769,36 @@ def _limited_transport_class() -> Any:
         arrive without an SSE event boundary (a blank line): the limit is per message, so a
         long-lived event stream is never cut for its total."""
 
-        def __init__(self, inner: httpx.AsyncByteStream, on_exceeded: Any) -> None:
-            self.inner, self.on_exceeded = inner, on_exceeded
+        def __init__(self, inner: httpx.AsyncByteStream, on_exceeded: Any, on_lost: Any) -> None:
+            self.inner, self.on_exceeded, self.on_lost = inner, on_exceeded, on_lost
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             gauge = MessageSizeGauge(MAX_MCP_RESULT_BYTES)
-            async for chunk in self.inner:
-                if gauge.feed(chunk):
-                    self.on_exceeded(gauge.largest)
-                    raise MCPResultTooLargeError(
-                        f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
-                yield chunk
+            try:
+                async for chunk in self.inner:
+                    if gauge.feed(chunk):
+                        self.on_exceeded(gauge.largest)
+                        raise MCPResultTooLargeError(
+                            f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
+                    yield chunk
+            except httpx.TransportError as exc:
+                # The server went away mid-response (it crashed, or restarted): the SDK drops such a
+                # stream silently and its request would wait out its timeout; the session breaks now.
+                self.on_lost(_describe(exc))
+                raise
 
         async def aclose(self) -> None:
             await self.inner.aclose()
 
     class LimitedTransport(httpx.AsyncBaseTransport):
-        def __init__(self, on_exceeded: Any) -> None:
-            self.inner, self.on_exceeded = httpx.AsyncHTTPTransport(), on_exceeded
+        def __init__(self, on_exceeded: Any, on_lost: Any) -> None:
+            self.inner, self.on_exceeded, self.on_lost = httpx.AsyncHTTPTransport(), on_exceeded, on_lost
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             response = await self.inner.handle_async_request(request)
             assert isinstance(response.stream, httpx.AsyncByteStream)
             return httpx.Response(status_code=response.status_code, headers=response.headers,
-                                  stream=LimitedStream(response.stream, self.on_exceeded),
+                                  stream=LimitedStream(response.stream, self.on_exceeded, self.on_lost),
                                   extensions=response.extensions, request=request)
 
         async def aclose(self) -> None:
