@@ -204,17 +204,26 @@ def _children(pid: int) -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid]
 
 
-def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm() -> None:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm(transport: str) -> None:
     # the command line of the issue: a remote AG-UI agent (another agui-engine serve, knowing no MCP
-    # server) behind `serve --agent http://... --mcp stdio:...`; its client tool `add` is run by the
+    # server) behind `serve --agent http://... --mcp SPEC`; its client tool `add` is run by the
     # gateway's loop on the MCP server, the follow-up run reads the result
+    mcp: subprocess.Popen[bytes] | None = None
+    if transport == "http":
+        port = _free_port()
+        mcp = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "http", str(port)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_listening(port, mcp)
+        spec = f"remote=http://127.0.0.1:{port}/mcp"
+    else:
+        spec = f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio"
     remote, remote_url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:remote")
     gateway: subprocess.Popen[str] | None = None
     try:
-        gateway, url, _ = _serving("--agent", remote_url,
-                                   "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio")
+        gateway, url, _ = _serving("--agent", remote_url, "--mcp", spec)
         children = _children(gateway.pid)
-        assert children  # the stdio MCP server
+        assert bool(children) is (transport == "stdio")  # the stdio MCP server
         events = _post_run(url)
         assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["42.0"]
         text = "".join(str(e["delta"]) for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
@@ -225,7 +234,7 @@ def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm() -
         assert gateway.returncode == 0
         assert not [c for c in children if Path(f"/proc/{c}").exists()]  # reaped: not even a zombie
     finally:
-        for proc in (gateway, remote):
+        for proc in (gateway, remote, mcp):
             if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
                 proc.communicate(timeout=30)
