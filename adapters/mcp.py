@@ -422,6 +422,11 @@ class MCPConnection:
             return
 
         async def on_message(message: Any) -> None:
+            if isinstance(message, RuntimeError) and str(message).startswith(_LATE_ANSWER):
+                # the answer to a call given up on (its timeout, or its run cancelled): nothing
+                # waits for it, and the session is as sound as before
+                _log.debug("MCP server %s: an answer to a call given up on, dropped", self.server.source_id)
+                return
             if isinstance(message, Exception):
                 # a malformed JSON-RPC message (or a transport error): no request can be matched
                 # to it any more, so every call in flight fails now rather than at its timeout
@@ -676,6 +681,9 @@ class MCPConnection:
         out: dict[str, Any] = json.loads(data)
         return out
 
+
+#: How the SDK's session reports an answer whose request nobody waits for any more (``BaseSession``).
+_LATE_ANSWER: Final = "Received response with an unknown request ID"
 
 #: The error the SDK's streamable HTTP client answers a request with when the server answered
 #: HTTP 404 for the session id (the SDK's own code and message, ``_send_session_terminated_error``).

@@ -377,6 +377,23 @@ async def test_a_hanging_server_call_times_out_and_the_run_goes_on() -> None:
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_answer_after_the_timeout_leaves_the_session_and_the_other_calls_alone(
+    transport: str, http_server: _Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the SDK hands the late answer to the message handler as an error: it is no broken session
+    caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
+    server = _stdio(call_timeout=0.3) if transport == "stdio" else MCPServer(
+        url=http_server.url, server_id="local", call_timeout=0.3)
+    connection = mcp_connections().get(server)
+    with pytest.raises(MCPTimeoutError):
+        await connection.call_tool("nap", {"seconds": 0.6})
+    await asyncio.sleep(0.6)  # the answer arrives, nobody waits for it
+    assert (await connection.call_tool("add", {"a": 1, "b": 1})).text == "2.0"
+    assert connection.requests["initialize"] == 1 and connection.connected  # the same session
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_a_server_that_crashes_mid_call_is_an_error_result_then_reconnected(transport: str) -> None:
     served = _Served("http") if transport == "http" else None
     server = _stdio() if served is None else MCPServer(url=served.url, server_id="remote", call_timeout=30)

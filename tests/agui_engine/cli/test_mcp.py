@@ -93,7 +93,7 @@ def test_serve_mcp_shows_the_servers_in_readyz_and_reaps_stdio_on_shutdown() -> 
             doc = json.load(response)
         assert doc["ready"] is True
         by_id = {s["serverId"]: s for s in doc["mcp"]}
-        assert by_id["local"]["connected"] is True and by_id["local"]["tools"] == 12
+        assert by_id["local"]["connected"] is True and by_id["local"]["tools"] == 13
         assert by_id["gone"]["connected"] is False and "ConnectError" in by_id["gone"]["error"]
         assert any("unavailable" in line for line in lines)
         assert children
