@@ -248,7 +248,8 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
         if self.transport == "stdio":
             base = self.command.replace("\\", "/").rsplit("/", 1)[-1]
             base = base.removesuffix(".exe")
-            if base.startswith("python") and self.args:  # python -m pkg / python server.py
+            if base.startswith("python") and self.args and (self.args[0] == "-m" or not self.args[0].startswith("-")):
+                # python -m pkg / python server.py (python -c CODE, or other options first: python)
                 base = (self.args[1] if self.args[0] == "-m" and len(self.args) > 1 else self.args[0])
                 base = base.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
         else:

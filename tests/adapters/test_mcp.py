@@ -205,6 +205,7 @@ def test_a_server_spec_parses_into_its_transport() -> None:
     stdio = MCPServer.parse("tools=stdio:python3 -m my.server --flag 'a b'")
     assert (stdio.command, stdio.args, stdio.source_id) == ("python3", ("-m", "my.server", "--flag", "a b"), "tools")
     assert MCPServer.parse("stdio:python3 -m my.server").source_id == "my_server"
+    assert MCPServer.parse("stdio:python3 -c 'import x'").source_id == "python3"
     assert MCPServer.parse("http://api.example.com:8080/mcp").source_id == "api_example_com"
     for bad, why in (("ftp://h/x", "--mcp 'ftp://h/x': write http"), ("stdio:", "write stdio:COMMAND"),
                      ("h:80", "write http"), ("sse:nothttp", "--mcp: .*needs an http"),
