@@ -394,10 +394,11 @@ async def test_an_answer_after_the_timeout_leaves_the_session_and_the_other_call
     assert caplog.text == ""
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
 async def test_a_server_that_crashes_mid_call_is_an_error_result_then_reconnected(transport: str) -> None:
-    served = _Served("http") if transport == "http" else None
-    server = _stdio() if served is None else MCPServer(url=served.url, server_id="remote", call_timeout=30)
+    served = None if transport == "stdio" else _Served(transport)
+    server = _stdio() if served is None else MCPServer(url=served.url, transport=transport, server_id="remote",
+                                                       call_timeout=30)
     try:
         agent = LLMAgent(_calling(ScriptedCall("crash")), mcp_servers=[server])
         started = time.monotonic()
@@ -408,7 +409,7 @@ async def test_a_server_that_crashes_mid_call_is_an_error_result_then_reconnecte
         assert time.monotonic() - started < 15  # at once, not at the 30 s timeout
         if served is not None:  # the HTTP server comes back on its port (a restart): a new session there
             served.proc.wait(10)
-            served = _Served("http", port=served.port)
+            served = _Served(transport, port=served.port)
         await asyncio.sleep(0.6)  # past the first backoff (a stdio server is simply started again)
         add = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
         events = await _run(add, _input(run_id="r2"))
