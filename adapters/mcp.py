@@ -339,6 +339,7 @@ class MCPConnection:
         self._lock: asyncio.Lock | None = None
         self._tools: list[SourceTool] | None = None  # None: (re)list at the next list_tools
         self._error: str | None = None
+        self._exited: int | None = None  # a stdio server process's exit status, once it exited
         self._failures = 0
         self._retry_at = 0.0
         #: requests sent, by method (the tool-list caching figure counts ``tools/list``)
@@ -386,6 +387,7 @@ class MCPConnection:
             if time.monotonic() < self._retry_at:
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}")
             ready: asyncio.Future[ClientSession] = loop.create_future()
+            self._exited = None
             self._closing = asyncio.Event()
             self._broken = loop.create_future()
             self._task = loop.create_task(self._hold(ready, self._closing, self._broken),
@@ -405,7 +407,9 @@ class MCPConnection:
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}") from None
             except Exception as exc:  # noqa: BLE001 - any transport failure is "unavailable"
                 await self._stop()
-                self._fail(_describe(exc))
+                # a stdio server that exited at start says more than the SDK's "Connection closed"
+                self._fail(_describe(exc) if self._exited is None else
+                           f"its process exited with status {self._exited} before answering initialize")
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}") from None
             self._failures, self._error = 0, None
             _log.info("MCP server %s connected (%s, %d tools)", self.server.source_id, self.server.transport,
@@ -471,7 +475,7 @@ class MCPConnection:
     async def _transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         server = self.server
         if server.transport == "stdio":
-            return await stack.enter_async_context(_stdio_transport(server, self._too_large))
+            return await stack.enter_async_context(_stdio_transport(server, self._too_large, self._exit))
         import httpx
 
         def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
@@ -493,6 +497,9 @@ class MCPConnection:
             client(dict(server.headers), httpx.Timeout(server.connect_timeout, read=None)))
         read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=http))
         return read, write
+
+    def _exit(self, status: int) -> None:
+        self._exited = status
 
     def _too_large(self, size: int) -> None:
         self._break(f"a message of more than {size} bytes, more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}",
@@ -817,7 +824,7 @@ def _limited_transport_class() -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _stdio_transport(server: MCPServer, on_too_large: Any) -> Any:
+async def _stdio_transport(server: MCPServer, on_too_large: Any, on_exit: Any) -> Any:
     """The stdio transport: the server as a subprocess, one JSON-RPC message a line each way.
 
     The SDK's ``stdio_client`` is not used because it holds any line whole however long it
@@ -844,8 +851,10 @@ async def _stdio_transport(server: MCPServer, on_too_large: Any) -> Any:
             while True:
                 try:
                     line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError:
-                    return  # the process closed its stdout (exited)
+                except asyncio.IncompleteReadError:  # the process closed its stdout: it exits
+                    with contextlib.suppress(TimeoutError):
+                        on_exit(await asyncio.wait_for(asyncio.shield(process.wait()), MCP_STDIO_EXIT_SECONDS))
+                    return
                 except asyncio.LimitOverrunError:
                     on_too_large(MAX_MCP_RESULT_BYTES)
                     # the session is broken; the rest is read and dropped so that the server is never

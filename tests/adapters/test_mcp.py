@@ -334,6 +334,15 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     assert mcp_connections().get(server).requests["initialize"] == 2
 
 
+async def test_a_stdio_server_that_exits_at_start_says_its_exit_status(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
+    server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import sys; sys.exit(3)"),
+                       server_id="quits")
+    assert await server.list_tools() == []
+    why = "its process exited with status 3 before answering initialize"
+    assert server.status()["error"] == why and f"MCP server quits unavailable: {why}" in caplog.text
+
+
 async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
     server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(600)"),
                        server_id="mute", connect_timeout=0.5)
