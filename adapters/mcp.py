@@ -229,11 +229,14 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
             if not words:
                 raise UsageError(f"--mcp {spec!r}: write stdio:COMMAND [ARGS...]")
             return cls(transport="stdio", command=words[0], args=tuple(words[1:]), server_id=server_id)
-        if text.startswith("sse:"):
-            return cls(transport="sse", url=text[len("sse:"):], headers=extra, server_id=server_id)
-        if text.startswith(("http://", "https://")):
-            return cls(transport="http", url=text, headers=extra, server_id=server_id)
-        raise UsageError(f"--mcp {spec!r}: write http(s)://HOST/PATH, sse:http(s)://HOST/PATH or stdio:COMMAND [ARGS]")
+        try:
+            if text.startswith("sse:"):
+                return cls(transport="sse", url=text[len("sse:"):], headers=extra, server_id=server_id)
+            if text.startswith(("http://", "https://")):
+                return cls(transport="http", url=text, headers=extra, server_id=server_id)
+        except UsageError as exc:  # the constructor's why (its URL redacted: never echo the spec's credentials)
+            raise UsageError(f"--mcp: {exc}") from None
+        raise UsageError(f"--mcp {_redact_url(spec)!r}: write http(s)://HOST/PATH, sse:http(s)://HOST/PATH or stdio:COMMAND [ARGS]")
 
     # -- identity
 
@@ -245,7 +248,8 @@ class MCPServer(msgspec.Struct, frozen=True, kw_only=True):
         if self.transport == "stdio":
             base = self.command.replace("\\", "/").rsplit("/", 1)[-1]
             base = base.removesuffix(".exe")
-            if base.startswith("python") and self.args:  # python -m pkg / python server.py
+            if base.startswith("python") and self.args and (self.args[0] == "-m" or not self.args[0].startswith("-")):
+                # python -m pkg / python server.py (python -c CODE, or other options first: python)
                 base = (self.args[1] if self.args[0] == "-m" and len(self.args) > 1 else self.args[0])
                 base = base.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
         else:
@@ -335,6 +339,7 @@ class MCPConnection:
         self._lock: asyncio.Lock | None = None
         self._tools: list[SourceTool] | None = None  # None: (re)list at the next list_tools
         self._error: str | None = None
+        self._exited: int | None = None  # a stdio server process's exit status, once it exited
         self._failures = 0
         self._retry_at = 0.0
         #: requests sent, by method (the tool-list caching figure counts ``tools/list``)
@@ -382,6 +387,7 @@ class MCPConnection:
             if time.monotonic() < self._retry_at:
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}")
             ready: asyncio.Future[ClientSession] = loop.create_future()
+            self._exited = None
             self._closing = asyncio.Event()
             self._broken = loop.create_future()
             self._task = loop.create_task(self._hold(ready, self._closing, self._broken),
@@ -401,7 +407,9 @@ class MCPConnection:
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}") from None
             except Exception as exc:  # noqa: BLE001 - any transport failure is "unavailable"
                 await self._stop()
-                self._fail(_describe(exc))
+                # a stdio server that exited at start says more than the SDK's "Connection closed"
+                self._fail(_describe(exc) if self._exited is None else
+                           f"its process exited with status {self._exited} before answering initialize")
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}") from None
             self._failures, self._error = 0, None
             _log.info("MCP server %s connected (%s, %d tools)", self.server.source_id, self.server.transport,
@@ -419,6 +427,11 @@ class MCPConnection:
             return
 
         async def on_message(message: Any) -> None:
+            if isinstance(message, RuntimeError) and str(message).startswith(_LATE_ANSWER):
+                # the answer to a call given up on (its timeout, or its run cancelled): nothing
+                # waits for it, and the session is as sound as before
+                _log.debug("MCP server %s: an answer to a call given up on, dropped", self.server.source_id)
+                return
             if isinstance(message, Exception):
                 # a malformed JSON-RPC message (or a transport error): no request can be matched
                 # to it any more, so every call in flight fails now rather than at its timeout
@@ -462,13 +475,13 @@ class MCPConnection:
     async def _transport(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         server = self.server
         if server.transport == "stdio":
-            return await stack.enter_async_context(_stdio_transport(server, self._too_large))
+            return await stack.enter_async_context(_stdio_transport(server, self._too_large, self._exit))
         import httpx
 
         def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
                    auth: httpx.Auth | None = None) -> httpx.AsyncClient:
             # every response read through a per-message size limit (an SSE event, a JSON body)
-            limited = _limited_transport_class()(self._too_large)
+            limited = _limited_transport_class()(self._too_large, self._lost)
             return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=limited)
 
         if server.transport == "sse":
@@ -485,9 +498,15 @@ class MCPConnection:
         read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=http))
         return read, write
 
+    def _exit(self, status: int) -> None:
+        self._exited = status
+
     def _too_large(self, size: int) -> None:
         self._break(f"a message of more than {size} bytes, more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}",
                     MCPResultTooLargeError)
+
+    def _lost(self, why: str) -> None:
+        self._break(f"the connection was lost ({why})")
 
     def _break(self, why: str, error: type[MCPError] = MCPConnectionError) -> None:
         """The session is broken: every call in flight fails now with ``error``, the next use reconnects."""
@@ -523,10 +542,12 @@ class MCPConnection:
     def _count(self, method: str) -> None:
         self.requests[method] = self.requests.get(method, 0) + 1
 
-    async def _call(self, method: str, send: Any) -> Any:
+    async def _call(self, method: str, send: Any, *, again: bool = True) -> Any:
         """``await send(session)`` bounded by ``call_timeout`` and failing at once when the
-        session breaks. Raises the :class:`MCPError` family; an MCP error answer raises
-        :class:`MCPError` with the server's message."""
+        session breaks; a request the server refused for an unknown session (HTTP 404: it
+        restarted, or ended the session) is sent once more on a new session (``again``).
+        Raises the :class:`MCPError` family; an MCP error answer raises :class:`MCPError`
+        with the server's message."""
         session, broken = await self._session_now()
         self._count(method)
         task: asyncio.Future[Any] = asyncio.ensure_future(send(session))
@@ -556,6 +577,14 @@ class MCPConnection:
             if exc.error.code == CONNECTION_CLOSED:
                 self._break("the connection closed")
                 raise MCPConnectionError(f"MCP server {self.server.source_id}: connection lost during {method}")
+            if self.server.transport == "http" and (exc.error.code, exc.error.message) == _SESSION_TERMINATED:
+                # The server never ran the request (404 for the session id): the MCP spec has the
+                # client start a new session, so the request goes once more, on a new one.
+                self._break("the server ended the session (HTTP 404); a new session")
+                if again:
+                    return await self._call(method, send, again=False)
+                raise MCPConnectionError(f"MCP server {self.server.source_id}: the server ended the session "
+                                         f"during {method}")
             raise MCPError(f"MCP server {self.server.source_id}: {method}: {exc.error.message}", code="mcp_error")
         self._break(_describe(exc))
         raise MCPConnectionError(f"MCP server {self.server.source_id}: {method} failed: {_describe(exc)}")
@@ -661,6 +690,14 @@ class MCPConnection:
         return out
 
 
+#: How the SDK's session reports an answer whose request nobody waits for any more (``BaseSession``).
+_LATE_ANSWER: Final = "Received response with an unknown request ID"
+
+#: The error the SDK's streamable HTTP client answers a request with when the server answered
+#: HTTP 404 for the session id (the SDK's own code and message, ``_send_session_terminated_error``).
+_SESSION_TERMINATED: Final = (32600, "Session terminated")
+
+
 def _describe(exc: BaseException) -> str:
     """One line about a transport failure, without anything a request carried (headers)."""
     inner: BaseException = exc
@@ -748,30 +785,36 @@ def _limited_transport_class() -> Any:
         arrive without an SSE event boundary (a blank line): the limit is per message, so a
         long-lived event stream is never cut for its total."""
 
-        def __init__(self, inner: httpx.AsyncByteStream, on_exceeded: Any) -> None:
-            self.inner, self.on_exceeded = inner, on_exceeded
+        def __init__(self, inner: httpx.AsyncByteStream, on_exceeded: Any, on_lost: Any) -> None:
+            self.inner, self.on_exceeded, self.on_lost = inner, on_exceeded, on_lost
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             gauge = MessageSizeGauge(MAX_MCP_RESULT_BYTES)
-            async for chunk in self.inner:
-                if gauge.feed(chunk):
-                    self.on_exceeded(gauge.largest)
-                    raise MCPResultTooLargeError(
-                        f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
-                yield chunk
+            try:
+                async for chunk in self.inner:
+                    if gauge.feed(chunk):
+                        self.on_exceeded(gauge.largest)
+                        raise MCPResultTooLargeError(
+                            f"an MCP message of more than MAX_MCP_RESULT_BYTES={MAX_MCP_RESULT_BYTES}")
+                    yield chunk
+            except httpx.TransportError as exc:
+                # The server went away mid-response (it crashed, or restarted): the SDK drops such a
+                # stream silently and its request would wait out its timeout; the session breaks now.
+                self.on_lost(_describe(exc))
+                raise
 
         async def aclose(self) -> None:
             await self.inner.aclose()
 
     class LimitedTransport(httpx.AsyncBaseTransport):
-        def __init__(self, on_exceeded: Any) -> None:
-            self.inner, self.on_exceeded = httpx.AsyncHTTPTransport(), on_exceeded
+        def __init__(self, on_exceeded: Any, on_lost: Any) -> None:
+            self.inner, self.on_exceeded, self.on_lost = httpx.AsyncHTTPTransport(), on_exceeded, on_lost
 
         async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
             response = await self.inner.handle_async_request(request)
             assert isinstance(response.stream, httpx.AsyncByteStream)
             return httpx.Response(status_code=response.status_code, headers=response.headers,
-                                  stream=LimitedStream(response.stream, self.on_exceeded),
+                                  stream=LimitedStream(response.stream, self.on_exceeded, self.on_lost),
                                   extensions=response.extensions, request=request)
 
         async def aclose(self) -> None:
@@ -781,7 +824,7 @@ def _limited_transport_class() -> Any:
 
 
 @contextlib.asynccontextmanager
-async def _stdio_transport(server: MCPServer, on_too_large: Any) -> Any:
+async def _stdio_transport(server: MCPServer, on_too_large: Any, on_exit: Any) -> Any:
     """The stdio transport: the server as a subprocess, one JSON-RPC message a line each way.
 
     The SDK's ``stdio_client`` is not used because it holds any line whole however long it
@@ -808,8 +851,10 @@ async def _stdio_transport(server: MCPServer, on_too_large: Any) -> Any:
             while True:
                 try:
                     line = await stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError:
-                    return  # the process closed its stdout (exited)
+                except asyncio.IncompleteReadError:  # the process closed its stdout: it exits
+                    with contextlib.suppress(TimeoutError):
+                        on_exit(await asyncio.wait_for(asyncio.shield(process.wait()), MCP_STDIO_EXIT_SECONDS))
+                    return
                 except asyncio.LimitOverrunError:
                     on_too_large(MAX_MCP_RESULT_BYTES)
                     # the session is broken; the rest is read and dropped so that the server is never

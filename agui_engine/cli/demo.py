@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import secrets
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -74,6 +73,7 @@ from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
 from . import add_ui_spec_argument, seconds
+from .mcp import require_mcp_sdk
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
@@ -428,8 +428,8 @@ def _hold_for_the_inspector(out: TextIO) -> AfterRuns:
 def run(args: argparse.Namespace) -> int:
     """The ``demo`` command: print the path (pretty output), then run the messages on it."""
     inspect = _inspecting(args)
-    if args.mcp and importlib.util.find_spec("mcp") is None:
-        raise UsageError("--mcp needs the MCP SDK: pip install 'agui-engine[mcp]'")
+    if args.mcp:
+        require_mcp_sdk()
     transport = args.transport or "sse"
     if args.format == "pretty":
         path = _PATH_LINES[(args.model_path, args.via)].format(t=transport.upper() if transport == "sse" else "WebSocket")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import re
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from agui_engine.loops.tool_sources import check_tool_sources
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.errors import UsageError
 
-__all__ = ["add_mcp_argument", "close_mcp", "mcp_servers", "open_mcp", "with_mcp"]
+__all__ = ["add_mcp_argument", "close_mcp", "mcp_servers", "open_mcp", "require_mcp_sdk", "with_mcp"]
 
 
 def add_mcp_argument(parser: argparse.ArgumentParser) -> None:
@@ -40,10 +41,20 @@ def add_mcp_argument(parser: argparse.ArgumentParser) -> None:
                              "HTTP --mcp server ID (every HTTP one without ID:); repeatable (default: none)")
 
 
+def require_mcp_sdk() -> None:
+    """Raise UsageError (one line: what to install) when the ``mcp`` SDK, an optional extra, is
+    not installed: ``--mcp`` is a mistake to correct before anything starts, not a server that
+    is down (that the adapter would otherwise log at every retry while serving without it)."""
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError("--mcp needs the MCP SDK: pip install 'agui-engine[mcp]'")
+
+
 def mcp_servers(specs: Sequence[str], header_envs: Sequence[str] = ()) -> list[MCPServer]:
     """The servers of ``--mcp`` specs with the headers of ``--mcp-header-env`` entries; raises
-    UsageError (one line) for a bad spec, two with one id, or a header entry that is malformed,
-    names no HTTP server or an unset variable."""
+    UsageError (one line) for a bad spec, two with one id, a header entry that is malformed,
+    names no HTTP server or an unset variable, or any spec while the SDK is not installed."""
+    if specs:
+        require_mcp_sdk()
     servers = [MCPServer.parse(spec) for spec in specs]
     check_tool_sources(servers)
     for entry in header_envs:

@@ -5,7 +5,7 @@
     python -m tests.adapters.mcp_servers sse PORT                   (SSE at /sse)
 
 Its tools: ``add`` (numbers), ``weather`` (the name the embedded model's ``weather`` tool
-also has: a collision), ``fail`` (raises: an ``isError`` result), ``slow`` (hangs),
+also has: a collision), ``fail`` (raises: an ``isError`` result), ``slow`` (hangs), ``nap`` (answers after a while),
 ``crash`` (the process exits mid-call), ``big`` (a 50 MB result), ``garbage`` (a malformed
 JSON-RPC line on stdout, stdio only), ``pid``, ``env_has`` (whether an environment variable
 is set; never its value), ``header_seen`` (the length of the Authorization header the
@@ -51,6 +51,12 @@ def build(tools: int = 0, *, port: int = 0) -> FastMCP:
         """Never returns in time."""
         await asyncio.sleep(SLOW_SECONDS)
         return "late"
+
+    @server.tool()
+    async def nap(seconds: float) -> str:
+        """Answers after ``seconds``: late, for a caller whose timeout is shorter."""
+        await asyncio.sleep(seconds)
+        return f"napped {seconds:g} s"
 
     @server.tool()
     def crash() -> str:

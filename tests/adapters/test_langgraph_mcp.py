@@ -28,6 +28,7 @@ from agui_engine.protocol.verify import verify_events
 from agui_engine.transports import run_agent
 
 from .langgraph_graphs import Script, ScriptedChatModel, agent_graph, call, finish, text
+from .test_mcp import _Served
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +44,19 @@ def _script(messages: Sequence[BaseMessage]) -> Script:
     return [*call("add", f"call_{uuid.uuid4().hex[:8]}", '{"a": 40', ', "b": 2}'), *finish()]
 
 
-async def test_a_langgraph_graph_gets_mcp_tools_as_client_tools_that_the_loop_runs() -> None:
-    server = MCPServer(transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
-                       server_id="local")
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_langgraph_graph_gets_mcp_tools_as_client_tools_that_the_loop_runs(transport: str) -> None:
+    served = _Served("http") if transport == "http" else None
+    try:
+        await _graph_run(MCPServer(url=served.url, server_id="remote") if served is not None else MCPServer(
+            transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
+            server_id="local"))
+    finally:
+        if served is not None:
+            served.stop()
+
+
+async def _graph_run(server: MCPServer) -> None:
     model = ScriptedChatModel(choose=_script)
     loop = AgentLoop(LangGraphAgent(agent_graph(model, tools=())), mcp_servers=[server])
     input_ = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="add them")], tools=[],

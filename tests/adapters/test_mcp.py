@@ -6,6 +6,7 @@ and every fault of ``spec/mcp.md`` §5 ends in a typed error while the run goes 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -68,8 +69,8 @@ def _free_port() -> int:
 class _Served:
     """One MCP server subprocess on loopback (streamable HTTP at /mcp or SSE at /sse)."""
 
-    def __init__(self, transport: str, *extra: str) -> None:
-        self.port = _free_port()
+    def __init__(self, transport: str, *extra: str, port: int | None = None) -> None:
+        self.port = port or _free_port()
         self.proc = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, transport, str(self.port), *extra],
                                      cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}/" + ("mcp" if transport == "http" else "sse")
@@ -204,10 +205,15 @@ def test_a_server_spec_parses_into_its_transport() -> None:
     stdio = MCPServer.parse("tools=stdio:python3 -m my.server --flag 'a b'")
     assert (stdio.command, stdio.args, stdio.source_id) == ("python3", ("-m", "my.server", "--flag", "a b"), "tools")
     assert MCPServer.parse("stdio:python3 -m my.server").source_id == "my_server"
+    assert MCPServer.parse("stdio:python3 -c 'import x'").source_id == "python3"
     assert MCPServer.parse("http://api.example.com:8080/mcp").source_id == "api_example_com"
-    for bad in ("ftp://h/x", "stdio:", "h:80", "http://user:pw@h/mcp"):
-        with pytest.raises(UsageError):
+    for bad, why in (("ftp://h/x", "--mcp 'ftp://h/x': write http"), ("stdio:", "write stdio:COMMAND"),
+                     ("h:80", "write http"), ("sse:nothttp", "--mcp: .*needs an http"),
+                     ("http://user:pw@h/mcp", "--mcp: .*must not carry credentials"),
+                     ("ftp://user:pw@h/x?token=tk", "--mcp 'ftp://h/x'")):
+        with pytest.raises(UsageError, match=why) as raised:
             MCPServer.parse(bad)
+        assert "pw" not in str(raised.value) and "tk" not in str(raised.value)  # a spec's credentials: never echoed
     with pytest.raises(UsageError, match="server_id"):
         MCPServer(url="http://h/mcp", server_id="no spaces")
     with pytest.raises(UsageError, match="call_timeout"):
@@ -328,6 +334,15 @@ async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(cap
     assert mcp_connections().get(server).requests["initialize"] == 2
 
 
+async def test_a_stdio_server_that_exits_at_start_says_its_exit_status(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
+    server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import sys; sys.exit(3)"),
+                       server_id="quits")
+    assert await server.list_tools() == []
+    why = "its process exited with status 3 before answering initialize"
+    assert server.status()["error"] == why and f"MCP server quits unavailable: {why}" in caplog.text
+
+
 async def test_a_server_that_never_answers_initialize_is_given_up_and_reaped() -> None:
     server = MCPServer(transport="stdio", command=sys.executable, args=("-c", "import time; time.sleep(600)"),
                        server_id="mute", connect_timeout=0.5)
@@ -372,23 +387,44 @@ async def test_a_hanging_server_call_times_out_and_the_run_goes_on() -> None:
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_answer_after_the_timeout_leaves_the_session_and_the_other_calls_alone(
+    transport: str, http_server: _Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the SDK hands the late answer to the message handler as an error: it is no broken session
+    caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
+    server = _stdio(call_timeout=0.3) if transport == "stdio" else MCPServer(
+        url=http_server.url, server_id="local", call_timeout=0.3)
+    connection = mcp_connections().get(server)
+    with pytest.raises(MCPTimeoutError):
+        await connection.call_tool("nap", {"seconds": 0.6})
+    await asyncio.sleep(0.6)  # the answer arrives, nobody waits for it
+    assert (await connection.call_tool("add", {"a": 1, "b": 1})).text == "2.0"
+    assert connection.requests["initialize"] == 1 and connection.connected  # the same session
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http", "sse"])
 async def test_a_server_that_crashes_mid_call_is_an_error_result_then_reconnected(transport: str) -> None:
-    served = _Served("http") if transport == "http" else None
-    server = _stdio() if served is None else MCPServer(url=served.url, server_id="remote", call_timeout=10)
+    served = None if transport == "stdio" else _Served(transport)
+    server = _stdio() if served is None else MCPServer(url=served.url, transport=transport, server_id="remote",
+                                                       call_timeout=30)
     try:
         agent = LLMAgent(_calling(ScriptedCall("crash")), mcp_servers=[server])
         started = time.monotonic()
         events = await _run(agent)
         _finished(events)
         [content] = _results(events)
-        assert content.startswith("Error: MCP") and "crash" not in content.split(":")[0]
-        assert time.monotonic() - started < 12
-        if served is None:  # a stdio server is started again: the next run has its tools back
-            await asyncio.sleep(0.6)  # past the first backoff
-            add = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
-            events = await _run(add, _input(run_id="r2"))
-            _finished(events)
-            assert _results(events) == ["3.0"]
+        assert content.startswith("Error: MCPConnectionError") and "crash" not in content.split(":")[0]
+        assert time.monotonic() - started < 15  # at once, not at the 30 s timeout
+        if served is not None:  # the HTTP server comes back on its port (a restart): a new session there
+            served.proc.wait(10)
+            served = _Served(transport, port=served.port)
+        await asyncio.sleep(0.6)  # past the first backoff (a stdio server is simply started again)
+        add = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
+        events = await _run(add, _input(run_id="r2"))
+        _finished(events)
+        assert _results(events) == ["3.0"]
+        assert server.status()["connected"] is True
     finally:
         if served is not None:
             served.stop()
@@ -518,8 +554,11 @@ async def test_the_loop_leaves_other_client_tools_to_the_client() -> None:
     assert len(finished.outcome.pending_tool_call_ids) == 1  # type: ignore[union-attr]
 
 
-async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: _Served) -> None:
-    # a proxy in front of the real server answers tools/call of "garbage" with a body that is not JSON
+@contextlib.asynccontextmanager
+async def _proxy(upstream_url: str, garbage: bool = False) -> AsyncIterator[str]:
+    """A proxy on loopback in front of a real HTTP MCP server, with no server-to-client stream (GET
+    is 405, as a server may answer); with ``garbage`` it answers tools/call of "garbage" with a body
+    that is not JSON-RPC. Its URL."""
     import httpx
     from aiohttp import web
 
@@ -529,10 +568,10 @@ async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: 
         if request.method == "GET":
             return web.Response(status=405)  # no server-to-client stream: the client does without it
         body = await request.read()
-        if request.method == "POST" and b'"tools/call"' in body and b'"garbage"' in body:
+        if garbage and request.method == "POST" and b'"tools/call"' in body and b'"garbage"' in body:
             return web.Response(body=b"{this is not json-rpc", content_type="application/json")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
-        answer = await upstream.request(request.method, http_server.url, content=body, headers=headers)
+        answer = await upstream.request(request.method, upstream_url, content=body, headers=headers)
         keep = {k: v for k, v in answer.headers.items()
                 if k.lower() in ("content-type", "mcp-session-id", "mcp-protocol-version")}
         return web.Response(status=answer.status_code, body=answer.content, headers=keep)
@@ -543,9 +582,17 @@ async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: 
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = runner.addresses[0][1]
     try:
-        server = MCPServer(url=f"http://127.0.0.1:{port}/mcp", server_id="proxied", call_timeout=20)
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}/mcp"
+    finally:
+        await mcp_connections().aclose()
+        await runner.cleanup()
+        await upstream.aclose()
+
+
+async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: _Served) -> None:
+    async with _proxy(http_server.url, garbage=True) as url:
+        server = MCPServer(url=url, server_id="proxied", call_timeout=20)
         model = ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("garbage")]),
                                ScriptedTurn(tool_calls=[ScriptedCall("add", {"a": 1, "b": 1})]), "done"])
         started = time.monotonic()
@@ -555,7 +602,21 @@ async def test_malformed_json_rpc_over_http_fails_the_call_at_once(http_server: 
         assert "MCPConnectionError" in garbage and "malformed message" in garbage
         assert time.monotonic() - started < 10  # not the 20 s timeout
         assert add == "2.0"  # the next call opened a new session
+
+
+async def test_an_http_server_that_restarted_is_sent_the_request_again_on_a_new_session() -> None:
+    # no stream from server to client shows the restart: the first request after it is answered 404
+    # for its session id (the server never ran it), so it goes once more, on a new session
+    served = _Served("http")
+    try:
+        async with _proxy(served.url) as url:
+            server = MCPServer(url=url, server_id="restarting")
+            assert (await server.call_tool("add", {"a": 1, "b": 2})).text == "3.0"
+            served.stop()
+            served = _Served("http", port=served.port)
+            assert (await server.call_tool("add", {"a": 2, "b": 2})).text == "4.0"
+            requests = mcp_connections().get(server).requests
+            assert (requests["initialize"], requests["tools/call"]) == (2, 3)
+            assert server.status()["connected"] is True
     finally:
-        await mcp_connections().aclose()
-        await runner.cleanup()
-        await upstream.aclose()
+        served.stop()

@@ -318,3 +318,36 @@ def test_a_proxied_request_is_no_turn_of_its_threads_history(app_server_url: str
 
     runs, _ = asyncio.run(go())
     assert runs == ["turn-1"]
+
+
+def test_a_proxied_request_belongs_to_its_principal_as_runs_do(app_server_url: str) -> None:
+    """Per-client tokens: a proxied request is a run of the principal whose token sent it; another
+    client's token reads nothing of it (404, as for a run that does not exist), an unknown one is 401."""
+    tokens = {"token-alice": "alice", "token-bob": "bob"}
+    alice, bob = {"Authorization": "Bearer token-alice"}, {"Authorization": "Bearer token-bob"}
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "X-AGUI-Resumable": "1"}
+    body = encode_event(_input("p-alice", {"__proxiedMCPRequest": {
+        "serverHash": server_hash("http", app_server_url), "method": "tools/call",
+        "params": {"name": "increment", "arguments": {"count": 41}}}}))
+
+    async def go() -> None:
+        gateway = await start_sse_server(_agent(MCPServer(url=app_server_url)), auth_token=tokens)
+        try:
+            async with httpx.AsyncClient(timeout=30) as http:
+                stranger = await http.post(gateway.url, content=body,
+                                           headers={**headers, "Authorization": "Bearer token-eve"})
+                assert stranger.status_code == 401
+                answered = await http.post(gateway.url, content=body, headers={**headers, **alice})
+                assert answered.status_code == 200 and '"count":42' in answered.text
+                theirs = await http.get(gateway.url + "runs/p-alice", headers=bob)
+                assert theirs.status_code == 404 and theirs.json()["error"]["code"] == "unknown_run"
+                again = await http.post(gateway.url, content=body,
+                                        headers={**headers, **bob, "Last-Event-ID": "p-alice:1"})
+                assert again.status_code == 404
+                own = await http.get(gateway.url + "runs/p-alice", headers=alice)
+                assert own.status_code == 200 and '"count":42' in own.text
+        finally:
+            await gateway.close()
+            await mcp_connections().aclose()
+
+    asyncio.run(go())

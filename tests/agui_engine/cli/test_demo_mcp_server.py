@@ -118,3 +118,18 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
     finally:
         status, _ = await _stop(proc)
     assert status == 0
+
+
+def test_demo_mcp_piped_into_head_ends_quietly_and_reaps_the_server() -> None:
+    # `agui-engine demo --mcp --format ndjson | head -1`: the reader goes away after one line
+    before = _server_pids()
+    proc = subprocess.Popen([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(DEADLINE)
+    assert json.loads(first)["type"] == "RUN_STARTED"
+    assert proc.returncode == 141 and "Traceback" not in err and "Error" not in err, err
+    assert _server_pids() - before == set()

@@ -93,7 +93,7 @@ def test_serve_mcp_shows_the_servers_in_readyz_and_reaps_stdio_on_shutdown() -> 
             doc = json.load(response)
         assert doc["ready"] is True
         by_id = {s["serverId"]: s for s in doc["mcp"]}
-        assert by_id["local"]["connected"] is True and by_id["local"]["tools"] == 12
+        assert by_id["local"]["connected"] is True and by_id["local"]["tools"] == 13
         assert by_id["gone"]["connected"] is False and "ConnectError" in by_id["gone"]["error"]
         assert any("unavailable" in line for line in lines)
         assert children
@@ -172,3 +172,159 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
                 return
         time.sleep(0.05)
     raise AssertionError("the MCP server did not start")
+
+
+def _serving(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``agui-engine serve --port 0 --no-inspect ARGS`` started, with its URL and the log lines up to it."""
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect", *args],
+                            cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("serving on "):
+            return proc, line.split()[-1], lines
+    proc.wait(10)
+    raise AssertionError("".join(lines))
+
+
+def _post_run(url: str, text: str = "hi") -> list[dict[str, object]]:
+    """The events of one run posted to ``url`` (SSE)."""
+    body = json.dumps({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": text}],
+                       "tools": [], "context": [], "state": None, "forwardedProps": None}).encode()
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json",
+                                                              "Accept": "text/event-stream"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        stream = response.read().decode()
+    return [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: ")]
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm(transport: str) -> None:
+    # the command line of the issue: a remote AG-UI agent (another agui-engine serve, knowing no MCP
+    # server) behind `serve --agent http://... --mcp SPEC`; its client tool `add` is run by the
+    # gateway's loop on the MCP server, the follow-up run reads the result
+    mcp: subprocess.Popen[bytes] | None = None
+    if transport == "http":
+        port = _free_port()
+        mcp = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "http", str(port)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_listening(port, mcp)
+        spec = f"remote=http://127.0.0.1:{port}/mcp"
+    else:
+        spec = f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio"
+    remote, remote_url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:remote")
+    gateway: subprocess.Popen[str] | None = None
+    try:
+        gateway, url, _ = _serving("--agent", remote_url, "--mcp", spec)
+        children = _children(gateway.pid)
+        assert bool(children) is (transport == "stdio")  # the stdio MCP server
+        events = _post_run(url)
+        assert [e["content"] for e in events if e["type"] == "TOOL_CALL_RESULT"] == ["42.0"]
+        text = "".join(str(e["delta"]) for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert text.endswith("got: 42.0")
+        assert events[-1]["type"] == "RUN_FINISHED" and not any(e["type"] == "RUN_ERROR" for e in events)
+        gateway.send_signal(signal.SIGTERM)
+        gateway.communicate(timeout=30)
+        assert gateway.returncode == 0
+        assert not [c for c in children if Path(f"/proc/{c}").exists()]  # reaped: not even a zombie
+    finally:
+        for proc in (gateway, remote, mcp):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=30)
+
+
+def test_serve_mcp_without_the_sdk_is_one_line_and_exit_2() -> None:
+    # the SDK made uninstallable in this interpreter: a finder that refuses `mcp` before any other
+    code = ("import sys, importlib.util as u\n"
+            "class No:\n"
+            "    @staticmethod\n"
+            "    def find_spec(name, path=None, target=None):\n"
+            "        if name == 'mcp' or name.startswith('mcp.'):\n"
+            "            raise ModuleNotFoundError(name)\n"
+            "sys.meta_path.insert(0, No)\n"
+            "real = u.find_spec\n"
+            "u.find_spec = lambda n, *a: None if n == 'mcp' else real(n, *a)\n"
+            "from agui_engine.cli import main\n"
+            "sys.exit(main(['serve', '--port', '0', '--no-inspect', '--mcp', 'http://127.0.0.1:9/mcp']))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "agui-engine serve: --mcp needs the MCP SDK: pip install 'agui-engine[mcp]'\n"
+
+
+_RECORD_MCP_IMPORTS = """
+import atexit, sys
+class Seen:
+    names = []
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == 'mcp' or name.startswith('mcp.'):
+            Seen.names.append(name)
+        return None
+sys.meta_path.insert(0, Seen)
+atexit.register(lambda: sys.stderr.write(f"mcp imports: {Seen.names}\\n"))
+import agui_engine, agui_engine.adapters, agui_engine.transports
+sys.stderr.write(f"after import: {[m for m in sys.modules if m.split('.')[0] == 'mcp']}\\n")
+from agui_engine.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_the_package_and_serve_without_mcp_never_import_the_sdk() -> None:
+    # the SDK is an optional extra: importing agui_engine and serving a run without --mcp touch it not at all
+    proc = subprocess.Popen([sys.executable, "-c", _RECORD_MCP_IMPORTS, "serve", "--port", "0", "--no-inspect",
+                             "--pace", "0"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if line.startswith("serving on "):
+            url = line.split()[-1]
+            break
+    else:  # pragma: no cover
+        raise AssertionError("".join(lines))
+    events = _post_run(url, "weather in Paris")
+    assert events[-1]["type"] == "RUN_FINISHED"
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    log = "".join(lines) + rest
+    assert "after import: []" in log and "mcp imports: []" in log, log
+
+
+def test_serve_stops_with_a_call_in_flight_and_reaps_the_stdio_server() -> None:
+    # SIGTERM while the MCP tool `slow` hangs: the run ends (its client's stream is closed, not left
+    # hanging), serve exits 0 and the stdio server's process is gone
+    gateway, url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:hanging", "--drain", "1",
+                               "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio")
+    try:
+        children = _children(gateway.pid)
+        assert children
+        body = json.dumps({"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "x"}],
+                           "tools": [], "context": [], "state": None, "forwardedProps": None}).encode()
+        request = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json",
+                                                                  "Accept": "text/event-stream"})
+        with urllib.request.urlopen(request, timeout=90) as response:
+            seen = []
+            for raw in response:
+                seen.append(raw.decode())
+                if '"TOOL_CALL_END"' in seen[-1]:
+                    break
+            gateway.send_signal(signal.SIGTERM)
+            rest = response.read().decode()  # ends when the gateway closes the stream
+        _, log = gateway.communicate(timeout=60)
+        assert gateway.returncode == 0, log
+        assert "Traceback" not in log
+        assert not [c for c in children if Path(f"/proc/{c}").exists()]
+        assert rest.rstrip().endswith('"code":"shutdown"}')  # the run's terminal event: RUN_ERROR
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.communicate(timeout=30)
