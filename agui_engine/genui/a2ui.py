@@ -863,6 +863,13 @@ class A2UISurfaceStream:
             self.surface_id = root["surfaceId"]
         if self._catalog_arg is None and open1 != "/catalogId" and isinstance(root.get("catalogId"), str):
             self._catalog_arg = root["catalogId"]
+            known = {"basic", self.catalog.catalog_id if self.catalog is not None else "", self.catalog_id or ""}
+            if self.catalog is not None and self._catalog_arg not in known:
+                # the client would be asked to draw with a catalog nobody validated (or has)
+                return self._refuse([A2UIProblem(
+                    code="unknown_catalog", path="catalogId", pointer="/catalogId",
+                    message=f"Catalog '{self._catalog_arg}' is not this host's; omit catalogId "
+                            f"(the host's is '{self.catalog.catalog_id}')")])
         comps = self._comps
         if comps is None and "components" in root:
             value = root["components"]
