@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
+from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -346,6 +347,13 @@ class AnthropicClient(StreamingLLMClient):
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-api-key": self._api_key or "", "anthropic-version": _ANTHROPIC_VERSION}
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities:
+        """Extended thinking on (``thinking`` given, not ``{"type": "disabled"}``): thinking
+        text streamed, with its signatures and redacted blocks as opaque encrypted values.
+        Off: no reasoning reaches the client."""
+        on = self.thinking is not None and self.thinking.get("type") != "disabled"
+        return ReasoningCapabilities(supported=True, streaming=True, encrypted=True) if on else ReasoningCapabilities(supported=False)
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         return f"{self.base_url}/v1/messages", build_anthropic_body(

@@ -103,6 +103,14 @@ from typing import Any, ClassVar, Final
 import jsonpatch
 import msgspec
 
+from agui_engine.protocol.capabilities import (
+    AgentCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    MultiAgentCapabilities,
+    StateCapabilities,
+    SubagentInfo,
+)
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -131,6 +139,7 @@ __all__ = [
     "CrewEventTranslator",
     "FEEDBACK_INTERRUPT_REASON",
     "Handler",
+    "IDENTITY_TYPE",
     "KickoffCancelled",
     "MAX_PAUSED_CREWAI_FLOWS",
     "MAX_PENDING_CREWAI_EVENTS",
@@ -161,6 +170,9 @@ STEP_NAME_CHARS: Final = 80
 #: that never answers must not grow the process without bound, and 10,000 open reviews
 #: is far more than one server has users waiting on at once.
 MAX_PAUSED_CREWAI_FLOWS: Final = 10_000
+
+#: ``identity.type`` of a crew's or flow's capabilities.
+IDENTITY_TYPE: Final = "crewai"
 
 #: ``Interrupt.reason`` of a flow paused by ``@human_feedback`` (the LangGraph adapter's
 #: is ``langgraph.interrupt``).
@@ -941,6 +953,38 @@ class CrewAIAgent:
         if not isinstance(made, (self._crew_type, self._flow_type)):
             raise UsageError(f"the CrewAI factory returned {type(made).__name__}, not a Crew or a Flow")
         return made
+
+    async def capabilities(self) -> AgentCapabilities:
+        """What the adapter gives this target. A Flow class: its state as ``STATE_SNAPSHOT``
+        / ``STATE_DELTA`` (a fresh state each run) and ``@human_feedback`` as the interrupt
+        protocol (``feedback``, ``interrupts``). A Crew: no state events, no interrupts
+        (``Task(human_input=True)`` cannot pause a crew), its agents as ``subagents`` (role,
+        goal) and ``delegation`` when one allows it. A factory: only what holds for both
+        (``identity``). ``identity.type``: ``"crewai"``. Raises nothing."""
+        target: Any = self.target
+        identity = IdentityCapabilities(type=IDENTITY_TYPE)
+        if isinstance(target, type) and issubclass(target, self._flow_type):
+            return AgentCapabilities(
+                identity=msgspec.structs.replace(identity, name=target.__name__),
+                state=StateCapabilities(snapshots=True, deltas=True, persistent_state=False),
+                human_in_the_loop=HumanInTheLoopCapabilities(supported=True, feedback=True, interrupts=True),
+            )
+        if not isinstance(target, self._crew_type):
+            return AgentCapabilities(identity=identity)
+        agents = list(getattr(target, "agents", None) or ())
+        subagents = [SubagentInfo(name=str(a.role), description=str(a.goal) if getattr(a, "goal", None) else None)
+                     for a in agents if isinstance(getattr(a, "role", None), str)]
+        name = getattr(target, "name", None)
+        return AgentCapabilities(
+            identity=msgspec.structs.replace(identity, name=name if isinstance(name, str) else None),
+            state=StateCapabilities(snapshots=False, deltas=False, persistent_state=False),
+            multi_agent=MultiAgentCapabilities(
+                supported=len(agents) > 1,
+                delegation=any(bool(getattr(a, "allow_delegation", False)) for a in agents),
+                subagents=subagents or None,
+            ),
+            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=False),
+        )
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """One kickoff as one AG-UI run (module docstring), or the resume of a flow a run of

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
+from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -325,6 +326,13 @@ class GeminiClient(StreamingLLMClient):
     def auth_headers(self) -> dict[str, str]:
         # In a header, never in the URL (?key=): URLs end up in logs.
         return {"x-goog-api-key": self._api_key or ""}
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities:
+        """Thought summaries asked for (``thinking`` with ``includeThoughts``): streamed, with
+        their ``thoughtSignature`` as opaque encrypted values. Otherwise the model may think,
+        but nothing of it reaches the client."""
+        on = bool(self.thinking and self.thinking.get("includeThoughts"))
+        return ReasoningCapabilities(supported=True, streaming=True, encrypted=True) if on else ReasoningCapabilities(supported=False)
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         model = self.model if self.model.startswith(("models/", "tunedModels/")) else f"models/{self.model}"

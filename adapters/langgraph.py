@@ -91,6 +91,13 @@ from typing import Any, Final
 import jsonpatch
 import msgspec
 
+from agui_engine.protocol.capabilities import (
+    AgentCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    StateCapabilities,
+    ToolsCapabilities,
+)
 from agui_engine.protocol.errors import (
     MAX_ERROR_MESSAGE_CHARS,
     AguiEngineError,
@@ -146,6 +153,7 @@ __all__ = [
     "CONFIG_KEY",
     "CUSTOM_EVENT_NAME",
     "GraphStreamTranslator",
+    "IDENTITY_TYPE",
     "INTERRUPT_REASON",
     "LangGraphAgent",
     "STATE_CONTEXT_KEY",
@@ -170,6 +178,9 @@ STATE_TOOLS_KEY: Final = "tools"
 STATE_CONTEXT_KEY: Final = "ag-ui"
 #: The ``CUSTOM`` name of a stream-writer value that is not a ``{"name", "value"}`` dict.
 CUSTOM_EVENT_NAME: Final = "langgraph.custom"
+#: ``identity.type`` of a graph's capabilities.
+IDENTITY_TYPE: Final = "langgraph"
+
 #: ``Interrupt.reason`` of a LangGraph ``interrupt()`` whose value names no reason.
 INTERRUPT_REASON: Final = "langgraph.interrupt"
 #: The value a ``cancelled`` resume entry resumes its interrupt with:
@@ -962,6 +973,24 @@ class LangGraphAgent:
             manager.add_handler(handler, inherit=True)
             config["callbacks"] = manager
         return config
+
+    async def capabilities(self) -> AgentCapabilities:
+        """What the adapter gives this graph: ``STATE_SNAPSHOT`` / ``STATE_DELTA`` of its
+        state (``persistentState`` and the interrupt protocol -- ``interrupt()`` ending the
+        run with an interrupt outcome, ``resume`` continuing it -- with a checkpointer, which
+        both need; ``memory`` with a store), client tools readable by the graph when its
+        state declares ``tools`` or ``ag-ui`` (else not declared: the config carries them,
+        whether the graph reads them is its code's business). ``identity``: the graph's
+        name, ``type`` ``"langgraph"``. Raises nothing."""
+        checkpointed = getattr(self.graph, "checkpointer", None) not in (None, False)
+        name = getattr(self.graph, "name", None)
+        return AgentCapabilities(
+            identity=IdentityCapabilities(name=name if isinstance(name, str) else None, type=IDENTITY_TYPE),
+            tools=ToolsCapabilities(client_provided=True) if self._state_keys else None,
+            state=StateCapabilities(snapshots=True, deltas=True, persistent_state=checkpointed,
+                                    memory=getattr(self.graph, "store", None) is not None),
+            human_in_the_loop=HumanInTheLoopCapabilities(supported=checkpointed, interrupts=checkpointed),
+        )
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run. Raises :class:`RemoteInputError` before ``RUN_STARTED`` for input

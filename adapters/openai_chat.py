@@ -54,6 +54,7 @@ from agui_engine.llm import (
     Usage,
     resolve_tool_choice,
 )
+from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import (
     AssistantMessage,
@@ -368,6 +369,12 @@ class OpenAIChatClient(OpenAIPlatformClient):
         if self.reasoning_effort is not None:
             body["reasoning_effort"] = self.reasoning_effort
         return f"{self.base_url}/chat/completions", body
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities | None:
+        """OpenAI's Chat Completions never streams a reasoning model's reasoning: none
+        reaches the client. A compatible server's model may stream ``reasoning_content``
+        (read when it comes): not declared, the server decides."""
+        return None if self._compatible else ReasoningCapabilities(supported=False)
 
 
 class OpenAICompatibleClient(OpenAIChatClient):

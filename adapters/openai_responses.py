@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDelta, resolve_tool_choice
+from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.events import (
     AssistantMessage,
     DeveloperMessage,
@@ -332,3 +333,11 @@ class OpenAIResponsesClient(OpenAIPlatformClient):
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         return f"{self.base_url}/responses", build_responses_body(self.model, request, reasoning=self.reasoning)
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities | None:
+        """``reasoning`` given: summaries streamed when it asks for them (``summary``), and
+        the encrypted reasoning items always (``include``). Not given: not declared (a
+        reasoning model reasons anyway, but what reaches the client depends on the model)."""
+        if self.reasoning is None:
+            return None
+        return ReasoningCapabilities(supported=True, streaming=bool(self.reasoning.get("summary")), encrypted=True)

@@ -11,6 +11,7 @@ authors):
 * :mod:`~agui_engine.protocol.verify` -- the protocol verifier (one transition table).
 * :mod:`~agui_engine.protocol.writer` -- the event writer every producer opens, appends to and closes with.
 * :mod:`~agui_engine.protocol.accumulator` -- events into messages, tool calls, state, components.
+* :mod:`~agui_engine.protocol.compact` -- a stored history made small (``compactEvents`` of ``@ag-ui/client``).
 * :mod:`~agui_engine.jsonstream` -- the incremental JSON tokenizer: fragments to JSON Patch.
 * :mod:`~agui_engine.genui.components`, :mod:`~agui_engine.genui.component_stream`,
   :mod:`~agui_engine.genui.interactables`, :mod:`~agui_engine.genui.tree`, :mod:`~agui_engine.genui.uispec` -- generative UI.
@@ -19,6 +20,8 @@ authors):
   the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.genui.mcp_apps` -- MCP Apps: the ``mcp-apps`` activity, the server hash, proxied requests.
+* :mod:`~agui_engine.protocol.capabilities` -- what an agent declares it supports (``AgentCapabilities``).
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
 Internals (the verifier's table pieces, schema keyword sets, id minting, the demo
@@ -73,8 +76,18 @@ from .genui.components import (
     schema_from_struct,
     to_strict_schema,
     tool_from_callable,
+    tool_from_schema,
 )
 from .genui.interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.mcp_apps import (
+    MCP_APPS_ACTIVITY_TYPE,
+    AppServer,
+    AppToolResult,
+    McpAppsProxy,
+    ProxiedRequestError,
+    mcp_apps_activity,
+    server_hash,
+)
 from .genui.resources import (
     Resource,
     ResourceBusyError,
@@ -127,8 +140,26 @@ from .loops.decision import (
 from .loops.llm_agent import LLMAgent, StepLimitExceededError
 from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .loops.tool_sources import SourceTool, SourceToolError, SourceToolResult, ToolSource
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
-from .protocol.agent import Agent, AgentFunction, NotAnEventError, as_agent
+from .protocol.agent import Agent, AgentFunction, CapableAgent, NotAnEventError, agent_capabilities, as_agent
+from .protocol.capabilities import (
+    AgentCapabilities,
+    CapabilitiesDecodeError,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    IdentityCapabilities,
+    MultiAgentCapabilities,
+    MultimodalCapabilities,
+    MultimodalInputCapabilities,
+    MultimodalOutputCapabilities,
+    OutputCapabilities,
+    ReasoningCapabilities,
+    StateCapabilities,
+    SubagentInfo,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
 from .protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
@@ -145,6 +176,7 @@ from .protocol.codec import (
     encode_sse,
     encode_sse_comment,
 )
+from .protocol.compact import compact_events
 from .protocol.errors import (
     AguiEngineError,
     CapacityError,
@@ -276,10 +308,13 @@ __all__ = [
     "ActivitySnapshotEvent",
     "AddOperation",
     "Agent",
+    "AgentCapabilities",
     "AgentFunction",
     "AgentLoop",
     "AguiEngineError",
     "AnyEvent",
+    "AppServer",
+    "AppToolResult",
     "AssistantMessage",
     "AudioInputContent",
     "AudioPart",
@@ -290,6 +325,8 @@ __all__ = [
     "COMPONENT_PROPS_DELTA",
     "COMPONENT_START",
     "COMPONENT_STATE_DELTA",
+    "CapabilitiesDecodeError",
+    "CapableAgent",
     "CapacityError",
     "ChunkExpander",
     "Component",
@@ -312,6 +349,7 @@ __all__ = [
     "EventStreamDecoder",
     "EventType",
     "EventWriter",
+    "ExecutionCapabilities",
     "FileSource",
     "Finish",
     "FinishReason",
@@ -320,6 +358,8 @@ __all__ = [
     "GenUILimitError",
     "GenUISpecError",
     "GenUIStream",
+    "HumanInTheLoopCapabilities",
+    "IdentityCapabilities",
     "ImageInputContent",
     "ImagePart",
     "InputContent",
@@ -337,14 +377,21 @@ __all__ = [
     "LLMTool",
     "LimitExceededError",
     "MAX_A2UI_ATTEMPTS",
+    "MCP_APPS_ACTIVITY_TYPE",
+    "McpAppsProxy",
     "Message",
     "MessagesSnapshotEvent",
     "ModelStreamError",
     "MoveOperation",
+    "MultiAgentCapabilities",
+    "MultimodalCapabilities",
+    "MultimodalInputCapabilities",
+    "MultimodalOutputCapabilities",
     "NDJSONDecoder",
     "NDJSON_CONTENT_TYPE",
     "NotAnEventError",
     "NullPolicy",
+    "OutputCapabilities",
     "PROTOCOL_VERSION",
     "PROTO_CONTENT_TYPE",
     "PartSource",
@@ -356,8 +403,10 @@ __all__ = [
     "ProtoFrameDecoder",
     "ProtoTooDeepError",
     "ProtocolViolation",
+    "ProxiedRequestError",
     "RawEvent",
     "ReasoningBlock",
+    "ReasoningCapabilities",
     "ReasoningDelta",
     "ReasoningEncryptedValueEvent",
     "ReasoningEndEvent",
@@ -396,6 +445,10 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "ServerTool",
+    "SourceTool",
+    "SourceToolError",
+    "SourceToolResult",
+    "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
     "StatusMessages",
@@ -408,6 +461,7 @@ __all__ = [
     "SubagentFinishedOutcome",
     "SubagentFinishedSuccessOutcome",
     "SubagentFinishedSuspendedOutcome",
+    "SubagentInfo",
     "SubagentStartedEvent",
     "SystemMessage",
     "TestOperation",
@@ -440,6 +494,9 @@ __all__ = [
     "ToolMessage",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSource",
+    "ToolsCapabilities",
+    "TransportCapabilities",
     "Turn",
     "UINode",
     "UISpecTool",
@@ -463,8 +520,10 @@ __all__ = [
     "__version__",
     "a2ui_context",
     "a2ui_user_action",
+    "agent_capabilities",
     "apply_json_patch",
     "as_agent",
+    "compact_events",
     "component_blocks",
     "decode_event",
     "decode_proto",
@@ -477,12 +536,15 @@ __all__ = [
     "find_component",
     "interactable_tools",
     "interactables_from_context",
+    "mcp_apps_activity",
     "render_a2ui_tool",
     "run_agent_loop",
     "run_decision_loop",
     "schema_from_struct",
+    "server_hash",
     "to_strict_schema",
     "tool_from_callable",
+    "tool_from_schema",
     "validate_components",
     "validate_spec",
     "validate_tree",

@@ -27,6 +27,11 @@ A client must emit ``ToolCallStart`` before any delta of that index and
 Cancelling the consumer (closing the async iterator) must abort the upstream
 request at once.
 
+A client may also say whether its model shows reasoning to the client, with a
+``reasoning_capabilities()`` method returning a
+:class:`~agui_engine.protocol.capabilities.ReasoningCapabilities` (or None: not declared);
+:func:`model_reasoning` asks any client, and ``LLMAgent.capabilities()`` reports it.
+
 This module does no IO; it only defines types.
 """
 
@@ -37,6 +42,7 @@ from typing import Any, Final, Literal, NamedTuple, Protocol, Union, runtime_che
 
 import msgspec
 
+from .protocol.capabilities import ReasoningCapabilities
 from .protocol.errors import UsageError
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "ToolChoice",
     "UnknownToolChoiceError",
     "Usage",
+    "model_reasoning",
     "resolve_tool_choice",
 ]
 
@@ -201,3 +208,19 @@ class LLMClient(Protocol):
         parallel_tool_calls: bool = True,
         max_output_tokens: int | None = None,
     ) -> AsyncIterator[LLMStreamItem]: ...
+
+
+def model_reasoning(llm: object) -> ReasoningCapabilities | None:
+    """What ``llm`` declares about its reasoning: its ``reasoning_capabilities()``, or
+    None when it has no such method or declares nothing. Raises UsageError when the
+    method returns anything else than a ReasoningCapabilities or None."""
+    method = getattr(llm, "reasoning_capabilities", None)
+    if method is None:
+        return None
+    value = method()
+    if value is not None and not isinstance(value, ReasoningCapabilities):
+        raise UsageError(
+            f"{type(llm).__name__}.reasoning_capabilities() returned a {type(value).__name__}, "
+            "not a ReasoningCapabilities or None"
+        )
+    return value

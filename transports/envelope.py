@@ -6,10 +6,11 @@ definition of the wire format, encoded and decoded by msgspec). ``spec/transport
 Client -> server (WebSocket; stdio takes a bare ``RunAgentInput`` and ``cancel``), tagged
 by ``"type"``::
 
-    {"type": "run",    "input": <RunAgentInput>}             RunMessage
+    {"type": "run",    "input": <RunAgentInput>, "runKey": "..."}  RunMessage (runKey optional)
     {"type": "cancel", "runId": "...", "runKey": "..."}      CancelMessage (runKey optional)
     {"type": "resume", "runId": "...", "lastEventId": "...", "runKey": "..."}  ResumeMessage
     {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
+    {"type": "capabilities"}                                  CapabilitiesMessage (stdio too)
 
 Server -> client, one JSON object per line (:class:`ServerLine`)::
 
@@ -18,6 +19,7 @@ Server -> client, one JSON object per line (:class:`ServerLine`)::
     {"runId": "...", "error": {"code", "message", "status"}} an error (runId: when it belongs to a run)
     {"queryId": "...", "result": <data>}                     the answer to a query
     {"queryId": "...", "error": {"code", "message", "status", "path"?}}  a query refused
+    {"capabilities": <AgentCapabilities>}                    the answer to ``capabilities``
 
 and, on stdio only, a bare AG-UI event (it has ``"type"``) while a single run is in flight.
 
@@ -34,12 +36,14 @@ from typing import Annotated, Any, Final, NamedTuple
 
 import msgspec
 
+from agui_engine.protocol.capabilities import AgentCapabilities, encode_capabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper, decode_event
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError
 from agui_engine.protocol.events import AnyEvent, RunAgentInput
 
 __all__ = [
     "CancelMessage",
+    "CapabilitiesMessage",
     "ClientMessage",
     "ErrorBody",
     "EventLines",
@@ -49,6 +53,7 @@ __all__ = [
     "ResumeMessage",
     "RunMessage",
     "ServerLine",
+    "capabilities_line",
     "decode_client_message",
     "decode_protocol_line",
     "encode_client_message",
@@ -69,11 +74,16 @@ MAX_QUERY_ID_LENGTH: Final = 256
 # --------------------------------------------------------------------------- client -> server
 
 
-class RunMessage(msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True):
+class RunMessage(
+    msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
     """Start a run. ``input`` is the RunAgentInput's JSON, decoded by the server with
-    :func:`~agui_engine.transports.input_decoding.decode_run_input` (size limit, JSON path)."""
+    :func:`~agui_engine.transports.input_decoding.decode_run_input` (size limit, JSON path).
+    ``run_key``: the run key of an earlier run of the same thread, so that the run joins
+    that thread's history (spec/transports.md §4.4)."""
 
     input: msgspec.Raw
+    run_key: str | None = None
 
 
 class CancelMessage(
@@ -106,8 +116,13 @@ class QueryMessage(msgspec.Struct, tag="query", tag_field="type", frozen=True, k
     params: Any = msgspec.field(default_factory=dict)
 
 
+class CapabilitiesMessage(msgspec.Struct, tag="capabilities", tag_field="type", frozen=True, kw_only=True):
+    """Ask for the served agent's capabilities; answered by one line ``{"capabilities":
+    {...}}`` (:func:`capabilities_line`), or an error line naming no run."""
+
+
 #: A message a client sends; the ``"type"`` member says which.
-ClientMessage = RunMessage | CancelMessage | ResumeMessage | QueryMessage
+ClientMessage = RunMessage | CancelMessage | ResumeMessage | QueryMessage | CapabilitiesMessage
 
 _CLIENT_DECODER: Final = msgspec.json.Decoder(ClientMessage)
 _ENCODER: Final = msgspec.json.Encoder()
@@ -125,9 +140,9 @@ class _RunIdProbe(msgspec.Struct, rename="camel"):
 _PROBE_DECODER: Final = msgspec.json.Decoder(_RunIdProbe)
 
 
-def run_message(input: RunAgentInput) -> RunMessage:
+def run_message(input: RunAgentInput, run_key: str | None = None) -> RunMessage:
     """The ``run`` message for ``input``."""
-    return RunMessage(input=msgspec.Raw(_ENCODER.encode(input)))
+    return RunMessage(input=msgspec.Raw(_ENCODER.encode(input)), run_key=run_key)
 
 
 def encode_client_message(message: ClientMessage) -> bytes:
@@ -142,7 +157,7 @@ def decode_client_message(data: str | bytes) -> ClientMessage:
     try:
         return _CLIENT_DECODER.decode(data)
     except msgspec.ValidationError as exc:
-        raise RemoteInputError(f"not a run, cancel, resume or query message: {exc}") from None
+        raise RemoteInputError(f"not a run, cancel, resume, query or capabilities message: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
 
@@ -200,6 +215,8 @@ class ServerLine(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     line: int | None = None
     query_id: str | None = None
     result: msgspec.Raw = msgspec.Raw()  # a query's data (empty: absent)
+    #: The answer to a ``capabilities`` message: an AgentCapabilities document (empty: absent).
+    capabilities: msgspec.Raw = msgspec.Raw()
     #: On the first event line of a run started on this connection only: the run key
     #: that its resume and cancel present (spec/transports.md §2.6).
     run_key: str | None = None
@@ -281,6 +298,11 @@ def query_result_line(query_id: str, data: bytes) -> bytes:
     return _ENCODER.encode(ServerLine(query_id=query_id, result=msgspec.Raw(data)))
 
 
+def capabilities_line(capabilities: AgentCapabilities) -> bytes:
+    """The answer line of a ``capabilities`` message: ``{"capabilities": {...}}``."""
+    return _ENCODER.encode(ServerLine(capabilities=msgspec.Raw(encode_capabilities(capabilities))))
+
+
 class ProtocolLine(NamedTuple):
     """One decoded server line, as a client agent uses it."""
 
@@ -312,8 +334,9 @@ def decode_protocol_line(
     if len(head.event) and head.id is not None:
         event = decode_event(bytes(head.event), legacy=legacy, tolerant=tolerant)
         return ProtocolLine(head.id, event, None, None, head.run_key)
-    if head.query_id is not None:
-        # the answer to a data query (WebSocketAgent.query reads those itself): no run's business
+    if head.query_id is not None or len(head.capabilities):
+        # the answer to a data query or a capabilities message (read by WebSocketAgent.query /
+        # .capabilities themselves): no run's business
         return ProtocolLine(None, None, None, None)
     if head.error is not None:
         return ProtocolLine(None, None, head.error, head.run_id)

@@ -15,6 +15,7 @@ __all__ = [
     "InputTooDeepError",
     "InvalidInputError",
     "MalformedInputError",
+    "MethodNotAllowedError",
     "NotAcceptableError",
     "RequestTimeoutError",
     "UnsupportedMediaTypeError",
@@ -57,6 +58,14 @@ class UnsupportedMediaTypeError(RemoteInputError):
 
     http_status = 415
     default_code = "unsupported_media_type"
+
+
+class MethodNotAllowedError(RemoteInputError):
+    """A route asked with a method it does not answer (HTTP 405; the answer's ``Allow``
+    header lists the ones it does)."""
+
+    http_status = 405
+    default_code = "method_not_allowed"
 
 
 class NotAcceptableError(RemoteInputError):

@@ -10,8 +10,12 @@ Server: :func:`create_app` builds an aiohttp application around a
     DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
     POST    <path>/data/query    a component's data: {resourceId, params} -> {resourceId, data}
                                  (transports/data.py; errors as below plus 403/404/422/502/503/504)
+    GET     <path>/capabilities  the served agent's AgentCapabilities with this server's transport
+                                 (transports/capabilities.py; 401 as for runs, 405 for another
+                                 method, 502 when a remote agent's cannot be had)
     GET     <path>/healthz       liveness: 200 while the process serves
-    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
+    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
     GET     <path>/metrics       Prometheus text format (when metrics are enabled)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
@@ -49,6 +53,7 @@ The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import logging
@@ -66,16 +71,19 @@ from aiohttp.web_request import BaseRequest
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
+from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
     EventStreamDecoder,
+    decode_event_list,
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -86,6 +94,13 @@ from agui_engine.protocol.proto import (
 )
 
 from .bearer_auth import check_bearer
+from .capabilities import (
+    CAPABILITIES_TIMEOUT_SECONDS,
+    MAX_CAPABILITIES_BYTES,
+    read_capabilities,
+    served_capabilities,
+    sse_transport,
+)
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .data import (
@@ -99,7 +114,7 @@ from .data import (
 )
 from .eventlog import EventLog, LogSlice
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
-from .input_errors import NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
+from .input_errors import MethodNotAllowedError, NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
@@ -137,8 +152,10 @@ __all__ = [
     "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
+    "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
@@ -148,12 +165,14 @@ __all__ = [
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
+    "THREAD_ID_HEADER",
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
     "frame_proto",
     "frame_sse",
     "negotiate",
+    "negotiate_history",
     "start_sse_server",
 ]
 
@@ -186,6 +205,12 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
 RUN_KEY_QUERY = "runKey"
 
+#: Response headers of a thread history (``GET <path>/threads/<threadId>``): the branch's
+#: last run goes in ``X-AGUI-Run-Id``; HISTORY_TRIMMED_HEADER is ``true`` when runs of the
+#: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
+HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
+THREAD_ID_HEADER = "X-AGUI-Thread-Id"
+
 
 def _caller(request: web.Request, principal: str | None) -> Caller:
     """Who is asking: the request's principal and the run key it presents, if any."""
@@ -213,6 +238,12 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: reading). Best effort while the caller is tearing down, so it must not hold
 #: it up long; if it fails the server cancels the run after its grace period.
 CANCEL_REQUEST_TIMEOUT = 2.0
+
+#: Bytes of a thread history ``SSEAgent.history`` reads at most (then LimitExceededError).
+#: A gateway keeps HISTORY_MAX_THREAD_BYTES (1 MiB) per thread by default and serves less
+#: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
+#: gateway configured with a larger budget.
+MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -305,35 +336,57 @@ def _qvalue(text: str) -> float:
     return float(text) if _QVALUE.fullmatch(text) else 0.0
 
 
-def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
-    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
-    grammar counts as q=0). Raises NotAcceptableError."""
-    if not accept:
-        return "sse"
+#: What a stream request's Accept may name (negotiate), and a history request's
+#: (negotiate_history): media range -> answer.
+_STREAM_KINDS: Mapping[str, str] = {
+    SSE_CONTENT_TYPE: "sse",
+    "text/*": "sse",
+    "*/*": "sse",
+    **dict.fromkeys(_NDJSON_TYPES, "ndjson"),
+    PROTO_CONTENT_TYPE: "proto",
+}
+_HISTORY_KINDS: Mapping[str, str] = {
+    "application/json": "json",
+    "application/*": "json",
+    "*/*": "json",
+    PROTO_CONTENT_TYPE: "proto",
+}
+
+
+def _best(accept: str, kinds: Mapping[str, str], default: str, names: str) -> str:
+    # The highest q wins; ties go to ``default``; a range that is not in ``kinds`` is ignored.
     best_q = 0.0
     best = ""
     for part in accept.split(","):
         media, *params = part.split(";")
-        media = media.strip().lower()
+        kind = kinds.get(media.strip().lower())
+        if kind is None:
+            continue
         q = 1.0
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
-            kind = "sse"
-        elif media in _NDJSON_TYPES:
-            kind = "ndjson"
-        elif media == PROTO_CONTENT_TYPE:
-            kind = "proto"
-        else:
-            continue
-        if q > best_q or (q == best_q and kind == "sse" and q > 0):
+        if q > best_q or (q == best_q and kind == default and q > 0):
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
     return best
+
+
+def negotiate(accept: str | None) -> str:
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
+    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
+    grammar counts as q=0). Raises NotAcceptableError."""
+    names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
+    return _best(accept, _STREAM_KINDS, "sse", names) if accept else "sse"
+
+
+def negotiate_history(accept: str | None) -> str:
+    """``"json"`` or ``"proto"`` for the Accept header of a thread history request
+    (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
+    ties, wildcards and a missing header. Raises NotAcceptableError."""
+    return _best(accept, _HISTORY_KINDS, "json", f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
@@ -362,9 +415,12 @@ class _Gateway:
         send_timeout: float,
         body_timeout: float,
         broker: ResourceBroker | None = None,
+        transport: TransportCapabilities | None = None,
     ) -> None:
         self.registry = registry
         self.broker = broker
+        #: What this server speaks, in its capabilities document.
+        self.transport = transport or sse_transport()
         self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
@@ -384,7 +440,9 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = (
+                f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+            )
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -449,7 +507,9 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
+                run = await self.registry.start(
+                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -478,6 +538,25 @@ class _Gateway:
             return _error_response(exc, self.metrics)
         return web.Response(body=answer, content_type="application/json", headers={"Cache-Control": "no-store"})
 
+    async def capabilities(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/capabilities``: the served agent's capabilities, this server's transport."""
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+            document = await served_capabilities(self.registry.agent, self.transport)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(
+            body=encode_capabilities(document), content_type="application/json", headers={"Cache-Control": "no-store"}
+        )
+
+    async def capabilities_method(self, request: web.Request) -> web.StreamResponse:
+        """Any other method on ``<path>/capabilities``: 405 saying which one reads it."""
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: the capabilities are read with GET (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
+
     async def get(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
         _RUN_ID.set(run_id)
@@ -504,6 +583,31 @@ class _Gateway:
             return web.Response(status=204)
         return await self._stream(request, sub, fmt, first)
 
+    async def thread(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
+        branch ending at ``runId`` (default: its latest kept run), as a JSON array of
+        events or, when Accept prefers it, length-prefixed protobuf frames."""
+        thread_id = request.match_info["thread_id"]
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            fmt = negotiate_history(request.headers.get("Accept"))
+            found, payloads = await self.registry.thread_history(
+                thread_id, run_id=request.query.get("runId") or None, caller=_caller(request, principal)
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        headers = {
+            "Cache-Control": "no-store",
+            THREAD_ID_HEADER: thread_id,
+            "X-AGUI-Run-Id": found.tip,
+            HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
+        }
+        if fmt == "proto":
+            headers["Content-Type"] = PROTO_CONTENT_TYPE
+            return web.Response(body=frame_proto(payloads), headers=headers)
+        headers["Content-Type"] = "application/json"
+        return web.Response(body=b"[" + b",".join(payloads) + b"]", headers=headers)
+
     async def delete(self, request: web.Request) -> web.StreamResponse:
         _RUN_ID.set(request.match_info["run_id"])
         try:
@@ -519,11 +623,14 @@ class _Gateway:
 
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         ready = await self.registry.ready()
-        doc = {
+        doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
             "activeRuns": self.registry.active,
         }
+        sources = tool_source_status(self.registry.agent)
+        if sources:  # an MCP server that cannot be reached makes its tools absent, not the gateway unready
+            doc["mcp"] = sources
         return web.json_response(doc, status=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
@@ -682,6 +789,7 @@ def create_app(
     query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
     connection: ConnectionOptions | None = None,
     data: DataOptions | None = None,
+    websocket: bool = False,
 ) -> web.Application:
     """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
 
@@ -713,7 +821,9 @@ def create_app(
     ``connection`` / ``data``: the same settings as one value each
     (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
     ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
-    fill them, and a setting given both ways is a UsageError.
+    fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
+    server serves the same runs beside this app (it shares the ``registry``); said in
+    ``GET <path>/capabilities`` (``transport.websocket``).
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -740,6 +850,7 @@ def create_app(
         send_timeout=conn.send_timeout,
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
+        transport=sse_transport(websocket=websocket),
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -750,8 +861,12 @@ def create_app(
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
     base = path.rstrip("/")
+    threads = base + "/threads/{thread_id}"
+    app.router.add_get(threads, gw.thread)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
+    capabilities = base + "/capabilities"
+    app.router.add_get(capabilities, gw.capabilities)
     app.router.add_get(base + "/healthz", gw.healthz)
     app.router.add_get(base + "/readyz", gw.readyz)
     if registry.metrics is not None:
@@ -761,7 +876,10 @@ def create_app(
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
+        app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
+    app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
@@ -788,6 +906,7 @@ class AppKeywords(TypedDict, total=False):
     query_queue_timeout: float
     connection: ConnectionOptions | None
     data: DataOptions | None
+    websocket: bool
 
 
 def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
@@ -996,6 +1115,44 @@ class SSEAgent(RemoteClientBase):
         self.binary = binary
         self._client = client
 
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> list[AnyEvent]:
+        """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
+        the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
+        ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
+        this agent) for a gateway without per-client tokens; a key given here is remembered
+        for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
+        history, or not yours), ConnectionLostError, LimitExceededError (over
+        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer)."""
+        from urllib.parse import quote
+
+        url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
+        key = run_key or self.thread_key(thread_id)
+        headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        try:
+            status, content_type, body = await self._get_bounded(
+                url, headers, MAX_HISTORY_RESPONSE_BYTES,
+                httpx.Timeout(QUERY_REQUEST_TIMEOUT_SECONDS, connect=self.connect_timeout),
+                params={"runId": run_id} if run_id else None,
+            )
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        if len(body) > MAX_HISTORY_RESPONSE_BYTES:
+            raise LimitExceededError(f"GET {url}: the history is over {MAX_HISTORY_RESPONSE_BYTES} bytes (MAX_HISTORY_RESPONSE_BYTES)")
+        if status != 200:
+            raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
+        if key and run_key:
+            self.remember_thread_key(thread_id, key)
+        if media_type(content_type) == PROTO_CONTENT_TYPE:
+            frames = ProtoEventDecoder()
+            events = frames.feed(body)
+            frames.close()
+            return list(events)
+        return decode_event_list(body, where=f"GET {url}")
+
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
 
@@ -1010,24 +1167,74 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/data/query"
         body = msgspec.json.encode(QueryRequest(resource_id=resource_id, params={} if params is None else params))
         headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json"}
-        client = self._client or httpx.AsyncClient(verify=_ssl_context())
         try:
-            resp = await client.post(
-                url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
-            )
+            async with self._one_client() as client:
+                resp = await client.post(
+                    url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
+                )
         except httpx.TimeoutException:
             raise ResourceTimeoutError(f"POST {url}: no answer to the query of {resource_id} within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
-        finally:
-            if self._client is None:
-                await client.aclose()
         if resp.status_code != 200:
             raise query_error_from_body(resp.status_code, resp.content, where=f"POST {url}")
         try:
             return msgspec.json.decode(resp.content, type=_QueryAnswerDoc).data
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise RemoteInputError(f"POST {url}: not a query answer {{resourceId, data}}: {exc}") from None
+
+    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
+        """The remote agent's capabilities: ``GET <url>/capabilities`` (with this agent's
+        headers: its bearer token). A server without that route (404 or 405: an AG-UI server
+        that does not serve them) declares nothing: ``AgentCapabilities()``.
+
+        Raises RemoteAgentError for any other refusal (401, 502 ...) and for a 200 that is not
+        JSON, ConnectionLostError when the server cannot be reached or does not answer within
+        ``timeout`` seconds, LimitExceededError past ``MAX_CAPABILITIES_BYTES`` (read no
+        further), CapabilitiesDecodeError for a document that is not an AgentCapabilities
+        (with its JSON path)."""
+        url = self.url.rstrip("/") + "/capabilities"
+        where = f"GET {url}"
+        headers = {**self.headers, "Accept": "application/json"}
+        try:
+            async with asyncio.timeout(timeout):
+                # past MAX_CAPABILITIES_BYTES nothing more is read, and read_capabilities refuses it
+                status, content_type, body = await self._get_bounded(
+                    url, headers, MAX_CAPABILITIES_BYTES, httpx.Timeout(timeout)
+                )
+        except TimeoutError:
+            raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
+        if status in (404, 405):
+            return AgentCapabilities()
+        if status != 200 or media_type(content_type) != "application/json":
+            raise remote_error_from_body(status, body, where=where, content_type=content_type)
+        return read_capabilities(body, where=where)
+
+    async def _get_bounded(
+        self, url: str, headers: Mapping[str, str], limit: int, timeout: httpx.Timeout, *, params: Any = None
+    ) -> tuple[int, str | None, bytes]:
+        """``GET url``: (status, Content-Type, body); the body is read up to just past
+        ``limit`` bytes and no further (a longer body comes back longer than ``limit``).
+        Raises httpx.TransportError."""
+        body = bytearray()
+        async with self._one_client() as client:
+            async with client.stream("GET", url, params=params, headers=headers, timeout=timeout) as resp:
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        break
+        return resp.status_code, resp.headers.get("content-type"), bytes(body)
+
+    @contextlib.asynccontextmanager
+    async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
+        """The given client, or one made for a single request and closed after it."""
+        if self._client is not None:
+            yield self._client
+            return
+        async with httpx.AsyncClient(verify=_ssl_context()) as client:
+            yield client
 
     def _runs_url(self, run_id: str) -> str:
         from urllib.parse import quote
@@ -1067,6 +1274,9 @@ class SSEAgent(RemoteClientBase):
         headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
+        elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
+            # a run key of the thread's previous run: the new run joins that thread's history
+            headers[RUN_KEY_HEADER] = prior
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
@@ -1078,6 +1288,8 @@ class SSEAgent(RemoteClientBase):
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
+            if session.key is not None:
+                self.remember_thread_key(input.thread_id, session.key)
             yield None
             if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.

@@ -4,7 +4,9 @@ stdio`` and :class:`StdioAgent`, which runs such a server as a subprocess.
 Theory of operation
 -------------------
 In: one JSON object per line on stdin. A ``RunAgentInput`` starts a run;
-``{"type": "cancel", "runId": "..."}`` cancels one. Out: one JSON object per
+``{"type": "cancel", "runId": "..."}`` cancels one; ``{"type": "capabilities"}`` asks for the
+served agent's capabilities, answered by one ``{"capabilities": {...}}`` line
+(``transports/capabilities.py``: the agent's own, with the stdio transport). Out: one JSON object per
 line on stdout, of three recognisable shapes:
 
 * a bare AG-UI event (it has ``"type"``) -- it belongs to the only run in flight;
@@ -48,6 +50,7 @@ import msgspec
 
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper
 from agui_engine.protocol.errors import (
     AguiEngineError,
@@ -56,9 +59,18 @@ from agui_engine.protocol.errors import (
 )
 from agui_engine.protocol.events import Event, RunAgentInput
 
+from .capabilities import (
+    CAPABILITIES_TIMEOUT_SECONDS,
+    MAX_CAPABILITIES_BYTES,
+    STDIO_TRANSPORT,
+    capabilities_answer,
+    served_capabilities,
+)
 from .envelope import (
     CancelMessage,
+    CapabilitiesMessage,
     EventLines,
+    capabilities_line,
     decode_client_message,
     decode_protocol_line,
     encode_client_message,
@@ -185,6 +197,17 @@ class _StdioServer:
         except AguiEngineError as exc:
             self.error(exc, line_no)
             return
+        if doc.get("type") == "capabilities":
+            try:
+                decode_client_message(line)  # the WebSocket protocol's CapabilitiesMessage: no other member
+            except AguiEngineError as exc:
+                self.error(exc, line_no)
+                return
+            # in a task of its own (a remote agent's are asked upstream); the end of stdin waits for it
+            task = asyncio.get_running_loop().create_task(self.answer_capabilities(line_no))
+            self.pumps.add(task)
+            task.add_done_callback(self.pumps.discard)
+            return
         if doc.get("type") == "cancel":
             try:
                 message = decode_client_message(line)  # the WebSocket protocol's CancelMessage
@@ -207,6 +230,14 @@ class _StdioServer:
         task = asyncio.get_running_loop().create_task(self.pump(self.registry.subscribe(run)))
         self.pumps.add(task)
         task.add_done_callback(self.pumps.discard)
+
+    async def answer_capabilities(self, line_no: int) -> None:
+        try:
+            document = await served_capabilities(self.registry.agent, STDIO_TRANSPORT)
+        except AguiEngineError as exc:
+            self.error(exc, line_no)
+            return
+        self.write(capabilities_line(document) + b"\n")
 
     async def pump(self, sub: Subscription) -> None:
         rid = sub.run.run_id
@@ -323,15 +354,20 @@ class StdioAgent:
         self.env = env
         self.cwd = cwd
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
-        proc = await asyncio.create_subprocess_exec(
+    async def _spawn(self, line_limit: int) -> asyncio.subprocess.Process:
+        """The command started with piped stdin / stdout (lines read up to ``line_limit``
+        bytes), stderr passed through."""
+        return await asyncio.create_subprocess_exec(
             *self.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env={**os.environ, **self.env} if self.env is not None else None,
             cwd=self.cwd,
-            limit=DEFAULT_MAX_BODY_BYTES + 1,
+            limit=line_limit,
         )
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        proc = await self._spawn(DEFAULT_MAX_BODY_BYTES + 1)
         assert proc.stdin is not None and proc.stdout is not None
         ended = False
         yielded = False
@@ -368,6 +404,45 @@ class StdioAgent:
         finally:
             await self._stop(proc, input.run_id, cancel=not ended)
 
+    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
+        """The served agent's capabilities: the command run once, asked with a
+        ``{"type": "capabilities"}`` line, its stdin closed at once (so it exits after
+        answering). A server that does not know the message (its error line says
+        ``bad_input`` or ``invalid_input``: an older server takes it for a RunAgentInput)
+        declares nothing: ``AgentCapabilities()``.
+
+        Raises ConnectionLostError when the process exits without an answer or gives none
+        within ``timeout`` seconds (it is killed), RemoteAgentError for any other error line,
+        LimitExceededError for a line over ``MAX_CAPABILITIES_BYTES``,
+        CapabilitiesDecodeError / RemoteInputError for a line that is not an answer."""
+        where = f"the stdio agent {self.argv[0]!r}"
+        proc = await self._spawn(MAX_CAPABILITIES_BYTES + 1)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            async with asyncio.timeout(timeout):
+                proc.stdin.write(encode_client_message(CapabilitiesMessage()) + b"\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
+                while True:
+                    try:
+                        line = await proc.stdout.readline()
+                    except ValueError:  # asyncio's limit: the line is longer than the document may be
+                        raise LimitExceededError(
+                            f"{where}: an output line is over {MAX_CAPABILITIES_BYTES} bytes", code="capabilities_too_large"
+                        ) from None
+                    if not line:
+                        raise ConnectionLostError(f"{where} exited without answering the capabilities message")
+                    if line.strip():
+                        answer = capabilities_answer(line, where=where)
+                        if answer is not None:
+                            return answer
+        except TimeoutError:
+            raise ConnectionLostError(f"{where} did not answer the capabilities message within {timeout:g} s") from None
+        except (ConnectionError, RuntimeError) as exc:  # the pipe broke before the message went in
+            raise ConnectionLostError(f"{where} exited before taking the capabilities message ({type(exc).__name__})") from None
+        finally:
+            await self._stop(proc, "", cancel=False)
+
     async def _stop(self, proc: asyncio.subprocess.Process, run_id: str, *, cancel: bool) -> None:
         assert proc.stdin is not None
         try:
@@ -393,3 +468,4 @@ class StdioAgent:
             _log.warning("stdio agent %r did not exit; killing it", self.argv[0])
             proc.kill()
             await proc.wait()
+

@@ -52,9 +52,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
@@ -66,6 +66,7 @@ from websockets.http11 import Request, Response
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
+from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper
 from agui_engine.protocol.errors import (
     WS_CLOSE_BAD_INPUT,
@@ -77,6 +78,7 @@ from agui_engine.protocol.errors import (
 from agui_engine.protocol.events import RunAgentInput
 
 from .bearer_auth import UnauthorizedError, check_bearer
+from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, WEBSOCKET_TRANSPORT, capabilities_answer, served_capabilities
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .data import (
@@ -88,11 +90,14 @@ from .data import (
 )
 from .envelope import (
     CancelMessage,
+    CapabilitiesMessage,
+    ClientMessage,
     EventLines,
     QueryMessage,
     ResumeMessage,
     RunMessage,
     ServerLine,
+    capabilities_line,
     decode_client_message,
     decode_protocol_line,
     encode_client_message,
@@ -143,6 +148,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agui_engine.transports")
+
+_T = TypeVar("_T")
 
 #: Ping interval and pong timeout (seconds). The websockets default (20 s) is
 #: below the 30-60 s idle timeouts of common proxies and load balancers.
@@ -289,11 +296,15 @@ class _Connection:
             check_input_depth(message, where="the message")
             msg = decode_client_message(message)
             if isinstance(msg, QueryMessage):
-                self._query(msg)
+                self._in_task(self._answer(msg))
+            elif isinstance(msg, CapabilitiesMessage):
+                self._in_task(self._answer_capabilities())
             elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
-                run = await self.registry.start(input, owner=self.principal, address=peer_address(self.ws.transport))
+                run = await self.registry.start(
+                    input, owner=self.principal, address=peer_address(self.ws.transport), key=msg.run_key
+                )
                 self._pump(self.registry.subscribe(run, 0), key=run.key)
             elif isinstance(msg, CancelMessage):
                 # A run this connection streams was allowed already: its key is known here.
@@ -338,11 +349,13 @@ class _Connection:
             return exc.code not in _MALFORMED_CODES
         return True
 
-    def _query(self, msg: QueryMessage) -> None:
-        """Answer a query in its own task (its slow resolver holds up nothing else)."""
+    def _in_task(self, answer: Coroutine[Any, Any, None]) -> None:
+        """Answer a query or a capabilities message in its own task (a slow resolver or
+        remote agent holds up nothing else); both count against MAX_QUERIES_PER_CONNECTION."""
         if len(self.queries) >= MAX_QUERIES_PER_CONNECTION:
+            answer.close()
             raise _TooManyQueries(f"this connection already has {MAX_QUERIES_PER_CONNECTION} queries in flight")
-        task = asyncio.get_running_loop().create_task(self._answer(msg))
+        task = asyncio.get_running_loop().create_task(answer)
         self.queries.add(task)
         self._note_work()
         task.add_done_callback(self._query_done)
@@ -361,10 +374,22 @@ class _Connection:
             if self.registry.metrics is not None:
                 self.registry.metrics.note_error(exc.code)
             line = error_line(exc, query_id=msg.query_id)
+        await self._send_answer(line, f"query {msg.query_id[:64]}")
+
+    async def _answer_capabilities(self) -> None:
+        try:
+            line = capabilities_line(await served_capabilities(self.registry.agent, WEBSOCKET_TRANSPORT))
+        except AguiEngineError as exc:
+            if self.registry.metrics is not None:
+                self.registry.metrics.note_error(exc.code)
+            line = error_line(exc)
+        await self._send_answer(line, "capabilities")
+
+    async def _send_answer(self, line: bytes, what: str) -> None:
         try:
             await self._send([line])
         except TimeoutError:
-            _log.info("query %s: client stopped reading; closing the connection", msg.query_id[:64])
+            _log.info("%s: client stopped reading; closing the connection", what)
             self.ws.transport.abort()
         except websockets.ConnectionClosed:
             pass  # the client went away: nobody to answer
@@ -657,9 +682,36 @@ class WebSocketAgent(RemoteClientBase):
         """
         where = f"WebSocket {self.url}"
         query_id = uuid.uuid4().hex
-        message = encode_client_message(
-            QueryMessage(query_id=query_id, resource_id=resource_id, params={} if params is None else params)
-        )
+        message = QueryMessage(query_id=query_id, resource_id=resource_id, params={} if params is None else params)
+        try:
+            answer = await self._ask(message, lambda line: _decode_answer(line, query_id, where),
+                                     timeout=timeout, what=f"the query of {resource_id}")
+        except TimeoutError:
+            raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
+        return msgspec.json.decode(answer)
+
+    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
+        """The remote agent's capabilities, asked with a ``capabilities`` message (on a
+        connection of its own). A server that does not know the message (it answers
+        ``bad_input``: an older server) declares nothing: ``AgentCapabilities()``.
+
+        Raises RemoteAgentError for a refused handshake (401 ...) or any other error line,
+        ConnectionLostError when the server cannot be reached, closes, or does not answer
+        within ``timeout`` seconds, CapabilitiesDecodeError / LimitExceededError for a
+        document that is not an AgentCapabilities or too large."""
+        where = f"WebSocket {self.url}"
+        try:
+            return await self._ask(CapabilitiesMessage(), lambda line: capabilities_answer(line, where=where),
+                                   timeout=timeout, what="the capabilities message")
+        except TimeoutError:
+            raise ConnectionLostError(f"{where} did not answer the capabilities message within {timeout:g} s") from None
+
+    async def _ask(self, message: ClientMessage, pick: Callable[[bytes], _T | None], *, timeout: float, what: str) -> _T:
+        """Send ``message`` on a connection of its own and return the first ``pick(line)``
+        that is not None. Raises TimeoutError after ``timeout`` seconds, RemoteAgentError for a
+        refused handshake, ConnectionLostError when the connection fails or closes first, and
+        what ``pick`` raises."""
+        where = f"WebSocket {self.url}"
         try:
             async with asyncio.timeout(timeout):
                 try:
@@ -669,17 +721,17 @@ class WebSocketAgent(RemoteClientBase):
                         exc.response.status_code, bytes(exc.response.body or b""), where=where
                     ) from None
                 async with ws:
-                    await ws.send(message, text=True)
+                    await ws.send(encode_client_message(message), text=True)
                     async for frame in ws:
                         for line in (frame.encode() if isinstance(frame, str) else frame).split(b"\n"):
-                            answer = _decode_answer(line, query_id, where)
+                            answer = pick(line)
                             if answer is not None:
-                                return msgspec.json.decode(answer)
+                                return answer
         except TimeoutError:
-            raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
+            raise  # an OSError too: the caller's to name
         except (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError) as exc:
-            raise ConnectionLostError(f"{where}: the query of {resource_id} got no answer ({type(exc).__name__})") from None
-        raise ConnectionLostError(f"{where} closed the connection before answering the query of {resource_id}")
+            raise ConnectionLostError(f"{where}: {what} got no answer ({type(exc).__name__})") from None
+        raise ConnectionLostError(f"{where} closed the connection before answering {what}")
 
     async def _open(self) -> _WebSocketSession:
         return _WebSocketSession()
@@ -711,7 +763,7 @@ class WebSocketAgent(RemoteClientBase):
                 exc.response.status_code, bytes(exc.response.body or b""), where=where
             ) from None
         opening = (
-            run_message(input)
+            run_message(input, run_key=self.thread_key(input.thread_id))
             if last_id is None
             else ResumeMessage(run_id=run_id, last_event_id=last_id, run_key=session.key)
         )
@@ -728,6 +780,7 @@ class WebSocketAgent(RemoteClientBase):
                 elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
                     if item.run_key is not None:
                         session.key = item.run_key
+                        self.remember_thread_key(input.thread_id, item.run_key)
                     yield item.event_id, [item.event]  # type: ignore[list-item]
                 # else: another run's event on a shared connection
 

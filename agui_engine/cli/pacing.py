@@ -25,7 +25,9 @@ from agui_engine.llm import (
     ToolCallArgsDelta,
     ToolCallStart,
     ToolChoice,
+    model_reasoning,
 )
+from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.errors import UsageError
 
 __all__ = ["PacedModel", "paced"]
@@ -59,6 +61,10 @@ class PacedModel:
             messages, tools, tool_choice, parallel_tool_calls=parallel_tool_calls, max_output_tokens=max_output_tokens
         )
         return self._paced(inner)
+
+    def reasoning_capabilities(self) -> ReasoningCapabilities | None:
+        """The paced model's (pacing changes when items come, not which)."""
+        return model_reasoning(self.model)
 
     async def _paced(self, inner: AsyncIterator[LLMStreamItem]) -> AsyncIterator[LLMStreamItem]:
         async with aclosing(inner):  # type: ignore[type-var]

@@ -19,12 +19,17 @@ came back (status and content type; it is POSTed once: no retry before an event 
 and a TLS mismatch (``https://`` of a plain server) as such, with the ``http://`` URL.
 A resource-bound card is shown with its data, fetched through the endpoint's query
 route, as ``demo`` shows it.
+
+``--capabilities``: print the endpoint's capabilities (``GET <url>/capabilities``, or the
+WebSocket ``capabilities`` message) as indented JSON and exit 0; no run is started (exit 2
+when the endpoint refused or could not be reached, one line).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import sys
 import uuid
@@ -33,7 +38,8 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
 from agui_engine.loops.thread import Thread
-from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.agent import Agent, agent_capabilities
+from agui_engine.protocol.capabilities import encode_capabilities
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import (
@@ -72,6 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", action="store_true", help="print the events as NDJSON instead of rendering them")
     parser.add_argument("--plain", action="store_true", help="plain line output even on a terminal")
     parser.add_argument("--no-color", action="store_true", help="no ANSI colours (also when NO_COLOR is set)")
+    parser.add_argument("--capabilities", action="store_true",
+                        help="print the endpoint's capabilities as JSON and exit (no run)")
 
 
 def make_input(message: str, thread_id: str | None = None) -> RunAgentInput:
@@ -219,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     url = check_url(args.url, what="--url")
 
     agent = agent_from_spec(url, headers=headers)
+    if args.capabilities:
+        if args.message is not None or args.chat:
+            raise UsageError("--capabilities starts no run: give it no message and no --chat")
+        return asyncio.run(_print_capabilities(agent))
     tools = [_load_tool(spec) for spec in args.tool]
     sink, renderer = _sink(args)
     query = getattr(agent, "query", None)
@@ -258,6 +270,18 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+
+
+async def _print_capabilities(agent: Agent) -> int:
+    """The endpoint's capabilities on stdout as indented JSON: 0; refused or unreachable:
+    one line on stderr, 2."""
+    try:
+        capabilities = await agent_capabilities(agent)
+    except AguiEngineError as exc:
+        print(f"agui-engine run: {exc.message}", file=sys.stderr)
+        return 2
+    print(json.dumps(json.loads(encode_capabilities(capabilities)), indent=2, ensure_ascii=False))
+    return 0
 
 
 def _serve_hint(url: str) -> str:

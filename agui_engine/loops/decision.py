@@ -80,7 +80,7 @@ iterator (``aclose()``) closes the model stream at once.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from itertools import islice
@@ -127,6 +127,7 @@ from ..protocol.events import (
     ReasoningEncryptedValueEvent,
     ReasoningMessage,
     SystemMessage,
+    Tool,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -152,6 +153,7 @@ __all__ = [
     "WireWriter",
     "build_tools",
     "run_decision_loop",
+    "wire_tools",
 ]
 
 #: Tool calls one model reply may open. Providers produce a handful of parallel
@@ -380,6 +382,14 @@ def build_tools(
     if bound is not None:
         add(UI_SPEC_TOOL, ToolSpec(llm_tool=bound.to_llm_tool(strict), ui_spec=bound))
     return specs
+
+
+def wire_tools(specs: Iterable[ToolSpec]) -> list[Tool]:
+    """The AG-UI :class:`~agui_engine.protocol.events.Tool` of each spec, as a model is
+    offered it (standard parameters, strict form): what the agent loop hands its inner
+    agent in ``RunAgentInput.tools`` and what ``capabilities()`` lists in ``tools.items``."""
+    return [Tool(name=s.llm_tool.name, description=s.llm_tool.description, parameters=s.llm_tool.parameters)
+            for s in specs]
 
 
 # --------------------------------------------------------------------------- standard parameters on the wire

@@ -37,13 +37,18 @@ raised and everything accumulated so far stays on the thread.
 
 Each call of :meth:`send` / :meth:`run` / :meth:`resume` returns a :class:`Turn`:
 the runs it made, the events it received and what is still pending.
+
+Every run names the thread's latest run as its ``parentRunId`` (AG-UI lineage), so a
+gateway that keeps thread histories (``spec/transports.md`` §4.4) chains them, and a
+thread restored from one branch (:meth:`Thread.restore`, the messages and state an agent
+with a ``history`` method -- ``SSEAgent`` -- returns) continues that branch.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -53,12 +58,23 @@ from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
 from ..protocol.agent import Agent
 from ..protocol.errors import LimitExceededError, UsageError
-from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.events import (
+    AnyEvent,
+    Context,
+    Event,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    Tool,
+    ToolMessage,
+    UserMessage,
+)
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
 from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
 
 __all__ = [
+    "HistorySource",
     "InterruptHandler",
     "MAX_TOOL_ROUNDS",
     "Thread",
@@ -75,6 +91,17 @@ MAX_TOOL_ROUNDS: Final = 8
 
 #: ``handler(interrupt) -> ResumeEntry`` (or an awaitable of one) answers an interrupt.
 InterruptHandler = Callable[[Interrupt], "ResumeEntry | Awaitable[ResumeEntry]"]
+
+
+@runtime_checkable
+class HistorySource(Protocol):
+    """An agent that can read a thread's compacted history back (``SSEAgent``)."""
+
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> Sequence[AnyEvent]:
+        """The events of the thread's branch ending at ``run_id`` (default: its latest run)."""
+        ...
 
 
 class ToolRoundsExceededError(LimitExceededError):
@@ -164,6 +191,25 @@ class Thread:
         self._action: dict[str, Any] | None = None  # the A2UI user action the next run carries
         if state is not None:
             self.accumulator.state = state
+
+    @classmethod
+    async def restore(
+        cls, agent: Agent, thread_id: str, *, run_id: str | None = None, run_key: str | None = None, **options: Any
+    ) -> Thread:
+        """A thread rebuilt from the history ``agent`` reads back (a :class:`HistorySource`:
+        ``SSEAgent`` reads ``GET <url>/threads/<threadId>``): its messages, state, runs and
+        pending interrupts are those of the branch ending at ``run_id`` (default: the
+        thread's latest run), and its next run continues that branch. ``run_key``: a run
+        key of one of the thread's runs, for a gateway without per-client tokens.
+        ``options``: the other :class:`Thread` arguments (tools, on_interrupt, ...).
+        Raises UsageError for an agent without ``history``, and what ``history`` raises
+        (``RemoteAgentError`` 404 ``unknown_thread``: none, or not yours)."""
+        if not isinstance(agent, HistorySource):
+            raise UsageError(f"Thread.restore needs an agent with history(thread_id), got {type(agent).__name__}")
+        events = await agent.history(thread_id, run_id=run_id, run_key=run_key)
+        thread = cls(agent, thread_id=thread_id, **options)
+        thread.accumulator.apply_all(events)
+        return thread
 
     # ------------------------------------------------------------------ reading
 
@@ -307,9 +353,11 @@ class Thread:
 
     def _input(self, resume: list[ResumeEntry] | None) -> RunAgentInput:
         tools = [Tool(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools.values()]
+        parent = next((r.run_id for r in reversed(self.accumulator.runs) if r.run_id), None)
         return RunAgentInput(
             thread_id=self.thread_id,
             run_id=self.id_factory(),
+            parent_run_id=parent,
             messages=self.accumulator.messages_as_structs(),
             tools=tools,
             context=self.context,

@@ -55,6 +55,7 @@ from .events import (
     CustomEvent,
     Message,
     MessagesSnapshotEvent,
+    Metadata,
     RawEvent,
     ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
@@ -95,6 +96,7 @@ __all__ = [
     "RunRecord",
     "apply_json_patch",
     "grow_string",
+    "merge_metadata",
 ]
 
 #: ``handler(accumulator, event)`` for one CUSTOM event name.
@@ -187,22 +189,33 @@ _PATCH_ERRORS: Final = (
 )
 
 
-def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
+def apply_json_patch(document: Any, operations: Iterable[Any], *, in_place: bool = False) -> Any:
     """Apply RFC 6902 operations to a *copy* of ``document`` and return the result.
 
     Operations are dicts or the event model's operation Structs. All or nothing:
     raises :class:`PatchError` naming the failing operation's index and why, and
-    ``document`` is never modified.
+    ``document`` is never modified. With ``in_place=True`` (for a caller that owns
+    ``document``, such as a copy it made) ``document`` itself is patched and returned,
+    saving the copy; after a :class:`PatchError` it may then be left partly patched.
+    Values are copied from the operations either way, so the result never shares them.
     """
     ops = operations if isinstance(operations, list) else list(operations)
     if ops and not isinstance(ops[0], dict):
-        ops = msgspec.to_builtins(ops)
+        ops = msgspec.to_builtins(ops)  # new containers: the result shares nothing with the Structs
+    elif in_place:
+        ops = _copy_json(ops)
+    if in_place:
+        return _apply_each(document, ops)
     try:
         return jsonpatch.JsonPatch(ops).apply(_copy_json(document), in_place=True)
     except _PATCH_ERRORS:
         pass
-    # Failed: replay one operation at a time on a fresh copy to say which one and why.
-    doc = _copy_json(document)
+    _apply_each(_copy_json(document), ops)  # failed: one operation at a time, to say which one and why
+    raise PatchError("the patch failed as a whole but every operation applies alone", op_index=0)
+
+
+def _apply_each(doc: Any, ops: list[Any]) -> Any:
+    """Apply ``ops`` to ``doc`` in place one by one; PatchError names the first that fails."""
     for index, op in enumerate(ops):
         try:
             doc = jsonpatch.apply_patch(doc, [op], in_place=True)
@@ -210,7 +223,7 @@ def apply_json_patch(document: Any, operations: Iterable[Any]) -> Any:
             name = op.get("op") if isinstance(op, dict) else None
             path = op.get("path") if isinstance(op, dict) else None
             raise PatchError(f"operation {index} ({name} {path!r}) failed: {exc}", op_index=index) from None
-    raise PatchError("the patch failed as a whole but every operation applies alone", op_index=0)
+    return doc
 
 
 class _Hybrid:
@@ -823,18 +836,26 @@ _CUSTOM_ATTR: Final = "_custom_handlers"
 _EVENT_ATTR: Final = "_event_handlers"
 
 
-def _merge_metadata(target: dict[str, Any], ev: Any) -> None:
-    """Fold ``ev.metadata`` into ``target["metadata"]`` key by key, last write winning.
+def merge_metadata(existing: Metadata | None, incoming: Metadata | None) -> Metadata | None:
+    """``@ag-ui/core``'s ``mergeMetadata``: ``incoming``'s keys over ``existing``'s, last write wins.
 
-    As ``mergeMetadata`` of ``@ag-ui/core``: shallow (a key's value is replaced
-    outright), a copy of the event's object, and nothing at all when the event has none.
+    ``None`` (absent) ``incoming`` returns ``existing`` itself; otherwise a new dict (neither
+    argument is modified). Shallow: a key's value is replaced wholesale, never merged recursively.
     """
+    if incoming is None:
+        return existing
+    if existing is None:
+        return dict(incoming)
+    return {**existing, **incoming}
+
+
+def _merge_metadata(target: dict[str, Any], ev: Any) -> None:
+    """Fold ``ev.metadata`` into ``target["metadata"]`` (:func:`merge_metadata`), as a copy of the
+    event's object, and nothing at all when the event has none."""
     incoming = ev.metadata
     if incoming is None:
         return
-    merged = dict(target.get("metadata") or {})
-    merged.update(_copy_json(msgspec.to_builtins(incoming)))
-    target["metadata"] = merged
+    target["metadata"] = merge_metadata(target.get("metadata") or None, _copy_json(msgspec.to_builtins(incoming)))
 
 
 def _register_custom(target: Any, name: str, handler: CustomHandler, replace: bool) -> None:

@@ -23,6 +23,13 @@ the :mod:`agui_engine.protocol.events` classes): :func:`check_event` is how a se
 refuses anything else, with :class:`NotAnEventError` naming the value's type
 and its position.
 
+Capabilities: an agent may also say what it supports, with an ``async def
+capabilities(self) -> AgentCapabilities`` (:class:`CapableAgent`; the TypeScript
+``AbstractAgent.getCapabilities()``). :func:`agent_capabilities` asks any agent: its own
+document, or the minimal one, :class:`AgentCapabilities()` (nothing declared: unknown,
+not unsupported), for an agent without the method. A server adds what it speaks
+(``transport``) before serving the document.
+
 Cancellation: the consumer stops by closing the async iterator
 (``aclose()``); the agent must then release what it holds (close the model
 stream, abort the HTTP request) before ``aclose()`` returns.
@@ -34,6 +41,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .capabilities import AgentCapabilities
 from .errors import UsageError
 from .events import BaseEvent
 
@@ -43,9 +51,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Agent",
     "AgentFunction",
+    "CapableAgent",
     "FunctionAgent",
     "MAX_QUOTED_VALUE_CHARS",
     "NotAnEventError",
+    "agent_capabilities",
     "as_agent",
     "check_event",
 ]
@@ -66,6 +76,42 @@ class Agent(Protocol):
         """Stream the events of one run. Must not raise after the first event:
         failures become a ``RUN_ERROR`` event that ends the stream."""
         ...
+
+
+@runtime_checkable
+class CapableAgent(Agent, Protocol):
+    """An :class:`Agent` that declares its capabilities."""
+
+    async def capabilities(self) -> AgentCapabilities:
+        """What this agent supports. A remote agent asks its server (it may raise the
+        transport's errors); a local one answers from its configuration."""
+        ...
+
+
+async def agent_capabilities(agent: object) -> AgentCapabilities:
+    """``agent``'s capabilities: what its ``capabilities()`` returns, or
+    ``AgentCapabilities()`` (nothing declared) when it has no such method (a function
+    agent, your own class).
+
+    Raises UsageError when ``capabilities`` is not an ``async def`` returning an
+    :class:`AgentCapabilities`; passes on what the agent's method raises."""
+    method = getattr(agent, "capabilities", None)
+    if method is None:
+        return AgentCapabilities()
+    if not callable(method):
+        raise UsageError(f"{type(agent).__name__}.capabilities must be a method (async def capabilities(self))")
+    result = method()
+    if not inspect.isawaitable(result):
+        raise UsageError(
+            f"{type(agent).__name__}.capabilities() returned {_describe(result)}: it must be an async def "
+            "returning AgentCapabilities"
+        )
+    value = await result
+    if not isinstance(value, AgentCapabilities):
+        raise UsageError(
+            f"{type(agent).__name__}.capabilities() returned {_describe(value)}, not an AgentCapabilities"
+        )
+    return value
 
 
 #: The function form of an agent: an async generator function taking the input.

@@ -569,3 +569,37 @@ async def test_served_by_agui_engine_serve_with_a_crewai_spec() -> None:
     assert [e.tool_call_name for e in of(events, ToolCallStartEvent)] == ["get_weather"]
     assert "Sunny in Paris." in texts(events)
     assert isinstance(events[-1], RunFinishedEvent)
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+async def test_capabilities_of_a_crew_a_flow_and_a_factory() -> None:
+    from ag_ui.core.capabilities import AgentCapabilities as SdkCapabilities
+
+    from agui_engine.protocol.agent import agent_capabilities
+    from agui_engine.protocol.capabilities import (
+        AgentCapabilities,
+        HumanInTheLoopCapabilities,
+        IdentityCapabilities,
+        SubagentInfo,
+        encode_capabilities,
+    )
+
+    llm = LLM(model="openai/gpt-4o-mini", api_key=KEY)
+    crew = await agent_capabilities(CrewAIAgent(weather_crew(llm, llm)))
+    assert crew.multi_agent is not None
+    assert crew.multi_agent.subagents == [SubagentInfo(name="forecaster", description="find the weather"),
+                                          SubagentInfo(name="writer", description="write one sentence")]
+    assert crew.multi_agent.supported is True
+    assert crew.human_in_the_loop == HumanInTheLoopCapabilities(interrupts=False)
+    assert crew.state is not None and crew.state.snapshots is False
+    SdkCapabilities.model_validate_json(encode_capabilities(crew))
+
+    flow = await agent_capabilities(CrewAIAgent(ReviewFlow))
+    assert flow.identity == IdentityCapabilities(name="ReviewFlow", type="crewai")
+    assert flow.human_in_the_loop == HumanInTheLoopCapabilities(supported=True, feedback=True, interrupts=True)
+    assert flow.state is not None and flow.state.snapshots is True and flow.state.deltas is True
+
+    factory = await agent_capabilities(CrewAIAgent(lambda input: ReviewFlow()))
+    assert factory == AgentCapabilities(identity=IdentityCapabilities(type="crewai"))

@@ -456,3 +456,33 @@ async def test_a_render_ui_call_through_the_agent_loop() -> None:
     (result,) = of(events, ToolCallResultEvent)
     assert result.tool_call_id == "call_U" and result.content == "The UI is shown on the user's screen."
     assert isinstance(events[-1], RunFinishedEvent) and events[-1].outcome is None
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+async def test_capabilities_say_state_events_and_interrupts_only_with_a_checkpointer() -> None:
+    from ag_ui.core.capabilities import AgentCapabilities as SdkCapabilities
+    from langgraph.store.memory import InMemoryStore
+
+    from agui_engine.protocol.agent import agent_capabilities
+    from agui_engine.protocol.capabilities import HumanInTheLoopCapabilities, StateCapabilities, encode_capabilities
+
+    model = ScriptedChatModel(choose=keyword_script)
+    plain = await agent_capabilities(LangGraphAgent(agent_graph(model)))
+    assert plain.state == StateCapabilities(snapshots=True, deltas=True, memory=False, persistent_state=False)
+    assert plain.human_in_the_loop == HumanInTheLoopCapabilities(supported=False, interrupts=False)
+    assert plain.identity is not None and plain.identity.type == "langgraph" and plain.identity.name == "LangGraph"
+    assert plain.tools is not None and plain.tools.client_provided is True  # the state declares `tools`
+    SdkCapabilities.model_validate_json(encode_capabilities(plain))
+
+    saved = await agent_capabilities(LangGraphAgent(agent_graph(model, checkpointer=InMemorySaver(), approval=True)))
+    assert saved.state is not None and saved.state.persistent_state is True
+    assert saved.human_in_the_loop == HumanInTheLoopCapabilities(supported=True, interrupts=True)
+
+    graph = StateGraph(TypedDict("Bare", {"n": int}))  # type: ignore[operator]
+    graph.add_node("a", lambda s: {"n": 1})
+    graph.add_edge(START, "a")
+    bare = await agent_capabilities(LangGraphAgent(graph.compile(store=InMemoryStore(), name="counter")))
+    assert bare.tools is None and bare.identity is not None and bare.identity.name == "counter"
+    assert bare.state is not None and bare.state.memory is True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agui_engine.adapters.anthropic import AnthropicClient
@@ -134,3 +136,28 @@ def test_reasoning_options_in_the_spec_reach_the_request_body() -> None:
         with pytest.raises(_UsageError) as info:
             parse_model_spec(bad)
         assert "\n" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    "spec,declared",
+    [
+        ("anthropic:claude-sonnet-4-5?thinking=4096", (True, True, True)),
+        ("anthropic:claude-sonnet-4-5", (False, None, None)),
+        ("gemini:gemini-2.5-flash?thinking=1024", (True, True, True)),
+        ("gemini:gemini-2.5-flash", (False, None, None)),
+        ("openai-responses:o4-mini?reasoning=high", (True, True, True)),
+        ("openai-responses:gpt-4.1", None),
+        ("openai:o4-mini?reasoning=low", (False, None, None)),
+        ("openai-compatible:http://127.0.0.1:9/v1#qwen3", None),
+    ],
+)
+def test_each_model_says_whether_its_reasoning_reaches_the_client(spec: str, declared: tuple[Any, ...] | None) -> None:
+    from agui_engine.llm import model_reasoning
+
+    env = {"ANTHROPIC_API_KEY": "k", "GEMINI_API_KEY": "k", "OPENAI_API_KEY": "k"}
+    reasoning = model_reasoning(client_from_spec(spec, env=env))
+    if declared is None:
+        assert reasoning is None
+    else:
+        assert reasoning is not None
+        assert (reasoning.supported, reasoning.streaming, reasoning.encrypted) == declared

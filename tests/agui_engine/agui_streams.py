@@ -157,7 +157,7 @@ _SCRIPTS = {
 
 
 @st.composite
-def _run_body(draw: st.DrawFn, run: int) -> list[Any]:
+def _run_body(draw: st.DrawFn, run: int, interleave: bool = True) -> list[Any]:
     kinds = draw(st.lists(st.sampled_from(sorted(_SCRIPTS)), max_size=6))
     scripts: list[list[Any]] = []
     for i, kind in enumerate(kinds):
@@ -168,7 +168,9 @@ def _run_body(draw: st.DrawFn, run: int) -> list[Any]:
             scripts.append([draw(_SCRIPTS[kind](uid))])  # one atomic block
         else:
             scripts.append(draw(_SCRIPTS[kind](uid)))
-    order = draw(st.permutations([i for i, script in enumerate(scripts) for _ in script]))
+    order = [i for i, script in enumerate(scripts) for _ in script]
+    if interleave:
+        order = draw(st.permutations(order))
     cursors = [0] * len(scripts)
     out: list[Any] = []
     for i in order:
@@ -182,14 +184,15 @@ def _run_body(draw: st.DrawFn, run: int) -> list[Any]:
 
 
 @st.composite
-def valid_streams(draw: st.DrawFn, *, allow_error_end: bool = True) -> list[Any]:
+def valid_streams(draw: st.DrawFn, *, allow_error_end: bool = True, interleave: bool = True) -> list[Any]:
     """A stream that breaks no rule. With ``allow_error_end`` the last run may end in RUN_ERROR
-    at a random point (leaving entities open, which is allowed)."""
+    at a random point (leaving entities open, which is allowed). Without ``interleave`` a run's
+    scripts follow one another (no two entities open at once, save a sub-agent and its message)."""
     events: list[Any] = []
     runs = draw(st.integers(1, 3))
     for run in range(runs):
         events.append(RunStartedEvent(thread_id="thread", run_id=f"run_{run}"))
-        body = draw(_run_body(run))
+        body = draw(_run_body(run, interleave))
         if allow_error_end and run == runs - 1 and draw(st.booleans()):
             cut = draw(st.integers(0, len(body)))
             events += body[:cut]

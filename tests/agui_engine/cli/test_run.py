@@ -183,3 +183,38 @@ async def test_wss_against_a_plain_websocket_server_names_the_tls_mismatch() -> 
     line = _one_line(err)
     assert code == 2
     assert "not TLS" in line and f"--url {ws_url}" in line, line
+
+
+# --------------------------------------------------------------------------- --capabilities
+
+
+async def test_capabilities_prints_the_endpoints_document_and_starts_no_run() -> None:
+    from agui_engine.cli.agent_spec import embedded_agent
+    from agui_engine.protocol.capabilities import decode_capabilities
+    from agui_engine.transports import start_websocket_server
+    from agui_engine.transports.sse import SSEAgent
+
+    sse = await start_sse_server(embedded_agent(), port=0, auth_token="tok")
+    ws = await start_websocket_server(embedded_agent(), port=0)
+    try:
+        proc = await asyncio.create_subprocess_exec(*RUN, "--url", sse.url, "--capabilities", "--header",
+                                                    "Authorization: Bearer tok", stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
+        assert proc.returncode == 0, err
+        assert out.startswith(b"{\n  ")  # indented
+        assert decode_capabilities(out) == await SSEAgent(sse.url, headers={"Authorization": "Bearer tok"}).capabilities()
+        assert sse.registry is not None and sse.registry.active == 0
+        code, _, err = await agui_run("--url", sse.url, "--capabilities")
+        assert code == 2 and _one_line(err).startswith("agui-engine run: GET ") and "401" in err
+        proc = await asyncio.create_subprocess_exec(*RUN, "--url", ws.url, "--capabilities",
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
+        assert proc.returncode == 0, err
+        caps = decode_capabilities(out)
+        assert caps.transport is not None and caps.transport.websocket is True
+        code, _, err = await agui_run("--url", ws.url, "--capabilities", "hi")
+        assert code == 2 and "starts no run" in _one_line(err)
+    finally:
+        await ws.close()
+        await sse.close()

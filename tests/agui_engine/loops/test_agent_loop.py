@@ -729,3 +729,42 @@ def test_any_split_gives_the_component_events_the_decision_loop_gives(doc: dict[
     # and the same final props whatever the split
     whole, _ = asyncio.run(collect(Scripted(START, *component_call("c1", source), FINISH), components=[CARD]))
     assert customs(whole, COMPONENT_END)[0]["finalProps"] == end["finalProps"]
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+async def test_capabilities_are_the_inner_agents_plus_the_loops_own_tools() -> None:
+    from agui_engine.genui.components import Component
+    from agui_engine.genui.uispec import UISpecTool
+    from agui_engine.protocol.agent import agent_capabilities
+    from agui_engine.protocol.capabilities import (
+        AgentCapabilities,
+        StateCapabilities,
+        ToolsCapabilities,
+    )
+    from agui_engine.protocol.events import Tool as AguiTool
+
+    card = Component("Card", "A card.", {"type": "object", "properties": {"title": {"type": "string"}}})
+
+    class Inner:
+        async def capabilities(self) -> AgentCapabilities:
+            return AgentCapabilities(
+                state=StateCapabilities(snapshots=True),
+                tools=ToolsCapabilities(supported=True, items=[AguiTool(name="search", description="s")]),
+            )
+
+        async def run(self, input: Any) -> Any:  # pragma: no cover - never run here
+            yield None
+
+    caps = await agent_capabilities(AgentLoop(Inner(), components=[card], ui_spec=UISpecTool()))
+    assert caps.state == StateCapabilities(snapshots=True)
+    assert caps.tools is not None and [t.name for t in caps.tools.items or ()] == ["search", "show_component_Card",
+                                                                                   "render_ui"]
+    # an inner agent that declares nothing: only the loop's tools
+    async def bare(input: Any) -> Any:  # pragma: no cover - never run here
+        yield None
+
+    only = await agent_capabilities(AgentLoop(bare, components=[card]))
+    assert only == AgentCapabilities(tools=ToolsCapabilities(supported=True, items=only.tools.items))  # type: ignore[union-attr]
+    assert await agent_capabilities(AgentLoop(bare)) == AgentCapabilities()

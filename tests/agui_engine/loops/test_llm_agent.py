@@ -802,3 +802,50 @@ def test_tool_timeout_must_be_a_positive_number_or_none(bad: Any) -> None:
 
 def test_tool_timeout_none_disables_it() -> None:
     assert LLMAgent(ScriptedLLM(), tool_timeout=None).tool_timeout is None
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+async def test_capabilities_list_what_the_model_is_offered_and_what_the_model_declares() -> None:
+    from ag_ui.core.capabilities import AgentCapabilities as SdkCapabilities
+
+    from agui_engine.genui.uispec import UISpecTool
+    from agui_engine.loops.decision import build_tools
+    from agui_engine.protocol.agent import agent_capabilities
+    from agui_engine.protocol.capabilities import ReasoningCapabilities, encode_capabilities
+
+    components = demo_components()
+    agent = LLMAgent(EmbeddedModel(), components=components, tools=[get_weather], ui_spec=UISpecTool(),
+                     max_steps=4, parallel_tool_calls=False, memories=["likes rain"])
+    caps = await agent_capabilities(agent)
+    assert caps.tools is not None and caps.tools.items is not None
+    names = [t.name for t in caps.tools.items]
+    assert names == [*(c.tool_name for c in components), "get_weather", "render_ui"]
+    # exactly the tools (standard parameters, strict form) the model gets on a step
+    specs = build_tools(components, agent.tools, strict=True, ui_spec=agent.ui_spec)
+    assert [t.parameters for t in caps.tools.items] == [s.llm_tool.parameters for s in specs.values()]
+    assert caps.tools.parallel_calls is False and caps.tools.client_provided is True and caps.tools.supported
+    assert caps.reasoning == ReasoningCapabilities(supported=True, streaming=True, encrypted=True)
+    assert caps.execution is not None and caps.execution.max_iterations == 4
+    assert caps.state is not None and caps.state.snapshots is False and caps.state.memory is True
+    assert caps.human_in_the_loop is not None and caps.human_in_the_loop.interrupts is False
+    assert caps.identity is not None and caps.identity.type == "agui-engine"
+    assert caps.transport is None  # the server's to say
+    SdkCapabilities.model_validate_json(encode_capabilities(caps))
+
+    quiet = await agent_capabilities(LLMAgent(EmbeddedModel(reasoning=False)))
+    assert quiet.reasoning == ReasoningCapabilities(supported=False)
+    assert quiet.tools is not None and quiet.tools.items == []
+    assert (await agent_capabilities(LLMAgent(ScriptedLLM([text("hi")])))).reasoning is None  # the model says nothing
+
+
+async def test_a_model_whose_reasoning_declaration_is_malformed_is_a_usage_error() -> None:
+    from agui_engine.protocol.agent import agent_capabilities
+
+    class Odd(ScriptedLLM):
+        def reasoning_capabilities(self) -> object:
+            return {"supported": True}
+
+    with pytest.raises(UsageError, match="not a ReasoningCapabilities"):
+        await agent_capabilities(LLMAgent(Odd([text("hi")])))

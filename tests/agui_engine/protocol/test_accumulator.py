@@ -548,6 +548,34 @@ def test_apply_json_patch_is_atomic_and_agrees_with_jsonpatch(document: dict[str
     assert ours == reference
 
 
+@PROPERTY
+@given(st.dictionaries(st.sampled_from(["a", "b", "x/y"]), JSON_VALUES, max_size=3), st.lists(PATCH_OPS, max_size=4))
+def test_apply_json_patch_in_place_gives_the_same_result_on_the_document_itself(
+    document: dict[str, Any], ops: list[dict[str, Any]]
+) -> None:
+    """in_place=True: the same result or the same failing operation, on ``document`` itself."""
+    import copy
+
+    try:
+        expected: Any = apply_json_patch(document, ops)
+    except PatchError as exc:
+        expected = exc.op_index
+    mine = copy.deepcopy(document)
+    ops_before = copy.deepcopy(ops)
+    try:
+        result: Any = apply_json_patch(mine, ops, in_place=True)
+    except PatchError as exc:
+        assert exc.op_index == expected
+        return
+    assert result == expected
+    if isinstance(result, dict) and isinstance(mine, dict) and ops and all(op["path"] for op in ops):
+        assert result is mine  # patched where it lies (no root replacement)
+    # values come from copies of the operations: patching the result never reaches them
+    if isinstance(result, dict):
+        result.clear()
+    assert ops == ops_before
+
+
 _IDS = st.sampled_from(["m1", "u1", "call_1", "act-1", "r1"])
 _ID_FIELDS = ("messageId", "toolCallId", "parentMessageId", "entityId")
 

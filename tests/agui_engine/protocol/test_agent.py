@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -112,3 +113,45 @@ async def test_the_agent_loop_wraps_either_form() -> None:
         assert [e.type.value for e in events] == ["RUN_STARTED", "RUN_FINISHED"]
     with pytest.raises(UsageError, match=r"^AgentLoop\(agent\): got a str"):
         AgentLoop("agent")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+async def test_agent_capabilities_asks_the_agent_or_declares_nothing() -> None:
+    from agui_engine.protocol.agent import CapableAgent, agent_capabilities
+    from agui_engine.protocol.capabilities import AgentCapabilities, StateCapabilities
+
+    declared = AgentCapabilities(state=StateCapabilities(deltas=True))
+
+    class Capable:
+        async def capabilities(self) -> AgentCapabilities:
+            return declared
+
+        async def run(self, input: Any) -> Any:  # pragma: no cover - never run here
+            yield None
+
+    async def function_agent(input: Any) -> Any:  # pragma: no cover - never run here
+        yield None
+
+    assert isinstance(Capable(), CapableAgent)
+    assert await agent_capabilities(Capable()) is declared
+    assert await agent_capabilities(as_agent(function_agent)) == AgentCapabilities()
+
+
+@pytest.mark.parametrize(
+    "body,match",
+    [
+        ("def capabilities(self):\n    return AgentCapabilities()", "must be an async def"),
+        ("async def capabilities(self):\n    return {'state': {}}", "not an AgentCapabilities"),
+        ("capabilities = 3", "must be a method"),
+    ],
+)
+async def test_a_capabilities_method_that_breaks_the_contract_is_a_usage_error(body: str, match: str) -> None:
+    from agui_engine.protocol.agent import agent_capabilities
+    from agui_engine.protocol.capabilities import AgentCapabilities
+
+    namespace: dict[str, Any] = {"AgentCapabilities": AgentCapabilities}
+    exec("class Broken:\n" + "".join(f"    {line}\n" for line in body.splitlines()), namespace)  # noqa: S102
+    with pytest.raises(UsageError, match=match):
+        await agent_capabilities(namespace["Broken"]())

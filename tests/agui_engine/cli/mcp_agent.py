@@ -1,0 +1,11 @@
+"""What ``agui-engine serve --agent py:tests.agui_engine.cli.mcp_agent:agent --mcp ...`` serves in the
+CLI's MCP tests: the scripted model calls the MCP tool ``header_seen`` (the tests' own server tells
+how long the Authorization header it received was), then says what it got."""
+
+from __future__ import annotations
+
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
+from agui_engine.loops.llm_agent import LLMAgent
+
+agent = LLMAgent(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("header_seen")]),
+                                lambda messages: "header length " + " | ".join(tool_results(messages))]))
