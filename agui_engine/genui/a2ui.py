@@ -104,6 +104,7 @@ __all__ = [
     "a2ui_context",
     "a2ui_guide",
     "a2ui_user_action",
+    "a2ui_wire_tools",
     "prepare_a2ui_run",
     "render_a2ui_tool",
     "validate_components",
@@ -1306,6 +1307,12 @@ def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_nam
     inner = msgspec.structs.replace(out, tools=tools, context=context)
     transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids)
     return inner, transformer
+
+
+def a2ui_wire_tools(catalog: A2UICatalog | None, tool_name: str = A2UI_TOOL) -> list[Tool]:
+    """``[render_a2ui]`` as an AG-UI tool when a loop offers A2UI (``catalog`` not ``None``), else ``[]``:
+    what ``capabilities()`` adds to ``tools.items``."""
+    return [] if catalog is None else [_protocol_tool(render_a2ui_tool(tool_name))]
 
 
 def _protocol_tool(tool: LLMTool) -> Tool:

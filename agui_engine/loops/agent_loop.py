@@ -108,7 +108,7 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
-from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import Component, ServerTool, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
@@ -310,7 +310,8 @@ class AgentLoop:
         """The inner agent's capabilities (``agent_capabilities``: a remote agent's are
         asked of its server) with the loop's own tools added to ``tools.items``: a
         ``show_component_<Name>`` tool per component, the update tools of the loop's
-        interactables, ``render_ui`` with ``ui_spec``, as the inner agent is offered them.
+        interactables, ``render_ui`` with ``ui_spec``, ``render_a2ui`` with ``a2ui``, as the inner agent is
+        offered them.
         The tools of ``mcp_servers`` are added too, as the inner agent is offered them now (from
         each server's cache; an unreachable server's are absent).
         Raises what the inner agent's ``capabilities()`` raises."""
@@ -321,10 +322,10 @@ class AgentLoop:
             remote = await run_source_tools(self.tool_sources, set(specs))
             specs = build_tools(self.components, remote, interactables=self.interactables, strict=self.strict,
                                 ui_spec=self.ui_spec)
-        if not specs:
+        items = wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui)
+        if not items:
             return inner
-        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True,
-                                                                                  items=wire_tools(specs.values()))))
+        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
 
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`

@@ -86,7 +86,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import (
     Component,
     ServerTool,
@@ -380,7 +380,7 @@ class LLMAgent:
 
         * ``tools``: the model's server-side tools as it is offered them -- the server
           tools, a ``show_component_<Name>`` tool per component, ``render_ui`` with
-          ``ui_spec`` -- in ``items``; client tools are used (``clientProvided``),
+          ``ui_spec``, ``render_a2ui`` with ``a2ui`` -- in ``items``; client tools are used (``clientProvided``),
           ``parallelCalls`` as configured;
         * ``reasoning``: what the model client declares (``model_reasoning``: the
           provider adapters say whether thinking / reasoning summaries reach the client);
@@ -404,7 +404,7 @@ class LLMAgent:
             identity=IdentityCapabilities(type=IDENTITY_TYPE),
             tools=ToolsCapabilities(
                 supported=True,
-                items=wire_tools(specs.values()),
+                items=wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui),
                 parallel_calls=self.parallel_tool_calls,
                 client_provided=True,
             ),

@@ -163,3 +163,16 @@ def test_a_thread_shows_its_surfaces_and_sends_an_action_back() -> None:
     asyncio.run(go())
     assert seen and 'User performed action \\"book\\" on surface \\"booking-form\\" (component: submit)' in seen[-1]
     assert thread.messages[-1]["content"] == "Booked for Ada."
+
+
+def test_capabilities_list_render_a2ui() -> None:
+    async def agent(run_input: RunAgentInput) -> Any:
+        yield None  # pragma: no cover - never run
+
+    async def go() -> tuple[Any, Any]:
+        return (await LLMAgent(ScriptedModel(["x"]), a2ui=True).capabilities(),
+                await AgentLoop(agent, a2ui=True).capabilities())
+
+    llm_caps, loop_caps = asyncio.run(go())
+    assert [t.name for t in llm_caps.tools.items] == ["render_a2ui"]
+    assert [t.name for t in loop_caps.tools.items] == ["render_a2ui"]
