@@ -108,6 +108,7 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import Component, ServerTool, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
@@ -148,6 +149,7 @@ from ..protocol.events import (
 from ..protocol.ids import new_id
 from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 from ..protocol.writer import end_event, end_events, start_event
+from .a2ui_agent import a2ui_events
 from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, wire_tools
 from .llm_agent import client_tools_of, component_result, tool_outcome
 from .thread import MAX_TOOL_ROUNDS
@@ -249,6 +251,7 @@ class AgentLoop:
         append_strings: bool = True,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
+        a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
@@ -259,6 +262,8 @@ class AgentLoop:
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
+        #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
+        self.a2ui = a2ui_catalog_option(a2ui, "AgentLoop")
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -305,7 +310,8 @@ class AgentLoop:
         """The inner agent's capabilities (``agent_capabilities``: a remote agent's are
         asked of its server) with the loop's own tools added to ``tools.items``: a
         ``show_component_<Name>`` tool per component, the update tools of the loop's
-        interactables, ``render_ui`` with ``ui_spec``, as the inner agent is offered them.
+        interactables, ``render_ui`` with ``ui_spec``, ``render_a2ui`` with ``a2ui``, as the inner agent is
+        offered them.
         The tools of ``mcp_servers`` are added too, as the inner agent is offered them now (from
         each server's cache; an unreachable server's are absent).
         Raises what the inner agent's ``capabilities()`` raises."""
@@ -316,12 +322,19 @@ class AgentLoop:
             remote = await run_source_tools(self.tool_sources, set(specs))
             specs = build_tools(self.components, remote, interactables=self.interactables, strict=self.strict,
                                 ui_spec=self.ui_spec)
-        if not specs:
+        items = wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui)
+        if not items:
             return inner
-        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True,
-                                                                                  items=wire_tools(specs.values()))))
+        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
+        (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
+        if self.a2ui is None:
+            return self._run(input)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+
+    async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
         inner_input, remote = plan.inner_input, {}

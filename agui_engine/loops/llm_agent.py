@@ -86,6 +86,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import (
     Component,
     ServerTool,
@@ -131,6 +132,7 @@ from ..protocol.events import (
     ToolMessage,
 )
 from ..protocol.ids import new_id
+from .a2ui_agent import a2ui_events
 from .decision import (
     Decision,
     ToolCallRequest,
@@ -292,6 +294,7 @@ class LLMAgent:
         tool_runner: ToolRunner | None = None,
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
+        a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
@@ -327,6 +330,8 @@ class LLMAgent:
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
+        #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
+        self.a2ui = a2ui_catalog_option(a2ui, "LLMAgent")
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
         self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
@@ -375,7 +380,7 @@ class LLMAgent:
 
         * ``tools``: the model's server-side tools as it is offered them -- the server
           tools, a ``show_component_<Name>`` tool per component, ``render_ui`` with
-          ``ui_spec`` -- in ``items``; client tools are used (``clientProvided``),
+          ``ui_spec``, ``render_a2ui`` with ``a2ui`` -- in ``items``; client tools are used (``clientProvided``),
           ``parallelCalls`` as configured;
         * ``reasoning``: what the model client declares (``model_reasoning``: the
           provider adapters say whether thinking / reasoning summaries reach the client);
@@ -399,7 +404,7 @@ class LLMAgent:
             identity=IdentityCapabilities(type=IDENTITY_TYPE),
             tools=ToolsCapabilities(
                 supported=True,
-                items=wire_tools(specs.values()),
+                items=wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui),
                 parallel_calls=self.parallel_tool_calls,
                 client_provided=True,
             ),
@@ -411,7 +416,14 @@ class LLMAgent:
 
     # ------------------------------------------------------------------ the run
 
-    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
+        (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
+        if self.a2ui is None:
+            return self._run(input)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+
+    async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""
         setup = self._setup(input)
         if self.tool_sources:

@@ -52,6 +52,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY, A2UIActionError
 from ..genui.component_stream import COMPONENT_HANDLERS
 from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
@@ -187,6 +188,7 @@ class Thread:
         self.max_tool_rounds = max_tool_rounds
         self.on_event = on_event
         self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
+        self._action: dict[str, Any] | None = None  # the A2UI user action the next run carries
         if state is not None:
             self.accumulator.state = state
 
@@ -224,7 +226,53 @@ class Thread:
     def pending_interrupts(self) -> list[Interrupt]:
         return msgspec.convert(self.accumulator.pending_interrupts, list[Interrupt])
 
+    @property
+    def a2ui_surfaces(self) -> dict[str, dict[str, Any]]:
+        """The A2UI surfaces on the thread: ``{surfaceId: {"messageId", "operations"}}`` from its
+        ``a2ui-surface`` activity messages (the last painted state of each; a surface whose last
+        operation is ``deleteSurface`` is gone). Lifecycle-only activities (building, retrying,
+        failed) name no surface and are not listed."""
+        out: dict[str, dict[str, Any]] = {}
+        for message in self.accumulator.messages:
+            content = message.get("content")
+            if message.get("role") != "activity" or message.get("activityType") != A2UI_ACTIVITY_TYPE \
+                    or not isinstance(content, dict):
+                continue
+            for op in content.get(A2UI_OPERATIONS_KEY) or ():
+                for kind, body in op.items() if isinstance(op, dict) else ():
+                    if not isinstance(body, dict) or not isinstance(body.get("surfaceId"), str):
+                        continue
+                    if kind == "deleteSurface":
+                        out.pop(body["surfaceId"], None)
+                    else:
+                        out[body["surfaceId"]] = {"messageId": message["id"],
+                                                  "operations": content[A2UI_OPERATIONS_KEY]}
+        return out
+
     # ------------------------------------------------------------------ driving
+
+    async def a2ui_action(self, name: str, surface_id: str, *, source_component_id: str | None = None,
+                          context: dict[str, Any] | None = None) -> Turn:
+        """Send an A2UI user action (a button press, a form submit) the way a front end does:
+        ``forwardedProps.a2uiAction.userAction`` on the next run, which an A2UI loop turns into a
+        ``log_a2ui_event`` call and result for the model. ``context``: the action's resolved
+        context (bound paths already read). Raises :class:`~agui_engine.genui.a2ui.A2UIActionError`
+        for a surface this thread does not show, :class:`UsageError` for an empty name."""
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"a2ui_action() takes the action's name, got {name!r}")
+        if surface_id not in self.a2ui_surfaces:
+            raise A2UIActionError(f"the A2UI action {name!r} names surface {surface_id!r}, which this thread "
+                                  f"does not show (it shows {sorted(self.a2ui_surfaces)})")
+        action: dict[str, Any] = {"name": name, "surfaceId": surface_id}
+        if source_component_id is not None:
+            action["sourceComponentId"] = source_component_id
+        if context is not None:
+            action["context"] = context
+        self._action = action
+        try:
+            return await self.run()
+        finally:
+            self._action = None
 
     async def send(self, text: str) -> Turn:
         """Add a user message and run the agent (with automatic follow-up runs, see the table)."""
@@ -314,9 +362,16 @@ class Thread:
             tools=tools,
             context=self.context,
             state=self.accumulator.state,
-            forwarded_props=self.forwarded_props,
+            forwarded_props=self._forwarded_props(),
             resume=resume,
         )
+
+    def _forwarded_props(self) -> Any:
+        action, self._action = self._action, None  # the first run of the turn carries it, not the follow-ups
+        if action is None:
+            return self.forwarded_props
+        base = self.forwarded_props if isinstance(self.forwarded_props, dict) else {}
+        return {**base, "a2uiAction": {"userAction": action}}
 
     async def _one_run(self, turn: Turn, resume: list[ResumeEntry] | None) -> RunRecord | None:
         before = len(self.accumulator.runs)
