@@ -7,7 +7,9 @@ for tests and the demo) only when imported by name. Helpers for writing a provid
 (:mod:`~agui_engine.adapters.provider`, :mod:`~agui_engine.adapters.prompt`) are
 exported by their modules. See ``spec/providers.md``. :class:`LangGraphAgent` (a compiled
 LangGraph graph as an agent, ``spec/langgraph.md``) imports langgraph on first use, and
-:class:`CrewAIAgent` (a CrewAI crew or flow, ``spec/crewai.md``) crewai.
+:class:`CrewAIAgent` (a CrewAI crew or flow, ``spec/crewai.md``) crewai, and
+:class:`MCPServer` (an MCP server's tools for ``LLMAgent`` / ``AgentLoop``, ``spec/mcp.md``) the
+``mcp`` SDK when it first connects.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from .crewai import CrewAIAgent
     from .gemini import GeminiClient
     from .langgraph import LangGraphAgent
+    from .mcp import MCPConnection, MCPConnections, MCPError, MCPServer, mcp_connections
     from .models import ModelSpec, client_from_spec, parse_model_spec
     from .openai_chat import OpenAIChatClient, OpenAICompatibleClient, OpenAIPlatformClient
     from .openai_responses import OpenAIResponsesClient
@@ -32,6 +35,10 @@ _EXPORTS: dict[str, str] = {
     "CrewAIAgent": "crewai",
     "GeminiClient": "gemini",
     "LangGraphAgent": "langgraph",
+    "MCPConnection": "mcp",
+    "MCPConnections": "mcp",
+    "MCPError": "mcp",
+    "MCPServer": "mcp",
     "ModelSpec": "models",
     "OpenAIChatClient": "openai_chat",
     "OpenAICompatibleClient": "openai_chat",
@@ -40,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "ProviderError": "provider",
     "StreamingLLMClient": "provider",
     "client_from_spec": "models",
+    "mcp_connections": "mcp",
     "parse_model_spec": "models",
 }
 
@@ -48,6 +56,10 @@ __all__ = [
     "CrewAIAgent",
     "GeminiClient",
     "LangGraphAgent",
+    "MCPConnection",
+    "MCPConnections",
+    "MCPError",
+    "MCPServer",
     "ModelSpec",
     "OpenAIChatClient",
     "OpenAICompatibleClient",
@@ -56,6 +68,7 @@ __all__ = [
     "ProviderError",
     "StreamingLLMClient",
     "client_from_spec",
+    "mcp_connections",
     "parse_model_spec",
 ]
 

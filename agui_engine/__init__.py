@@ -20,6 +20,7 @@ authors):
   the demo model and the scripted model.
 * :mod:`~agui_engine.loops.agent_loop` -- any inner agent's events, verified, repaired and component-aware.
 * :mod:`~agui_engine.genui.resources` -- data resources components show, fetched through the gateway by id.
+* :mod:`~agui_engine.genui.mcp_apps` -- MCP Apps: the ``mcp-apps`` activity, the server hash, proxied requests.
 * :mod:`~agui_engine.protocol.capabilities` -- what an agent declares it supports (``AgentCapabilities``).
 * :mod:`~agui_engine.protocol.errors` -- the error tree.
 
@@ -75,8 +76,18 @@ from .genui.components import (
     schema_from_struct,
     to_strict_schema,
     tool_from_callable,
+    tool_from_schema,
 )
 from .genui.interactables import Interactable, interactable_tools, interactables_from_context
+from .genui.mcp_apps import (
+    MCP_APPS_ACTIVITY_TYPE,
+    AppServer,
+    AppToolResult,
+    McpAppsProxy,
+    ProxiedRequestError,
+    mcp_apps_activity,
+    server_hash,
+)
 from .genui.resources import (
     Resource,
     ResourceBusyError,
@@ -129,6 +140,7 @@ from .loops.decision import (
 from .loops.llm_agent import LLMAgent, StepLimitExceededError
 from .loops.thread import Thread, ToolRoundsExceededError, Turn
 from .loops.tool_runner import ToolDeadlineExceeded, ToolRunner
+from .loops.tool_sources import SourceTool, SourceToolError, SourceToolResult, ToolSource
 from .protocol.accumulator import Accumulator, PatchError, Problem, RunRecord, apply_json_patch
 from .protocol.agent import Agent, AgentFunction, CapableAgent, NotAnEventError, agent_capabilities, as_agent
 from .protocol.capabilities import (
@@ -301,6 +313,8 @@ __all__ = [
     "AgentLoop",
     "AguiEngineError",
     "AnyEvent",
+    "AppServer",
+    "AppToolResult",
     "AssistantMessage",
     "AudioInputContent",
     "AudioPart",
@@ -363,6 +377,8 @@ __all__ = [
     "LLMTool",
     "LimitExceededError",
     "MAX_A2UI_ATTEMPTS",
+    "MCP_APPS_ACTIVITY_TYPE",
+    "McpAppsProxy",
     "Message",
     "MessagesSnapshotEvent",
     "ModelStreamError",
@@ -387,6 +403,7 @@ __all__ = [
     "ProtoFrameDecoder",
     "ProtoTooDeepError",
     "ProtocolViolation",
+    "ProxiedRequestError",
     "RawEvent",
     "ReasoningBlock",
     "ReasoningCapabilities",
@@ -428,6 +445,9 @@ __all__ = [
     "ScriptedModel",
     "ScriptedTurn",
     "ServerTool",
+    "SourceTool",
+    "SourceToolError",
+    "SourceToolResult",
     "StateCapabilities",
     "StateDeltaEvent",
     "StateSnapshotEvent",
@@ -474,6 +494,7 @@ __all__ = [
     "ToolMessage",
     "ToolRoundsExceededError",
     "ToolRunner",
+    "ToolSource",
     "ToolsCapabilities",
     "TransportCapabilities",
     "Turn",
@@ -515,12 +536,15 @@ __all__ = [
     "find_component",
     "interactable_tools",
     "interactables_from_context",
+    "mcp_apps_activity",
     "render_a2ui_tool",
     "run_agent_loop",
     "run_decision_loop",
     "schema_from_struct",
+    "server_hash",
     "to_strict_schema",
     "tool_from_callable",
+    "tool_from_schema",
     "validate_components",
     "validate_spec",
     "validate_tree",

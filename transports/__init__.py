@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
+    from .history import HistoryBudget, UnknownThreadError
     from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .runs import RegistryOptions, RunRegistry
     from .server_options import ConnectionOptions, DataOptions
@@ -40,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "CursorExpiredError": "eventlog",
     "EventLog": "eventlog",
     "GatewayAgent": "gateway",
+    "HistoryBudget": "history",
     "InMemoryEventLog": "eventlog",
     "LoopClock": "clock",
     "ManualClock": "clock",
@@ -51,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "SSEServer": "sse",
     "StdioAgent": "stdio",
     "UnknownRunError": "eventlog",
+    "UnknownThreadError": "history",
     "UpstreamStoppedError": "retrying_client",
     "WebSocketAgent": "websocket",
     "WebSocketServer": "websocket",
@@ -72,6 +75,7 @@ __all__ = [
     "EventLogUnavailableError",
     "GatewayAgent",
     "GatewayMetrics",
+    "HistoryBudget",
     "InMemoryEventLog",
     "LoopClock",
     "ManualClock",
@@ -86,6 +90,7 @@ __all__ = [
     "StdioAgent",
     "ThreadedToolRunner",
     "UnknownRunError",
+    "UnknownThreadError",
     "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",

@@ -17,6 +17,8 @@ what ``loop.call_later`` would have run, minus the waiting.
 
 Keep-alive timing, reconnect backoff and cancellation deadlines stay on the
 event loop's own clock: they bound waits on real sockets and real tasks.
+Thread histories' retention counts wall-clock seconds (``wall_time``, when the clock
+has one), since a shared store compares them across machines.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -58,6 +61,11 @@ class LoopClock:
     def time(self) -> float:
         return asyncio.get_running_loop().time()
 
+    def wall_time(self) -> float:
+        """Seconds since the epoch: what thread histories' retention counts in, since a
+        shared store compares it across nodes (a monotonic clock is per machine)."""
+        return time.time()
+
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:
         return asyncio.get_running_loop().call_later(delay, callback)
 
@@ -88,6 +96,10 @@ class ManualClock:
         self._heap: list[tuple[float, int, _ManualTimer]] = []
 
     def time(self) -> float:
+        return self._now
+
+    def wall_time(self) -> float:
+        """The same moved-by-hand time (see LoopClock.wall_time)."""
         return self._now
 
     def call_later(self, delay: float, callback: Callable[[], object]) -> TimerHandle:

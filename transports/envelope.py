@@ -6,7 +6,7 @@ definition of the wire format, encoded and decoded by msgspec). ``spec/transport
 Client -> server (WebSocket; stdio takes a bare ``RunAgentInput`` and ``cancel``), tagged
 by ``"type"``::
 
-    {"type": "run",    "input": <RunAgentInput>}             RunMessage
+    {"type": "run",    "input": <RunAgentInput>, "runKey": "..."}  RunMessage (runKey optional)
     {"type": "cancel", "runId": "...", "runKey": "..."}      CancelMessage (runKey optional)
     {"type": "resume", "runId": "...", "lastEventId": "...", "runKey": "..."}  ResumeMessage
     {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
@@ -74,11 +74,16 @@ MAX_QUERY_ID_LENGTH: Final = 256
 # --------------------------------------------------------------------------- client -> server
 
 
-class RunMessage(msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True):
+class RunMessage(
+    msgspec.Struct, tag="run", tag_field="type", frozen=True, kw_only=True, rename="camel", omit_defaults=True
+):
     """Start a run. ``input`` is the RunAgentInput's JSON, decoded by the server with
-    :func:`~agui_engine.transports.input_decoding.decode_run_input` (size limit, JSON path)."""
+    :func:`~agui_engine.transports.input_decoding.decode_run_input` (size limit, JSON path).
+    ``run_key``: the run key of an earlier run of the same thread, so that the run joins
+    that thread's history (spec/transports.md §4.4)."""
 
     input: msgspec.Raw
+    run_key: str | None = None
 
 
 class CancelMessage(
@@ -135,9 +140,9 @@ class _RunIdProbe(msgspec.Struct, rename="camel"):
 _PROBE_DECODER: Final = msgspec.json.Decoder(_RunIdProbe)
 
 
-def run_message(input: RunAgentInput) -> RunMessage:
+def run_message(input: RunAgentInput, run_key: str | None = None) -> RunMessage:
     """The ``run`` message for ``input``."""
-    return RunMessage(input=msgspec.Raw(_ENCODER.encode(input)))
+    return RunMessage(input=msgspec.Raw(_ENCODER.encode(input)), run_key=run_key)
 
 
 def encode_client_message(message: ClientMessage) -> bytes:

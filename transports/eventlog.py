@@ -50,6 +50,8 @@ from typing import Protocol, runtime_checkable
 
 from agui_engine.protocol.errors import CapacityError, RemoteInputError, UsageError
 
+from .history import HistoryBudget, MemoryThreadStore, ThreadRuns
+
 __all__ = [
     "BUDGET_TRIM_FLOOR_BYTES",
     "BadCursorError",
@@ -413,6 +415,8 @@ class InMemoryEventLog:
     ``max_events`` / ``max_bytes``: one run's bound; ``max_total_bytes``: the budget
     of all runs together (None: none) -- past it a growing run keeps only its newest
     BUDGET_TRIM_FLOOR_BYTES, so the logs hold at most the budget plus that per run.
+    ``history``: the bounds of the thread histories it keeps (a
+    :class:`~transports.history.ThreadStore`; default :class:`~transports.history.HistoryBudget`).
     """
 
     def __init__(
@@ -421,6 +425,7 @@ class InMemoryEventLog:
         max_events: int = DEFAULT_LOG_MAX_EVENTS,
         max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         max_total_bytes: int | None = None,
+        history: HistoryBudget | None = None,
     ) -> None:
         if max_events < 1 or max_bytes < 1:
             raise UsageError("InMemoryEventLog: max_events and max_bytes must be >= 1")
@@ -432,6 +437,18 @@ class InMemoryEventLog:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self._runs: dict[str, _RunLog] = {}
+        #: The thread histories (spec/transports.md §4.4).
+        self.threads = MemoryThreadStore(history)
+
+    @property
+    def history_budget(self) -> HistoryBudget:
+        return self.threads.history_budget
+
+    async def keep_run(self, thread_id: str, record: bytes, now: float) -> None:
+        await self.threads.keep_run(thread_id, record, now)
+
+    async def thread_runs(self, thread_id: str, now: float) -> ThreadRuns:
+        return await self.threads.thread_runs(thread_id, now)
 
     def _get(self, run_id: str) -> _RunLog:
         log = self._runs.get(run_id)

@@ -24,6 +24,12 @@ severity, relatedIndex}], "decodeError": {message, frameIndex} | null}``, each
 finding at the 0-based index of the event that caused it. The body is limited to
 :data:`MAX_RECORDING_BYTES`; a bearer token, when the gateway has one, is required
 here as for runs.
+
+An ``mcp-apps`` activity is drawn by ``mcp-apps.js`` (served with the other static files): the app's
+``ui://`` resource is read through the gateway's proxy (a run with ``forwardedProps.__proxiedMCPRequest``,
+with the page's bearer token, answered by the run registry), refused unless its MIME type is
+``text/html;profile=mcp-app``, and drawn in a ``sandbox="allow-scripts"`` iframe under a CSP built from
+its ``_meta.ui.csp``; the app's JSON-RPC messages are bridged there (``spec/mcp.md``, MCP Apps).
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ STATIC_FILES: Final = {
     # the official A2UI v0.9 Lit renderer, vendored at a pinned version (scripts/build_a2ui_lit.py)
     "a2ui-lit.js": "text/javascript; charset=utf-8",
     "a2ui-lit.LICENSES.txt": "text/plain; charset=utf-8",
+    "mcp-apps.js": "text/javascript; charset=utf-8",
 }
 #: The inspector page (package data beside the static files).
 INSPECTOR_PAGE: Final = "inspect.html"

@@ -11,6 +11,19 @@ tag so a Redis Cluster keeps a run's keys on one shard)::
     <prefix>node:<node>   string: the node's heartbeat (expires after OWNER_TTL_SECONDS)
     <prefix>ctl:<node>    pub/sub channel: run ids to cancel, sent to the owner
 
+Thread histories (:class:`~transports.history.ThreadStore`; spec/transports.md §4.4)::
+
+    <prefix>thread:{<threadId>}:h   list:   the thread's kept run records, oldest first
+    <prefix>thread:{<threadId>}:m   hash:   dropped (runs the budget evicted)
+    <prefix>threads                 zset:   thread id -> when a run was last kept (s)
+    <prefix>threads:bytes           hash:   thread id -> bytes of its records
+    <prefix>threads:total           string: bytes of every thread's records
+
+One Lua script keeps a record and evicts, atomically, exactly as the in-memory store
+does (idle threads past the retention, the thread's oldest runs past its budget, the
+least recently kept threads past the total); it touches other threads' keys, so the
+history needs a Redis that is not a cluster (the run keys above are cluster-ready).
+
 **Entries.** The owning node appends; every entry of the stream holds the
 events of one write tick of one run: its id is ``<last seq>-0`` and its fields
 ``s`` (the first seq) and ``p`` (the payloads joined by ``\\n`` -- an encoded
@@ -84,6 +97,7 @@ from .eventlog import (
     RunControl,
     UnknownRunError,
 )
+from .history import HistoryBudget, ThreadRuns
 
 __all__ = [
     "DEFAULT_REDIS_RETENTION_SECONDS",
@@ -164,6 +178,46 @@ _CREATE_SCRIPT = """
 if redis.call('HSETNX', KEYS[1], 'owner', ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'thread', ARGV[2], 'principal', ARGV[4], 'keyhash', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+# Keeps one thread's run record and evicts (see the module docstring). KEYS: the
+# thread's list, its meta, the threads zset, the bytes hash, the total. ARGV: record,
+# now (s), max runs, max thread bytes, max total bytes, retention (s), key prefix,
+# thread id, a backstop TTL in ms.
+_KEEP_SCRIPT = """
+local function drop(tid)
+  local b = tonumber(redis.call('HGET', KEYS[4], tid) or '0')
+  redis.call('DEL', ARGV[7] .. 'thread:{' .. tid .. '}:h', ARGV[7] .. 'thread:{' .. tid .. '}:m')
+  redis.call('ZREM', KEYS[3], tid)
+  redis.call('HDEL', KEYS[4], tid)
+  redis.call('DECRBY', KEYS[5], b)
+end
+local now = tonumber(ARGV[2])
+for _, tid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now - tonumber(ARGV[6]))) do drop(tid) end
+local n = string.len(ARGV[1])
+redis.call('RPUSH', KEYS[1], ARGV[1])
+local bytes = redis.call('HINCRBY', KEYS[4], ARGV[8], n)
+redis.call('INCRBY', KEYS[5], n)
+redis.call('ZADD', KEYS[3], now, ARGV[8])
+local len = redis.call('LLEN', KEYS[1])
+while len > 1 and (len > tonumber(ARGV[3]) or bytes > tonumber(ARGV[4])) do
+  local old = string.len(redis.call('LPOP', KEYS[1]))
+  bytes = redis.call('HINCRBY', KEYS[4], ARGV[8], -old)
+  redis.call('DECRBY', KEYS[5], old)
+  redis.call('HINCRBY', KEYS[2], 'dropped', 1)
+  len = len - 1
+end
+while tonumber(redis.call('GET', KEYS[5]) or '0') > tonumber(ARGV[5]) do
+  local victim = nil
+  for _, tid in ipairs(redis.call('ZRANGE', KEYS[3], 0, 1)) do
+    if tid ~= ARGV[8] and victim == nil then victim = tid end
+  end
+  if victim == nil then break end
+  drop(victim)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[9])
+redis.call('PEXPIRE', KEYS[2], ARGV[9])
 return 1
 """
 
@@ -254,6 +308,7 @@ class RedisEventLog:
         max_events: int = DEFAULT_LOG_MAX_EVENTS,
         max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         timeout: float = REDIS_TIMEOUT_SECONDS,
+        history: HistoryBudget | None = None,
     ) -> None:
         if (url is None) == (client is None):
             raise UsageError("RedisEventLog needs exactly one of url or client")
@@ -299,6 +354,8 @@ class RedisEventLog:
         self._tasks: list[asyncio.Task[None]] = []
         self._reap: Any = None
         self._create: Any = None
+        self._keep: Any = None
+        self._history = history if history is not None else HistoryBudget()
         self._stop_beating: threading.Event | None = None
         self._beat_thread: threading.Thread | None = None
         self._closed = False
@@ -311,6 +368,9 @@ class RedisEventLog:
 
     def _k(self, run_id: str, kind: str) -> str:
         return f"{self.prefix}{{{run_id}}}:{kind}"
+
+    def _thread_key(self, thread_id: str, kind: str) -> str:
+        return f"{self.prefix}thread:{{{thread_id}}}:{kind}"
 
     def _node_key(self, node: str) -> str:
         return f"{self.prefix}node:{node}"
@@ -342,6 +402,7 @@ class RedisEventLog:
             )
         self._reap = self.redis.register_script(_REAP_SCRIPT)
         self._create = self.redis.register_script(_CREATE_SCRIPT)
+        self._keep = self.redis.register_script(_KEEP_SCRIPT)
         key, value, ttl = self._node_set_args()
         try:
             await self.redis.set(key, value, px=ttl)
@@ -945,6 +1006,46 @@ class RedisEventLog:
         self._deleting.add(run_id)
         if self._wake_flusher is not None:
             self._wake_flusher.set()
+
+    # -- thread histories (transports.history.ThreadStore) --------------------------------
+
+    @property
+    def history_budget(self) -> HistoryBudget:
+        return self._history
+
+    async def keep_run(self, thread_id: str, record: bytes, now: float) -> None:
+        budget = self._history
+        # A backstop for a store nobody writes to any more: the keys go twice the
+        # retention after the last run (the script expires them at the retention).
+        ttl_ms = max(1, int(budget.retention_seconds * 2000))
+        keys = [
+            self._thread_key(thread_id, "h"),
+            self._thread_key(thread_id, "m"),
+            f"{self.prefix}threads",
+            f"{self.prefix}threads:bytes",
+            f"{self.prefix}threads:total",
+        ]
+        args = [
+            record, repr(now), budget.max_runs_per_thread, budget.max_thread_bytes, budget.max_total_bytes,
+            repr(budget.retention_seconds), self.prefix, thread_id, ttl_ms,
+        ]
+        try:
+            await self._keep(keys=keys, args=args)
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+
+    async def thread_runs(self, thread_id: str, now: float) -> ThreadRuns:
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zscore(f"{self.prefix}threads", thread_id)
+            pipe.lrange(self._thread_key(thread_id, "h"), 0, -1)
+            pipe.hget(self._thread_key(thread_id, "m"), "dropped")
+            last, records, dropped = await pipe.execute()
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        if last is None or float(last) <= now - self._history.retention_seconds:
+            return ThreadRuns([], 0)
+        return ThreadRuns(list(records), int(dropped or 0))
 
     async def discard(self, run_id: str) -> None:
         own = self._owned.pop(run_id, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import ssl
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_MAX_RETRIES",
+    "MAX_REMEMBERED_THREAD_KEYS",
     "RETRYABLE_STATUSES",
     "RemoteAgentError",
     "RemoteClientBase",
@@ -157,6 +159,12 @@ DEFAULT_BACKOFF_INITIAL = 0.2
 #: run's 30 s grace period (runs.DEFAULT_GRACE_SECONDS), or the run is gone.
 DEFAULT_BACKOFF_MAX = 5.0
 
+#: Threads whose latest run key one client agent (SSEAgent, WebSocketAgent) remembers (the
+#: oldest is forgotten first): it presents the key when it starts the thread's next run, so
+#: that a gateway without per-client tokens keeps the run in that thread's history. One
+#: agent serving a few hundred conversations stays within it; each entry is ~100 bytes.
+MAX_REMEMBERED_THREAD_KEYS = 1024
+
 
 #: Smallest random factor of a reconnect delay (the largest is 1): "equal jitter".
 #: Keeping at least half the delay means a retry never comes at once, while
@@ -224,6 +232,25 @@ class RemoteClientBase:
         self.retry = RetryPolicy(max_retries, backoff_initial, backoff_max)
         #: Reconnections made by the last run (for diagnostics and tests).
         self.reconnects = 0
+        #: thread id -> the run key of its latest run started here (or given to history()).
+        self._thread_keys: OrderedDict[str, str] = OrderedDict()
+
+    def thread_key(self, thread_id: str) -> str | None:
+        """The run key of the thread's latest run started by this agent (None: none yet, or
+        forgotten past MAX_REMEMBERED_THREAD_KEYS): presented with the thread's next run, so
+        that a gateway without per-client tokens keeps it in that thread's history, and what a
+        client keeps (a browser's storage) to read the history after a reload
+        (``Thread.restore(..., run_key=)``; spec/transports.md §4.4)."""
+        return self._thread_keys.get(thread_id)
+
+    def remember_thread_key(self, thread_id: str, key: str) -> None:
+        """Note ``key`` as the thread's latest run key (the oldest thread is forgotten past
+        MAX_REMEMBERED_THREAD_KEYS)."""
+        keys = self._thread_keys
+        keys[thread_id] = key
+        keys.move_to_end(thread_id)
+        while len(keys) > MAX_REMEMBERED_THREAD_KEYS:
+            keys.popitem(last=False)
 
     async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """The Agent contract over the remote endpoint. Before the first event,

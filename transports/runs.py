@@ -64,12 +64,14 @@ import hmac
 import inspect
 import logging
 import secrets
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 import msgspec
 
+from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -88,6 +90,7 @@ from .eventlog import (
     READ_MAX_BYTES,
     READ_MAX_EVENTS,
     BadCursorError,
+    CursorExpiredError,
     EventLog,
     EventLogUnavailableError,
     InMemoryEventLog,
@@ -95,7 +98,19 @@ from .eventlog import (
     SharedEventLog,
     UnknownRunError,
 )
-from .input_decoding import MAX_SEQ_DIGITS, check_run_id
+from .history import (
+    HISTORY_READ_TIMEOUT_SECONDS,
+    Branch,
+    HistoryRun,
+    ThreadStore,
+    UnknownThreadError,
+    branch,
+    branch_payloads,
+    build_record,
+    decode_records,
+    merge_input,
+)
+from .input_decoding import MAX_RUN_ID_LENGTH, MAX_SEQ_DIGITS, check_run_id
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -149,6 +164,8 @@ __all__ = [
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+#: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
+_TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
 #: Concurrent running runs per registry. Each holds an open model stream; 1,000
 #: is what one gateway process on a 2-core machine streams comfortably (see the
@@ -251,6 +268,17 @@ def run_key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
+def _may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
+    # The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread.
+    if caller is None:
+        return True
+    if caller.key is not None and key_hash and hmac.compare_digest(run_key_hash(caller.key), key_hash):
+        return True
+    if owner and caller.principal == owner:
+        return True
+    return not key_hash and not owner
+
+
 class Caller(NamedTuple):
     """Who asks, over the network, to stream, resume or cancel a run: the principal
     their bearer token names (``check_bearer``: None auth off, ``""`` the shared
@@ -275,6 +303,8 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     hold, running or still being read (then 503; 0: no cap). ``max_buffered_bytes``:
     the budget of event bytes all run logs hold (then 503, and growing runs are
     trimmed; 0: none; applies to the registry's own in-memory log).
+    ``keep_history``: keep each thread's ended runs in the event log, when it is a
+    :class:`~transports.history.ThreadStore` (spec/transports.md §4.4).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -286,6 +316,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     verify: bool = True
     max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+    keep_history: bool = True
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
@@ -330,10 +361,12 @@ class Run:
         "__weakref__",
         "client",
         "grace_timer",
+        "history_parent",
         "head",
         "input",
         "key",
         "key_hash",
+        "kept",
         "lifecycle",
         "owner",
         "retention_timer",
@@ -367,6 +400,10 @@ class Run:
         #: ``run_key_hash(key)``; a follower's comes from the shared log ("": the
         #: node that started the run recorded none).
         self.key_hash = ""
+        #: Whether the run goes into its thread's history when it ends, and its parent
+        #: there (the input's parentRunId, else the thread's latest kept run).
+        self.kept = False
+        self.history_parent: str | None = None
 
     @classmethod
     def following(cls, run_id: str) -> Run:
@@ -631,6 +668,16 @@ class RunRegistry:
         self.read_nowait: Callable[..., LogSlice] | None = getattr(self.log, "read_nowait", None)
         self._held_bytes: Callable[[], int] | None = getattr(self.log, "held_bytes", None)
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
+        #: Answers proxied MCP requests: the agent's MCP servers (its ``mcp_apps``), else none (every
+        #: request then names an unknown server, as the middleware with no servers answers).
+        proxy = getattr(self.agent, "mcp_apps", None)
+        self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
+        #: Where thread histories are kept (the log, when it keeps them and keep_history).
+        self.threads: ThreadStore | None = (
+            self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
+        )
+        # History retention is wall-clock time: a shared store compares it across nodes.
+        self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
 
     # -- queries -------------------------------------------------------------------------
 
@@ -734,24 +781,24 @@ class RunRegistry:
         (a shared log written before run keys) is checked by principal alone.
         Raises UnknownRunError otherwise -- the same 404 as for a run that does not
         exist, so ids cannot be probed."""
-        if caller is None:
-            return run
-        if caller.key is not None and run.key_hash and hmac.compare_digest(run_key_hash(caller.key), run.key_hash):
-            return run
-        if run.owner and caller.principal == run.owner:
-            return run
-        if not run.key_hash and not run.owner:
+        if _may_touch(run.owner, run.key_hash, caller):
             return run
         raise UnknownRunError(run.run_id)
 
-    async def start(self, input: RunAgentInput, *, owner: str | None = None, address: str | None = None) -> Run:
+    async def start(
+        self, input: RunAgentInput, *, owner: str | None = None, address: str | None = None, key: str | None = None
+    ) -> Run:
         """Start a run owned by ``owner`` (a principal; see :meth:`check_owner`),
         with a new run key (``run.key``, for the transport to hand to the client).
         ``address``: the client's network address; the run counts against
         max_runs_per_client for the named principal, else for the address.
+        ``key``: a run key the client presented, of an earlier run of the thread: with
+        it (or as the thread's named principal) the run joins the thread's history, and
+        a ``parentRunId`` it names gives the agent that branch's messages
+        (:func:`~transports.history.merge_input`; spec/transports.md §4.4).
         Raises ServerBusyError (a limit reached -- concurrent runs, the client's
         runs, the buffered-bytes budget -- or shutting down), RunExistsError
-        (``runId`` already known)."""
+        (``runId`` already known), EventLogUnavailableError."""
         if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
@@ -772,6 +819,14 @@ class RunRegistry:
         budget = self.options.max_buffered_bytes
         if budget and self._held_bytes is not None and self._held_bytes() >= budget:
             raise ServerBusyError(f"the runs' logs hold their budget of {budget} bytes of undelivered events")
+        # No principal and no address: the embedding program or stdio's one client, never checked.
+        caller = None if owner is None and address is None else Caller(owner, key)
+        # A proxied MCP request (an app calling its server) is no turn of its thread's conversation:
+        # it joins no history and gets no branch's messages, whatever thread it names.
+        kept, parent, input = (False, None, input) if is_proxied(input.forwarded_props) else (
+            await self._lineage(input, caller))
+        if input.run_id in self._runs:  # started meanwhile, while the history was read
+            raise RunExistsError(f"run {input.run_id!r} already exists here; start a run with a new runId")
         run = Run(
             input,
             RunLifecycle(
@@ -784,6 +839,7 @@ class RunRegistry:
         run.client = client
         run.key = secrets.token_urlsafe(RUN_KEY_BYTES)
         run.key_hash = run_key_hash(run.key)
+        run.kept, run.history_parent = kept, parent
         try:
             if self._shared is not None:
                 await self._shared.open_run(run.run_id, run.thread_id, principal=owner or "", key_hash=run.key_hash)
@@ -798,6 +854,89 @@ class RunRegistry:
         self._active += 1
         run.task = asyncio.get_running_loop().create_task(self._produce(run), name=f"agui-run-{run.run_id}")
         return run
+
+    # -- thread history (spec/transports.md §4.4) ------------------------------------------
+
+    async def _kept_runs(self, thread_id: str) -> list[HistoryRun]:
+        assert self.threads is not None
+        held = await self.threads.thread_runs(thread_id, self._wall())
+        return decode_records(held.records)
+
+    async def _lineage(self, input: RunAgentInput, caller: Caller | None) -> tuple[bool, str | None, RunAgentInput]:
+        """(kept, parent, the input the agent gets) of a run about to start."""
+        if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
+            return False, None, input  # a thread id longer than a run id may be is not a store key
+        runs = await self._kept_runs(input.thread_id)
+        if runs and not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+            # Another client's thread: served, but neither kept there nor given its messages.
+            return False, None, input
+        named = input.parent_run_id
+        if named is None:
+            return True, runs[-1].run_id if runs else None, input
+        if any(r.run_id == named for r in runs):
+            return True, named, merge_input(branch(runs, named).runs, input)
+        return True, named, input  # a parent not kept (evicted, or never ran here): the input as sent
+
+    async def thread_history(
+        self, thread_id: str, *, run_id: str | None = None, caller: Caller | None = None
+    ) -> tuple[Branch, list[bytes]]:
+        """The branch of ``thread_id`` ending at ``run_id`` (default: its latest kept
+        run) and its events as served (:func:`~transports.history.branch_payloads`).
+        Raises UnknownThreadError (404) when the thread has no kept runs, none of them
+        is ``caller``'s (:meth:`check_owner`'s rule: its principal, or the run key of one
+        of them), or ``run_id`` is not one of them; EventLogUnavailableError."""
+        if self.threads is None:
+            raise UnknownThreadError("this gateway keeps no thread history (it runs with keep_history=False: serve --no-history)")
+        if len(thread_id) > MAX_RUN_ID_LENGTH:
+            raise UnknownThreadError(f"no thread id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
+        if run_id is not None and len(run_id) > MAX_RUN_ID_LENGTH:  # nor echoed back whole
+            raise UnknownThreadError(f"no run id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
+        runs = await self._kept_runs(thread_id)
+        if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+            # the same words whether the thread is unknown or another's: thread ids cannot be probed
+            raise UnknownThreadError(
+                f"unknown thread {thread_id!r}: it has no history here that you may read (present the run key "
+                "of one of its runs, X-AGUI-Run-Key or ?runKey=, or the bearer token of the principal that ran them)"
+            )
+        found = branch(runs, run_id)
+        return found, branch_payloads(found.runs)
+
+    async def _keep(self, run: Run) -> None:
+        """Read the ended run's log whole -- up to its terminal event, the last one, which a
+        write-behind log may still be storing -- and keep it in its thread's history."""
+        assert self.threads is not None
+        log, rid = self.log, run.run_id
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + HISTORY_READ_TIMEOUT_SECONDS
+        payloads: list[bytes] = []
+        after, complete = 0, True
+        while True:
+            try:
+                sl = await log.read(rid, after)
+            except CursorExpiredError as exc:
+                complete, after = False, exc.first_available - 1
+                continue
+            payloads.extend(sl.payloads)
+            if sl.payloads:
+                after = sl.last_seq
+                if sl.payloads[-1].startswith(_TERMINAL_PREFIXES):
+                    break
+            if sl.finished:
+                break
+            if not sl.payloads:
+                left = deadline - loop.time()
+                if left <= 0 or not await log.wait(rid, after, left):
+                    break
+        record = build_record(
+            run.input,
+            run.history_parent,
+            payloads,
+            complete=complete,
+            principal=run.owner or "",
+            key_hash=run.key_hash,
+            max_bytes=self.threads.history_budget.max_thread_bytes,
+        )
+        await self.threads.keep_run(run.thread_id, record, self._wall())
 
     def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
         """A subscription that starts after event ``after`` (0: from the beginning).
@@ -1065,6 +1204,12 @@ class RunRegistry:
         await self._finish(run, error)
 
     def _open_agent(self, input: RunAgentInput) -> Any:
+        # A proxied MCP request (an MCP app's iframe calling its server) is answered here, for
+        # every agent and transport, never by the agent: the run was admitted, authenticated and
+        # owned like any other (spec/mcp.md, the proxy). Raises ProxiedRequestError when malformed.
+        request = proxied_request(input.forwarded_props)
+        if request is not None:
+            return self.mcp_apps.run(input, request)
         # What agent.run(input) returned, checked: an ``async def run`` without a
         # yield returns a coroutine, which ``async for`` would refuse with a bare
         # TypeError. Raises UsageError saying what to write instead.
@@ -1097,6 +1242,19 @@ class RunRegistry:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
+                    if run.kept:
+                        # Kept before the log ends: a client that saw the end reads the history with it.
+                        # Whatever happens here, the log must still end (its readers wait for that).
+                        try:
+                            await self._keep(run)
+                        except AguiEngineError as exc:  # the store is away: the run is served, not kept
+                            _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
+                        except asyncio.CancelledError:
+                            task = asyncio.current_task()
+                            if task is not None:
+                                task.uncancel()
+                        except Exception as exc:  # noqa: BLE001 - a bug here must not leave the run's stream open
+                            _log.error("run %s: keeping it in its thread's history failed", run.run_id, exc_info=exc)
                     await self.log.finish(run.run_id)
                 else:
                     self._apply(run, (effect,))

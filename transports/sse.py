@@ -14,7 +14,8 @@ Server: :func:`create_app` builds an aiohttp application around a
                                  (transports/capabilities.py; 401 as for runs, 405 for another
                                  method, 502 when a remote agent's cannot be had)
     GET     <path>/healthz       liveness: 200 while the process serves
-    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable
+    GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
     GET     <path>/metrics       Prometheus text format (when metrics are enabled)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
@@ -70,17 +71,19 @@ from aiohttp.web_request import BaseRequest
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
 from agui_engine.loops.tool_runner import ToolRunner
+from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import (
     NDJSON_CONTENT_TYPE,
     SSE_CONTENT_TYPE,
     EventStreamDecoder,
+    decode_event_list,
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.protocol.events import RunAgentInput, RunErrorEvent
+from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -149,8 +152,11 @@ __all__ = [
     "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
     "DEFAULT_CONNECT_TIMEOUT",
+    "HISTORY_REQUEST_TIMEOUT_SECONDS",
+    "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_ECHOED_HEADER_CHARS",
+    "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
     "REGISTRY_KEY",
     "RESUMABLE_HEADER",
@@ -160,12 +166,14 @@ __all__ = [
     "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
+    "THREAD_ID_HEADER",
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
     "frame_proto",
     "frame_sse",
     "negotiate",
+    "negotiate_history",
     "start_sse_server",
 ]
 
@@ -198,6 +206,12 @@ _NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
 RUN_KEY_HEADER = "X-AGUI-Run-Key"
 RUN_KEY_QUERY = "runKey"
 
+#: Response headers of a thread history (``GET <path>/threads/<threadId>``): the branch's
+#: last run goes in ``X-AGUI-Run-Id``; HISTORY_TRIMMED_HEADER is ``true`` when runs of the
+#: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
+HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
+THREAD_ID_HEADER = "X-AGUI-Thread-Id"
+
 
 def _caller(request: web.Request, principal: str | None) -> Caller:
     """Who is asking: the request's principal and the run key it presents, if any."""
@@ -225,6 +239,16 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: reading). Best effort while the caller is tearing down, so it must not hold
 #: it up long; if it fails the server cancels the run after its grace period.
 CANCEL_REQUEST_TIMEOUT = 2.0
+
+#: Bytes of a thread history ``SSEAgent.history`` reads at most (then LimitExceededError).
+#: A gateway keeps HISTORY_MAX_THREAD_BYTES (1 MiB) per thread by default and serves less
+#: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
+#: gateway configured with a larger budget.
+MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
+#: Seconds ``SSEAgent.history`` (so ``Thread.restore``) waits for the whole history, connect to
+#: last byte: a server that trickles its answer cannot hold a restore open (httpx's timeouts
+#: bound each read, not the sum).
+HISTORY_REQUEST_TIMEOUT_SECONDS = 30.0
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -317,35 +341,99 @@ def _qvalue(text: str) -> float:
     return float(text) if _QVALUE.fullmatch(text) else 0.0
 
 
-def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (q-values honoured; SSE
-    on ties, wildcards and a missing header; a range whose q is outside RFC 9110's
-    grammar counts as q=0). Raises NotAcceptableError."""
-    if not accept:
-        return "sse"
-    best_q = 0.0
-    best = ""
-    for part in accept.split(","):
-        media, *params = part.split(";")
+#: What a stream request (negotiate) and a history request (negotiate_history) can be answered
+#: with: media type -> answer, in the order ties go (the textual default first, the binary
+#: encoding last, so a bare wildcard never picks it).
+_STREAM_KINDS: Mapping[str, str] = {
+    SSE_CONTENT_TYPE: "sse",
+    **dict.fromkeys(sorted(_NDJSON_TYPES), "ndjson"),
+    PROTO_CONTENT_TYPE: "proto",
+}
+_HISTORY_KINDS: Mapping[str, str] = {
+    "application/json": "json",
+    PROTO_CONTENT_TYPE: "proto",
+}
+
+
+def _specificity(media_range: str, answer_type: str) -> int:
+    """How specifically ``media_range`` names ``answer_type``: 3 exactly, 2 as ``type/*``,
+    1 as ``*/*``, 0 not at all (RFC 9110 section 12.5.1)."""
+    if media_range == answer_type:
+        return 3
+    if media_range == answer_type.partition("/")[0] + "/*":
+        return 2
+    return 1 if media_range == "*/*" else 0
+
+
+def _accept_elements(accept: str) -> list[list[str]]:
+    """An Accept header's elements, each as its media range then its parameters: split at
+    the commas and semicolons outside quoted strings (RFC 9110 5.6.6: a parameter value may be
+    a quoted string holding either, ``text/event-stream;note="a,b";q=0.1``)."""
+    if '"' not in accept:  # the usual header: no quoted string, plain splits
+        return [part.split(";") for part in accept.split(",")]
+    elements: list[list[str]] = [[]]
+    segment: list[str] = []
+    quoted = escaped = False
+    for ch in accept:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
+            segment.append(ch)
+        elif ch in ",;":
+            elements[-1].append("".join(segment))
+            segment = []
+            if ch == ",":
+                elements.append([])
+        else:
+            quoted = ch == '"'
+            segment.append(ch)
+    elements[-1].append("".join(segment))
+    return elements
+
+
+def _best(accept: str, kinds: Mapping[str, str], names: str) -> str:
+    # RFC 9110 12.5.1: each media type we can answer with takes the q of the most specific
+    # range that names it (``text/event-stream;q=0, */*`` refuses SSE, the wildcard does not
+    # bring it back); the highest q wins; ties go in ``kinds``' order; q=0 is "not acceptable".
+    weights: dict[str, tuple[int, float]] = {}  # media type -> (specificity, q)
+    for media, *params in _accept_elements(accept):
         media = media.strip().lower()
         q = 1.0
         for param in params:
             key, _, val = param.strip().partition("=")
             if key.strip().lower() == "q":
                 q = _qvalue(val.strip())
-        if media in (SSE_CONTENT_TYPE, "text/*", "*/*"):
-            kind = "sse"
-        elif media in _NDJSON_TYPES:
-            kind = "ndjson"
-        elif media == PROTO_CONTENT_TYPE:
-            kind = "proto"
-        else:
-            continue
-        if q > best_q or (q == best_q and kind == "sse" and q > 0):
+        for answer_type in kinds:
+            level = _specificity(media, answer_type)
+            if not level:
+                continue
+            held = weights.get(answer_type)
+            if held is None or level > held[0] or (level == held[0] and q > held[1]):
+                weights[answer_type] = (level, q)
+    best_q = 0.0
+    best = ""
+    for answer_type, kind in kinds.items():  # in tie order: a later type must weigh strictly more
+        q = weights.get(answer_type, (0, 0.0))[1]
+        if q > best_q:
             best_q, best = q, kind
     if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}")
+        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
     return best
+
+
+def negotiate(accept: str | None) -> str:
+    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (RFC 9110 12.5.1: each
+    type takes the q of the most specific range naming it, the highest q wins; SSE on ties,
+    a bare wildcard and a missing header; a range whose q is outside RFC 9110's grammar
+    counts as q=0). Raises NotAcceptableError."""
+    names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
+    return _best(accept, _STREAM_KINDS, names) if accept else "sse"
+
+
+def negotiate_history(accept: str | None) -> str:
+    """``"json"`` or ``"proto"`` for the Accept header of a thread history request
+    (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
+    ties, wildcards and a missing header. Raises NotAcceptableError."""
+    return _best(accept, _HISTORY_KINDS, f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
@@ -399,7 +487,9 @@ class _Gateway:
         if self._origin_allowed(origin):
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}"
+            response.headers["Access-Control-Expose-Headers"] = (
+                f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+            )
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_allowed(request.headers.get("Origin")):
@@ -464,7 +554,9 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(input, owner=principal, address=peer_address(request.transport))
+                run = await self.registry.start(
+                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -506,8 +598,16 @@ class _Gateway:
 
     async def capabilities_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/capabilities``: 405 saying which one reads it."""
+        return self._only_get(request, "the capabilities are")
+
+    async def thread_method(self, request: web.Request) -> web.StreamResponse:
+        """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
+        (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
+        return self._only_get(request, "a thread's history is")
+
+    def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
-            f"{request.method} {request.path}: the capabilities are read with GET (nothing else is allowed here)"
+            f"{request.method} {request.path}: {what} read with GET (nothing else is allowed here)"
         ), self.metrics)
         resp.headers["Allow"] = "GET, HEAD" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
         return resp
@@ -538,6 +638,31 @@ class _Gateway:
             return web.Response(status=204)
         return await self._stream(request, sub, fmt, first)
 
+    async def thread(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
+        branch ending at ``runId`` (default: its latest kept run), as a JSON array of
+        events or, when Accept prefers it, length-prefixed protobuf frames."""
+        thread_id = request.match_info["thread_id"]
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            fmt = negotiate_history(request.headers.get("Accept"))
+            found, payloads = await self.registry.thread_history(
+                thread_id, run_id=request.query.get("runId") or None, caller=_caller(request, principal)
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        headers = {
+            "Cache-Control": "no-store",
+            THREAD_ID_HEADER: thread_id,
+            "X-AGUI-Run-Id": found.tip,
+            HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
+        }
+        if fmt == "proto":
+            headers["Content-Type"] = PROTO_CONTENT_TYPE
+            return web.Response(body=frame_proto(payloads), headers=headers)
+        headers["Content-Type"] = "application/json"
+        return web.Response(body=b"[" + b",".join(payloads) + b"]", headers=headers)
+
     async def delete(self, request: web.Request) -> web.StreamResponse:
         _RUN_ID.set(request.match_info["run_id"])
         try:
@@ -553,11 +678,14 @@ class _Gateway:
 
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         ready = await self.registry.ready()
-        doc = {
+        doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
             "activeRuns": self.registry.active,
         }
+        sources = tool_source_status(self.registry.agent)
+        if sources:  # an MCP server that cannot be reached makes its tools absent, not the gateway unready
+            doc["mcp"] = sources
         return web.json_response(doc, status=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
@@ -788,6 +916,8 @@ def create_app(
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
     base = path.rstrip("/")
+    threads = base + "/threads/{thread_id}"
+    app.router.add_get(threads, gw.thread)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -801,9 +931,11 @@ def create_app(
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
+        app.router.add_route("OPTIONS", threads, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
+    app.router.add_route("*", threads, gw.thread_method)
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
@@ -1039,6 +1171,53 @@ class SSEAgent(RemoteClientBase):
         self.binary = binary
         self._client = client
 
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
+    ) -> list[AnyEvent]:
+        """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
+        the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
+        ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
+        this agent) for a gateway without per-client tokens; a key given here is remembered
+        for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
+        history, or not yours), ConnectionLostError (unreachable, or the whole answer not in
+        within ``timeout`` seconds), LimitExceededError (over
+        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer; an
+        event type unknown to this version too, unless the agent is ``tolerant``: then the JSON
+        one is kept as an UnknownEvent and the protobuf one dropped, as on a run's stream)."""
+        from urllib.parse import quote
+
+        url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
+        key = run_key or self.thread_key(thread_id)
+        headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        try:
+            async with asyncio.timeout(timeout):
+                status, content_type, body = await self._get_bounded(
+                    url, headers, MAX_HISTORY_RESPONSE_BYTES,
+                    httpx.Timeout(timeout, connect=self.connect_timeout),
+                    params={"runId": run_id} if run_id else None,
+                )
+        except TimeoutError:
+            raise ConnectionLostError(
+                f"GET {url}: the history did not arrive within {timeout:g} s (HISTORY_REQUEST_TIMEOUT_SECONDS)"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        if len(body) > MAX_HISTORY_RESPONSE_BYTES:
+            raise LimitExceededError(f"GET {url}: the history is over {MAX_HISTORY_RESPONSE_BYTES} bytes (MAX_HISTORY_RESPONSE_BYTES)")
+        if status != 200:
+            raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
+        if key and run_key:
+            self.remember_thread_key(thread_id, key)
+        if media_type(content_type) == PROTO_CONTENT_TYPE:
+            frames = ProtoEventDecoder(tolerant=self.tolerant)
+            events = frames.feed(body)
+            frames.close()
+            return list(events)
+        return decode_event_list(body, where=f"GET {url}", tolerant=self.tolerant)
+
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
 
@@ -1082,24 +1261,36 @@ class SSEAgent(RemoteClientBase):
         url = self.url.rstrip("/") + "/capabilities"
         where = f"GET {url}"
         headers = {**self.headers, "Accept": "application/json"}
-        body = bytearray()
         try:
-            async with asyncio.timeout(timeout), self._one_client() as client:
-                async with client.stream("GET", url, headers=headers, timeout=httpx.Timeout(timeout)) as resp:
-                    async for chunk in resp.aiter_bytes():
-                        body += chunk
-                        if len(body) > MAX_CAPABILITIES_BYTES:
-                            break  # read_capabilities refuses it; nothing more is read
+            async with asyncio.timeout(timeout):
+                # past MAX_CAPABILITIES_BYTES nothing more is read, and read_capabilities refuses it
+                status, content_type, body = await self._get_bounded(
+                    url, headers, MAX_CAPABILITIES_BYTES, httpx.Timeout(timeout)
+                )
         except TimeoutError:
             raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
         except httpx.TransportError as exc:
             raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
-        content_type = resp.headers.get("content-type")
-        if resp.status_code in (404, 405):
+        if status in (404, 405):
             return AgentCapabilities()
-        if resp.status_code != 200 or media_type(content_type) != "application/json":
-            raise remote_error_from_body(resp.status_code, bytes(body), where=where, content_type=content_type)
-        return read_capabilities(bytes(body), where=where)
+        if status != 200 or media_type(content_type) != "application/json":
+            raise remote_error_from_body(status, body, where=where, content_type=content_type)
+        return read_capabilities(body, where=where)
+
+    async def _get_bounded(
+        self, url: str, headers: Mapping[str, str], limit: int, timeout: httpx.Timeout, *, params: Any = None
+    ) -> tuple[int, str | None, bytes]:
+        """``GET url``: (status, Content-Type, body); the body is read up to just past
+        ``limit`` bytes and no further (a longer body comes back longer than ``limit``).
+        Raises httpx.TransportError."""
+        body = bytearray()
+        async with self._one_client() as client:
+            async with client.stream("GET", url, params=params, headers=headers, timeout=timeout) as resp:
+                async for chunk in resp.aiter_bytes():
+                    body += chunk
+                    if len(body) > limit:
+                        break
+        return resp.status_code, resp.headers.get("content-type"), bytes(body)
 
     @contextlib.asynccontextmanager
     async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -1148,6 +1339,9 @@ class SSEAgent(RemoteClientBase):
         headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
+        elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
+            # a run key of the thread's previous run: the new run joins that thread's history
+            headers[RUN_KEY_HEADER] = prior
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
@@ -1159,6 +1353,8 @@ class SSEAgent(RemoteClientBase):
                 # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
                 raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
             session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
+            if session.key is not None:
+                self.remember_thread_key(input.thread_id, session.key)
             yield None
             if binary:
                 # No ids on a binary stream: the n-th frame after cursor c is event c + n.

@@ -302,7 +302,9 @@ class _Connection:
             elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
-                run = await self.registry.start(input, owner=self.principal, address=peer_address(self.ws.transport))
+                run = await self.registry.start(
+                    input, owner=self.principal, address=peer_address(self.ws.transport), key=msg.run_key
+                )
                 self._pump(self.registry.subscribe(run, 0), key=run.key)
             elif isinstance(msg, CancelMessage):
                 # A run this connection streams was allowed already: its key is known here.
@@ -761,7 +763,7 @@ class WebSocketAgent(RemoteClientBase):
                 exc.response.status_code, bytes(exc.response.body or b""), where=where
             ) from None
         opening = (
-            run_message(input)
+            run_message(input, run_key=self.thread_key(input.thread_id))
             if last_id is None
             else ResumeMessage(run_id=run_id, last_event_id=last_id, run_key=session.key)
         )
@@ -778,6 +780,7 @@ class WebSocketAgent(RemoteClientBase):
                 elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
                     if item.run_key is not None:
                         session.key = item.run_key
+                        self.remember_thread_key(input.thread_id, item.run_key)
                     yield item.event_id, [item.event]  # type: ignore[list-item]
                 # else: another run's event on a shared connection
 

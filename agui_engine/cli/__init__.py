@@ -18,6 +18,7 @@ reader that stops early (``| head``) ends the command quietly.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -47,7 +48,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("agui_engine.cli.run", "Run one message against a remote AG-UI endpoint and render it live."),
     "validate": (
         "agui_engine.cli.validate",
-        "Verify a recorded AG-UI run (SSE or NDJSON) and print the conversation it builds.",
+        "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
     ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
 }
@@ -93,10 +94,23 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
 
 class CommandParser(argparse.ArgumentParser):
-    """An ArgumentParser whose mistakes are one line: what is wrong, where to look."""
+    """An ArgumentParser whose mistakes are one line: what is wrong, where to look (the
+    command's own help, and for a mistyped option the closest one it has)."""
+
+    #: The subcommand parser whose options an unrecognized argument is compared with and whose
+    #: help is named (argparse reports those at the top level); set by build_parser.
+    command_parser: argparse.ArgumentParser | None = None
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        where = self.command_parser or self
+        hint = f"see {where.prog} --help"
+        if message.startswith("unrecognized arguments: "):
+            first = message.partition(": ")[2].split(" ")[0].partition("=")[0]
+            options = [o for action in where._actions for o in action.option_strings if o.startswith("--")]
+            close = difflib.get_close_matches(first, options, n=1, cutoff=0.6) if first.startswith("-") else []
+            if close:
+                hint = f"did you mean {close[0]}? {hint}"
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} ({hint})\n")
 
 
 def seconds(text: str) -> float:
@@ -176,6 +190,7 @@ def build_parser(command: str | None = None) -> CommandParser:
             module = importlib.import_module(module_name)
             module.add_arguments(sub_parser)
             sub_parser.set_defaults(_run=module.run)
+            parser.command_parser = sub_parser
     return parser
 
 

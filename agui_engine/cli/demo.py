@@ -25,6 +25,12 @@ loopback:
 drops the gateway; ``--transport ws`` uses the WebSocket gateway instead.
 Nothing leaves 127.0.0.1 and no API key is needed.
 
+``--mcp`` also offers the tools of the demo's MCP server (:mod:`agui_engine.cli.demo_mcp_server`,
+run over stdio as a subprocess, reaped when the demo ends) and, given no message, runs its scenario
+(:data:`MCP_SCENARIO`): the model calls ``roll_dice``, the terminal shows the result and the
+``mcp-apps`` activity, and the inspector draws the dice app (its "Roll again" button calls the tool
+back through the gateway's proxy).
+
 ``--inspect`` (the default when stdin and stdout are a terminal; ``--no-inspect``
 turns it off) runs the messages on ONE SSE gateway that stays up afterwards: the
 demo prints the inspector's URL, whose fragment names the demo's runs and a bearer
@@ -67,6 +73,7 @@ from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
 from . import add_a2ui_argument, add_ui_spec_argument, seconds
+from .mcp import require_mcp_sdk
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
@@ -76,11 +83,13 @@ __all__ = [
     "DEFAULT_PACE_SECONDS",
     "INSPECT_RETENTION_SECONDS",
     "InspectedGateway",
+    "MCP_SCENARIO",
     "SCENARIOS",
     "STACK_SCHEMA",
     "add_arguments",
     "demo_agent",
     "demo_components",
+    "demo_mcp_server",
     "demo_ui_spec",
     "direct_demo_agent",
     "get_weather",
@@ -101,6 +110,9 @@ SCENARIOS: Final = (
 )
 #: The scenario ``agui-engine demo --a2ui`` adds to them: an A2UI form and dashboard.
 A2UI_SCENARIO: Final = "Book a table for two"
+
+#: The prompt ``agui-engine demo --mcp`` runs when it is given none: the MCP server's tool with an app.
+MCP_SCENARIO: Final = "Roll dice with 20 sides"
 
 #: Pause between model chunks on a terminal: ~60 chunks a second, about the
 #: speed of a fast hosted model, slow enough to watch props fill in.
@@ -140,15 +152,26 @@ def demo_ui_spec() -> UISpecTool:
                        *demo_components()])
 
 
+def demo_mcp_server() -> Any:
+    """The demo's MCP server (:mod:`agui_engine.cli.demo_mcp_server`) as an ``MCPServer``: this
+    Python running that module over stdio, ``server_id`` ``demo``."""
+    from agui_engine.adapters.mcp import MCPServer
+
+    return MCPServer(transport="stdio", command=sys.executable, args=("-m", "agui_engine.cli.demo_mcp_server"),
+                     server_id="demo")
+
+
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               a2ui: bool = False) -> LLMAgent:
+               mcp: bool = False, a2ui: bool = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
-    offers ``render_ui`` (:func:`demo_ui_spec`), ``a2ui`` ``render_a2ui`` with the
-    A2UI basic catalog (the table booking, :mod:`agui_engine.demo.booking`)."""
+    offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`;
+    ``a2ui`` ``render_a2ui`` with the A2UI basic catalog (the table booking,
+    :mod:`agui_engine.demo.booking`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
     return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
-                    ui_spec=demo_ui_spec() if ui_spec else None, a2ui=True if a2ui else None)
+                    ui_spec=demo_ui_spec() if ui_spec else None, mcp_servers=[demo_mcp_server()] if mcp else (),
+                    a2ui=True if a2ui else None)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,
@@ -164,7 +187,8 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
 
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
-                          inspector: bool = True, ui_spec: bool = False, a2ui: bool = False) -> AgentContext:
+                          inspector: bool = True, ui_spec: bool = False, mcp: bool = False,
+                          a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
     the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
     options = {"inspector": True} if inspector and transport == "sse" else {}
@@ -175,7 +199,7 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
         async with _demo_model(model_path, pace_seconds) as llm:
-            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec, a2ui=a2ui))
+            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp, a2ui=a2ui))
 
     return context
 
@@ -222,7 +246,8 @@ class InspectedGateway:
         return self.client.run(input)
 
 
-def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, a2ui: bool = False) -> AgentContext:
+def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, mcp: bool = False,
+                         a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` yielding an :class:`InspectedGateway`: the gateway is up
     for as long as the context is."""
 
@@ -233,7 +258,7 @@ def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, a
 
         token = secrets.token_urlsafe(16)
         async with _demo_model(model_path, pace_seconds) as llm:
-            agent = demo_agent(llm=llm, ui_spec=ui_spec, a2ui=a2ui)
+            agent = demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp, a2ui=a2ui)
             server = await start_sse_server(agent, port=0, inspector=True, auth_token={token: "demo"},
                                             options=RegistryOptions(retention_seconds=INSPECT_RETENTION_SECONDS))
             try:
@@ -284,6 +309,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="openai (default): the embedded model answers over loopback HTTP in OpenAI Chat "
                              "Completions format and the real OpenAI adapter reads it; direct: in-process")
     add_ui_spec_argument(parser)
+    parser.add_argument("--mcp", action="store_true",
+                        help="also offer the tools of the demo's MCP server (run over stdio) and, with no message, "
+                             f"run its scenario ({MCP_SCENARIO!r}): a tool whose MCP App the inspector shows")
     add_a2ui_argument(parser)
 
 
@@ -341,10 +369,20 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
     if pace < 0:
         sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
         return 2
+    mcp = bool(getattr(args, "mcp", False))
     scenarios = (*SCENARIOS, A2UI_SCENARIO) if getattr(args, "a2ui", False) else SCENARIOS
-    messages: Sequence[str] = [" ".join(args.message)] if args.message else scenarios
+    messages: Sequence[str] = [" ".join(args.message)] if args.message else (MCP_SCENARIO,) if mcp else scenarios
 
     async def main() -> int:
+        try:
+            return await runs()
+        finally:
+            if mcp:  # the demo MCP server's process ends with the demo, reaped
+                from agui_engine.adapters.mcp import mcp_connections
+
+                await mcp_connections().aclose()
+
+    async def runs() -> int:
         status = 0
         async with agent_context(pace) as agent:
             # a resource-bound card's data, fetched as a front end would: through the
@@ -400,14 +438,16 @@ def _hold_for_the_inspector(out: TextIO) -> AfterRuns:
 def run(args: argparse.Namespace) -> int:
     """The ``demo`` command: print the path (pretty output), then run the messages on it."""
     inspect = _inspecting(args)
+    if args.mcp:
+        require_mcp_sdk()
     transport = args.transport or "sse"
     if args.format == "pretty":
         path = _PATH_LINES[(args.model_path, args.via)].format(t=transport.upper() if transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
     if inspect:
-        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec,
-                                                            a2ui=args.a2ui),
+        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec, mcp=args.mcp,
+                                                        a2ui=args.a2ui),
                              after=_hold_for_the_inspector(sys.stdout if args.format == "pretty" else sys.stderr))
     return run_scenarios(args, production_demo_agent(via=args.via, transport=transport, model_path=args.model_path,
                                                      inspector=not args.no_inspect, ui_spec=args.ui_spec,
-                                                     a2ui=args.a2ui))
+                                                     mcp=args.mcp, a2ui=args.a2ui))

@@ -44,6 +44,7 @@ from ..genui.component_stream import (
     find_component,
 )
 from ..genui.components import is_ui_tool
+from ..genui.mcp_apps import MCP_APPS_ACTIVITY_TYPE
 from ..genui.uispec import UI_SPEC_COMPONENT
 from ..loops.decision import TOOL_CALL_STATUS_EVENT
 from ..protocol.accumulator import Accumulator
@@ -319,6 +320,10 @@ class Renderer:
             self._tool_result(event)
         elif isinstance(event, CustomEvent):
             self._custom(event)
+        elif isinstance(event, ActivitySnapshotEvent) and event.activity_type == MCP_APPS_ACTIVITY_TYPE:
+            # an MCP App: a terminal cannot draw it, so it says where it is drawn
+            uri = event.content.get("resourceUri")
+            self._line(self.paint("36", f"    ▣ app {uri} (mcp-apps: the inspector shows it)"))
         elif isinstance(event, (ActivitySnapshotEvent, ActivityDeltaEvent)):
             if event.activity_type == A2UI_ACTIVITY_TYPE:
                 self._surface_lifecycle(event.message_id)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agui_engine.loops.thread import Thread
 from agui_engine.protocol.agent import Agent, agent_capabilities
-from agui_engine.protocol.capabilities import encode_capabilities
+from agui_engine.protocol.capabilities import AgentCapabilities, encode_capabilities
 from agui_engine.protocol.codec import encode_ndjson
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import (
@@ -230,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     if args.capabilities:
         if args.message is not None or args.chat:
             raise UsageError("--capabilities starts no run: give it no message and no --chat")
-        return asyncio.run(_print_capabilities(agent))
+        return asyncio.run(_print_capabilities(agent, url))
     tools = [_load_tool(spec) for spec in args.tool]
     sink, renderer = _sink(args)
     query = getattr(agent, "query", None)
@@ -272,15 +272,21 @@ def run(args: argparse.Namespace) -> int:
         return 130
 
 
-async def _print_capabilities(agent: Agent) -> int:
-    """The endpoint's capabilities on stdout as indented JSON: 0; refused or unreachable:
-    one line on stderr, 2."""
+async def _print_capabilities(agent: Agent, url: str) -> int:
+    """The endpoint's capabilities on stdout as indented JSON: 0 (an endpoint that declares
+    nothing -- ``{}``, also an older server or a mistyped path -- adds one line on stderr
+    saying so); refused or unreachable: one line on stderr, 2."""
     try:
         capabilities = await agent_capabilities(agent)
     except AguiEngineError as exc:
-        print(f"agui-engine run: {exc.message}", file=sys.stderr)
+        # the same line a run gets: the other transport's URL, how to start a server ...
+        print(f"agui-engine run: {await _before_the_first_event(url, exc)}", file=sys.stderr)
         return 2
     print(json.dumps(json.loads(encode_capabilities(capabilities)), indent=2, ensure_ascii=False))
+    if capabilities == AgentCapabilities():
+        # {} alone reads like success; a user who mistyped the path should learn why it is empty
+        print("agui-engine run: the endpoint declares no capabilities (it has no capabilities route: "
+              "an older server, or is --url not the agent's path?)", file=sys.stderr)
     return 0
 
 

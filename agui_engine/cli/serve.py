@@ -11,6 +11,7 @@ nodes (resume, cancel and grace on any node); the default is in memory. Logs go 
 The bearer token is read from ``--auth-token-env`` (an environment variable
 name, default ``AGUI_AUTH_TOKEN``) so that it never shows in ``ps``; several
 principals' tokens from ``--auth-tokens-file`` (cli/tokens.py), re-read on SIGHUP.
+``--mcp SPEC`` (repeatable) adds an MCP server's tools to the agent (cli/mcp.py, ``spec/mcp.md``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
+from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
@@ -42,6 +44,7 @@ from agui_engine.transports.runs import (
 from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
+from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
 from .tokens import read_tokens_file
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
@@ -125,6 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="event bytes all runs' logs may hold before new runs get 503 and growing ones are "
                              "trimmed (0: no budget)")
     parser.add_argument("--no-verify", action="store_true", help="do not verify the agent's events")
+    parser.add_argument("--no-history", action="store_true",
+                        help="keep no thread history (GET <path>/threads/<threadId> answers 404)")
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
                              "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
@@ -139,6 +144,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
+    add_mcp_argument(parser)
 
 
 def listen_error(exc: OSError, host: str, port: int) -> UsageError:
@@ -197,8 +203,12 @@ def run(args: argparse.Namespace) -> int:
     with route_console() as stdout:
         agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
                  else agent_from_spec(args.agent, pace_seconds=pace))
+        servers = mcp_servers(args.mcp, args.mcp_header_env)
+        for server in servers:  # an MCP server's credentials never reach a log line either
+            secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
+        agent = with_mcp(agent, servers)
         try:
-            return asyncio.run(_serve(agent, args, token, reload, stdout))
+            return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
         except KeyboardInterrupt:
             return 0
 
@@ -218,6 +228,22 @@ def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[
     return tokens
 
 
+async def _serve_mcp(
+    agent: object,
+    args: argparse.Namespace,
+    token: str | dict[str, str] | None,
+    reload: Callable[[], None] | None,
+    stdout: TextIO,
+    servers: Sequence[MCPServer],
+) -> int:
+    """Serve with the MCP servers connected first and closed last (stdio processes reaped)."""
+    try:
+        await open_mcp(servers)
+        return await _serve(agent, args, token, reload, stdout)
+    finally:
+        await close_mcp()
+
+
 async def _serve(
     agent: object,
     args: argparse.Namespace,
@@ -233,6 +259,7 @@ async def _serve(
         verify=not args.no_verify,
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
+        keep_history=not args.no_history,
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:

@@ -1,7 +1,9 @@
 """``agui-engine validate``: verify a recorded AG-UI run and show the conversation it builds.
 
-Reads an SSE capture or an NDJSON file (or stdin with ``-``), decodes it incrementally with
-:class:`~agui_engine.protocol.codec.EventStreamDecoder`, runs every event through the
+Reads an SSE capture, an NDJSON file or a binary (``application/vnd.ag-ui.event+proto``) capture
+(or stdin with ``-``), decodes it incrementally with
+:class:`~agui_engine.protocol.codec.EventStreamDecoder` (:class:`~agui_engine.protocol.proto.ProtoEventDecoder`
+for the binary one), runs every event through the
 :class:`~agui_engine.protocol.verify.Verifier` (collecting, so that all violations are listed) and the
 expanded events through an :class:`~agui_engine.protocol.accumulator.Accumulator`. It prints the verdict
 (each violation with its rule, event index and ids), then the accumulated conversation, state,
@@ -27,6 +29,7 @@ import msgspec
 from ..genui.component_stream import COMPONENT_HANDLERS
 from ..protocol.accumulator import Accumulator
 from ..protocol.codec import EventDecodeError, EventStreamDecoder
+from ..protocol.proto import ProtoEventDecoder
 from ..protocol.verify import Verifier, Violation
 
 #: Shipped recordings: name -> file in agui_engine/data/.
@@ -44,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path",
         nargs="?",
-        help="an SSE capture or NDJSON file, or - for stdin (default: the shipped example run)",
+        help="an SSE capture, NDJSON file or binary (protobuf) capture, or - for stdin (default: the shipped example run)",
     )
     parser.add_argument(
         "--example",
@@ -55,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=["auto", "sse", "ndjson"],
+        choices=["auto", "sse", "ndjson", "proto"],
         default="auto",
-        help="framing of the input; auto: NDJSON if the first byte is '{', else SSE",
+        help="framing of the input; auto: protobuf frames if the first byte is NUL (a length prefix), NDJSON "
+             "if it is '{', else SSE",
     )
     parser.add_argument(
         "--tolerant",
@@ -90,6 +94,10 @@ def _chunks(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 def _sniff(first: bytes) -> str:
+    # A protobuf frame starts with its 4-byte big-endian length, under 16 MiB: a NUL, which
+    # no SSE or NDJSON text begins with.
+    if first[:1] == b"\x00":
+        return "proto"
     text = first.lstrip(b"\xef\xbb\xbf \t\r\n")
     return "ndjson" if text[:1] in (b"{", b"[") else "sse"
 
@@ -97,12 +105,13 @@ def _sniff(first: bytes) -> str:
 def validate_stream(stream: IO[bytes], *, format: str = "auto", tolerant: bool = False) -> _Result:
     """Decode, verify and accumulate a whole byte stream (see the module docstring)."""
     result = _Result()
-    decoder: EventStreamDecoder | None = None
+    decoder: EventStreamDecoder | ProtoEventDecoder | None = None
     try:
         for chunk in _chunks(stream):
             if decoder is None:
                 result.format = _sniff(chunk) if format == "auto" else format
-                decoder = EventStreamDecoder(result.format, tolerant=tolerant)  # type: ignore[arg-type]
+                decoder = (ProtoEventDecoder(tolerant=tolerant) if result.format == "proto"
+                           else EventStreamDecoder(result.format, tolerant=tolerant))  # type: ignore[arg-type]
             _consume(result, decoder.feed(chunk))
         if decoder is None:
             result.format = "sse" if format == "auto" else format

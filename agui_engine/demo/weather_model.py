@@ -33,6 +33,9 @@ network and no API key. Each ``complete()`` call does two things:
      ``log_a2ui_event`` call and its result, the middleware's convention) a confirmation surface
      from the action's context, then a one-line answer. Without ``render_a2ui`` the words get a
      chat answer that says how to see it.
+   * *named tool* (the message names an offered tool no other scenario drives, ``roll_dice`` or
+     "roll dice": an MCP server's tool): call it once (numbers in the message fill its number
+     properties), then say what it returned.
    * *chat*: anything else gets a plain text answer.
 
    Arguments follow the offered tool's schema: standard parameters
@@ -768,6 +771,56 @@ def _chat_plan(turn: _Turn, tools: dict[str, LLMTool]) -> PlannedReply:
     )
 
 
+def _named_tool(text: str, tools: dict[str, LLMTool]) -> LLMTool | None:
+    """The first offered tool the message names (``roll_dice`` or "roll dice", any case), of those
+    no other scenario drives (components, ``render_ui``, ``get_weather``)."""
+    lowered = text.lower()
+    best: tuple[int, LLMTool] | None = None
+    for name, tool in tools.items():
+        if name.startswith(_UI_PREFIX) or name in (_RENDER_UI, "get_weather"):
+            continue
+        for spelling in {name.lower(), name.lower().replace("_", " ")}:
+            match = re.search(rf"(?<![\w]){re.escape(spelling)}(?![\w])", lowered)
+            if match and (best is None or match.start() < best[0]):
+                best = (match.start(), tool)
+    return best[1] if best else None
+
+
+def _kinds(schema: Any) -> set[str]:
+    """The JSON types a schema allows: its ``type`` (or list of types) and its ``anyOf`` / ``oneOf``
+    options' (a strict schema makes an optional property ``anyOf: [{type: null}, {...}]``)."""
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    out = {k for k in (kind if isinstance(kind, list) else [kind]) if isinstance(k, str)}
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            out |= _kinds(option)
+    return out
+
+
+def _named_tool_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
+    """*Named tool*: call the tool the user named (numbers in the message fill its number
+    properties, in order; the rest made up from its schema), then say what it returned."""
+    done = turn.results_for(tool.name)
+    if done:
+        _, content, error = done[-1]
+        return PlannedReply(text=f"{tool.name} failed: {error}" if error else f"{tool.name} says: {content}")
+    if turn.called(tool.name):
+        return PlannedReply(text=f"{tool.name} gave no result.")
+    value = _example(tool.parameters)
+    values = value if isinstance(value, dict) else {}
+    numbers = iter(re.findall(r"-?\d+", turn.user_text))
+    for key, schema in (_schema_properties(tool) or {}).items():
+        if _kinds(schema) & {"integer", "number"}:
+            number = next(numbers, None)
+            if number is not None:
+                values[key] = int(number)
+    status = (f"Calling {tool.name}", f"Called {tool.name}")
+    return PlannedReply(text=f"Calling {tool.name}.",
+                        calls=(PlannedCall(name=tool.name, arguments=_arguments(tool, values, status)),))
+
+
 def _forced(choice: str, plan: PlannedReply, tools: dict[str, LLMTool]) -> PlannedReply:
     if choice == "auto":
         return plan
@@ -809,8 +862,11 @@ def plan_reply(
     render_ui = by_name.get(_RENDER_UI)
     render_a2ui = by_name.get(A2UI_TOOL)
     known = [c for c in _cities(turn.user_text) if c.lower() in DEMO_WEATHER]
+    named = _named_tool(turn.user_text, by_name)
     if render_a2ui is not None and is_booking_request(turn.user_text):
         plan = _booking_plan(turn, render_a2ui)
+    elif named is not None:
+        plan = _named_tool_plan(turn, named)
     elif (render_ui is not None and known and any(word in lowered for word in _OVERVIEW_WORDS)
             and "WeatherCard" in _allowed_components(render_ui)):
         plan = _overview_plan(turn, render_ui, known)

@@ -50,7 +50,7 @@ import json
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 from urllib.parse import urljoin
 
 import msgspec
@@ -61,10 +61,12 @@ from ..protocol.errors import LimitExceededError, RemoteInputError, UsageError
 from ..protocol.events import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
+    AddOperation,
     AnyEvent,
     AssistantMessage,
     Context,
     FunctionCall,
+    JsonPatch,
     RunAgentInput,
     RunFinishedEvent,
     Tool,
@@ -102,6 +104,7 @@ __all__ = [
     "a2ui_context",
     "a2ui_guide",
     "a2ui_user_action",
+    "a2ui_wire_tools",
     "prepare_a2ui_run",
     "render_a2ui_tool",
     "validate_components",
@@ -206,7 +209,7 @@ def _common_types() -> dict[str, Any]:
     return _COMMON_TYPES[0]
 
 
-def _is_object(value: Any) -> bool:
+def _is_object(value: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict)
 
 
@@ -331,22 +334,21 @@ class A2UICatalog:
         if name in self._validators:
             return self._validators[name]
         import jsonschema  # imported on first props check: most runs never validate props
-        from referencing import Registry, Resource
+        from referencing import Registry
         from referencing.jsonschema import DRAFT202012
 
         if self._registry is None:
             common = _common_types()
             resources_: list[tuple[str, Any]] = [
-                (self.catalog_id, Resource(contents=self._document, specification=DRAFT202012)),
-                (common["$id"], Resource(contents=common, specification=DRAFT202012)),
+                (self.catalog_id, DRAFT202012.create_resource(self._document)),
+                (common["$id"], DRAFT202012.create_resource(common)),
             ]
             if self.catalog_id != BASIC_CATALOG_ID:  # the common types' function calls name the basic catalog
                 basic = A2UICatalog.basic()._document
-                resources_.append((BASIC_CATALOG_ID, Resource(contents=basic, specification=DRAFT202012)))
+                resources_.append((BASIC_CATALOG_ID, DRAFT202012.create_resource(basic)))
             relative = urljoin(self.catalog_id, "common_types.json")
             if relative != common["$id"]:
-                resources_.append((relative, Resource(contents=dict(common, **{"$id": relative}),
-                                                      specification=DRAFT202012)))
+                resources_.append((relative, DRAFT202012.create_resource(dict(common, **{"$id": relative}))))
             self._registry = Registry().with_resources(resources_)
         schema = {"$ref": f"{self.catalog_id}#/components/{escape_token(name)}"}
         validator: Any = jsonschema.Draft202012Validator(schema, registry=self._registry)
@@ -822,7 +824,7 @@ class A2UISurfaceStream:
         return ActivitySnapshotEvent(message_id=self.message_id, activity_type=A2UI_ACTIVITY_TYPE, content=content,
                                      replace=True)
 
-    def _delta(self, patch: list[dict[str, Any]]) -> ActivityDeltaEvent:
+    def _delta(self, patch: JsonPatch) -> ActivityDeltaEvent:
         return ActivityDeltaEvent(message_id=self.message_id, activity_type=A2UI_ACTIVITY_TYPE, patch=patch)
 
     def _operations(self, components: list[Any], data: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -862,6 +864,13 @@ class A2UISurfaceStream:
             self.surface_id = root["surfaceId"]
         if self._catalog_arg is None and open1 != "/catalogId" and isinstance(root.get("catalogId"), str):
             self._catalog_arg = root["catalogId"]
+            known = {"basic", self.catalog.catalog_id if self.catalog is not None else "", self.catalog_id or ""}
+            if self.catalog is not None and self._catalog_arg not in known:
+                # the client would be asked to draw with a catalog nobody validated (or has)
+                return self._refuse([A2UIProblem(
+                    code="unknown_catalog", path="catalogId", pointer="/catalogId",
+                    message=f"Catalog '{self._catalog_arg}' is not this host's; omit catalogId "
+                            f"(the host's is '{self.catalog.catalog_id}')")])
         comps = self._comps
         if comps is None and "components" in root:
             value = root["components"]
@@ -884,10 +893,10 @@ class A2UISurfaceStream:
             content = {A2UI_OPERATIONS_KEY: self._operations(list(comps[:self._closed_components]),
                                                              self._mirror_copy() if self._data_op else None)}
             return [self._snapshot(content)]
-        patch: list[dict[str, Any]] = []
+        patch: JsonPatch = []
         if self._sent_components < self._closed_components:
             path = f"/{A2UI_OPERATIONS_KEY}/1/updateComponents/components/-"
-            patch += [{"op": "add", "path": path, "value": comps[i]}
+            patch += [AddOperation(path=path, value=comps[i])
                       for i in range(self._sent_components, self._closed_components)]
             self._sent_components = self._closed_components
         patch += data_patch
@@ -930,7 +939,7 @@ class A2UISurfaceStream:
     # Data members: each sent whole when it closes, an array member element by element. Until the
     # surface paints they only collect in the mirror (``_mirror``: what the client's
     # updateDataModel value holds), which the paint sends at once.
-    def _advance_data(self, root: dict[str, Any], open1: str | None, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _advance_data(self, root: dict[str, Any], open1: str | None, ops: list[dict[str, Any]]) -> JsonPatch:
         if self.data_closed:
             return []
         data = self._data
@@ -975,9 +984,9 @@ class A2UISurfaceStream:
             changes.append(("close", "", None))
         return self._apply_data(changes)
 
-    def _apply_data(self, changes: list[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+    def _apply_data(self, changes: list[tuple[str, str, Any]]) -> JsonPatch:
         mirror = self._mirror
-        patch: list[dict[str, Any]] = []
+        patch: JsonPatch = []
         base = f"/{A2UI_OPERATIONS_KEY}/2"
         for kind, key, value in changes:
             if kind == "set":
@@ -989,14 +998,13 @@ class A2UISurfaceStream:
             if not self._data_op:
                 if kind == "close" or mirror:
                     self._data_op = True
-                    patch.append({"op": "add", "path": base, "value": _op(
-                        "updateDataModel", {"surfaceId": self.surface_id, "path": "/", "value": self._mirror_copy()})})
+                    patch.append(AddOperation(path=base, value=_op(
+                        "updateDataModel", {"surfaceId": self.surface_id, "path": "/", "value": self._mirror_copy()})))
             elif kind == "set":
-                patch.append({"op": "add", "path": f"{base}/updateDataModel/value/{escape_token(key)}",
-                              "value": list(value) if isinstance(value, list) else value})
+                patch.append(AddOperation(path=f"{base}/updateDataModel/value/{escape_token(key)}",
+                                          value=list(value) if isinstance(value, list) else value))
             elif kind == "append":
-                patch.append({"op": "add", "path": f"{base}/updateDataModel/value/{escape_token(key)}/-",
-                              "value": value})
+                patch.append(AddOperation(path=f"{base}/updateDataModel/value/{escape_token(key)}/-", value=value))
         return patch
 
     def _mirror_copy(self) -> dict[str, Any]:
@@ -1137,13 +1145,13 @@ class A2UITransformer:
             elif event.tool_call_name != A2UI_LOG_EVENT_TOOL:
                 self._outer = event.tool_call_id
         elif isinstance(event, ToolCallArgsEvent):
-            stream = self._streams.get(event.tool_call_id)
-            if stream is not None and not stream.closed:
-                out += self._followed(stream, stream.feed(event.delta))
+            open_stream = self._streams.get(event.tool_call_id)
+            if open_stream is not None and not open_stream.closed:
+                out += self._followed(open_stream, open_stream.feed(event.delta))
         elif event.type == "TOOL_CALL_END":
-            stream = self._streams.get(getattr(event, "tool_call_id", ""))
-            if stream is not None:
-                out += self._followed(stream, stream.close())
+            open_stream = self._streams.get(getattr(event, "tool_call_id", ""))
+            if open_stream is not None:
+                out += self._followed(open_stream, open_stream.close())
         if self._held is not None:
             out.append(self._held)
             self._held = None
@@ -1299,6 +1307,12 @@ def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_nam
     inner = msgspec.structs.replace(out, tools=tools, context=context)
     transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids)
     return inner, transformer
+
+
+def a2ui_wire_tools(catalog: A2UICatalog | None, tool_name: str = A2UI_TOOL) -> list[Tool]:
+    """``[render_a2ui]`` as an AG-UI tool when a loop offers A2UI (``catalog`` not ``None``), else ``[]``:
+    what ``capabilities()`` adds to ``tools.items``."""
+    return [] if catalog is None else [_protocol_tool(render_a2ui_tool(tool_name))]
 
 
 def _protocol_tool(tool: LLMTool) -> Tool:

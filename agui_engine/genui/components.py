@@ -95,6 +95,7 @@ __all__ = [
     "strip_reserved_keys",
     "to_strict_schema",
     "tool_from_callable",
+    "tool_from_schema",
     "unstrict_value",
 ]
 
@@ -1222,7 +1223,7 @@ class ServerTool(_ToolSource):
         description: str,
         parameters: dict[str, Any],
         fn: Callable[..., Any],
-        args_type: type[msgspec.Struct],
+        args_type: type[msgspec.Struct] | None,
         struct_param: str | None,
     ) -> None:
         self.name = check_tool_name(name)
@@ -1259,6 +1260,8 @@ class ServerTool(_ToolSource):
         if not isinstance(args, Mapping):
             raise ToolArgumentsError(f"tool {self.name}: arguments must be a JSON object")
         prepared = self.prepare_arguments(args)
+        if self._args_type is None:  # a schema tool (tool_from_schema): its owner checks the arguments
+            return self.fn(prepared)
         try:
             bound = msgspec.convert(prepared, self._args_type)
         except msgspec.ValidationError as exc:
@@ -1266,6 +1269,22 @@ class ServerTool(_ToolSource):
         if self._struct_param is not None:
             return self.fn(**{self._struct_param: bound})
         return self.fn(**{f: getattr(bound, f) for f in bound.__struct_fields__})
+
+
+def tool_from_schema(
+    name: str, description: str, parameters: Mapping[str, Any], fn: Callable[[dict[str, Any]], Any]
+) -> ServerTool:
+    """A :class:`ServerTool` offered with the JSON Schema ``parameters`` as it is, whose
+    call hands ``fn`` the arguments as one dict (standard parameters taken out, strict-mode
+    nulls undone) without checking them against the schema: for a tool whose owner checks
+    them itself (an MCP server's tool). Raises :class:`UsageError` for an invalid name or a
+    schema that is not an object schema."""
+    check_tool_name(name)
+    schema = dict(parameters)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    check_object_schema(schema, f"tool {name} parameters")
+    return ServerTool(name, description, schema, fn, None, None)
 
 
 def tool_from_callable(

@@ -108,12 +108,14 @@ from typing import Any, Final, Protocol, cast
 
 import msgspec
 
-from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
-from ..genui.components import Component, is_ui_tool
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
+from ..genui.components import Component, ServerTool, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
+from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool
 from ..jsonstream import MAX_BYTES
+from ..protocol.accumulator import Accumulator
 from ..protocol.agent import Agent, AgentFunction, agent_capabilities, as_agent
 from ..protocol.capabilities import AgentCapabilities, ToolsCapabilities, merge_capabilities
 from ..protocol.codec import LegacyThinkingMapper
@@ -136,6 +138,7 @@ from ..protocol.events import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    Tool,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallEndEvent,
@@ -148,7 +151,10 @@ from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, Ch
 from ..protocol.writer import end_event, end_events, start_event
 from .a2ui_agent import a2ui_events
 from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, wire_tools
-from .llm_agent import client_tools_of, component_result
+from .llm_agent import client_tools_of, component_result, tool_outcome
+from .thread import MAX_TOOL_ROUNDS
+from .tool_runner import resolve_tool_runner
+from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
 
@@ -246,8 +252,13 @@ class AgentLoop:
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
+        mcp_servers: Sequence[ToolSource] = (),
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
+        #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
+        #: tools, run by this loop (``spec/mcp.md`` §4).
+        self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
+        self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
         if ui_spec is not None and not isinstance(ui_spec, UISpecTool):
             raise UsageError(f"ui_spec must be a UISpecTool, got {type(ui_spec).__name__}")
         self.ui_spec = ui_spec
@@ -266,6 +277,13 @@ class AgentLoop:
         build_tools(self.components, (), interactables=self.interactables, strict=strict, ui_spec=ui_spec)
         # The props checker (jsonschema, ~80 ms to import) loads at startup, not at the first component of a run.
         importlib.import_module("jsonschema")
+
+    @property
+    def mcp_apps(self) -> McpAppsProxy:
+        """Answers the proxied MCP requests of the apps of :attr:`tool_sources` (the gateway's
+        registry asks for it when it starts). Raises UsageError for two servers on one endpoint
+        without distinct ``server_id``."""
+        return McpAppsProxy.of_sources(self.tool_sources)
 
     def _plan(self, input: RunAgentInput) -> _Plan:
         """The run's tools and the input the inner agent gets. Raises RemoteInputError."""
@@ -292,15 +310,22 @@ class AgentLoop:
         """The inner agent's capabilities (``agent_capabilities``: a remote agent's are
         asked of its server) with the loop's own tools added to ``tools.items``: a
         ``show_component_<Name>`` tool per component, the update tools of the loop's
-        interactables, ``render_ui`` with ``ui_spec``, as the inner agent is offered them.
+        interactables, ``render_ui`` with ``ui_spec``, ``render_a2ui`` with ``a2ui``, as the inner agent is
+        offered them.
+        The tools of ``mcp_servers`` are added too, as the inner agent is offered them now (from
+        each server's cache; an unreachable server's are absent).
         Raises what the inner agent's ``capabilities()`` raises."""
         inner = await agent_capabilities(self.agent)
         specs = build_tools(self.components, (), interactables=self.interactables, strict=self.strict,
                             ui_spec=self.ui_spec)
-        if not specs:
+        if self.tool_sources:
+            remote = await run_source_tools(self.tool_sources, set(specs))
+            specs = build_tools(self.components, remote, interactables=self.interactables, strict=self.strict,
+                                ui_spec=self.ui_spec)
+        items = wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui)
+        if not items:
             return inner
-        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True,
-                                                                                  items=wire_tools(specs.values()))))
+        return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
 
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
@@ -312,8 +337,16 @@ class AgentLoop:
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""
         plan = self._plan(input)
+        inner_input, remote = plan.inner_input, {}
+        if self.tool_sources:
+            # the sources' tools give way by name to every tool the inner agent already gets
+            taken = set(plan.specs) | {t.name for t in inner_input.tools}
+            remote = {t.name: t for t in await run_source_tools(self.tool_sources, taken, cache=self._source_tools)}
+            tools = [*inner_input.tools,
+                     *(Tool(name=t.name, description=t.description, parameters=t.parameters) for t in remote.values())]
+            inner_input = msgspec.structs.replace(inner_input, tools=tools)
+        stream: AsyncIterator[Any] = self._rounds(inner_input, remote) if remote else self.agent.run(inner_input)
         state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
-        stream: AsyncIterator[Any] = self.agent.run(plan.inner_input)
         received = False
         continues, passing = state.verifier.continues, state.passing
         try:
@@ -343,6 +376,81 @@ class AgentLoop:
             close = getattr(stream, "aclose", None)
             if close is not None:
                 await close()
+
+
+    async def _rounds(self, first: RunAgentInput, remote: Mapping[str, ServerTool]) -> AsyncIterator[Any]:
+        """The inner agent's events when the loop runs tools of its own (``remote``): after an
+        inner run that ends with calls of them and no result, the loop runs them (their
+        ``TOOL_CALL_RESULT`` goes out as if the inner agent had sent it) and runs the inner
+        agent again on the conversation so far -- a fresh run id, its ``RUN_STARTED`` dropped,
+        its end given the first run's ids -- up to ``MAX_TOOL_ROUNDS`` follow-ups; one stream
+        for the client."""
+        conversation = Accumulator(input=first)
+        inner = first
+        runner = resolve_tool_runner(None)
+        for round_ in range(MAX_TOOL_ROUNDS + 1):
+            stream: AsyncIterator[Any] = self.agent.run(inner)
+            follow_up = False
+            try:
+                async for event in stream:
+                    cls = event.__class__
+                    if round_ and cls is RunStartedEvent:
+                        continue
+                    if cls is RunFinishedEvent:
+                        calls = _unanswered_calls(conversation, remote)
+                        for call_id, name, arguments in calls:
+                            apps: list[AppToolResult] = []
+                            if arguments is None:
+                                content = f"Error: the arguments of {name} are not a JSON object"
+                            else:  # the source bounds the call itself (MCP: call_timeout)
+                                content, _ = await tool_outcome(runner, remote[name], arguments, inline=False,
+                                                                timeout=None, on_app=apps.append)
+                            result = ToolCallResultEvent(message_id=self.id_factory(), tool_call_id=call_id,
+                                                         content=content, role="tool")
+                            conversation.apply(result)
+                            yield result
+                            for app in apps:  # a tool with an MCP app: shown after its result
+                                activity = app.activity(self.id_factory(), arguments)
+                                conversation.apply(activity)
+                                yield activity
+                        if calls and round_ < MAX_TOOL_ROUNDS:
+                            follow_up = True
+                            break
+                    if round_ and cls is RunFinishedEvent:
+                        event = msgspec.structs.replace(event, thread_id=first.thread_id, run_id=first.run_id)
+                    conversation.apply(event)
+                    yield event
+            finally:
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    await close()
+            if not follow_up:
+                return
+            inner = msgspec.structs.replace(first, run_id=self.id_factory(), parent_run_id=first.run_id,
+                                            messages=conversation.messages_as_structs(), state=conversation.state)
+
+
+def _unanswered_calls(
+    conversation: Accumulator, remote: Mapping[str, ServerTool]
+) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """``(call id, tool name, arguments or None when not a JSON object)`` of the calls of
+    ``remote`` tools in the conversation that have no tool message yet, in order."""
+    answered = {m.get("toolCallId") for m in conversation.messages if m.get("role") == "tool"}
+    out: list[tuple[str, str, dict[str, Any] | None]] = []
+    for message in conversation.messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("toolCalls") or ():
+            function = call.get("function") or {}
+            name, call_id = function.get("name"), call.get("id")
+            if not isinstance(name, str) or name not in remote or not isinstance(call_id, str) or call_id in answered:
+                continue
+            try:
+                arguments = msgspec.json.decode(function.get("arguments") or "{}")
+            except msgspec.DecodeError:
+                arguments = None
+            out.append((call_id, name, arguments if isinstance(arguments, dict) else None))
+    return out
 
 
 def run_agent_loop(

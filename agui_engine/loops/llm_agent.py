@@ -86,7 +86,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..genui.a2ui import A2UICatalog, a2ui_catalog_option
+from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import (
     Component,
     ServerTool,
@@ -102,6 +102,7 @@ from ..genui.interactables import (
     Interactable,
     interactables_from_context,
 )
+from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool, ui_spec_result
 from ..llm import LLMClient, LLMTool, Usage, model_reasoning, resolve_tool_choice
@@ -140,6 +141,7 @@ from .decision import (
     wire_tools,
 )
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
+from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -151,6 +153,7 @@ __all__ = [
     "client_tools_of",
     "component_result",
     "format_tool_result",
+    "tool_outcome",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a
@@ -292,6 +295,7 @@ class LLMAgent:
         resources: ResourceRegistry | Sequence[Resource] | None = None,
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
+        mcp_servers: Sequence[ToolSource] = (),
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -328,9 +332,19 @@ class LLMAgent:
         self.ui_spec = ui_spec
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "LLMAgent")
+        #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
+        self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
+        self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
         # The props checker (jsonschema, ~80 ms to import) loads now, at startup, rather
         # than stalling the event loop at the first component call of the first run.
         import jsonschema  # noqa: F401
+
+    @property
+    def mcp_apps(self) -> McpAppsProxy:
+        """Answers the proxied MCP requests of the apps of :attr:`tool_sources` (the gateway's
+        registry asks for it when it starts). Raises UsageError for two servers on one endpoint
+        without distinct ``server_id``."""
+        return McpAppsProxy.of_sources(self.tool_sources)
 
     # ------------------------------------------------------------------ setup
 
@@ -351,6 +365,14 @@ class LLMAgent:
             context=context,
         )
 
+    def _tool_names(self, setup: _RunSetup) -> set[str]:
+        """Every tool name the run offers before the sources' tools. Raises RemoteInputError."""
+        try:
+            specs = build_tools(setup.components, [*setup.server_tools, *setup.client_tools],
+                                interactables=setup.interactables, strict=self.strict, ui_spec=self.ui_spec)
+        except UsageError as exc:
+            raise RemoteInputError(f"run tools: {exc.message}") from None
+        return set(specs)
     # ------------------------------------------------------------------ capabilities
 
     async def capabilities(self) -> AgentCapabilities:
@@ -358,7 +380,7 @@ class LLMAgent:
 
         * ``tools``: the model's server-side tools as it is offered them -- the server
           tools, a ``show_component_<Name>`` tool per component, ``render_ui`` with
-          ``ui_spec`` -- in ``items``; client tools are used (``clientProvided``),
+          ``ui_spec``, ``render_a2ui`` with ``a2ui`` -- in ``items``; client tools are used (``clientProvided``),
           ``parallelCalls`` as configured;
         * ``reasoning``: what the model client declares (``model_reasoning``: the
           provider adapters say whether thinking / reasoning summaries reach the client);
@@ -370,13 +392,19 @@ class LLMAgent:
           ``pendingToolCallIds`` instead);
         * ``identity.type``: ``"agui-engine"``.
 
+        The tools of ``mcp_servers`` are among the ``items`` as a run offers them now (from each
+        server's cache; an unreachable server's are absent).
+
         Raises UsageError when the model client's ``reasoning_capabilities()`` is malformed."""
         specs = build_tools(self.components, self.tools, strict=self.strict, ui_spec=self.ui_spec)
+        if self.tool_sources:
+            remote = await run_source_tools(self.tool_sources, set(specs))
+            specs = build_tools(self.components, [*self.tools, *remote], strict=self.strict, ui_spec=self.ui_spec)
         return AgentCapabilities(
             identity=IdentityCapabilities(type=IDENTITY_TYPE),
             tools=ToolsCapabilities(
                 supported=True,
-                items=wire_tools(specs.values()),
+                items=wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui),
                 parallel_calls=self.parallel_tool_calls,
                 client_provided=True,
             ),
@@ -398,6 +426,11 @@ class LLMAgent:
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""
         setup = self._setup(input)
+        if self.tool_sources:
+            # the sources' tools (cached by each source; an unreachable one offers none) give way
+            # to every tool of the run by name (spec/mcp.md §3)
+            taken = self._tool_names(setup)
+            setup.server_tools.extend(await run_source_tools(self.tool_sources, taken, cache=self._source_tools))
         # a client tool list or schema that cannot be turned into model tools is the client's fault
         try:
             specs = build_tools(
@@ -496,7 +529,8 @@ class LLMAgent:
                     runnable.append(call)
                 elif call.name in client:
                     pending.append(call.id)
-            results = await self._run_tools(runnable, server, setup.tool_runner)
+            apps: dict[str, AppToolResult] = {}
+            results = await self._run_tools(runnable, server, setup.tool_runner, apps)
             for call in decision.tool_calls:
                 if call.id in pending:
                     continue
@@ -512,6 +546,9 @@ class LLMAgent:
                 message_id = self.id_factory()
                 yield ToolCallResultEvent(message_id=message_id, tool_call_id=call.id, content=content, role="tool")
                 history.append(ToolMessage(id=message_id, tool_call_id=call.id, content=content, error=error))
+                app = apps.get(call.id)
+                if app is not None:  # a tool with an MCP app: the front end is told to show it
+                    yield app.activity(self.id_factory(), call.arguments)
             if pending:
                 return
         raise StepLimitExceededError(
@@ -519,34 +556,57 @@ class LLMAgent:
         )
 
     async def _run_tools(
-        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool], runner: ToolRunner | None
+        self, calls: Sequence[ToolCallRequest], server: Mapping[str, ServerTool], runner: ToolRunner | None,
+        apps: dict[str, AppToolResult],
     ) -> dict[str, tuple[str, str | None]]:
-        """Run the server tool calls of one step concurrently -> {call id: (content, error)}."""
+        """Run the server tool calls of one step concurrently -> {call id: (content, error)}; the
+        results of tools with an MCP app are put in ``apps`` (by call id) as well."""
 
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
-            inline = tool.name in self.inline_tools
-            try:
-                result = await run_tool(runner, tool, call.arguments, inline=inline, timeout=self.tool_timeout)
-                content = format_tool_result(result)
-            except ToolDeadlineExceeded:
-                error = f"the tool {call.name} did not return within tool_timeout={self.tool_timeout} s"
-                return f"Error: {error}", error
-            except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-                error = f"{type(exc).__name__}: {exc}"
-                return f"Error: {error}", error
-            if len(content) > MAX_TOOL_RESULT_CHARS:
-                error = (
-                    f"the result of {call.name} is {len(content)} characters, more than "
-                    f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
-                )
-                return f"Error: {error}", error
-            return content, None
+            return await tool_outcome(runner, tool, call.arguments, inline=tool.name in self.inline_tools,
+                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app))
 
         if not calls:
             return {}
         outcomes = await asyncio.gather(*(one(call) for call in calls))
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
+
+
+async def tool_outcome(
+    runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
+    on_app: Callable[[AppToolResult], None] | None = None,
+) -> tuple[str, str | None]:
+    """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
+    (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
+    ``timeout`` or returned more than :data:`MAX_TOOL_RESULT_CHARS`. Never raises (but a
+    cancellation): a failing tool is a result for the model.
+
+    A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
+    text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
+    is called, so the caller shows the app after the tool result (isError or not, as
+    ``@ag-ui/mcp-apps-middleware`` does)."""
+    try:
+        result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
+        app = result if isinstance(result, AppToolResult) else None
+        content = app.text if app is not None else format_tool_result(result)
+    except ToolDeadlineExceeded:
+        error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
+        return f"Error: {error}", error
+    except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        error = f"{type(exc).__name__}: {exc}"
+        return f"Error: {error}", error
+    if len(content) > MAX_TOOL_RESULT_CHARS:
+        error = (
+            f"the result of {tool.name} is {len(content)} characters, more than "
+            f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
+        )
+        return f"Error: {error}", error
+    if app is not None:
+        if on_app is not None:
+            on_app(app)
+        return content, (content if app.is_error else None)
+    return content, None
 
 
 def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool]]:

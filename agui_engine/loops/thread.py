@@ -37,27 +37,44 @@ raised and everything accumulated so far stays on the thread.
 
 Each call of :meth:`send` / :meth:`run` / :meth:`resume` returns a :class:`Turn`:
 the runs it made, the events it received and what is still pending.
+
+Every run names the thread's latest run as its ``parentRunId`` (AG-UI lineage), so a
+gateway that keeps thread histories (``spec/transports.md`` §4.4) chains them, and a
+thread restored from one branch (:meth:`Thread.restore`, the messages and state an agent
+with a ``history`` method -- ``SSEAgent`` -- returns) continues that branch.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
+from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY, A2UIActionError
 from ..genui.component_stream import COMPONENT_HANDLERS
 from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
 from ..protocol.agent import Agent
 from ..protocol.errors import LimitExceededError, UsageError
-from ..protocol.events import Context, Event, Interrupt, ResumeEntry, RunAgentInput, Tool, ToolMessage, UserMessage
+from ..protocol.events import (
+    AnyEvent,
+    Context,
+    Event,
+    Interrupt,
+    ResumeEntry,
+    RunAgentInput,
+    Tool,
+    ToolMessage,
+    UserMessage,
+)
 from ..protocol.ids import new_id
 from .llm_agent import format_tool_result
 from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
 
 __all__ = [
+    "HistorySource",
     "InterruptHandler",
     "MAX_TOOL_ROUNDS",
     "Thread",
@@ -74,6 +91,17 @@ MAX_TOOL_ROUNDS: Final = 8
 
 #: ``handler(interrupt) -> ResumeEntry`` (or an awaitable of one) answers an interrupt.
 InterruptHandler = Callable[[Interrupt], "ResumeEntry | Awaitable[ResumeEntry]"]
+
+
+@runtime_checkable
+class HistorySource(Protocol):
+    """An agent that can read a thread's compacted history back (``SSEAgent``)."""
+
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None
+    ) -> Sequence[AnyEvent]:
+        """The events of the thread's branch ending at ``run_id`` (default: its latest run)."""
+        ...
 
 
 class ToolRoundsExceededError(LimitExceededError):
@@ -160,8 +188,28 @@ class Thread:
         self.max_tool_rounds = max_tool_rounds
         self.on_event = on_event
         self.accumulator = Accumulator(custom_handlers=COMPONENT_HANDLERS)
+        self._action: dict[str, Any] | None = None  # the A2UI user action the next run carries
         if state is not None:
             self.accumulator.state = state
+
+    @classmethod
+    async def restore(
+        cls, agent: Agent, thread_id: str, *, run_id: str | None = None, run_key: str | None = None, **options: Any
+    ) -> Thread:
+        """A thread rebuilt from the history ``agent`` reads back (a :class:`HistorySource`:
+        ``SSEAgent`` reads ``GET <url>/threads/<threadId>``): its messages, state, runs and
+        pending interrupts are those of the branch ending at ``run_id`` (default: the
+        thread's latest run), and its next run continues that branch. ``run_key``: a run
+        key of one of the thread's runs, for a gateway without per-client tokens.
+        ``options``: the other :class:`Thread` arguments (tools, on_interrupt, ...).
+        Raises UsageError for an agent without ``history``, and what ``history`` raises
+        (``RemoteAgentError`` 404 ``unknown_thread``: none, or not yours)."""
+        if not isinstance(agent, HistorySource):
+            raise UsageError(f"Thread.restore needs an agent with history(thread_id), got {type(agent).__name__}")
+        events = await agent.history(thread_id, run_id=run_id, run_key=run_key)
+        thread = cls(agent, thread_id=thread_id, **options)
+        thread.accumulator.apply_all(events)
+        return thread
 
     # ------------------------------------------------------------------ reading
 
@@ -178,7 +226,53 @@ class Thread:
     def pending_interrupts(self) -> list[Interrupt]:
         return msgspec.convert(self.accumulator.pending_interrupts, list[Interrupt])
 
+    @property
+    def a2ui_surfaces(self) -> dict[str, dict[str, Any]]:
+        """The A2UI surfaces on the thread: ``{surfaceId: {"messageId", "operations"}}`` from its
+        ``a2ui-surface`` activity messages (the last painted state of each; a surface whose last
+        operation is ``deleteSurface`` is gone). Lifecycle-only activities (building, retrying,
+        failed) name no surface and are not listed."""
+        out: dict[str, dict[str, Any]] = {}
+        for message in self.accumulator.messages:
+            content = message.get("content")
+            if message.get("role") != "activity" or message.get("activityType") != A2UI_ACTIVITY_TYPE \
+                    or not isinstance(content, dict):
+                continue
+            for op in content.get(A2UI_OPERATIONS_KEY) or ():
+                for kind, body in op.items() if isinstance(op, dict) else ():
+                    if not isinstance(body, dict) or not isinstance(body.get("surfaceId"), str):
+                        continue
+                    if kind == "deleteSurface":
+                        out.pop(body["surfaceId"], None)
+                    else:
+                        out[body["surfaceId"]] = {"messageId": message["id"],
+                                                  "operations": content[A2UI_OPERATIONS_KEY]}
+        return out
+
     # ------------------------------------------------------------------ driving
+
+    async def a2ui_action(self, name: str, surface_id: str, *, source_component_id: str | None = None,
+                          context: dict[str, Any] | None = None) -> Turn:
+        """Send an A2UI user action (a button press, a form submit) the way a front end does:
+        ``forwardedProps.a2uiAction.userAction`` on the next run, which an A2UI loop turns into a
+        ``log_a2ui_event`` call and result for the model. ``context``: the action's resolved
+        context (bound paths already read). Raises :class:`~agui_engine.genui.a2ui.A2UIActionError`
+        for a surface this thread does not show, :class:`UsageError` for an empty name."""
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"a2ui_action() takes the action's name, got {name!r}")
+        if surface_id not in self.a2ui_surfaces:
+            raise A2UIActionError(f"the A2UI action {name!r} names surface {surface_id!r}, which this thread "
+                                  f"does not show (it shows {sorted(self.a2ui_surfaces)})")
+        action: dict[str, Any] = {"name": name, "surfaceId": surface_id}
+        if source_component_id is not None:
+            action["sourceComponentId"] = source_component_id
+        if context is not None:
+            action["context"] = context
+        self._action = action
+        try:
+            return await self.run()
+        finally:
+            self._action = None
 
     async def send(self, text: str) -> Turn:
         """Add a user message and run the agent (with automatic follow-up runs, see the table)."""
@@ -259,16 +353,25 @@ class Thread:
 
     def _input(self, resume: list[ResumeEntry] | None) -> RunAgentInput:
         tools = [Tool(name=t.name, description=t.description, parameters=t.parameters) for t in self.tools.values()]
+        parent = next((r.run_id for r in reversed(self.accumulator.runs) if r.run_id), None)
         return RunAgentInput(
             thread_id=self.thread_id,
             run_id=self.id_factory(),
+            parent_run_id=parent,
             messages=self.accumulator.messages_as_structs(),
             tools=tools,
             context=self.context,
             state=self.accumulator.state,
-            forwarded_props=self.forwarded_props,
+            forwarded_props=self._forwarded_props(),
             resume=resume,
         )
+
+    def _forwarded_props(self) -> Any:
+        action, self._action = self._action, None  # the first run of the turn carries it, not the follow-ups
+        if action is None:
+            return self.forwarded_props
+        base = self.forwarded_props if isinstance(self.forwarded_props, dict) else {}
+        return {**base, "a2uiAction": {"userAction": action}}
 
     async def _one_run(self, turn: Turn, resume: list[ResumeEntry] | None) -> RunRecord | None:
         before = len(self.accumulator.runs)

@@ -101,6 +101,7 @@ __all__ = [
     "SSEMessage",
     "SSE_CONTENT_TYPE",
     "decode_event",
+    "decode_event_list",
     "deliver_or_defer",
     "encode_event",
     "encode_ndjson",
@@ -1159,3 +1160,28 @@ class EventStreamDecoder:
         index = self.events_decoded
         self.warnings.extend(f"frame {index}: {w}" for w in warn)
         return event
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def decode_event_list(data: bytes, *, where: str = "the answer", tolerant: bool = False) -> list[AnyEvent]:
+    """Decode a JSON array of events (a thread history, ``GET <path>/threads/<threadId>``);
+    ``tolerant`` as :func:`decode_event` (an unknown type becomes an :class:`UnknownEvent`).
+
+    Raises :class:`EventDecodeError`: not a JSON array (code ``invalid_json``), or the
+    event at ``frame_index`` (its index in the array) is not a valid event (its JSON
+    path and reason, as :func:`decode_event`)."""
+    try:
+        items = _RAW_LIST.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as err:
+        raise EventDecodeError(f"{where} is not a JSON array of events: {err}", code="invalid_json") from None
+    except RecursionError:
+        raise JSONTooDeepError(f"{where}: JSON nested too deeply") from None
+    events: list[AnyEvent] = []
+    for index, raw in enumerate(items):
+        try:
+            events.append(decode_event(bytes(raw), tolerant=tolerant))
+        except EventDecodeError as err:
+            raise err.located(offset=None, frame_index=index) from None
+    return events

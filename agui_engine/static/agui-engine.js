@@ -35,7 +35,9 @@
 // Inputs: `connectAgent(agent, store)` subscribes the store to an `@ag-ui/client` agent; `store.apply`
 // takes one event; `EventStreamParser` turns SSE or NDJSON text into events (raw streams, recorded
 // files); `runSSE(url, input, store)` POSTs a RunAgentInput to an agui-engine gateway and follows the
-// stream, resuming with Last-Event-ID after a dropped connection.
+// stream, resuming with Last-Event-ID after a dropped connection. `restoreThread(url, threadId, options)`
+// (also `ThreadStore.restore`) rebuilds a store from the gateway's kept history of a thread
+// (`GET <url>/threads/<threadId>`, spec/transports.md §4.4): after a reload, the conversation is back.
 //
 // Data binding (spec/components.md, "Data binding"): a component the model chose gets business
 // meaning in its props, `{resourceId, params, ...}`, never a URL. `query(resourceId, params, options)`
@@ -64,6 +66,7 @@ export const COMPONENT_PROPS_DELTA = "tambo.component.props_delta";
 export const COMPONENT_STATE_DELTA = "tambo.component.state_delta";
 export const COMPONENT_END = "tambo.component.end";
 export const TOOL_CALL_STATUS = "agui_engine.tool_call.status";
+export const HISTORY_TRIMMED_EVENT = "agui_engine.history_trimmed";
 // The component a `render_ui` call streams as (spec/components.md, "The UI spec as a tool"): its props are the
 // tree document {root: [node | text], error?}, node = {id, component, props, children, done, key?, fallbackFor?}.
 // `id` is the node's identity (its index path, fixed when it first appears): key a rendered node by it.
@@ -442,7 +445,10 @@ export class ThreadStore {
       [COMPONENT_STATE_DELTA, (s, e, i) => s._componentDelta(e, i, "state")],
       [COMPONENT_END, (s, e, i) => s._componentEnd(e, i)],
       [TOOL_CALL_STATUS, (s, e, i) => s._toolCallStatus(e, i)],
+      // a run a gateway's history could not keep whole (spec/transports.md §4.4): noted, not a finding
+      [HISTORY_TRIMMED_EVENT, (s, e) => s.historyTrimmed.push(e.value)],
     ]);
+    this.historyTrimmed = [];
     this._listeners = new Set();
     this._byId = new Map();
     this._toolCalls = new Map();
@@ -494,7 +500,9 @@ export class ThreadStore {
     switch (typeOf(event)) {
       case "RUN_STARTED":
         this.runs.push({ threadId: event.threadId, runId: event.runId, status: "running", pendingToolCallIds: [],
-                         interrupts: [] });
+                         interrupts: [], ...(event.parentRunId ? { parentRunId: event.parentRunId } : {}) });
+        // as @ag-ui/client: the run's input messages the thread does not hold yet join it (a restored history)
+        this._addMissing(event.input?.messages);
         break;
       case "RUN_FINISHED": {
         const run = this._run();
@@ -555,13 +563,7 @@ export class ThreadStore {
         this._activityDelta(event, index);
         break;
       case "MESSAGES_SNAPSHOT":
-        for (const m of event.messages || []) {
-          if (!this._byId.has(m.id)) {
-            const copy = clone(m);
-            this.messages.push(copy);
-            this._byId.set(copy.id, copy);
-          }
-        }
+        this._addMissing(event.messages);
         break;
       case "CUSTOM": {
         const handler = this.customHandlers.get(event.name);
@@ -633,6 +635,16 @@ export class ThreadStore {
       this.runs.push({ threadId: null, runId: null, status: "running", pendingToolCallIds: [], interrupts: [] });
     }
     return this.runs[this.runs.length - 1];
+  }
+
+  _addMissing(messages) {
+    for (const m of messages || []) {
+      if (!this._byId.has(m.id)) {
+        const copy = clone(m);
+        this.messages.push(copy);
+        this._byId.set(copy.id, copy);
+      }
+    }
   }
 
   _message(id, role) {
@@ -762,6 +774,71 @@ export class ThreadStore {
 // ------------------------------------------------------------------------------------------ inputs
 
 /** Subscribe `store` to an `@ag-ui/client` agent's events; returns the unsubscribe function. */
+/** What `restoreThread` rejects with: the gateway's status and error code (404 `unknown_thread`). */
+export class HistoryError extends Error {
+  constructor(message, { status = 0, code = "history_failed" } = {}) {
+    super(message);
+    this.name = "HistoryError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/** The response headers of a thread history: the branch's last run, and whether runs of it are gone. */
+export const HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed";
+
+/**
+ * Rebuild a thread from the gateway's history: `GET <url>/threads/<threadId>` (the branch ending at
+ * `options.runId`, default the thread's latest run), applied to `options.store` (a new ThreadStore by
+ * default). `options.runKey`: a run key of one of the thread's runs (what runSSE resolved with), for a
+ * gateway without per-client tokens; `options.headers` (e.g. Authorization). Resolves to
+ * {store, events, runId, trimmed}: `runId` is the branch's last run (name it as the next run's
+ * parentRunId to continue this branch), `trimmed` is true when older runs of the branch were evicted.
+ * Rejects with a HistoryError (404 `unknown_thread`: no history, or not yours).
+ */
+export async function restoreThread(url, threadId, options = {}) {
+  const base = url.replace(/\/+$/, "");
+  const query = options.runId ? `?runId=${encodeURIComponent(options.runId)}` : "";
+  const response = await fetch(`${base}/threads/${encodeURIComponent(threadId)}${query}`, {
+    headers: { ...options.headers, ...runKeyHeader(options.runKey), Accept: "application/json" },
+    signal: options.signal,
+  });
+  if (!response.ok) {
+    let code = "history_failed";
+    let message = `HTTP ${response.status}`;
+    try {
+      const body = await response.json();
+      code = body?.error?.code ?? code;
+      message = body?.error?.message ?? message;
+    } catch {
+      // not our gateway's JSON error: the status says it
+    }
+    throw new HistoryError(message, { status: response.status, code });
+  }
+  let events;
+  try {
+    events = await response.json();
+  } catch (err) {
+    // a proxy's HTML page or a cut body: say so as a HistoryError, not a bare SyntaxError
+    const type = response.headers.get("Content-Type") ?? "no content type";
+    throw new HistoryError(`the history is not JSON (${type}): ${err.message}`, { status: response.status });
+  }
+  if (!Array.isArray(events)) {
+    throw new HistoryError("the history is not a JSON array of events", { status: response.status });
+  }
+  const store = options.store ?? new ThreadStore();
+  store.applyAll(events);
+  return {
+    store,
+    events,
+    runId: response.headers.get("X-AGUI-Run-Id"),
+    trimmed: response.headers.get(HISTORY_TRIMMED_HEADER) === "true",
+  };
+}
+
+/** `ThreadStore.restore(url, threadId, options)`: the store of `restoreThread`. */
+ThreadStore.restore = async (url, threadId, options = {}) => (await restoreThread(url, threadId, options)).store;
+
 export function connectAgent(agent, store = new ThreadStore()) {
   const sub = agent.subscribe({ onEvent: ({ event }) => { store.apply(event); } });
   return () => sub.unsubscribe();
@@ -780,8 +857,10 @@ export const MAX_RESUMES = 5;
  * aborts, and stops the run on the server (DELETE <url>/runs/<runId>); `hooks.headers` are added to
  * every request (e.g. Authorization). The POST declares `X-AGUI-Resumable: 1`, so the gateway keeps
  * the run through a dropped connection for its grace period (spec/transports.md §3.1); the run key
- * of its answer (`X-AGUI-Run-Key`) goes with the resume and the DELETE (§2.6).
- * Resolves to {lastEventId, resumes, terminal}.
+ * of its answer (`X-AGUI-Run-Key`) goes with the resume and the DELETE (§2.6). `hooks.runKey`: the run
+ * key of an earlier run of the same thread, presented with the POST, so that a gateway without per-client
+ * tokens keeps this run in that thread's history (§4.4).
+ * Resolves to {lastEventId, resumes, terminal, runKey}.
  */
 export async function runSSE(url, input, store, hooks = {}) {
   const base = url.replace(/\/+$/, "");
@@ -789,6 +868,7 @@ export async function runSSE(url, input, store, hooks = {}) {
   // The run key the gateway answered the POST with: resume and cancel present it (the gateway
   // answers 404 to anyone else when tokens do not tell clients apart; spec/transports.md §2.6).
   const run = { key: null };
+  const prior = hooks.runKey ? { [RUN_KEY_HEADER]: hooks.runKey } : {};
   // This client resumes, so a closed connection no longer stops the run: a stop must say so.
   const stop = () => {
     if (!terminal) {
@@ -799,7 +879,8 @@ export async function runSSE(url, input, store, hooks = {}) {
   };
   hooks.signal?.addEventListener("abort", stop, { once: true });
   try {
-    return await runSSEStream(url, base, input, store, hooks, (done) => { terminal = done; }, run);
+    const result = await runSSEStream(url, base, input, store, hooks, (done) => { terminal = done; }, run, prior);
+    return { ...result, runKey: run.key };
   } finally {
     hooks.signal?.removeEventListener("abort", stop);
   }
@@ -811,14 +892,15 @@ function runKeyHeader(key) {
   return key ? { [RUN_KEY_HEADER]: key } : {};
 }
 
-async function runSSEStream(url, base, input, store, hooks, setTerminal, run) {
+async function runSSEStream(url, base, input, store, hooks, setTerminal, run, prior) {
   let lastEventId = null;
   let resumes = 0;
   let terminal = false;
   let response = await fetch(url, {
     method: "POST",
     headers: {
-      ...hooks.headers, "Content-Type": "application/json", Accept: "text/event-stream", "X-AGUI-Resumable": "1",
+      ...hooks.headers, ...prior, "Content-Type": "application/json", Accept: "text/event-stream",
+      "X-AGUI-Resumable": "1",
     },
     body: JSON.stringify(input),
     signal: hooks.signal,

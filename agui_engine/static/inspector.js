@@ -35,11 +35,16 @@
 // A `render_ui` call (the component `generative-ui`) is drawn as its tree: each node by the card renderer
 // registered for its component name (given {id, name, props, streamingState}) or generically, its children
 // nested inside it, text as text; `data-node-id` is the node's identity. A refused tree shows its error.
+//
+// An `mcp-apps` ACTIVITY_SNAPSHOT (a tool with an MCP App has run) mounts the app in the Apps panel: its
+// ui:// resource read through the gateway's proxy, drawn in a sandboxed iframe, its JSON-RPC bridged
+// (mcp-apps.js). Apps are kept across renders (an iframe is never re-created by a render).
 
 import {
   EventStreamParser, ThreadStore, UI_SPEC_COMPONENT, a2uiActionInput, bindQuery, parseRecording, runSSE, uiNodes,
 } from "./agui-engine.js";
 import { renderSurfaces, rendererReady } from "./inspector-a2ui.js";
+import { McpAppHost } from "./mcp-apps.js";
 
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
@@ -64,11 +69,13 @@ const app = {
   panels,
 };
 window.__inspector = app;
+app.mcpApps = new McpAppHost($("apps"), { endpoint, headers: () => authHeaders() });
 
 // ------------------------------------------------------------------------------------------ rows
 
 function addEventRow(event, { seq = null, time = null } = {}) {
   const index = app.store.events - 1;
+  app.mcpApps.event(event);
   if (event.type === "RUN_STARTED") app.runId = event.runId;
   const row = {
     kind: "event", index, type: event.type, name: event.type === "CUSTOM" ? event.name : null, seq,
@@ -500,6 +507,7 @@ async function replay(file) {
   app.byEvent = new Map();
   app.verified = [];
   app.runId = null;
+  app.mcpApps.clear();
   seenStoreFindings = 0;
   $("timeline").tBodies[0].replaceChildren();
   setStatus("streaming", `replaying ${file.name}`);

@@ -20,6 +20,10 @@ EXPECTED_ALL = [
     "CrewAIAgent",
     "GeminiClient",
     "LangGraphAgent",
+    "MCPConnection",
+    "MCPConnections",
+    "MCPError",
+    "MCPServer",
     "ModelSpec",
     "OpenAIChatClient",
     "OpenAICompatibleClient",
@@ -28,6 +32,7 @@ EXPECTED_ALL = [
     "ProviderError",
     "StreamingLLMClient",
     "client_from_spec",
+    "mcp_connections",
     "parse_model_spec",
 ]
 

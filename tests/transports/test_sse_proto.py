@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import AsyncIterator
@@ -65,6 +66,42 @@ def test_negotiate_prefers_what_accept_prefers() -> None:
     assert negotiate(f"{PROTO_CONTENT_TYPE}, */*;q=0.1") == "proto"
     assert negotiate("*/*") == "sse"  # a wildcard never picks the binary encoding
     assert negotiate(f"{PROTO_CONTENT_TYPE};q=inf, text/event-stream;q=0.1") == "sse"  # q outside RFC 9110 = 0
+
+
+P = PROTO_CONTENT_TYPE
+
+
+@pytest.mark.parametrize(("accept", "kind"), [
+    # RFC 9110 12.5.1: the most specific range naming a type gives its q; a wildcard does not
+    # bring back a type its own range refused
+    ("text/event-stream;q=0, */*", "ndjson"),
+    (f"text/event-stream;q=0, application/*;q=0, {P}", "proto"),  # its exact range beats application/*
+    (f"text/event-stream;q=0, {P};q=0.5, application/*;q=0.1", "proto"),
+    ("text/*;q=0.2, */*;q=0.9", "ndjson"),  # text/event-stream weighs 0.2 (text/*), the rest 0.9
+    (f"text/*;q=0.2, */*;q=0.9, {P}", "proto"),
+    ("application/*", "ndjson"),  # the textual application type first on a tie
+    (f"application/*;q=0.5, {P};q=0.6", "proto"),
+    (f"{P};q=0, */*", "sse"),
+    ("TEXT/EVENT-STREAM;Q=0.5, application/x-ndjson;q=0.4", "sse"),  # case-insensitive names
+    (f"text/event-stream;charset=utf-8;q=0.3, {P} ; q=0.31", "proto"),  # spaces, other parameters
+    ("text/event-stream;q=0.9, text/event-stream;q=0.1", "sse"),  # a repeated range: its best q
+    # a quoted parameter value may hold a comma or a semicolon (RFC 9110 5.6.6): not a new range or q
+    ('text/event-stream;note="a,b";q=0.1, application/x-ndjson;q=0.5', "ndjson"),
+    (f'{P};ext="x;q=0", text/event-stream;q=0.9', "proto"),
+    ('text/event-stream;x="a \\" , b";q=0.2, application/x-ndjson;q=0.3', "ndjson"),  # an escaped quote
+    ('text/event-stream;x="never closed, q=0', "sse"),
+])
+def test_negotiate_takes_each_types_q_from_its_most_specific_range(accept: str, kind: str) -> None:
+    assert negotiate(accept) == kind
+
+
+@pytest.mark.parametrize("accept", ["text/event-stream;q=0, application/*;q=0, */*;q=1, text/*;q=1",
+                                    f"*/*;q=0, {P};q=0", "text/html, image/*", ",", ";q=1", "*/*;q=0"])
+def test_negotiate_refuses_what_admits_none_saying_what_it_speaks(accept: str) -> None:
+    from agui_engine.transports.input_errors import NotAcceptableError
+
+    with pytest.raises(NotAcceptableError, match=f"admits none of text/event-stream, .*{re.escape(P)}"):
+        negotiate(accept)
 
 
 async def test_proto_stream_carries_the_same_events_as_sse() -> None:
@@ -310,3 +347,40 @@ def same_ids(value: Any, seen: dict[str, str] | None = None) -> Any:
     if isinstance(value, list):
         return [same_ids(v, seen) for v in value]
     return value
+
+
+def _messages(body: bytes) -> list[bytes]:
+    """The protobuf messages of a length-prefixed body, keep-alive frames left out."""
+    out, pos = [], 0
+    while pos < len(body):
+        size = int.from_bytes(body[pos:pos + 4], "big")
+        if body[pos:pos + 4 + size] != PROTO_KEEPALIVE_FRAME:
+            out.append(body[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    assert pos == len(body)
+    return out
+
+
+async def test_the_bytes_agui_engine_serve_sends_are_ag_ui_protos_bytes() -> None:
+    """Done-when of issue 25: a run of ``agui-engine serve`` (the demo model: text, a tool call,
+    a component, reasoning) and that thread's history, both over protobuf: @ag-ui/proto under node
+    encodes the events we sent to exactly the bytes we sent, and decodes our bytes to our events."""
+    from agui_engine.protocol.events import Event
+
+    from ..agui_engine.protocol.test_proto import official
+
+    async with agui_engine_serve() as url, httpx.AsyncClient(timeout=RUN_TIMEOUT) as http:
+        run = msgspec.json.encode(make_input("run-w", "What's the weather in Tokyo?"))
+        served = await http.post(url, content=run, headers={"Content-Type": "application/json",
+                                                            "Accept": PROTO_CONTENT_TYPE})
+        assert served.status_code == 200 and served.headers["content-type"] == PROTO_CONTENT_TYPE
+        history = await http.get(url.rstrip("/") + "/threads/" + make_input("x").thread_id,
+                                 headers={"Accept": PROTO_CONTENT_TYPE, RUN_KEY_HEADER: served.headers[RUN_KEY_HEADER]})
+        assert history.status_code == 200 and history.headers["content-type"] == PROTO_CONTENT_TYPE, history.text
+    for body in (served.content, history.content):
+        events, messages = decode_proto_body(body), _messages(body)
+        assert len(events) == len(messages)
+        assert {"TOOL_CALL_ARGS", "REASONING_ENCRYPTED_VALUE", "CUSTOM", "RUN_FINISHED"} <= {e.type.value for e in events}
+        theirs = official(events, messages)
+        assert theirs["encoded"] == [m.hex() for m in messages]
+        assert [msgspec.convert(d, Event) for d in theirs["decoded"]] == events

@@ -51,3 +51,19 @@ def test_a_subcommand_imports_its_own_module_only(command: str) -> None:
     others = [SUBCOMMANDS[name][0] for name in SUBCOMMANDS if name != command]
     assert SUBCOMMANDS[command][0] in loaded
     assert [m for m in others if m in loaded] == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "--url", "http://127.0.0.1:1/", "--capabilites"],
+         "agui-engine: unrecognized arguments: --capabilites (did you mean --capabilities? see agui-engine run --help)"),
+        (["serve", "--no-histroy"],
+         "agui-engine: unrecognized arguments: --no-histroy (did you mean --no-history? see agui-engine serve --help)"),
+        (["serve", "--zzz"], "agui-engine: unrecognized arguments: --zzz (see agui-engine serve --help)"),
+        (["--verison"], "agui-engine: unrecognized arguments: --verison (did you mean --version? see agui-engine --help)"),
+    ],
+)
+def test_a_mistyped_option_is_one_line_naming_the_closest_and_the_commands_help(argv: list[str], expected: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "agui_engine", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr == expected + "\n", done.stderr

@@ -207,6 +207,11 @@ async def test_capabilities_prints_the_endpoints_document_and_starts_no_run() ->
         assert sse.registry is not None and sse.registry.active == 0
         code, _, err = await agui_run("--url", sse.url, "--capabilities")
         assert code == 2 and _one_line(err).startswith("agui-engine run: GET ") and "401" in err
+        code, out, err = await agui_run("--url", sse.url + "no/such/path", "--capabilities")
+        assert code == 0 and out == [{}] and "declares no capabilities" in _one_line(err), (out, err)
+        # the wrong transport's scheme: the line a run gets, naming the URL to use
+        code, _, err = await agui_run("--url", sse.url.replace("http://", "ws://"), "--capabilities")
+        assert code == 2 and _one_line(err).endswith(f"run again with --url {sse.url}"), err
         proc = await asyncio.create_subprocess_exec(*RUN, "--url", ws.url, "--capabilities",
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)

@@ -18,6 +18,14 @@ def test_access_log_is_on_by_default_and_can_be_turned_off() -> None:
     assert "--no-access-log" in parser.format_help()
 
 
+def test_history_is_kept_unless_no_history() -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).no_history is False
+    assert parser.parse_args(["--no-history"]).no_history is True
+    assert "--no-history" in parser.format_help()
+
+
 def test_ui_spec_is_for_the_embedded_agent_only(capsys: pytest.CaptureFixture[str]) -> None:
     from agui_engine.cli import main
 

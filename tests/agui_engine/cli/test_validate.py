@@ -14,6 +14,7 @@ from agui_engine.cli import main
 from agui_engine.cli.validate import EXAMPLES, validate_stream
 from agui_engine.protocol.codec import EventStreamDecoder, encode_ndjson, encode_sse
 from agui_engine.protocol.events import RunFinishedEvent, RunStartedEvent, TextMessageChunkEvent
+from agui_engine.protocol.proto import PROTO_KEEPALIVE_FRAME, encode_proto_frame
 from agui_engine.protocol.verify import verify_events
 
 DATA = Path(__file__).resolve().parents[3] / "agui_engine" / "data"
@@ -77,7 +78,9 @@ def test_files_of_both_framings_and_json_output(tmp_path: Path, capsys: pytest.C
     sse.write_bytes(b"".join(encode_sse(e) for e in events))
     ndjson = tmp_path / "run.ndjson"
     ndjson.write_bytes(b"".join(encode_ndjson(e) for e in events))
-    for path, framing in ((sse, "sse"), (ndjson, "ndjson")):
+    binary = tmp_path / "run.bin"  # what curl saves from Accept: application/vnd.ag-ui.event+proto
+    binary.write_bytes(b"".join(encode_proto_frame(e) for e in events) + PROTO_KEEPALIVE_FRAME)
+    for path, framing in ((sse, "sse"), (ndjson, "ndjson"), (binary, "proto")):
         code, out, _ = run_cli([str(path), "--json"], capsys)
         report = json.loads(out)
         assert code == 0 and report["valid"] and report["format"] == framing
@@ -123,3 +126,14 @@ def test_tolerant_mode_keeps_unknown_events(tmp_path: Path, capsys: pytest.Captu
     assert code == 1 and "unknown event type 'AGUI_PING'" in out
     code, out, _ = run_cli([str(path), "--tolerant"], capsys)
     assert code == 0 and "VALID: 3 events" in out
+
+
+def test_a_damaged_binary_capture_names_the_frame_and_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frames = [encode_proto_frame(e) for e in (RunStartedEvent(thread_id="t", run_id="r"),
+                                               TextMessageChunkEvent(message_id="m", delta="hi"))]
+    for tail, says in ((frames[1][:-2], f"frame 1 at byte {len(frames[0])}: truncated message"),
+                       (b"\xff\xff\xff\xff", f"frame 1 at byte {len(frames[0])}: protobuf frame of 4294967295 bytes")):
+        path = tmp_path / "cut.bin"
+        path.write_bytes(frames[0] + tail)
+        code, out, _ = run_cli([str(path)], capsys)
+        assert code == 1 and "[PROTO]" in out and says in out and "runs: r running" in out, out

@@ -350,3 +350,41 @@ async def test_overview_run_through_llm_agent_passes_check_run() -> None:
         ("0/1", "tokyo", "Tokyo"), ("0/2", "paris", "Paris")]
     assert "error" not in tree["props"]
     assert events[-1].type.value == "RUN_FINISHED"
+
+
+def _dice_tool(strict: bool) -> LLMTool:
+    from agui_engine.genui.components import tool_from_schema
+
+    schema = {"type": "object", "properties": {"sides": {"type": "integer", "default": 6},
+                                               "label": {"type": "string"}}, "required": ["label"]}
+    return tool_from_schema("roll_dice", "Roll a die.", schema, lambda args: args).to_llm_tool(strict)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_tool_the_user_names_is_called_with_the_numbers_of_the_message(strict: bool) -> None:
+    tool = _dice_tool(strict)
+    for text in ("Roll dice with 20 sides", "please ROLL_DICE 20", "roll dice, 20 sides, then 3 more"):
+        plan = plan_reply([{"role": "user", "content": text}], [tool])
+        assert [c.name for c in plan.calls] == ["roll_dice"], text
+        args = json.loads(plan.calls[0].arguments)
+        assert args["sides"] == 20 and args["label"] == "example"
+    # after its result, the model says what it returned (and calls nothing again)
+    messages = [
+        {"role": "user", "content": "roll dice 20"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "roll_dice", "arguments": '{"sides":20}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rolled 7 on a 20-sided die"},
+    ]
+    answer = plan_reply(messages, [tool])
+    assert answer.calls == () and answer.text == "roll_dice says: rolled 7 on a 20-sided die"
+
+
+def test_a_named_tool_does_not_take_over_the_other_scenarios() -> None:
+    dice = _dice_tool(True)
+    weather = LLMTool(name="get_weather", description="", parameters={"type": "object", "properties": {
+        "city": {"type": "string"}}, "required": ["city"]})
+    # "roll" alone, or a word that merely contains the name, is no call of it
+    assert plan_reply([{"role": "user", "content": "roll the dice_rollers"}], [dice]).calls == ()
+    # get_weather stays the weather scenario's (it names no city here: it asks for one)
+    plan = plan_reply([{"role": "user", "content": "get weather"}], [dice, weather])
+    assert plan.calls == () and "Which city" in plan.text

@@ -286,6 +286,11 @@ def test_bad_input_is_refused_with_a_reason() -> None:
     # not an object
     _, s = final_content("", ["[1,2]"])
     assert s.problems[0].code == "invalid_arguments"
+    # a catalog the host does not have
+    _, s = final_content("", [json.dumps({"catalogId": "https://evil.example/cat.json", **FORM})])
+    assert [p.code for p in s.problems] == ["unknown_catalog"]
+    _, s = final_content("", [json.dumps({"catalogId": "basic", **FORM})])
+    assert s.valid and s.resolved_catalog_id == BASIC_CATALOG_ID
 
 
 def test_props_are_checked_against_the_catalog_schema() -> None:

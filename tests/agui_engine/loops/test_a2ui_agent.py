@@ -135,3 +135,44 @@ def test_bad_options_and_bad_actions_are_typed_errors() -> None:
     bad = msgspec.structs.replace(INPUT, forwarded_props={"a2uiAction": {"userAction": "click"}})
     with pytest.raises(A2UIActionError):
         collect(LLMAgent(ScriptedModel(["x"]), a2ui=True), bad)
+
+
+def test_a_thread_shows_its_surfaces_and_sends_an_action_back() -> None:
+    from agui_engine import Thread
+
+    seen: list[str] = []
+
+    def reply(messages: Any) -> str:
+        seen.append(json.dumps(msgspec.to_builtins(messages)))
+        return "Booked for Ada."
+
+    # the model's steps count its assistant messages: the render call, then (after the action) the call the
+    # action becomes, so the reply is the third step
+    model = ScriptedModel([ScriptedTurn(tool_calls=(ScriptedCall("render_a2ui", FORM),)), "(not reached)", reply])
+    thread = Thread(LLMAgent(model, a2ui=True), thread_id="t")
+
+    async def go() -> None:
+        await thread.send("book a table")
+        surfaces = thread.a2ui_surfaces
+        assert list(surfaces) == ["booking-form"]
+        assert surfaces["booking-form"]["operations"][1]["updateComponents"]["components"] == FORM["components"]
+        with pytest.raises(A2UIActionError, match="does not show"):
+            await thread.a2ui_action("book", "no-such-surface")
+        await thread.a2ui_action("book", "booking-form", source_component_id="submit", context={"name": "Ada"})
+
+    asyncio.run(go())
+    assert seen and 'User performed action \\"book\\" on surface \\"booking-form\\" (component: submit)' in seen[-1]
+    assert thread.messages[-1]["content"] == "Booked for Ada."
+
+
+def test_capabilities_list_render_a2ui() -> None:
+    async def agent(run_input: RunAgentInput) -> Any:
+        yield None  # pragma: no cover - never run
+
+    async def go() -> tuple[Any, Any]:
+        return (await LLMAgent(ScriptedModel(["x"]), a2ui=True).capabilities(),
+                await AgentLoop(agent, a2ui=True).capabilities())
+
+    llm_caps, loop_caps = asyncio.run(go())
+    assert [t.name for t in llm_caps.tools.items] == ["render_a2ui"]
+    assert [t.name for t in loop_caps.tools.items] == ["render_a2ui"]

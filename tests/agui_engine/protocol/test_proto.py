@@ -179,7 +179,8 @@ def test_official_bytes_decode_to_the_same_events() -> None:
 # framing and split invariance
 # --------------------------------------------------------------------------------------------
 
-STREAM = b"".join(encode_proto_frame(e) for e in EVENTS)
+STREAM_FRAMES = [encode_proto_frame(e) for e in EVENTS]
+STREAM = b"".join(STREAM_FRAMES)
 #: what the stream decodes to: the events, up to an absent repeated field read back as empty
 DECODED = [decode_proto(encode_proto(e)) for e in EVENTS]
 
@@ -303,6 +304,9 @@ def test_base_type_enum_unknown_or_disagreeing_is_an_error() -> None:
         (bytes([0x00, 0x00]), "field number 0"),
         (GOOD + encode_proto(CustomEvent(name="n", value=1)), "two events"),
         (bytes([0x12, 0x04, 0x12, 0x02, 0xC3, 0x28]), "invalid UTF-8"),
+        # a JsonPatchOperationType value unknown to this version (STATE_DELTA, op 99)
+        (bytes.fromhex("4217" "0a020807" "1211" "0863" "12022f61220911000000000000f03f"),
+         "$.delta[0].op: invalid value '99'"),
     ],
 )
 def test_malformed_messages_raise_typed_errors(message: bytes, reason: str) -> None:
@@ -399,3 +403,37 @@ def test_flat_encoder_equals_the_table_walk() -> None:
             kind, obj = proto._wire_event(event)
             tag, name = proto._ARMS[kind]
             assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(STREAM_FRAMES), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255),
+                                                          st.sampled_from(["set", "insert", "delete"])),
+                                                min_size=1, max_size=4), st.data())
+def test_damaged_frames_are_events_or_typed_errors_alike_in_any_split(
+    frame: bytes, edits: list[tuple[int, int, str]], data: st.DataObject
+) -> None:
+    """Any damage to a frame (bytes changed, inserted, deleted; the length prefix too): the
+    decoder gives events or an error of the error tree with a 4xx status, whole or split."""
+    from agui_engine.protocol.errors import AguiEngineError
+
+    damaged = bytearray(frame)
+    for where, value, how in edits:
+        i = where % (len(damaged) + 1)
+        if how == "set" and i < len(damaged):
+            damaged[i] = value
+        elif how == "insert":
+            damaged[i:i] = bytes([value])
+        elif i < len(damaged):
+            del damaged[i]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(damaged)), max_size=5)))
+
+    def outcome(chunks: list[bytes]) -> Any:
+        try:
+            return _decode_in(chunks)
+        except AguiEngineError as err:
+            assert 400 <= err.http_status < 500
+            return (type(err), err.offset, err.frame_index)
+
+    whole = outcome([bytes(damaged)])
+    pieces = [bytes(damaged[a:b]) for a, b in zip([0, *cuts], [*cuts, len(damaged)], strict=True)]
+    assert outcome(pieces) == whole
