@@ -182,9 +182,3 @@ def test_a2ui_demo_agent_round_trip_in_process() -> None:
     with pytest.raises(A2UIActionError):
         asyncio.run(run(bad))
 
-
-def test_a2ui_demo_agent_reports_the_demo_agents_capabilities() -> None:
-    from agui_engine.cli.demo import demo_agent
-    from agui_engine.protocol.agent import agent_capabilities
-
-    assert asyncio.run(agent_capabilities(demo_agent(a2ui=True))) == asyncio.run(agent_capabilities(demo_agent()))
