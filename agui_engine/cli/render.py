@@ -199,6 +199,7 @@ class Renderer:
         self.drawn = 0  # lines the live region takes on screen now
         self.inline = False  # a text or reasoning line is open
         self.tool_names: dict[str, str] = {}
+        self.answered: set[str] = set()  # tool call ids that got their result in this stream
         self.status: dict[str, dict[str, str]] = {}  # tool call id -> its status messages
         self.last_tool_call: str | None = None
         self.by_tool_call: dict[str, _ComponentView] = {}
@@ -403,6 +404,7 @@ class Renderer:
         self._line(self.paint("35", f"  ⚙ {name}({_short(shown, self.width - 20)})") + self.paint("2", note))
 
     def _tool_result(self, event: ToolCallResultEvent) -> None:
+        self.answered.add(event.tool_call_id)
         name = self.tool_names.get(event.tool_call_id, "?")
         content = event.content if isinstance(event.content, str) else json.dumps(msgspec.to_builtins(event.content))
         if is_ui_tool(name):
@@ -483,7 +485,10 @@ class Renderer:
 
     def _finished(self, event: RunFinishedEvent) -> None:
         parts = ["● finished"]
-        pending: list[str] = getattr(event.outcome, "pending_tool_call_ids", None) or []
+        # A wrapper that answers the inner agent's calls itself (A2UI's render_a2ui, as the official
+        # middleware does) passes the inner RUN_FINISHED on unchanged: a call answered in this run is
+        # not waiting for the client, whatever the outcome lists.
+        pending = [id for id in getattr(event.outcome, "pending_tool_call_ids", None) or () if id not in self.answered]
         if pending:
             parts.append(f"waiting for client tools {', '.join(pending)}")
         for usage in event.usage or ():

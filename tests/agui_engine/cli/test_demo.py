@@ -125,6 +125,9 @@ def test_a2ui_demo_prints_the_surfaces_in_a_real_subprocess() -> None:
         "  │   21:00 │ 2 tables for 6",
     ]
     assert lines.count('    ↳ render_a2ui → {"status":"rendered"}') == 2
+    # the calls were answered in the run (as the middleware answers them), so nothing waits for the client
+    finished = next(line for line in lines if line.startswith("● finished"))
+    assert "waiting for client tools" not in finished
     assert "verified" in lines[-1]
     # without the flag the same words get a one-line answer saying how to see it
     plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "--no-inspect", "book a table for two"],
