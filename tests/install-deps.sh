@@ -22,3 +22,10 @@ if [ ! -d js/node_modules/@ag-ui/client ] || [ js/package.json -nt js/node_modul
   echo "+ npm install (tests/js)"
   (cd js && npm install --no-audit --no-fund --loglevel=error)
 fi
+
+# the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
+# committed bundle from their lock file and compares
+if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then
+  echo "+ npm ci (scripts/a2ui_lit)"
+  (cd ../scripts/a2ui_lit && npm ci --no-audit --no-fund --loglevel=error)
+fi
