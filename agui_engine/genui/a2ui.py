@@ -653,6 +653,12 @@ def _dotted_to_pointer(dotted: str) -> str:
     return dotted.replace("[", ".").replace("]", "").replace(".", "/")
 
 
+def _data_op_path(body: dict[str, Any]) -> str:
+    """The data-model pointer an ``updateDataModel`` writes at (``/``: the whole model)."""
+    path = body.get("path")
+    return path if isinstance(path, str) else "/"
+
+
 def a2ui_resource_bindings(operations: Iterable[Any]) -> list[A2UIResourceBinding]:
     """The resource-bound paths of a surface's operations: every ``{"$resource": {resourceId,
     params}}`` value an ``updateDataModel`` writes, as the data-model pointer it lands at (``path``
@@ -664,8 +670,8 @@ def a2ui_resource_bindings(operations: Iterable[Any]) -> list[A2UIResourceBindin
         body = op.get("updateDataModel") if _is_object(op) else None
         if not _is_object(body) or not isinstance(body.get("surfaceId"), str):
             continue
-        base = body.get("path") if isinstance(body.get("path"), str) else "/"
-        base = "" if base == "/" else base.rstrip("/")
+        raw = _data_op_path(body)
+        base = "" if raw == "/" else raw.rstrip("/")
         refs: list[tuple[str, Any]] = []
         _walk_refs(body.get("value"), base, refs)
         for stale in [p for p in found if p == base or p.startswith(base + "/") or not base]:
@@ -717,8 +723,7 @@ def a2ui_data_model(operations: Iterable[Any], filled: Mapping[str, Any] | None 
     for op in operations:
         body = op.get("updateDataModel") if _is_object(op) else None
         if _is_object(body):
-            path = body.get("path") if isinstance(body.get("path"), str) else "/"
-            model = _set_pointer(model, path, json.loads(json.dumps(body.get("value"))))
+            model = _set_pointer(model, _data_op_path(body), json.loads(json.dumps(body.get("value"))))
     for pointer, value in (filled or {}).items():
         model = _set_pointer(model, pointer, value)
     return model if _is_object(model) else {}
