@@ -5,11 +5,14 @@ chunking alike); ``a2ui_resource_bindings`` / ``a2ui_data_model`` read and fill 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agui_engine import (
     A2UIResourceBinding,
@@ -113,3 +116,45 @@ def test_bindings_and_the_filled_data_model() -> None:
     assert model == {"a": {"done": True}, "keep": 1, "rows": ["<r2>"], "bad": ref(3), "b": {"c": "<r3>"}}
     assert ops[0]["updateDataModel"]["value"]["rows"] == [ref("r2")], "the operations are not changed"
     assert a2ui_data_model([], {"/x/0": 1, "/y": 2, "/x/9": 3}) == {"x": {"0": 1, "9": 3}, "y": 2}
+
+
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=12))
+def test_any_split_gives_the_same_verdict(cuts: list[int]) -> None:
+    for data, valid in (({"w": ref("weather.current", {"city": "Paris"})}, True), ({"w": ref("nope", {})}, False)):
+        text = json.dumps(args(data))
+        stream = A2UISurfaceStream("c1", resources=REGISTRY)
+        last = 0
+        for cut in sorted(set(cuts)):
+            stream.feed(text[last:cut])
+            last = max(last, cut)
+        stream.feed(text[last:])
+        stream.close()
+        assert stream.valid is valid
+        assert (stream.operations is not None) is valid
+
+
+def test_agent_loop_checks_bindings_against_its_resources() -> None:
+    from agui_engine import (
+        AgentLoop,
+        RunFinishedEvent,
+        RunStartedEvent,
+        ToolCallArgsEvent,
+        ToolCallEndEvent,
+        ToolCallStartEvent,
+    )
+
+    async def inner(run_input: RunAgentInput) -> Any:
+        yield RunStartedEvent(thread_id="t", run_id="r")
+        yield ToolCallStartEvent(tool_call_id="c1", tool_call_name="render_a2ui")
+        yield ToolCallArgsEvent(tool_call_id="c1", delta=json.dumps(args({"w": ref("nope", {})})))
+        yield ToolCallEndEvent(tool_call_id="c1")
+        yield RunFinishedEvent(thread_id="t", run_id="r")
+
+    async def go() -> list[Any]:
+        loop = AgentLoop(inner, a2ui=True, resources=list(REGISTRY))
+        return [e async for e in loop.run(RunAgentInput(thread_id="t", run_id="r", messages=[]))]
+
+    events = asyncio.run(go())
+    [result] = [e for e in events if e.type == "TOOL_CALL_RESULT"]
+    assert "[unknown_resource] data.w.$resource.resourceId" in result.content
