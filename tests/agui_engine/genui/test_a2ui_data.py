@@ -144,12 +144,14 @@ def test_agent_loop_checks_bindings_against_its_resources() -> None:
         ToolCallStartEvent,
     )
 
+    script = [RunStartedEvent(thread_id="t", run_id="r"),
+              ToolCallStartEvent(tool_call_id="c1", tool_call_name="render_a2ui"),
+              ToolCallArgsEvent(tool_call_id="c1", delta=json.dumps(args({"w": ref("nope", {})}))),
+              ToolCallEndEvent(tool_call_id="c1"), RunFinishedEvent(thread_id="t", run_id="r")]
+
     async def inner(run_input: RunAgentInput) -> Any:
-        yield RunStartedEvent(thread_id="t", run_id="r")
-        yield ToolCallStartEvent(tool_call_id="c1", tool_call_name="render_a2ui")
-        yield ToolCallArgsEvent(tool_call_id="c1", delta=json.dumps(args({"w": ref("nope", {})})))
-        yield ToolCallEndEvent(tool_call_id="c1")
-        yield RunFinishedEvent(thread_id="t", run_id="r")
+        for event in script:
+            yield event
 
     async def go() -> list[Any]:
         loop = AgentLoop(inner, a2ui=True, resources=list(REGISTRY))
