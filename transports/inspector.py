@@ -59,7 +59,11 @@ __all__ = [
 STATIC_FILES: Final = {
     "agui-engine.js": "text/javascript; charset=utf-8",
     "inspector.js": "text/javascript; charset=utf-8",
+    "inspector-a2ui.js": "text/javascript; charset=utf-8",
     "inspector.css": "text/css; charset=utf-8",
+    # the official A2UI v0.9 Lit renderer, vendored at a pinned version (scripts/build_a2ui_lit.py)
+    "a2ui-lit.js": "text/javascript; charset=utf-8",
+    "a2ui-lit.LICENSES.txt": "text/plain; charset=utf-8",
     "mcp-apps.js": "text/javascript; charset=utf-8",
 }
 #: The inspector page (package data beside the static files).

@@ -29,6 +29,7 @@ __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
+    "add_a2ui_argument",
     "add_ui_spec_argument",
     "debug_enabled",
     "main",
@@ -128,6 +129,13 @@ def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ui-spec", action="store_true",
                         help="also offer the render_ui tool to the embedded agent (a tree of a Stack layout and the "
                              "demo components; try \"dashboard for Tokyo and Paris\"); default off")
+
+
+def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
+    """``--a2ui`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
+    parser.add_argument("--a2ui", action="store_true",
+                        help="also offer the render_a2ui tool (A2UI v0.9, the basic catalog) to the embedded agent; "
+                             "try \"book a table for two\"; default off")
 
 
 def usage_line(command: str | None, message: str) -> str:

@@ -72,12 +72,13 @@ from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
-from . import add_ui_spec_argument, seconds
+from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .mcp import require_mcp_sdk
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
 __all__ = [
+    "A2UI_SCENARIO",
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
     "INSPECT_RETENTION_SECONDS",
@@ -107,6 +108,8 @@ SCENARIOS: Final = (
     "Show me the Q3 dashboard",
     "Hello! What can you do?",
 )
+#: The scenario ``agui-engine demo --a2ui`` adds to them: an A2UI form and dashboard.
+A2UI_SCENARIO: Final = "Book a table for two"
 
 #: The prompt ``agui-engine demo --mcp`` runs when it is given none: the MCP server's tool with an app.
 MCP_SCENARIO: Final = "Roll dice with 20 sides"
@@ -159,13 +162,16 @@ def demo_mcp_server() -> Any:
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               mcp: bool = False) -> LLMAgent:
+               mcp: bool = False, a2ui: bool = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
-    offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`."""
+    offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`;
+    ``a2ui`` ``render_a2ui`` with the A2UI basic catalog (the table booking,
+    :mod:`agui_engine.demo.booking`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
     return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
-                    ui_spec=demo_ui_spec() if ui_spec else None, mcp_servers=[demo_mcp_server()] if mcp else ())
+                    ui_spec=demo_ui_spec() if ui_spec else None, mcp_servers=[demo_mcp_server()] if mcp else (),
+                    a2ui=True if a2ui else None)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,
@@ -181,7 +187,8 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
 
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
-                          inspector: bool = True, ui_spec: bool = False, mcp: bool = False) -> AgentContext:
+                          inspector: bool = True, ui_spec: bool = False, mcp: bool = False,
+                          a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
     the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
     options = {"inspector": True} if inspector and transport == "sse" else {}
@@ -192,7 +199,7 @@ def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
         async with _demo_model(model_path, pace_seconds) as llm:
-            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp))
+            yield gateway(demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp, a2ui=a2ui))
 
     return context
 
@@ -239,7 +246,8 @@ class InspectedGateway:
         return self.client.run(input)
 
 
-def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, mcp: bool = False) -> AgentContext:
+def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, mcp: bool = False,
+                         a2ui: bool = False) -> AgentContext:
     """An :data:`AgentContext` yielding an :class:`InspectedGateway`: the gateway is up
     for as long as the context is."""
 
@@ -250,7 +258,7 @@ def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, m
 
         token = secrets.token_urlsafe(16)
         async with _demo_model(model_path, pace_seconds) as llm:
-            agent = demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp)
+            agent = demo_agent(llm=llm, ui_spec=ui_spec, mcp=mcp, a2ui=a2ui)
             server = await start_sse_server(agent, port=0, inspector=True, auth_token={token: "demo"},
                                             options=RegistryOptions(retention_seconds=INSPECT_RETENTION_SECONDS))
             try:
@@ -304,6 +312,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mcp", action="store_true",
                         help="also offer the tools of the demo's MCP server (run over stdio) and, with no message, "
                              f"run its scenario ({MCP_SCENARIO!r}): a tool whose MCP App the inspector shows")
+    add_a2ui_argument(parser)
 
 
 async def _run_one(agent: Agent, text: str, index: int, out: TextIO, args: argparse.Namespace,
@@ -361,7 +370,8 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
         sys.stderr.write("agui-engine demo: --pace must be >= 0\n")
         return 2
     mcp = bool(getattr(args, "mcp", False))
-    messages: Sequence[str] = [" ".join(args.message)] if args.message else (MCP_SCENARIO,) if mcp else SCENARIOS
+    scenarios = (*SCENARIOS, A2UI_SCENARIO) if getattr(args, "a2ui", False) else SCENARIOS
+    messages: Sequence[str] = [" ".join(args.message)] if args.message else (MCP_SCENARIO,) if mcp else scenarios
 
     async def main() -> int:
         try:
@@ -435,8 +445,9 @@ def run(args: argparse.Namespace) -> int:
         path = _PATH_LINES[(args.model_path, args.via)].format(t=transport.upper() if transport == "sse" else "WebSocket")
         print(f"path: {path}", flush=True)
     if inspect:
-        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec, mcp=args.mcp),
+        return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec, mcp=args.mcp,
+                                                        a2ui=args.a2ui),
                              after=_hold_for_the_inspector(sys.stdout if args.format == "pretty" else sys.stderr))
     return run_scenarios(args, production_demo_agent(via=args.via, transport=transport, model_path=args.model_path,
                                                      inspector=not args.no_inspect, ui_spec=args.ui_spec,
-                                                     mcp=args.mcp))
+                                                     mcp=args.mcp, a2ui=args.a2ui))

@@ -11,7 +11,11 @@ Patch operations), then the :class:`Renderer` draws it:
 * tool calls are shown with their arguments and status message when they end,
   and their results when they arrive;
 * each component is a box whose props fill in, with a status per prop
-  (``·`` started, ``…`` streaming, ``✓`` done).
+  (``·`` started, ``…`` streaming, ``✓`` done);
+* an A2UI surface (an ``a2ui-surface`` activity, folded by the accumulator) shows its lifecycle
+  as it changes (building, retrying with the errors, failed) and, once its call has its result (or
+  the run ends), its whole tree as text (:mod:`agui_engine.cli.render_a2ui`); its call is shown
+  by surface id, not by its arguments.
 
 On a terminal (``live``) the component boxes are redrawn in place with ANSI
 cursor movement and colour. Without a terminal (a pipe, CI) the output is plain
@@ -30,6 +34,7 @@ from typing import Any, Final, TextIO
 
 import msgspec
 
+from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY
 from ..genui.component_stream import (
     COMPONENT_END,
     COMPONENT_HANDLERS,
@@ -45,6 +50,7 @@ from ..loops.decision import TOOL_CALL_STATUS_EVENT
 from ..protocol.accumulator import Accumulator
 from ..protocol.errors import AguiEngineError
 from ..protocol.events import (
+    ActivityDeltaEvent,
     ActivitySnapshotEvent,
     CustomEvent,
     Event,
@@ -62,6 +68,7 @@ from ..protocol.events import (
     ToolCallStartEvent,
 )
 from ..protocol.pointer import escape_token
+from .render_a2ui import surface_lines
 
 __all__ = [
     "FALLBACK_TERMINAL_SIZE",
@@ -80,6 +87,8 @@ _MIN_LIVE_LINES: Final = 6
 
 
 _STATUS_MARK: Final = {"started": "…", "done": "✓"}
+#: The prefix of an A2UI surface's activity message id (+ its call's id; the official middleware's).
+_A2UI_MESSAGE_PREFIX: Final = A2UI_ACTIVITY_TYPE + "-"
 
 
 def _short(value: Any, width: int) -> str:
@@ -194,6 +203,8 @@ class Renderer:
         self.last_tool_call: str | None = None
         self.by_tool_call: dict[str, _ComponentView] = {}
         self.ordinal = 0
+        #: A2UI activity message id -> (last lifecycle status shown, the content last drawn as a tree)
+        self.surfaces: dict[str, tuple[str | None, Any]] = {}
 
     # -- output primitives
 
@@ -313,7 +324,12 @@ class Renderer:
             # an MCP App: a terminal cannot draw it, so it says where it is drawn
             uri = event.content.get("resourceUri")
             self._line(self.paint("36", f"    ▣ app {uri} (mcp-apps: the inspector shows it)"))
+        elif isinstance(event, (ActivitySnapshotEvent, ActivityDeltaEvent)):
+            if event.activity_type == A2UI_ACTIVITY_TYPE:
+                self._surface_lifecycle(event.message_id)
         elif isinstance(event, RunFinishedEvent):
+            for message_id in list(self.surfaces):
+                self._draw_surface(message_id)
             self._finished(event)
         elif isinstance(event, RunErrorEvent):
             self._line(self.paint("1;31", f"✖ run error [{event.code}]: {event.message}"))
@@ -330,9 +346,52 @@ class Renderer:
                     return value if isinstance(value, dict) else {}
         return {}
 
+    def _activity(self, message_id: str) -> dict[str, Any] | None:
+        for message in reversed(self.acc.messages):
+            if message.get("id") == message_id and message.get("role") == "activity":
+                content = message.get("content")
+                return content if isinstance(content, dict) else None
+        return None
+
+    def _surface_lifecycle(self, message_id: str) -> None:
+        """A line when the surface's lifecycle status changes (building, retrying, failed)."""
+        content = self._activity(message_id) or {}
+        status = content.get("status") if isinstance(content.get("status"), str) else None
+        shown, drawn = self.surfaces.get(message_id, (None, None))
+        self.surfaces[message_id] = (status, drawn)
+        if status is None or status == shown:
+            return
+        text = f"  ◇ A2UI surface · {status}"
+        if content.get("attempt") is not None:
+            text += f" (attempt {content.get('attempt')}/{content.get('maxAttempts', '?')})"
+        problems = [e.get("message", e) if isinstance(e, dict) else e for e in content.get("errors") or []]
+        if isinstance(content.get("error"), str):
+            problems.append(content["error"])
+        if problems:
+            text += ": " + "; ".join(str(p) for p in problems)
+        self._line(self.paint("31" if status == "failed" else "33" if status == "retrying" else "2",
+                              _short(text, self.width)))
+
+    def _draw_surface(self, message_id: str) -> None:
+        """The surface's whole tree, once for each content it paints."""
+        content = self._activity(message_id) or {}
+        operations = content.get(A2UI_OPERATIONS_KEY)
+        status, drawn = self.surfaces.get(message_id, (None, None))
+        if not isinstance(operations, list) or content == drawn:
+            return
+        self.surfaces[message_id] = (status, json.loads(json.dumps(content)))
+        self._line(self.paint("1;36", "  ▤ A2UI surface"))
+        for line in surface_lines(operations, self.width - 6):
+            self._line(f"  {self.paint('36', '│')} {line}")
+
     def _tool_end(self, tool_call_id: str) -> None:
         name = self.tool_names.get(tool_call_id, "?")
         status = self.status.get(tool_call_id, {})
+        if _A2UI_MESSAGE_PREFIX + tool_call_id in self.surfaces:  # its surface is drawn, not its arguments
+            surface = self._arguments(tool_call_id).get("surfaceId")
+            shown = f"surfaceId={json.dumps(surface, ensure_ascii=False)}" if isinstance(surface, str) else ""
+            self._line(self.paint("35", f"  ⚙ {name}({shown})"))
+            return
         if is_ui_tool(name):
             view = self.by_tool_call.get(tool_call_id)
             if view is not None:
@@ -348,6 +407,7 @@ class Renderer:
         content = event.content if isinstance(event.content, str) else json.dumps(msgspec.to_builtins(event.content))
         if is_ui_tool(name):
             return  # the component box already says it is shown
+        self._draw_surface(_A2UI_MESSAGE_PREFIX + event.tool_call_id)
         failed = content.startswith("Error:")
         text = f"    ↳ {name} → {_short(content, self.width - 12 - len(name))}"
         self._line(self.paint("31" if failed else "2", text))

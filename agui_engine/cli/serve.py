@@ -41,7 +41,7 @@ from agui_engine.transports.runs import (
     RegistryOptions,
 )
 
-from . import add_ui_spec_argument, seconds
+from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
@@ -143,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
     add_ui_spec_argument(parser)
+    add_a2ui_argument(parser)
     add_mcp_argument(parser)
 
 
@@ -192,14 +193,16 @@ def run(args: argparse.Namespace) -> int:
     pace = args.pace if args.pace is not None else (0.0 if args.transport == "stdio" else DEMO_PACE_SECONDS)
     if args.auth_tokens_file is not None and args.transport == "stdio":
         raise UsageError("--auth-tokens-file is for --transport sse or ws: stdio has no bearer auth")
-    if args.ui_spec and args.agent.strip() not in ("", "embedded"):
-        raise UsageError("--ui-spec offers render_ui to the embedded agent: drop --agent or write --agent embedded")
+    for flag, tool, on in (("--ui-spec", "render_ui", args.ui_spec), ("--a2ui", "render_a2ui", args.a2ui)):
+        if on and args.agent.strip() not in ("", "embedded"):
+            raise UsageError(f"{flag} offers {tool} to the embedded agent: drop --agent or write --agent embedded")
     token = _auth_tokens(args, secrets)
     reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
     # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
     # import on: stdout is not the server's log, and with stdio it carries the protocol.
     with route_console() as stdout:
-        agent = embedded_agent(pace, ui_spec=True) if args.ui_spec else agent_from_spec(args.agent, pace_seconds=pace)
+        agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
+                 else agent_from_spec(args.agent, pace_seconds=pace))
         servers = mcp_servers(args.mcp, args.mcp_header_env)
         for server in servers:  # an MCP server's credentials never reach a log line either
             secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)

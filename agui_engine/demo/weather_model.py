@@ -26,6 +26,13 @@ network and no API key. Each ``complete()`` call does two things:
      ``weather.current`` (each card's ``key`` written after its props), then a
      one-line answer. Without ``render_ui`` the same words fall through to the
      scenarios above.
+   * *table booking* ("book", "table", "reservation", only when the ``render_a2ui`` tool is
+     offered: ``demo --a2ui``): two ``render_a2ui`` calls in one reply, the booking form and
+     tonight's availability dashboard (A2UI v0.9 basic catalog, :mod:`agui_engine.demo.booking`),
+     then a line saying what to do; once the form's ``book_table`` action comes back (a
+     ``log_a2ui_event`` call and its result, the middleware's convention) a confirmation surface
+     from the action's context, then a one-line answer. Without ``render_a2ui`` the words get a
+     chat answer that says how to see it.
    * *named tool* (the message names an offered tool no other scenario drives, ``roll_dice`` or
      "roll dice": an MCP server's tool): call it once (numbers in the message fill its number
      properties), then say what it returned.
@@ -66,6 +73,7 @@ from typing import Any
 
 import msgspec
 
+from ..genui.a2ui import A2UI_LOG_EVENT_TOOL, A2UI_TOOL
 from ..genui.resources import Resource, ResourceParamsError
 from ..llm import (
     Finish,
@@ -80,6 +88,17 @@ from ..llm import (
     Usage,
 )
 from ..protocol.capabilities import ReasoningCapabilities
+from .booking import (
+    BOOKING_ACTION,
+    BOOKING_SURFACE,
+    CONFIRMATION_SURFACE,
+    DEMO_RESTAURANT,
+    availability_dashboard,
+    booking_confirmation,
+    booking_form,
+    is_booking_request,
+    party_size,
+)
 
 __all__ = [
     "DASHBOARD_SCHEMA",
@@ -707,12 +726,43 @@ def _overview_plan(turn: _Turn, tool: LLMTool, cities: list[str]) -> PlannedRepl
     )
 
 
+def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
+    """The table booking in A2UI: the form and the dashboard, then the confirmation of the action."""
+    rendered = {args.get("surfaceId") for args in turn.called(tool.name) if isinstance(args, dict)}
+    actions = [args for args in turn.called(A2UI_LOG_EVENT_TOOL)
+               if isinstance(args, dict) and args.get("name") == BOOKING_ACTION]
+    if actions:
+        context = actions[-1].get("context")
+        context = context if isinstance(context, dict) else {}
+        if CONFIRMATION_SURFACE not in rendered:
+            return PlannedReply(
+                reasoning="The user pressed Book the table: confirm what the form's context says.",
+                text="Booking it.",
+                calls=(PlannedCall(name=tool.name, arguments=_arguments(tool, booking_confirmation(context), None)),),
+            )
+        booked = str(context.get("guests") or "?")
+        return PlannedReply(text=f"Done: a table for {booked} at {DEMO_RESTAURANT['name']}, "
+                                 "shown above. (Demo: nothing was reserved.)")
+    if BOOKING_SURFACE not in rendered:
+        guests = party_size(turn.user_text)
+        return PlannedReply(
+            reasoning=f"A table for {guests}: a booking form bound to /booking, and tonight's availability.",
+            text=f"Here is a booking form for {guests} at {DEMO_RESTAURANT['name']}, and tonight's availability.",
+            calls=tuple(PlannedCall(name=tool.name, arguments=_arguments(tool, surface, None))
+                        for surface in (booking_form(guests), availability_dashboard())),
+        )
+    return PlannedReply(text="Fill in your name, check the time and press “Book the table”. (Demo data.)")
+
+
 def _chat_plan(turn: _Turn, tools: dict[str, LLMTool]) -> PlannedReply:
     text = turn.user_text.strip()
     if not text:
         return PlannedReply(text="Hello! Ask me about the weather in a city, or for a dashboard.")
     components = sorted(n[len(_UI_PREFIX) :] for n in tools if n.startswith(_UI_PREFIX))
     offer = f" I can show these components: {', '.join(components)}." if components else ""
+    if is_booking_request(text):
+        return PlannedReply(text="I would show a booking form, but no render_a2ui tool is offered here "
+                                 "(try: agui-engine demo --a2ui \"book a table for two\").")
     if re.search(r"\b(hi|hello|hey)\b", text, re.IGNORECASE):
         return PlannedReply(text=f"Hello! I'm the embedded demo model.{offer} Try asking about the weather in Tokyo.")
     return PlannedReply(
@@ -810,9 +860,12 @@ def plan_reply(
     by_name = _tools_by_name(tools)
     lowered = turn.user_text.lower()
     render_ui = by_name.get(_RENDER_UI)
+    render_a2ui = by_name.get(A2UI_TOOL)
     known = [c for c in _cities(turn.user_text) if c.lower() in DEMO_WEATHER]
     named = _named_tool(turn.user_text, by_name)
-    if named is not None:
+    if render_a2ui is not None and is_booking_request(turn.user_text):
+        plan = _booking_plan(turn, render_a2ui)
+    elif named is not None:
         plan = _named_tool_plan(turn, named)
     elif (render_ui is not None and known and any(word in lowered for word in _OVERVIEW_WORDS)
             and "WeatherCard" in _allowed_components(render_ui)):

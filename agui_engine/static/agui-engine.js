@@ -52,6 +52,12 @@
 // carry a resourceId, once the node is `done`. `binding.get(componentId, nodeId?)` is the result,
 // `binding.log` every query made.
 //
+// Activities (ACTIVITY_SNAPSHOT / ACTIVITY_DELTA) are messages of role "activity" in `store.messages`
+// and `store.activities` (by id), applied as @ag-ui/client applies them; `store.history()` is the
+// conversation without them (what goes back to the agent). A2UI surfaces (activity type
+// "a2ui-surface", the official middleware's shape) are read with `a2uiContent(record)`, and a user
+// action on one goes back with `sendA2UIAction(url, store, action)` (section "A2UI" below).
+//
 // A2UI resource-bound data (spec/a2ui.md): a surface's data member may be `{"$resource": {resourceId,
 // params}}`; `a2uiData(operations, options)` queries each binding through the same `query()` and
 // resolves to the surface's data model with the answers at their paths.
@@ -430,6 +436,7 @@ function typeOf(event) {
 export class ThreadStore {
   constructor() {
     this.components = new Map();
+    this.activities = new Map();
     this.messages = [];
     this.state = {};
     this.runs = [];
@@ -553,6 +560,12 @@ export class ThreadStore {
           this._finding(index, event, "state_patch", err.message);
         }
         break;
+      case "ACTIVITY_SNAPSHOT":
+        this._activitySnapshot(event, index);
+        break;
+      case "ACTIVITY_DELTA":
+        this._activityDelta(event, index);
+        break;
       case "MESSAGES_SNAPSHOT":
         this._addMissing(event.messages);
         break;
@@ -565,6 +578,60 @@ export class ThreadStore {
       default:
         break;
     }
+  }
+
+  // An activity is a message of role "activity" (as @ag-ui/client keeps it), in `messages` in arrival
+  // order and in `activities` by id. A snapshot creates it, or replaces its content unless
+  // `replace: false`; each change is a new object with a higher `version` (a memo key, like components).
+  _activitySnapshot(event, index) {
+    if (typeof event.messageId !== "string" || !isObject(event.content)) {
+      this._finding(index, event, "activity", "ACTIVITY_SNAPSHOT needs a string messageId and an object content");
+      return;
+    }
+    const existing = this._byId.get(event.messageId);
+    if (existing && event.replace === false) return; // kept, activity or not (as @ag-ui/client)
+    const record = { id: event.messageId, role: "activity", activityType: event.activityType, content: clone(event.content),
+                     version: this.version + 1 };
+    this._setActivity(record, existing);
+  }
+
+  _activityDelta(event, index) {
+    const existing = this.activities.get(event.messageId);
+    if (!existing) {
+      this._finding(index, event, "activity", `ACTIVITY_DELTA for unknown activity ${event.messageId} (ignored)`);
+      return;
+    }
+    try {
+      const content = applyOperations(clone(existing.content), event.patch);
+      this._setActivity({ ...existing, activityType: event.activityType ?? existing.activityType, content,
+                          version: this.version + 1 }, existing);
+    } catch (err) {
+      this._finding(index, event, "activity_patch",
+                    `patch for activity ${event.messageId} did not apply: ${err.message} (last good content kept)`);
+    }
+  }
+
+  _setActivity(record, existing) {
+    const at = existing ? this.messages.indexOf(existing) : -1;
+    if (at >= 0) this.messages[at] = record;
+    else this.messages.push(record);
+    this._byId.set(record.id, record);
+    this.activities.set(record.id, record);
+  }
+
+  /**
+   * The conversation as a RunAgentInput's `messages`: every message but the activities (which, as
+   * @ag-ui/client does, never go back to the agent), tool calls and tool results kept.
+   */
+  history() {
+    return this.messages.filter((m) => m.role !== "activity").map((m) => {
+      const out = { id: m.id, role: m.role };
+      if (m.role === "tool") return { ...out, toolCallId: m.toolCallId, content: m.content ?? "" };
+      if (m.content) out.content = m.content;
+      if (m.toolCalls && m.toolCalls.length) out.toolCalls = m.toolCalls;
+      if (m.role === "user" && out.content === undefined) out.content = "";
+      return out;
+    });
   }
 
   _run() {
@@ -882,6 +949,76 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal, run, pr
   return { lastEventId, resumes, terminal };
 }
 
+
+// ------------------------------------------------------------------------------------------ A2UI
+
+// A2UI v0.9 surfaces arrive the way @ag-ui/a2ui-middleware 0.0.10 sends them: ACTIVITY_SNAPSHOT /
+// ACTIVITY_DELTA of activity type "a2ui-surface" whose content is either the surface,
+// {a2ui_operations: [createSurface, updateComponents, updateDataModel, deleteSurface messages]}, or
+// its lifecycle before it paints, {status: "building" | "retrying" | "failed", progressTokens,
+// attempt, maxAttempts, errors, error, attempts}, on the same message id (replaced in place).
+// A user action goes back in the next run's forwardedProps, {a2uiAction: {userAction}}, which the
+// middleware (and agui-engine's loops) turn into a `log_a2ui_event` tool call and its result.
+
+export const A2UI_ACTIVITY_TYPE = "a2ui-surface";
+export const A2UI_OPERATIONS_KEY = "a2ui_operations";
+/** The A2UI v0.9 basic catalog id the middleware gives a surface when the host names none. */
+export const A2UI_BASIC_CATALOG_ID = "https://a2ui.org/specification/v0_9/basic_catalog.json";
+
+/**
+ * What an a2ui-surface activity record shows: {operations} (the A2UI messages, objects only, as the
+ * middleware filters them) and/or {status, ...lifecycle} (null for another activity type).
+ */
+export function a2uiContent(record) {
+  if (!record || record.activityType !== A2UI_ACTIVITY_TYPE || !isObject(record.content)) return null;
+  const { [A2UI_OPERATIONS_KEY]: ops, ...lifecycle } = record.content;
+  const operations = Array.isArray(ops) ? ops.filter((op) => isObject(op)) : null;
+  return { operations, status: typeof lifecycle.status === "string" ? lifecycle.status : null, lifecycle };
+}
+
+/** The surface id an A2UI message is about (undefined when it names none). */
+export function a2uiSurfaceId(op) {
+  for (const key of ["createSurface", "updateComponents", "updateDataModel", "deleteSurface"]) {
+    if (isObject(op[key]) && typeof op[key].surfaceId === "string") return op[key].surfaceId;
+  }
+  return undefined;
+}
+
+/**
+ * The RunAgentInput that reports an A2UI user action (what a renderer's action handler receives:
+ * {name, surfaceId, sourceComponentId, timestamp, context}) to the agent: the thread's history and
+ * no new user message, the action in `forwardedProps.a2uiAction.userAction`. `options`: threadId,
+ * runId, tools, context, forwardedProps (merged; the action wins).
+ * Throws TypeError when the action has no string `name` or `surfaceId`.
+ */
+export function a2uiActionInput(store, action, options = {}) {
+  if (!isObject(action) || typeof action.name !== "string" || typeof action.surfaceId !== "string") {
+    throw new TypeError("an A2UI user action needs a string name and surfaceId");
+  }
+  const run = store.runs[store.runs.length - 1];
+  return {
+    threadId: options.threadId ?? run?.threadId ?? `thread-${randomId()}`,
+    runId: options.runId ?? `run-${randomId()}`,
+    messages: store.history(),
+    tools: options.tools ?? [],
+    context: options.context ?? [],
+    state: store.state,
+    forwardedProps: { ...options.forwardedProps, a2uiAction: { userAction: clone(action) } },
+  };
+}
+
+/**
+ * Report an A2UI user action and follow the run it starts: `runSSE(url, a2uiActionInput(...), store,
+ * hooks)`. `options` as for a2uiActionInput plus the runSSE hooks. Resolves as runSSE does.
+ */
+export function sendA2UIAction(url, store, action, options = {}) {
+  const { threadId, runId, tools, context, forwardedProps, ...hooks } = options;
+  return runSSE(url, a2uiActionInput(store, action, { threadId, runId, tools, context, forwardedProps }), store, hooks);
+}
+
+function randomId() {
+  return Math.random().toString(36).slice(2, 12);
+}
 
 // ------------------------------------------------------------------------------------------ data binding
 
@@ -1260,7 +1397,7 @@ function setPointer(doc, pointer, value) {
 export function a2uiDataModel(operations, filled = {}) {
   let model = {};
   for (const body of dataOps(operations)) {
-    model = setPointer(model, typeof body.path === "string" ? body.path : "/", structuredClone(body.value ?? null));
+    model = setPointer(model, typeof body.path === "string" ? body.path : "/", clone(body.value ?? null));
   }
   for (const [pointer, value] of Object.entries(filled)) model = setPointer(model, pointer, value);
   return isObject(model) ? model : {};

@@ -27,6 +27,11 @@
 // returning an Element, `result` the component's query result or undefined; the default renders any
 // props generically) and `panels` (functions called on each render).
 //
+// A2UI surfaces ("a2ui-surface" activities, the official middleware's shape) are drawn in the Surfaces
+// panel by inspector-a2ui.js with the official @a2ui/lit renderer (vendored), its own safe drawing when
+// the renderer refuses one; a button's action starts the next run with the action in
+// forwardedProps.a2uiAction.userAction (agui-engine.js's a2uiActionInput).
+//
 // A `render_ui` call (the component `generative-ui`) is drawn as its tree: each node by the card renderer
 // registered for its component name (given {id, name, props, streamingState}) or generically, its children
 // nested inside it, text as text; `data-node-id` is the node's identity. A refused tree shows its error.
@@ -35,7 +40,10 @@
 // ui:// resource read through the gateway's proxy, drawn in a sandboxed iframe, its JSON-RPC bridged
 // (mcp-apps.js). Apps are kept across renders (an iframe is never re-created by a render).
 
-import { EventStreamParser, ThreadStore, UI_SPEC_COMPONENT, bindQuery, parseRecording, runSSE, uiNodes } from "./agui-engine.js";
+import {
+  EventStreamParser, ThreadStore, UI_SPEC_COMPONENT, a2uiActionInput, bindQuery, parseRecording, runSSE, uiNodes,
+} from "./agui-engine.js";
+import { renderSurfaces, rendererReady } from "./inspector-a2ui.js";
 import { McpAppHost } from "./mcp-apps.js";
 
 const $ = (id) => document.getElementById(id);
@@ -55,6 +63,8 @@ const app = {
   reader: null,
   runId: null,
   verified: [],
+  surfaceViews: new Map(), // activity message id -> SurfaceView (kept across renders)
+  actions: [], // the A2UI user actions sent, in order
   cardRenderers,
   panels,
 };
@@ -331,7 +341,7 @@ function renderComponents() {
 }
 
 function renderMessages() {
-  $("messages").replaceChildren(...app.store.messages.map((m) => {
+  $("messages").replaceChildren(...app.store.messages.filter((m) => m.role !== "activity").map((m) => {
     const div = document.createElement("div");
     div.className = "message";
     div.dataset.role = m.role;
@@ -372,6 +382,8 @@ function render() {
   pending = false;
   collectStoreFindings();
   renderTimeline();
+  renderSurfaces($("surfaces"), app.store, app.surfaceViews, sendAction);
+  $("surface-count").textContent = app.surfaceViews.size;
   renderComponents();
   renderMessages();
   renderQueries();
@@ -415,17 +427,6 @@ async function verify(body, offset) {
 
 // ------------------------------------------------------------------------------------------ live runs
 
-function history() {
-  return app.store.messages.map((m) => {
-    const out = { id: m.id, role: m.role };
-    if (m.role === "tool") return { ...out, toolCallId: m.toolCallId, content: m.content ?? "" };
-    if (m.content) out.content = m.content;
-    if (m.toolCalls && m.toolCalls.length) out.toolCalls = m.toolCalls;
-    if (m.role === "user" && out.content === undefined) out.content = "";
-    return out;
-  });
-}
-
 // One received event of a live or attached run: kept raw (for the server's findings) and given its row.
 function recordFrame(raw, event, eventId, time) {
   raw.push(JSON.stringify(event));
@@ -437,16 +438,28 @@ function seqOf(eventId) {
   return eventId ? Number(eventId.slice(eventId.lastIndexOf(":") + 1)) : null;
 }
 
-async function send(text) {
+const newId = () => Math.random().toString(36).slice(2, 12);
+
+function send(text) {
   if (app.running) return;
+  const user = { id: "u-" + newId(), role: "user", content: text };
+  const input = { threadId: app.threadId, runId: "run-" + newId(), messages: [...app.store.history(), user], tools: [],
+                  context: [], state: app.store.state, forwardedProps: {} };
+  app.store.messages.push({ ...user });
+  return startRun(input);
+}
+
+// An A2UI user action (from a surface's button): the next run, with the action in its forwardedProps.
+function sendAction(action) {
+  if (app.running) return;
+  app.actions.push(action);
+  return startRun(a2uiActionInput(app.store, action, { threadId: app.threadId, runId: "run-" + newId() }));
+}
+
+async function startRun(input) {
   app.running = true;
   $("send").disabled = true;
   $("drop").disabled = false;
-  const id = () => Math.random().toString(36).slice(2, 12);
-  const user = { id: "u-" + id(), role: "user", content: text };
-  const input = { threadId: app.threadId, runId: "run-" + id(), messages: [...history(), user], tools: [], context: [],
-                  state: app.store.state, forwardedProps: {} };
-  app.store.messages.push({ ...user });
   const offset = app.store.events;
   const raw = [];
   const start = performance.now();
@@ -481,6 +494,7 @@ async function send(text) {
 function useStore(store) {
   app.binding?.stop();
   app.store = store;
+  app.surfaceViews = new Map();
   app.binding = bindQuery(store, { url: endpoint, headers: authHeaders });
   app.binding.subscribe(() => schedule());
   store.subscribe(() => schedule());
@@ -594,6 +608,11 @@ $("query-form").addEventListener("submit", (ev) => {
   app.binding.query(resourceId, params).catch((err) => { $("query-problem").textContent = err.message; });
 });
 useStore(new ThreadStore());
+// surfaces drawn before the renderer loaded (the fallback) are drawn again with it
+rendererReady.then(() => {
+  for (const view of app.surfaceViews.values()) view.version = -1;
+  schedule();
+});
 const linked = fragmentRuns();
 if (linked.token) $("token").value = linked.token;
 app.ready = true;

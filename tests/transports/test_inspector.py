@@ -267,24 +267,9 @@ async def test_ui_spec_tree_renders_nested(browser: Any, tmp_path: Path) -> None
 async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> None:
     """``python -m agui_engine serve --ui-spec`` in a real subprocess: asking the embedded model for a weather
     dashboard draws its ``render_ui`` tree in the inspector while the run still streams, then whole and nested."""
-    import os
-    import subprocess
-    import sys
-    import time
+    from .served import served
 
-    log = tmp_path / "serve.log"
-    with log.open("wb") as err:
-        server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--ui-spec", "--port", "0",
-                                   "--pace", "0.02"], stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT,
-                                  env={**os.environ, "AGUI_AUTH_TOKEN": ""})
-    try:
-        deadline = time.monotonic() + 30
-        url = None
-        while url is None and time.monotonic() < deadline and server.poll() is None:
-            url = next((line.split()[-1] for line in log.read_text().splitlines() if line.startswith("serving on ")),
-                       None)
-            time.sleep(0.05)
-        assert url, f"the server did not start: {log.read_text()}"
+    with served(tmp_path, "--ui-spec", "--pace", "0.02") as url:
         page = await open_inspector(browser, url)
         posts: list[str] = []  # the browser's queries, seen on the wire
         page.on("request", lambda r: posts.append(r.post_data or "")
@@ -320,6 +305,3 @@ async def test_served_ui_spec_tree_grows_live(browser: Any, tmp_path: Path) -> N
         assert await page.inner_text("#query-count") == "2"
         assert await page.inner_text("#finding-count") == "0"
         assert page.errors == []
-    finally:
-        server.terminate()
-        assert server.wait(timeout=15) == 0
