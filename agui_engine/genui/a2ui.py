@@ -78,12 +78,14 @@ from ..protocol.events import (
 )
 from ..protocol.ids import IdFactory, new_id
 from ..protocol.pointer import escape_token, unescape_token
+from .resources import ResourceRegistry
 
 __all__ = [
     "A2UIActionError",
     "A2UICatalog",
     "A2UICatalogError",
     "A2UIProblem",
+    "A2UIResourceBinding",
     "A2UISurfaceStream",
     "A2UITransformer",
     "A2UI_ACTIVITY_TYPE",
@@ -91,6 +93,7 @@ __all__ = [
     "A2UI_LOG_EVENT_TOOL",
     "A2UI_OPERATIONS_KEY",
     "A2UI_PROGRESS_TOKEN_STEP",
+    "A2UI_RESOURCE_KEY",
     "A2UI_SCHEMA_CONTEXT_DESCRIPTION",
     "A2UI_TOOL",
     "A2UI_VERSION",
@@ -100,9 +103,12 @@ __all__ = [
     "MAX_A2UI_COMPONENTS",
     "MAX_A2UI_DEPTH",
     "MAX_A2UI_JSON_DEPTH",
+    "MAX_A2UI_RESOURCE_BINDINGS",
     "a2ui_catalog_option",
     "a2ui_context",
+    "a2ui_data_model",
     "a2ui_guide",
+    "a2ui_resource_bindings",
     "a2ui_user_action",
     "a2ui_wire_tools",
     "prepare_a2ui_run",
@@ -150,6 +156,13 @@ MAX_A2UI_ARGS_BYTES: Final = 1024 * 1024
 #: A ``building`` snapshot carries ``progressTokens`` every this many estimated tokens
 #: (the middleware's step; one token = 4 UTF-16 units of argument text).
 A2UI_PROGRESS_TOKEN_STEP: Final = 20
+#: Resource-bound data members of one surface (``{"$resource": ...}`` values): each is one data
+#: query a client makes when it shows the surface; a dashboard binds a handful, 32 bounds the
+#: queries one model call can make every viewer send.
+MAX_A2UI_RESOURCE_BINDINGS: Final = 32
+#: The key of a data-model value the client fills from a server resource:
+#: ``{"$resource": {"resourceId": ..., "params": {...}}}`` (``spec/a2ui.md``, resource-bound data).
+A2UI_RESOURCE_KEY: Final = "$resource"
 
 _RENDERED_RESULT: Final = '{"status":"rendered"}'
 _RECOVERY_EXHAUSTED: Final = "a2ui_recovery_exhausted"
@@ -568,13 +581,161 @@ def validate_components(components: Any, catalog: A2UICatalog | None = None, *,
     return problems
 
 
+# --------------------------------------------------------------------------- resource-bound data
+class A2UIResourceBinding(msgspec.Struct, frozen=True, kw_only=True):
+    """A data-model path a client fills from a server resource: ``path`` (a JSON Pointer in the
+    surface's data model), the resource id and its params (what ``POST <path>/data/query`` sends)."""
+
+    surface_id: str
+    path: str
+    resource_id: str
+    params: dict[str, Any]
+
+
+def _resource_ref(value: Any) -> Any:
+    """The ``{"resourceId", "params"?}`` body of a ``{"$resource": ...}`` value, else ``None``."""
+    if _is_object(value) and len(value) == 1 and A2UI_RESOURCE_KEY in value:
+        return value[A2UI_RESOURCE_KEY]
+    return None
+
+
+def _walk_refs(value: Any, pointer: str, out: list[tuple[str, Any]]) -> None:
+    """Every ``$resource`` value under ``value`` as ``(pointer, body)``, in document order. The
+    nesting is bounded already (the arguments' ``MAX_A2UI_JSON_DEPTH``, a client's own JSON)."""
+    body = _resource_ref(value)
+    if body is not None:
+        out.append((pointer, body))
+    elif _is_object(value):
+        for key, item in value.items():
+            _walk_refs(item, f"{pointer}/{escape_token(str(key))}", out)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _walk_refs(item, f"{pointer}/{i}", out)
+
+
+def _resource_problems(data: Any, registry: ResourceRegistry) -> list[A2UIProblem]:
+    """Why the ``$resource`` values of a call's ``data`` cannot be queried: not
+    ``{"resourceId": str, "params"?: object}``, an id the server does not serve, params that do not
+    fit the resource's schema, more than :data:`MAX_A2UI_RESOURCE_BINDINGS`. Raises nothing."""
+    found: list[tuple[str, Any]] = []
+    _walk_refs(data, "/data", found)
+    problems: list[A2UIProblem] = []
+    if len(found) > MAX_A2UI_RESOURCE_BINDINGS:
+        return [A2UIProblem(code="too_many_resources", path="data", pointer="/data",
+                            message=f"A surface binds at most {MAX_A2UI_RESOURCE_BINDINGS} data paths to resources, "
+                                    f"got {len(found)}")]
+    for pointer, body in found:
+        at = pointer + "/" + A2UI_RESOURCE_KEY
+        toolkit = pointer[1:].replace("/", ".") + "." + A2UI_RESOURCE_KEY
+        rid = body.get("resourceId") if _is_object(body) else None
+        params = body.get("params", {}) if _is_object(body) else None
+        if not isinstance(rid, str) or not _is_object(params):
+            problems.append(A2UIProblem(code="invalid_resource", path=toolkit, pointer=at,
+                                        message='A resource binding is {"$resource": {"resourceId": string, '
+                                                '"params": object}}'))
+        elif rid not in registry:
+            problems.append(A2UIProblem(code="unknown_resource", path=toolkit + ".resourceId",
+                                        pointer=at + "/resourceId",
+                                        message=f"No resource {rid[:128]!r} is served here (known: "
+                                                f"{', '.join(registry.ids) or 'none'})"))
+        else:
+            bad = registry.get(rid).params_problem(params, root="$.params")
+            if bad is not None:
+                message, path = bad
+                problems.append(A2UIProblem(code="invalid_params", path=toolkit + path[1:],
+                                            pointer=at + "/params" + _dotted_to_pointer(path[len("$.params"):]),
+                                            message=message))
+    return problems
+
+
+def _dotted_to_pointer(dotted: str) -> str:
+    """``.city[0]`` (a params error's path tail) -> ``/city/0``."""
+    return dotted.replace("[", ".").replace("]", "").replace(".", "/")
+
+
+def _data_op_path(body: dict[str, Any]) -> str:
+    """The data-model pointer an ``updateDataModel`` writes at (``/``: the whole model)."""
+    path = body.get("path")
+    return path if isinstance(path, str) else "/"
+
+
+def a2ui_resource_bindings(operations: Iterable[Any]) -> list[A2UIResourceBinding]:
+    """The resource-bound paths of a surface's operations: every ``{"$resource": {resourceId,
+    params}}`` value an ``updateDataModel`` writes, as the data-model pointer it lands at (``path``
+    of the operation + the pointer inside its ``value``). A later write of the same path replaces
+    an earlier binding; a malformed binding (not a string id, params not an object) is skipped (the
+    server refuses those to the model). Raises nothing."""
+    found: dict[str, A2UIResourceBinding] = {}
+    for op in operations:
+        body = op.get("updateDataModel") if _is_object(op) else None
+        if not _is_object(body) or not isinstance(body.get("surfaceId"), str):
+            continue
+        raw = _data_op_path(body)
+        base = "" if raw == "/" else raw.rstrip("/")
+        refs: list[tuple[str, Any]] = []
+        _walk_refs(body.get("value"), base, refs)
+        for stale in [p for p in found if p == base or p.startswith(base + "/") or not base]:
+            del found[stale]
+        for pointer, ref in refs:
+            rid = ref.get("resourceId") if _is_object(ref) else None
+            params = ref.get("params", {}) if _is_object(ref) else None
+            if isinstance(rid, str) and rid and _is_object(params):
+                found[pointer or "/"] = A2UIResourceBinding(surface_id=body["surfaceId"], path=pointer or "/",
+                                                            resource_id=rid, params=params)
+    return list(found.values())
+
+
+def _set_pointer(doc: Any, pointer: str, value: Any) -> Any:
+    """``doc`` with ``value`` at ``pointer`` (objects made on the way, an array index replaced or
+    appended); the root pointer replaces ``doc``."""
+    if pointer in ("", "/"):
+        return value
+    tokens = [unescape_token(t) for t in pointer[1:].split("/")]
+    root = doc if _is_object(doc) or isinstance(doc, list) else {}
+    node: Any = root
+    for i, token in enumerate(tokens):
+        last = i == len(tokens) - 1
+        if isinstance(node, list):
+            index = len(node) if token == "-" else int(token) if token.isdigit() else -1
+            if not 0 <= index <= len(node):
+                return root  # a path the data model cannot hold: left as it is
+            if last:
+                node[index:index + 1] = [value]
+                return root
+            if index == len(node) or not (_is_object(node[index]) or isinstance(node[index], list)):
+                node[index:index + 1] = [{}]
+            node = node[index]
+        else:
+            if last:
+                node[token] = value
+                return root
+            if not (_is_object(node.get(token)) or isinstance(node.get(token), list)):
+                node[token] = {}
+            node = node[token]
+    return root
+
+
+def a2ui_data_model(operations: Iterable[Any], filled: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The data model a surface's ``updateDataModel`` operations leave (in order, each writing its
+    ``value`` at its ``path``), with ``filled`` (data-model pointer -> value, e.g. the answers of
+    :func:`a2ui_resource_bindings`' queries) written over it. Works on a copy; raises nothing."""
+    model: Any = {}
+    for op in operations:
+        body = op.get("updateDataModel") if _is_object(op) else None
+        if _is_object(body):
+            model = _set_pointer(model, _data_op_path(body), json.loads(json.dumps(body.get("value"))))
+    for pointer, value in (filled or {}).items():
+        model = _set_pointer(model, pointer, value)
+    return model if _is_object(model) else {}
+
+
 # --------------------------------------------------------------------------- the tool
 _TOOL_DESCRIPTION: Final = ("Render a dynamic A2UI v0.9 surface with structured parameters. "
                             "Follow the A2UI render tool usage guide provided in context.")
 
 
-def _tool_parameters() -> dict[str, Any]:
-    return {
+def _tool_parameters(registry: ResourceRegistry | None = None) -> dict[str, Any]:
+    params: dict[str, Any] = {
         "type": "object",
         "properties": {
             "surfaceId": {"type": "string", "description": "Unique surface identifier."},
@@ -589,12 +750,40 @@ def _tool_parameters() -> dict[str, Any]:
         },
         "required": ["surfaceId", "components"],
     }
+    if registry is not None and len(registry):
+        # offered only when the server has resources: a data member may then be a binding the client
+        # fills through the gateway (POST <path>/data/query), never a URL the model writes
+        data = params["properties"]["data"]
+        data["description"] += _RESOURCE_DATA_HINT
+        data["additionalProperties"] = {"anyOf": [_resource_ref_schema(registry), {}]}
+    return params
 
 
-def render_a2ui_tool(name: str = A2UI_TOOL) -> LLMTool:
+_RESOURCE_DATA_HINT: Final = (
+    ' A data member may instead be filled by the server from a data resource: '
+    '{"$resource": {"resourceId": "<id>", "params": {...}}} (the ids and their params are in this schema); '
+    'bind components to its path as to any data.')
+
+
+def _resource_ref_schema(registry: ResourceRegistry) -> dict[str, Any]:
+    choices = []
+    for resource in registry:
+        body: dict[str, Any] = {"type": "object",
+                                "properties": {"resourceId": {"const": resource.id}, "params": resource.params_schema},
+                                "required": ["resourceId", "params"], "additionalProperties": False}
+        if resource.description:
+            body["description"] = resource.description
+        choices.append(body)
+    return {"type": "object", "properties": {A2UI_RESOURCE_KEY: {"anyOf": choices}},
+            "required": [A2UI_RESOURCE_KEY], "additionalProperties": False}
+
+
+def render_a2ui_tool(name: str = A2UI_TOOL, *, resources: ResourceRegistry | None = None) -> LLMTool:
     """The tool as a model sees it: the middleware's name, description and parameters (not strict:
-    components are free-form objects)."""
-    return LLMTool(name=name, description=_TOOL_DESCRIPTION, parameters=_tool_parameters())
+    components are free-form objects). With ``resources`` (a non-empty registry) the ``data``
+    schema also offers resource bindings (``{"$resource": {resourceId, params}}``, one choice per
+    resource with its params schema)."""
+    return LLMTool(name=name, description=_TOOL_DESCRIPTION, parameters=_tool_parameters(resources))
 
 
 def a2ui_guide(name: str = A2UI_TOOL) -> str:
@@ -672,7 +861,8 @@ class A2UISurfaceStream:
     middleware); ``message_id`` defaults to ``"a2ui-surface-" + tool_call_id``; ``attempt``
     counts this call among the attempts at one surface (a ``retrying`` snapshot says attempt
     ``min(attempt + 1, max_attempts)``); ``progress``: ``building`` snapshots with
-    ``progressTokens``.
+    ``progressTokens``; ``resources``: the server's registry, against which the ``$resource`` data
+    bindings are checked when the call ends (an unknown id or bad params refuse the call).
 
     :meth:`start` -> ``[building]``; :meth:`feed` (an arguments fragment) and :meth:`close`
     -> activity events. Bad arguments (malformed JSON, a limit, a refused component) are never
@@ -683,11 +873,11 @@ class A2UISurfaceStream:
     __slots__ = ("_catalog_arg", "_closed_components", "_comps", "_data", "_data_op", "_data_queue", "_emitted_tokens",
                  "_head_sent", "_ids", "_mirror", "_own", "_painted", "_ps", "_root", "_sent_components", "_u16",
                  "attempt", "catalog", "catalog_id", "closed", "components_closed", "data_closed", "max_attempts",
-                 "message_id", "problems", "progress", "quiet", "surface_id", "tool_call_id")
+                 "message_id", "problems", "progress", "quiet", "resources", "surface_id", "tool_call_id")
 
     def __init__(self, tool_call_id: str, *, catalog: A2UICatalog | None = None, catalog_id: str | None = None,
                  message_id: str | None = None, attempt: int = 1, max_attempts: int = MAX_A2UI_ATTEMPTS,
-                 progress: bool = True) -> None:
+                 progress: bool = True, resources: ResourceRegistry | None = None) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive int, got {max_attempts!r}")
         self.tool_call_id = tool_call_id
@@ -697,6 +887,9 @@ class A2UISurfaceStream:
         self.attempt = attempt
         self.max_attempts = max_attempts
         self.progress = progress
+        #: The server's resources: ``$resource`` data bindings are checked against them at the close
+        #: (``None``: a ``$resource`` value is plain data, as the middleware passes it).
+        self.resources = resources
         self._ps = PatchStream(append_strings=True, max_depth=MAX_A2UI_JSON_DEPTH, max_bytes=MAX_A2UI_ARGS_BYTES)
         self._root: dict[str, Any] | None = None
         self._comps: list[Any] | None = None
@@ -794,6 +987,10 @@ class A2UISurfaceStream:
                                                    message="The arguments have no string 'surfaceId'")])
         if not self.components_closed:
             return out + self._refuse(validate_components(root.get("components")))
+        if self.resources is not None and "data" in root:
+            bad = _resource_problems(root["data"], self.resources)
+            if bad:
+                return out + self._refuse(bad)
         return out
 
     def tool_result(self) -> tuple[str, str | None]:
@@ -1082,7 +1279,8 @@ class A2UITransformer:
     max_attempts=MAX_A2UI_ATTEMPTS, progress=True, ids=new_id)``: ``catalog`` validates the
     components; ``catalog_id`` is the host's (else the front end's context entry's, else the
     arguments', else basic); ``tool_names`` are the tools whose calls are surfaces (an agent's own
-    A2UI tool name); ``ids`` mints the message ids of the tool results it adds.
+    A2UI tool name); ``ids`` mints the message ids of the tool results it adds; ``resources``: the
+    server's registry (each surface stream checks its ``$resource`` bindings against it).
 
     :meth:`feed` an event -> events: a surface tool call's activity events come before the
     event that caused them; a call of another tool is the *outer* call of the surface calls made
@@ -1095,11 +1293,12 @@ class A2UITransformer:
     """
 
     __slots__ = ("_answered", "_held", "_ids", "_outer", "_painted_surfaces", "_pending", "_retrying", "_starts",
-                 "_streams", "catalog", "catalog_id", "max_attempts", "progress", "tool_names")
+                 "_streams", "catalog", "catalog_id", "max_attempts", "progress", "resources", "tool_names")
 
     def __init__(self, run_input: RunAgentInput | None = None, *, catalog: A2UICatalog | None = None,
                  catalog_id: str | None = None, tool_names: Iterable[str] = (A2UI_TOOL,),
-                 max_attempts: int = MAX_A2UI_ATTEMPTS, progress: bool = True, ids: IdFactory = new_id) -> None:
+                 max_attempts: int = MAX_A2UI_ATTEMPTS, progress: bool = True, ids: IdFactory = new_id,
+                 resources: ResourceRegistry | None = None) -> None:
         self.tool_names = frozenset(tool_names)
         if not self.tool_names or not all(isinstance(n, str) and n for n in self.tool_names):
             raise UsageError(f"tool_names must be non-empty tool names, got {tool_names!r}")
@@ -1107,6 +1306,7 @@ class A2UITransformer:
         self.catalog_id = catalog_id or _context_catalog_id(run_input)
         self.max_attempts = max_attempts
         self.progress = progress
+        self.resources = resources
         self._ids = ids
         self._streams: dict[str, A2UISurfaceStream] = {}
         self._outer: str | None = None
@@ -1136,7 +1336,8 @@ class A2UITransformer:
                 self._starts[key] = self._starts.get(key, 0) + 1
                 stream = A2UISurfaceStream(event.tool_call_id, catalog=self.catalog, catalog_id=self.catalog_id,
                                            message_id=f"a2ui-surface-{key}", attempt=self._starts[key],
-                                           max_attempts=self.max_attempts, progress=self.progress)
+                                           max_attempts=self.max_attempts, progress=self.progress,
+                                           resources=self.resources)
                 self._streams[event.tool_call_id] = stream
                 self._pending.append(event.tool_call_id)
                 stream.quiet = key in self._retrying
@@ -1287,32 +1488,40 @@ def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICata
 
 
 def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
-                     ids: IdFactory = new_id) -> tuple[RunAgentInput, A2UITransformer]:
+                     ids: IdFactory = new_id,
+                     resources: ResourceRegistry | None = None) -> tuple[RunAgentInput, A2UITransformer]:
     """What a loop does before an agent runs with A2UI, as the middleware does: the user action in
     ``forwardedProps`` becomes a ``log_a2ui_event`` call and result, ``render_a2ui`` joins the tools
     (replacing one of that name), the host's catalog replaces the front end's context entry and the
     usage guide is added. Returns the agent's input and the transformer of its events (which
-    validates against the front end's catalog when it sent one, else ``catalog``).
+    validates against the front end's catalog when it sent one, else ``catalog``). ``resources``
+    (a non-empty registry): the tool offers ``$resource`` data bindings and the transformer checks them.
 
     Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
     catalog that is not one (remote input: the request is refused before the run)."""
     client = A2UICatalog.from_context(run_input.context)
     out = a2ui_user_action(run_input, ids=ids)
-    tool = render_a2ui_tool(tool_name)
+    registry = resources if resources is not None and len(resources) else None
+    tool = render_a2ui_tool(tool_name, resources=registry)
     tools = [t for t in out.tools if t.name != tool_name]
     tools.append(_protocol_tool(tool))
     guide = A2UI_GUIDE_CONTEXT_DESCRIPTION.format(tool_name)
     context = [c for c in out.context if c.description not in (A2UI_SCHEMA_CONTEXT_DESCRIPTION, guide)]
     context += a2ui_context(catalog, tool_name)
     inner = msgspec.structs.replace(out, tools=tools, context=context)
-    transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids)
+    transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids,
+                                  resources=registry)
     return inner, transformer
 
 
-def a2ui_wire_tools(catalog: A2UICatalog | None, tool_name: str = A2UI_TOOL) -> list[Tool]:
+def a2ui_wire_tools(catalog: A2UICatalog | None, tool_name: str = A2UI_TOOL, *,
+                    resources: ResourceRegistry | None = None) -> list[Tool]:
     """``[render_a2ui]`` as an AG-UI tool when a loop offers A2UI (``catalog`` not ``None``), else ``[]``:
-    what ``capabilities()`` adds to ``tools.items``."""
-    return [] if catalog is None else [_protocol_tool(render_a2ui_tool(tool_name))]
+    what ``capabilities()`` adds to ``tools.items`` (with ``resources``, its resource bindings)."""
+    if catalog is None:
+        return []
+    registry = resources if resources is not None and len(resources) else None
+    return [_protocol_tool(render_a2ui_tool(tool_name, resources=registry))]
 
 
 def _protocol_tool(tool: LLMTool) -> Tool:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import cast
 
 from ..genui.a2ui import A2UI_TOOL, A2UICatalog, a2ui_catalog_option, prepare_a2ui_run
+from ..genui.resources import ResourceRegistry
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..protocol.events import Event, RunAgentInput
 from ..protocol.ids import IdFactory, new_id
@@ -27,11 +28,12 @@ __all__ = ["A2UIAgent", "a2ui_events"]
 
 async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], input: RunAgentInput,
                       catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
-                      ids: IdFactory = new_id) -> AsyncIterator[Event]:
-    """``run(input)`` with A2UI (see the module docstring). Raises, before the first event,
+                      ids: IdFactory = new_id, resources: ResourceRegistry | None = None) -> AsyncIterator[Event]:
+    """``run(input)`` with A2UI (see the module docstring); ``resources``: the server's registry
+    (``$resource`` data bindings offered and checked when it is not empty). Raises, before the first event,
     :class:`~agui_engine.genui.a2ui.A2UIActionError` / ``A2UICatalogError`` for a bad user
     action or front-end catalog, and whatever ``run`` raises before its first event."""
-    inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids)
+    inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
     stream = run(inner_input)
     try:
         async for event in stream:

@@ -322,7 +322,7 @@ class AgentLoop:
             remote = await run_source_tools(self.tool_sources, set(specs))
             specs = build_tools(self.components, remote, interactables=self.interactables, strict=self.strict,
                                 ui_spec=self.ui_spec)
-        items = wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui)
+        items = wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui, resources=self.resources)
         if not items:
             return inner
         return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
@@ -332,7 +332,7 @@ class AgentLoop:
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
         if self.a2ui is None:
             return self._run(input)
-        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources)
 
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""

@@ -404,7 +404,7 @@ class LLMAgent:
             identity=IdentityCapabilities(type=IDENTITY_TYPE),
             tools=ToolsCapabilities(
                 supported=True,
-                items=wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui),
+                items=wire_tools(specs.values()) + a2ui_wire_tools(self.a2ui, resources=self.resources),
                 parallel_calls=self.parallel_tool_calls,
                 client_provided=True,
             ),
@@ -421,7 +421,7 @@ class LLMAgent:
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
         if self.a2ui is None:
             return self._run(input)
-        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources)
 
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""

@@ -52,7 +52,13 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
 
-from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY, A2UIActionError
+from ..genui.a2ui import (
+    A2UI_ACTIVITY_TYPE,
+    A2UI_OPERATIONS_KEY,
+    A2UIActionError,
+    a2ui_data_model,
+    a2ui_resource_bindings,
+)
 from ..genui.component_stream import COMPONENT_HANDLERS
 from ..genui.components import ServerTool, tool_from_callable
 from ..protocol.accumulator import Accumulator, RunRecord
@@ -348,6 +354,22 @@ class Thread:
                 "(the gateway serves the resources)"
             )
         return await ask(resource_id, params)
+
+    async def a2ui_data(self, surface_id: str) -> dict[str, Any]:
+        """The data model of a surface the thread shows, with every resource-bound path
+        (``{"$resource": {resourceId, params}}``) filled by a data query through the gateway
+        (:meth:`query`, one per binding, in document order): what a front end binds the
+        surface's components to. Raises :class:`~agui_engine.genui.a2ui.A2UIActionError` for a
+        surface the thread does not show, and the first query's typed error
+        (:mod:`agui_engine.genui.resources`: 403 ``forbidden``, 404, 422 ...) as :meth:`query`
+        does. Changes nothing on the thread."""
+        surface = self.a2ui_surfaces.get(surface_id)
+        if surface is None:
+            raise A2UIActionError(f"the thread does not show A2UI surface {surface_id!r} "
+                                  f"(it shows {sorted(self.a2ui_surfaces)})")
+        operations = surface["operations"]
+        filled = {b.path: await self.query(b.resource_id, b.params) for b in a2ui_resource_bindings(operations)}
+        return a2ui_data_model(operations, filled)
 
     # ------------------------------------------------------------------ internals
 

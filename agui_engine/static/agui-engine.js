@@ -58,6 +58,10 @@
 // "a2ui-surface", the official middleware's shape) are read with `a2uiContent(record)`, and a user
 // action on one goes back with `sendA2UIAction(url, store, action)` (section "A2UI" below).
 //
+// A2UI resource-bound data (spec/a2ui.md): a surface's data member may be `{"$resource": {resourceId,
+// params}}`; `a2uiData(operations, options)` queries each binding through the same `query()` and
+// resolves to the surface's data model with the answers at their paths.
+//
 // Extension points: `ThreadStore.customHandlers` (name -> function(store, event, index)), for
 // features added later (UI specs) without editing the core.
 
@@ -1309,4 +1313,107 @@ export class QueryBinding {
     this._notify(entry);
     return entry;
   }
+}
+
+// ------------------------------------------------------------------------------------------ A2UI resource-bound data
+
+/** The key of an A2UI data-model value the client fills from a server resource (spec/a2ui.md). */
+export const A2UI_RESOURCE_KEY = "$resource";
+
+function resourceRef(value) {
+  return isObject(value) && Object.keys(value).length === 1 && Object.hasOwn(value, A2UI_RESOURCE_KEY)
+    ? value[A2UI_RESOURCE_KEY] : undefined;
+}
+
+function escapeToken(token) {
+  return String(token).replace(/~/g, "~0").replace(/\//g, "~1");
+}
+
+function walkRefs(value, pointer, out) {
+  const ref = resourceRef(value);
+  if (ref !== undefined) out.push([pointer, ref]);
+  else if (Array.isArray(value)) value.forEach((item, i) => walkRefs(item, `${pointer}/${i}`, out));
+  else if (isObject(value)) for (const [key, item] of Object.entries(value)) walkRefs(item, `${pointer}/${escapeToken(key)}`, out);
+}
+
+function dataOps(operations) {
+  return (Array.isArray(operations) ? operations : [])
+    .map((op) => (isObject(op) ? op.updateDataModel : undefined))
+    .filter((body) => isObject(body) && typeof body.surfaceId === "string");
+}
+
+/**
+ * The resource-bound paths of an A2UI surface's operations (e.g. `Thread`'s / an `a2ui-surface`
+ * activity's `a2ui_operations`): every `{"$resource": {resourceId, params}}` value an
+ * `updateDataModel` writes, as `{surfaceId, path, resourceId, params}` with `path` the data-model
+ * JSON pointer it lands at. A later write of a path replaces the bindings under it; a malformed
+ * binding is skipped. Never throws.
+ */
+export function a2uiResourceBindings(operations) {
+  const found = new Map();
+  for (const body of dataOps(operations)) {
+    const raw = typeof body.path === "string" ? body.path : "/";
+    const base = raw === "/" ? "" : raw.replace(/\/+$/, "");
+    for (const key of [...found.keys()]) if (!base || key === base || key.startsWith(base + "/")) found.delete(key);
+    const refs = [];
+    walkRefs(body.value, base, refs);
+    for (const [pointer, ref] of refs) {
+      const params = isObject(ref) && ref.params !== undefined ? ref.params : {};
+      if (isObject(ref) && typeof ref.resourceId === "string" && ref.resourceId && isObject(params)) {
+        found.set(pointer || "/", { surfaceId: body.surfaceId, path: pointer || "/", resourceId: ref.resourceId, params });
+      }
+    }
+  }
+  return [...found.values()];
+}
+
+function setPointer(doc, pointer, value) {
+  if (pointer === "" || pointer === "/") return value;
+  const tokens = parsePointer(pointer);
+  const root = isObject(doc) || Array.isArray(doc) ? doc : {};
+  let node = root;
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i];
+    const last = i === tokens.length - 1;
+    if (Array.isArray(node)) {
+      const index = token === "-" ? node.length : /^\d+$/.test(token) ? Number(token) : -1;
+      if (index < 0 || index > node.length) return root; // a path the data model cannot hold: left as it is
+      if (last) { node[index] = value; return root; }
+      if (!(isObject(node[index]) || Array.isArray(node[index]))) node[index] = {};
+      node = node[index];
+    } else {
+      if (last) { node[token] = value; return root; }
+      if (!(isObject(node[token]) || Array.isArray(node[token]))) node[token] = {};
+      node = node[token];
+    }
+  }
+  return root;
+}
+
+/**
+ * The data model an A2UI surface's `updateDataModel` operations leave (in order), with `filled`
+ * (`{pointer: value}`) written over it. Works on a copy; never throws for remote input.
+ */
+export function a2uiDataModel(operations, filled = {}) {
+  let model = {};
+  for (const body of dataOps(operations)) {
+    model = setPointer(model, typeof body.path === "string" ? body.path : "/", clone(body.value ?? null));
+  }
+  for (const [pointer, value] of Object.entries(filled)) model = setPointer(model, pointer, value);
+  return isObject(model) ? model : {};
+}
+
+/**
+ * Fill an A2UI surface's resource-bound paths through the gateway: one `query()` per binding of
+ * `a2uiResourceBindings(operations)` (all at once), each answer written at its path. Resolves to
+ * the data model the surface's components bind to. `options` as for `query` (`url`: the agent's run
+ * URL, `headers`, `signal`). Rejects with the first binding's `QueryError` (`status`, `code`:
+ * 403 `forbidden`, 404 `unknown_resource`, 422 `invalid_params` with `path` ...).
+ */
+export async function a2uiData(operations, options = {}) {
+  const bindings = a2uiResourceBindings(operations);
+  const answers = await Promise.all(bindings.map((b) => query(b.resourceId, b.params, options)));
+  const filled = {};
+  bindings.forEach((b, i) => { filled[b.path] = answers[i]; });
+  return a2uiDataModel(operations, filled);
 }

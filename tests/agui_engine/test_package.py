@@ -21,7 +21,7 @@ LAYER_FOLDERS = ("protocol", "genui", "loops", "demo")
 MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
 
 EXPECTED_ALL = [
-    "A2UIActionError", "A2UICatalog", "A2UICatalogError", "A2UIProblem", "A2UISurfaceStream", "A2UITransformer",
+    "A2UIActionError", "A2UICatalog", "A2UICatalogError", "A2UIProblem", "A2UIResourceBinding", "A2UISurfaceStream", "A2UITransformer",
     "A2UI_ACTIVITY_TYPE", "A2UI_LOG_EVENT_TOOL", "A2UI_OPERATIONS_KEY", "A2UI_SCHEMA_CONTEXT_DESCRIPTION",
     "A2UI_TOOL", "Accumulator", "ActivityDeltaEvent", "ActivityMessage", "ActivitySnapshotEvent", "AddOperation",
     "Agent", "AgentCapabilities", "AgentFunction", "AgentLoop", "AguiEngineError", "AnyEvent", "AppServer",
@@ -63,7 +63,8 @@ EXPECTED_ALL = [
     "ToolsCapabilities", "TransportCapabilities", "Turn", "UINode", "UISpecTool", "UI_SPEC_COMPONENT",
     "UI_SPEC_TOOL", "UnknownComponentError", "UnknownEvent", "UnknownProtoEventError", "UnknownResourceError",
     "UnknownToolChoiceError", "UpstreamError", "UrlSource", "Usage", "UsageError", "UserMessage", "Verifier",
-    "VideoInputContent", "VideoPart", "Violation", "WriterError", "__version__", "a2ui_context", "a2ui_user_action",
+    "VideoInputContent", "VideoPart", "Violation", "WriterError", "__version__", "a2ui_context", "a2ui_data_model",
+    "a2ui_resource_bindings", "a2ui_user_action",
     "agent_capabilities", "apply_json_patch", "as_agent", "compact_events", "component_blocks", "decode_event",
     "decode_proto", "encode_event", "encode_ndjson", "encode_proto", "encode_proto_frame", "encode_sse",
     "encode_sse_comment", "find_component", "interactable_tools", "interactables_from_context", "mcp_apps_activity",
