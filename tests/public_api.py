@@ -142,11 +142,10 @@ def check_package(package: ModuleType, expected: list[str], path: Path, modules:
     assert star_import(package.__name__) == set(names)
 
 
-def public_modules(
-    folder: str, package: str, exclude: set[str], subpackages: tuple[str, ...] = ()
-) -> list[tuple[str, Path]]:
-    """``(module name, path)`` of every public module in the source folder ``folder`` and in
-    its ``subpackages`` folders (names starting with ``_`` and ``exclude`` are not public)."""
+def public_modules(package: str, exclude: set[str], subpackages: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
+    """``(module name, path)`` of every public module of ``package`` (its folder is its import
+    path) and of its ``subpackages`` (names starting with ``_`` and ``exclude`` are not public)."""
+    folder = package.replace(".", "/")
     found = []
     for sub in ("", *subpackages):
         prefix = f"{package}.{sub}." if sub else f"{package}."

@@ -91,11 +91,9 @@ def _clean_env(bin_dir: Path) -> dict[str, str]:
 def test_the_wheel_holds_every_package_and_its_data(wheel_venv: tuple[Path, Path]) -> None:
     _bin, purelib = wheel_venv
     installed = purelib / "agui_engine"
-    for folder in ("agui_engine", "adapters", "transports"):  # every package of every layer folder
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
-            target = installed if folder == "agui_engine" else installed / folder
-            assert (target / relative / "__init__.py").exists(), f"{folder}/{relative} is not in the wheel"
+    for init in (ROOT / "agui_engine").rglob("__init__.py"):  # every package, the folder its import path
+        relative = init.parent.relative_to(ROOT / "agui_engine")
+        assert (installed / relative / "__init__.py").exists(), f"agui_engine/{relative} is not in the wheel"
     assert (installed / "py.typed").exists()
     # examples/ (a top-level package of the checkout, run from the repository root) is not installed
     assert not (purelib / "examples").exists() and not (installed / "examples").exists()

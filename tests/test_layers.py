@@ -1,8 +1,9 @@
 """The layers, and what each may import; the folders are the layers.
 
-    core (agui_engine/, minus cli/)  <-  adapters (adapters/ = agui_engine.adapters)
-                                     <-  transports (transports/ = agui_engine.transports)
-                                     <-  cli (agui_engine/cli/, and agui_engine/__main__.py)
+    core (agui_engine/, minus adapters/, transports/, cli/)
+        <-  adapters (agui_engine/adapters/)
+        <-  transports (agui_engine/transports/)
+        <-  cli (agui_engine/cli/, and agui_engine/__main__.py)
 
 and inside the core, bottom to top, one folder (or top-level module) a layer:
 
@@ -44,12 +45,10 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
-#: folder -> installed package name
-FOLDERS = {"agui_engine": "agui_engine", "adapters": "agui_engine.adapters", "transports": "agui_engine.transports"}
+#: the one package; every folder is its import path
+PACKAGE = "agui_engine"
 
 CORE, ADAPTERS, TRANSPORTS, CLI = "core", "adapters", "transports", "cli"
 PROTOCOL, TOKENIZER, LLM_CONTRACT, GENUI, LOOPS, DEMO = "protocol", "jsonstream", "llm", "genui", "loops", "demo"
@@ -98,14 +97,12 @@ PROJECT_MODULE_STRING = re.compile(r"^agui_engine(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
-    parts = list(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
-    parts[0] = FOLDERS[parts[0]]
-    return ".".join(parts)
+    return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
 
 
 @functools.cache
 def _files() -> dict[str, Path]:
-    return {_module_name(p): p for folder in FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))}
+    return {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
 
 
 def layer_of(module: str) -> str | None:
@@ -224,7 +221,7 @@ def test_the_core_does_no_io() -> None:
 def test_the_core_folders_are_layers_bottom_to_top() -> None:
     """Every folder of the core is a layer, and the layers are what the docstring draws."""
     folders = {p.name for p in (ROOT / "agui_engine").iterdir() if (p / "__init__.py").exists()}
-    assert folders - {"cli"} == set(CORE_LAYER_OF_FOLDER)
+    assert folders - {"cli", "adapters", "transports"} == set(CORE_LAYER_OF_FOLDER)
     modules = {p.stem for p in (ROOT / "agui_engine").glob("*.py")} - {"__init__", "__main__"}
     assert modules == set(CORE_LAYER_OF_MODULE)
     assert layer_of("agui_engine.genui.components") == GENUI and layer_of("agui_engine.protocol.events") == PROTOCOL
@@ -313,6 +310,5 @@ def test_the_pure_core_does_not_use_asyncio() -> None:
     assert bad == []
 
 
-@pytest.mark.parametrize("folder", ["agui_engine", "transports", "adapters"])
-def test_packages_are_typed(folder: str) -> None:
-    assert (ROOT / folder / "py.typed").exists()
+def test_the_package_is_typed() -> None:
+    assert (ROOT / PACKAGE / "py.typed").exists()

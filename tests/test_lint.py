@@ -12,7 +12,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The project's Python folders; one that does not exist (yet) is skipped.
-FOLDERS = ("agui_engine", "adapters", "transports", "tests", "benchmarks", "examples", "scripts")
+FOLDERS = ("agui_engine", "tests", "benchmarks", "examples", "scripts")
 #: ruff checks the whole tree in about a second; the bound only stops a hang.
 RUFF_TIMEOUT = 120
 

@@ -4,7 +4,7 @@ A name starting with one underscore (``_x``, not a dunder) is its module's own: 
 that imports it or reads it ties itself to an implementation detail nobody promised to keep.
 What is shared is public (and listed in its module's ``__all__``, tests/public_api.py).
 
-The scan reads every source file of ``agui_engine/``, ``adapters/`` and ``transports/`` with
+The scan reads every source file of ``agui_engine/`` (the folder is the import path) with
 ``ast`` and reports, wherever it is written (module level or inside a function):
 
 * ``from m import _x`` (absolute or relative) where ``m`` is a project module;
@@ -32,8 +32,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: source folder -> installed package name (setup.py)
-FOLDERS = {"agui_engine": "agui_engine", "adapters": "agui_engine.adapters", "transports": "agui_engine.transports"}
+#: the package; its folders are the import paths
+PACKAGE = "agui_engine"
 
 
 def is_private(name: str) -> bool:
@@ -54,18 +54,16 @@ def module_name(path: Path) -> tuple[str, bool]:
     """(installed dotted name of the source file at ``path``, whether it is a package ``__init__``)."""
     rel = path.relative_to(ROOT)
     parts = list(rel.with_suffix("").parts)
-    package = FOLDERS[parts[0]]
     is_init = parts[-1] == "__init__"
     if is_init:
         parts = parts[:-1]
-    return ".".join([package, *parts[1:]]), is_init
+    return ".".join(parts), is_init
 
 
 def project_modules() -> dict[str, Path]:
     found = {}
-    for folder in FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            found[module_name(path)[0]] = path
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        found[module_name(path)[0]] = path
     return found
 
 

@@ -18,7 +18,7 @@ from tests.public_api import check_every_public_name_is_in_all, check_module, ch
 NOT_PUBLIC = {"schema"}
 #: the core's layer folders (tests/test_layers.py); the CLI is not a library module
 LAYER_FOLDERS = ("protocol", "genui", "loops", "demo")
-MODULES = public_modules("agui_engine", "agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
+MODULES = public_modules("agui_engine", NOT_PUBLIC, LAYER_FOLDERS)
 
 EXPECTED_ALL = [
     "A2UIActionError", "A2UICatalog", "A2UICatalogError", "A2UIProblem", "A2UIResourceBinding", "A2UISurfaceStream", "A2UITransformer",

@@ -13,7 +13,7 @@ import pytest
 import agui_engine.transports as transports
 from tests.public_api import check_every_public_name_is_in_all, check_module, check_package, public_modules
 
-MODULES = public_modules("transports", "agui_engine.transports", set())
+MODULES = public_modules("agui_engine.transports", set())
 
 EXPECTED_ALL = [
     "Clock",
