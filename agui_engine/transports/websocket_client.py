@@ -76,7 +76,7 @@ class WebSocketAgent(RemoteClientBase):
     sends ``resume`` with the last event id (``max_retries`` attempts, backoff:
     :class:`~transports.retrying_client.RetryPolicy`), skipping any ``seq`` already
     delivered. Closing the generator early sends ``cancel``. Errors: as
-    :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
+    :class:`~transports.sse_client.SSEAgent` (RemoteAgentError / ConnectionLostError
     before the first event, ``RUN_ERROR`` after it). Lines are decoded by
     :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
     :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.

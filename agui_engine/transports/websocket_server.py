@@ -508,7 +508,7 @@ async def start_websocket_server(
     ``connection`` / ``data``: the same settings as one value each
     (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
     is ``max_size``; :class:`~transports.server_options.DataOptions`), as for
-    :func:`~transports.sse.create_app`; a setting given both ways is a UsageError.
+    :func:`~transports.sse_server.create_app`; a setting given both ways is a UsageError.
     ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
