@@ -83,6 +83,7 @@ from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
+from agui_engine.protocol.threads import check_resume, open_interrupts
 from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
@@ -268,8 +269,10 @@ def run_key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
-    # The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread.
+def may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
+    """The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread:
+    ``caller`` may touch what ``owner`` (a principal) started with a run key hashing to
+    ``key_hash`` (None caller: the embedding program, always)."""
     if caller is None:
         return True
     if caller.key is not None and key_hash and hmac.compare_digest(run_key_hash(caller.key), key_hash):
@@ -635,6 +638,7 @@ class RunRegistry:
         log: EventLog | None = None,
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
+        threads: ThreadStore | None = None,
     ) -> None:
         # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
         self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
@@ -672,14 +676,21 @@ class RunRegistry:
         #: request then names an unknown server, as the middleware with no servers answers).
         proxy = getattr(self.agent, "mcp_apps", None)
         self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
-        #: Where thread histories are kept (the log, when it keeps them and keep_history).
+        #: Where thread histories are kept (``threads``, a durable store, else the log when it
+        #: keeps them; none without keep_history).
         self.threads: ThreadStore | None = (
-            self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
+            None if not self.options.keep_history
+            else threads if threads is not None
+            else self.log if isinstance(self.log, ThreadStore) else None
         )
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
 
     # -- queries -------------------------------------------------------------------------
+
+    def wall_time(self) -> float:
+        """Wall-clock Unix seconds of the registry's clock (what history retention counts)."""
+        return self._wall()
 
     @property
     def max_runs(self) -> int:
@@ -781,7 +792,7 @@ class RunRegistry:
         (a shared log written before run keys) is checked by principal alone.
         Raises UnknownRunError otherwise -- the same 404 as for a run that does not
         exist, so ids cannot be probed."""
-        if _may_touch(run.owner, run.key_hash, caller):
+        if may_touch(run.owner, run.key_hash, caller):
             return run
         raise UnknownRunError(run.run_id)
 
@@ -798,7 +809,9 @@ class RunRegistry:
         (:func:`~transports.history.merge_input`; spec/transports.md §4.4).
         Raises ServerBusyError (a limit reached -- concurrent runs, the client's
         runs, the buffered-bytes budget -- or shutting down), RunExistsError
-        (``runId`` already known), EventLogUnavailableError."""
+        (``runId`` already known), ResumeRejectedError (422: ``input.resume`` does not
+        answer the interrupts the thread's branch ended with; spec/transports.md §4.4),
+        EventLogUnavailableError."""
         if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
@@ -867,14 +880,19 @@ class RunRegistry:
         if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
             return False, None, input  # a thread id longer than a run id may be is not a store key
         runs = await self._kept_runs(input.thread_id)
-        if runs and not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if runs and not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # Another client's thread: served, but neither kept there nor given its messages.
             return False, None, input
         named = input.parent_run_id
         if named is None:
+            if runs:
+                check_resume(open_interrupts(runs[-1].events), input, self._wall())
             return True, runs[-1].run_id if runs else None, input
-        if any(r.run_id == named for r in runs):
-            return True, named, merge_input(branch(runs, named).runs, input)
+        for r in runs:
+            if r.run_id == named:
+                # AG-UI 1.0: a resume answers the interrupts the branch it continues ended with
+                check_resume(open_interrupts(r.events), input, self._wall())
+                return True, named, merge_input(branch(runs, named).runs, input)
         return True, named, input  # a parent not kept (evicted, or never ran here): the input as sent
 
     async def thread_history(
@@ -892,7 +910,7 @@ class RunRegistry:
         if run_id is not None and len(run_id) > MAX_RUN_ID_LENGTH:  # nor echoed back whole
             raise UnknownThreadError(f"no run id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
-        if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # the same words whether the thread is unknown or another's: thread ids cannot be probed
             raise UnknownThreadError(
                 f"unknown thread {thread_id!r}: it has no history here that you may read (present the run key "

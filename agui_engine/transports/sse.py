@@ -82,7 +82,13 @@ from agui_engine.protocol.codec import (
     encode_ndjson,
     encode_sse,
 )
-from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
+from agui_engine.protocol.errors import (
+    AguiEngineError,
+    LimitExceededError,
+    RemoteInputError,
+    UpstreamError,
+    UsageError,
+)
 from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
@@ -92,6 +98,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError, ThreadPage
 
 from .bearer_auth import check_bearer
 from .capabilities import (
@@ -140,6 +147,7 @@ from .runs import (
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .thread_api import delete_thread, list_threads, rename_thread
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
@@ -497,7 +505,7 @@ class _Gateway:
         return web.Response(
             status=204,
             headers={
-                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": (
                     f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
                 ),
@@ -603,7 +611,46 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        return self._only_get(request, "a thread's history is")
+        resp = self._only_get(request, "a thread's history is")
+        resp.headers["Allow"] = resp.headers["Allow"].replace("GET, HEAD", "GET, HEAD, PATCH, DELETE")
+        return resp
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            page = await list_threads(
+                self.registry, _caller(request, principal), limit=request.query.get("limit"),
+                cursor=request.query.get("cursor"), search=request.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(status=204)
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
@@ -918,6 +965,10 @@ def create_app(
     base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -932,6 +983,7 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
@@ -1217,6 +1269,73 @@ class SSEAgent(RemoteClientBase):
             frames.close()
             return list(events)
         return decode_event_list(body, where=f"GET {url}", tolerant=self.tolerant)
+
+    async def list_threads(
+        self, *, limit: int | None = None, cursor: str | None = None, search: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
+    ) -> ThreadPage:
+        """One page of this principal's threads, newest first (``GET <url>/threads``): at most
+        ``limit``, after ``cursor`` (the previous page's ``next_cursor``), whose title holds
+        ``search``. Raises RemoteAgentError (403 ``principal_required``: the gateway has no
+        per-client tokens; 404 ``threads_not_listed``: no durable store; 400 a bad cursor or
+        limit), ConnectionLostError, UpstreamError (``invalid_threads``: an answer that is no page)."""
+        params = {k: str(v) for k, v in (("limit", limit), ("cursor", cursor), ("q", search)) if v is not None}
+        body = await self._thread_request("GET", "/threads", None, params, timeout)
+        try:
+            return msgspec.json.decode(body, type=ThreadPage)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UpstreamError(f"GET {self.url.rstrip('/')}/threads: not a page of threads ({exc})",
+                                code="invalid_threads") from None
+
+    async def delete_thread(
+        self, thread_id: str, *, run_key: str | None = None, timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS
+    ) -> None:
+        """Delete one of this client's threads (``DELETE <url>/threads/<threadId>``), presenting
+        ``run_key`` (else the thread's latest run key this agent knows). Raises RemoteAgentError
+        (404 ``unknown_thread``: unknown, already deleted or not yours), ConnectionLostError."""
+        from urllib.parse import quote
+
+        await self._thread_request("DELETE", "/threads/" + quote(thread_id, safe=""), None, None, timeout,
+                                   key=run_key or self.thread_key(thread_id))
+
+    async def rename_thread(
+        self, thread_id: str, title: str, *, run_key: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
+    ) -> str:
+        """Set one of this client's threads' title (``PATCH <url>/threads/<threadId>``); the
+        title as kept (whitespace collapsed). Raises RemoteAgentError (400 a bad title, 404
+        ``unknown_thread``), ConnectionLostError."""
+        from urllib.parse import quote
+
+        body = await self._thread_request(
+            "PATCH", "/threads/" + quote(thread_id, safe=""), msgspec.json.encode({"title": title}), None, timeout,
+            key=run_key or self.thread_key(thread_id),
+        )
+        return str(msgspec.json.decode(body).get("title", title))
+
+    async def _thread_request(
+        self, method: str, tail: str, content: bytes | None, params: Mapping[str, str] | None, timeout: float,
+        *, key: str | None = None,
+    ) -> bytes:
+        url = self.url.rstrip("/") + tail
+        headers = {**self.headers, "Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        try:
+            async with self._one_client() as client:
+                resp = await client.request(
+                    method, url, content=content, params=params, headers=headers,
+                    timeout=httpx.Timeout(timeout, connect=self.connect_timeout),
+                )
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        if resp.status_code >= 300:
+            raise remote_error_from_body(
+                resp.status_code, resp.content, where=f"{method} {url}", content_type=resp.headers.get("Content-Type")
+            )
+        return resp.content
 
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.
