@@ -287,12 +287,9 @@ async def _open_store(args: argparse.Namespace) -> Any:
     Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
     if args.no_history or args.store.strip().lower() == "memory":
         return None
-    from agui_engine.transports.thread_store import open_thread_store, store_label
+    from agui_engine.transports.thread_store import open_thread_store
 
-    store = await open_thread_store(args.store)
-    where = f"sqlite:{store.path}" if hasattr(store, "path") else store_label(args.store)
-    logging.getLogger("agui_engine.transports").info("threads kept in %s", where)
-    return store
+    return await open_thread_store(args.store)
 
 
 async def _serve_with(
@@ -366,8 +363,11 @@ async def _serve_with(
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
+    kept = "none" if args.no_history else (
+        "the event log" if store is None else f"sqlite:{store.path}" if hasattr(store, "path")
+        else getattr(store, "label", "a durable store"))
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
+        "agui-engine serving %s on %s%s (threads kept in %s)", args.agent, url, " (bearer auth)" if token else "", kept
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()

@@ -67,7 +67,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 import msgspec
 
@@ -158,6 +158,7 @@ __all__ = [
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
     "event_id",
+    "may_touch",
     "resume_cursor",
     "run_key_hash",
 ]
@@ -165,6 +166,7 @@ __all__ = [
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+_TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
 _TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
@@ -366,6 +368,7 @@ class Run:
         "grace_timer",
         "history_parent",
         "head",
+        "kept_early",
         "input",
         "key",
         "key_hash",
@@ -407,6 +410,8 @@ class Run:
         #: there (the input's parentRunId, else the thread's latest kept run).
         self.kept = False
         self.history_parent: str | None = None
+        #: Whether its record was kept before its terminal event went out (a durable store).
+        self.kept_early = False
 
     @classmethod
     def following(cls, run_id: str) -> Run:
@@ -683,6 +688,8 @@ class RunRegistry:
             else threads if threads is not None
             else self.log if isinstance(self.log, ThreadStore) else None
         )
+        #: Whether the history is kept apart from the log (a durable store: IO of its own).
+        self._store_apart = self.threads is not None and self.threads is not cast(object, self.log)
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
 
@@ -919,9 +926,26 @@ class RunRegistry:
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 
-    async def _keep(self, run: Run) -> None:
+    async def _keep_shielded(self, run: Run, terminal: bytes | None) -> None:
+        """:meth:`_keep`, carried to its end even when the run's task is cancelled meanwhile
+        (its client left after the terminal event): an ended run's record is not lost to a
+        store that awaits IO. Bounded by the store's own timeouts."""
+        keep = asyncio.ensure_future(self._keep(run, terminal))
+        while True:
+            try:
+                await asyncio.shield(keep)
+                return
+            except asyncio.CancelledError:
+                if keep.done():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def _keep(self, run: Run, terminal: bytes | None = None) -> None:
         """Read the ended run's log whole -- up to its terminal event, the last one, which a
-        write-behind log may still be storing -- and keep it in its thread's history."""
+        write-behind log may still be storing -- and keep it in its thread's history.
+        ``terminal``: the terminal event about to be appended (the log holds the rest)."""
         assert self.threads is not None
         log, rid = self.log, run.run_id
         loop = asyncio.get_running_loop()
@@ -942,6 +966,9 @@ class RunRegistry:
             if sl.finished:
                 break
             if not sl.payloads:
+                if terminal is not None:  # everything appended so far is read: add the terminal
+                    payloads.append(terminal)
+                    break
                 left = deadline - loop.time()
                 if left <= 0 or not await log.wait(rid, after, left):
                     break
@@ -1179,6 +1206,11 @@ class RunRegistry:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
                     payload = encode_event(ev)
+                    if cls in _TERMINALS and run.kept and self._store_apart:
+                        # A durable store writes with IO: keep the record before the terminal event
+                        # goes out, so a client that saw the end reads the history with it.
+                        await self._keep_shielded(run, payload)
+                        run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
@@ -1260,11 +1292,11 @@ class RunRegistry:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
-                    if run.kept:
+                    if run.kept and not run.kept_early:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self._keep(run)
+                            await self._keep_shielded(run, None)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:

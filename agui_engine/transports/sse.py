@@ -611,8 +611,11 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        resp = self._only_get(request, "a thread's history is")
-        resp.headers["Allow"] = resp.headers["Allow"].replace("GET, HEAD", "GET, HEAD, PATCH, DELETE")
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
         return resp
 
     async def threads_list(self, request: web.Request) -> web.StreamResponse:
