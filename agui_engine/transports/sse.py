@@ -70,6 +70,7 @@ from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
@@ -118,6 +119,7 @@ from .input_errors import MethodNotAllowedError, NotAcceptableError, RequestTime
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
+from .otel import incoming_trace
 from .retrying_client import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -554,9 +556,10 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(
-                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                )
+                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
+                    run = await self.registry.start(
+                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                    )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
@@ -1336,7 +1339,10 @@ class SSEAgent(RemoteClientBase):
         # It reconnects with Last-Event-ID after a drop, so it asks the server to
         # keep the run for the grace period rather than stop it on a disconnect.
         accept = f"{PROTO_CONTENT_TYPE}, {SSE_CONTENT_TYPE};q=0.5" if self.binary else SSE_CONTENT_TYPE
-        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
+        headers = {
+            **self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1",
+            **trace_headers(),  # the traced run's context continues into the remote agent (loops/observe.py)
+        }
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
         elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:

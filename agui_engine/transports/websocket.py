@@ -64,6 +64,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.capabilities import AgentCapabilities
@@ -755,8 +756,9 @@ class WebSocketAgent(RemoteClientBase):
             await session.ws.close()
             session.ws = None
         try:
-            ws = session.ws = await connect(
-                self.url, additional_headers=self.headers, max_size=self.max_size, compression=None
+            ws = session.ws = await connect(  # a traced run's context goes with the handshake (loops/observe.py)
+                self.url, additional_headers={**self.headers, **trace_headers()}, max_size=self.max_size,
+                compression=None,
             )
         except websockets.InvalidStatus as exc:
             raise remote_error_from_body(
