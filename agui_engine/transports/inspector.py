@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`add_frontend_routes` adds to an aiohttp application (the SSE gateway's,
-see :func:`agui_engine.transports.sse.create_app`)::
+see :func:`agui_engine.transports.sse_server.create_app`)::
 
     GET   <path>/static/<name>   agui-engine.js (the applier, an ES module) and the inspector's files
     GET   <path>/inspect         the inspector page                        (only with inspector=True)
