@@ -30,7 +30,8 @@ from agui_engine.llm import Finish, TextDelta, ToolCallArgsDelta, ToolCallEnd, T
 from agui_engine.loops.observe import OBSERVER, model_span, tool_span, trace_headers
 from agui_engine.transports.metrics import GatewayMetrics
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import SSEAgent, start_sse_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..otel_sdk import counter_total, sdk, spans_of
 from ..waiting import eventually
