@@ -60,7 +60,7 @@ import logging
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import httpx
@@ -83,7 +83,7 @@ from agui_engine.protocol.codec import (
     encode_sse,
 )
 from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
-from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
+from agui_engine.protocol.events import PROTOCOL_VERSION, AnyEvent, RunAgentInput, RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
@@ -92,6 +92,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .bearer_auth import check_bearer
 from .capabilities import (
@@ -463,8 +464,11 @@ class _Gateway:
         body_timeout: float,
         broker: ResourceBroker | None = None,
         transport: TransportCapabilities | None = None,
+        wire: WireChoice = "auto",
     ) -> None:
         self.registry = registry
+        #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
+        self.wire: WireChoice = wire
         self.broker = broker
         #: What this server speaks, in its capabilities document.
         self.transport = transport or sse_transport()
@@ -561,7 +565,8 @@ class _Gateway:
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first, started=not last_event_id)
+        return await self._stream(request, sub, fmt, first, started=not last_event_id,
+                                  translate=wire_translator(wire_for(self.wire, input.protocol_version)))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -636,7 +641,9 @@ class _Gateway:
             # EventSource to stop reconnecting (WHATWG), instead of looping.
             sub.close()
             return web.Response(status=204)
-        return await self._stream(request, sub, fmt, first)
+        # the wire the run's input declared (a run another node started: its input is not here, 0.x)
+        translate = wire_translator(wire_for(self.wire, sub.run.input.protocol_version))
+        return await self._stream(request, sub, fmt, first, translate=translate)
 
     async def thread(self, request: web.Request) -> web.StreamResponse:
         """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
@@ -704,7 +711,8 @@ class _Gateway:
             raise
 
     async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
+        translate: Callable[[bytes], bytes] | None = None,
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
@@ -728,7 +736,7 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
 
-            await _pump(write, sub, fmt, self.keepalive, first, self.metrics)
+            await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
@@ -757,10 +765,12 @@ class _Gateway:
 
 
 async def _pump(
-    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None,
+    translate: Callable[[bytes], bytes] | None = None,
 ) -> None:
     """Write the subscription's events until the run's last one (the shared hot
-    loop of the HTTP streams): one ``write`` per ready batch."""
+    loop of the HTTP streams): one ``write`` per ready batch. ``translate``: applied to
+    each encoded event first (the 0.x wire: ``protocol.wire.to_wire0``)."""
     run_id = sub.run.run_id
     sse = fmt == "sse"
     _, keepalive_frame, frame_one = _FORMATS[fmt]
@@ -782,13 +792,14 @@ async def _pump(
                 await write(keepalive_frame)
                 continue
         if sl.payloads:
+            payloads = sl.payloads if translate is None else [translate(p) for p in sl.payloads]
             if sse:
-                data = frame_sse(run_id, sl.first_seq, sl.payloads)
+                data = frame_sse(run_id, sl.first_seq, payloads)
             else:
-                data = frame_ndjson(sl.payloads) if fmt == "ndjson" else frame_proto(sl.payloads)
+                data = frame_ndjson(payloads) if fmt == "ndjson" else frame_proto(payloads)
             await write(data)
             if metrics is not None:
-                metrics.note_sent(fmt, len(sl.payloads), len(data))
+                metrics.note_sent(fmt, len(payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -906,6 +917,7 @@ def create_app(
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
         transport=sse_transport(websocket=websocket),
+        wire=conn.wire,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -1342,6 +1354,8 @@ class SSEAgent(RemoteClientBase):
         elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
             # a run key of the thread's previous run: the new run joins that thread's history
             headers[RUN_KEY_HEADER] = prior
+        if input.protocol_version is None:  # a 1.x client says so: the server then writes the 1.0 wire
+            input = msgspec.structs.replace(input, protocol_version=PROTOCOL_VERSION)
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
