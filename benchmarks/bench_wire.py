@@ -20,7 +20,7 @@ from bench_codec import realistic_run  # noqa: E402  (rootdir-relative, as bench
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import RunFinishedEvent, RunFinishedSuccessOutcome, RunStartedEvent
 from agui_engine.protocol.wire import to_wire0
-from agui_engine.transports.sse import frame_sse
+from agui_engine.transports.sse_server import frame_sse
 
 _EVENTS = realistic_run()[:-1] + [
     RunFinishedEvent(thread_id="thread_8f2c", run_id="run_41d0",

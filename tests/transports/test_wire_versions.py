@@ -22,7 +22,7 @@ from agui_engine.protocol.codec import SSEDecoder
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.wire import to_wire0
 from agui_engine.transports.server_options import ConnectionOptions
-from agui_engine.transports.sse import start_sse_server
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..agui_engine.event_samples import ALL_EVENT_SAMPLES
 
