@@ -251,7 +251,7 @@ async def _serve(
     reload: Callable[[], None] | None,
     stdout: TextIO,
 ) -> int:
-    from agui_engine.transports.eventlog import open_event_log
+    from agui_engine.transports.open_log import open_event_log
 
     options = RegistryOptions(
         max_runs=args.max_runs,
@@ -280,7 +280,7 @@ async def _serve_with(
     stdout: TextIO,
 ) -> int:
     if args.transport == "stdio":
-        from agui_engine.transports.stdio import serve_stdio
+        from agui_engine.transports.stdio_server import serve_stdio
 
         return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
     stop = asyncio.Event()
@@ -300,7 +300,7 @@ async def _serve_with(
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
         from agui_engine.transports.metrics import GatewayMetrics
-        from agui_engine.transports.sse import start_sse_server
+        from agui_engine.transports.sse_server import start_sse_server
 
         try:
             server: object = await start_sse_server(
@@ -325,7 +325,7 @@ async def _serve_with(
         if not args.no_inspect:
             print(f"inspector on {url.rstrip('/')}/inspect", file=sys.stderr, flush=True)
     else:
-        from agui_engine.transports.websocket import start_websocket_server
+        from agui_engine.transports.websocket_server import start_websocket_server
 
         try:
             server = await start_websocket_server(

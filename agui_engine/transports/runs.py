@@ -110,7 +110,7 @@ from .history import (
     decode_records,
     merge_input,
 )
-from .input_decoding import MAX_RUN_ID_LENGTH, MAX_SEQ_DIGITS, check_run_id
+from .input_decoding import MAX_RUN_ID_LENGTH, check_run_id
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -156,8 +156,6 @@ __all__ = [
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
-    "event_id",
-    "resume_cursor",
     "run_key_hash",
 ]
 
@@ -1291,20 +1289,3 @@ def _stop(timer: TimerHandle | None) -> TimerHandle | None:
     if timer is not None:
         timer.cancel()
     return None
-
-
-def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:
-    """Parse a ``<runId>:<seq>`` resume cursor (SSE ``Last-Event-ID``, the WebSocket
-    ``lastEventId``). Raises BadCursorError naming what is wrong."""
-    rid, sep, seq_text = last_event_id.rpartition(":")
-    # isascii(): str.isdigit() is also true for "²" or "١", which int() refuses.
-    if not sep or not rid or not (seq_text.isascii() and seq_text.isdigit()) or len(seq_text) > MAX_SEQ_DIGITS:
-        raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
-    if run_id is not None and rid != run_id:
-        raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")
-    return rid, int(seq_text)
-
-
-def event_id(run_id: str, seq: int) -> str:
-    """The id of event ``seq`` of a run, as carried by SSE ``id:`` and the WS envelope."""
-    return f"{run_id}:{seq}"
