@@ -30,6 +30,7 @@ from typing import TextIO
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import (
@@ -142,6 +143,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
+                        help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
+                             "CopilotKit, assistant-ui) or auto: 1.0 for a client declaring protocolVersion 1.x, "
+                             "else 0 (default: auto; spec/wire-versions.md)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
     add_mcp_argument(parser)
@@ -300,6 +305,7 @@ async def _serve_with(
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
         from agui_engine.transports.metrics import GatewayMetrics
+        from agui_engine.transports.server_options import ConnectionOptions
         from agui_engine.transports.sse_server import start_sse_server
 
         try:
@@ -318,6 +324,7 @@ async def _serve_with(
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
+                connection=ConnectionOptions(wire=args.wire),
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc

@@ -33,7 +33,7 @@ from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import SSE_CONTENT_TYPE, EventStreamDecoder, decode_event_list
 from agui_engine.protocol.errors import LimitExceededError, RemoteInputError
-from agui_engine.protocol.events import AnyEvent, RunAgentInput
+from agui_engine.protocol.events import PROTOCOL_VERSION, AnyEvent, RunAgentInput
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoDecodeError, ProtoEventDecoder
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, MAX_CAPABILITIES_BYTES, read_capabilities
@@ -322,6 +322,8 @@ class SSEAgent(RemoteClientBase):
         elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
             # a run key of the thread's previous run: the new run joins that thread's history
             headers[RUN_KEY_HEADER] = prior
+        if input.protocol_version is None:  # a 1.x client says so: the server then writes the 1.0 wire
+            input = msgspec.structs.replace(input, protocol_version=PROTOCOL_VERSION)
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")
