@@ -13,7 +13,8 @@
 //   * Attach: a URL whose fragment names runs (`/inspect#run=<runId>&run=...&token=<bearer>`, what
 //     `agui-engine demo --inspect` prints) streams each of them from the gateway's log
 //     (`GET <path>/runs/<runId>`, from its first event; live if it is still running) into the store,
-//     in order, with the token in the bearer field; the fragment never reaches the server.
+//     in order, with the token in the bearer field; the fragment never reaches the server, and it is
+//     taken out of the page's URL before anything is drawn (`takeFragment`).
 //   * Findings: the server's Verifier annotates (POST <path>/inspect/verify with the run's events, or
 //     the file's bytes): each finding is shown on the event that caused it; the applier's own findings
 //     (operations that do not apply, unknown CUSTOM events) are shown the same way.
@@ -45,6 +46,11 @@ import {
 } from "./agui-engine.js";
 import { renderSurfaces, rendererReady } from "./inspector-a2ui.js";
 import { McpAppHost } from "./mcp-apps.js";
+
+// The fragment (`#run=...&token=<bearer>`) leaves the URL before anything else runs: a framed document
+// (an MCP app, a renderer's frame) or a later link must never find the bearer in `location`, `baseURI`
+// or a referrer. The token is kept in memory only (the bearer field's value).
+const linked = takeFragment();
 
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
@@ -528,9 +534,12 @@ async function replay(file) {
 
 // ------------------------------------------------------------------------------------------ attach
 
-// The runs the page's fragment names, and the bearer token it carries: `#run=a&run=b&token=t`.
-function fragmentRuns() {
+// The runs the page's fragment names, and the bearer token it carries: `#run=a&run=b&token=t`; the
+// fragment is taken out of the URL (history.replaceState: the entry itself is rewritten, so neither
+// the address bar, nor Back, nor a document's base URL keeps it).
+function takeFragment() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  if (location.hash) history.replaceState(history.state, "", location.pathname + location.search);
   return { runIds: params.getAll("run").filter(Boolean), token: params.get("token") };
 }
 
@@ -613,7 +622,6 @@ rendererReady.then(() => {
   for (const view of app.surfaceViews.values()) view.version = -1;
   schedule();
 });
-const linked = fragmentRuns();
 if (linked.token) $("token").value = linked.token;
 app.ready = true;
 render();

@@ -26,6 +26,7 @@
 // Every proxied request the app makes is listed on its card (method, outcome, ms).
 
 import { EventStreamParser } from "./agui-engine.js";
+import { SANDBOX_PROXY_READY, SANDBOX_RESOURCE_READY, SANDBOX_VIEW_GONE, appCSP } from "./mcp-app-sandbox.js";
 
 export const MCP_APPS_ACTIVITY = "mcp-apps";
 export const MCP_APP_MIME_TYPE = "text/html;profile=mcp-app";
@@ -36,49 +37,8 @@ export const APP_SERVER_METHODS = ["tools/call", "resources/read", "ping", "noti
 export const MAX_APP_HEIGHT = 2000;
 export const APP_PROTOCOL_VERSION = "2025-11-21";
 
-// A source expression of a declared domain: scheme://host[:port], the host may start with "*.".
-const ORIGIN = /^(https?|wss?):\/\/(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:\d{1,5})?$/;
-
-// The CSP of an app from its resource's _meta.ui.csp: {policy, dropped}. Nothing is allowed that the
-// app did not declare, and inline script / style (the app's own document) only.
-export function appCSP(csp = {}) {
-  const dropped = [];
-  const list = (key) => {
-    const value = csp && Array.isArray(csp[key]) ? csp[key] : [];
-    return value.filter((d) => {
-      const ok = typeof d === "string" && ORIGIN.test(d);
-      if (!ok) dropped.push(`${key}: ${JSON.stringify(d)}`);
-      return ok;
-    });
-  };
-  const connect = list("connectDomains");
-  const resources = list("resourceDomains");
-  const frames = list("frameDomains");
-  const bases = list("baseUriDomains");
-  const or = (xs, fallback) => (xs.length ? xs.join(" ") : fallback);
-  const res = resources.join(" ");
-  const policy = [
-    "default-src 'none'",
-    `script-src 'unsafe-inline' ${res}`.trim(),
-    `style-src 'unsafe-inline' ${res}`.trim(),
-    `img-src data: blob: ${res}`.trim(),
-    `font-src data: ${res}`.trim(),
-    `media-src data: blob: ${res}`.trim(),
-    `connect-src ${or(connect, "'none'")}`,
-    `frame-src ${or(frames, "'none'")}`,
-    `base-uri ${or(bases, "'none'")}`,
-    "form-action 'none'",
-    "object-src 'none'",
-  ].join("; ");
-  return { policy, dropped };
-}
-
-// The app's document with the CSP <meta> first (after a doctype, which must stay first).
-export function withCSP(html, policy) {
-  const meta = `<meta http-equiv="Content-Security-Policy" content="${policy.replace(/"/g, "&quot;")}">`;
-  const doctype = /^\s*<!doctype[^>]*>/i.exec(html);
-  return doctype ? doctype[0] + meta + html.slice(doctype[0].length) : meta + html;
-}
+// The app's CSP is built where it is enforced, in the sandbox proxy (mcp-app-sandbox.js); the card shows it.
+export { appCSP, withCSP } from "./mcp-app-sandbox.js";
 
 export class AppError extends Error {}
 
@@ -130,9 +90,10 @@ export async function proxyRequest(endpoint, headers, { serverHash, serverId }, 
 
 // A mounted app: its card element, its frame, its bridge.
 export class McpApp {
-  constructor(content, { endpoint, headers, hostInfo = { name: "agui-engine inspector", version: "1" } }) {
+  constructor(content, { endpoint, headers, sandboxUrl, hostInfo = { name: "agui-engine inspector", version: "1" } }) {
     this.content = content;
     this.endpoint = endpoint;
+    this.sandboxUrl = sandboxUrl ?? `${String(endpoint).replace(/\/+$/, "")}/static/mcp-app-sandbox.html`;
     this.headers = headers; // () => {Authorization?}
     this.hostInfo = hostInfo;
     this.log = [];
@@ -176,14 +137,17 @@ export class McpApp {
     }
     const { policy, dropped } = appCSP(resource.csp);
     if (dropped.length) this.notes.textContent = `CSP: dropped ${dropped.join(", ")} (not an origin)`;
+    // The app is drawn by the sandbox proxy (a page of its own, opaque origin, served by the gateway):
+    // this page hands it the HTML once it says it is ready, and nothing else of the page reaches it.
     const frame = document.createElement("iframe");
     frame.setAttribute("sandbox", "allow-scripts");
     frame.setAttribute("referrerpolicy", "no-referrer");
     frame.title = `MCP app ${uri}`;
     frame.dataset.csp = policy;
     if (resource.meta.prefersBorder === false) frame.classList.add("borderless");
+    this.resource = resource;
     window.addEventListener("message", this.onMessage);
-    frame.srcdoc = withCSP(resource.html, policy);
+    frame.src = this.sandboxUrl;
     this.frame = frame;
     this.card.append(frame, this.requests);
     this.card.dataset.state = "mounted";
@@ -238,6 +202,14 @@ export class McpApp {
     const answer = (result) => isRequest && this.post({ id: msg.id, result });
     const refuse = (code, message) => isRequest && this.post({ id: msg.id, error: { code, message } });
     switch (msg.method) {
+      case SANDBOX_PROXY_READY:
+        this.post({ method: SANDBOX_RESOURCE_READY,
+                    params: { html: this.resource.html, csp: this.resource.csp } });
+        return;
+      case SANDBOX_VIEW_GONE:
+        this.fail(`the app was removed: ${msg.params?.reason ?? "its frame navigated"}`);
+        this.card.dataset.state = "gone";
+        return;
       case "ui/initialize":
         answer({ protocolVersion: APP_PROTOCOL_VERSION, hostInfo: this.hostInfo,
                  hostCapabilities: { serverTools: {}, serverResources: {}, logging: {} },

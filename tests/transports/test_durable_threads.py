@@ -20,7 +20,8 @@ from agui_engine.loops.thread import Thread
 from agui_engine.protocol.errors import AguiEngineError
 from agui_engine.protocol.events import ResumeEntry
 from agui_engine.transports.runs import RunRegistry
-from agui_engine.transports.sse import SSEAgent, start_sse_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.thread_store import DurableThreadStore, open_thread_store
 
 from ..agui_engine.cli.test_tokens import serve
