@@ -29,11 +29,12 @@ import httpx
 import msgspec
 
 from agui_engine.genui.resources import ResourceTimeoutError
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import SSE_CONTENT_TYPE, EventStreamDecoder, decode_event_list
 from agui_engine.protocol.errors import LimitExceededError, RemoteInputError
-from agui_engine.protocol.events import AnyEvent, RunAgentInput
+from agui_engine.protocol.events import PROTOCOL_VERSION, AnyEvent, RunAgentInput
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoDecodeError, ProtoEventDecoder
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, MAX_CAPABILITIES_BYTES, read_capabilities
@@ -316,12 +317,17 @@ class SSEAgent(RemoteClientBase):
         # It reconnects with Last-Event-ID after a drop, so it asks the server to
         # keep the run for the grace period rather than stop it on a disconnect.
         accept = f"{PROTO_CONTENT_TYPE}, {SSE_CONTENT_TYPE};q=0.5" if self.binary else SSE_CONTENT_TYPE
-        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
+        headers = {
+            **self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1",
+            **trace_headers(),  # the traced run's context continues into the remote agent (loops/observe.py)
+        }
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
         elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
             # a run key of the thread's previous run: the new run joins that thread's history
             headers[RUN_KEY_HEADER] = prior
+        if input.protocol_version is None:  # a 1.x client says so: the server then writes the 1.0 wire
+            input = msgspec.structs.replace(input, protocol_version=PROTOCOL_VERSION)
         body = msgspec.json.encode(input)
         async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
             content_type = resp.headers.get("content-type")

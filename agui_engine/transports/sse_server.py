@@ -52,7 +52,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from aiohttp import web
@@ -72,6 +72,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .bearer_auth import check_bearer
 from .capabilities import served_capabilities, sse_transport
@@ -95,6 +96,7 @@ from .input_errors import MethodNotAllowedError, RequestTimeoutError, Unsupporte
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
+from .otel import incoming_trace
 from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
@@ -257,8 +259,11 @@ class _Gateway:
         body_timeout: float,
         broker: ResourceBroker | None = None,
         transport: TransportCapabilities | None = None,
+        wire: WireChoice = "auto",
     ) -> None:
         self.registry = registry
+        #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
+        self.wire: WireChoice = wire
         self.broker = broker
         #: What this server speaks, in its capabilities document.
         self.transport = transport or sse_transport()
@@ -348,14 +353,16 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(
-                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                )
+                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
+                    run = await self.registry.start(
+                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                    )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first, started=not last_event_id)
+        return await self._stream(request, sub, fmt, first, started=not last_event_id,
+                                  translate=wire_translator(wire_for(self.wire, input.protocol_version)))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -430,7 +437,9 @@ class _Gateway:
             # EventSource to stop reconnecting (WHATWG), instead of looping.
             sub.close()
             return web.Response(status=204)
-        return await self._stream(request, sub, fmt, first)
+        # the wire the run's input declared (a run another node started: its input is not here, 0.x)
+        translate = wire_translator(wire_for(self.wire, sub.run.input.protocol_version))
+        return await self._stream(request, sub, fmt, first, translate=translate)
 
     async def thread(self, request: web.Request) -> web.StreamResponse:
         """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
@@ -498,7 +507,8 @@ class _Gateway:
             raise
 
     async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
+        translate: Callable[[bytes], bytes] | None = None,
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
@@ -522,7 +532,7 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
 
-            await _pump(write, sub, fmt, self.keepalive, first, self.metrics)
+            await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
@@ -551,10 +561,12 @@ class _Gateway:
 
 
 async def _pump(
-    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None,
+    translate: Callable[[bytes], bytes] | None = None,
 ) -> None:
     """Write the subscription's events until the run's last one (the shared hot
-    loop of the HTTP streams): one ``write`` per ready batch."""
+    loop of the HTTP streams): one ``write`` per ready batch. ``translate``: applied to
+    each encoded event first (the 0.x wire: ``protocol.wire.to_wire0``)."""
     run_id = sub.run.run_id
     sse = fmt == "sse"
     _, keepalive_frame, frame_one = _FORMATS[fmt]
@@ -576,13 +588,14 @@ async def _pump(
                 await write(keepalive_frame)
                 continue
         if sl.payloads:
+            payloads = sl.payloads if translate is None else [translate(p) for p in sl.payloads]
             if sse:
-                data = frame_sse(run_id, sl.first_seq, sl.payloads)
+                data = frame_sse(run_id, sl.first_seq, payloads)
             else:
-                data = frame_ndjson(sl.payloads) if fmt == "ndjson" else frame_proto(sl.payloads)
+                data = frame_ndjson(payloads) if fmt == "ndjson" else frame_proto(payloads)
             await write(data)
             if metrics is not None:
-                metrics.note_sent(fmt, len(sl.payloads), len(data))
+                metrics.note_sent(fmt, len(payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -700,6 +713,7 @@ def create_app(
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
         transport=sse_transport(websocket=websocket),
+        wire=conn.wire,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
