@@ -87,6 +87,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     trimmed; 0: none; applies to the registry's own in-memory log).
     ``keep_history``: keep each thread's ended runs in the event log, when it is a
     :class:`~transports.history.ThreadStore` (spec/transports.md §4.4).
+    ``tracing``: trace every run with OpenTelemetry (``transports/otel.py``: an
+    ``invoke_agent`` span per run, chat and ``execute_tool`` spans under it; the
+    ``[otel]`` extra, the application's configured tracer provider).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -99,6 +102,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     keep_history: bool = True
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:

@@ -33,6 +33,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from agui_engine.loops.observe import OBSERVER
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import check_event
 from agui_engine.protocol.codec import encode_event
@@ -41,6 +42,7 @@ from agui_engine.protocol.events import BaseEvent, RunAgentInput, RunErrorEvent,
 from agui_engine.protocol.verify import Verifier
 
 from .eventlog import EventLog
+from .otel import OTelObserver, run_span
 from .run_lifecycle import Effect, RunEvent
 from .run_record import Run
 from .served_agent import ServedAgent
@@ -55,6 +57,7 @@ __all__ = ["PRODUCER_YIELD_EVERY", "RunProducer"]
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+_TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 
 #: The producer yields to the event loop after this many events even if the
 #: agent never suspended, so one agent that emits a burst cannot starve the
@@ -67,7 +70,8 @@ PRODUCER_YIELD_EVERY = 256
 class RunProducer:
     """Produces runs of ``served`` into ``log``. ``verify``: every event through the
     Verifier. ``threads``: where finished runs that join their thread are kept (None: none).
-    ``apply``: carries out the lifecycle's effects that need no await (the registry's)."""
+    ``observer``: traces each run (RegistryOptions.tracing), else None. ``apply``: carries out
+    the lifecycle's effects that need no await (the registry's)."""
 
     def __init__(
         self,
@@ -77,6 +81,7 @@ class RunProducer:
         verify: bool,
         metrics: GatewayMetrics | None,
         threads: ThreadHistory | None,
+        observer: OTelObserver | None,
         apply: Callable[[Run, tuple[Effect, ...]], None],
     ) -> None:
         self.served = served
@@ -84,6 +89,7 @@ class RunProducer:
         self.verify = verify
         self.metrics = metrics
         self.threads = threads
+        self.observer = observer
         self._apply = apply
         # Plain-function fast path of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(log, "appender", None)
@@ -138,6 +144,11 @@ class RunProducer:
         append = self.log.append
         # this task runs this one agent: it gets the standard runner (sync tools in threads)
         supply_tool_runner(STANDARD_TOOL_RUNNER)
+        span = None
+        if self.observer is not None:  # the run's invoke_agent span; its model and tool calls trace under it
+            OBSERVER.set(self.observer)
+            span = run_span(self.observer, run.input, self.served.agent)
+        threads = self.threads if run.kept and self.threads is not None and self.threads.apart else None
         try:
             gen = self._open_agent(run.input)
             async for event in gen:
@@ -153,6 +164,11 @@ class RunProducer:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
                     payload = encode_event(ev)
+                    if cls in _TERMINALS and threads is not None:
+                        # A durable store writes with IO: keep the record before the terminal event
+                        # goes out, so a client that saw the end reads the history with it.
+                        await threads.keep_shielded(self.log, run, payload)
+                        run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
@@ -193,7 +209,11 @@ class RunProducer:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
-        await self._finish(run, error)
+        try:
+            await self._finish(run, error)
+        finally:
+            if span is not None:
+                span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
     def _open_agent(self, input: RunAgentInput) -> Any:
         # What the served agent's run(input) returned (a proxied MCP request's answer, or the
@@ -229,11 +249,11 @@ class RunProducer:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
-                    if run.kept and self.threads is not None:
+                    if run.kept and not run.kept_early and self.threads is not None:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self.threads.keep(self.log, run)
+                            await self.threads.keep_shielded(self.log, run)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:

@@ -32,6 +32,7 @@ class Run:
         "key",
         "key_hash",
         "kept",
+        "kept_early",
         "lifecycle",
         "owner",
         "retention_timer",
@@ -69,6 +70,8 @@ class Run:
         #: there (the input's parentRunId, else the thread's latest kept run).
         self.kept = False
         self.history_parent: str | None = None
+        #: Whether its record was kept before its terminal event went out (a durable store).
+        self.kept_early = False
 
     @classmethod
     def following(cls, run_id: str) -> Run:

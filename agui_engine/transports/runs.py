@@ -28,8 +28,9 @@ from agui_engine.protocol.events import RunAgentInput
 from .admission import Admission, Caller, RunExistsError, may_touch, new_run_key
 from .clock import Clock, LoopClock
 from .event_ids import resume_cursor
-from .eventlog import EventLog, EventLogUnavailableError, InMemoryEventLog, LogSlice, SharedEventLog, UnknownRunError
+from .eventlog import EventLog, InMemoryEventLog, LogSlice, SharedEventLog, UnknownRunError
 from .history import Branch, ThreadStore, UnknownThreadError
+from .otel import OTelObserver
 from .registry_options import CANCEL_WAIT_SECONDS, RegistryOptions
 from .run_lifecycle import Effect, GatewayEvent, GatewayLifecycle, RunEvent, RunFinishedError, RunLifecycle, RunPhase
 from .run_producer import RunProducer
@@ -96,13 +97,17 @@ class RunRegistry:
         #: The log's non-suspending read (InMemoryEventLog.read_nowait), or None.
         self.read_nowait: Callable[..., LogSlice] | None = getattr(self.log, "read_nowait", None)
         self._discard_nowait = getattr(self.log, "discard_nowait", None)
-        store = threads if threads is not None else (self.log if isinstance(self.log, ThreadStore) else None)
-        # History retention is wall-clock time: a shared store compares it across nodes.
-        wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
-        #: The thread histories (None: none kept).
-        self.threads = ThreadHistory(store, wall) if self.options.keep_history and store is not None else None
+        #: Wall-clock Unix seconds of the registry's clock: what history retention counts (a
+        #: shared store compares it across nodes).
+        self.wall_time: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
+        #: The thread histories (``threads``, a durable store, else the log when it keeps them;
+        #: none without keep_history).
+        self.history = ThreadHistory.kept(threads, self.log, self.wall_time) if self.options.keep_history else None
+        #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
+        self.observer = OTelObserver() if self.options.tracing else None
         self.producer = RunProducer(
-            self.served, self.log, verify=self.options.verify, metrics=metrics, threads=self.threads, apply=self._apply
+            self.served, self.log, verify=self.options.verify, metrics=metrics, threads=self.history,
+            observer=self.observer, apply=self._apply,
         )
         #: What carries out each effect of a run's lifecycle that needs no await (the producer
         #: does END_AT_ONCE, APPEND_* and FINISH_LOG itself).
@@ -117,6 +122,11 @@ class RunRegistry:
     # -- queries -------------------------------------------------------------------------
 
     @property
+    def threads(self) -> ThreadStore | None:
+        """Where thread histories are kept (None: nowhere)."""
+        return self.history.store if self.history is not None else None
+
+    @property
     def active(self) -> int:
         """Number of runs still running."""
         return self._active
@@ -129,14 +139,7 @@ class RunRegistry:
     async def ready(self) -> bool:
         """Whether a load balancer should send new runs here: not draining, and
         the event log reachable (a shared log is pinged)."""
-        if self.draining:
-            return False
-        if self.shared is not None:
-            try:
-                await self.shared.log.ping()
-            except EventLogUnavailableError:
-                return False
-        return True
+        return not self.draining and (self.shared is None or await self.shared.reachable())
 
     def get(self, run_id: str) -> Run:
         """The run with this id. Raises UnknownRunError."""
@@ -146,10 +149,8 @@ class RunRegistry:
         return run
 
     async def find(self, run_id: str) -> Run:
-        """The run with this id for a resume: this registry's own run, else -- when
-        the event log (a shared store) holds the run, started by another gateway
-        node -- a *follower* run served from the log alone, carrying the principal
-        and key hash its node recorded. Raises UnknownRunError."""
+        """The run with this id: this registry's own, else a *follower* of another node's run
+        in a shared log (with the principal and key hash its node recorded). Raises UnknownRunError."""
         run = self._runs.get(run_id)
         if run is not None:
             return run
@@ -157,10 +158,8 @@ class RunRegistry:
         return await self.shared.follower(run_id) if self.shared is not None else Run.following(run_id)
 
     def check_owner(self, run: Run, caller: Caller | None) -> Run:
-        """``run`` if ``caller`` may stream, resume or cancel it (:func:`~transports.admission.may_touch`:
-        it presents the run's key, or it is the named principal that started the run; None:
-        the transport itself). Raises UnknownRunError otherwise -- the same 404 as for a run
-        that does not exist, so ids cannot be probed."""
+        """``run`` if ``caller`` may stream, resume or cancel it (:func:`~transports.admission.may_touch`),
+        else UnknownRunError: the same 404 as for a run that does not exist, so ids cannot be probed."""
         if may_touch(run.owner, run.key_hash, caller):
             return run
         raise UnknownRunError(run.run_id)
@@ -175,6 +174,7 @@ class RunRegistry:
         ``max_runs_per_client`` for the principal, else for the client's ``address``. ``key``: a
         run key of an earlier run of the thread, presented by the client: the run joins that
         thread's history (spec/transports.md §4.4). Raises ServerBusyError, RunExistsError,
+        ResumeRejectedError (``input.resume`` answers not the interrupts its branch ended with),
         EventLogUnavailableError."""
         client = self.admission.admit(
             input.run_id, exists=input.run_id in self._runs, active=self._active, owner=owner, address=address
@@ -182,8 +182,8 @@ class RunRegistry:
         # No principal and no address: the embedding program or stdio's one client, never checked.
         caller = None if owner is None and address is None else Caller(owner, key)
         kept, parent = False, None
-        if self.threads is not None and self.served.joins_history(input):
-            kept, parent, input = await self.threads.lineage(input, caller)
+        if self.history is not None and self.served.joins_history(input):
+            kept, parent, input = await self.history.lineage(input, caller)
         run = Run(input, RunLifecycle(
             grace_seconds=self.options.grace_seconds,
             disconnect_grace_seconds=self.options.disconnect_grace_seconds,
@@ -213,9 +213,9 @@ class RunRegistry:
         """The branch of ``thread_id`` ending at ``run_id`` (default: its latest kept run) and
         its events as served (:meth:`~transports.thread_history.ThreadHistory.read`). Raises
         UnknownThreadError (404: no history here that ``caller`` may read), EventLogUnavailableError."""
-        if self.threads is None:
+        if self.history is None:
             raise UnknownThreadError("this gateway keeps no thread history (it runs with keep_history=False: serve --no-history)")
-        return await self.threads.read(thread_id, run_id, caller)
+        return await self.history.read(thread_id, run_id, caller)
 
     def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
         """A subscription after event ``after`` (0: from the start; checked by its first ``next()``).
@@ -300,9 +300,8 @@ class RunRegistry:
         return run
 
     async def request_remote_cancel(self, run_id: str, caller: Caller | None) -> None:
-        """Ask the node that owns ``run_id`` (shared log) to cancel it and return at
-        once, after checking ``caller`` against the principal and key hash that node
-        recorded. Raises UnknownRunError (also for a caller who may not), RunFinishedError."""
+        """Ask the node that owns ``run_id`` (shared log) to cancel it, once ``caller`` is checked
+        against what that node recorded; return at once. Raises UnknownRunError, RunFinishedError."""
         assert self.shared is not None
         self.check_owner(await self.find(run_id), caller)
         await self.shared.request_cancel(run_id)
@@ -310,9 +309,9 @@ class RunRegistry:
     def cancel_nowait(
         self, run_id: str, *, code: str = "cancelled", message: str = "the run was cancelled", caller: Caller | None = None
     ) -> Run:
-        """Start cancelling a running run and return at once (``run.wait_finished()``
-        waits for the end). For message loops that must not block on one run.
-        Raises UnknownRunError (also for a run ``caller`` may not touch), RunFinishedError."""
+        """Start cancelling a running run and return at once (``run.wait_finished()`` waits for the
+        end), for message loops. Raises UnknownRunError (also for a run ``caller`` may not touch),
+        RunFinishedError."""
         run = self.check_owner(self.get(run_id), caller)
         try:
             self._fire(run, RunEvent.CANCEL, (code, message))
@@ -321,9 +320,8 @@ class RunRegistry:
         return run
 
     async def drain(self, timeout: float) -> None:
-        """Refuse new runs (503, and :meth:`ready` turns False) and wait up to
-        ``timeout`` seconds for the running ones to end by themselves; then
-        return (call :meth:`shutdown` to end the rest)."""
+        """Refuse new runs (503; :meth:`ready` turns False) and wait up to ``timeout`` seconds for
+        the running ones to end by themselves (:meth:`shutdown` ends the rest)."""
         self.gateway.fire(GatewayEvent.DRAIN)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -334,9 +332,8 @@ class RunRegistry:
             await asyncio.wait(tasks, timeout=left)
 
     async def shutdown(self, *, timeout: float = CANCEL_WAIT_SECONDS) -> None:
-        """Refuse new runs, cancel every running run with ``RUN_ERROR{code:
-        "shutdown"}`` and wait (up to ``timeout``) for their producers to end, so
-        that open streams can send the terminal event before the server closes."""
+        """Refuse new runs, cancel every running run with ``RUN_ERROR{code: "shutdown"}`` and wait
+        (up to ``timeout``) for their producers to end, so open streams send the terminal event."""
         self.gateway.fire(GatewayEvent.SHUTDOWN)
         running = [r for r in self._runs.values() if r.lifecycle.live]
         for run in running:

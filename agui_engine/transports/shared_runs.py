@@ -80,6 +80,14 @@ class SharedRuns:
 
     # -- what this node asks of the others --------------------------------------------------
 
+    async def reachable(self) -> bool:
+        """Whether the shared log answers (it is pinged)."""
+        try:
+            await self.log.ping()
+        except EventLogUnavailableError:
+            return False
+        return True
+
     async def follower(self, run_id: str) -> Run:
         """A follower of ``run_id`` (another node's run), with the principal and key hash its
         node recorded. Raises EventLogUnavailableError."""

@@ -52,9 +52,10 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+import msgspec
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
@@ -72,6 +73,8 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError
+from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .admission import Caller
 from .bearer_auth import check_bearer
@@ -95,12 +98,14 @@ from .input_errors import MethodNotAllowedError, RequestTimeoutError, Unsupporte
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
+from .otel import incoming_trace
 from .registry_options import RegistryOptions
 from .runs import RunRegistry
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
 from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
+from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -259,8 +264,11 @@ class _Gateway:
         body_timeout: float,
         broker: ResourceBroker | None = None,
         transport: TransportCapabilities | None = None,
+        wire: WireChoice = "auto",
     ) -> None:
         self.registry = registry
+        #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
+        self.wire: WireChoice = wire
         self.broker = broker
         #: What this server speaks, in its capabilities document.
         self.transport = transport or sse_transport()
@@ -293,7 +301,7 @@ class _Gateway:
         return web.Response(
             status=204,
             headers={
-                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": (
                     f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
                 ),
@@ -347,14 +355,16 @@ class _Gateway:
                     input.run_id, last_event_id, _caller(request, principal), resumable=resumable, via="sse"
                 )
             else:
-                run = await self.registry.start(
-                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                )
+                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
+                    run = await self.registry.start(
+                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                    )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first, started=not last_event_id)
+        return await self._stream(request, sub, fmt, first, started=not last_event_id,
+                                  translate=wire_translator(wire_for(self.wire, input.protocol_version)))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -396,7 +406,49 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        return self._only_get(request, "a thread's history is")
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            page = await list_threads(
+                self.registry, _caller(request, principal), limit=request.query.get("limit"),
+                cursor=request.query.get("cursor"), search=request.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(status=204)
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
@@ -424,7 +476,9 @@ class _Gateway:
             # EventSource to stop reconnecting (WHATWG), instead of looping.
             sub.close()
             return web.Response(status=204)
-        return await self._stream(request, sub, fmt, first)
+        # the wire the run's input declared (a run another node started: its input is not here, 0.x)
+        translate = wire_translator(wire_for(self.wire, sub.run.input.protocol_version))
+        return await self._stream(request, sub, fmt, first, translate=translate)
 
     async def thread(self, request: web.Request) -> web.StreamResponse:
         """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
@@ -483,7 +537,8 @@ class _Gateway:
         )
 
     async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
+        translate: Callable[[bytes], bytes] | None = None,
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
@@ -507,7 +562,7 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
 
-            await _pump(write, sub, fmt, self.keepalive, first, self.metrics)
+            await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
@@ -536,10 +591,12 @@ class _Gateway:
 
 
 async def _pump(
-    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None,
+    translate: Callable[[bytes], bytes] | None = None,
 ) -> None:
     """Write the subscription's events until the run's last one (the shared hot
-    loop of the HTTP streams): one ``write`` per ready batch."""
+    loop of the HTTP streams): one ``write`` per ready batch. ``translate``: applied to
+    each encoded event first (the 0.x wire: ``protocol.wire.to_wire0``)."""
     run_id = sub.run.run_id
     sse = fmt == "sse"
     _, keepalive_frame, frame_one = _FORMATS[fmt]
@@ -561,13 +618,14 @@ async def _pump(
                 await write(keepalive_frame)
                 continue
         if sl.payloads:
+            payloads = sl.payloads if translate is None else [translate(p) for p in sl.payloads]
             if sse:
-                data = frame_sse(run_id, sl.first_seq, sl.payloads)
+                data = frame_sse(run_id, sl.first_seq, payloads)
             else:
-                data = frame_ndjson(sl.payloads) if fmt == "ndjson" else frame_proto(sl.payloads)
+                data = frame_ndjson(payloads) if fmt == "ndjson" else frame_proto(payloads)
             await write(data)
             if metrics is not None:
-                metrics.note_sent(fmt, len(sl.payloads), len(data))
+                metrics.note_sent(fmt, len(payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -685,6 +743,7 @@ def create_app(
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
         transport=sse_transport(websocket=websocket),
+        wire=conn.wire,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -697,6 +756,10 @@ def create_app(
     base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -711,6 +774,7 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import cast
 
 from agui_engine.protocol.events import RunAgentInput
+from agui_engine.protocol.threads import check_resume, open_interrupts
 
 from .admission import Caller, may_touch
 from .eventlog import CursorExpiredError, EventLog
@@ -43,9 +45,19 @@ class ThreadHistory:
     """Thread histories kept in ``store``. ``wall``: the wall clock retention is measured
     on (a shared store compares it across nodes)."""
 
-    def __init__(self, store: ThreadStore, wall: Callable[[], float]) -> None:
+    def __init__(self, store: ThreadStore, wall: Callable[[], float], *, apart: bool = False) -> None:
         self.store = store
         self._wall = wall
+        #: The store is apart from the event log (a durable store: IO of its own), so a run's
+        #: record is kept before its terminal event goes out (see RunProducer).
+        self.apart = apart
+
+    @classmethod
+    def kept(cls, store: ThreadStore | None, log: EventLog, wall: Callable[[], float]) -> ThreadHistory | None:
+        """The histories kept in ``store``, else in ``log`` when it keeps them (None: nowhere)."""
+        if store is None and isinstance(log, ThreadStore):
+            store = log
+        return None if store is None else cls(store, wall, apart=store is not cast(object, log))
 
     async def _kept_runs(self, thread_id: str) -> list[HistoryRun]:
         held = await self.store.thread_runs(thread_id, self._wall())
@@ -56,7 +68,8 @@ class ThreadHistory:
         its thread's history, the run it continues there (its ``parentRunId``, else the
         thread's latest kept run), and its input given that branch's messages
         (:func:`~transports.history.merge_input`). Another client's thread is served, but
-        neither joined nor read. Raises EventLogUnavailableError."""
+        neither joined nor read. Raises ResumeRejectedError (422: ``input.resume`` does not
+        answer the interrupts the branch it continues ended with), EventLogUnavailableError."""
         if len(input.thread_id) > MAX_RUN_ID_LENGTH:
             return False, None, input  # a thread id longer than a run id may be is not a store key
         runs = await self._kept_runs(input.thread_id)
@@ -64,9 +77,14 @@ class ThreadHistory:
             return False, None, input
         named = input.parent_run_id
         if named is None:
+            if runs:
+                check_resume(open_interrupts(runs[-1].events), input, self._wall())
             return True, runs[-1].run_id if runs else None, input
-        if any(r.run_id == named for r in runs):
-            return True, named, merge_input(branch(runs, named).runs, input)
+        for r in runs:
+            if r.run_id == named:
+                # AG-UI 1.0: a resume answers the interrupts the branch it continues ended with
+                check_resume(open_interrupts(r.events), input, self._wall())
+                return True, named, merge_input(branch(runs, named).runs, input)
         return True, named, input  # a parent not kept (evicted, or never ran here): the input as sent
 
     async def read(self, thread_id: str, run_id: str | None, caller: Caller | None) -> tuple[Branch, list[bytes]]:
@@ -88,9 +106,26 @@ class ThreadHistory:
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 
-    async def keep(self, log: EventLog, run: Run) -> None:
+    async def keep_shielded(self, log: EventLog, run: Run, terminal: bytes | None = None) -> None:
+        """:meth:`keep`, carried to its end even when the run's task is cancelled meanwhile
+        (its client left after the terminal event): an ended run's record is not lost to a
+        store that awaits IO. Bounded by the store's own timeouts."""
+        keep = asyncio.ensure_future(self.keep(log, run, terminal))
+        while True:
+            try:
+                await asyncio.shield(keep)
+                return
+            except asyncio.CancelledError:
+                if keep.done():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def keep(self, log: EventLog, run: Run, terminal: bytes | None = None) -> None:
         """Read the ended run's log whole -- up to its terminal event, the last one, which a
-        write-behind log may still be storing -- and keep it in its thread's history."""
+        write-behind log may still be storing -- and keep it in its thread's history.
+        ``terminal``: the terminal event about to be appended (the log holds the rest)."""
         rid = run.run_id
         loop = asyncio.get_running_loop()
         deadline = loop.time() + HISTORY_READ_TIMEOUT_SECONDS
@@ -110,6 +145,9 @@ class ThreadHistory:
             if sl.finished:
                 break
             if not sl.payloads:
+                if terminal is not None:  # everything appended so far is read: add the terminal
+                    payloads.append(terminal)
+                    break
                 left = deadline - loop.time()
                 if left <= 0 or not await log.wait(rid, after, left):
                     break
