@@ -69,6 +69,7 @@ from agui_engine.llm import (
     ToolChoice,
     Usage,
 )
+from agui_engine.loops.observe import trace_headers
 from agui_engine.protocol.codec import SSEDecoder
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.protocol.ids import random_id
@@ -932,6 +933,7 @@ class StreamingLLMClient(abc.ABC):
             "accept": "text/event-stream",
             **self.extra_headers,
             **self.auth_headers(),
+            **trace_headers(),  # W3C traceparent of the run's chat span, when traced (loops/observe.py)
         }
         request = client.build_request("POST", url, content=payload, headers=headers, timeout=self._timeout)
         try:

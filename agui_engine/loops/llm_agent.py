@@ -531,7 +531,8 @@ class LLMAgent:
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
             return await tool_outcome(runner, tool, call.arguments, inline=tool.name in self.inline_tools,
-                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app))
+                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app),
+                                      call_id=call.id)
 
         if not calls:
             return {}

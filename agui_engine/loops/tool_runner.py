@@ -59,6 +59,7 @@ import msgspec
 from ..genui.components import ServerTool
 from ..genui.mcp_apps import AppToolResult
 from ..protocol.errors import UpstreamError, UsageError
+from .observe import tool_span
 
 __all__ = [
     "MAX_TOOL_RESULT_CHARS",
@@ -215,7 +216,7 @@ def format_tool_result(value: Any) -> str:
 
 async def tool_outcome(
     runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
-    on_app: Callable[[AppToolResult], None] | None = None,
+    on_app: Callable[[AppToolResult], None] | None = None, call_id: str | None = None,
 ) -> tuple[str, str | None]:
     """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
     (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
@@ -225,17 +226,29 @@ async def tool_outcome(
     A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
     text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
     is called, so the caller shows the app after the tool result (isError or not, as
-    ``@ag-ui/mcp-apps-middleware`` does)."""
+    ``@ag-ui/mcp-apps-middleware`` does). A traced run (:mod:`~agui_engine.loops.observe`) gets an
+    ``execute_tool`` span per call (``call_id``: its ``gen_ai.tool.call.id``)."""
+    span = tool_span(tool.name, call_id, description=tool.description)  # None unless traced
     try:
         result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
         app = result if isinstance(result, AppToolResult) else None
         content = app.text if app is not None else format_tool_result(result)
     except ToolDeadlineExceeded:
+        if span is not None:
+            span.end("timeout")
         error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
         return f"Error: {error}", error
     except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        if span is not None:
+            span.end(type(exc).__name__)
         error = f"{type(exc).__name__}: {exc}"
         return f"Error: {error}", error
+    except BaseException:
+        if span is not None:
+            span.end("cancelled")
+        raise
+    if span is not None:
+        span.end("tool_error" if app is not None and app.is_error else None)
     if len(content) > MAX_TOOL_RESULT_CHARS:
         error = (
             f"the result of {tool.name} is {len(content)} characters, more than "
