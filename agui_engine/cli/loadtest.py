@@ -61,8 +61,8 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 
-from . import seconds
 from .load_report import LoadReport, LoadStats, RunRecord, format_report
+from .options import seconds
 
 __all__ = [
     "DEFAULT_CONCURRENCY",

@@ -30,7 +30,6 @@ from ..genui.component_stream import ComponentStream, InteractableUpdateStream, 
 from ..genui.components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     KEEP,
-    STANDARD_PARAMETER_PREFIX,
     STATUS_MESSAGE_PARAMETER,
     Component,
     NullPolicy,
@@ -45,6 +44,7 @@ from ..genui.components import (
     unstrict_value,
 )
 from ..genui.interactables import Interactable, UpdateKind, interactable_tools
+from ..genui.schemas import STANDARD_PARAMETER_PREFIX
 from ..genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool, ui_spec_result
 from ..jsonstream import PatchStream
 from ..llm import (
