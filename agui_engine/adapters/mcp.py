@@ -669,7 +669,7 @@ class MCPConnection:
 
     def _sized(self, result: Any, method: str) -> dict[str, Any]:
         data = (json.dumps(result, ensure_ascii=False) if isinstance(result, dict)
-                else result.model_dump_json(by_alias=True, exclude_none=True))
+                else sdk.result_json(result))
         if len(data) > MAX_MCP_RESULT_BYTES:
             raise MCPResultTooLargeError(
                 f"MCP server {self.server.source_id}: the {method} result is {len(data)} bytes, more than "

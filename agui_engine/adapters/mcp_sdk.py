@@ -48,6 +48,7 @@ __all__ = [
     "notification_of",
     "open_session",
     "read_resource",
+    "result_json",
     "run_server",
     "sdk_major",
     "sdk_version",
@@ -118,6 +119,17 @@ def any_result() -> Any:
 
         return TypeAdapter(dict[str, Any])
     return types.Result
+
+
+def result_json(result: Any) -> str:
+    """A result model's JSON as the server sent it: 2.x models add fields of later protocol
+    revisions with defaults (``resultType: "complete"``), which a peer's host never saw, so only
+    the fields set are kept; 1.x's are dumped without their ``None`` fields."""
+    if sdk_major() >= 2:
+        data: str = result.model_dump_json(by_alias=True, exclude_unset=True)
+    else:
+        data = result.model_dump_json(by_alias=True, exclude_none=True)
+    return data
 
 
 def client_notification(doc: Mapping[str, Any]) -> Any:

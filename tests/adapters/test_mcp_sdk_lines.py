@@ -85,6 +85,8 @@ def test_the_mcp_tests_pass_on_the_sdk_2_line() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *MCP_TEST_FILES],
                           cwd=ROOT, env=env, capture_output=True, text=True)
-    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    assert done.returncode == 0, f"on mcp {version}: {summary}\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
+    lines = done.stdout.strip().splitlines()
+    summary = lines[-1] if lines else ""
+    failed = "\n".join(line for line in lines if line.startswith(("FAILED ", "ERROR ")))
+    assert done.returncode == 0, f"on mcp {version}: {summary}\n{failed}\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
     assert " passed" in summary, summary
