@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TextIO
 
-from agui_engine.adapters.provider import redact
+from agui_engine.adapters.redaction import REDACTED, redact
 
 __all__ = [
     "CONSOLE_LOGGER",
@@ -71,9 +71,6 @@ __all__ = [
 #: 8 KiB shows a whole JSON-RPC message of any ordinary size and a full traceback line; a
 #: payload logged whole by a library at DEBUG (hundreds of KB) is not a log line.
 MAX_LOGGED_MESSAGE_CHARS = 8 * 1024
-
-#: What replaces a secret in a log line (the adapters' redaction marker).
-REDACTED = "[redacted]"
 
 #: Header names whose values are credentials (lower case): the bearer token, the
 #: providers' key headers (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``,

@@ -30,6 +30,7 @@ from typing import TextIO
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.runs import (
@@ -136,12 +137,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
+    parser.add_argument("--otel", action="store_true",
+                        help="trace every run with OpenTelemetry (GenAI spans, the client's traceparent continued) "
+                             "and export traces and metrics over OTLP, configured by the standard OTEL_* variables "
+                             "(OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME ...; needs agui-engine[otel])")
     parser.add_argument("--no-inspect", action="store_true",
                         help="do not serve the inspector page at <path>/inspect (SSE; on by default)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
+                        help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
+                             "CopilotKit, assistant-ui) or auto: 1.0 for a client declaring protocolVersion 1.x, "
+                             "else 0 (default: auto; spec/wire-versions.md)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
     add_mcp_argument(parser)
@@ -207,10 +216,18 @@ def run(args: argparse.Namespace) -> int:
         for server in servers:  # an MCP server's credentials never reach a log line either
             secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
         agent = with_mcp(agent, servers)
+        flush = None
+        if args.otel:
+            from .otel import configure_otel
+
+            flush = configure_otel()
         try:
             return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
         except KeyboardInterrupt:
             return 0
+        finally:
+            if flush is not None:
+                flush()  # what the batch still holds is exported before the process exits
 
 
 def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
@@ -251,7 +268,7 @@ async def _serve(
     reload: Callable[[], None] | None,
     stdout: TextIO,
 ) -> int:
-    from agui_engine.transports.eventlog import open_event_log
+    from agui_engine.transports.open_log import open_event_log
 
     options = RegistryOptions(
         max_runs=args.max_runs,
@@ -260,6 +277,7 @@ async def _serve(
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
         keep_history=not args.no_history,
+        tracing=args.otel,
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
@@ -280,7 +298,7 @@ async def _serve_with(
     stdout: TextIO,
 ) -> int:
     if args.transport == "stdio":
-        from agui_engine.transports.stdio import serve_stdio
+        from agui_engine.transports.stdio_server import serve_stdio
 
         return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
     stop = asyncio.Event()
@@ -300,7 +318,8 @@ async def _serve_with(
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
         from agui_engine.transports.metrics import GatewayMetrics
-        from agui_engine.transports.sse import start_sse_server
+        from agui_engine.transports.server_options import ConnectionOptions
+        from agui_engine.transports.sse_server import start_sse_server
 
         try:
             server: object = await start_sse_server(
@@ -313,11 +332,12 @@ async def _serve_with(
                 keepalive_seconds=args.keepalive,
                 options=options,
                 log=log,
-                metrics=None if args.no_metrics else GatewayMetrics(),
+                metrics=None if args.no_metrics else GatewayMetrics(otel=args.otel),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
+                connection=ConnectionOptions(wire=args.wire),
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
@@ -325,7 +345,7 @@ async def _serve_with(
         if not args.no_inspect:
             print(f"inspector on {url.rstrip('/')}/inspect", file=sys.stderr, flush=True)
     else:
-        from agui_engine.transports.websocket import start_websocket_server
+        from agui_engine.transports.websocket_server import start_websocket_server
 
         try:
             server = await start_websocket_server(

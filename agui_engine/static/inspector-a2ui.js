@@ -19,6 +19,16 @@
 //     once more; if that throws too, the fallback drawing shows the surface (`data-renderer="fallback"`)
 //     with the renderer's error. The next content tries the renderer again.
 //
+// Every surface is checked before anything draws it (`surfaceProblem`), whatever brought it: a surface
+// that reaches the page as an activity (a remote agent's, a tool's `a2ui_operations` result) has not been
+// through render_a2ui's checks. A component-reference cycle, a child tree deeper than MAX_A2UI_DEPTH, more
+// than MAX_A2UI_COMPONENTS components (or a tree that would draw more than that many, a component being
+// drawn once per reference) or JSON nested deeper than MAX_A2UI_JSON_DEPTH is refused: the view shows the
+// refusal (`data-renderer="refused"`) and draws nothing of it; a later content of the same activity that
+// passes is drawn. The limits are the server's own constants (agui_engine.genui.a2ui, spec/limits.md),
+// served as the generated module a2ui-limits.js. The check is linear in the surface and never recurses
+// (a hostile surface cannot overflow the stack of the check itself).
+//
 // Nothing in a surface's strings is parsed as HTML: the renderer binds text with Lit (escaped; no
 // markdown renderer is configured, so Text shows its text as text), and the fallback uses textContent
 // and attribute-free elements only (no URL of the surface is ever loaded).
@@ -28,6 +38,7 @@
 // with agui-engine.js's sendA2UIAction (forwardedProps.a2uiAction.userAction, the middleware's convention).
 
 import { A2UI_BASIC_CATALOG_ID, a2uiContent, a2uiSurfaceId } from "./agui-engine.js";
+import { MAX_A2UI_COMPONENTS, MAX_A2UI_DEPTH, MAX_A2UI_JSON_DEPTH } from "./a2ui-limits.js";
 
 /** Deepest component nesting the fallback drawing follows (a cycle or a very deep tree stops there). */
 export const FALLBACK_MAX_DEPTH = 32;
@@ -51,6 +62,149 @@ function catalogs() {
                                 basic.themeSchema);
   return [basic, alias];
 }
+
+// ------------------------------------------------------------------------------------------ the check
+
+// Props that reference other components: the v0.9/v1.0 basic catalogs' `child`, `children` (ids or a
+// {componentId, path} template), Modal's `trigger`/`content`, and the `child` of each Tabs item; older
+// names (`entryPointChild`, `contentChild`, `tabItems`) too. A string there that names no component of
+// the surface is no edge (so a text prop that happens to equal an id adds an edge only under these names).
+const REF_PROPS = ["child", "children", "trigger", "content", "entryPointChild", "contentChild"];
+const REF_ITEM_LISTS = ["tabs", "tabItems"];
+
+function refsOf(component, out) {
+  const push = (value) => {
+    if (typeof value === "string") out.push(value);
+    else if (value && typeof value === "object" && typeof value.componentId === "string") out.push(value.componentId);
+  };
+  for (const key of REF_PROPS) {
+    const value = component[key];
+    if (Array.isArray(value)) value.forEach(push);
+    else push(value);
+  }
+  for (const key of REF_ITEM_LISTS) {
+    const items = component[key];
+    if (Array.isArray(items)) for (const item of items) if (item && typeof item === "object") push(item.child);
+  }
+  return out;
+}
+
+/** How deep `value` nests (objects and arrays), counted without recursion; stops past `limit`. */
+function jsonDepth(value, limit) {
+  let deepest = 0;
+  const stack = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop();
+    if (v === null || typeof v !== "object") continue;
+    if (d > deepest) deepest = d;
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (child !== null && typeof child === "object") stack.push([child, d + 1]);
+    }
+  }
+  return deepest;
+}
+
+function refusal(code, surfaceId, message, componentId) {
+  return { code, surfaceId, componentId, message };
+}
+
+/**
+ * Why the A2UI operations of one activity must not be drawn ({code, surfaceId, componentId?, message}),
+ * or null when they may. Codes and words as agui_engine.genui.a2ui's refusals: `too_many_components`,
+ * `too_large` (JSON nesting), `child_cycle` ("a -> b -> a", rotated to start at the smallest id, as the
+ * server reports it), `too_deep`. Linear in the operations; no recursion.
+ */
+export function surfaceProblem(operations) {
+  const surfaces = new Map(); // surfaceId -> {entries, components: Map id -> component}
+  for (const op of operations) {
+    const id = a2uiSurfaceId(op) ?? "default";
+    if (op.deleteSurface) { surfaces.delete(id); continue; }
+    if (op.createSurface || !surfaces.has(id)) surfaces.set(id, { entries: 0, components: new Map() });
+    const s = surfaces.get(id);
+    const list = op.updateComponents?.components;
+    if (Array.isArray(list)) {
+      s.entries += list.length;
+      if (s.entries > MAX_A2UI_COMPONENTS) {
+        return refusal("too_many_components", id,
+                       `A surface holds at most ${MAX_A2UI_COMPONENTS} components, got ${s.entries}`);
+      }
+    }
+    if (jsonDepth(op, MAX_A2UI_JSON_DEPTH + 3) > MAX_A2UI_JSON_DEPTH + 3) { // + the op's own 3 levels
+      return refusal("too_large", id, `The surface's JSON nests deeper than ${MAX_A2UI_JSON_DEPTH} levels`);
+    }
+    if (Array.isArray(list)) {
+      for (const c of list) if (c && typeof c === "object" && typeof c.id === "string") s.components.set(c.id, c);
+    }
+  }
+  for (const [surfaceId, s] of surfaces) {
+    const problem = treeProblem(surfaceId, s.components);
+    if (problem) return problem;
+  }
+  return null;
+}
+
+// Cycles (any component), then the tree under "root": its longest path (what a renderer recurses
+// through) and how many components drawing it draws (each reference drawn, templates once).
+function treeProblem(surfaceId, components) {
+  const edges = new Map();
+  for (const [id, c] of components) edges.set(id, refsOf(c, []).filter((ref) => components.has(ref)));
+  const color = new Map(); // 1 on the path, 2 done
+  const depth = new Map(); // levels under a done component, itself included
+  const drawn = new Map(); // components drawing it draws (capped just past the limit)
+  for (const start of edges.keys()) {
+    if (color.has(start)) continue;
+    const frames = [[start, 0]];
+    const path = [start];
+    color.set(start, 1);
+    while (frames.length) {
+      const frame = frames[frames.length - 1];
+      const next = edges.get(frame[0]);
+      if (frame[1] < next.length) {
+        const child = next[frame[1]++];
+        const c = color.get(child);
+        if (c === undefined) {
+          color.set(child, 1);
+          path.push(child);
+          frames.push([child, 0]);
+        } else if (c === 1) {
+          const loop = path.slice(path.lastIndexOf(child));
+          let m = 0;
+          loop.forEach((x, i) => { if (x < loop[m]) m = i; });
+          const canon = [...loop.slice(m), ...loop.slice(0, m)];
+          return refusal("child_cycle", surfaceId, "Child reference cycle detected: " + [...canon, canon[0]].join(" -> "),
+                         canon[0]);
+        }
+        continue;
+      }
+      let d = 1;
+      let n = 1;
+      for (const child of next) {
+        d = Math.max(d, depth.get(child) + 1);
+        n = Math.min(n + drawn.get(child), MAX_A2UI_COMPONENTS + 1);
+      }
+      depth.set(frame[0], d);
+      drawn.set(frame[0], n);
+      color.set(frame[0], 2);
+      frames.pop();
+      path.pop();
+    }
+  }
+  if (!components.has("root")) return null;
+  if (depth.get("root") > MAX_A2UI_DEPTH) {
+    return refusal("too_deep", surfaceId,
+                   `The child tree is ${depth.get("root")} levels deep under 'root'; at most ${MAX_A2UI_DEPTH} are drawn`,
+                   "root");
+  }
+  if (drawn.get("root") > MAX_A2UI_COMPONENTS) {
+    return refusal("too_many_components", surfaceId,
+                   `Drawing the tree under 'root' would draw more than ${MAX_A2UI_COMPONENTS} components `
+                   + "(a component referenced from several places is drawn at each)", "root");
+  }
+  return null;
+}
+
+// ------------------------------------------------------------------------------------------ the view
 
 function element(tag, cls, text) {
   const el = document.createElement(tag);
@@ -86,6 +240,13 @@ export class SurfaceView {
     if (!content) return;
     this.showLifecycle(content);
     if (content.operations) {
+      const refused = surfaceProblem(content.operations);
+      if (refused) {
+        this.operations = [];
+        this.reset();
+        this.refuse(refused);
+        return;
+      }
       this.operations = content.operations;
       this.draw();
     } else if (this.operations.length) {
@@ -128,6 +289,12 @@ export class SurfaceView {
         this.fallback(`the A2UI renderer refused this surface: ${err.message}`);
       }
     }
+  }
+
+  refuse({ code, surfaceId, componentId, message }) {
+    this.el.dataset.lifecycle = "refused";
+    const where = componentId ? `surface ${surfaceId}, component ${componentId}` : `surface ${surfaceId}`;
+    this.renderer("refused", `refused, not drawn: [${code}] ${where}: ${message}`);
   }
 
   renderer(kind, problem) {

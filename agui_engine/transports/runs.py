@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 import msgspec
 
 from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.loops.observe import OBSERVER
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -110,7 +111,8 @@ from .history import (
     decode_records,
     merge_input,
 )
-from .input_decoding import MAX_RUN_ID_LENGTH, MAX_SEQ_DIGITS, check_run_id
+from .input_decoding import MAX_RUN_ID_LENGTH, check_run_id
+from .otel import OTelObserver, run_span
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -156,8 +158,6 @@ __all__ = [
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
-    "event_id",
-    "resume_cursor",
     "run_key_hash",
 ]
 
@@ -305,6 +305,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     trimmed; 0: none; applies to the registry's own in-memory log).
     ``keep_history``: keep each thread's ended runs in the event log, when it is a
     :class:`~transports.history.ThreadStore` (spec/transports.md §4.4).
+    ``tracing``: trace every run with OpenTelemetry (``transports/otel.py``: an
+    ``invoke_agent`` span per run, chat and ``execute_tool`` spans under it; the
+    ``[otel]`` extra, the application's configured tracer provider).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -317,6 +320,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     keep_history: bool = True
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
@@ -678,6 +682,10 @@ class RunRegistry:
         )
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
+        #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
+        self.observer: OTelObserver | None = None
+        if self.options.tracing:
+            self.observer = OTelObserver()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -1146,6 +1154,10 @@ class RunRegistry:
         append = self.log.append
         # this task runs this one agent: it gets the standard runner (sync tools in threads)
         supply_tool_runner(STANDARD_TOOL_RUNNER)
+        span = None
+        if self.observer is not None:  # the run's invoke_agent span; its model and tool calls trace under it
+            OBSERVER.set(self.observer)
+            span = run_span(self.observer, run.input, self.agent)
         try:
             gen = self._open_agent(run.input)
             async for event in gen:
@@ -1201,7 +1213,11 @@ class RunRegistry:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
-        await self._finish(run, error)
+        try:
+            await self._finish(run, error)
+        finally:
+            if span is not None:
+                span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
     def _open_agent(self, input: RunAgentInput) -> Any:
         # A proxied MCP request (an MCP app's iframe calling its server) is answered here, for
@@ -1291,20 +1307,3 @@ def _stop(timer: TimerHandle | None) -> TimerHandle | None:
     if timer is not None:
         timer.cancel()
     return None
-
-
-def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:
-    """Parse a ``<runId>:<seq>`` resume cursor (SSE ``Last-Event-ID``, the WebSocket
-    ``lastEventId``). Raises BadCursorError naming what is wrong."""
-    rid, sep, seq_text = last_event_id.rpartition(":")
-    # isascii(): str.isdigit() is also true for "²" or "١", which int() refuses.
-    if not sep or not rid or not (seq_text.isascii() and seq_text.isdigit()) or len(seq_text) > MAX_SEQ_DIGITS:
-        raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
-    if run_id is not None and rid != run_id:
-        raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")
-    return rid, int(seq_text)
-
-
-def event_id(run_id: str, seq: int) -> str:
-    """The id of event ``seq`` of a run, as carried by SSE ``id:`` and the WS envelope."""
-    return f"{run_id}:{seq}"

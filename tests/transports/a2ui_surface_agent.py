@@ -19,6 +19,11 @@ What it answers (the last user message picks the scenario; a run whose ``forward
 * ``hostile``: a surface whose every string is markup or script;
 * ``refuse``: a surface the renderer refuses (a TextField prop the v0.9 schema does not have), with
   hostile strings, drawn by the inspector's own fallback;
+* ``bomb cycle`` / ``bomb cycle delta`` / ``bomb deep`` / ``bomb many`` / ``bomb shared`` / ``bomb result``: surfaces
+  no renderer can draw, that arrive as activities (not through ``render_a2ui``'s checks): a two-component
+  reference cycle (in a snapshot, or formed by a later ``ACTIVITY_DELTA``), a 3,000-level child chain,
+  100,000 components, 31 components that would draw 2**31 (each referenced twice), and a cycle in an ``a2ui_operations`` tool result turned into an activity by the
+  engine's :class:`~agui_engine.genui.a2ui.A2UITransformer` (as the loops do for any tool's result);
 * ``retry``: ``building``, then ``retrying`` (attempt 2 of 3, with the validation errors), then the
   painted surface; ``repaint``: the same with a partly painted surface before ``retrying``;
   ``failed``: ``building`` then ``failed`` (recovery exhausted);
@@ -36,7 +41,7 @@ from typing import Any
 
 from agui_engine.demo.booking import availability_dashboard, booking_form
 from agui_engine.demo.scripted import user_text
-from agui_engine.genui.a2ui import A2UICatalog, A2UISurfaceStream
+from agui_engine.genui.a2ui import A2UICatalog, A2UISurfaceStream, A2UITransformer
 from agui_engine.protocol.events import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
@@ -84,6 +89,32 @@ REFUSED_SURFACE = [
     # "text" is the middleware prompt's name for the value; the v0.9 schema (strict) calls it "value"
     {"id": "field", "component": "TextField", "label": HOSTILE, "text": {"path": "/evil"}},
 ]
+
+
+#: The hostile surfaces of the ``bomb`` scenarios (issue 30 point 3).
+BOMB_CHAIN_LEVELS = 3000
+BOMB_COMPONENTS = 100_000
+CYCLE_SURFACE = [
+    {"id": "root", "component": "Column", "children": ["a"]},
+    {"id": "a", "component": "Card", "child": "b"},
+    {"id": "b", "component": "Card", "child": "a"},
+]
+
+
+def bomb_surface(kind: str) -> list[dict[str, Any]]:
+    """The components of a hostile surface: ``cycle``, ``deep`` (a chain of Cards) or ``many``."""
+    if kind == "deep":
+        chain = [{"id": "root" if i == 0 else f"c{i}", "component": "Card", "child": f"c{i + 1}"}
+                 for i in range(BOMB_CHAIN_LEVELS)]
+        return [*chain, {"id": f"c{BOMB_CHAIN_LEVELS}", "component": "Text", "text": "the bottom"}]
+    if kind == "shared":  # 30 levels, each component referenced twice by the one above: 2**30 to draw
+        levels = [{"id": "root" if i == 0 else f"s{i}", "component": "Column", "children": [f"s{i + 1}", f"s{i + 1}"]}
+                  for i in range(30)]
+        return [*levels, {"id": "s30", "component": "Text", "text": "leaf"}]
+    if kind == "many":  # small components: the event (~3 MB) fits one run's event log (4 MiB)
+        return [{"id": "root", "component": "Column", "children": ["1"]},
+                *({"id": str(i), "component": "Divider"} for i in range(1, BOMB_COMPONENTS))]
+    return CYCLE_SURFACE
 
 
 def _ops(surface_id: str, components: list[dict[str, Any]], data: dict[str, Any] | None) -> dict[str, Any]:
@@ -163,6 +194,27 @@ async def _engine_surface(call_id: str, surface: dict[str, Any]) -> AsyncIterato
     yield ToolCallResultEvent(message_id=f"result-{call_id}", tool_call_id=call_id, content=content)
 
 
+async def _bomb(run: str, text: str) -> AsyncIterator[Event]:
+    call = f"call-{run}"
+    if "result" in text:  # a tool's result carrying the operations: the engine's transformer paints it
+        transformer = A2UITransformer()
+        events: list[Event] = [ToolCallStartEvent(tool_call_id=call, tool_call_name="lookup"),
+                               ToolCallArgsEvent(tool_call_id=call, delta="{}"), ToolCallEndEvent(tool_call_id=call),
+                               ToolCallResultEvent(message_id=f"result-{call}", tool_call_id=call,
+                                                   content=json.dumps(_ops("bomb", CYCLE_SURFACE, None)))]
+        for event in events:
+            for out in transformer.feed(event):
+                yield out
+        return
+    if "delta" in text:  # drawable first; a later delta turns "b" into a Card pointing back at "a"
+        yield _activity(call, _ops("bomb", [*CYCLE_SURFACE[:2], {"id": "b", "component": "Text", "text": "b"}], None))
+        await asyncio.sleep(PAUSE_SECONDS)
+        yield _delta(call, "/a2ui_operations/1/updateComponents/components/-", CYCLE_SURFACE[2])
+        return
+    kind = next((k for k in ("deep", "many", "shared") if k in text), "cycle")
+    yield _activity(call, _ops("bomb", bomb_surface(kind), None))
+
+
 async def _text(message_id: str, text: str) -> AsyncIterator[Event]:
     yield TextMessageStartEvent(message_id=message_id, role="assistant")
     yield TextMessageContentEvent(message_id=message_id, delta=text)
@@ -193,6 +245,9 @@ async def agent(input: RunAgentInput) -> AsyncIterator[Event]:
             yield e
     elif "refuse" in text:
         async for e in _surface(f"call-{run}", "refused", REFUSED_SURFACE, {"evil": HOSTILE}, grow=False):
+            yield e
+    elif "bomb" in text:
+        async for e in _bomb(run, text):
             yield e
     elif "retry" in text or "failed" in text or "repaint" in text:
         call = f"call-{run}"

@@ -40,6 +40,7 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder, encode_proto_frame
 from agui_engine.protocol.verify import Verifier
 from agui_engine.transports.clock import ManualClock
+from agui_engine.transports.content_negotiation import negotiate_history
 from agui_engine.transports.eventlog import InMemoryEventLog
 from agui_engine.transports.history import (
     HISTORY_TRIMMED_EVENT,
@@ -52,8 +53,10 @@ from agui_engine.transports.history import (
     decode_records,
     merge_input,
 )
+from agui_engine.transports.http_headers import HISTORY_TRIMMED_HEADER
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..agui_engine.agui_streams import valid_streams
 from ..agui_engine.protocol.test_accumulator_differential import run_client
@@ -583,7 +586,8 @@ async def test_a_thread_over_websocket_is_kept_and_restored_over_sse(store: Stor
     WebSocketAgent runs two turns (the second run message carries the first's key, so both
     are kept), and Thread.restore over SSEAgent gets the same messages and state."""
     from agui_engine.transports.runs import RunRegistry
-    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     registry = RunRegistry(EchoAgent(), log=await store())
     async with await start_websocket_server(registry=registry) as ws, await start_sse_server(registry=registry) as srv:
@@ -670,7 +674,7 @@ async def test_restore_stops_reading_an_endless_history_at_its_limit(monkeypatch
     from aiohttp import web
 
     from agui_engine.protocol.errors import LimitExceededError
-    from agui_engine.transports import sse as sse_module
+    from agui_engine.transports import sse_client as sse_module
 
     limit = 64 * 1024
     monkeypatch.setattr(sse_module, "MAX_HISTORY_RESPONSE_BYTES", limit)

@@ -12,6 +12,7 @@ drawing when the renderer refuses a surface, and no string of a surface ever run
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -296,3 +297,52 @@ async def test_serve_a2ui_demo_booking_round_trip(browser: Any, tmp_path: Path) 
         await page.screenshot(path=str(shot), full_page=True)
         print(f"inspector screenshot: {shot}")
         assert page.errors == []
+
+
+#: How long the page may take to run a trivial script after a hostile surface (generous: a busy
+#: machine; a hung tab never answers at all, a crashed one raises).
+ANSWER_BOUND_S = 30.0
+
+
+@pytest.mark.timeout(120)  # six hostile runs in a real browser, one of them a ~4 MB event
+async def test_hostile_surfaces_from_any_source_are_refused_and_the_page_keeps_answering(
+        browser: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Issue 30 point 3: a reference cycle (in a snapshot, formed by a later delta, or in a tool's
+    ``a2ui_operations`` result), 3,000 levels of nesting, 100,000 components and 31 components each
+    referenced twice (2**31 to draw) arrive as activities,
+    past ``render_a2ui``'s checks: the inspector checks each surface itself (the limits the server hands
+    it, spec/limits.md) and shows a refusal instead of drawing it; the tab keeps answering."""
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        cases = [("bomb cycle", "child_cycle", "a -> b -> a"), ("bomb cycle delta", "child_cycle", "a -> b -> a"),
+                 ("bomb result", "child_cycle", "a -> b -> a"), ("bomb deep", "too_deep", "64"),
+                 ("bomb many", "too_many_components", "4096"),
+                 ("bomb shared", "too_many_components", "referenced from several places")]
+        for n, (text, code, detail) in enumerate(cases, start=1):
+            await send(page, text)
+            await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+            card = page.locator(f".a2ui-activity:nth-child({n})")
+            await card.and_(page.locator("[data-renderer='refused']")).wait_for(timeout=DEADLINE_MS)
+            answer = await asyncio.wait_for(page.evaluate("() => 6 * 7"), ANSWER_BOUND_S)
+            assert answer == 42, text
+            problem = await card.locator(".a2ui-problem").inner_text()
+            assert code in problem and detail in problem, (text, problem)
+            assert await card.locator("a2ui-surface, .a2ui-fallback").count() == 0  # nothing of it drawn
+        # the page still works: a drawable surface after them is drawn by the renderer
+        await send(page, "book a table (snapshots)")
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        await page.wait_for_selector(f".a2ui-activity:nth-child({len(cases) + 1})[data-renderer='lit']",
+                                     timeout=DEADLINE_MS)
+        assert page.errors == []
+
+
+async def test_the_page_gets_the_servers_a2ui_limits(tmp_path: Path) -> None:
+    """The inspector's checks use the Python constants (spec/limits.md), served as a module."""
+    from agui_engine.genui import a2ui
+
+    with served(tmp_path, "--agent", AGENT) as url:
+        async with httpx.AsyncClient() as client:
+            limits = await client.get(url + "static/a2ui-limits.js")
+    assert limits.status_code == 200 and limits.headers["content-type"].startswith("text/javascript")
+    for name in ("MAX_A2UI_COMPONENTS", "MAX_A2UI_DEPTH", "MAX_A2UI_JSON_DEPTH"):
+        assert f"export const {name} = {getattr(a2ui, name)};" in limits.text

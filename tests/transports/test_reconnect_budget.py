@@ -13,7 +13,7 @@ from aiohttp import web
 
 from agui_engine.protocol.events import RunErrorEvent, RunStartedEvent
 from agui_engine.transports.retrying_client import MAX_RECONNECTS_PER_RUN, ConnectionLostError
-from agui_engine.transports.sse import SSEAgent
+from agui_engine.transports.sse_client import SSEAgent
 
 from .scripted import make_input
 
