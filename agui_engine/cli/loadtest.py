@@ -61,20 +61,20 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 
-from . import seconds
 from .load_report import LoadReport, LoadStats, RunRecord, format_report
+from .options import seconds
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_RUNS",
     "DEFAULT_RUN_TIMEOUT_SECONDS",
     "ENCODINGS",
+    "LoadPlan",
     "MAX_CONCURRENCY",
     "MAX_DURATION_SECONDS",
     "MAX_ERROR_BODY_CHARS",
     "MAX_RUNS",
     "PROGRESS_INTERVAL_SECONDS",
-    "LoadPlan",
     "add_arguments",
     "check_target",
     "load_inputs",
