@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
@@ -47,6 +47,11 @@ from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
 from .tokens import read_tokens_file
+
+if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
+    from agui_engine.transports.agents_app import ServedAgent
+
+    from .agents_config import AgentConfig
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
 
@@ -143,6 +148,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="several agents in one gateway, from a TOML file with one [agents.<id>] table each "
+                             "(spec, path, description, a2ui, ui_spec, mcp, mcp_header_env, principals), served "
+                             "at <path>/<id> instead of --agent (SSE; default: none, one agent)")
     parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
                         help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
                              "CopilotKit, assistant-ui) or auto: 1.0 for a client declaring protocolVersion 1.x, "
@@ -201,21 +210,75 @@ def run(args: argparse.Namespace) -> int:
     for flag, tool, on in (("--ui-spec", "render_ui", args.ui_spec), ("--a2ui", "render_a2ui", args.a2ui)):
         if on and args.agent.strip() not in ("", "embedded"):
             raise UsageError(f"{flag} offers {tool} to the embedded agent: drop --agent or write --agent embedded")
+    configs = _configs(args)
     token = _auth_tokens(args, secrets)
     reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
     # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
     # import on: stdout is not the server's log, and with stdio it carries the protocol.
     with route_console() as stdout:
-        agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
-                 else agent_from_spec(args.agent, pace_seconds=pace))
-        servers = mcp_servers(args.mcp, args.mcp_header_env)
-        for server in servers:  # an MCP server's credentials never reach a log line either
-            secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
-        agent = with_mcp(agent, servers)
+        agent: object
+        if configs is not None:
+            agent, servers = _config_agents(configs, pace, secrets)
+        else:
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
+                   else agent_from_spec(args.agent, pace_seconds=pace))
+            servers = mcp_servers(args.mcp, args.mcp_header_env)
+            _mcp_secrets(servers, secrets)
+            agent = with_mcp(one, servers)
         try:
             return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
         except KeyboardInterrupt:
             return 0
+
+
+def _configs(args: argparse.Namespace) -> list[AgentConfig] | None:
+    """The agents of ``--config`` (None without it); UsageError when it is combined with a flag
+    that names the one agent, another transport or a shared event log."""
+    if args.config is None:
+        return None
+    if args.transport != "sse":
+        raise UsageError("--config serves several agents over HTTP: drop --transport (or write --transport sse)")
+    one_agent = (("--agent", args.agent.strip() not in ("", "embedded")), ("--a2ui", args.a2ui),
+                 ("--ui-spec", args.ui_spec), ("--mcp", bool(args.mcp)), ("--mcp-header-env", bool(args.mcp_header_env)))
+    for flag, given in one_agent:
+        if given:
+            raise UsageError(f"{flag} and --config both describe agents: put it in the agent's [agents.<id>] table")
+    if args.event_log != "memory":
+        raise UsageError("--event-log is for one agent: with --config each agent keeps its runs in memory")
+    from .agents_config import read_agents_config
+
+    return read_agents_config(args.config)
+
+
+def _mcp_secrets(servers: Sequence[MCPServer], secrets: SecretFilter) -> None:
+    for server in servers:  # an MCP server's credentials never reach a log line either
+        secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
+
+
+def _config_agents(
+    configs: Sequence[AgentConfig], pace: float, secrets: SecretFilter
+) -> tuple[dict[str, ServedAgent], list[MCPServer]]:
+    """Each configured agent built as its flags would build it, and every MCP server they use."""
+    from agui_engine.transports.agents_app import ServedAgent
+
+    from .agent_spec import agent_from_spec, embedded_agent
+
+    agents: dict[str, ServedAgent] = {}
+    every: list[MCPServer] = []
+    for config in configs:
+        where = f"[agents.{config.id}]"
+        try:
+            agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui) if config.ui_spec or config.a2ui
+                     else agent_from_spec(config.spec, pace_seconds=pace))
+            servers = mcp_servers(config.mcp, config.mcp_header_env)
+        except UsageError as exc:
+            raise UsageError(f"--config {where}: {exc}") from None
+        _mcp_secrets(servers, secrets)
+        every.extend(servers)
+        principals = frozenset(config.principals) if config.principals is not None else None
+        agents[config.id] = ServedAgent(agent=with_mcp(agent, servers), path=config.path, principals=principals,
+                                        description=config.description)
+    return agents, every
 
 
 def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
@@ -318,7 +381,7 @@ async def _serve_with(
                 cors_origins=args.cors,
                 keepalive_seconds=args.keepalive,
                 options=options,
-                log=log,
+                log=log if args.config is None else None,  # several agents: each its own, in memory
                 metrics=None if args.no_metrics else GatewayMetrics(),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
@@ -348,15 +411,21 @@ async def _serve_with(
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
+    served = args.agent if args.config is None else "agents " + ", ".join(agent)  # type: ignore[arg-type]
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
+        "agui-engine serving %s on %s%s", served, url, " (bearer auth)" if token else ""
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()
     if signals and signals[0] == signal.SIGTERM:
+        from agui_engine.transports.agents_app import AGENT_REGISTRIES_KEY
+
         registry = server.registry  # type: ignore[attr-defined]
-        print(f"draining ({registry.active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
-        await registry.drain(args.drain)
+        registries = ([registry] if registry is not None
+                      else list(server.runner.app[AGENT_REGISTRIES_KEY].values()))  # type: ignore[attr-defined]
+        active = sum(r.active for r in registries)
+        print(f"draining ({active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
+        await asyncio.gather(*(r.drain(args.drain) for r in registries))
     print("shutting down", file=sys.stderr, flush=True)
     await server.close()  # type: ignore[attr-defined]
     return 0
