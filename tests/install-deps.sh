@@ -36,3 +36,10 @@ if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then
   echo "+ npm ci (scripts/a2ui_lit)"
   (cd ../scripts/a2ui_lit && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# the official MCP Apps SDK (@modelcontextprotocol/ext-apps): the app the hosts (mcp-apps.js,
+# agui-engine.js) are checked with in Chromium, from its own folder's lock file
+if [ ! -d js-ext-apps/node_modules/@modelcontextprotocol/ext-apps ]; then
+  echo "+ npm ci (tests/js-ext-apps)"
+  (cd js-ext-apps && npm ci --no-audit --no-fund --loglevel=error)
+fi

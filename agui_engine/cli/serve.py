@@ -142,6 +142,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
+    parser.add_argument("--otel", action="store_true",
+                        help="trace every run with OpenTelemetry (GenAI spans, the client's traceparent continued) "
+                             "and export traces and metrics over OTLP, configured by the standard OTEL_* variables "
+                             "(OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME ...; needs agui-engine[otel])")
     parser.add_argument("--no-inspect", action="store_true",
                         help="do not serve the inspector page at <path>/inspect (SSE; on by default)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
@@ -225,10 +229,18 @@ def run(args: argparse.Namespace) -> int:
             servers = mcp_servers(args.mcp, args.mcp_header_env)
             _mcp_secrets(servers, secrets)
             agent = with_mcp(one, servers)
+        flush = None
+        if args.otel:
+            from .otel import configure_otel
+
+            flush = configure_otel()
         try:
             return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
         except KeyboardInterrupt:
             return 0
+        finally:
+            if flush is not None:
+                flush()  # what the batch still holds is exported before the process exits
 
 
 def _configs(args: argparse.Namespace) -> list[AgentConfig] | None:
@@ -328,6 +340,7 @@ async def _serve(
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
         keep_history=not args.no_history,
+        tracing=args.otel,
     )
     log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
     try:
@@ -382,7 +395,7 @@ async def _serve_with(
                 keepalive_seconds=args.keepalive,
                 options=options,
                 log=log if args.config is None else None,  # several agents: each its own, in memory
-                metrics=None if args.no_metrics else GatewayMetrics(),
+                metrics=None if args.no_metrics else GatewayMetrics(otel=args.otel),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,

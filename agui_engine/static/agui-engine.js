@@ -1420,3 +1420,14 @@ export async function a2uiData(operations, options = {}) {
   bindings.forEach((b, i) => { filled[b.path] = answers[i]; });
   return a2uiDataModel(operations, filled);
 }
+
+// ------------------------------------------------------------------------------------------ MCP Apps host
+
+// The MCP Apps host (stable 2026-01-26) for applications: `new McpAppHost(container, {endpoint, headers,
+// confirmLink?, message?})`, fed every event (`host.event(event)`), draws each app through the gateway's
+// sandbox proxy and answers every request of the spec with the user in control; `host.modelContext()` is
+// what the next run's `context` carries (mcp-apps.js has the whole contract).
+export {
+  APP_PROTOCOL_VERSION, AppError, DISPLAY_MODES, MCP_APPS_ACTIVITY, MCP_APP_ANNOUNCE_EVENT, MCP_APP_INPUT_EVENT,
+  McpApp, McpAppHost, appResource, proxyRequest,
+} from "./mcp-apps.js";

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self
 import msgspec
 
 from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.loops.observe import OBSERVER
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -111,6 +112,7 @@ from .history import (
     merge_input,
 )
 from .input_decoding import MAX_RUN_ID_LENGTH, check_run_id
+from .otel import OTelObserver, run_span
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -303,6 +305,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     trimmed; 0: none; applies to the registry's own in-memory log).
     ``keep_history``: keep each thread's ended runs in the event log, when it is a
     :class:`~transports.history.ThreadStore` (spec/transports.md §4.4).
+    ``tracing``: trace every run with OpenTelemetry (``transports/otel.py``: an
+    ``invoke_agent`` span per run, chat and ``execute_tool`` spans under it; the
+    ``[otel]`` extra, the application's configured tracer provider).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -315,6 +320,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     keep_history: bool = True
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
@@ -676,6 +682,10 @@ class RunRegistry:
         )
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
+        #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
+        self.observer: OTelObserver | None = None
+        if self.options.tracing:
+            self.observer = OTelObserver()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -1144,6 +1154,10 @@ class RunRegistry:
         append = self.log.append
         # this task runs this one agent: it gets the standard runner (sync tools in threads)
         supply_tool_runner(STANDARD_TOOL_RUNNER)
+        span = None
+        if self.observer is not None:  # the run's invoke_agent span; its model and tool calls trace under it
+            OBSERVER.set(self.observer)
+            span = run_span(self.observer, run.input, self.agent)
         try:
             gen = self._open_agent(run.input)
             async for event in gen:
@@ -1199,7 +1213,11 @@ class RunRegistry:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
-        await self._finish(run, error)
+        try:
+            await self._finish(run, error)
+        finally:
+            if span is not None:
+                span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
     def _open_agent(self, input: RunAgentInput) -> Any:
         # A proxied MCP request (an MCP app's iframe calling its server) is answered here, for

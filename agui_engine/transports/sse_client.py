@@ -29,6 +29,7 @@ import httpx
 import msgspec
 
 from agui_engine.genui.resources import ResourceTimeoutError
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import SSE_CONTENT_TYPE, EventStreamDecoder, decode_event_list
@@ -316,7 +317,10 @@ class SSEAgent(RemoteClientBase):
         # It reconnects with Last-Event-ID after a drop, so it asks the server to
         # keep the run for the grace period rather than stop it on a disconnect.
         accept = f"{PROTO_CONTENT_TYPE}, {SSE_CONTENT_TYPE};q=0.5" if self.binary else SSE_CONTENT_TYPE
-        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
+        headers = {
+            **self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1",
+            **trace_headers(),  # the traced run's context continues into the remote agent (loops/observe.py)
+        }
         if last_id is not None:
             headers["Last-Event-ID"] = last_id
         elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:

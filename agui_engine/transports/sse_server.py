@@ -97,6 +97,7 @@ from .input_errors import MethodNotAllowedError, RequestTimeoutError, Unsupporte
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
+from .otel import incoming_trace
 from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
@@ -353,9 +354,10 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(
-                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                )
+                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
+                    run = await self.registry.start(
+                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                    )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:

@@ -20,6 +20,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
 from agui_engine.genui.resources import ResourceTimeoutError
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper
@@ -187,8 +188,9 @@ class WebSocketAgent(RemoteClientBase):
             await session.ws.close()
             session.ws = None
         try:
-            ws = session.ws = await connect(
-                self.url, additional_headers=self.headers, max_size=self.max_size, compression=None
+            ws = session.ws = await connect(  # a traced run's context goes with the handshake (loops/observe.py)
+                self.url, additional_headers={**self.headers, **trace_headers()}, max_size=self.max_size,
+                compression=None,
             )
         except websockets.InvalidStatus as exc:
             raise remote_error_from_body(
