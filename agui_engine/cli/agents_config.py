@@ -31,7 +31,7 @@ from agui_engine.transports.agents_app import AGENT_ID_PATTERN
 
 from .tokens import read_small_file
 
-__all__ = ["AGENT_KEYS", "MAX_CONFIG_BYTES", "AgentConfig", "parse_agents_config", "read_agents_config"]
+__all__ = ["AGENT_KEYS", "AgentConfig", "MAX_CONFIG_BYTES", "parse_agents_config", "read_agents_config"]
 
 #: The largest config file read (a config is a few hundred bytes; this only stops a wrong file).
 MAX_CONFIG_BYTES: Final = 1024 * 1024
