@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+import msgspec
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
@@ -72,6 +73,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .agents_app import ServedAgent, create_agents_app
@@ -102,6 +104,7 @@ from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistr
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -297,7 +300,7 @@ class _Gateway:
         return web.Response(
             status=204,
             headers={
-                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": (
                     f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
                 ),
@@ -405,7 +408,49 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        return self._only_get(request, "a thread's history is")
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            page = await list_threads(
+                self.registry, _caller(request, principal), limit=request.query.get("limit"),
+                cursor=request.query.get("cursor"), search=request.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(status=204)
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
@@ -739,6 +784,10 @@ def create_app(
     base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -753,6 +802,7 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
