@@ -264,7 +264,7 @@ def _configs(args: argparse.Namespace) -> list[AgentConfig] | None:
             raise UsageError(f"{flag} and --config both describe agents: put it in the agent's [agents.<id>] table")
     if args.event_log != "memory":
         raise UsageError("--event-log is for one agent: with --config each agent keeps its runs in memory")
-    if args.store.strip().lower() != "memory":
+    if args.store.strip().lower() not in ("memory", "sqlite:"):  # the default: not a choice the user made
         raise UsageError("--store is for one agent: with --config each agent keeps its threads in memory")
     from .agents_config import read_agents_config
 
@@ -368,8 +368,8 @@ async def _serve(
 async def _open_store(args: argparse.Namespace) -> Any:
     """The durable thread store ``--store`` names (None: memory, or --no-history).
     Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
-    if args.no_history or args.store.strip().lower() == "memory":
-        return None
+    if args.no_history or args.store.strip().lower() == "memory" or args.config is not None:
+        return None  # --config: each agent's threads in memory (_configs refuses a --store)
     from agui_engine.transports.thread_store import open_thread_store
 
     return await open_thread_store(args.store)
