@@ -44,10 +44,10 @@ from agui_engine.transports.runs import (
 )
 from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
+from .options import add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
 
 if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
