@@ -41,11 +41,11 @@ from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import BaseEvent, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from agui_engine.protocol.verify import Verifier
 
+from .agent_host import AgentHost
 from .eventlog import EventLog
 from .otel import OTelObserver, run_span
 from .run_lifecycle import Effect, RunEvent
 from .run_record import Run
-from .served_agent import ServedAgent
 from .thread_history import ThreadHistory
 from .tool_runner import STANDARD_TOOL_RUNNER
 
@@ -68,14 +68,14 @@ PRODUCER_YIELD_EVERY = 256
 
 
 class RunProducer:
-    """Produces runs of ``served`` into ``log``. ``verify``: every event through the
+    """Produces runs of ``host`` into ``log``. ``verify``: every event through the
     Verifier. ``threads``: where finished runs that join their thread are kept (None: none).
     ``observer``: traces each run (RegistryOptions.tracing), else None. ``apply``: carries out
     the lifecycle's effects that need no await (the registry's)."""
 
     def __init__(
         self,
-        served: ServedAgent,
+        host: AgentHost,
         log: EventLog,
         *,
         verify: bool,
@@ -84,7 +84,7 @@ class RunProducer:
         observer: OTelObserver | None,
         apply: Callable[[Run, tuple[Effect, ...]], None],
     ) -> None:
-        self.served = served
+        self.host = host
         self.log = log
         self.verify = verify
         self.metrics = metrics
@@ -147,7 +147,7 @@ class RunProducer:
         span = None
         if self.observer is not None:  # the run's invoke_agent span; its model and tool calls trace under it
             OBSERVER.set(self.observer)
-            span = run_span(self.observer, run.input, self.served.agent)
+            span = run_span(self.observer, run.input, self.host.agent)
         threads = self.threads if run.kept and self.threads is not None and self.threads.apart else None
         try:
             gen = self._open_agent(run.input)
@@ -217,16 +217,16 @@ class RunProducer:
 
     def _open_agent(self, input: RunAgentInput) -> Any:
         # What the served agent's run(input) returned (a proxied MCP request's answer, or the
-        # agent's stream: served_agent.ServedAgent), checked: an ``async def run`` without a
+        # agent's stream: agent_host.AgentHost), checked: an ``async def run`` without a
         # yield returns a coroutine, which ``async for`` would refuse with a bare
         # TypeError. Raises UsageError saying what to write instead.
-        gen = self.served.run(input)
+        gen = self.host.run(input)
         if not hasattr(gen, "__anext__"):
             close = getattr(gen, "close", None)
             if inspect.iscoroutine(gen) and close is not None:
                 close()  # never awaited on purpose: no "never awaited" warning
             raise UsageError(
-                f"{self.served.agent!r}.run(input) returned {type(gen).__name__}, not an async iterator: "
+                f"{self.host.agent!r}.run(input) returned {type(gen).__name__}, not an async iterator: "
                 "write run as an async generator (async def run(self, input): ... yield event)"
             )
         return gen

@@ -3,7 +3,7 @@ through. It starts runs, hands out subscriptions (:meth:`RunRegistry.resume` for
 comes back), cancels, drains and shuts down; the pieces beside it, one job each, do the rest
 (spec/transports.md §1.1): :mod:`~transports.admission`, :mod:`~transports.run_producer`,
 :mod:`~transports.subscription`, :mod:`~transports.run_timers`, :mod:`~transports.thread_history`,
-:mod:`~transports.shared_runs`, :mod:`~transports.served_agent`.
+:mod:`~transports.shared_runs`, :mod:`~transports.agent_host`.
 
 Every decision about a run (what its log still lacks when the producer ends, when a timer is
 armed, when a cancel is refused, when a finished run is discarded) is made by its
@@ -26,6 +26,7 @@ from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import RunAgentInput
 
 from .admission import Admission, Caller, RunExistsError, may_touch, new_run_key
+from .agent_host import AgentHost
 from .clock import Clock, LoopClock
 from .event_ids import resume_cursor
 from .eventlog import EventLog, InMemoryEventLog, LogSlice, SharedEventLog, UnknownRunError
@@ -36,7 +37,6 @@ from .run_lifecycle import Effect, GatewayEvent, GatewayLifecycle, RunEvent, Run
 from .run_producer import RunProducer
 from .run_record import Run
 from .run_timers import RunTimers
-from .served_agent import ServedAgent
 from .shared_runs import SharedRuns
 from .subscription import KeepAliveClock, Subscription
 from .thread_history import ThreadHistory
@@ -70,9 +70,9 @@ class RunRegistry:
         metrics: GatewayMetrics | None = None,
         threads: ThreadStore | None = None,
     ) -> None:
-        self.served = ServedAgent(as_agent(agent, where="RunRegistry(agent)"))
-        #: The agent served (a remote AG-UI agent inside the agent loop: served_agent.serving_agent).
-        self.agent: Agent = self.served.agent
+        self.host = AgentHost(as_agent(agent, where="RunRegistry(agent)"))
+        #: The agent served (a remote AG-UI agent inside the agent loop: agent_host.serving_agent).
+        self.agent: Agent = self.host.agent
         self.options = options if options is not None else RegistryOptions()
         self.log: EventLog = (
             log if log is not None else InMemoryEventLog(max_total_bytes=self.options.max_buffered_bytes or None)
@@ -106,7 +106,7 @@ class RunRegistry:
         #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
         self.observer = OTelObserver() if self.options.tracing else None
         self.producer = RunProducer(
-            self.served, self.log, verify=self.options.verify, metrics=metrics, threads=self.history,
+            self.host, self.log, verify=self.options.verify, metrics=metrics, threads=self.history,
             observer=self.observer, apply=self._apply,
         )
         #: What carries out each effect of a run's lifecycle that needs no await (the producer
@@ -182,7 +182,7 @@ class RunRegistry:
         # No principal and no address: the embedding program or stdio's one client, never checked.
         caller = None if owner is None and address is None else Caller(owner, key)
         kept, parent = False, None
-        if self.history is not None and self.served.joins_history(input):
+        if self.history is not None and self.host.joins_history(input):
             kept, parent, input = await self.history.lineage(input, caller)
         run = Run(input, RunLifecycle(
             grace_seconds=self.options.grace_seconds,

@@ -13,7 +13,7 @@ Any other agent (already an ``AgentLoop``, an ``LLMAgent``, your own) is served 
 
 **MCP Apps' proxied requests around it.** A run whose ``forwardedProps`` carry a proxied MCP
 request (an MCP app's iframe calling its server, spec/mcp.md) is answered by
-:class:`ServedAgent` with the agent's MCP servers (its ``mcp_apps``), for every agent and
+:class:`AgentHost` with the agent's MCP servers (its ``mcp_apps``), for every agent and
 transport, never by the agent; the run was admitted, authenticated and owned like any other.
 Such a run is no turn of its thread's conversation: it joins no history.
 """
@@ -30,7 +30,7 @@ from agui_engine.protocol.events import Event, RunAgentInput
 from .retrying_client import RemoteClientBase
 from .stdio_client import StdioAgent
 
-__all__ = ["ServedAgent", "serving_agent"]
+__all__ = ["AgentHost", "serving_agent"]
 
 
 def serving_agent(agent: Agent) -> Agent:
@@ -40,7 +40,7 @@ def serving_agent(agent: Agent) -> Agent:
     return agent
 
 
-class ServedAgent:
+class AgentHost:
     """What a registry runs for ``agent``: ``agent`` is :func:`serving_agent`'s answer (what
     capabilities, resources and tool sources are read from); :meth:`run` answers proxied MCP
     requests itself and hands every other input to it."""
