@@ -305,7 +305,7 @@ async def _open_store(args: argparse.Namespace) -> Any:
     Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
     if args.no_history or args.store.strip().lower() == "memory":
         return None
-    from agui_engine.transports.thread_store import open_thread_store
+    from agui_engine.transports.open_threads import open_thread_store
 
     return await open_thread_store(args.store)
 
