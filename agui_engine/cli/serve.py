@@ -41,7 +41,7 @@ from agui_engine.transports.runs import (
     RegistryOptions,
 )
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
+from . import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
     # import on: stdout is not the server's log, and with stdio it carries the protocol.
     with route_console() as stdout:
-        agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
+        agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args)) if args.ui_spec or args.a2ui
                  else agent_from_spec(args.agent, pace_seconds=pace))
         servers = mcp_servers(args.mcp, args.mcp_header_env)
         for server in servers:  # an MCP server's credentials never reach a log line either
