@@ -32,7 +32,7 @@ import pytest
 from agui_engine.demo.weather_model import WEATHER_PARAMS_SCHEMA, weather_current
 from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.transports.data import ResourceBroker
-from agui_engine.transports.sse import start_sse_server
+from agui_engine.transports.sse_server import start_sse_server
 from tests.transports.loop_thread import LoopThread
 
 PARAMS = {"city": "Tokyo"}

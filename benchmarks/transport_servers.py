@@ -4,11 +4,11 @@
 
 Stacks:
 
-* ``engine-sse`` -- this project's gateway (``transports.sse.create_app``) with the
+* ``engine-sse`` -- this project's gateway (``transports.sse_server.create_app``) with the
   whole gateway path on: verification, event ids, the resume log, keep-alive.
 * ``ref-sse`` -- the reference stack: FastAPI + uvicorn + the official SDK's
   ``EventEncoder``, one ``StreamingResponse`` chunk per event.
-* ``engine-ws`` -- this project's WebSocket gateway (``transports.websocket``).
+* ``engine-ws`` -- this project's WebSocket gateway (``transports.websocket_server``).
 * ``ref-ws`` -- FastAPI + uvicorn WebSocket, one text message per event
   (``model_dump_json(by_alias=True, exclude_none=True)``, what EventEncoder writes).
 * ``engine-sse-redis`` -- ``engine-sse`` with the shared Redis event log
@@ -99,9 +99,9 @@ class BenchAgent:
 async def engine_sse(shared_log: bool = False) -> None:
     from aiohttp import web
 
-    from agui_engine.transports.eventlog import open_event_log
+    from agui_engine.transports.open_log import open_event_log
     from agui_engine.transports.runs import RegistryOptions
-    from agui_engine.transports.sse import create_app, start_sse_server
+    from agui_engine.transports.sse_server import create_app, start_sse_server
 
     log = await open_event_log(os.environ["AGUI_BENCH_REDIS"] if shared_log else None)
     app = create_app(BenchAgent(), log=log, options=RegistryOptions(max_runs=100_000, verify=VERIFY))
@@ -128,8 +128,8 @@ async def engine_ws() -> None:
     from aiohttp import web
 
     from agui_engine.transports.runs import RegistryOptions
-    from agui_engine.transports.sse import start_sse_server
-    from agui_engine.transports.websocket import start_websocket_server
+    from agui_engine.transports.sse_server import start_sse_server
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     server = await start_websocket_server(
         BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY), max_idle_per_ip=0  # see engine_sse

@@ -9,7 +9,7 @@ then, in another terminal::
     agui-engine run --url http://127.0.0.1:8000/ "Tokyo"
 
 The user's message reaches the tasks as ``{message}``. Each agent's ``LLM`` is an ordinary
-CrewAI ``LLM`` pointed at a :class:`~agui_engine.ScriptedModel` served over loopback HTTP in
+CrewAI ``LLM`` pointed at a :class:`~agui_engine.demo.scripted.ScriptedModel` served over loopback HTTP in
 the OpenAI Chat Completions format (:func:`agui_engine.adapters.loopback.serve_openai_compatible`):
 no API key, no network. The forecaster's model calls ``get_weather`` with the city of the
 message (its arguments stream in fragments), then reports what the tool returned; the
@@ -27,9 +27,8 @@ from typing import Any
 from crewai import LLM, Agent, Crew, Task
 from crewai.tools import tool
 
-from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.adapters.loopback import ModelEndpoint, serve_openai_compatible
-from agui_engine.demo.scripted import tool_results, user_text
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results, user_text
 
 
 @tool("get_weather")

@@ -9,7 +9,7 @@ then, in another terminal::
     agui-engine run --url http://127.0.0.1:8000/ "What's the weather in Tokyo?"
 
 The graph is ordinary LangGraph: ``ChatOpenAI`` with ``bind_tools``, a ``ToolNode``, the
-prebuilt ``tools_condition``. Its model is a :class:`~agui_engine.ScriptedModel` (call
+prebuilt ``tools_condition``. Its model is a :class:`~agui_engine.demo.scripted.ScriptedModel` (call
 ``get_weather``, then answer with what the tool returned) served over loopback HTTP in the
 OpenAI Chat Completions format by :func:`agui_engine.adapters.loopback.serve_openai_compatible`:
 no API key, no network. For a real model, drop ``base_url`` and ``api_key`` (and set
@@ -27,9 +27,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from pydantic import SecretStr
 
-from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.adapters.loopback import serve_openai_compatible
-from agui_engine.demo.scripted import tool_results
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
 
 
 @tool

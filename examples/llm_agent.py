@@ -10,7 +10,7 @@ then, in another terminal::
 
 ``get_weather`` is a plain (sync) function: the server runs it in a worker thread, no
 ``tool_runner`` argument needed (in a program of your own, ``agui_engine.transports.run_agent``
-or ``Thread`` does the same). The model is a :class:`~agui_engine.ScriptedModel`: it calls
+or ``Thread`` does the same). The model is a :class:`~agui_engine.demo.scripted.ScriptedModel`: it calls
 ``get_weather`` for the city the user names (its arguments stream in fragments), then answers
 with the tool's result. Swap in a real model with
 ``agui_engine.adapters.client_from_spec("openai:gpt-4o-mini")``.
@@ -22,8 +22,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agui_engine import LLMAgent, ScriptedCall, ScriptedModel, ScriptedTurn
-from agui_engine.demo.scripted import tool_results, user_text
+from agui_engine import LLMAgent
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results, user_text
 
 #: example data: not a forecast
 WEATHER = {"oslo": (3.0, "Snow"), "tokyo": (18.5, "Sunny"), "paris": (12.0, "Cloudy")}

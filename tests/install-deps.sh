@@ -18,9 +18,25 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# PostgreSQL for the durable thread store (tests/postgres_server.py runs its own server, as
+# the postgres user when root, on a free port in a temp directory; nothing is configured)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  echo "+ apt-get install postgresql"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+
 if [ ! -d js/node_modules/@ag-ui/client ] || [ js/package.json -nt js/node_modules/.package-lock.json ]; then
   echo "+ npm install (tests/js)"
   (cd js && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+# the 0.0.59 line of @ag-ui/client / @ag-ui/core (what CopilotKit 1.74 and assistant-ui's react-ag-ui
+# pin): the gateway's 0.x wire is checked against its real schemas and HttpAgent (spec/wire-versions.md)
+if [ ! -d js/v0/node_modules/@ag-ui/client ] || [ js/v0/package-lock.json -nt js/v0/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (tests/js/v0)"
+  (cd js/v0 && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 # the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
@@ -28,4 +44,11 @@ fi
 if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then
   echo "+ npm ci (scripts/a2ui_lit)"
   (cd ../scripts/a2ui_lit && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# the official MCP Apps SDK (@modelcontextprotocol/ext-apps): the app the hosts (mcp-apps.js,
+# agui-engine.js) are checked with in Chromium, from its own folder's lock file
+if [ ! -d js-ext-apps/node_modules/@modelcontextprotocol/ext-apps ]; then
+  echo "+ npm ci (tests/js-ext-apps)"
+  (cd js-ext-apps && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -138,11 +138,12 @@ def build_server() -> FastMCP:
     return server
 
 
-def _serve(transport: str) -> None:
+def serve(transport: str, server: FastMCP | None = None) -> None:
+    """Serve ``server`` (default: :func:`build_server`'s) on a free loopback port until stdin closes."""
     import anyio
     import uvicorn
 
-    server = build_server()
+    server = server or build_server()
     app = server.sse_app() if transport == "sse" else server.streamable_http_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -161,11 +162,13 @@ def _serve(transport: str) -> None:
 
 
 @contextmanager
-def running_app_server(transport: str = "http") -> Iterator[str]:
-    """Run the server in a subprocess over ``transport`` (``http``: streamable HTTP at ``/mcp``;
-    ``sse``: at ``/sse``); yields its URL; stops it (stdin closed) and reaps it."""
+def running_app_server(transport: str = "http", module: str = "tests.mcp_apps_server",
+                       args: tuple[str, ...] = ()) -> Iterator[str]:
+    """Run the server (``python -m <module> <transport> <args>``) in a subprocess over ``transport``
+    (``http``: streamable HTTP at ``/mcp``; ``sse``: at ``/sse``); yields its URL; stops it (stdin
+    closed) and reaps it."""
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "tests.mcp_apps_server", transport], cwd=root, stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", module, transport, *args], cwd=root, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -183,4 +186,4 @@ def running_app_server(transport: str = "http") -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1] if len(sys.argv) > 1 else "http")
+    serve(sys.argv[1] if len(sys.argv) > 1 else "http")

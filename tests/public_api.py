@@ -142,6 +142,20 @@ def check_package(package: ModuleType, expected: list[str], path: Path, modules:
     assert star_import(package.__name__) == set(names)
 
 
+def check_subpackage(package_name: str) -> None:
+    """The ``__all__`` of the package ``package_name`` is the literal, sorted list of its public
+    modules (the files of its folder not starting with ``_``): each keeps its names in its own
+    ``__all__``, and ``from package import *`` gives the modules."""
+    package = importlib.import_module(package_name)
+    path = Path(package.__file__ or "")
+    names = literal_all(path)
+    modules = sorted(p.stem for p in path.parent.glob("*.py") if not p.stem.startswith("_"))
+    assert names == modules, f"{package_name}.__all__ is not its public modules: {names} != {modules}"
+    namespace: dict[str, object] = {}
+    exec(f"from {package_name} import *", namespace)
+    assert all(isinstance(namespace[name], ModuleType) for name in names)
+
+
 def public_modules(package: str, exclude: set[str], subpackages: tuple[str, ...] = ()) -> list[tuple[str, Path]]:
     """``(module name, path)`` of every public module of ``package`` (its folder is its import
     path) and of its ``subpackages`` (names starting with ``_`` and ``exclude`` are not public)."""

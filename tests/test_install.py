@@ -98,7 +98,7 @@ def test_the_wheel_holds_every_package_and_its_data(wheel_venv: tuple[Path, Path
     # examples/ (a top-level package of the checkout, run from the repository root) is not installed
     assert not (purelib / "examples").exists() and not (installed / "examples").exists()
     for name in ("agui-engine.js", "inspect.html", "inspector.js", "inspector-a2ui.js", "inspector.css", "a2ui-lit.js",
-                 "a2ui-lit.LICENSES.txt"):
+                 "a2ui-lit.LICENSES.txt", "mcp-apps.js", "mcp-app-sandbox.html", "mcp-app-sandbox.js"):
         assert (installed / "static" / name).exists(), name
     assert (installed / "data" / "example-run.sse").exists()
     assert (installed / "adapters" / "fixtures" / "openai_chat" / "text.sse").exists()

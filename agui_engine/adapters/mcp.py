@@ -54,6 +54,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 
 from agui_engine.genui.mcp_apps import AppServer
+from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, result_text
 from agui_engine.protocol.errors import UpstreamError, UsageError
 
@@ -634,7 +635,10 @@ class MCPConnection:
         """``tools/call``: the result's text (``isError`` kept), and the whole result as ``raw``.
         Raises the :class:`MCPError` family."""
         args = dict(arguments)
-        result = await self._call("tools/call", lambda s: s.call_tool(name, args))
+        # a traced run's context goes in the request's params._meta (the MCP convention: it reaches
+        # the server over every transport, stdio included); None when tracing is off
+        meta = trace_headers() or None
+        result = await self._call("tools/call", lambda s: s.call_tool(name, args, meta=meta))
         raw = self._sized(result, "tools/call")
         return SourceToolResult(text=result_text(raw.get("content"), raw.get("structuredContent")),
                                 is_error=bool(raw.get("isError")), raw=raw)

@@ -56,6 +56,7 @@ from typing import Any, ClassVar
 import httpx
 import msgspec
 
+from agui_engine.adapters.redaction import redact
 from agui_engine.llm import (
     Finish,
     FinishReason,
@@ -68,6 +69,7 @@ from agui_engine.llm import (
     ToolChoice,
     Usage,
 )
+from agui_engine.loops.observe import trace_headers
 from agui_engine.protocol.codec import SSEDecoder
 from agui_engine.protocol.errors import MAX_ERROR_MESSAGE_CHARS, RemoteInputError, UpstreamError, UsageError
 from agui_engine.protocol.ids import random_id
@@ -84,7 +86,6 @@ __all__ = [
     "MAX_ERROR_BODY_BYTES",
     "MAX_PROVIDER_FRAME_BYTES",
     "MAX_RETRY_AFTER_SECONDS",
-    "MIN_REDACTED_SECRET_CHARS",
     "MalformedStream",
     "MissingAPIKeyError",
     "ProviderError",
@@ -99,7 +100,6 @@ __all__ = [
     "extract_error",
     "is_retryable_status",
     "parse_retry_after",
-    "redact",
     "scrub",
 ]
 
@@ -149,10 +149,6 @@ RETRY_JITTER_FRACTION = 0.25
 #: lost SYNs (Linux retransmits after 1 s and 3 s) and a slow TLS-inspecting proxy, while a
 #: dead host still fails within ~30 s over ``DEFAULT_MAX_RETRIES`` + 1 attempts.
 CONNECT_TIMEOUT_SECONDS = 10.0
-#: Secrets shorter than this are not redacted: a real API key is 30+ characters, while a
-#: placeholder key ("x", "sk", an empty env var) would be replaced inside ordinary words
-#: and numbers all over an error message, mangling it while protecting nothing.
-MIN_REDACTED_SECRET_CHARS = 4
 #: Longest silence between two reads of the stream. Reasoning models can think for
 #: minutes before their first byte; 600 s matches the official SDKs' default timeout.
 READ_TIMEOUT_SECONDS = 600.0
@@ -225,17 +221,6 @@ class MalformedStream(Exception):
 
 
 # --------------------------------------------------------------------------- errors
-
-
-def redact(text: str, secrets: Sequence[str]) -> str:
-    """``text`` with every secret (API key) replaced by ``[redacted]``.
-
-    Secrets shorter than :data:`MIN_REDACTED_SECRET_CHARS` are left alone (see there).
-    """
-    for secret in secrets:
-        if len(secret) >= MIN_REDACTED_SECRET_CHARS:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
@@ -948,6 +933,7 @@ class StreamingLLMClient(abc.ABC):
             "accept": "text/event-stream",
             **self.extra_headers,
             **self.auth_headers(),
+            **trace_headers(),  # W3C traceparent of the run's chat span, when traced (loops/observe.py)
         }
         request = client.build_request("POST", url, content=payload, headers=headers, timeout=self._timeout)
         try:

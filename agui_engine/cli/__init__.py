@@ -52,6 +52,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
     ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
+    "loadtest": (
+        "agui_engine.cli.loadtest",
+        "Load-test any AG-UI endpoint: concurrent runs, latency percentiles, throughput, every stream verified.",
+    ),
 }
 
 #: Exit status of a usage error (argparse's convention).

@@ -161,13 +161,13 @@ def load_embedded(spec: str, *, headers: Mapping[str, str], pace_seconds: float)
 
 
 def load_sse(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
-    from agui_engine.transports.sse import SSEAgent
+    from agui_engine.transports.sse_client import SSEAgent
 
     return SSEAgent(check_url(spec), headers=headers)
 
 
 def load_websocket(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
-    from agui_engine.transports.websocket import WebSocketAgent
+    from agui_engine.transports.websocket_client import WebSocketAgent
 
     return WebSocketAgent(check_url(spec), headers=headers)
 
@@ -190,7 +190,7 @@ def check_url(url: str, *, what: str = "agent spec") -> str:
 
 
 def load_stdio(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:
-    from agui_engine.transports.stdio import StdioAgent
+    from agui_engine.transports.stdio_client import StdioAgent
 
     command = spec[len("stdio:") :].strip()
     if not command:

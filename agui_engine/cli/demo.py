@@ -231,7 +231,7 @@ class InspectedGateway:
     agent, kept for every run; ``url`` and ``token`` are what the inspector needs."""
 
     def __init__(self, url: str, token: str, agent: Agent) -> None:
-        from agui_engine.transports.sse import SSEAgent
+        from agui_engine.transports.sse_client import SSEAgent
 
         self.url = url
         self.token = token
@@ -255,7 +255,7 @@ def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, m
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
         from agui_engine.transports.runs import RegistryOptions
-        from agui_engine.transports.sse import start_sse_server
+        from agui_engine.transports.sse_server import start_sse_server
 
         token = secrets.token_urlsafe(16)
         async with _demo_model(model_path, pace_seconds) as llm:

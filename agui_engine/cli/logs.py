@@ -45,7 +45,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TextIO
 
-from agui_engine.adapters.provider import redact
+from agui_engine.adapters.redaction import REDACTED, redact
 
 __all__ = [
     "CONSOLE_LOGGER",
@@ -60,9 +60,6 @@ __all__ = [
     "route_console",
     "scrub_log_text",
 ]
-
-#: What replaces a secret in a log line (the adapters' redaction marker).
-REDACTED = "[redacted]"
 
 #: Header names whose values are credentials (lower case): the bearer token, the
 #: providers' key headers (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``,

@@ -26,12 +26,14 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
+from agui_engine.transports.history import ThreadStore
 from agui_engine.transports.runs import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_KEEPALIVE_SECONDS,
@@ -40,6 +42,7 @@ from agui_engine.transports.runs import (
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.thread_store import default_sqlite_path
 
 from . import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
@@ -133,15 +136,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
                              "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
+    parser.add_argument("--store", default="sqlite:", metavar="URL",
+                        help="where threads are kept durably (listed at GET <path>/threads, resumable after a "
+                             f"restart): sqlite:PATH (default: {default_sqlite_path()}), postgresql://user@host/db "
+                             "(several nodes; needs agui-engine[postgres]), or memory (only the event log keeps "
+                             "them, until a restart)")
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
+    parser.add_argument("--otel", action="store_true",
+                        help="trace every run with OpenTelemetry (GenAI spans, the client's traceparent continued) "
+                             "and export traces and metrics over OTLP, configured by the standard OTEL_* variables "
+                             "(OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME ...; needs agui-engine[otel])")
     parser.add_argument("--no-inspect", action="store_true",
                         help="do not serve the inspector page at <path>/inspect (SSE; on by default)")
     parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default="info",
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
+                        help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
+                             "CopilotKit, assistant-ui) or auto: 1.0 for a client declaring protocolVersion 1.x, "
+                             "else 0 (default: auto; spec/wire-versions.md)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
     add_mcp_argument(parser)
@@ -207,10 +223,18 @@ def run(args: argparse.Namespace) -> int:
         for server in servers:  # an MCP server's credentials never reach a log line either
             secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
         agent = with_mcp(agent, servers)
+        flush = None
+        if args.otel:
+            from .otel import configure_otel
+
+            flush = configure_otel()
         try:
             return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
         except KeyboardInterrupt:
             return 0
+        finally:
+            if flush is not None:
+                flush()  # what the batch still holds is exported before the process exits
 
 
 def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
@@ -251,7 +275,7 @@ async def _serve(
     reload: Callable[[], None] | None,
     stdout: TextIO,
 ) -> int:
-    from agui_engine.transports.eventlog import open_event_log
+    from agui_engine.transports.open_log import open_event_log
 
     options = RegistryOptions(
         max_runs=args.max_runs,
@@ -260,14 +284,30 @@ async def _serve(
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
         keep_history=not args.no_history,
+        tracing=args.otel,
     )
-    log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+    store = await _open_store(args)
     try:
-        return await _serve_with(agent, args, options, log, token, reload, stdout)
+        log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+        try:
+            return await _serve_with(agent, args, options, log, token, reload, stdout, store)
+        finally:
+            aclose = getattr(log, "aclose", None)
+            if aclose is not None:
+                await aclose()
     finally:
-        aclose = getattr(log, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if store is not None:
+            await store.aclose()
+
+
+async def _open_store(args: argparse.Namespace) -> Any:
+    """The durable thread store ``--store`` names (None: memory, or --no-history).
+    Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
+    if args.no_history or args.store.strip().lower() == "memory":
+        return None
+    from agui_engine.transports.thread_store import open_thread_store
+
+    return await open_thread_store(args.store)
 
 
 async def _serve_with(
@@ -278,11 +318,17 @@ async def _serve_with(
     token: str | dict[str, str] | None,
     reload: Callable[[], None] | None,
     stdout: TextIO,
+    store: ThreadStore | None = None,
 ) -> int:
-    if args.transport == "stdio":
-        from agui_engine.transports.stdio import serve_stdio
+    from agui_engine.transports.metrics import GatewayMetrics
+    from agui_engine.transports.runs import RunRegistry
 
-        return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
+    metrics = None if args.no_metrics or args.transport != "sse" else GatewayMetrics(otel=args.otel)
+    registry = RunRegistry(agent, options=options, log=log, metrics=metrics, threads=store)  # type: ignore[arg-type]
+    if args.transport == "stdio":
+        from agui_engine.transports.stdio_server import serve_stdio
+
+        return await serve_stdio(registry=registry, stdout=stdout.buffer)
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
@@ -299,25 +345,23 @@ async def _serve_with(
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
-        from agui_engine.transports.metrics import GatewayMetrics
-        from agui_engine.transports.sse import start_sse_server
+        from agui_engine.transports.server_options import ConnectionOptions
+        from agui_engine.transports.sse_server import start_sse_server
 
         try:
             server: object = await start_sse_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
                 path=args.path,
+                registry=registry,
                 auth_token=token,
                 cors_origins=args.cors,
                 keepalive_seconds=args.keepalive,
-                options=options,
-                log=log,
-                metrics=None if args.no_metrics else GatewayMetrics(),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
+                connection=ConnectionOptions(wire=args.wire),
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
@@ -325,24 +369,25 @@ async def _serve_with(
         if not args.no_inspect:
             print(f"inspector on {url.rstrip('/')}/inspect", file=sys.stderr, flush=True)
     else:
-        from agui_engine.transports.websocket import start_websocket_server
+        from agui_engine.transports.websocket_server import start_websocket_server
 
         try:
             server = await start_websocket_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
+                registry=registry,
                 auth_token=token,
-                options=options,
-                log=log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
+    kept = "none" if args.no_history else (
+        "the event log" if store is None else f"sqlite:{store.path}" if hasattr(store, "path")
+        else getattr(store, "label", "a durable store"))
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
+        "agui-engine serving %s on %s%s (threads kept in %s)", args.agent, url, " (bearer auth)" if token else "", kept
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agui_engine.protocol.errors import UsageError
 
-__all__ = ["MAX_AUTH_TOKENS", "MAX_TOKEN_CHARS", "MAX_TOKENS_FILE_BYTES", "parse_tokens", "read_tokens_file"]
+__all__ = ["MAX_AUTH_TOKENS", "MAX_TOKENS_FILE_BYTES", "MAX_TOKEN_CHARS", "parse_tokens", "read_tokens_file"]
 
 #: Bytes of a tokens file read at most: ~10,000 lines of a 64-character token and a
 #: name, far above MAX_AUTH_TOKENS; a larger file is a wrong path (a log, a binary).

@@ -32,6 +32,8 @@ from ..protocol.codec import EventDecodeError, EventStreamDecoder
 from ..protocol.proto import ProtoEventDecoder
 from ..protocol.verify import Verifier, Violation
 
+__all__ = ["DEFAULT_EXAMPLE", "EXAMPLES", "PREVIEW_CHARS", "READ_CHUNK_BYTES", "add_arguments", "run", "validate_stream"]
+
 #: Shipped recordings: name -> file in agui_engine/data/.
 EXAMPLES: dict[str, str] = {"weather": "example-run.sse", "broken": "example-broken.ndjson"}
 DEFAULT_EXAMPLE = "weather"

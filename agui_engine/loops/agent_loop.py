@@ -404,7 +404,7 @@ class AgentLoop:
                                 content = f"Error: the arguments of {name} are not a JSON object"
                             else:  # the source bounds the call itself (MCP: call_timeout)
                                 content, _ = await tool_outcome(runner, remote[name], arguments, inline=False,
-                                                                timeout=None, on_app=apps.append)
+                                                                timeout=None, on_app=apps.append, call_id=call_id)
                             result = ToolCallResultEvent(message_id=self.id_factory(), tool_call_id=call_id,
                                                          content=content, role="tool")
                             conversation.apply(result)

@@ -136,6 +136,7 @@ from ..protocol.ids import Ids, new_id
 from ..protocol.pointer import unescape_token
 from ..protocol.verify import TEXT, TOOL
 from ..protocol.writer import EventWriter
+from .observe import SpanHandle, model_span
 from .prompts import SYSTEM_MESSAGE_ID, build_system_prompt
 
 __all__ = [
@@ -1124,26 +1125,49 @@ async def run_decision_loop(
     step = _Step(specs, message_id or id_factory(), id_factory, append_strings)
     llm_tools = [spec.llm_tool for spec in specs.values()]
 
-    stream = llm.complete(
-        prompt_messages,
-        llm_tools,
-        choice,
-        parallel_tool_calls=parallel_tool_calls,
-        max_output_tokens=max_output_tokens,
-    )
+    span = model_span(llm)  # None unless the run is traced (loops/observe.py)
+    failure: str | None = None
     try:
+        stream = llm.complete(
+            prompt_messages,
+            llm_tools,
+            choice,
+            parallel_tool_calls=parallel_tool_calls,
+            max_output_tokens=max_output_tokens,
+        )
         # an async generator closes itself; any other iterator is wrapped so that aclose() reaches it
         async with aclosing(stream if hasattr(stream, "aclose") else _closable(stream)) as items:  # type: ignore[type-var]
             async for item in items:
                 events = step.on_item(item)
                 yield DecisionStreamItem(decision=step.decision(), events=tuple(events))
         yield DecisionStreamItem(decision=step.decision(), events=tuple(step.end()))
-    except Exception:
+    except Exception as exc:
+        failure = getattr(exc, "code", None) or type(exc).__name__
         # close the text and reasoning lanes for the consumer, then let the error through
         closing = step.abort()
         if closing:
             yield DecisionStreamItem(decision=step.decision(), events=tuple(closing))
         raise
+    finally:
+        if span is not None:
+            _end_model_span(span, step, failure)
+
+
+def _end_model_span(span: SpanHandle, step: _Step, failure: str | None) -> None:
+    """The GenAI response attributes of one model call (model, token usage, finish reason), then its end."""
+    usage = step.usage
+    if usage is not None:
+        if usage.provider:
+            span.set("gen_ai.provider.name", usage.provider)
+        if usage.model:
+            span.set("gen_ai.response.model", usage.model)
+        if usage.input_tokens is not None:
+            span.set("gen_ai.usage.input_tokens", usage.input_tokens)
+        if usage.output_tokens is not None:
+            span.set("gen_ai.usage.output_tokens", usage.output_tokens)
+    if step.finish is not None:
+        span.set("gen_ai.response.finish_reasons", [step.finish])
+    span.end(failure)
 
 
 async def _closable(stream: AsyncIterator[LLMStreamItem]) -> AsyncIterator[LLMStreamItem]:

@@ -140,6 +140,7 @@ from .decision import (
     run_decision_loop,
     wire_tools,
 )
+from .observe import tool_span
 from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
 from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
@@ -565,7 +566,8 @@ class LLMAgent:
         async def one(call: ToolCallRequest) -> tuple[str, str | None]:
             tool = server[call.name]
             return await tool_outcome(runner, tool, call.arguments, inline=tool.name in self.inline_tools,
-                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app))
+                                      timeout=self.tool_timeout, on_app=lambda app: apps.__setitem__(call.id, app),
+                                      call_id=call.id)
 
         if not calls:
             return {}
@@ -575,7 +577,7 @@ class LLMAgent:
 
 async def tool_outcome(
     runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
-    on_app: Callable[[AppToolResult], None] | None = None,
+    on_app: Callable[[AppToolResult], None] | None = None, call_id: str | None = None,
 ) -> tuple[str, str | None]:
     """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
     (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
@@ -585,17 +587,29 @@ async def tool_outcome(
     A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
     text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
     is called, so the caller shows the app after the tool result (isError or not, as
-    ``@ag-ui/mcp-apps-middleware`` does)."""
+    ``@ag-ui/mcp-apps-middleware`` does). A traced run (:mod:`~agui_engine.loops.observe`) gets an
+    ``execute_tool`` span per call (``call_id``: its ``gen_ai.tool.call.id``)."""
+    span = tool_span(tool.name, call_id, description=tool.description)  # None unless traced
     try:
         result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
         app = result if isinstance(result, AppToolResult) else None
         content = app.text if app is not None else format_tool_result(result)
     except ToolDeadlineExceeded:
+        if span is not None:
+            span.end("timeout")
         error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
         return f"Error: {error}", error
     except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        if span is not None:
+            span.end(type(exc).__name__)
         error = f"{type(exc).__name__}: {exc}"
         return f"Error: {error}", error
+    except BaseException:
+        if span is not None:
+            span.end("cancelled")
+        raise
+    if span is not None:
+        span.end("tool_error" if app is not None and app.is_error else None)
     if len(content) > MAX_TOOL_RESULT_CHARS:
         error = (
             f"the result of {tool.name} is {len(content)} characters, more than "

@@ -65,6 +65,8 @@
 // Extension points: `ThreadStore.customHandlers` (name -> function(store, event, index)), for
 // features added later (UI specs) without editing the core.
 
+/** The AG-UI version this client speaks, sent as RunAgentInput.protocolVersion (spec/wire-versions.md). */
+export const PROTOCOL_VERSION = "1.0";
 export const COMPONENT_START = "tambo.component.start";
 export const COMPONENT_PROPS_DELTA = "tambo.component.props_delta";
 export const COMPONENT_STATE_DELTA = "tambo.component.state_delta";
@@ -906,7 +908,8 @@ async function runSSEStream(url, base, input, store, hooks, setTerminal, run, pr
       ...hooks.headers, ...prior, "Content-Type": "application/json", Accept: "text/event-stream",
       "X-AGUI-Resumable": "1",
     },
-    body: JSON.stringify(input),
+    // a 1.x client says so (as @ag-ui/client 1.0 does): the gateway then writes the 1.0 wire
+    body: JSON.stringify(input.protocolVersion ? input : { ...input, protocolVersion: PROTOCOL_VERSION }),
     signal: hooks.signal,
   });
   run.key = response.headers.get(RUN_KEY_HEADER) ?? run.key;
@@ -1417,3 +1420,14 @@ export async function a2uiData(operations, options = {}) {
   bindings.forEach((b, i) => { filled[b.path] = answers[i]; });
   return a2uiDataModel(operations, filled);
 }
+
+// ------------------------------------------------------------------------------------------ MCP Apps host
+
+// The MCP Apps host (stable 2026-01-26) for applications: `new McpAppHost(container, {endpoint, headers,
+// confirmLink?, message?})`, fed every event (`host.event(event)`), draws each app through the gateway's
+// sandbox proxy and answers every request of the spec with the user in control; `host.modelContext()` is
+// what the next run's `context` carries (mcp-apps.js has the whole contract).
+export {
+  APP_PROTOCOL_VERSION, AppError, DISPLAY_MODES, MCP_APPS_ACTIVITY, MCP_APP_ANNOUNCE_EVENT, MCP_APP_INPUT_EVENT,
+  McpApp, McpAppHost, appResource, proxyRequest,
+} from "./mcp-apps.js";

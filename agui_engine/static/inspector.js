@@ -13,7 +13,8 @@
 //   * Attach: a URL whose fragment names runs (`/inspect#run=<runId>&run=...&token=<bearer>`, what
 //     `agui-engine demo --inspect` prints) streams each of them from the gateway's log
 //     (`GET <path>/runs/<runId>`, from its first event; live if it is still running) into the store,
-//     in order, with the token in the bearer field; the fragment never reaches the server.
+//     in order, with the token in the bearer field; the fragment never reaches the server, and it is
+//     taken out of the page's URL before anything is drawn (`takeFragment`).
 //   * Findings: the server's Verifier annotates (POST <path>/inspect/verify with the run's events, or
 //     the file's bytes): each finding is shown on the event that caused it; the applier's own findings
 //     (operations that do not apply, unknown CUSTOM events) are shown the same way.
@@ -46,6 +47,11 @@ import {
 import { renderSurfaces, rendererReady } from "./inspector-a2ui.js";
 import { McpAppHost } from "./mcp-apps.js";
 
+// The fragment (`#run=...&token=<bearer>`) leaves the URL before anything else runs: a framed document
+// (an MCP app, a renderer's frame) or a later link must never find the bearer in `location`, `baseURI`
+// or a referrer. The token is kept in memory only (the bearer field's value).
+const linked = takeFragment();
+
 const $ = (id) => document.getElementById(id);
 const endpoint = location.pathname.replace(/\/inspect\/?$/, "") || "/";
 const base = endpoint.replace(/\/+$/, "");
@@ -69,7 +75,29 @@ const app = {
   panels,
 };
 window.__inspector = app;
-app.mcpApps = new McpAppHost($("apps"), { endpoint, headers: () => authHeaders() });
+app.mcpApps = new McpAppHost($("apps"), { endpoint, headers: () => authHeaders(), message: appMessage });
+
+// An app's ui/message: a user turn the person can send (it waits in the message box, marked as the
+// app's) or discard; the app hears which (mcp-apps.js answers {} or -32000).
+function appMessage(text, mcpApp) {
+  app.pendingAppMessage?.resolve(false); // an older one is replaced: discarded
+  return new Promise((resolve) => {
+    app.pendingAppMessage = { text, resolve, from: mcpApp.content.resourceUri };
+    $("message").value = text;
+    $("message").dataset.fromApp = mcpApp.content.resourceUri;
+    $("discard").hidden = false;
+    $("message").focus();
+  });
+}
+
+function settleAppMessage(sent) {
+  const pending = app.pendingAppMessage;
+  if (!pending) return;
+  app.pendingAppMessage = null;
+  delete $("message").dataset.fromApp;
+  $("discard").hidden = true;
+  pending.resolve(sent);
+}
 
 // ------------------------------------------------------------------------------------------ rows
 
@@ -443,8 +471,9 @@ const newId = () => Math.random().toString(36).slice(2, 12);
 function send(text) {
   if (app.running) return;
   const user = { id: "u-" + newId(), role: "user", content: text };
+  // the apps' ui/update-model-context (the last one of each app) reaches the model with this run
   const input = { threadId: app.threadId, runId: "run-" + newId(), messages: [...app.store.history(), user], tools: [],
-                  context: [], state: app.store.state, forwardedProps: {} };
+                  context: app.mcpApps.modelContext(), state: app.store.state, forwardedProps: {} };
   app.store.messages.push({ ...user });
   return startRun(input);
 }
@@ -528,9 +557,12 @@ async function replay(file) {
 
 // ------------------------------------------------------------------------------------------ attach
 
-// The runs the page's fragment names, and the bearer token it carries: `#run=a&run=b&token=t`.
-function fragmentRuns() {
+// The runs the page's fragment names, and the bearer token it carries: `#run=a&run=b&token=t`; the
+// fragment is taken out of the URL (history.replaceState: the entry itself is rewritten, so neither
+// the address bar, nor Back, nor a document's base URL keeps it).
+function takeFragment() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  if (location.hash) history.replaceState(history.state, "", location.pathname + location.search);
   return { runIds: params.getAll("run").filter(Boolean), token: params.get("token") };
 }
 
@@ -582,10 +614,15 @@ async function attach(runIds) {
 $("send-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const text = $("message").value.trim();
-  if (text) {
+  if (text && !app.running) {
     $("message").value = "";
+    settleAppMessage(true);
     send(text);
   }
+});
+$("discard").addEventListener("click", () => {
+  $("message").value = "";
+  settleAppMessage(false);
 });
 $("recording").addEventListener("change", () => {
   const file = $("recording").files[0];
@@ -613,7 +650,6 @@ rendererReady.then(() => {
   for (const view of app.surfaceViews.values()) view.version = -1;
   schedule();
 });
-const linked = fragmentRuns();
 if (linked.token) $("token").value = linked.token;
 app.ready = true;
 render();

@@ -21,10 +21,13 @@ if TYPE_CHECKING:
     from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .runs import RegistryOptions, RunRegistry
     from .server_options import ConnectionOptions, DataOptions
-    from .sse import SSEAgent, SSEServer, create_app, start_sse_server
-    from .stdio import StdioAgent, serve_stdio
+    from .sse_client import SSEAgent
+    from .sse_server import SSEServer, create_app, start_sse_server
+    from .stdio_client import StdioAgent
+    from .stdio_server import serve_stdio
     from .tool_runner import ThreadedToolRunner, run_agent
-    from .websocket import WebSocketAgent, WebSocketServer, start_websocket_server
+    from .websocket_client import WebSocketAgent
+    from .websocket_server import WebSocketServer, start_websocket_server
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -36,7 +39,7 @@ _EXPORTS: dict[str, str] = {
     "RedisEventLog": "redislog",
     "SharedEventLog": "eventlog",
     "ThreadedToolRunner": "tool_runner",
-    "open_event_log": "eventlog",
+    "open_event_log": "open_log",
     "ConnectionLostError": "retrying_client",
     "CursorExpiredError": "eventlog",
     "EventLog": "eventlog",
@@ -49,20 +52,20 @@ _EXPORTS: dict[str, str] = {
     "RemoteAgentError": "retrying_client",
     "ResourceBroker": "data",
     "RunRegistry": "runs",
-    "SSEAgent": "sse",
-    "SSEServer": "sse",
-    "StdioAgent": "stdio",
+    "SSEAgent": "sse_client",
+    "SSEServer": "sse_server",
+    "StdioAgent": "stdio_client",
     "UnknownRunError": "eventlog",
     "UnknownThreadError": "history",
     "UpstreamStoppedError": "retrying_client",
-    "WebSocketAgent": "websocket",
-    "WebSocketServer": "websocket",
-    "create_app": "sse",
+    "WebSocketAgent": "websocket_client",
+    "WebSocketServer": "websocket_server",
+    "create_app": "sse_server",
     "run_agent": "tool_runner",
     "run_via_gateway": "gateway",
-    "serve_stdio": "stdio",
-    "start_sse_server": "sse",
-    "start_websocket_server": "websocket",
+    "serve_stdio": "stdio_server",
+    "start_sse_server": "sse_server",
+    "start_websocket_server": "websocket_server",
 }
 
 __all__ = [

@@ -50,6 +50,7 @@ __all__ = [
     "MAX_QUERY_ID_LENGTH",
     "ProtocolLine",
     "QueryMessage",
+    "READ_CHUNK_BYTES",
     "ResumeMessage",
     "RunMessage",
     "ServerLine",
@@ -64,6 +65,11 @@ __all__ = [
     "query_result_line",
     "run_message",
 ]
+
+#: Bytes per read of a stdio pipe where lines are not wanted whole: the server skipping the
+#: rest of an over-long input line, the client (StdioAgent) draining a child's stdout. A
+#: typical pipe read, so skipping costs few calls while no more than this is held at once.
+READ_CHUNK_BYTES = 64 * 1024
 
 #: Longest ``queryId`` of a WebSocket ``query`` message. The client picks it and the
 #: server echoes it on the answer line; 256 characters (MAX_RUN_ID_LENGTH's figure) fits

@@ -28,16 +28,18 @@ async def run_via_gateway(
     """Yield the events of ``input`` run by ``agent`` behind a loopback gateway.
 
     ``transport``: ``"sse"`` (default) or ``"ws"``. ``server_options`` go to
-    :func:`~transports.sse.start_sse_server` / :func:`~transports.websocket.start_websocket_server`.
+    :func:`~transports.sse_server.start_sse_server` / :func:`~transports.websocket_server.start_websocket_server`.
     Raises UsageError for an unknown transport; the client's errors otherwise.
     """
     if transport == "sse":
-        from .sse import SSEAgent, start_sse_server
+        from .sse_client import SSEAgent
+        from .sse_server import start_sse_server
 
         server: Any = await start_sse_server(agent, **server_options)
         client: Agent = SSEAgent(server.url)
     elif transport in ("ws", "websocket"):
-        from .websocket import WebSocketAgent, start_websocket_server
+        from .websocket_client import WebSocketAgent
+        from .websocket_server import start_websocket_server
 
         server = await start_websocket_server(agent, **server_options)
         client = WebSocketAgent(server.url)

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`add_frontend_routes` adds to an aiohttp application (the SSE gateway's,
-see :func:`agui_engine.transports.sse.create_app`)::
+see :func:`agui_engine.transports.sse_server.create_app`)::
 
     GET   <path>/static/<name>   agui-engine.js (the applier, an ES module) and the inspector's files
     GET   <path>/inspect         the inspector page                        (only with inspector=True)
@@ -32,8 +32,9 @@ here as for runs.
 An ``mcp-apps`` activity is drawn by ``mcp-apps.js`` (served with the other static files): the app's
 ``ui://`` resource is read through the gateway's proxy (a run with ``forwardedProps.__proxiedMCPRequest``,
 with the page's bearer token, answered by the run registry), refused unless its MIME type is
-``text/html;profile=mcp-app``, and drawn in a ``sandbox="allow-scripts"`` iframe under a CSP built from
-its ``_meta.ui.csp``; the app's JSON-RPC messages are bridged there (``spec/mcp.md``, MCP Apps).
+``text/html;profile=mcp-app``, and drawn by the sandbox proxy ``mcp-app-sandbox.html`` (served with
+:data:`SANDBOX_PROXY_HEADERS`: an opaque origin of its own) in a ``sandbox="allow-scripts"`` frame under a
+CSP built from its ``_meta.ui.csp``; the app's JSON-RPC messages are bridged there (``spec/mcp.md``, MCP Apps).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = [
     "A2UI_CHECKS_MODULE",
     "INSPECTOR_PAGE",
     "MAX_RECORDING_BYTES",
+    "SANDBOX_PROXY_HEADERS",
     "STATIC_FILES",
     "a2ui_limits_module",
     "add_frontend_routes",
@@ -72,6 +74,22 @@ STATIC_FILES: Final = {
     "a2ui-lit.js": "text/javascript; charset=utf-8",
     "a2ui-lit.LICENSES.txt": "text/plain; charset=utf-8",
     "mcp-apps.js": "text/javascript; charset=utf-8",
+    # the MCP Apps sandbox proxy: a page whose origin is opaque (SANDBOX_PROXY_HEADERS) and its module
+    "mcp-app-sandbox.html": "text/html; charset=utf-8",
+    "mcp-app-sandbox.js": "text/javascript; charset=utf-8",
+}
+#: The headers that make the sandbox proxy page a document of its own: ``sandbox allow-scripts`` gives
+#: it an opaque origin however it is framed (never the gateway's, so never the inspector's), and it
+#: sends no referrer. The app's own CSP is added by the proxy before it draws the app (mcp-app-sandbox.js).
+SANDBOX_PROXY_HEADERS: Final = {
+    "Content-Security-Policy": "sandbox allow-scripts; object-src 'none'; form-action 'none'",
+    "Referrer-Policy": "no-referrer",
+}
+#: Extra headers per static file: the proxy page's, and CORS on the proxy's module (the page's origin is
+#: opaque, so its module is a cross-origin fetch; the file is public and carries no credentials).
+_FILE_HEADERS: Final[Mapping[str, Mapping[str, str]]] = {
+    "mcp-app-sandbox.html": SANDBOX_PROXY_HEADERS,
+    "mcp-app-sandbox.js": {"Access-Control-Allow-Origin": "*"},
 }
 #: The generated module of A2UI limits the inspector imports (``<path>/static/<this>``).
 A2UI_CHECKS_MODULE: Final = "a2ui-limits.js"
@@ -138,11 +156,11 @@ def a2ui_limits_module() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _file_handler(body: bytes, content_type: str) -> Callable[[web.Request], Any]:
+def _file_handler(body: bytes, content_type: str, extra: Mapping[str, str] | None = None) -> Callable[[web.Request], Any]:
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", **(extra or {})}
         if request.headers.get("If-None-Match") == etag:
             return web.Response(status=304, headers=headers)
         return web.Response(body=body, headers={**headers, "Content-Type": content_type})
@@ -161,7 +179,7 @@ def add_frontend_routes(
     """Add the static files (always) and the inspector (``inspector=True``) under ``path``."""
     base = path.rstrip("/")
     for name, content_type in STATIC_FILES.items():
-        app.router.add_get(f"{base}/static/{name}", _file_handler(_load(name), content_type))
+        app.router.add_get(f"{base}/static/{name}", _file_handler(_load(name), content_type, _FILE_HEADERS.get(name)))
     app.router.add_get(f"{base}/static/{A2UI_CHECKS_MODULE}",
                        _file_handler(a2ui_limits_module(), "text/javascript; charset=utf-8"))
     if not inspector:

@@ -22,12 +22,19 @@ name                                     type       labels / meaning
 ``agui_upstream_first_token_seconds``    histogram  run start -> the agent's first event after RUN_STARTED
 ``agui_event_log_append_seconds``        histogram  one batch stored by a shared event log
 =======================================  =========  =========================================
+
+With ``GatewayMetrics(otel=True)`` the same notes also feed OpenTelemetry instruments
+(``transports/otel.py``: ``agui.events.sent``, ``agui.runs.ended`` ...), exported by whatever
+meter provider the application configured.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .otel import OTelMetrics
 
 __all__ = ["FIRST_TOKEN_BUCKETS", "GatewayMetrics", "LOG_APPEND_BUCKETS", "METRICS_CONTENT_TYPE"]
 
@@ -44,10 +51,12 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class GatewayMetrics:
-    """The metrics of one gateway node (see the module docstring). Raises
-    UsageError when ``prometheus-client`` is not installed."""
+    """The metrics of one gateway node (see the module docstring). ``otel``: also count them
+    as OpenTelemetry instruments (:class:`~transports.otel.OTelMetrics`, the global meter
+    provider). Raises UsageError when ``prometheus-client`` (or, with ``otel``, the
+    OpenTelemetry API) is not installed."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, otel: bool = False) -> None:
         try:
             from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
         except ImportError:  # pragma: no cover - a declared dependency
@@ -80,6 +89,13 @@ class GatewayMetrics:
         )
         # Children per label value, resolved once (labels() costs a dict lookup and a lock).
         self._sent: dict[str, tuple[Any, Any]] = {}
+        #: The same counts as OpenTelemetry instruments (None: Prometheus only).
+        self.otel: OTelMetrics | None = None
+        if otel:
+            from .otel import OTelMetrics
+
+            self.otel = OTelMetrics()
+            self.otel.bind(lambda: self._active())
 
     def bind(self, active: Callable[[], float], draining: Callable[[], float]) -> None:
         """Where the gauges read from (the run registry calls this)."""
@@ -92,18 +108,26 @@ class GatewayMetrics:
             children = self._sent[transport] = (self.events_sent.labels(transport), self.bytes_sent.labels(transport))
         children[0].inc(events)
         children[1].inc(nbytes)
+        if self.otel is not None:
+            self.otel.note_sent(transport, events, nbytes)
 
     def note_resume(self, transport: str) -> None:
         self.resumes.labels(transport).inc()
+        if self.otel is not None:
+            self.otel.note_resume(transport)
 
     def note_run_ended(self, code: str | None) -> None:
         if code is None:
             self.runs_ended.labels("RUN_FINISHED", "").inc()
         else:
             self.runs_ended.labels("RUN_ERROR", code).inc()
+        if self.otel is not None:
+            self.otel.note_run_ended(code)
 
     def note_error(self, code: str) -> None:
         self.errors.labels(code).inc()
+        if self.otel is not None:
+            self.otel.note_error(code)
 
     def note_first_token(self, seconds: float) -> None:
         self.first_token.observe(seconds)

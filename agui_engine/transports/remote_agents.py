@@ -1,7 +1,7 @@
 """What a server runs for the agent it is given: a remote AG-UI agent inside the agent loop.
 
-A remote AG-UI endpoint behind one of this package's client agents (:class:`~transports.sse.SSEAgent`,
-:class:`~transports.websocket.WebSocketAgent`, :class:`~transports.stdio.StdioAgent`) is a third
+A remote AG-UI endpoint behind one of this package's client agents (:class:`~transports.sse_client.SSEAgent`,
+:class:`~transports.websocket_client.WebSocketAgent`, :class:`~transports.stdio_client.StdioAgent`) is a third
 party's stream: served bare, a duplicated ``*_END`` or a dropped argument fragment ends the
 run with ``RUN_ERROR`` and nothing of the agent loop applies. :func:`serving_agent` is the one
 place every server (``RunRegistry``: SSE, WebSocket, stdio; ``agui-engine serve --agent
@@ -13,18 +13,17 @@ Any other agent (already an ``AgentLoop``, an ``LLMAgent``, your own) is served 
 
 from __future__ import annotations
 
+from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.agent import Agent
+
+from .retrying_client import RemoteClientBase
+from .stdio_client import StdioAgent
 
 __all__ = ["serving_agent"]
 
 
 def serving_agent(agent: Agent) -> Agent:
     """``AgentLoop(agent)`` for a remote AG-UI client agent, else ``agent`` itself."""
-    from .retrying_client import RemoteClientBase
-    from .stdio import StdioAgent
-
     if isinstance(agent, (RemoteClientBase, StdioAgent)):
-        from agui_engine.loops.agent_loop import AgentLoop
-
         return AgentLoop(agent)
     return agent

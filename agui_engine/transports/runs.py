@@ -67,11 +67,12 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 import msgspec
 
 from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.loops.observe import OBSERVER
 from agui_engine.loops.tool_runner import supply_tool_runner
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent, check_event
 from agui_engine.protocol.codec import encode_event
@@ -83,6 +84,7 @@ from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
+from agui_engine.protocol.threads import check_resume, open_interrupts
 from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
@@ -110,7 +112,8 @@ from .history import (
     decode_records,
     merge_input,
 )
-from .input_decoding import MAX_RUN_ID_LENGTH, MAX_SEQ_DIGITS, check_run_id
+from .input_decoding import MAX_RUN_ID_LENGTH, check_run_id
+from .otel import OTelObserver, run_span
 from .remote_agents import serving_agent
 from .run_lifecycle import (
     WS_CLOSE_RUN_EXISTS,
@@ -156,14 +159,14 @@ __all__ = [
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
-    "event_id",
-    "resume_cursor",
+    "may_touch",
     "run_key_hash",
 ]
 
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+_TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
 _TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
@@ -268,8 +271,10 @@ def run_key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
-    # The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread.
+def may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
+    """The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread:
+    ``caller`` may touch what ``owner`` (a principal) started with a run key hashing to
+    ``key_hash`` (None caller: the embedding program, always)."""
     if caller is None:
         return True
     if caller.key is not None and key_hash and hmac.compare_digest(run_key_hash(caller.key), key_hash):
@@ -305,6 +310,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     trimmed; 0: none; applies to the registry's own in-memory log).
     ``keep_history``: keep each thread's ended runs in the event log, when it is a
     :class:`~transports.history.ThreadStore` (spec/transports.md §4.4).
+    ``tracing``: trace every run with OpenTelemetry (``transports/otel.py``: an
+    ``invoke_agent`` span per run, chat and ``execute_tool`` spans under it; the
+    ``[otel]`` extra, the application's configured tracer provider).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -317,6 +325,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_runs_per_client: int = DEFAULT_MAX_RUNS_PER_CLIENT
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     keep_history: bool = True
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
@@ -363,6 +372,7 @@ class Run:
         "grace_timer",
         "history_parent",
         "head",
+        "kept_early",
         "input",
         "key",
         "key_hash",
@@ -404,6 +414,8 @@ class Run:
         #: there (the input's parentRunId, else the thread's latest kept run).
         self.kept = False
         self.history_parent: str | None = None
+        #: Whether its record was kept before its terminal event went out (a durable store).
+        self.kept_early = False
 
     @classmethod
     def following(cls, run_id: str) -> Run:
@@ -635,6 +647,7 @@ class RunRegistry:
         log: EventLog | None = None,
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
+        threads: ThreadStore | None = None,
     ) -> None:
         # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
         self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
@@ -672,14 +685,27 @@ class RunRegistry:
         #: request then names an unknown server, as the middleware with no servers answers).
         proxy = getattr(self.agent, "mcp_apps", None)
         self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
-        #: Where thread histories are kept (the log, when it keeps them and keep_history).
+        #: Where thread histories are kept (``threads``, a durable store, else the log when it
+        #: keeps them; none without keep_history).
         self.threads: ThreadStore | None = (
-            self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
+            None if not self.options.keep_history
+            else threads if threads is not None
+            else self.log if isinstance(self.log, ThreadStore) else None
         )
+        #: Whether the history is kept apart from the log (a durable store: IO of its own).
+        self._store_apart = self.threads is not None and self.threads is not cast(object, self.log)
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
+        #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
+        self.observer: OTelObserver | None = None
+        if self.options.tracing:
+            self.observer = OTelObserver()
 
     # -- queries -------------------------------------------------------------------------
+
+    def wall_time(self) -> float:
+        """Wall-clock Unix seconds of the registry's clock (what history retention counts)."""
+        return self._wall()
 
     @property
     def max_runs(self) -> int:
@@ -781,7 +807,7 @@ class RunRegistry:
         (a shared log written before run keys) is checked by principal alone.
         Raises UnknownRunError otherwise -- the same 404 as for a run that does not
         exist, so ids cannot be probed."""
-        if _may_touch(run.owner, run.key_hash, caller):
+        if may_touch(run.owner, run.key_hash, caller):
             return run
         raise UnknownRunError(run.run_id)
 
@@ -798,7 +824,9 @@ class RunRegistry:
         (:func:`~transports.history.merge_input`; spec/transports.md §4.4).
         Raises ServerBusyError (a limit reached -- concurrent runs, the client's
         runs, the buffered-bytes budget -- or shutting down), RunExistsError
-        (``runId`` already known), EventLogUnavailableError."""
+        (``runId`` already known), ResumeRejectedError (422: ``input.resume`` does not
+        answer the interrupts the thread's branch ended with; spec/transports.md §4.4),
+        EventLogUnavailableError."""
         if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
@@ -867,14 +895,19 @@ class RunRegistry:
         if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
             return False, None, input  # a thread id longer than a run id may be is not a store key
         runs = await self._kept_runs(input.thread_id)
-        if runs and not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if runs and not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # Another client's thread: served, but neither kept there nor given its messages.
             return False, None, input
         named = input.parent_run_id
         if named is None:
+            if runs:
+                check_resume(open_interrupts(runs[-1].events), input, self._wall())
             return True, runs[-1].run_id if runs else None, input
-        if any(r.run_id == named for r in runs):
-            return True, named, merge_input(branch(runs, named).runs, input)
+        for r in runs:
+            if r.run_id == named:
+                # AG-UI 1.0: a resume answers the interrupts the branch it continues ended with
+                check_resume(open_interrupts(r.events), input, self._wall())
+                return True, named, merge_input(branch(runs, named).runs, input)
         return True, named, input  # a parent not kept (evicted, or never ran here): the input as sent
 
     async def thread_history(
@@ -892,7 +925,7 @@ class RunRegistry:
         if run_id is not None and len(run_id) > MAX_RUN_ID_LENGTH:  # nor echoed back whole
             raise UnknownThreadError(f"no run id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
-        if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # the same words whether the thread is unknown or another's: thread ids cannot be probed
             raise UnknownThreadError(
                 f"unknown thread {thread_id!r}: it has no history here that you may read (present the run key "
@@ -901,9 +934,26 @@ class RunRegistry:
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 
-    async def _keep(self, run: Run) -> None:
+    async def _keep_shielded(self, run: Run, terminal: bytes | None) -> None:
+        """:meth:`_keep`, carried to its end even when the run's task is cancelled meanwhile
+        (its client left after the terminal event): an ended run's record is not lost to a
+        store that awaits IO. Bounded by the store's own timeouts."""
+        keep = asyncio.ensure_future(self._keep(run, terminal))
+        while True:
+            try:
+                await asyncio.shield(keep)
+                return
+            except asyncio.CancelledError:
+                if keep.done():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def _keep(self, run: Run, terminal: bytes | None = None) -> None:
         """Read the ended run's log whole -- up to its terminal event, the last one, which a
-        write-behind log may still be storing -- and keep it in its thread's history."""
+        write-behind log may still be storing -- and keep it in its thread's history.
+        ``terminal``: the terminal event about to be appended (the log holds the rest)."""
         assert self.threads is not None
         log, rid = self.log, run.run_id
         loop = asyncio.get_running_loop()
@@ -924,6 +974,9 @@ class RunRegistry:
             if sl.finished:
                 break
             if not sl.payloads:
+                if terminal is not None:  # everything appended so far is read: add the terminal
+                    payloads.append(terminal)
+                    break
                 left = deadline - loop.time()
                 if left <= 0 or not await log.wait(rid, after, left):
                     break
@@ -1146,6 +1199,10 @@ class RunRegistry:
         append = self.log.append
         # this task runs this one agent: it gets the standard runner (sync tools in threads)
         supply_tool_runner(STANDARD_TOOL_RUNNER)
+        span = None
+        if self.observer is not None:  # the run's invoke_agent span; its model and tool calls trace under it
+            OBSERVER.set(self.observer)
+            span = run_span(self.observer, run.input, self.agent)
         try:
             gen = self._open_agent(run.input)
             async for event in gen:
@@ -1161,6 +1218,11 @@ class RunRegistry:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
                     payload = encode_event(ev)
+                    if cls in _TERMINALS and run.kept and self._store_apart:
+                        # A durable store writes with IO: keep the record before the terminal event
+                        # goes out, so a client that saw the end reads the history with it.
+                        await self._keep_shielded(run, payload)
+                        run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
@@ -1201,7 +1263,11 @@ class RunRegistry:
                         task.uncancel()
                 except Exception as exc:  # noqa: BLE001 - failing on close is the agent's bug; the run is over anyway
                     _log.error("run %s: closing the agent's generator raised %s", run.run_id, type(exc).__name__)
-        await self._finish(run, error)
+        try:
+            await self._finish(run, error)
+        finally:
+            if span is not None:
+                span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
     def _open_agent(self, input: RunAgentInput) -> Any:
         # A proxied MCP request (an MCP app's iframe calling its server) is answered here, for
@@ -1242,11 +1308,11 @@ class RunRegistry:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
-                    if run.kept:
+                    if run.kept and not run.kept_early:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self._keep(run)
+                            await self._keep_shielded(run, None)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:
@@ -1291,20 +1357,3 @@ def _stop(timer: TimerHandle | None) -> TimerHandle | None:
     if timer is not None:
         timer.cancel()
     return None
-
-
-def resume_cursor(last_event_id: str, run_id: str | None = None) -> tuple[str, int]:
-    """Parse a ``<runId>:<seq>`` resume cursor (SSE ``Last-Event-ID``, the WebSocket
-    ``lastEventId``). Raises BadCursorError naming what is wrong."""
-    rid, sep, seq_text = last_event_id.rpartition(":")
-    # isascii(): str.isdigit() is also true for "²" or "١", which int() refuses.
-    if not sep or not rid or not (seq_text.isascii() and seq_text.isdigit()) or len(seq_text) > MAX_SEQ_DIGITS:
-        raise BadCursorError(f"resume cursor {last_event_id!r} is not of the form <runId>:<seq>")
-    if run_id is not None and rid != run_id:
-        raise BadCursorError(f"resume cursor {last_event_id!r} belongs to run {rid!r}, not {run_id!r}")
-    return rid, int(seq_text)
-
-
-def event_id(run_id: str, seq: int) -> str:
-    """The id of event ``seq`` of a run, as carried by SSE ``id:`` and the WS envelope."""
-    return f"{run_id}:{seq}"

@@ -31,6 +31,7 @@ import msgspec
 
 from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.protocol.errors import UsageError
+from agui_engine.protocol.wire import WireChoice, check_wire_choice
 
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker
@@ -49,14 +50,19 @@ class ConnectionOptions(msgspec.Struct, frozen=True, kw_only=True):
     may wait for a client that stopped reading before it is cut.
     ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
     the server / one client address may hold (0 or None: no cap).
+    ``wire``: the AG-UI wire an HTTP stream is written in: ``"1"`` (1.0), ``"0"`` (what
+    ``@ag-ui/client`` 0.0.5x accepts: CopilotKit, assistant-ui), or ``"auto"``: 1.0 for an
+    input declaring ``protocolVersion`` 1.x, else 0 (``protocol/wire.py``, spec/wire-versions.md).
     Raises UsageError (at construction) for a value out of range."""
 
     max_input_bytes: int = DEFAULT_MAX_BODY_BYTES
     send_timeout: float = SEND_STALL_TIMEOUT_SECONDS
     max_idle_connections: int | None = MAX_IDLE_CONNECTIONS
     max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP
+    wire: WireChoice = "auto"
 
     def __post_init__(self) -> None:
+        check_wire_choice(self.wire, "ConnectionOptions.wire")
         if self.max_input_bytes < 1:
             raise UsageError(f"ConnectionOptions.max_input_bytes must be >= 1, got {self.max_input_bytes}")
         if not self.send_timeout > 0:  # also rejects NaN

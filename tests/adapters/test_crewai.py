@@ -471,8 +471,8 @@ async def test_a_native_provider_tool_call_streams_each_fragment_once() -> None:
     """CrewAI's native OpenAI provider puts the arguments *so far* in each tool-call chunk
     (and the new fragment in ``chunk``): the call's TOOL_CALL_ARGS must still concatenate
     to its arguments, each fragment sent once."""
-    from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
     from agui_engine.adapters.loopback import serve_openai_compatible
+    from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 
     arguments = {"city": "Paris", "note": "a longer value, so that it streams in many fragments"}
     with serve_openai_compatible(ScriptedModel([ScriptedTurn(tool_calls=[ScriptedCall("get_weather", arguments)]),

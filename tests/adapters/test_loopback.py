@@ -11,9 +11,9 @@ import httpx
 import openai
 import pytest
 
-from agui_engine import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.adapters.loopback import serve_openai_compatible
 from agui_engine.adapters.openai_chat import OpenAIChatClient
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.llm import TextDelta, ToolCallArgsDelta, ToolCallStart
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import UserMessage

@@ -20,7 +20,6 @@ from agui_engine.adapters.provider import (
     BACKOFF_BASE_SECONDS,
     BACKOFF_MAX_SECONDS,
     MAX_RETRY_AFTER_SECONDS,
-    MIN_REDACTED_SECRET_CHARS,
     RETRY_JITTER_FRACTION,
     MalformedStream,
     ProviderError,
@@ -28,9 +27,9 @@ from agui_engine.adapters.provider import (
     ToolCallTracker,
     extract_error,
     parse_retry_after,
-    redact,
 )
 from agui_engine.adapters.provider import MAX_ERROR_MESSAGE_CHARS as provider_MAX_ERROR_MESSAGE_CHARS
+from agui_engine.adapters.redaction import MIN_REDACTED_SECRET_CHARS, redact
 from agui_engine.adapters.replay import PROVIDERS, ReplayServer, load_fixture
 from agui_engine.llm import (
     Finish,

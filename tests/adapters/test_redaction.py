@@ -180,7 +180,7 @@ def test_a_cut_message_never_keeps_the_head_of_a_key() -> None:
 @pytest.mark.parametrize("path", ["http_error", "json_200", "midstream"])
 async def test_the_key_never_reaches_the_gateways_http_response(provider: str, path: str) -> None:
     """End to end: hostile upstream -> adapter -> LLMAgent -> SSE gateway -> HTTP client."""
-    from agui_engine.transports.sse import start_sse_server
+    from agui_engine.transports.sse_server import start_sse_server
 
     key = "sk-test-" + "Q" * 24
     hostile_text = f"openai error ({key}): internal {key}"

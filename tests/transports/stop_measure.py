@@ -33,7 +33,7 @@ from agui_engine.adapters.openai_chat import OpenAIChatClient
 from agui_engine.adapters.replay import ReplayServer, load_fixture
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, RegistryOptions
-from agui_engine.transports.sse import start_sse_server
+from agui_engine.transports.sse_server import start_sse_server
 
 from .scripted import make_input
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from agui_engine import LLMAgent, ScriptedCall, ScriptedModel, ScriptedTurn
-from agui_engine.demo.scripted import tool_results
+from agui_engine import LLMAgent
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
 
 
 def which_thread(city: str) -> str:

@@ -41,9 +41,11 @@ from agui_engine.transports.capabilities import (
     sse_transport,
 )
 from agui_engine.transports.retrying_client import ConnectionLostError, RemoteAgentError
-from agui_engine.transports.sse import SSEAgent, create_app, start_sse_server
-from agui_engine.transports.stdio import StdioAgent
-from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import create_app, start_sse_server
+from agui_engine.transports.stdio_client import StdioAgent
+from agui_engine.transports.websocket_client import WebSocketAgent
+from agui_engine.transports.websocket_server import start_websocket_server
 
 SERVE = [sys.executable, "-m", "agui_engine", "serve"]
 #: The child's environment: no token of the caller's shell, the project importable.

@@ -90,8 +90,10 @@ async def test_client_agents_resume_after_network_drops(drop_proxy, transport: s
     """RemoteClientBase.run, the one reconnect loop of SSEAgent and WebSocketAgent:
     two real mid-stream drops (a TCP proxy cuts the connection), two resumes, and
     the client's events are exactly the agent's (nothing lost, nothing repeated)."""
-    from agui_engine.transports.sse import SSEAgent, start_sse_server
-    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+    from agui_engine.transports.sse_client import SSEAgent
+    from agui_engine.transports.sse_server import start_sse_server
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     from .scripted import ScriptedAgent, make_input
 

@@ -462,7 +462,7 @@ async def test_a_websocket_query_runs_beside_a_run_on_the_same_connection() -> N
 
 
 async def test_too_many_websocket_queries_in_flight(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agui_engine.transports.websocket as wsmod
+    import agui_engine.transports.websocket_server as wsmod
 
     monkeypatch.setattr(wsmod, "MAX_QUERIES_PER_CONNECTION", 2)
     gate = asyncio.Event()

@@ -12,7 +12,7 @@ from websockets.asyncio.client import connect
 from agui_engine.protocol.codec import EventDecodeError, LegacyThinkingMapper, encode_event
 from agui_engine.protocol.errors import LimitExceededError, RemoteInputError
 from agui_engine.protocol.events import ReasoningStartEvent, RunAgentInput, TextMessageContentEvent
-from agui_engine.transports import envelope, stdio, websocket
+from agui_engine.transports import envelope, stdio_client, stdio_server, websocket_client, websocket_server
 from agui_engine.transports.envelope import (
     CancelMessage,
     ErrorBody,
@@ -28,7 +28,8 @@ from agui_engine.transports.envelope import (
     message_run_id,
     run_message,
 )
-from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+from agui_engine.transports.websocket_client import WebSocketAgent
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -132,8 +133,10 @@ def test_protocol_lines_envelopes_bare_events_errors_and_garbage() -> None:
 def test_server_and_clients_use_the_one_definition() -> None:
     """No transport writes or parses the envelope by hand: both ends import these names."""
     for module, names in [
-        (websocket, ["decode_client_message", "encode_client_message", "EventLines", "error_line", "decode_protocol_line"]),
-        (stdio, ["decode_client_message", "encode_client_message", "EventLines", "error_line", "decode_protocol_line"]),
+        (websocket_server, ["decode_client_message", "EventLines", "error_line"]),
+        (websocket_client, ["encode_client_message", "decode_protocol_line"]),
+        (stdio_server, ["decode_client_message", "EventLines", "error_line"]),
+        (stdio_client, ["encode_client_message", "decode_protocol_line"]),
     ]:
         for name in names:
             assert getattr(module, name) is getattr(envelope, name), (module.__name__, name)

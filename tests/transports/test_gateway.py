@@ -16,9 +16,11 @@ from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.eventlog import UnknownRunError
 from agui_engine.transports.gateway import run_via_gateway
 from agui_engine.transports.runs import RegistryOptions, RunRegistry
-from agui_engine.transports.sse import SSEAgent, start_sse_server
-from agui_engine.transports.stdio import StdioAgent
-from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.stdio_client import StdioAgent
+from agui_engine.transports.websocket_client import WebSocketAgent
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input

@@ -40,6 +40,7 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder, encode_proto_frame
 from agui_engine.protocol.verify import Verifier
 from agui_engine.transports.clock import ManualClock
+from agui_engine.transports.content_negotiation import negotiate_history
 from agui_engine.transports.eventlog import InMemoryEventLog
 from agui_engine.transports.history import (
     HISTORY_TRIMMED_EVENT,
@@ -52,8 +53,10 @@ from agui_engine.transports.history import (
     decode_records,
     merge_input,
 )
+from agui_engine.transports.http_headers import HISTORY_TRIMMED_HEADER
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import HISTORY_TRIMMED_HEADER, SSEAgent, negotiate_history, start_sse_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..agui_engine.agui_streams import valid_streams
 from ..agui_engine.protocol.test_accumulator_differential import run_client
@@ -583,7 +586,8 @@ async def test_a_thread_over_websocket_is_kept_and_restored_over_sse(store: Stor
     WebSocketAgent runs two turns (the second run message carries the first's key, so both
     are kept), and Thread.restore over SSEAgent gets the same messages and state."""
     from agui_engine.transports.runs import RunRegistry
-    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     registry = RunRegistry(EchoAgent(), log=await store())
     async with await start_websocket_server(registry=registry) as ws, await start_sse_server(registry=registry) as srv:
@@ -670,7 +674,7 @@ async def test_restore_stops_reading_an_endless_history_at_its_limit(monkeypatch
     from aiohttp import web
 
     from agui_engine.protocol.errors import LimitExceededError
-    from agui_engine.transports import sse as sse_module
+    from agui_engine.transports import sse_client as sse_module
 
     limit = 64 * 1024
     monkeypatch.setattr(sse_module, "MAX_HISTORY_RESPONSE_BYTES", limit)
@@ -779,13 +783,18 @@ async def test_restore_from_a_server_that_trickles_its_answer_gives_up_at_its_ti
 
 async def test_other_methods_on_a_thread_are_a_405_saying_how_to_read_it() -> None:
     async with await start_sse_server(EchoAgent()) as srv, httpx.AsyncClient(timeout=10) as http:
-        for method in ("POST", "PUT", "DELETE", "PATCH"):
+        for method in ("POST", "PUT"):
             r = await http.request(method, srv.url + "threads/t", content=b"{}")
-            assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD", (method, r.text)
+            assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD, PATCH, DELETE", (method, r.text)
             assert r.json()["error"] == {
                 "code": "method_not_allowed",
-                "message": f"{method} /threads/t: a thread's history is read with GET (nothing else is allowed here)",
+                "message": f"{method} /threads/t: a thread's history is read with GET, its title set with PATCH, "
+                "the thread deleted with DELETE (nothing else is allowed here)",
             }
+        for method in ("DELETE", "PATCH"):  # a gateway without a durable store renames and deletes nothing
+            r = await http.request(method, srv.url + "threads/t", content=b'{"title": "x"}',
+                                   headers={"Content-Type": "application/json"})
+            assert r.status_code == 404 and r.json()["error"]["code"] == "threads_not_listed", (method, r.text)
         assert (await http.head(srv.url + "threads/t")).status_code == 404  # HEAD reads like GET
 
 
@@ -843,4 +852,4 @@ async def test_a_browser_on_another_origin_reads_a_history_with_its_run_key() ->
         exposed = got.headers["access-control-expose-headers"]
         assert HISTORY_TRIMMED_HEADER in exposed and "X-AGUI-Run-Id" in exposed and "X-AGUI-Thread-Id" in exposed
         put = await http.put(srv.url + "threads/c", headers=origin)
-        assert put.status_code == 405 and put.headers["Allow"] == "GET, HEAD, OPTIONS"
+        assert put.status_code == 405 and put.headers["Allow"] == "GET, HEAD, PATCH, DELETE, OPTIONS"

@@ -15,10 +15,11 @@ import pytest
 import websockets
 from websockets.asyncio.client import connect
 
+from agui_engine.transports.content_negotiation import negotiate
 from agui_engine.transports.input_decoding import MAX_INPUT_DEPTH, decode_run_input
-from agui_engine.transports.sse import negotiate, start_sse_server
-from agui_engine.transports.stdio import serve_stdio
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.stdio_server import serve_stdio
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -63,8 +64,8 @@ def test_decode_run_input_bounds_depth_without_recursion_error(depth: int) -> No
 
 
 def test_cursor_with_a_non_ascii_digit_is_a_bad_cursor() -> None:
+    from agui_engine.transports.event_ids import resume_cursor
     from agui_engine.transports.eventlog import BadCursorError
-    from agui_engine.transports.runs import resume_cursor
 
     for cursor in ("A:²", "A:١٢", "A:𝟙"):
         with pytest.raises(BadCursorError):

@@ -40,8 +40,12 @@ MEASURE_JS = """() => {
     queries: columns(document.querySelector("#queries")),
     sideRight: document.querySelector("#side").getBoundingClientRect().right,
     cutTitles: [...document.querySelectorAll("#queries td")].every((td) => td.title === td.textContent),
+    pageOverflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
   };
 }"""
+
+
+PAGE_OVERFLOW_JS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
 @pytest.mark.parametrize("width", [1280, 1440])
@@ -51,6 +55,9 @@ async def test_query_rows_are_one_line_and_no_timeline_column_is_clipped(browser
     try:
         page = await open_inspector(browser, server.url)
         await page.set_viewport_size({"width": width, "height": 900})
+        # the page never scrolls sideways (at 1280 px the queries' "data / error" header spilled 45 px
+        # past its column and the document scrolled): empty, and once full (below)
+        assert await page.evaluate(PAGE_OVERFLOW_JS) <= 0
         # findings (long texts) from a recording, then a live run with two bound cards: long CUSTOM
         # types, a run id per row, two queries with data
         await page.set_input_files("#recording", str(BROKEN))
@@ -67,6 +74,7 @@ async def test_query_rows_are_one_line_and_no_timeline_column_is_clipped(browser
             timeout=DEADLINE_MS)
         m = await page.evaluate(MEASURE_JS)
         await page.screenshot(path=str(tmp_path / f"inspector-{width}.png"), full_page=True)
+        assert m["pageOverflow"] <= 0, m
         line = max(m["eventRows"])  # an event row without a finding: one line of text
         assert line < 30, m["eventRows"]
         assert len(m["queryRows"]) == 2 and all(h <= line + 1 for h in m["queryRows"]), m["queryRows"]

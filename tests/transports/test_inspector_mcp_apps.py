@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,12 @@ def app_server_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def gateway(app_server_url: str) -> Iterator[str]:
-    """``agui-engine serve --port 0 --pace 0 --mcp <the app server>`` with a bearer token; its URL."""
-    env = {**os.environ, "AGUI_AUTH_TOKEN": TOKEN}
+@contextmanager
+def running_gateway(mcp: str, token: str = TOKEN) -> Iterator[str]:
+    """``agui-engine serve --port 0 --pace 0 --mcp <mcp>`` with bearer ``token``; yields its URL."""
+    env = {**os.environ, "AGUI_AUTH_TOKEN": token}
     proc = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--pace", "0",
-                             "--mcp", f"counter={app_server_url}", "--no-access-log"],
+                             "--mcp", mcp, "--no-access-log"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
@@ -57,6 +58,13 @@ def gateway(app_server_url: str) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@pytest.fixture
+def gateway(app_server_url: str) -> Iterator[str]:
+    """``agui-engine serve --mcp <the app server>`` with a bearer token; its URL."""
+    with running_gateway(f"counter={app_server_url}") as url:
+        yield url
 
 
 async def _ask(page: Any, message: str) -> None:
@@ -78,7 +86,8 @@ async def test_the_app_appears_calls_back_through_the_proxy_and_cannot_reach_the
     csp = await frame_el.get_attribute("data-csp")
     assert "default-src 'none'" in csp and f"connect-src {APP_CSP['connectDomains'][0]}" in csp
     assert APP_CSP["resourceDomains"][0] in csp
-    frame = page.frame_locator(".mcp-app iframe")
+    # the app is drawn inside the sandbox proxy (a page of its own, opaque origin): the frame in its frame
+    frame = page.frame_locator(".mcp-app iframe").frame_locator("iframe")
     # the app got the tool's result (ui/notifications/tool-result) and its input
     await frame.locator("#count").filter(has_text="counter at 3").wait_for(timeout=DEADLINE_MS)
     body = frame.locator("body")

@@ -11,8 +11,8 @@ from websockets.asyncio.client import connect
 
 from agui_engine.transports.metrics import METRICS_CONTENT_TYPE, GatewayMetrics
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import start_sse_server
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 
 from agui_engine.transports.redislog import RedisEventLog
 from agui_engine.transports.runs import RunRegistry
-from agui_engine.transports.sse import start_sse_server
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..redis_server import RedisServer
 from .scripted import ScriptedAgent, make_input

@@ -16,8 +16,8 @@ import msgspec
 from websockets.asyncio.client import connect
 
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import start_sse_server
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -100,8 +100,9 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from agui_engine.transports.sse import RUN_KEY_HEADER, SSEAgent  # noqa: E402
-from agui_engine.transports.websocket import WebSocketAgent  # noqa: E402
+from agui_engine.transports.http_headers import RUN_KEY_HEADER  # noqa: E402
+from agui_engine.transports.sse_client import SSEAgent  # noqa: E402
+from agui_engine.transports.websocket_client import WebSocketAgent  # noqa: E402
 
 from ..waiting import eventually  # noqa: E402
 from .stop_measure import node  # noqa: E402

@@ -11,6 +11,7 @@ from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import Event, RunAgentInput, RunStartedEvent, TextMessageChunkEvent
 from agui_engine.transports.clock import ManualClock
+from agui_engine.transports.event_ids import resume_cursor
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
 from agui_engine.transports.input_errors import InvalidInputError
 from agui_engine.transports.runs import (
@@ -19,7 +20,6 @@ from agui_engine.transports.runs import (
     RunFinishedError,
     RunRegistry,
     ServerBusyError,
-    resume_cursor,
 )
 
 from ..waiting import eventually
@@ -295,7 +295,7 @@ async def test_an_async_run_without_yield_is_a_clear_run_error() -> None:
 
 def test_every_server_refuses_a_non_agent_saying_what_it_got() -> None:
     from agui_engine.transports.gateway import GatewayAgent
-    from agui_engine.transports.sse import create_app
+    from agui_engine.transports.sse_server import create_app
 
     with pytest.raises(UsageError, match=r"^RunRegistry\(agent\): got a str"):
         RunRegistry("embedded")  # type: ignore[arg-type]
@@ -306,8 +306,9 @@ def test_every_server_refuses_a_non_agent_saying_what_it_got() -> None:
 
 
 async def test_start_websocket_server_and_serve_stdio_take_an_agent_function() -> None:
-    from agui_engine.transports.stdio import serve_stdio
-    from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+    from agui_engine.transports.stdio_server import serve_stdio
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     async def agent(input: RunAgentInput):  # type: ignore[no-untyped-def]
         async for event in ScriptedAgent(deltas=1).run(input):

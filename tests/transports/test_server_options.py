@@ -13,9 +13,11 @@ import pytest
 
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports import ConnectionOptions, DataOptions
-from agui_engine.transports.sse import AppKeywords, SSEAgent, create_app, start_sse_server
-from agui_engine.transports.stdio import serve_stdio
-from agui_engine.transports.websocket import WebSocketAgent, start_websocket_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import AppKeywords, create_app, start_sse_server
+from agui_engine.transports.stdio_server import serve_stdio
+from agui_engine.transports.websocket_client import WebSocketAgent
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 

@@ -13,8 +13,8 @@ import pytest
 import websockets
 
 from agui_engine.transports.listening_socket import LISTEN_BACKLOG
-from agui_engine.transports.sse import start_sse_server
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent
 
@@ -160,8 +160,8 @@ import asyncio, logging, resource, sys
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 from tests.transports.scripted import ScriptedAgent
-from agui_engine.transports.sse import start_sse_server
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.websocket_server import start_websocket_server
 
 async def main():
     if sys.argv[1] == "sse":

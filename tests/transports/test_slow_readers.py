@@ -27,8 +27,8 @@ from agui_engine.protocol.events import (
 )
 from agui_engine.transports.eventlog import InMemoryEventLog
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import start_sse_server
-from agui_engine.transports.websocket import start_websocket_server
+from agui_engine.transports.sse_server import start_sse_server
+from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import make_input
 

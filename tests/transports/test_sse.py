@@ -14,15 +14,11 @@ from aiohttp import web
 from agui_engine.protocol.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.protocol.events import RunAgentInput, RunStartedEvent
 from agui_engine.transports.clock import ManualClock
+from agui_engine.transports.content_negotiation import negotiate
 from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.sse import (
-    REGISTRY_KEY,
-    SSEAgent,
-    create_app,
-    negotiate,
-    start_sse_server,
-)
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import REGISTRY_KEY, create_app, start_sse_server
 
 from ..waiting import WAIT_TIMEOUT, eventually
 from .scripted import ScriptedAgent, make_input
@@ -423,7 +419,7 @@ def test_registry_key_is_exposed() -> None:
 
 def test_frame_sse_is_byte_for_byte_the_codec_framing() -> None:
     from agui_engine.protocol.codec import encode_sse
-    from agui_engine.transports.sse import frame_sse
+    from agui_engine.transports.sse_server import frame_sse
 
     payloads = [b'{"type":"RUN_STARTED","threadId":"t","runId":"r:x"}', b'{"a":"\\u2028\xc3\xa9"}']
     assert frame_sse("r:x", 7, payloads) == encode_sse(payloads[0], id="r:x:7") + encode_sse(payloads[1], id="r:x:8")
@@ -623,7 +619,7 @@ async def _cursor_ahead_is_refused(logs: list[Any]) -> None:
     from websockets.asyncio.client import connect
 
     from agui_engine.transports.runs import RunRegistry
-    from agui_engine.transports.websocket import start_websocket_server
+    from agui_engine.transports.websocket_server import start_websocket_server
 
     agent = ScriptedAgent(deltas=3, hang=True)  # one delta, then never finishes
     nodes = []

@@ -27,8 +27,11 @@ from agui_engine.protocol.proto import (
     ProtoEventDecoder,
     encode_proto_frame,
 )
+from agui_engine.transports.content_negotiation import negotiate
+from agui_engine.transports.http_headers import RUN_KEY_HEADER
 from agui_engine.transports.retrying_client import RemoteAgentError
-from agui_engine.transports.sse import RUN_KEY_HEADER, SSEAgent, negotiate, start_sse_server
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.sse_server import start_sse_server
 
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input

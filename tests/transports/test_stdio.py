@@ -11,7 +11,7 @@ import pytest
 
 from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.retrying_client import RemoteAgentError
-from agui_engine.transports.stdio import StdioAgent
+from agui_engine.transports.stdio_client import StdioAgent
 
 from .scripted import ScriptedAgent, make_input
 
@@ -136,7 +136,7 @@ def test_the_server_reads_the_same_lines_however_stdin_is_cut() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from agui_engine.transports.stdio import serve_stdio
+    from agui_engine.transports.stdio_server import serve_stdio
 
     data = line("a") + b'{"bad json\n' + line("a") + b"\n" + line("b")[:-1]  # last line without LF
 
@@ -182,7 +182,7 @@ def test_a_flood_on_stdin_is_held_back_while_the_loop_is_slow() -> None:
     import threading
     import time
 
-    from agui_engine.transports.stdio import STDIN_MAX_PENDING_LINES, serve_stdio
+    from agui_engine.transports.stdio_server import STDIN_MAX_PENDING_LINES, serve_stdio
 
     lines = 300
     lock = threading.Lock()

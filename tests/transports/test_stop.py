@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from agui_engine.transports.sse import RESUMABLE_HEADER
+from agui_engine.transports.http_headers import RESUMABLE_HEADER
 
 from .stop_measure import STOP_DEADLINE_SECONDS, measure_stop
 

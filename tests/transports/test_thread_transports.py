@@ -23,7 +23,7 @@ from agui_engine.transports import (
     start_sse_server,
     start_websocket_server,
 )
-from agui_engine.transports.stdio import StdioAgent
+from agui_engine.transports.stdio_client import StdioAgent
 
 from ..agui_engine.thread_agents import client_tools_agent
 

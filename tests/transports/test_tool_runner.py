@@ -18,7 +18,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from agui_engine import EmbeddedModel, LLMAgent, Thread
+from agui_engine import LLMAgent, Thread
+from agui_engine.demo.weather_model import EmbeddedModel
 from agui_engine.genui.components import tool_from_callable
 from agui_engine.loops.tool_runner import ToolDeadlineExceeded, ToolRunner, supplied_tool_runner
 from agui_engine.protocol.errors import UsageError

@@ -12,7 +12,8 @@ from websockets.asyncio.client import connect
 from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.runs import RegistryOptions
-from agui_engine.transports.websocket import MAX_BAD_MESSAGES, WebSocketAgent, start_websocket_server
+from agui_engine.transports.websocket_client import WebSocketAgent
+from agui_engine.transports.websocket_server import MAX_BAD_MESSAGES, start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
@@ -220,7 +221,7 @@ async def test_ping_keepalive_keeps_an_answering_peer_through_a_silent_run() -> 
 async def test_the_server_sets_its_own_backpressure_marks() -> None:
     """max_queue / write_limit are passed to the library explicitly (the defaults are
     this module's named constants, and a caller can change them)."""
-    from agui_engine.transports.websocket import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
+    from agui_engine.transports.websocket_server import DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT
 
     for kwargs, queue, limit in (({}, DEFAULT_MAX_QUEUE, DEFAULT_WRITE_LIMIT), ({"max_queue": 3, "write_limit": 1234}, 3, 1234)):
         async with await start_websocket_server(ScriptedAgent(deltas=1), **kwargs) as srv:
@@ -232,7 +233,7 @@ async def test_the_server_sets_its_own_backpressure_marks() -> None:
 
 
 async def test_a_binary_message_closes_with_unsupported_data() -> None:
-    from agui_engine.transports.websocket import _CLOSE_UNSUPPORTED_DATA
+    from agui_engine.transports.websocket_server import _CLOSE_UNSUPPORTED_DATA
 
     async with await start_websocket_server(ScriptedAgent(deltas=1)) as srv:
         async with connect(srv.url) as ws:

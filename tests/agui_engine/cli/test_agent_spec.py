@@ -7,9 +7,9 @@ import pytest
 from agui_engine.cli.agent_spec import agent_from_spec
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.errors import UsageError
-from agui_engine.transports.sse import SSEAgent
-from agui_engine.transports.stdio import StdioAgent
-from agui_engine.transports.websocket import WebSocketAgent
+from agui_engine.transports.sse_client import SSEAgent
+from agui_engine.transports.stdio_client import StdioAgent
+from agui_engine.transports.websocket_client import WebSocketAgent
 from tests.transports.scripted import ScriptedAgent, make_input
 
 

@@ -13,6 +13,8 @@ from agui_engine.cli import SUBCOMMANDS
 #: What the top-level help must not load: the network libraries and every
 #: subcommand, transport and adapter module.
 HEAVY = ("aiohttp", "httpx", "websockets", "agui_engine.transports", "agui_engine.adapters", "agui_engine.cli.")
+#: What no command's ``--help`` may load.
+NETWORK_LIBRARIES = ("aiohttp", "httpx", "websockets")
 
 
 #: Printed between the command's output and the module list.
@@ -41,16 +43,17 @@ def _loaded_after(argv: list[str]) -> list[str]:
 
 def test_help_imports_no_network_library_and_no_subcommand() -> None:
     loaded = _loaded_after(["--help"])
-    heavy = [m for m in loaded if m.startswith(HEAVY) or m in ("aiohttp", "httpx", "websockets")]
+    heavy = [m for m in loaded if m.startswith(HEAVY) or m in NETWORK_LIBRARIES]
     assert heavy == []
 
 
 @pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
-def test_a_subcommand_imports_its_own_module_only(command: str) -> None:
+def test_a_subcommands_help_imports_its_own_module_only_and_no_network_library(command: str) -> None:
     loaded = _loaded_after([command, "--help"])
     others = [SUBCOMMANDS[name][0] for name in SUBCOMMANDS if name != command]
     assert SUBCOMMANDS[command][0] in loaded
     assert [m for m in others if m in loaded] == []
+    assert [m for m in NETWORK_LIBRARIES if m in loaded] == []
 
 
 @pytest.mark.parametrize(

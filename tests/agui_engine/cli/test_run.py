@@ -192,7 +192,7 @@ async def test_capabilities_prints_the_endpoints_document_and_starts_no_run() ->
     from agui_engine.cli.agent_spec import embedded_agent
     from agui_engine.protocol.capabilities import decode_capabilities
     from agui_engine.transports import start_websocket_server
-    from agui_engine.transports.sse import SSEAgent
+    from agui_engine.transports.sse_client import SSEAgent
 
     sse = await start_sse_server(embedded_agent(), port=0, auth_token="tok")
     ws = await start_websocket_server(embedded_agent(), port=0)

@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_engine import LLMAgent, ScriptedCall, ScriptedModel, ScriptedTurn
-from agui_engine.demo.scripted import tool_results, user_text
+from agui_engine import LLMAgent
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results, user_text
 from agui_engine.llm import (
     Finish,
     LLMStreamItem,

@@ -14,14 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_engine import (
+from agui_engine.genui.a2ui import (
+    MAX_A2UI_RESOURCE_BINDINGS,
     A2UIResourceBinding,
     A2UISurfaceStream,
     a2ui_data_model,
     a2ui_resource_bindings,
+    prepare_a2ui_run,
     render_a2ui_tool,
 )
-from agui_engine.genui.a2ui import MAX_A2UI_RESOURCE_BINDINGS, prepare_a2ui_run
 from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.protocol.events import RunAgentInput
 
@@ -65,7 +66,7 @@ def test_the_schema_offers_bindings_only_with_resources() -> None:
 
 
 def _basic() -> Any:
-    from agui_engine import A2UICatalog
+    from agui_engine.genui.a2ui import A2UICatalog
     return A2UICatalog.basic()
 
 

@@ -12,19 +12,9 @@ import jsonpatch
 import msgspec
 import pytest
 
-from agui_engine import (
-    A2UI_SCHEMA_CONTEXT_DESCRIPTION,
-    A2UIActionError,
-    A2UICatalog,
-    AgentLoop,
-    LLMAgent,
-    RunAgentInput,
-    ScriptedCall,
-    ScriptedModel,
-    ScriptedTurn,
-    UsageError,
-    verify_events,
-)
+from agui_engine import AgentLoop, LLMAgent, RunAgentInput, UsageError, verify_events
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
+from agui_engine.genui.a2ui import A2UI_SCHEMA_CONTEXT_DESCRIPTION, A2UIActionError, A2UICatalog
 from agui_engine.loops.a2ui_agent import A2UIAgent
 from agui_engine.protocol.codec import encode_event
 

@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
-from agui_engine import LLMAgent, Thread, ToolDeadlineExceeded, ToolRunner
+from agui_engine import LLMAgent, Thread
 from agui_engine.genui.components import ServerTool, tool_from_callable
 from agui_engine.llm import Finish
-from agui_engine.loops.tool_runner import call_on_loop, needs_runner, supplied_tool_runner, supplying_tool_runner
+from agui_engine.loops.tool_runner import (
+    ToolDeadlineExceeded,
+    ToolRunner,
+    call_on_loop,
+    needs_runner,
+    supplied_tool_runner,
+    supplying_tool_runner,
+)
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
 

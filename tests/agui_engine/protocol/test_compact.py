@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_engine import compact_events
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import decode_event, encode_event
+from agui_engine.protocol.compact import compact_events
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AddOperation,

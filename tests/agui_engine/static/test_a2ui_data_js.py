@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agui_engine import LLMAgent, ScriptedCall, ScriptedModel, ScriptedTurn, Thread
-from agui_engine.demo.scripted import user_text
+from agui_engine import LLMAgent, Thread
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, user_text
 from agui_engine.demo.weather_model import WEATHER_CURRENT
 from agui_engine.genui.resources import Resource, ResourcePermissionError
 from agui_engine.transports import SSEAgent, start_sse_server

@@ -1,4 +1,4 @@
-"""AG-UI over HTTP: the SSE (and NDJSON) gateway server and the SSE client agent.
+"""AG-UI over HTTP, the server: the SSE (and NDJSON, protobuf) gateway on aiohttp.
 
 Theory of operation
 -------------------
@@ -40,107 +40,70 @@ away unsubscribes (the registry's grace period then applies); on shutdown the
 registry ends every run with ``RUN_ERROR{code: "shutdown"}``, which each open
 stream writes before it closes.
 
-Client: :class:`SSEAgent` is an :class:`~agui_engine.protocol.agent.Agent` over httpx. It
-POSTs the input, decodes the stream with the codec's EventStreamDecoder,
-remembers the last event id, and when the connection drops before the terminal
-event it POSTs again with ``Last-Event-ID`` (bounded retries, exponential backoff
-with jitter) -- only with an id the server sent (or ``<runId>:0`` when the server gave
-the run a run key): a server without ids is never asked to run the input twice, the
-run ends with ``upstream_stopped`` (``retrying_client.unresumable``). Closing its generator early cancels the remote run (``DELETE``).
-The reconnect loop is shared with WebSocketAgent (``RemoteClientBase.run``).
+The client is :mod:`~transports.sse_client` (:class:`~transports.sse_client.SSEAgent`);
+the header names both speak are in :mod:`~transports.http_headers`, the Accept header's
+negotiation in :mod:`~transports.content_negotiation`.
 """
+
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-import functools
 import logging
-import re
-import ssl
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
-import httpx
 import msgspec
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
-from agui_engine.loops.tool_runner import ToolRunner
+from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
 from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
-from agui_engine.protocol.capabilities import AgentCapabilities, TransportCapabilities, encode_capabilities
-from agui_engine.protocol.codec import (
-    NDJSON_CONTENT_TYPE,
-    SSE_CONTENT_TYPE,
-    EventStreamDecoder,
-    decode_event_list,
-    encode_ndjson,
-    encode_sse,
-)
-from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, RemoteInputError, UsageError
-from agui_engine.protocol.events import AnyEvent, RunAgentInput, RunErrorEvent
+from agui_engine.protocol.capabilities import TransportCapabilities, encode_capabilities
+from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, encode_ndjson, encode_sse
+from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
+from agui_engine.protocol.events import RunErrorEvent
 from agui_engine.protocol.proto import (
     PROTO_CONTENT_TYPE,
     PROTO_KEEPALIVE_FRAME,
-    ProtoDecodeError,
-    ProtoEventDecoder,
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError
+from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .bearer_auth import check_bearer
-from .capabilities import (
-    CAPABILITIES_TIMEOUT_SECONDS,
-    MAX_CAPABILITIES_BYTES,
-    read_capabilities,
-    served_capabilities,
-    sse_transport,
-)
+from .capabilities import served_capabilities, sse_transport
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .data import (
-    QUERY_QUEUE_TIMEOUT_SECONDS,
-    QUERY_REQUEST_TIMEOUT_SECONDS,
-    QueryRequest,
-    ResourceBroker,
-    broker_for,
-    decode_query,
-    query_error_from_body,
-)
+from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
+from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
+from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
+from .http_headers import (
+    HISTORY_TRIMMED_HEADER,
+    NOT_RESUMABLE_VALUES,
+    RESUMABLE_HEADER,
+    RUN_ID_HEADER,
+    RUN_KEY_HEADER,
+    RUN_KEY_QUERY,
+    THREAD_ID_HEADER,
+)
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
-from .input_errors import MethodNotAllowedError, NotAcceptableError, RequestTimeoutError, UnsupportedMediaTypeError
+from .input_errors import MethodNotAllowedError, RequestTimeoutError, UnsupportedMediaTypeError
 from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
-from .retrying_client import (
-    DEFAULT_BACKOFF_INITIAL,
-    DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_RETRIES,
-    AttemptItem,
-    ConnectionLostError,
-    RemoteClientBase,
-    media_type,
-    remote_error_from_body,
-)
-from .runs import (
-    DEFAULT_KEEPALIVE_SECONDS,
-    Caller,
-    RegistryOptions,
-    RunRegistry,
-    Subscription,
-    event_id,
-    resume_cursor,
-)
+from .otel import incoming_trace
+from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
-from .tool_runner import STANDARD_TOOL_RUNNER
+from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -149,31 +112,18 @@ __all__ = [
     "AppKeywords",
     "BODY_READ_CHUNK",
     "BODY_TIMEOUT_SECONDS",
-    "CANCEL_REQUEST_TIMEOUT",
     "CORS_MAX_AGE",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "HISTORY_REQUEST_TIMEOUT_SECONDS",
-    "HISTORY_TRIMMED_HEADER",
     "HTTP_IDLE_TIMEOUT_SECONDS",
-    "MAX_ECHOED_HEADER_CHARS",
-    "MAX_HISTORY_RESPONSE_BYTES",
     "MAX_PARSER_MESSAGE_CHARS",
     "REGISTRY_KEY",
-    "RESUMABLE_HEADER",
-    "RUN_KEY_HEADER",
-    "RUN_KEY_QUERY",
     "SHUTDOWN_TIMEOUT",
-    "SSEAgent",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
-    "THREAD_ID_HEADER",
     "UnreadableRequestError",
     "create_app",
     "frame_ndjson",
     "frame_proto",
     "frame_sse",
-    "negotiate",
-    "negotiate_history",
     "start_sse_server",
 ]
 
@@ -190,32 +140,11 @@ STATUS_CLIENT_CLOSED = 499
 #: (a context variable: the handler runs in its middleware's task and context).
 _RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("agui_engine_run_id", default=None)
 
-_NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines"})
-
-#: Request header by which a client declares it will reconnect after a drop
-#: (``Last-Event-ID``) and so wants the run kept for the grace period when its
-#: connection goes. Without it (the official @ag-ui/client), closing the
-#: connection stops the run: see RunRegistry.subscribe(resumable=...).
-RESUMABLE_HEADER = "X-AGUI-Resumable"
-_NOT_RESUMABLE = frozenset({"0", "false", "?0", "no"})
-
-#: Response header of a run's start (the POST's 200) carrying its run key, and the
-#: request header by which a client presents it to stream, resume or cancel the run
-#: (spec/transports.md §2.6). RUN_KEY_QUERY is the same as a query parameter, for an
-#: EventSource, which cannot send headers.
-RUN_KEY_HEADER = "X-AGUI-Run-Key"
-RUN_KEY_QUERY = "runKey"
-
-#: Response headers of a thread history (``GET <path>/threads/<threadId>``): the branch's
-#: last run goes in ``X-AGUI-Run-Id``; HISTORY_TRIMMED_HEADER is ``true`` when runs of the
-#: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
-HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
-THREAD_ID_HEADER = "X-AGUI-Thread-Id"
-
 
 def _caller(request: web.Request, principal: str | None) -> Caller:
     """Who is asking: the request's principal and the run key it presents, if any."""
     return Caller(principal, request.headers.get(RUN_KEY_HEADER) or request.query.get(RUN_KEY_QUERY) or None)
+
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
@@ -229,27 +158,6 @@ _FORMATS: dict[str, tuple[str, bytes, Any]] = {
     "proto": (PROTO_CONTENT_TYPE, PROTO_KEEPALIVE_FRAME, encode_proto_frame),
 }
 
-#: Connect timeout of SSEAgent. Reads have no timeout: a run may be silent for
-#: minutes (the server's keep-alive shows the connection is alive). 10 s lets
-#: TCP retransmit a lost SYN three times (after 1, 3 and 7 s) plus a TLS
-#: handshake; longer only delays the error when the server is really down.
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-#: Seconds SSEAgent gives its DELETE of a run it abandons (the caller stopped
-#: reading). Best effort while the caller is tearing down, so it must not hold
-#: it up long; if it fails the server cancels the run after its grace period.
-CANCEL_REQUEST_TIMEOUT = 2.0
-
-#: Bytes of a thread history ``SSEAgent.history`` reads at most (then LimitExceededError).
-#: A gateway keeps HISTORY_MAX_THREAD_BYTES (1 MiB) per thread by default and serves less
-#: (inputs reduced to what is new); 16 MiB, the codec's frame limit, leaves room for a
-#: gateway configured with a larger budget.
-MAX_HISTORY_RESPONSE_BYTES = 16 * 1024 * 1024
-#: Seconds ``SSEAgent.history`` (so ``Thread.restore``) waits for the whole history, connect to
-#: last byte: a server that trickles its answer cannot hold a restore open (httpx's timeouts
-#: bound each read, not the sum).
-HISTORY_REQUEST_TIMEOUT_SECONDS = 30.0
-
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
 #: agents to stop, then each stream still has to write its RUN_ERROR{shutdown};
@@ -257,10 +165,6 @@ HISTORY_REQUEST_TIMEOUT_SECONDS = 30.0
 SHUTDOWN_TIMEOUT = 10.0
 
 
-#: Characters of a client's Accept / Content-Type header quoted in a 406 / 415
-#: message: any real value (< 100 characters) is shown whole so the client sees
-#: what it sent, a hostile multi-KiB header is not reflected into the body / logs.
-MAX_ECHOED_HEADER_CHARS = 200
 #: Request bodies are read in pieces of this size so the size limit is enforced
 #: while reading, not after buffering a body of any size (64 KiB: a typical
 #: socket read).
@@ -331,111 +235,6 @@ def frame_proto(payloads: Sequence[bytes]) -> bytes:
     return b"".join([proto_frame_from_json(p) for p in payloads])
 
 
-#: RFC 9110 section 12.4.2: ``qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )``.
-_QVALUE = re.compile(r"0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?")
-
-
-def _qvalue(text: str) -> float:
-    """The weight of an Accept ``q`` parameter; 0 (the range is not acceptable) for
-    anything outside RFC 9110's grammar: ``inf``, ``nan``, ``2``, ``-1``, ``1e0``."""
-    return float(text) if _QVALUE.fullmatch(text) else 0.0
-
-
-#: What a stream request (negotiate) and a history request (negotiate_history) can be answered
-#: with: media type -> answer, in the order ties go (the textual default first, the binary
-#: encoding last, so a bare wildcard never picks it).
-_STREAM_KINDS: Mapping[str, str] = {
-    SSE_CONTENT_TYPE: "sse",
-    **dict.fromkeys(sorted(_NDJSON_TYPES), "ndjson"),
-    PROTO_CONTENT_TYPE: "proto",
-}
-_HISTORY_KINDS: Mapping[str, str] = {
-    "application/json": "json",
-    PROTO_CONTENT_TYPE: "proto",
-}
-
-
-def _specificity(media_range: str, answer_type: str) -> int:
-    """How specifically ``media_range`` names ``answer_type``: 3 exactly, 2 as ``type/*``,
-    1 as ``*/*``, 0 not at all (RFC 9110 section 12.5.1)."""
-    if media_range == answer_type:
-        return 3
-    if media_range == answer_type.partition("/")[0] + "/*":
-        return 2
-    return 1 if media_range == "*/*" else 0
-
-
-def _accept_elements(accept: str) -> list[list[str]]:
-    """An Accept header's elements, each as its media range then its parameters: split at
-    the commas and semicolons outside quoted strings (RFC 9110 5.6.6: a parameter value may be
-    a quoted string holding either, ``text/event-stream;note="a,b";q=0.1``)."""
-    if '"' not in accept:  # the usual header: no quoted string, plain splits
-        return [part.split(";") for part in accept.split(",")]
-    elements: list[list[str]] = [[]]
-    segment: list[str] = []
-    quoted = escaped = False
-    for ch in accept:
-        if quoted:
-            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
-            segment.append(ch)
-        elif ch in ",;":
-            elements[-1].append("".join(segment))
-            segment = []
-            if ch == ",":
-                elements.append([])
-        else:
-            quoted = ch == '"'
-            segment.append(ch)
-    elements[-1].append("".join(segment))
-    return elements
-
-
-def _best(accept: str, kinds: Mapping[str, str], names: str) -> str:
-    # RFC 9110 12.5.1: each media type we can answer with takes the q of the most specific
-    # range that names it (``text/event-stream;q=0, */*`` refuses SSE, the wildcard does not
-    # bring it back); the highest q wins; ties go in ``kinds``' order; q=0 is "not acceptable".
-    weights: dict[str, tuple[int, float]] = {}  # media type -> (specificity, q)
-    for media, *params in _accept_elements(accept):
-        media = media.strip().lower()
-        q = 1.0
-        for param in params:
-            key, _, val = param.strip().partition("=")
-            if key.strip().lower() == "q":
-                q = _qvalue(val.strip())
-        for answer_type in kinds:
-            level = _specificity(media, answer_type)
-            if not level:
-                continue
-            held = weights.get(answer_type)
-            if held is None or level > held[0] or (level == held[0] and q > held[1]):
-                weights[answer_type] = (level, q)
-    best_q = 0.0
-    best = ""
-    for answer_type, kind in kinds.items():  # in tie order: a later type must weigh strictly more
-        q = weights.get(answer_type, (0, 0.0))[1]
-        if q > best_q:
-            best_q, best = q, kind
-    if not best:
-        raise NotAcceptableError(f"Accept {accept[:MAX_ECHOED_HEADER_CHARS]!r} admits none of {names}")
-    return best
-
-
-def negotiate(accept: str | None) -> str:
-    """``"sse"``, ``"ndjson"`` or ``"proto"`` for an Accept header (RFC 9110 12.5.1: each
-    type takes the q of the most specific range naming it, the highest q wins; SSE on ties,
-    a bare wildcard and a missing header; a range whose q is outside RFC 9110's grammar
-    counts as q=0). Raises NotAcceptableError."""
-    names = f"{SSE_CONTENT_TYPE}, {NDJSON_CONTENT_TYPE}, {PROTO_CONTENT_TYPE}"
-    return _best(accept, _STREAM_KINDS, names) if accept else "sse"
-
-
-def negotiate_history(accept: str | None) -> str:
-    """``"json"`` or ``"proto"`` for the Accept header of a thread history request
-    (``GET <path>/threads/<threadId>``), by the same rules as :func:`negotiate`: JSON on
-    ties, wildcards and a missing header. Raises NotAcceptableError."""
-    return _best(accept, _HISTORY_KINDS, f"application/json, {PROTO_CONTENT_TYPE}") if accept else "json"
-
-
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
     headers = {"Cache-Control": "no-store"}
     if metrics is not None:
@@ -463,8 +262,11 @@ class _Gateway:
         body_timeout: float,
         broker: ResourceBroker | None = None,
         transport: TransportCapabilities | None = None,
+        wire: WireChoice = "auto",
     ) -> None:
         self.registry = registry
+        #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
+        self.wire: WireChoice = wire
         self.broker = broker
         #: What this server speaks, in its capabilities document.
         self.transport = transport or sse_transport()
@@ -488,7 +290,7 @@ class _Gateway:
             response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
             response.headers["Vary"] = "Origin"
             response.headers["Access-Control-Expose-Headers"] = (
-                f"Retry-After, X-AGUI-Run-Id, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+                f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
             )
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
@@ -497,7 +299,7 @@ class _Gateway:
         return web.Response(
             status=204,
             headers={
-                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": (
                     f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
                 ),
@@ -545,7 +347,7 @@ class _Gateway:
             last_event_id = request.headers.get("Last-Event-ID")
             # A client resuming now evidently resumes; otherwise it must say so.
             declared = request.headers.get(RESUMABLE_HEADER)
-            resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in _NOT_RESUMABLE)
+            resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
             if last_event_id:
                 _, cursor = resume_cursor(last_event_id, input.run_id)
                 run = self.registry.check_owner(await self.registry.find(input.run_id), _caller(request, principal))
@@ -554,14 +356,16 @@ class _Gateway:
                 if self.metrics is not None:
                     self.metrics.note_resume("sse")
             else:
-                run = await self.registry.start(
-                    input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                )
+                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
+                    run = await self.registry.start(
+                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
+                    )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first, started=not last_event_id)
+        return await self._stream(request, sub, fmt, first, started=not last_event_id,
+                                  translate=wire_translator(wire_for(self.wire, input.protocol_version)))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -603,7 +407,49 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        return self._only_get(request, "a thread's history is")
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            page = await list_threads(
+                self.registry, _caller(request, principal), limit=request.query.get("limit"),
+                cursor=request.query.get("cursor"), search=request.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(status=204)
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
@@ -636,7 +482,9 @@ class _Gateway:
             # EventSource to stop reconnecting (WHATWG), instead of looping.
             sub.close()
             return web.Response(status=204)
-        return await self._stream(request, sub, fmt, first)
+        # the wire the run's input declared (a run another node started: its input is not here, 0.x)
+        translate = wire_translator(wire_for(self.wire, sub.run.input.protocol_version))
+        return await self._stream(request, sub, fmt, first, translate=translate)
 
     async def thread(self, request: web.Request) -> web.StreamResponse:
         """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
@@ -654,7 +502,7 @@ class _Gateway:
         headers = {
             "Cache-Control": "no-store",
             THREAD_ID_HEADER: thread_id,
-            "X-AGUI-Run-Id": found.tip,
+            RUN_ID_HEADER: found.tip,
             HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
         }
         if fmt == "proto":
@@ -704,14 +552,15 @@ class _Gateway:
             raise
 
     async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False
+        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
+        translate: Callable[[bytes], bytes] | None = None,
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
             "Content-Type": _FORMATS[fmt][0],
             "Cache-Control": "no-cache",
             "X-Accel-Buffering": "no",
-            "X-AGUI-Run-Id": run.run_id,
+            RUN_ID_HEADER: run.run_id,
         }
         if started and run.key is not None:
             headers[RUN_KEY_HEADER] = run.key  # only to the client that started the run
@@ -728,7 +577,7 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
 
-            await _pump(write, sub, fmt, self.keepalive, first, self.metrics)
+            await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
@@ -757,10 +606,12 @@ class _Gateway:
 
 
 async def _pump(
-    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None
+    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None,
+    translate: Callable[[bytes], bytes] | None = None,
 ) -> None:
     """Write the subscription's events until the run's last one (the shared hot
-    loop of the HTTP streams): one ``write`` per ready batch."""
+    loop of the HTTP streams): one ``write`` per ready batch. ``translate``: applied to
+    each encoded event first (the 0.x wire: ``protocol.wire.to_wire0``)."""
     run_id = sub.run.run_id
     sse = fmt == "sse"
     _, keepalive_frame, frame_one = _FORMATS[fmt]
@@ -782,13 +633,14 @@ async def _pump(
                 await write(keepalive_frame)
                 continue
         if sl.payloads:
+            payloads = sl.payloads if translate is None else [translate(p) for p in sl.payloads]
             if sse:
-                data = frame_sse(run_id, sl.first_seq, sl.payloads)
+                data = frame_sse(run_id, sl.first_seq, payloads)
             else:
-                data = frame_ndjson(sl.payloads) if fmt == "ndjson" else frame_proto(sl.payloads)
+                data = frame_ndjson(payloads) if fmt == "ndjson" else frame_proto(payloads)
             await write(data)
             if metrics is not None:
-                metrics.note_sent(fmt, len(sl.payloads), len(data))
+                metrics.note_sent(fmt, len(payloads), len(data))
         if sl.finished:
             return
         sl = None
@@ -906,6 +758,7 @@ def create_app(
         body_timeout=body_timeout,
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
         transport=sse_transport(websocket=websocket),
+        wire=conn.wire,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_body_bytes with a JSON 413.
@@ -918,6 +771,10 @@ def create_app(
     base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -932,6 +789,7 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
@@ -1091,291 +949,3 @@ async def start_sse_server(
     site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
     await site.start()
     return SSEServer(runner, server_url("http", sock), app.get(REGISTRY_KEY), gate)
-
-
-# ---------------------------------------------------------------------------------------
-# The client
-# ---------------------------------------------------------------------------------------
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """httpx's default TLS context, built once per process: building it (loading the CA
-    bundle) costs ~150 ms, which every new client would otherwise pay -- per run and per
-    query -- blocking the event loop meanwhile."""
-    return httpx.create_ssl_context()
-
-
-class _QueryAnswerDoc(msgspec.Struct):
-    """A 200 query answer as a client reads it (only ``data`` matters)."""
-
-    data: Any = None
-
-
-class _SSESession:
-    """What one SSEAgent run holds: the HTTP client, and the run key the server
-    answered its start with (None until then, or from a server without run keys)."""
-
-    __slots__ = ("client", "key")
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-        self.key: str | None = None
-
-
-class SSEAgent(RemoteClientBase):
-    """A remote AG-UI endpoint (HTTP + SSE) as an :class:`~agui_engine.protocol.agent.Agent`.
-
-    ``run(input)`` raises, before its first event, :class:`~transports.retrying_client.RemoteAgentError`
-    (the server refused: status + remote error code) or
-    :class:`~transports.retrying_client.ConnectionLostError` (unreachable). After the
-    first event it never raises (Agent contract): a drop is resumed with
-    ``Last-Event-ID`` (an id the server sent; none: ``UpstreamStoppedError``) up to ``max_retries`` times (backoff: see
-    :class:`~transports.retrying_client.RetryPolicy`), and when that fails the stream ends
-    with ``RUN_ERROR`` carrying the error's code (``connection_lost``,
-    ``cursor_expired`` ...). Closing the generator early cancels the remote run
-    (``DELETE <url>/runs/<runId>``). The stream is decoded by the codec's
-    :class:`~agui_engine.protocol.codec.EventStreamDecoder` (a bad frame is an
-    EventDecodeError naming its frame index and byte offset; ``THINKING_*`` events
-    of older servers are mapped to ``REASONING_*``). With ``binary=True`` it asks for the
-    protobuf encoding and decodes it with :class:`~agui_engine.protocol.proto.ProtoEventDecoder`
-    (resume positions counted in frames). The loop itself is
-    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
-    """
-
-    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
-    #: client tools with (the standard one: worker threads).
-    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
-
-    _drops = (httpx.TransportError,)
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
-        backoff_max: float = DEFAULT_BACKOFF_MAX,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        client: httpx.AsyncClient | None = None,
-        tolerant: bool = False,
-        binary: bool = False,
-    ) -> None:
-        super().__init__(
-            url, headers=headers, max_retries=max_retries, backoff_initial=backoff_initial, backoff_max=backoff_max
-        )
-        self.connect_timeout = connect_timeout
-        self.tolerant = tolerant
-        #: ask for the binary encoding (``Accept: application/vnd.ag-ui.event+proto``); the
-        #: answer's Content-Type decides the decoder, so an SSE-only server still works
-        self.binary = binary
-        self._client = client
-
-    async def history(
-        self, thread_id: str, *, run_id: str | None = None, run_key: str | None = None,
-        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
-    ) -> list[AnyEvent]:
-        """The thread's compacted history from the gateway (``GET <url>/threads/<threadId>``):
-        the branch ending at ``run_id`` (default: the latest run), as events, protobuf when
-        ``binary``. Presents ``run_key`` (else the key of the thread's latest run started by
-        this agent) for a gateway without per-client tokens; a key given here is remembered
-        for the thread's next run. Raises RemoteAgentError (404 ``unknown_thread``: no
-        history, or not yours), ConnectionLostError (unreachable, or the whole answer not in
-        within ``timeout`` seconds), LimitExceededError (over
-        MAX_HISTORY_RESPONSE_BYTES), EventDecodeError / ProtoDecodeError (a bad answer; an
-        event type unknown to this version too, unless the agent is ``tolerant``: then the JSON
-        one is kept as an UnknownEvent and the protobuf one dropped, as on a run's stream)."""
-        from urllib.parse import quote
-
-        url = self.url.rstrip("/") + "/threads/" + quote(thread_id, safe="")
-        key = run_key or self.thread_key(thread_id)
-        headers = {**self.headers, "Accept": PROTO_CONTENT_TYPE if self.binary else "application/json"}
-        if key:
-            headers[RUN_KEY_HEADER] = key
-        try:
-            async with asyncio.timeout(timeout):
-                status, content_type, body = await self._get_bounded(
-                    url, headers, MAX_HISTORY_RESPONSE_BYTES,
-                    httpx.Timeout(timeout, connect=self.connect_timeout),
-                    params={"runId": run_id} if run_id else None,
-                )
-        except TimeoutError:
-            raise ConnectionLostError(
-                f"GET {url}: the history did not arrive within {timeout:g} s (HISTORY_REQUEST_TIMEOUT_SECONDS)"
-            ) from None
-        except httpx.TransportError as exc:
-            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
-        if len(body) > MAX_HISTORY_RESPONSE_BYTES:
-            raise LimitExceededError(f"GET {url}: the history is over {MAX_HISTORY_RESPONSE_BYTES} bytes (MAX_HISTORY_RESPONSE_BYTES)")
-        if status != 200:
-            raise remote_error_from_body(status, body, where=f"GET {url}", content_type=content_type)
-        if key and run_key:
-            self.remember_thread_key(thread_id, key)
-        if media_type(content_type) == PROTO_CONTENT_TYPE:
-            frames = ProtoEventDecoder(tolerant=self.tolerant)
-            events = frames.feed(body)
-            frames.close()
-            return list(events)
-        return decode_event_list(body, where=f"GET {url}", tolerant=self.tolerant)
-
-    async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
-        """A resource's data: ``POST <url>/data/query {resourceId, params}``.
-
-        Returns the decoded ``data``. Raises the typed errors of
-        :mod:`agui_engine.genui.resources` for the server's refusals (UnknownResourceError 404,
-        ResourceParamsError 422 with ``path``, ResourcePermissionError 403,
-        ResourceBusyError 503, ResourceTimeoutError 504, ResourceFailedError /
-        ResourceResultTooLargeError 502), RemoteAgentError for any other refusal (401,
-        400, 413 ...), ConnectionLostError when the server cannot be reached, and
-        ResourceTimeoutError when no answer comes within ``timeout`` seconds.
-        """
-        url = self.url.rstrip("/") + "/data/query"
-        body = msgspec.json.encode(QueryRequest(resource_id=resource_id, params={} if params is None else params))
-        headers = {**self.headers, "Content-Type": "application/json", "Accept": "application/json"}
-        try:
-            async with self._one_client() as client:
-                resp = await client.post(
-                    url, content=body, headers=headers, timeout=httpx.Timeout(timeout, connect=self.connect_timeout)
-                )
-        except httpx.TimeoutException:
-            raise ResourceTimeoutError(f"POST {url}: no answer to the query of {resource_id} within {timeout:g} s") from None
-        except httpx.TransportError as exc:
-            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
-        if resp.status_code != 200:
-            raise query_error_from_body(resp.status_code, resp.content, where=f"POST {url}")
-        try:
-            return msgspec.json.decode(resp.content, type=_QueryAnswerDoc).data
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise RemoteInputError(f"POST {url}: not a query answer {{resourceId, data}}: {exc}") from None
-
-    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
-        """The remote agent's capabilities: ``GET <url>/capabilities`` (with this agent's
-        headers: its bearer token). A server without that route (404 or 405: an AG-UI server
-        that does not serve them) declares nothing: ``AgentCapabilities()``.
-
-        Raises RemoteAgentError for any other refusal (401, 502 ...) and for a 200 that is not
-        JSON, ConnectionLostError when the server cannot be reached or does not answer within
-        ``timeout`` seconds, LimitExceededError past ``MAX_CAPABILITIES_BYTES`` (read no
-        further), CapabilitiesDecodeError for a document that is not an AgentCapabilities
-        (with its JSON path)."""
-        url = self.url.rstrip("/") + "/capabilities"
-        where = f"GET {url}"
-        headers = {**self.headers, "Accept": "application/json"}
-        try:
-            async with asyncio.timeout(timeout):
-                # past MAX_CAPABILITIES_BYTES nothing more is read, and read_capabilities refuses it
-                status, content_type, body = await self._get_bounded(
-                    url, headers, MAX_CAPABILITIES_BYTES, httpx.Timeout(timeout)
-                )
-        except TimeoutError:
-            raise ConnectionLostError(f"{where}: no answer within {timeout:g} s") from None
-        except httpx.TransportError as exc:
-            raise ConnectionLostError(f"{where}: cannot reach the server ({type(exc).__name__})") from None
-        if status in (404, 405):
-            return AgentCapabilities()
-        if status != 200 or media_type(content_type) != "application/json":
-            raise remote_error_from_body(status, body, where=where, content_type=content_type)
-        return read_capabilities(body, where=where)
-
-    async def _get_bounded(
-        self, url: str, headers: Mapping[str, str], limit: int, timeout: httpx.Timeout, *, params: Any = None
-    ) -> tuple[int, str | None, bytes]:
-        """``GET url``: (status, Content-Type, body); the body is read up to just past
-        ``limit`` bytes and no further (a longer body comes back longer than ``limit``).
-        Raises httpx.TransportError."""
-        body = bytearray()
-        async with self._one_client() as client:
-            async with client.stream("GET", url, params=params, headers=headers, timeout=timeout) as resp:
-                async for chunk in resp.aiter_bytes():
-                    body += chunk
-                    if len(body) > limit:
-                        break
-        return resp.status_code, resp.headers.get("content-type"), bytes(body)
-
-    @contextlib.asynccontextmanager
-    async def _one_client(self) -> AsyncIterator[httpx.AsyncClient]:
-        """The given client, or one made for a single request and closed after it."""
-        if self._client is not None:
-            yield self._client
-            return
-        async with httpx.AsyncClient(verify=_ssl_context()) as client:
-            yield client
-
-    def _runs_url(self, run_id: str) -> str:
-        from urllib.parse import quote
-
-        return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
-
-    async def _open(self) -> _SSESession:
-        return _SSESession(
-            self._client
-            or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context())
-        )
-
-    async def _close(self, session: _SSESession) -> None:
-        if self._client is None:
-            await session.client.aclose()
-
-    def _keyed(self, session: _SSESession) -> dict[str, str]:
-        # The run key the server gave this run (RUN_KEY_HEADER) goes with its resume and cancel.
-        return {**self.headers, RUN_KEY_HEADER: session.key} if session.key else dict(self.headers)
-
-    def _keeps_runs(self, session: _SSESession) -> bool:
-        return session.key is not None  # our gateway's RUN_KEY_HEADER: the run is kept for a resume
-
-    async def _cancel(self, session: _SSESession, run_id: str) -> None:
-        # Cancel now rather than leaving the run to the server's grace period.
-        try:
-            await session.client.delete(self._runs_url(run_id), headers=self._keyed(session), timeout=CANCEL_REQUEST_TIMEOUT)
-        except (httpx.HTTPError, RuntimeError):
-            pass
-
-    async def _attempt(
-        self, session: _SSESession, input: RunAgentInput, last_id: str | None
-    ) -> AsyncIterator[AttemptItem]:
-        # It reconnects with Last-Event-ID after a drop, so it asks the server to
-        # keep the run for the grace period rather than stop it on a disconnect.
-        accept = f"{PROTO_CONTENT_TYPE}, {SSE_CONTENT_TYPE};q=0.5" if self.binary else SSE_CONTENT_TYPE
-        headers = {**self._keyed(session), "Content-Type": "application/json", "Accept": accept, RESUMABLE_HEADER: "1"}
-        if last_id is not None:
-            headers["Last-Event-ID"] = last_id
-        elif session.key is None and (prior := self.thread_key(input.thread_id)) is not None:
-            # a run key of the thread's previous run: the new run joins that thread's history
-            headers[RUN_KEY_HEADER] = prior
-        body = msgspec.json.encode(input)
-        async with session.client.stream("POST", self.url, content=body, headers=headers) as resp:
-            content_type = resp.headers.get("content-type")
-            if resp.status_code != 200:
-                raw = await resp.aread()
-                raise remote_error_from_body(resp.status_code, raw, where=f"POST {self.url}", content_type=content_type)
-            binary = self.binary and media_type(content_type) == PROTO_CONTENT_TYPE
-            if media_type(content_type) != SSE_CONTENT_TYPE and not binary:
-                # not an AG-UI endpoint (a web page, a JSON API): refused, never retried
-                raise remote_error_from_body(200, b"", where=f"POST {self.url}", content_type=content_type or "no content type")
-            session.key = resp.headers.get(RUN_KEY_HEADER) or session.key
-            if session.key is not None:
-                self.remember_thread_key(input.thread_id, session.key)
-            yield None
-            if binary:
-                # No ids on a binary stream: the n-th frame after cursor c is event c + n.
-                cursor = 0 if last_id is None else resume_cursor(last_id, input.run_id)[1]
-                frames = ProtoEventDecoder(tolerant=self.tolerant)
-                async for chunk in resp.aiter_raw():
-                    events = frames.feed(chunk)
-                    if events:
-                        yield event_id(input.run_id, cursor + frames.frames_decoded), events
-                try:
-                    frames.close()
-                except ProtoDecodeError as exc:
-                    if exc.code != "truncated_protobuf":
-                        raise
-                    # an unfinished last frame is a drop, as an unfinished SSE event is: resumed
-                return
-            decoder = EventStreamDecoder("sse", tolerant=self.tolerant)
-            async for chunk in resp.aiter_raw():
-                events = decoder.feed(chunk)
-                if events:
-                    # Every frame of this server carries an id, so the decoder's
-                    # last event id is the id of the batch's last event.
-                    yield decoder.last_event_id, events
-            decoder.close()  # an incomplete last frame is discarded (WHATWG): a drop

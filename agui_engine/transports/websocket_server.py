@@ -1,11 +1,10 @@
-"""AG-UI over WebSocket (on the ``websockets`` library): the server and
-:class:`WebSocketAgent`.
+"""AG-UI over WebSocket (on the ``websockets`` library), the server.
 
 Theory of operation
 -------------------
 One connection carries any number of runs. The messages are the Structs of
-:mod:`~agui_engine.transports.envelope`, which the server and :class:`WebSocketAgent`
-both encode and decode. Client -> server, one JSON text message each::
+:mod:`~agui_engine.transports.envelope`, which this server and the client,
+:class:`~transports.websocket_client.WebSocketAgent`, both encode and decode. Client -> server, one JSON text message each::
 
     {"type": "run",    "input": <RunAgentInput>}
     {"type": "cancel", "runId": "..."}
@@ -51,82 +50,48 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 import websockets
-from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agui_engine.genui.resources import Resource, ResourceRegistry, ResourceTimeoutError, UnknownResourceError
-from agui_engine.loops.tool_runner import ToolRunner
+from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
-from agui_engine.protocol.capabilities import AgentCapabilities
-from agui_engine.protocol.codec import LegacyThinkingMapper
-from agui_engine.protocol.errors import (
-    WS_CLOSE_BAD_INPUT,
-    AguiEngineError,
-    CapacityError,
-    RemoteInputError,
-    UsageError,
-)
-from agui_engine.protocol.events import RunAgentInput
+from agui_engine.protocol.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, CapacityError, RemoteInputError, UsageError
 
 from .bearer_auth import UnauthorizedError, check_bearer
-from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, WEBSOCKET_TRANSPORT, capabilities_answer, served_capabilities
+from .capabilities import WEBSOCKET_TRANSPORT, served_capabilities
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .data import (
-    QUERY_QUEUE_TIMEOUT_SECONDS,
-    QUERY_REQUEST_TIMEOUT_SECONDS,
-    ResourceBroker,
-    broker_for,
-    query_error_from_line,
-)
+from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for
 from .envelope import (
     CancelMessage,
     CapabilitiesMessage,
-    ClientMessage,
     EventLines,
     QueryMessage,
-    ResumeMessage,
     RunMessage,
-    ServerLine,
     capabilities_line,
     decode_client_message,
-    decode_protocol_line,
-    encode_client_message,
     error_line,
     keyed_event_line,
     message_query_id,
     message_run_id,
     query_result_line,
-    run_message,
 )
+from .event_ids import resume_cursor
 from .eventlog import EventLog, UnknownRunError
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
 from .input_errors import InputTooDeepError
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .retrying_client import (
-    DEFAULT_BACKOFF_INITIAL,
-    DEFAULT_BACKOFF_MAX,
-    DEFAULT_MAX_RETRIES,
-    AttemptItem,
-    ConnectionLostError,
-    RemoteClientBase,
-    remote_error_from_body,
-    remote_error_from_line,
-)
-from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription, resume_cursor
+from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
-from .tool_runner import STANDARD_TOOL_RUNNER
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -142,14 +107,12 @@ __all__ = [
     "WS_CLOSE_TOO_MANY_BAD_MESSAGES",
     "WS_CLOSE_TOO_MANY_RUNS",
     "WS_OPEN_TIMEOUT_SECONDS",
-    "WebSocketAgent",
     "WebSocketServer",
     "start_websocket_server",
 ]
 
 _log = logging.getLogger("agui_engine.transports")
 
-_T = TypeVar("_T")
 
 #: Ping interval and pong timeout (seconds). The websockets default (20 s) is
 #: below the 30-60 s idle timeouts of common proxies and load balancers.
@@ -545,7 +508,7 @@ async def start_websocket_server(
     ``connection`` / ``data``: the same settings as one value each
     (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
     is ``max_size``; :class:`~transports.server_options.DataOptions`), as for
-    :func:`~transports.sse.create_app`; a setting given both ways is a UsageError.
+    :func:`~transports.sse_server.create_app`; a setting given both ways is a UsageError.
     ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
@@ -618,188 +581,3 @@ async def start_websocket_server(
         create_connection=gated,
     )
     return WebSocketServer(server, server_url("ws", next(iter(server.sockets))), registry, connections, gate, broker)
-
-
-# ---------------------------------------------------------------------------------------
-# The client
-# ---------------------------------------------------------------------------------------
-
-
-class _WebSocketSession:
-    """The connection of one WebSocketAgent run (replaced on each reconnect)."""
-
-    __slots__ = ("key", "ws")
-
-    def __init__(self) -> None:
-        self.ws: ClientConnection | None = None
-        #: The run key of the run's first line (its resume and cancel present it).
-        self.key: str | None = None
-
-
-class WebSocketAgent(RemoteClientBase):
-    """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.protocol.agent.Agent`.
-
-    Each ``run()`` opens a connection, sends ``run``, and yields the events of its
-    run. When the connection drops before the terminal event it reconnects and
-    sends ``resume`` with the last event id (``max_retries`` attempts, backoff:
-    :class:`~transports.retrying_client.RetryPolicy`), skipping any ``seq`` already
-    delivered. Closing the generator early sends ``cancel``. Errors: as
-    :class:`~transports.sse.SSEAgent` (RemoteAgentError / ConnectionLostError
-    before the first event, ``RUN_ERROR`` after it). Lines are decoded by
-    :func:`~agui_engine.transports.envelope.decode_protocol_line`, the loop is
-    :meth:`RemoteClientBase.run <transports.retrying_client.RemoteClientBase.run>`.
-    """
-
-    #: The runner a :class:`~agui_engine.loops.thread.Thread` over this client runs its sync
-    #: client tools with (the standard one: worker threads).
-    tool_runner: ToolRunner = STANDARD_TOOL_RUNNER
-
-    _drops = (TimeoutError, websockets.ConnectionClosed, websockets.InvalidHandshake, OSError)
-
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        backoff_initial: float = DEFAULT_BACKOFF_INITIAL,
-        backoff_max: float = DEFAULT_BACKOFF_MAX,
-        max_size: int = DEFAULT_MAX_BODY_BYTES,
-    ) -> None:
-        super().__init__(
-            url, headers=headers, max_retries=max_retries, backoff_initial=backoff_initial, backoff_max=backoff_max
-        )
-        self.max_size = max_size
-
-    async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
-        """A resource's data over a ``query`` message (on a connection of its own).
-
-        Returns the decoded data. Raises the typed errors of
-        :mod:`agui_engine.genui.resources` for the server's refusals (404, 422 with
-        ``path``, 403, 503, 504, 502), RemoteAgentError for any other refusal (a
-        refused handshake: 401 ...), ConnectionLostError when the server cannot be
-        reached or closes, ResourceTimeoutError when no answer comes within ``timeout``.
-        """
-        where = f"WebSocket {self.url}"
-        query_id = uuid.uuid4().hex
-        message = QueryMessage(query_id=query_id, resource_id=resource_id, params={} if params is None else params)
-        try:
-            answer = await self._ask(message, lambda line: _decode_answer(line, query_id, where),
-                                     timeout=timeout, what=f"the query of {resource_id}")
-        except TimeoutError:
-            raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
-        return msgspec.json.decode(answer)
-
-    async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
-        """The remote agent's capabilities, asked with a ``capabilities`` message (on a
-        connection of its own). A server that does not know the message (it answers
-        ``bad_input``: an older server) declares nothing: ``AgentCapabilities()``.
-
-        Raises RemoteAgentError for a refused handshake (401 ...) or any other error line,
-        ConnectionLostError when the server cannot be reached, closes, or does not answer
-        within ``timeout`` seconds, CapabilitiesDecodeError / LimitExceededError for a
-        document that is not an AgentCapabilities or too large."""
-        where = f"WebSocket {self.url}"
-        try:
-            return await self._ask(CapabilitiesMessage(), lambda line: capabilities_answer(line, where=where),
-                                   timeout=timeout, what="the capabilities message")
-        except TimeoutError:
-            raise ConnectionLostError(f"{where} did not answer the capabilities message within {timeout:g} s") from None
-
-    async def _ask(self, message: ClientMessage, pick: Callable[[bytes], _T | None], *, timeout: float, what: str) -> _T:
-        """Send ``message`` on a connection of its own and return the first ``pick(line)``
-        that is not None. Raises TimeoutError after ``timeout`` seconds, RemoteAgentError for a
-        refused handshake, ConnectionLostError when the connection fails or closes first, and
-        what ``pick`` raises."""
-        where = f"WebSocket {self.url}"
-        try:
-            async with asyncio.timeout(timeout):
-                try:
-                    ws = await connect(self.url, additional_headers=self.headers, max_size=self.max_size, compression=None)
-                except websockets.InvalidStatus as exc:
-                    raise remote_error_from_body(
-                        exc.response.status_code, bytes(exc.response.body or b""), where=where
-                    ) from None
-                async with ws:
-                    await ws.send(encode_client_message(message), text=True)
-                    async for frame in ws:
-                        for line in (frame.encode() if isinstance(frame, str) else frame).split(b"\n"):
-                            answer = pick(line)
-                            if answer is not None:
-                                return answer
-        except TimeoutError:
-            raise  # an OSError too: the caller's to name
-        except (websockets.ConnectionClosed, websockets.InvalidHandshake, OSError) as exc:
-            raise ConnectionLostError(f"{where}: {what} got no answer ({type(exc).__name__})") from None
-        raise ConnectionLostError(f"{where} closed the connection before answering {what}")
-
-    async def _open(self) -> _WebSocketSession:
-        return _WebSocketSession()
-
-    async def _close(self, session: _WebSocketSession) -> None:
-        if session.ws is not None:
-            await session.ws.close()
-
-    async def _cancel(self, session: _WebSocketSession, run_id: str) -> None:
-        if session.ws is None:
-            return
-        try:
-            await session.ws.send(encode_client_message(CancelMessage(run_id=run_id, run_key=session.key)), text=True)
-        except (websockets.ConnectionClosed, OSError, RuntimeError):
-            pass  # the connection is gone: the server's grace period ends the run
-
-    async def _attempt(self, session: _WebSocketSession, input: RunAgentInput, last_id: str | None) -> AsyncIterator[AttemptItem]:
-        run_id = input.run_id
-        where = f"WebSocket {self.url}"
-        if session.ws is not None:
-            await session.ws.close()
-            session.ws = None
-        try:
-            ws = session.ws = await connect(
-                self.url, additional_headers=self.headers, max_size=self.max_size, compression=None
-            )
-        except websockets.InvalidStatus as exc:
-            raise remote_error_from_body(
-                exc.response.status_code, bytes(exc.response.body or b""), where=where
-            ) from None
-        opening = (
-            run_message(input, run_key=self.thread_key(input.thread_id))
-            if last_id is None
-            else ResumeMessage(run_id=run_id, last_event_id=last_id, run_key=session.key)
-        )
-        await ws.send(encode_client_message(opening), text=True)
-        # Sent: a drop from here on resumes the run (a server that never got it answers unknown_run).
-        yield None
-        legacy = LegacyThinkingMapper()
-        async for message in ws:
-            for line in (message.encode() if isinstance(message, str) else message).split(b"\n"):
-                item = decode_protocol_line(line, where=where, legacy=legacy)
-                if item.error is not None:
-                    if item.run_id in (None, run_id):
-                        raise remote_error_from_line(item.error, where=where)
-                elif item.event_id is not None and item.event_id.rpartition(":")[0] == run_id:
-                    if item.run_key is not None:
-                        session.key = item.run_key
-                        self.remember_thread_key(input.thread_id, item.run_key)
-                    yield item.event_id, [item.event]  # type: ignore[list-item]
-                # else: another run's event on a shared connection
-
-
-_LINE_DECODER = msgspec.json.Decoder(ServerLine)
-
-
-def _decode_answer(line: bytes, query_id: str, where: str) -> bytes | None:
-    """The data bytes of the answer to ``query_id`` in ``line``, None for any other line.
-    Raises the query's typed error when the line refuses it (or refuses the message)."""
-    try:
-        head = _LINE_DECODER.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise RemoteInputError(f"{where}: not a protocol line", code="malformed_json") from None
-    if head.query_id == query_id:
-        if head.error is not None:
-            raise query_error_from_line(head.error, where=where)
-        return bytes(head.result) if len(head.result) else b"null"
-    if head.query_id is None and head.run_id is None and head.error is not None:
-        # the server could not read the message at all (no queryId to echo)
-        raise query_error_from_line(head.error, where=where)
-    return None
