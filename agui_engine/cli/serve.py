@@ -44,10 +44,10 @@ from agui_engine.transports.runs import (
 )
 from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]

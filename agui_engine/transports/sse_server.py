@@ -13,10 +13,12 @@ Server: :func:`create_app` builds an aiohttp application around a
     GET     <path>/capabilities  the served agent's AgentCapabilities with this server's transport
                                  (transports/capabilities.py; 401 as for runs, 405 for another
                                  method, 502 when a remote agent's cannot be had)
-    GET     <path>/healthz       liveness: 200 while the process serves
+    GET     <path>/healthz       liveness: 200 while the process serves (open even with auth on)
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
-                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
-    GET     <path>/metrics       Prometheus text format (when metrics are enabled)
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503);
+                                 with auth on and no valid bearer token, only ``{"ready": ...}``
+    GET     <path>/metrics       Prometheus text format (when metrics are enabled; 401 without the
+                                 bearer token when auth is on)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
     OPTIONS *                    CORS preflight (when CORS is configured)
@@ -53,7 +55,7 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 import msgspec
 from aiohttp import web
@@ -115,11 +117,13 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
     "UnreadableRequestError",
+    "check_content_encoding",
     "create_app",
     "frame_ndjson",
     "frame_proto",
@@ -196,6 +200,23 @@ class UnreadableRequestError(RemoteInputError):
     the HTTP parser's limits, a malformed request line. The message says which."""
 
     default_code = "unreadable_request"
+
+
+#: The request body codings the gateway reads: exactly one of these, or none. aiohttp decodes one
+#: of them; any other value -- an unknown coding, or several stacked (``gzip, gzip, br, zstd``) --
+#: it would hand over undecoded, as if plain, so the body would be read as JSON it is not.
+READABLE_CONTENT_ENCODINGS: Final = frozenset({"identity", "gzip", "deflate", "br", "zstd"})
+
+
+def check_content_encoding(header: str | None) -> None:
+    """Raise :class:`UnreadableRequestError` (400) unless ``header`` (a request's
+    ``Content-Encoding``) names at most one coding of :data:`READABLE_CONTENT_ENCODINGS`."""
+    coding = (header or "").strip().lower()
+    if coding and coding not in READABLE_CONTENT_ENCODINGS:
+        shown = header[:MAX_ECHOED_HEADER_CHARS] if header else ""
+        raise UnreadableRequestError(
+            f"cannot read the request body: Content-Encoding {shown!r} is not one coding this server decodes "
+            f"(send one of {', '.join(sorted(READABLE_CONTENT_ENCODINGS))}, or none)")
 
 
 def _parser_complaint(exc: BaseException | None, fallback: str) -> str:
@@ -313,6 +334,7 @@ class _Gateway:
         ctype = request.headers.get("Content-Type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
+        check_content_encoding(request.headers.get("Content-Encoding"))
         if request.content_length is not None:
             check_body_size(request.content_length, self.max_body_bytes, what=what)
         chunks: list[bytes] = []
@@ -524,8 +546,21 @@ class _Gateway:
         # Liveness: this process answers. Restarting it would not fix Redis.
         return web.json_response({"status": "ok"}, headers={"Cache-Control": "no-store"})
 
+    def _authorized(self, request: web.Request) -> bool:
+        """Whether the request holds a valid bearer token (always, when auth is off)."""
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+        except AguiEngineError:
+            return False
+        return True
+
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         ready = await self.registry.ready()
+        if not self._authorized(request):
+            # auth on and no valid token: ready or not (a load balancer's probe needs no more),
+            # never the run counts or the MCP servers' ids and errors
+            return web.json_response({"ready": ready}, status=200 if ready else 503,
+                                     headers={"Cache-Control": "no-store"})
         doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
@@ -538,6 +573,10 @@ class _Gateway:
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
         assert self.metrics is not None
+        try:  # behind the bearer token when auth is on (a scraper sends it: bearer_token_file)
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
         return web.Response(
             body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
         )
