@@ -18,6 +18,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# PostgreSQL for the durable thread store (tests/postgres_server.py runs its own server, as
+# the postgres user when root, on a free port in a temp directory; nothing is configured)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  echo "+ apt-get install postgresql"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+
 if [ ! -d js/node_modules/@ag-ui/client ] || [ js/package.json -nt js/node_modules/.package-lock.json ]; then
   echo "+ npm install (tests/js)"
   (cd js && npm install --no-audit --no-fund --loglevel=error)

@@ -19,9 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, TextContent
 
+from agui_engine.adapters.mcp_sdk import FastServer, new_server
 from tests.mcp_apps_server import APP_MIME, serve
 
 SDK_APP_URI = "ui://sdk-probe/app.html"
@@ -73,8 +73,8 @@ def app_html() -> str:
             f"<script type=\"module\">{sdk_bundle_as_script()}\n{PROBE_JS}</script></body></html>")
 
 
-def build_server() -> FastMCP:
-    server = FastMCP("sdk-probe", log_level="CRITICAL")
+def build_server() -> FastServer:
+    server = new_server("sdk-probe", log_level="CRITICAL")
     html = app_html()
 
     @server.tool(description="Show the SDK probe app.", meta={"ui": {"resourceUri": SDK_APP_URI}})

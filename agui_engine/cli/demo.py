@@ -72,8 +72,8 @@ from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .mcp import require_mcp_sdk
+from .options import add_a2ui_argument, add_ui_spec_argument, seconds
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
@@ -81,6 +81,7 @@ __all__ = [
     "A2UI_SCENARIO",
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
+    "DEMO_MCP_START_SECONDS",
     "INSPECT_RETENTION_SECONDS",
     "InspectedGateway",
     "MCP_SCENARIO",
@@ -98,6 +99,7 @@ __all__ = [
     "production_demo_agent",
     "run",
     "run_scenarios",
+    "wait_for_demo_mcp_server",
 ]
 
 #: The prompts ``agui-engine demo`` runs when it is given none: every scenario
@@ -152,13 +154,34 @@ def demo_ui_spec() -> UISpecTool:
                        *demo_components()])
 
 
+#: Seconds ``demo --mcp`` waits for its own MCP server's ``initialize`` answer (the server's
+#: readiness signal). A healthy start is not budgeted: importing the SDK alone took 6 s on a machine
+#: at load 11, more than the adapter's usual 10 s; a server whose process exits ends the wait at once
+#: (the demo then exits 2 with one line). This bounds only a server that hangs while alive.
+DEMO_MCP_START_SECONDS: Final = 300.0
+
+
 def demo_mcp_server() -> Any:
     """The demo's MCP server (:mod:`agui_engine.cli.demo_mcp_server`) as an ``MCPServer``: this
-    Python running that module over stdio, ``server_id`` ``demo``."""
+    Python running that module over stdio, ``server_id`` ``demo``, given
+    :data:`DEMO_MCP_START_SECONDS` to answer ``initialize``."""
     from agui_engine.adapters.mcp import MCPServer
 
     return MCPServer(transport="stdio", command=sys.executable, args=("-m", "agui_engine.cli.demo_mcp_server"),
-                     server_id="demo")
+                     server_id="demo", connect_timeout=DEMO_MCP_START_SECONDS)
+
+
+async def wait_for_demo_mcp_server() -> None:
+    """Start the demo's MCP server and wait until it answers (``initialize``, then ``ping``), so
+    that the runs find its tools however long a busy machine takes to start it. Raises
+    UsageError (one line, exit 2) when it cannot start: its process exited, or it hung for
+    :data:`DEMO_MCP_START_SECONDS`."""
+    from agui_engine.adapters.mcp import MCPError, mcp_connections
+
+    try:
+        await mcp_connections().get(demo_mcp_server()).request("ping")
+    except MCPError as exc:
+        raise UsageError(f"--mcp: the demo's MCP server did not start: {exc.message}") from None
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
@@ -384,6 +407,8 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
 
     async def runs() -> int:
         status = 0
+        if mcp:  # its tools are there for the first run, or the demo stops here (exit 2, one line)
+            await wait_for_demo_mcp_server()
         async with agent_context(pace) as agent:
             # a resource-bound card's data, fetched as a front end would: through the
             # gateway's own query code (ResourceBroker), in-process

@@ -26,13 +26,14 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
+from agui_engine.transports.history import ThreadStore
 from agui_engine.transports.runs import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_KEEPALIVE_SECONDS,
@@ -41,11 +42,12 @@ from agui_engine.transports.runs import (
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
+from .options import add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
@@ -134,6 +136,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
                              "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
+    parser.add_argument("--store", default="sqlite:", metavar="URL",
+                        help="where threads are kept durably (listed at GET <path>/threads, resumable after a "
+                             f"restart): sqlite:PATH (default: {default_sqlite_path()}), postgresql://user@host/db "
+                             "(several nodes; needs agui-engine[postgres]), or memory (only the event log keeps "
+                             "them, until a restart)")
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
@@ -279,13 +286,28 @@ async def _serve(
         keep_history=not args.no_history,
         tracing=args.otel,
     )
-    log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+    store = await _open_store(args)
     try:
-        return await _serve_with(agent, args, options, log, token, reload, stdout)
+        log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+        try:
+            return await _serve_with(agent, args, options, log, token, reload, stdout, store)
+        finally:
+            aclose = getattr(log, "aclose", None)
+            if aclose is not None:
+                await aclose()
     finally:
-        aclose = getattr(log, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if store is not None:
+            await store.aclose()
+
+
+async def _open_store(args: argparse.Namespace) -> Any:
+    """The durable thread store ``--store`` names (None: memory, or --no-history).
+    Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
+    if args.no_history or args.store.strip().lower() == "memory":
+        return None
+    from agui_engine.transports.thread_store import open_thread_store
+
+    return await open_thread_store(args.store)
 
 
 async def _serve_with(
@@ -296,11 +318,17 @@ async def _serve_with(
     token: str | dict[str, str] | None,
     reload: Callable[[], None] | None,
     stdout: TextIO,
+    store: ThreadStore | None = None,
 ) -> int:
+    from agui_engine.transports.metrics import GatewayMetrics
+    from agui_engine.transports.runs import RunRegistry
+
+    metrics = None if args.no_metrics or args.transport != "sse" else GatewayMetrics(otel=args.otel)
+    registry = RunRegistry(agent, options=options, log=log, metrics=metrics, threads=store)  # type: ignore[arg-type]
     if args.transport == "stdio":
         from agui_engine.transports.stdio_server import serve_stdio
 
-        return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
+        return await serve_stdio(registry=registry, stdout=stdout.buffer)
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
@@ -317,22 +345,18 @@ async def _serve_with(
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
-        from agui_engine.transports.metrics import GatewayMetrics
         from agui_engine.transports.server_options import ConnectionOptions
         from agui_engine.transports.sse_server import start_sse_server
 
         try:
             server: object = await start_sse_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
                 path=args.path,
+                registry=registry,
                 auth_token=token,
                 cors_origins=args.cors,
                 keepalive_seconds=args.keepalive,
-                options=options,
-                log=log,
-                metrics=None if args.no_metrics else GatewayMetrics(otel=args.otel),
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,
@@ -349,20 +373,21 @@ async def _serve_with(
 
         try:
             server = await start_websocket_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
+                registry=registry,
                 auth_token=token,
-                options=options,
-                log=log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
+    kept = "none" if args.no_history else (
+        "the event log" if store is None else f"sqlite:{store.path}" if hasattr(store, "path")
+        else getattr(store, "label", "a durable store"))
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
+        "agui-engine serving %s on %s%s (threads kept in %s)", args.agent, url, " (bearer auth)" if token else "", kept
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()

@@ -13,10 +13,12 @@ Server: :func:`create_app` builds an aiohttp application around a
     GET     <path>/capabilities  the served agent's AgentCapabilities with this server's transport
                                  (transports/capabilities.py; 401 as for runs, 405 for another
                                  method, 502 when a remote agent's cannot be had)
-    GET     <path>/healthz       liveness: 200 while the process serves
+    GET     <path>/healthz       liveness: 200 while the process serves (open even with auth on)
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
-                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
-    GET     <path>/metrics       Prometheus text format (when metrics are enabled)
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503);
+                                 with auth on and no valid bearer token, only ``{"ready": ...}``
+    GET     <path>/metrics       Prometheus text format (when metrics are enabled; 401 without the
+                                 bearer token when auth is on)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
     OPTIONS *                    CORS preflight (when CORS is configured)
@@ -53,8 +55,9 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
+import msgspec
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
@@ -72,6 +75,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .bearer_auth import check_bearer
@@ -101,6 +105,7 @@ from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistr
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -112,11 +117,13 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
     "UnreadableRequestError",
+    "check_content_encoding",
     "create_app",
     "frame_ndjson",
     "frame_proto",
@@ -193,6 +200,23 @@ class UnreadableRequestError(RemoteInputError):
     the HTTP parser's limits, a malformed request line. The message says which."""
 
     default_code = "unreadable_request"
+
+
+#: The request body codings the gateway reads: exactly one of these, or none. aiohttp decodes one
+#: of them; any other value -- an unknown coding, or several stacked (``gzip, gzip, br, zstd``) --
+#: it would hand over undecoded, as if plain, so the body would be read as JSON it is not.
+READABLE_CONTENT_ENCODINGS: Final = frozenset({"identity", "gzip", "deflate", "br", "zstd"})
+
+
+def check_content_encoding(header: str | None) -> None:
+    """Raise :class:`UnreadableRequestError` (400) unless ``header`` (a request's
+    ``Content-Encoding``) names at most one coding of :data:`READABLE_CONTENT_ENCODINGS`."""
+    coding = (header or "").strip().lower()
+    if coding and coding not in READABLE_CONTENT_ENCODINGS:
+        shown = header[:MAX_ECHOED_HEADER_CHARS] if header else ""
+        raise UnreadableRequestError(
+            f"cannot read the request body: Content-Encoding {shown!r} is not one coding this server decodes "
+            f"(send one of {', '.join(sorted(READABLE_CONTENT_ENCODINGS))}, or none)")
 
 
 def _parser_complaint(exc: BaseException | None, fallback: str) -> str:
@@ -296,7 +320,7 @@ class _Gateway:
         return web.Response(
             status=204,
             headers={
-                "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": (
                     f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
                 ),
@@ -310,6 +334,7 @@ class _Gateway:
         ctype = request.headers.get("Content-Type", "")
         if ctype.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
+        check_content_encoding(request.headers.get("Content-Encoding"))
         if request.content_length is not None:
             check_body_size(request.content_length, self.max_body_bytes, what=what)
         chunks: list[bytes] = []
@@ -404,7 +429,49 @@ class _Gateway:
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
         """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
         (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        return self._only_get(request, "a thread's history is")
+        resp = _error_response(MethodNotAllowedError(
+            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return resp
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            page = await list_threads(
+                self.registry, _caller(request, principal), limit=request.query.get("limit"),
+                cursor=request.query.get("cursor"), search=request.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(status=204)
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            body = await self._read_body(request, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
+                            headers={"Cache-Control": "no-store"})
 
     def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
         resp = _error_response(MethodNotAllowedError(
@@ -479,8 +546,21 @@ class _Gateway:
         # Liveness: this process answers. Restarting it would not fix Redis.
         return web.json_response({"status": "ok"}, headers={"Cache-Control": "no-store"})
 
+    def _authorized(self, request: web.Request) -> bool:
+        """Whether the request holds a valid bearer token (always, when auth is off)."""
+        try:
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+        except AguiEngineError:
+            return False
+        return True
+
     async def readyz(self, request: web.Request) -> web.StreamResponse:
         ready = await self.registry.ready()
+        if not self._authorized(request):
+            # auth on and no valid token: ready or not (a load balancer's probe needs no more),
+            # never the run counts or the MCP servers' ids and errors
+            return web.json_response({"ready": ready}, status=200 if ready else 503,
+                                     headers={"Cache-Control": "no-store"})
         doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
@@ -493,6 +573,10 @@ class _Gateway:
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
         assert self.metrics is not None
+        try:  # behind the bearer token when auth is on (a scraper sends it: bearer_token_file)
+            check_bearer(request.headers.get("Authorization"), self.auth_token)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
         return web.Response(
             body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
         )
@@ -726,6 +810,10 @@ def create_app(
     base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -740,6 +828,7 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest

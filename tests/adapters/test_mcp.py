@@ -460,7 +460,9 @@ async def test_malformed_json_rpc_fails_the_call_at_once() -> None:
 
 async def test_a_server_listing_1000_tools_is_refused_by_the_limit(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
-    server = _stdio("many", "--tools", "1000")
+    # 1000 tools take a while to build and list on a busy machine: a generous connect budget, so that
+    # what is measured is the limit, not the machine's load
+    server = _stdio("many", "--tools", "1000", connect_timeout=50)
     agent = LLMAgent(_calling(ScriptedCall("t1")), mcp_servers=[server])
     events = await _run(agent)
     _finished(events)

@@ -34,7 +34,6 @@ from agui_engine.genui.components import (
     component_tool_name,
     components_from_available,
     is_ui_tool,
-    schema_from_struct,
     split_standard_parameters,
     to_strict_schema,
     tool_from_callable,
@@ -47,6 +46,7 @@ from agui_engine.genui.interactables import (
     merge_update,
     parse_interactable_tool_name,
 )
+from agui_engine.genui.schemas import schema_from_struct
 from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.protocol.events import Context
 

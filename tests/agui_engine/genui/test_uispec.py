@@ -21,9 +21,10 @@ from agui_engine.genui.tree import tree_document, validate_spec
 from agui_engine.genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 from agui_engine.llm import Finish
 from agui_engine.loops.agent_loop import AgentLoop
-from agui_engine.loops.decision import ToolCallArgumentsError, run_decision_loop
+from agui_engine.loops.decision import run_decision_loop
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.loops.thread import Thread
+from agui_engine.loops.tool_calls import ToolCallArgumentsError
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     CustomEvent,

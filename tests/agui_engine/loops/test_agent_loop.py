@@ -26,7 +26,7 @@ from agui_engine.genui.component_stream import (
 from agui_engine.genui.components import STATUS_MESSAGE_PARAMETER, Component
 from agui_engine.genui.interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, interactables_from_context
 from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS, run_agent_loop
-from agui_engine.loops.decision import TOOL_CALL_STATUS_EVENT
+from agui_engine.loops.tool_calls import TOOL_CALL_STATUS_EVENT
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.errors import RemoteInputError, UpstreamError, UsageError
 from agui_engine.protocol.events import (

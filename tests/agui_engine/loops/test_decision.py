@@ -31,16 +31,14 @@ from agui_engine.llm import (
     Usage,
     resolve_tool_choice,
 )
-from agui_engine.loops.decision import (
-    MAX_TOOL_CALLS_PER_STEP,
+from agui_engine.loops.decision import MAX_TOOL_CALLS_PER_STEP, ModelStreamError, run_decision_loop
+from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
+from agui_engine.loops.tool_calls import (
     TOOL_CALL_STATUS_EVENT,
-    ModelStreamError,
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
     WireWriter,
-    run_decision_loop,
 )
-from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
 from agui_engine.protocol.errors import LimitExceededError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,

@@ -34,12 +34,8 @@ from agui_engine.llm import (
     ToolCallStart,
     Usage,
 )
-from agui_engine.loops.llm_agent import (
-    DEFAULT_MAX_STEPS,
-    MAX_TOOL_RESULT_CHARS,
-    LLMAgent,
-    format_tool_result,
-)
+from agui_engine.loops.llm_agent import DEFAULT_MAX_STEPS, LLMAgent
+from agui_engine.loops.tool_runner import MAX_TOOL_RESULT_CHARS, format_tool_result
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.errors import RemoteInputError, UsageError
@@ -811,7 +807,7 @@ async def test_capabilities_list_what_the_model_is_offered_and_what_the_model_de
     from ag_ui.core.capabilities import AgentCapabilities as SdkCapabilities
 
     from agui_engine.genui.uispec import UISpecTool
-    from agui_engine.loops.decision import build_tools
+    from agui_engine.loops.tool_calls import build_tools
     from agui_engine.protocol.agent import agent_capabilities
     from agui_engine.protocol.capabilities import ReasoningCapabilities, encode_capabilities
 
