@@ -58,11 +58,11 @@ from ..protocol.events import (
 )
 
 __all__ = [
-    "AppTool",
     "AppConnection",
     "AppServer",
     "AppServerTable",
     "AppSource",
+    "AppTool",
     "AppToolResult",
     "MCP_APPS_ACTIVITY_TYPE",
     "MCP_APP_ANNOUNCE_EVENT",
