@@ -45,7 +45,7 @@ from agui_engine.transports.runs import (
 )
 from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
+from . import add_a2ui_argument, add_ui_spec_argument, after_interrupt, seconds
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
@@ -422,6 +422,8 @@ async def _serve_with(
         registry = server.registry  # type: ignore[attr-defined]
         print(f"draining ({registry.active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
         await registry.drain(args.drain)
-    print("shutting down", file=sys.stderr, flush=True)
+        print("shutting down", file=sys.stderr, flush=True)
+    else:  # Ctrl-C: after the terminal's ^C
+        after_interrupt("shutting down")
     await server.close()  # type: ignore[attr-defined]
     return 0
