@@ -132,6 +132,7 @@ from agui_engine.protocol.events import (
     ToolCallResultEvent,
 )
 from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.verify import TOOL
 from agui_engine.protocol.writer import EventWriter
 
 __all__ = [
@@ -347,12 +348,14 @@ def _with_state_now(event: Any) -> Any:
 
 
 class _StreamedCall:
-    __slots__ = ("args", "id", "name", "started")
+    """A tool call the model streams in the open message: its id and name as they come and the
+    arguments so far. Whether it is open is the run's writer's to say (``is_open(TOOL, id)``)."""
+
+    __slots__ = ("args", "id", "name")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.id = call_id
         self.name = name
-        self.started = False
         #: the arguments received so far (sent as TOOL_CALL_ARGS once the call started)
         self.args = ""
 
@@ -428,12 +431,18 @@ class CrewEventTranslator:
         out: list[Event] = []
         self._writer.close_all(out, tools=False)  # the text, then the reasoning
         for call in self._streamed.values():
-            if call.started and call.id is not None:
+            if self._is_open(call):
+                assert call.id is not None
                 out.append(self._writer.end_tool(call.id))
                 self._awaiting.setdefault(call.name or "", []).append(call.id)
         self._streamed.clear()
         self._chunk_call = None
         return out
+
+    def _is_open(self, call: _StreamedCall) -> bool:
+        """Whether the writer has ``call`` open (a streamed call is open from its START until its
+        message closes, when its record is dropped)."""
+        return call.id is not None and self._writer.is_open(TOOL, call.id)
 
     def _open_step(self, name: str) -> list[Event]:
         self._steps.append(name)
@@ -538,12 +547,13 @@ class CrewEventTranslator:
         new = _new_arguments(call.args, chunk, arguments)
         call.args += new
         out: list[Event] = []
-        if not call.started and call.name:
+        if not self._is_open(call) and call.name:
             start = self._writer.open_tool(call.name, tool_call_id=call.id)  # no id: one is minted
-            call.id, call.started = start.tool_call_id, True
+            call.id = start.tool_call_id
             out.append(start)
             new = call.args  # what arrived before the name, and this chunk's
-        if call.started and call.id is not None and new:
+        if self._is_open(call) and new:
+            assert call.id is not None
             out.append(self._writer.tool_args(call.id, new))
         return out
 
@@ -562,11 +572,10 @@ class CrewEventTranslator:
             call = self._streamed[call_id] = _StreamedCall(call_id, getattr(event, "tool_call_name", None))
         call.name = call.name or getattr(event, "tool_call_name", None)
         out: list[Event] = []
-        if not call.started and call.name:
-            call.started = True
+        if not self._is_open(call) and call.name:
             out.append(self._writer.open_tool(call.name, tool_call_id=call_id))
         delta = getattr(event, "delta", None)
-        if call.started and isinstance(delta, str) and delta:
+        if self._is_open(call) and isinstance(delta, str) and delta:
             out.append(self._writer.tool_args(call_id, delta))
         return out
 

@@ -29,13 +29,10 @@ __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
-    "add_a2ui_argument",
-    "add_ui_spec_argument",
     "after_interrupt",
     "debug_enabled",
     "main",
     "quiet_broken_pipe",
-    "seconds",
     "usage_line",
 ]
 
@@ -116,31 +113,6 @@ class CommandParser(argparse.ArgumentParser):
             if close:
                 hint = f"did you mean {close[0]}? {hint}"
         self.exit(EXIT_USAGE, f"{self.prog}: {message} ({hint})\n")
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a number of seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also NaN
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return value
-
-
-def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
-    """``--ui-spec`` (``demo`` and ``serve``): the embedded agent also offers ``render_ui``."""
-    parser.add_argument("--ui-spec", action="store_true",
-                        help="also offer the render_ui tool to the embedded agent (a tree of a Stack layout and the "
-                             "demo components; try \"dashboard for Tokyo and Paris\"); default off")
-
-
-def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
-    """``--a2ui`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
-    parser.add_argument("--a2ui", action="store_true",
-                        help="also offer the render_a2ui tool (A2UI v0.9, the basic catalog) to the embedded agent; "
-                             "try \"book a table for two\"; default off")
 
 
 def usage_line(command: str | None, message: str) -> str:

@@ -29,13 +29,13 @@ from typing import Final
 import msgspec
 
 __all__ = [
-    "MAX_LATENCY_SAMPLES",
-    "MAX_REPORTED_ERRORS",
-    "OUTCOMES",
     "Distribution",
     "LatencySamples",
     "LoadReport",
     "LoadStats",
+    "MAX_LATENCY_SAMPLES",
+    "MAX_REPORTED_ERRORS",
+    "OUTCOMES",
     "RunRecord",
     "format_report",
 ]

@@ -61,23 +61,24 @@ from agui_engine.protocol.events import (
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoEventDecoder
 from agui_engine.protocol.verify import ProtocolViolation, Verifier
 
-from . import seconds
 from .load_report import LoadReport, LoadStats, RunRecord, format_report
+from .options import seconds
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_RUNS",
     "DEFAULT_RUN_TIMEOUT_SECONDS",
     "ENCODINGS",
+    "LoadPlan",
     "MAX_CONCURRENCY",
     "MAX_DURATION_SECONDS",
     "MAX_ERROR_BODY_CHARS",
     "MAX_RUNS",
     "PROGRESS_INTERVAL_SECONDS",
-    "LoadPlan",
     "add_arguments",
     "check_target",
     "load_inputs",
+    "request_body",
     "run",
     "run_load",
 ]
@@ -296,12 +297,27 @@ def _inputs_for(plan: LoadPlan) -> Iterator[tuple[int, RunAgentInput]]:
         yield index, msgspec.structs.replace(base, run_id=f"loadtest-run-{tag}", thread_id=thread_id)
 
 
+#: The members every AG-UI server's input schema requires (the official SDKs' ``RunAgentInput``
+#: declares them all; a 0.0.x server such as CopilotKit's runtime refuses a body without ``tools``),
+#: with the value sent when the input leaves them empty.
+_REQUIRED_MEMBERS: Final = (("state", {}), ("messages", []), ("tools", []), ("context", []), ("forwardedProps", {}))
+
+
+def request_body(input: RunAgentInput) -> bytes:
+    """``input`` as the JSON body of a run request, with every member the official schemas require."""
+    body = msgspec.to_builtins(input)
+    for name, empty in _REQUIRED_MEMBERS:
+        if body.get(name) is None:
+            body[name] = empty
+    return msgspec.json.encode(body)
+
+
 async def _http_run(session: Any, plan: LoadPlan, input: RunAgentInput, record: RunRecord) -> None:
     import aiohttp
 
     stream = _Stream(record, input)
     headers = {**plan.headers, "Accept": ENCODINGS[plan.encoding], "Content-Type": "application/json"}
-    body = msgspec.json.encode(input)
+    body = request_body(input)
     try:
         async with session.post(plan.url, data=body, headers=headers) as response:
             if response.status != 200:

@@ -46,7 +46,7 @@ from ..genui.component_stream import (
 from ..genui.components import is_ui_tool
 from ..genui.mcp_apps import MCP_APPS_ACTIVITY_TYPE
 from ..genui.uispec import UI_SPEC_COMPONENT
-from ..loops.decision import TOOL_CALL_STATUS_EVENT
+from ..loops.tool_calls import TOOL_CALL_STATUS_EVENT
 from ..protocol.accumulator import Accumulator
 from ..protocol.errors import AguiEngineError
 from ..protocol.events import (

@@ -76,8 +76,14 @@ from ..protocol.events import (
     UserMessage,
 )
 from ..protocol.ids import new_id
-from .llm_agent import format_tool_result
-from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
+from .tool_runner import (
+    ToolRunner,
+    format_tool_result,
+    require_tool_runner,
+    resolve_tool_runner,
+    run_tool,
+    supplying_tool_runner,
+)
 
 __all__ = [
     "HistorySource",

@@ -78,6 +78,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
+from .agents_app import ServedAgent, create_agents_app
 from .bearer_auth import check_bearer
 from .capabilities import served_capabilities, sse_transport
 from .clock import Clock
@@ -715,7 +716,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 def create_app(
-    agent: Agent | AgentFunction | None = None,
+    agent: Agent | AgentFunction | Mapping[str, Agent | AgentFunction | ServedAgent] | None = None,
     *,
     path: str = "/",
     registry: RunRegistry | None = None,
@@ -774,8 +775,20 @@ def create_app(
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
     next write (at the latest one keep-alive interval later).
+    ``agent`` may be a mapping id -> agent (or :class:`~transports.agents_app.ServedAgent`):
+    one app serving each agent at ``<path>/<id>`` with its own runs
+    (:func:`~transports.agents_app.create_agents_app`; the other keywords apply to every agent).
+
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
+    if isinstance(agent, Mapping):
+        return create_agents_app(
+            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
+            cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
+            access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
+            connection=connection, data=data, websocket=websocket,
+        )
     if registry is None:
         if agent is None:
             raise UsageError("create_app needs an agent or a registry")

@@ -10,17 +10,15 @@ import pytest
 
 from agui_engine.cli import main
 from agui_engine.cli.bench import (
-    CHUNK_MAX,
     CONTENDERS,
     _progress,
     available_contenders,
     check_targets,
     growth,
-    make_documents,
     measure,
     missing_contenders,
-    split_chunks,
 )
+from agui_engine.cli.bench_corpus import CHUNK_MAX, make_documents, split_chunks
 
 
 def test_documents_are_valid_deterministic_and_sized() -> None:

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_engine.cli.load_report import LatencySamples, LoadStats, RunRecord, format_report
-from agui_engine.cli.loadtest import LoadPlan, check_target, load_inputs, run_load
+from agui_engine.cli.loadtest import LoadPlan, check_target, load_inputs, request_body, run_load
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     Event,
@@ -155,6 +155,16 @@ async def test_broken_refusing_and_truncated_streams_are_named() -> None:
     quoted = "\n".join(report.errors)
     assert "event 1 (TEXT_MESSAGE_CONTENT)" in quoted and "HTTP 429: slow down" in quoted
     assert "protocol errors: 2" in format_report(report)
+
+
+def test_the_request_body_has_every_member_the_official_schemas_require() -> None:
+    """A 0.0.x server (CopilotKit's runtime) refuses a body without ``tools``: send them all, and
+    the official SDK's RunAgentInput (every member required) accepts it."""
+    from ag_ui.core import RunAgentInput as OfficialInput
+
+    body = json.loads(request_body(load_inputs(None, "hi")[0]))
+    assert {"threadId", "runId", "state", "messages", "tools", "context", "forwardedProps"} <= set(body)
+    assert OfficialInput.model_validate(body).messages[0].content == "hi"
 
 
 def test_only_this_machine_is_a_target_unless_allowed() -> None:
