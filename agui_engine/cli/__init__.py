@@ -48,6 +48,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "agui_engine.cli.validate",
         "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
     ),
+    "threads": (
+        "agui_engine.cli.threads",
+        "List, export (JSON lines) or prune the threads serve keeps in its durable store (SQLite, PostgreSQL).",
+    ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
     "loadtest": (
         "agui_engine.cli.loadtest",

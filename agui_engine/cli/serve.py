@@ -49,7 +49,7 @@ from . import after_interrupt
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
-from .options import add_a2ui_argument, add_ui_spec_argument, seconds
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
 
 if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         if configs is not None:
             agent, servers = _config_agents(configs, pace, secrets)
         else:
-            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args)) if args.ui_spec or args.a2ui
                    else agent_from_spec(args.agent, pace_seconds=pace))
             servers = mcp_servers(args.mcp, args.mcp_header_env)
             _mcp_secrets(servers, secrets)
@@ -398,7 +398,7 @@ async def _open_store(args: argparse.Namespace) -> Any:
     Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
     if args.no_history or args.store.strip().lower() == "memory" or args.config is not None:
         return None  # --config: each agent's threads in memory (_configs refuses a --store)
-    from agui_engine.transports.thread_store import open_thread_store
+    from agui_engine.transports.open_threads import open_thread_store
 
     return await open_thread_store(args.store)
 
