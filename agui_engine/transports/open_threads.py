@@ -1,7 +1,6 @@
-"""The durable thread store a server runs with, named by a URL (``agui-engine serve --store``):
-SQLite or PostgreSQL. The one place that knows every kind (``thread_store`` defines what they
-share; ``sqlite_threads`` and ``postgres_threads`` import it, never the other way round).
-"""
+"""Opening a durable thread store from its URL (``agui-engine serve --store``; the stores are
+:mod:`transports.sqlite_threads` and :mod:`transports.postgres_threads`, the interface
+:mod:`transports.thread_store`). A module of its own, so the interface imports no store."""
 
 from __future__ import annotations
 

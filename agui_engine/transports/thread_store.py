@@ -13,7 +13,7 @@ keeps its ``RUN_FINISHED`` in its record, and the interrupts open on a branch ar
 its last run (:func:`~agui_engine.protocol.threads.open_interrupts`), so every store -- and
 every node reading the same database -- answers a resume the same way after any restart.
 
-Stores (``open_threads.open_thread_store(url)``, ``agui-engine serve --store``):
+Stores (:func:`~transports.open_threads.open_thread_store` ``(url)``, ``agui-engine serve --store``):
 
 * ``sqlite:PATH`` (the default of ``serve``: :func:`default_sqlite_path`) --
   :class:`~transports.sqlite_threads.SqliteThreadStore`, the standard library's ``sqlite3``
