@@ -259,17 +259,26 @@ def test_the_rules_catch_lazy_relative_and_string_imports(tmp_path: Path) -> Non
     assert {"agui_engine.adapters", "agui_engine.cli.agent_spec", "agui_engine.cli", "agui_engine.adapters.models"} <= found
 
 
+def _imported_modules(module: str) -> set[str]:
+    """The project modules ``module`` imports. ``from agui_engine.adapters import mcp_sdk`` imports
+    the submodule: the package it names on the way is Python's import order, not an edge (a name
+    the package itself exports, ``from agui_engine.adapters import MCPServer``, is one)."""
+    by_line: dict[int, set[str]] = {}
+    for line, target in imports_of(module):
+        found = _existing(target)
+        if found is not None:
+            by_line.setdefault(line, set()).add(found)
+    return {found for names in by_line.values() for found in names
+            if not any(other.startswith(found + ".") for other in names)}
+
+
 def import_cycles() -> list[list[str]]:
     """The import cycles of the package: each a strongly connected component (more than one
     module, every import counted; see the module docstring) of the graph module -> the project
     modules it imports, found by Tarjan's algorithm. Importing a submodule runs its package's
     ``__init__`` too, but that is Python's import order, not a dependency the module wrote:
     only the imports written in the source are edges."""
-    graph = {
-        module: sorted({found for _, target in imports_of(module)
-                        if (found := _existing(target)) is not None and found != module})
-        for module in _files()
-    }
+    graph = {module: sorted(_imported_modules(module) - {module}) for module in _files()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -164,7 +164,7 @@ _event = st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"x").replace(b"\
 _terminator = st.sampled_from([b"\n", b"\r\n", b"\r"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.tuples(_event, _terminator, _terminator), max_size=8), st.integers(0, 40), st.randoms())
 def test_the_gauge_counts_each_message_whatever_the_splits(
     messages: list[tuple[bytes, bytes, bytes]], limit: int, rng: random.Random
