@@ -48,26 +48,23 @@ async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], inpu
     (``$resource`` data bindings offered and checked when it is not empty). Raises, before the first event,
     :class:`~agui_engine.genui.a2ui.A2UIActionError` / ``A2UICatalogError`` for a bad user
     action or front-end catalog, and whatever ``run`` raises before its first event."""
+    transformer = None
     if a2ui_client_applies(input, tool_name):
-        _say_once(f"client-a2ui:{tool_name}", f"A2UI: a client-side A2UI middleware is active (its {tool_name} tool is in the run's "
-                                 "tools): this gateway leaves A2UI to it and does not apply A2UI itself "
-                                 "(logged once)")
-        inner = run(input)
-        try:
-            async for event in inner:
-                yield event
-        finally:
-            close_inner = getattr(inner, "aclose", None)
-            if close_inner is not None:
-                await close_inner()
-        return
-    inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
-    stream = run(inner_input)
+        _say_once(f"client-a2ui:{tool_name}", f"A2UI: a client-side A2UI middleware is active (its {tool_name} tool "
+                                              "is in the run's tools): this gateway leaves A2UI to it and does not "
+                                              "apply A2UI itself (logged once)")
+        stream = run(input)
+    else:
+        inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
+        stream = run(inner_input)
     try:
         async for event in stream:
+            if transformer is None:  # the client's middleware applies A2UI
+                yield event
+                continue
             for out in transformer.feed(event):
                 yield cast(Event, out)
-        for out in transformer.close():
+        for out in transformer.close() if transformer is not None else ():
             yield cast(Event, out)
     finally:
         close = getattr(stream, "aclose", None)
