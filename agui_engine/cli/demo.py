@@ -73,6 +73,7 @@ from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
+from . import after_interrupt
 from .mcp import require_mcp_sdk
 from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .pacing import paced
@@ -425,7 +426,7 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
         return asyncio.run(main())
     except KeyboardInterrupt:
         if after is not None:
-            sys.stderr.write("agui-engine demo: stopped; the gateway and the inspector are closed\n")
+            after_interrupt("agui-engine demo: stopped; the gateway and the inspector are closed")
             return 0
         return 130
 
