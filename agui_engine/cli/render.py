@@ -381,7 +381,9 @@ class Renderer:
         if not isinstance(operations, list) or content == drawn:
             return
         self.surfaces[message_id] = (status, json.loads(json.dumps(content)))
-        self._line(self.paint("1;36", "  ▤ A2UI surface"))
+        versions = {op.get("version") for op in operations if isinstance(op, dict)} - {None, "v0.9"}
+        label = "  ▤ A2UI surface" + "".join(f" ({v})" for v in sorted(map(str, versions)))  # says v1.0 when it is
+        self._line(self.paint("1;36", label))
         for line in surface_lines(operations, self.width - 6):
             self._line(f"  {self.paint('36', '│')} {line}")
 

@@ -183,7 +183,8 @@ class SqliteThreadStore:
             runs, nbytes = db.execute("SELECT runs, nbytes FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
             if runs > b.max_runs_per_thread or nbytes > b.max_thread_bytes:
                 self._evict_runs(db, thread_id, runs, nbytes)
-            self._quota(db, facts.principal, thread_id)
+            if row is None:  # only a new thread can take a principal past its quota
+                self._quota(db, facts.principal, thread_id)
             self._total(db, thread_id)
             db.execute("COMMIT")
         except BaseException:
@@ -302,8 +303,9 @@ class SqliteThreadStore:
             sql += " AND principal = ?"
             args.append(principal)
         if after is not None:
-            sql += " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"
-            args += [after[0], after[0], after[1]]
+            # a row value: SQLite walks the index from the cursor (an OR of the two would scan)
+            sql += " AND (updated_at, thread_id) < (?, ?)"
+            args += [after[0], after[1]]
         if search is not None:
             sql += " AND title LIKE ? ESCAPE '\\'"
             args.append(like_pattern(search))

@@ -110,7 +110,7 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         await page.goto(url)
         await page.wait_for_selector(".mcp-app iframe", timeout=DEADLINE_MS)
-        frame = page.frame_locator(".mcp-app iframe")
+        frame = page.frame_locator(".mcp-app iframe").frame_locator("iframe")  # the app inside the sandbox proxy
         detail = frame.locator("#detail")
         await detail.filter(has_text="sided die").wait_for(timeout=DEADLINE_MS)
         assert re.fullmatch(r"rolled \d+ on a 20-sided die", await detail.text_content() or "")
