@@ -91,6 +91,7 @@ __all__ = [
     "A2UI_ACTIVITY_TYPE",
     "A2UI_CLIENT_CAPABILITIES_KEY",
     "A2UI_GUIDE_CONTEXT_DESCRIPTION",
+    "A2UI_INJECT_FLAG",
     "A2UI_LOG_EVENT_TOOL",
     "A2UI_OPERATIONS_KEY",
     "A2UI_PROGRESS_TOKEN_STEP",
@@ -110,6 +111,7 @@ __all__ = [
     "MAX_A2UI_JSON_DEPTH",
     "MAX_A2UI_RESOURCE_BINDINGS",
     "a2ui_catalog_option",
+    "a2ui_client_applies",
     "a2ui_context",
     "a2ui_data_model",
     "a2ui_guide",
@@ -1628,6 +1630,21 @@ def a2ui_user_action(run_input: RunAgentInput, *, known_surfaces: Iterable[str] 
 
 
 # --------------------------------------------------------------------------- one run, as a loop offers it
+#: The ``forwardedProps`` flag ``@ag-ui/a2ui-middleware`` sets when it injects its tool (``injectA2UITool``).
+A2UI_INJECT_FLAG: Final = "injectA2UITool"
+
+
+def a2ui_client_applies(run_input: RunAgentInput, tool_name: str = A2UI_TOOL) -> bool:
+    """Whether a client-side A2UI middleware already applies A2UI to this run: ``@ag-ui/a2ui-middleware``
+    with ``injectA2UITool`` puts its ``render_a2ui`` tool into ``RunAgentInput.tools`` (and sets
+    ``forwardedProps.injectA2UITool``) before the run reaches the agent, then turns the calls into
+    surfaces itself. Either sign says so. A loop that sees it must not apply A2UI a second time (the two
+    would write surfaces under the same message ids)."""
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    flag = props.get(A2UI_INJECT_FLAG)
+    return bool(flag) or any(tool.name == tool_name for tool in run_input.tools)
+
+
 def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICatalog | None:
     """A loop's ``a2ui=`` argument: a catalog, ``True`` (the basic catalog) or ``None``/``False``
     (no A2UI). Raises :class:`UsageError` naming ``where`` for anything else."""

@@ -16,7 +16,8 @@ route of the one-agent gateway works under its prefix::
     POST <path>/<id>/data/query, GET <path>/<id>/readyz, /healthz, /metrics, /static/..., /inspect
 
 and the app itself answers ``GET <path>/healthz`` and ``GET <path>/readyz`` (ready when every
-agent is; ``agents``: each one's document).
+agent is; ``agents``: each one's document), and CopilotKit's runtime routes for every agent by id
+(``GET <path>/info``, ``POST <path>/agent/<id>/run|connect|stop/<threadId>``: runtime_routes.py).
 
 Access: ``auth_token`` applies to every agent; an agent given ``principals`` (a
 :class:`ServedAgent`) answers only the tokens of those principals (``auth_token`` must then
@@ -42,6 +43,7 @@ from agui_engine.protocol.agent import Agent, AgentFunction
 from agui_engine.protocol.errors import UsageError
 
 from .runs import RunRegistry
+from .runtime_routes import RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 
 __all__ = [
     "AGENT_ID_PATTERN",
@@ -130,6 +132,7 @@ def create_agents_app(
     base = path.rstrip("/")
     parent = web.Application()
     registries: dict[str, RunRegistry] = {}
+    runtime: dict[str, RuntimeAgentRoutes] = {}
     seen: dict[str, str] = {}
     for agent_id, value in agents.items():
         served = _served(agent_id, value)
@@ -147,6 +150,7 @@ def create_agents_app(
             tokens = AllowedTokens(auth_token, served.principals)
         sub = create_app(served.agent, path="", auth_token=tokens, **keywords)
         registries[agent_id] = sub[REGISTRY_KEY]
+        runtime[agent_id] = sub[RUNTIME_ROUTES_KEY]._replace(description=served.description)
         parent.add_subapp(prefix, sub)
     parent[AGENT_REGISTRIES_KEY] = registries
 
@@ -164,4 +168,5 @@ def create_agents_app(
 
     parent.router.add_get(base + "/healthz", healthz)
     parent.router.add_get(base + "/readyz", readyz)
+    add_runtime_routes(parent, path, runtime)  # CopilotKit's /info, /agent/<id>/run, connect, stop
     return parent

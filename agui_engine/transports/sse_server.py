@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -87,6 +88,7 @@ from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_h
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
 from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
+from .history import UnknownThreadError
 from .http_headers import (
     HISTORY_TRIMMED_HEADER,
     NOT_RESUMABLE_VALUES,
@@ -103,6 +105,7 @@ from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
 from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
@@ -389,6 +392,53 @@ class _Gateway:
             return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first, started=not last_event_id,
                                   translate=wire_translator(wire_for(self.wire, input.protocol_version)))
+
+    # -- CopilotKit's runtime routes (transports/runtime_routes.py) --------------------
+
+    async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
+        """``POST .../agent/<id>/connect``: the thread's kept history (its body: a RunAgentInput
+        naming ``threadId``), compacted, as one SSE stream in the caller's wire; no event when
+        there is none the caller may read (the thread is then new to the page)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            input = decode_run_input(await self._read_body(request), max_bytes=self.max_body_bytes)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        try:
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=_caller(request, principal))
+            body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+        except UnknownThreadError:
+            body = b""
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=body, headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
+
+    async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
+        """``POST .../agent/<id>/stop/<threadId>`` with ``{runId}``: cancel that run of the thread
+        (as ``DELETE <path>/runs/<runId>``: the caller must be its principal or hold its key).
+        Answers ``{"stopped": bool}``: false when there was nothing of the caller's to stop."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            raw = await self._read_body(request, what="the stop request")
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        try:
+            asked = msgspec.json.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError:
+            asked = {}
+        run_id = asked.get("runId") if isinstance(asked, dict) else None
+        stopped = False
+        if isinstance(run_id, str):
+            caller = _caller(request, principal)
+            try:
+                run = self.registry.check_owner(await self.registry.find(run_id), caller)
+                if run.thread_id in ("", thread_id):  # "": a run another node started
+                    await self.registry.cancel(run_id, caller=caller)
+                    stopped = True
+            except AguiEngineError:
+                stopped = False
+        return web.json_response({"stopped": stopped}, headers={"Cache-Control": "no-store"})
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -846,6 +896,12 @@ def create_app(
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
+    routes = RuntimeAgentRoutes(
+        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
+        capabilities=functools.partial(served_capabilities, registry.agent, gw.transport),
+    )
+    app[RUNTIME_ROUTES_KEY] = routes
+    add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
