@@ -50,6 +50,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports import SSEAgent, run_agent, start_sse_server
+from tests.helpers import free_port
 
 from ..agui_engine.run_checks import check_run
 
@@ -59,18 +60,13 @@ SECRET_HEADER = "Bearer sekret-header-7c1e"
 SECRET_ENV = "sekret-env-93ab"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class _Served:
     """One MCP server subprocess on loopback (streamable HTTP at /mcp or SSE at /sse)."""
 
     def __init__(self, transport: str, *extra: str, port: int | None = None) -> None:
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.proc = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, transport, str(self.port), *extra],
                                      cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}/" + ("mcp" if transport == "http" else "sse")
@@ -323,7 +319,7 @@ async def test_name_collisions_are_namespaced_by_server_id() -> None:
 
 async def test_an_unreachable_server_makes_its_tools_absent_not_a_failed_run(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="agui_engine.adapters.mcp")
-    server = MCPServer(url=f"http://127.0.0.1:{_free_port()}/mcp", server_id="gone")
+    server = MCPServer(url=f"http://127.0.0.1:{free_port()}/mcp", server_id="gone")
     agent = LLMAgent(_calling(ScriptedCall("add", {"a": 1, "b": 2})), mcp_servers=[server])
     events = await _run(agent)
     _finished(events)
@@ -505,7 +501,7 @@ async def test_credentials_reach_the_server_but_no_event_or_log_line(
     caplog.set_level(logging.DEBUG)
     remote = MCPServer(url=http_server.url, headers={"Authorization": SECRET_HEADER}, server_id="remote")
     local = _stdio(env={"MCP_TEST_TOKEN": SECRET_ENV})
-    gone = MCPServer(url=f"http://127.0.0.1:{_free_port()}/mcp", headers={"X-Key": SECRET_HEADER},
+    gone = MCPServer(url=f"http://127.0.0.1:{free_port()}/mcp", headers={"X-Key": SECRET_HEADER},
                      server_id="gone")
     model = _calling(ScriptedCall("remote__header_seen"), ScriptedCall("local__env_has", {"name": "MCP_TEST_TOKEN"}))
     agent = LLMAgent(model, mcp_servers=[remote, local, gone])
