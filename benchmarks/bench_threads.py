@@ -52,7 +52,8 @@ from agui_engine.transports.history import (
     decode_records,
 )
 from agui_engine.transports.open_threads import open_thread_store
-from agui_engine.transports.runs import RegistryOptions, RunRegistry
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.runs import RunRegistry
 from agui_engine.transports.thread_store import StoreBudget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

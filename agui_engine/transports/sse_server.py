@@ -34,7 +34,7 @@ text/event-stream`` (or ``application/x-ndjson``, or the binary
 one event per frame, each SSE frame carrying ``id: <runId>:<seq>`` (a binary frame
 has no id: its position is the request's cursor plus its index, spec/framing.md).
 
-The stream handler is a loop over a :class:`~transports.runs.Subscription`:
+The stream handler is a loop over a :class:`~transports.subscription.Subscription`:
 every event that is ready is framed and the whole batch goes out in **one**
 write; when nothing arrives for ``keepalive_seconds`` a comment line (``:
 keep-alive``; a blank line in NDJSON) is written instead. A client that goes
@@ -79,6 +79,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
+from .admission import Caller
 from .agents_app import ServedAgent, create_agents_app
 from .bearer_auth import check_bearer
 from .capabilities import served_capabilities, sse_transport
@@ -86,7 +87,6 @@ from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
-from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
 from .history import UnknownThreadError
 from .http_headers import (
@@ -104,11 +104,13 @@ from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
-from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
 from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
 from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
@@ -375,12 +377,9 @@ class _Gateway:
             declared = request.headers.get(RESUMABLE_HEADER)
             resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
             if last_event_id:
-                _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.check_owner(await self.registry.find(input.run_id), _caller(request, principal))
-                sub = self.registry.subscribe(run, cursor, resumable=resumable)
-                first = await self._check(sub)
-                if self.metrics is not None:
-                    self.metrics.note_resume("sse")
+                sub, first = await self.registry.resume(
+                    input.run_id, last_event_id, _caller(request, principal), resumable=resumable, via="sse"
+                )
             else:
                 with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
                     run = await self.registry.start(
@@ -537,17 +536,12 @@ class _Gateway:
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             fmt = negotiate(request.headers.get("Accept"))
-            cursor = 0
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
-            if last_event_id:
-                _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.check_owner(await self.registry.find(run_id), _caller(request, principal))
             # GET is the EventSource-style endpoint: an EventSource reconnects by
             # itself (and cannot send a header to say so), so it is resumable.
-            sub = self.registry.subscribe(run, cursor, resumable=True)
-            first = await self._check(sub)
-            if last_event_id and self.metrics is not None:
-                self.metrics.note_resume("sse")
+            sub, first = await self.registry.resume(
+                run_id, last_event_id or None, _caller(request, principal), resumable=True, via="sse"
+            )
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         if first is not None and first.finished and not first.payloads:
@@ -631,15 +625,6 @@ class _Gateway:
         return web.Response(
             body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
         )
-
-    async def _check(self, sub: Subscription) -> LogSlice | None:
-        # Validate a resume cursor before the 200 goes out, so that an expired
-        # cursor is a 410 answer and not a broken stream.
-        try:
-            return await sub.next(timeout=0.0)
-        except BaseException:
-            sub.close()
-            raise
 
     async def _stream(
         self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
@@ -793,7 +778,7 @@ def create_app(
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
     ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
-    :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
+    :class:`~transports.registry_options.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
     to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
@@ -833,7 +818,7 @@ def create_app(
     """
     if isinstance(agent, Mapping):
         return create_agents_app(
-            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
             metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
