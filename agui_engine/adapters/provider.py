@@ -55,6 +55,7 @@ from typing import Any, ClassVar
 
 import httpx
 import msgspec
+from httpx_aiohttp import AiohttpTransport
 
 from agui_engine.adapters.redaction import redact
 from agui_engine.llm import (
@@ -877,8 +878,10 @@ class StreamingLLMClient(abc.ABC):
             return self._given_client
         loop = asyncio.get_running_loop()
         if self._own_client is None or self._own_loop is not loop:
-            # An AsyncClient's pooled connections belong to one event loop.
-            self._own_client = httpx.AsyncClient(timeout=self._timeout)
+            # An AsyncClient's pooled connections belong to one event loop. httpx's interface on
+            # aiohttp's connection and C parser: a provider streams each token as a chunk, which
+            # httpx's own transport (h11) parses in pure Python (spec/benchmarks.md)
+            self._own_client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=self._timeout)
             self._own_loop = loop
         return self._own_client
 

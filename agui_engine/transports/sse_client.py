@@ -27,6 +27,7 @@ from urllib.parse import quote
 
 import httpx
 import msgspec
+from httpx_aiohttp import AiohttpTransport
 
 from agui_engine.genui.resources import ResourceTimeoutError
 from agui_engine.loops.observe import trace_headers
@@ -89,6 +90,15 @@ def _ssl_context() -> ssl.SSLContext:
     bundle) costs ~150 ms, which every new client would otherwise pay -- per run and per
     query -- blocking the event loop meanwhile."""
     return httpx.create_ssl_context()
+
+
+def _stream_client(timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """The client a run's event stream is read with when the caller gave none: httpx's interface
+    on aiohttp's connection and C parser (``httpx_aiohttp``). httpx's own transport parses every
+    chunk of a streamed answer in pure Python (h11), and an AG-UI server writes each event as a
+    chunk: a proxy hop spent about a quarter of its CPU there (spec/benchmarks.md). One-shot
+    requests (queries, capabilities, history, cancel) keep httpx's transport: cheaper to create."""
+    return httpx.AsyncClient(transport=AiohttpTransport(verify=_ssl_context()), timeout=timeout)
 
 
 class _QueryAnswerDoc(msgspec.Struct):
@@ -353,8 +363,7 @@ class SSEAgent(RemoteClientBase):
 
     async def _open(self) -> _SSESession:
         return _SSESession(
-            self._client
-            or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context())
+            self._client or _stream_client(httpx.Timeout(None, connect=self.connect_timeout))
         )
 
     async def _close(self, session: _SSESession) -> None:
