@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.hypothesis_profiles import load_profile
+
 DATA = Path(__file__).parent / "data"
+#: the Hypothesis profile of this run (``ci`` when CI=true, else ``dev``: tests/hypothesis_profiles.py)
+HYPOTHESIS_PROFILE = load_profile()
 
 
 @pytest.fixture
@@ -19,3 +23,7 @@ def _own_data_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE} (tests/hypothesis_profiles.py)"

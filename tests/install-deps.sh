@@ -39,6 +39,13 @@ if [ ! -d js/v0/node_modules/@ag-ui/client ] || [ js/v0/package-lock.json -nt js
   (cd js/v0 && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# CopilotKit's own runtime client (@copilotkit/core 1.74, what @copilotkit/react-core runs in the page),
+# pointed at the gateway's CopilotKit runtime routes (spec/runtime-routes.md)
+if [ ! -d js/copilotkit/node_modules/@copilotkit/core ] || [ js/copilotkit/package-lock.json -nt js/copilotkit/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (tests/js/copilotkit)"
+  (cd js/copilotkit && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
 # committed bundle from their lock file and compares
 if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then

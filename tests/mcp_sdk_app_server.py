@@ -9,7 +9,7 @@ Tools: ``show_sdk_probe(count: int, note: str)`` -- has the app (:data:`SDK_APP_
 
 The app (the SDK's ``App`` over its default ``PostMessageTransport`` to ``window.parent``) keeps what
 the host told it in ``window.probe`` ({partials, input, result, cancelled, contexts, teardowns,
-host}) and offers ``window.call(method, params)``: one SDK call, resolved to ``{result}`` or
+host, order: the tool notifications' names in arrival order}) and offers ``window.call(method, params)``: one SDK call, resolved to ``{result}`` or
 ``{error, code}``, so a test drives each request and what the user does in between.
 """
 
@@ -31,14 +31,15 @@ SDK_BUNDLE = SDK_DIR / "node_modules" / "@modelcontextprotocol" / "ext-apps" / "
 
 PROBE_JS = """
 const { App } = window.ExtApps;
-const probe = { partials: [], input: null, result: null, cancelled: null, contexts: [], teardowns: 0, host: null };
+const probe = { partials: [], input: null, result: null, cancelled: null, contexts: [], teardowns: 0, host: null,
+                order: [] };
 window.probe = probe;
 const app = new App({ name: "sdk-probe", version: "1.0.0" }, { availableDisplayModes: ["inline", "fullscreen"] },
                     { autoResize: false });
-app.ontoolinputpartial = (p) => { probe.partials.push(p.arguments); };
-app.ontoolinput = (p) => { probe.input = p.arguments; };
-app.ontoolresult = (r) => { probe.result = r; };
-app.ontoolcancelled = (p) => { probe.cancelled = p; };
+app.ontoolinputpartial = (p) => { probe.partials.push(p.arguments); probe.order.push("tool-input-partial"); };
+app.ontoolinput = (p) => { probe.input = p.arguments; probe.order.push("tool-input"); };
+app.ontoolresult = (r) => { probe.result = r; probe.order.push("tool-result"); };
+app.ontoolcancelled = (p) => { probe.cancelled = p; probe.order.push("tool-cancelled"); };
 app.onhostcontextchanged = (c) => { probe.contexts.push(c); };
 app.onteardown = async () => { probe.teardowns += 1; return {}; };
 window.call = async (method, params) => {

@@ -128,6 +128,7 @@ from agui_engine.protocol.events import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    TextMessageStartEvent,
     ToolCallResultEvent,
 )
 from agui_engine.protocol.ids import Ids, new_id
@@ -409,6 +410,8 @@ class CrewEventTranslator:
         #: what is open (text and reasoning on lanes of their own: both may be open while the
         #: model streams) and the ids: ``{runId}-{kind}-{n}``
         self._writer = EventWriter(Ids.sequential(run_id))
+        #: the text of the last assistant message streamed (the closing output is compared with it)
+        self._last_message: list[str] = []
         self._steps: list[str] = []
         #: calls the model is streaming: by index (CrewAI's chunks) or by id (ag-ui-crewai's)
         self._streamed: dict[int | str, _StreamedCall] = {}
@@ -522,6 +525,9 @@ class CrewEventTranslator:
             return []
         out: list[Event] = []
         self._writer.text(chunk, out, lane=_TEXT_LANE)
+        if any(isinstance(e, TextMessageStartEvent) for e in out):
+            self._last_message.clear()
+        self._last_message.append(chunk)
         self.text_seen = True
         return out
 
@@ -693,7 +699,8 @@ class CrewEventTranslator:
         text = getattr(output, "raw", output)
         if text is not None and not isinstance(text, str):
             text = json.dumps(_jsonable(text), ensure_ascii=False)
-        if text:
+        if text and text.strip() != "".join(self._last_message).strip():
+            # (the output the last message already streamed word for word is not said twice)
             self._writer.text(text, out, lane=_TEXT_LANE)  # the lanes were closed: a new message
             self._writer.close_lane(out, _TEXT_LANE)
         return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]

@@ -23,12 +23,13 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TextIO
 
 __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
+    "after_interrupt",
     "debug_enabled",
     "main",
     "quiet_broken_pipe",
@@ -46,6 +47,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": (
         "agui_engine.cli.validate",
         "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
+    ),
+    "threads": (
+        "agui_engine.cli.threads",
+        "List, export (JSON lines) or prune the threads serve keeps in its durable store (SQLite, PostgreSQL).",
     ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
     "loadtest": (
@@ -117,6 +122,16 @@ class CommandParser(argparse.ArgumentParser):
 def usage_line(command: str | None, message: str) -> str:
     """The one line a mistake prints: ``agui-engine <command>: <message>``."""
     return f"agui-engine{' ' + command if command else ''}: {message}"
+
+
+def after_interrupt(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` (what a command says once Ctrl-C stopped it) on its own line of ``stream``
+    (stderr): on a terminal it starts on a new line, since the terminal has just echoed ``^C``
+    where the cursor was, often in the middle of a half-printed line."""
+    out = sys.stderr if stream is None else stream
+    fresh = "\n" if out.isatty() else ""
+    out.write(f"{fresh}{line}\n")
+    out.flush()
 
 
 def debug_enabled(argv: Sequence[str] = ()) -> bool:

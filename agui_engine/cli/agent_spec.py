@@ -19,7 +19,7 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   ``ws://`` / ``wss://`` -- over WebSocket;
 * ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess (these three are the
   bare client agents; a server serves them inside the agent loop:
-  ``transports.remote_agents.serving_agent``);
+  ``transports.agent_host.serving_agent``);
 * ``py:<module>:<name>`` -- an Agent object, or a zero-argument factory of one,
   importable from Python (your own agent without writing a server);
 * ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument
@@ -145,7 +145,7 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
 # --------------------------------------------------------------------------- built-in loaders
 
 
-def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool = False) -> Agent:
+def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool | str | None = False) -> Agent:
     """The demo agent: the decision loop over the embedded model with the demo's
     components and its ``get_weather`` tool (and ``render_ui`` when ``ui_spec``,
     ``render_a2ui`` with the A2UI basic catalog when ``a2ui``)."""

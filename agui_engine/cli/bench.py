@@ -467,6 +467,10 @@ def run(args: argparse.Namespace) -> int:
                               "mb_per_s": round(m.mb_per_s, 3), "patch_bytes_per_byte": round(m.patch_ratio, 3)}))
         return 0
     print(format_table(results, args.documents, [c.name for c in contenders]))
+    skipped = missing_contenders(args.contenders)
+    if skipped:  # under the table too: the stderr lines scroll away above the progress bar
+        print(f"({len(skipped)} contender(s) not run, their packages not installed: "
+              f"{', '.join(c.name for c, _ in skipped)}; pip install 'agui-engine[bench]' to race them all)")
     long_string = None
     if "markdown-50KB" in args.documents:
         print()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_a2ui_argument", "add_ui_spec_argument", "seconds"]
+__all__ = ["a2ui_choice", "add_a2ui_argument", "add_ui_spec_argument", "seconds"]
 
 
 def seconds(text: str) -> float:
@@ -28,7 +28,15 @@ def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
-    """``--a2ui`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
+    """``--a2ui`` and ``--a2ui-version`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
     parser.add_argument("--a2ui", action="store_true",
-                        help="also offer the render_a2ui tool (A2UI v0.9, the basic catalog) to the embedded agent; "
+                        help="also offer the render_a2ui tool (A2UI, the basic catalog) to the embedded agent; "
                              "try \"book a table for two\"; default off")
+    parser.add_argument("--a2ui-version", choices=("0.9", "1.0"), default="0.9",
+                        help="with --a2ui: the A2UI version surfaces use unless the client declares another "
+                             "(forwardedProps.a2uiClientCapabilities or its catalog: spec/a2ui.md); default 0.9")
+
+
+def a2ui_choice(args: argparse.Namespace) -> str | None:
+    """What ``--a2ui`` / ``--a2ui-version`` ask for: ``None`` (no A2UI) or the version (``"v1.0"``)."""
+    return f"v{args.a2ui_version}" if getattr(args, "a2ui", False) else None

@@ -26,7 +26,8 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
+from urllib.parse import urlsplit
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
@@ -34,20 +35,21 @@ from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.history import ThreadStore
-from agui_engine.transports.runs import (
+from agui_engine.transports.registry_options import (
     DEFAULT_GRACE_SECONDS,
-    DEFAULT_KEEPALIVE_SECONDS,
     DEFAULT_MAX_BUFFERED_BYTES,
     DEFAULT_MAX_RUNS,
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.subscription import DEFAULT_KEEPALIVE_SECONDS
 from agui_engine.transports.thread_store import default_sqlite_path
 
+from . import after_interrupt
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
-from .options import add_a2ui_argument, add_ui_spec_argument, seconds
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
 
 if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
@@ -231,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         if configs is not None:
             agent, servers = _config_agents(configs, pace, secrets)
         else:
-            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args)) if args.ui_spec or args.a2ui
                    else agent_from_spec(args.agent, pace_seconds=pace))
             servers = mcp_servers(args.mcp, args.mcp_header_env)
             _mcp_secrets(servers, secrets)
@@ -328,9 +330,35 @@ async def _serve_mcp(
     """Serve with the MCP servers connected first and closed last (stdio processes reaped)."""
     try:
         await open_mcp(servers)
+        await warn_if_unreachable(args.agent)
         return await _serve(agent, args, token, reload, stdout)
     finally:
         await close_mcp()
+
+
+#: Seconds ``serve`` gives a remote agent's address (``--agent http://...``) to accept a TCP
+#: connection at start-up, for its warning that the agent is not reachable yet. A check, not a
+#: bound on anything: the server starts either way (the agent may come up later).
+STARTUP_PROBE_SECONDS: Final = 3.0
+
+
+async def warn_if_unreachable(spec: str) -> None:
+    """For a remote agent (``http(s)://`` / ``ws(s)://``): one line on stderr when its address does
+    not accept a connection now -- every run would end with ``RUN_ERROR`` until it does."""
+    parts = urlsplit(spec.strip())
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    try:
+        async with asyncio.timeout(STARTUP_PROBE_SECONDS):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+        writer.close()
+    except (OSError, TimeoutError) as exc:
+        why = (f"no answer within {STARTUP_PROBE_SECONDS:g} s" if isinstance(exc, TimeoutError)
+               else os.strerror(exc.errno) if exc.errno else type(exc).__name__)
+        where = f"{parts.scheme}://{parts.hostname}:{port}{parts.path}"  # no user info, no query: no secret
+        print(f"warning: the agent at {where} cannot be reached now ({why}): serving anyway; "
+              "its runs end with RUN_ERROR until it is up", file=sys.stderr, flush=True)
 
 
 async def _serve(
@@ -370,7 +398,7 @@ async def _open_store(args: argparse.Namespace) -> Any:
     Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
     if args.no_history or args.store.strip().lower() == "memory" or args.config is not None:
         return None  # --config: each agent's threads in memory (_configs refuses a --store)
-    from agui_engine.transports.thread_store import open_thread_store
+    from agui_engine.transports.open_threads import open_thread_store
 
     return await open_thread_store(args.store)
 
@@ -474,6 +502,8 @@ async def _serve_with(
         active = sum(r.active for r in registries)
         print(f"draining ({active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
         await asyncio.gather(*(r.drain(args.drain) for r in registries))
-    print("shutting down", file=sys.stderr, flush=True)
+        print("shutting down", file=sys.stderr, flush=True)
+    else:  # Ctrl-C: after the terminal's ^C
+        after_interrupt("shutting down")
     await server.close()  # type: ignore[attr-defined]
     return 0

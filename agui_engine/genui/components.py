@@ -1159,7 +1159,7 @@ class ServerTool(_ToolSource):
     caller awaits.
     """
 
-    __slots__ = ("_args_type", "_policy", "_struct_param", "_tools", "description", "fn", "name", "parameters")
+    __slots__ = ("_args_type", "_policy", "_struct_param", "_tools", "app", "description", "fn", "name", "parameters")
 
     def __init__(
         self,
@@ -1169,8 +1169,11 @@ class ServerTool(_ToolSource):
         fn: Callable[..., Any],
         args_type: type[msgspec.Struct] | None,
         struct_param: str | None,
+        app: Any = None,
     ) -> None:
         self.name = check_tool_name(name)
+        #: the tool's MCP app (:class:`~agui_engine.genui.mcp_apps.AppTool`) when it has one
+        self.app = app
         self.description = description
         self.parameters = parameters
         self.fn = fn
@@ -1216,19 +1219,21 @@ class ServerTool(_ToolSource):
 
 
 def tool_from_schema(
-    name: str, description: str, parameters: Mapping[str, Any], fn: Callable[[dict[str, Any]], Any]
+    name: str, description: str, parameters: Mapping[str, Any], fn: Callable[[dict[str, Any]], Any],
+    *, app: Any = None,
 ) -> ServerTool:
     """A :class:`ServerTool` offered with the JSON Schema ``parameters`` as it is, whose
     call hands ``fn`` the arguments as one dict (standard parameters taken out, strict-mode
     nulls undone) without checking them against the schema: for a tool whose owner checks
-    them itself (an MCP server's tool). Raises :class:`UsageError` for an invalid name or a
+    them itself (an MCP server's tool; ``app``: its MCP app, an
+    :class:`~agui_engine.genui.mcp_apps.AppTool`). Raises :class:`UsageError` for an invalid name or a
     schema that is not an object schema."""
     check_tool_name(name)
     schema = dict(parameters)
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     check_object_schema(schema, f"tool {name} parameters")
-    return ServerTool(name, description, schema, fn, None, None)
+    return ServerTool(name, description, schema, fn, None, None, app)
 
 
 def tool_from_callable(

@@ -555,7 +555,13 @@ class _Run:
         out: list[Event] = []
         if self.phase == _ENDED:
             return out
-        _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        if isinstance(exc, AguiEngineError):
+            # a typed failure (an upstream unreachable or refusing): its message says what happened,
+            # so one line a run; the traceback (the HTTP library's, three chained parts) only at DEBUG
+            _log.error("the inner agent of run %s failed: %s", self.input.run_id, exc.message)
+            _log.debug("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        else:  # anything else is a bug in the agent: its traceback is what finds it
+            _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
             error = RunErrorEvent.from_error(exc)
         else:

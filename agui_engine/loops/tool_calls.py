@@ -44,6 +44,7 @@ from ..genui.components import (
     unstrict_value,
 )
 from ..genui.interactables import Interactable, UpdateKind, interactable_tools
+from ..genui.mcp_apps import AppTool
 from ..genui.schemas import STANDARD_PARAMETER_PREFIX
 from ..genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool, ui_spec_result
 from ..jsonstream import PatchStream
@@ -128,6 +129,8 @@ class ToolSpec(msgspec.Struct, kw_only=True):
     interactable: Interactable | None = None
     update_kind: UpdateKind | None = None
     ui_spec: UISpecTool | None = None
+    #: the tool's MCP app: its call is announced at its start and its input streamed (spec/mcp.md)
+    app: AppTool | None = None
 
 
 def build_tools(
@@ -159,7 +162,8 @@ def build_tools(
         add(component.tool_name, ToolSpec(llm_tool=component.to_llm_tool(strict), component=component))
     for tool in tools:
         if isinstance(tool, ServerTool):
-            add(tool.name, ToolSpec(llm_tool=tool.to_llm_tool(strict), null_policy=NullPolicy(tool.parameters)))
+            add(tool.name, ToolSpec(llm_tool=tool.to_llm_tool(strict), null_policy=NullPolicy(tool.parameters),
+                                    app=tool.app))
             continue
         parameters = tool.parameters or {"type": "object", "properties": {}}
         llm_tool, _ = build_llm_tool(tool.name, tool.description, parameters, strict=strict and tool.strict)
@@ -518,7 +522,18 @@ class ToolCallRequest:
         )
 
     def _start(self) -> list[Event]:
-        return list(self._stream.start()) if self._stream is not None else []
+        if self._stream is not None:
+            return list(self._stream.start())
+        if self.spec is not None and self.spec.app is not None:  # a tool with an MCP app: shown at once
+            return [self.spec.app.announce(self.id, self.name)]
+        return []
+
+    def _app_input(self, ops: list[dict[str, Any]], events: list[Event]) -> None:
+        """A tool with an MCP app: this fragment's operations for its app (no second parse)."""
+        if self.spec is not None and self.spec.app is not None and ops:
+            event = self.spec.app.input(self.id, ops)
+            if event is not None:
+                events.append(event)
 
     def _feed(self, delta: str) -> tuple[str, list[Event]]:
         """Parse ``delta``: (its text without standard parameters, the CUSTOM events it causes).
@@ -539,6 +554,7 @@ class ToolCallRequest:
                 ops = self._parser.feed(delta)
                 self.status_changed = self._status.observe(ops)
                 events = []
+                self._app_input(ops, events)
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
         self._parts.append(delta)
@@ -582,6 +598,7 @@ class ToolCallRequest:
                 policy = _null_policy(self.spec)
                 self._final = unstrict_value(clean, policy) if policy is not None else clean
                 events = []
+                self._app_input(ops, events)
         except RemoteInputError as exc:
             raise self._wrap(exc) from exc
         self.done = True

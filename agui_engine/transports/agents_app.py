@@ -16,7 +16,8 @@ route of the one-agent gateway works under its prefix::
     POST <path>/<id>/data/query, GET <path>/<id>/readyz, /healthz, /metrics, /static/..., /inspect
 
 and the app itself answers ``GET <path>/healthz`` and ``GET <path>/readyz`` (ready when every
-agent is; ``agents``: each one's document).
+agent is; ``agents``: each one's document), and CopilotKit's runtime routes for every agent by id
+(``GET <path>/info``, ``POST <path>/agent/<id>/run|connect|stop/<threadId>``: runtime_routes.py).
 
 Access: ``auth_token`` applies to every agent; an agent given ``principals`` (a
 :class:`ServedAgent`) answers only the tokens of those principals (``auth_token`` must then
@@ -32,7 +33,7 @@ agent: several agents each keep their runs in memory (UsageError otherwise).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -42,6 +43,7 @@ from agui_engine.protocol.agent import Agent, AgentFunction
 from agui_engine.protocol.errors import UsageError
 
 from .runs import RunRegistry
+from .runtime_routes import RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 
 __all__ = [
     "AGENT_ID_PATTERN",
@@ -109,17 +111,19 @@ def _agent_path(agent_id: str, served: ServedAgent) -> str:
 def create_agents_app(
     agents: Mapping[str, Agent | AgentFunction | ServedAgent],
     *,
+    one_app: Callable[..., web.Application],
+    registry_key: web.AppKey[RunRegistry],
     path: str = "/",
     auth_token: str | Mapping[str, str] | None = None,
     **keywords: Any,
 ) -> web.Application:
     """One application serving every agent of ``agents`` (id -> agent or :class:`ServedAgent`),
     each as the one-agent gateway at its path (see the module docstring). ``keywords`` are
-    :func:`~transports.sse_server.create_app`'s, applied to every agent. Raises UsageError for
+    :func:`~transports.sse_server.create_app`'s, applied to every agent; ``one_app`` is that
+    function (the one-agent gateway, whose app keeps its registry at ``registry_key``), given by
+    its caller so that this module does not import the one that imports it. Raises UsageError for
     no agents, a bad id or path, two agents at one path, ``principals`` without a token ->
     principal mapping, or a keyword that is one agent's (``registry``, ``log``)."""
-    from .sse_server import REGISTRY_KEY, create_app
-
     if not agents:
         raise UsageError("create_app: the mapping of agents is empty; give at least one id -> agent")
     for one_agent in ("registry", "log"):
@@ -130,6 +134,7 @@ def create_agents_app(
     base = path.rstrip("/")
     parent = web.Application()
     registries: dict[str, RunRegistry] = {}
+    runtime: dict[str, RuntimeAgentRoutes] = {}
     seen: dict[str, str] = {}
     for agent_id, value in agents.items():
         served = _served(agent_id, value)
@@ -145,8 +150,9 @@ def create_agents_app(
                     "(auth_token={token: principal}, serve --auth-tokens-file)"
                 )
             tokens = AllowedTokens(auth_token, served.principals)
-        sub = create_app(served.agent, path="", auth_token=tokens, **keywords)
-        registries[agent_id] = sub[REGISTRY_KEY]
+        sub = one_app(served.agent, path="", auth_token=tokens, **keywords)
+        registries[agent_id] = sub[registry_key]
+        runtime[agent_id] = sub[RUNTIME_ROUTES_KEY]._replace(description=served.description)
         parent.add_subapp(prefix, sub)
     parent[AGENT_REGISTRIES_KEY] = registries
 
@@ -164,4 +170,5 @@ def create_agents_app(
 
     parent.router.add_get(base + "/healthz", healthz)
     parent.router.add_get(base + "/readyz", readyz)
+    add_runtime_routes(parent, path, runtime)  # CopilotKit's /info, /agent/<id>/run, connect, stop
     return parent

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 The same tables as the SQLite store (:mod:`transports.sqlite_threads`; times in ms, records
 ``bytea``) and the same retention (:mod:`transports.thread_store`), in one transaction per kept
-run. Several gateway nodes share one database: nothing is cached on a node, so a thread kept
+run: the function ``agui_keep_run`` (migration 2), called in one round trip, so a kept run costs
+the gateway one statement's client CPU whatever the eviction does. Several gateway nodes share one database: nothing is cached on a node, so a thread kept
 by one is listed and read by every other at once. Two nodes keeping runs of one thread at the
 same moment are ordered by the thread's row lock (``SELECT ... FOR UPDATE`` after an upsert),
 so run sequence numbers never collide.
@@ -91,6 +92,88 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE agui_totals (id INTEGER PRIMARY KEY CHECK (id = 1), nbytes BIGINT NOT NULL);
     INSERT INTO agui_totals VALUES (1, 0);
+    """,
+    # 2: keeping a run is one round trip: the transaction of version 1, as two functions
+    """
+    CREATE FUNCTION agui_drop_threads(p_ids TEXT[]) RETURNS INTEGER AS $$
+    DECLARE
+        v_freed BIGINT;
+        v_count INTEGER;
+    BEGIN
+        IF p_ids IS NULL OR cardinality(p_ids) = 0 THEN
+            RETURN 0;
+        END IF;
+        WITH gone AS (DELETE FROM agui_threads WHERE thread_id = ANY(p_ids) RETURNING nbytes)
+            SELECT COALESCE(SUM(nbytes), 0), COUNT(*) INTO v_freed, v_count FROM gone;
+        DELETE FROM agui_runs WHERE thread_id = ANY(p_ids);
+        UPDATE agui_totals SET nbytes = nbytes - v_freed WHERE id = 1;
+        RETURN v_count;
+    END $$ LANGUAGE plpgsql;
+
+    CREATE FUNCTION agui_keep_run(
+        p_thread TEXT, p_run TEXT, p_principal TEXT, p_key TEXT, p_nbytes INTEGER, p_record BYTEA, p_title TEXT,
+        p_now BIGINT, p_horizon BIGINT, p_max_runs INTEGER, p_max_thread_bytes BIGINT, p_max_total BIGINT,
+        p_quota INTEGER
+    ) RETURNS VOID AS $$
+    DECLARE
+        v_new INTEGER;
+        v_seq INTEGER;
+        v_runs INTEGER;
+        v_bytes BIGINT;
+        v_total BIGINT;
+        v_drop INTEGER := 0;
+        v_freed BIGINT := 0;
+        v_last INTEGER := 0;
+        v_count INTEGER;
+        v_ids TEXT[] := ARRAY[]::TEXT[];
+        r RECORD;
+    BEGIN
+        PERFORM agui_drop_threads(ARRAY(SELECT thread_id FROM agui_threads WHERE updated_at <= p_horizon));
+        INSERT INTO agui_threads (thread_id, principal, title, created_at, updated_at, latest_run_id)
+            VALUES (p_thread, p_principal, p_title, p_now, p_now, p_run) ON CONFLICT (thread_id) DO NOTHING;
+        GET DIAGNOSTICS v_new = ROW_COUNT;
+        PERFORM 1 FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
+        SELECT COALESCE(MAX(seq), 0) + 1 INTO v_seq FROM agui_runs WHERE thread_id = p_thread;
+        INSERT INTO agui_runs VALUES (p_thread, v_seq, p_run, p_principal, p_key, p_nbytes, p_record);
+        UPDATE agui_threads SET updated_at = GREATEST(updated_at + 1, p_now), runs = runs + 1,
+            nbytes = nbytes + p_nbytes, latest_run_id = p_run,
+            title = CASE WHEN NOT title_set AND title = '' THEN p_title ELSE title END
+            WHERE thread_id = p_thread RETURNING runs, nbytes INTO v_runs, v_bytes;
+        UPDATE agui_totals SET nbytes = nbytes + p_nbytes WHERE id = 1 RETURNING nbytes INTO v_total;
+        IF v_runs > p_max_runs OR v_bytes > p_max_thread_bytes THEN
+            FOR r IN SELECT seq, nbytes FROM agui_runs WHERE thread_id = p_thread ORDER BY seq LOOP
+                EXIT WHEN v_runs - v_drop <= 1
+                    OR (v_runs - v_drop <= p_max_runs AND v_bytes - v_freed <= p_max_thread_bytes);
+                v_drop := v_drop + 1;
+                v_freed := v_freed + r.nbytes;
+                v_last := r.seq;
+            END LOOP;
+            IF v_drop > 0 THEN
+                DELETE FROM agui_runs WHERE thread_id = p_thread AND seq <= v_last;
+                UPDATE agui_threads SET runs = runs - v_drop, nbytes = nbytes - v_freed, dropped = dropped + v_drop
+                    WHERE thread_id = p_thread;
+                UPDATE agui_totals SET nbytes = nbytes - v_freed WHERE id = 1 RETURNING nbytes INTO v_total;
+            END IF;
+        END IF;
+        IF v_new > 0 THEN  -- only a new thread can take a principal past its quota
+            SELECT COUNT(*) INTO v_count FROM agui_threads WHERE principal = p_principal;
+            IF v_count > p_quota THEN
+                PERFORM agui_drop_threads(ARRAY(
+                    SELECT thread_id FROM agui_threads WHERE principal = p_principal AND thread_id <> p_thread
+                    ORDER BY updated_at, thread_id LIMIT v_count - p_quota));
+                SELECT nbytes INTO v_total FROM agui_totals WHERE id = 1;
+            END IF;
+        END IF;
+        IF v_total > p_max_total THEN
+            FOR r IN SELECT thread_id, nbytes FROM agui_threads WHERE thread_id <> p_thread
+                    ORDER BY updated_at, thread_id LOOP
+                EXIT WHEN v_total <= p_max_total;
+                v_ids := v_ids || r.thread_id;
+                v_total := v_total - r.nbytes;
+            END LOOP;
+            PERFORM agui_drop_threads(v_ids);
+        END IF;
+    END $$ LANGUAGE plpgsql;
     """,
 )
 
@@ -183,76 +266,22 @@ class PostgresThreadStore:
 
     async def _keep(self, conn: Any, thread_id: str, record: bytes, facts: RecordFacts, now_ms: int) -> None:
         b = self.budget
-        async with conn.transaction():
-            await self._expire(conn, now_ms)
-            await conn.execute(
-                "INSERT INTO agui_threads (thread_id, principal, title, created_at, updated_at, latest_run_id) "
-                "VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (thread_id) DO NOTHING",
-                thread_id, facts.principal, facts.title, now_ms, facts.run_id,
-            )
-            await conn.execute("SELECT 1 FROM agui_threads WHERE thread_id = $1 FOR UPDATE", thread_id)
-            seq = await conn.fetchval(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM agui_runs WHERE thread_id = $1", thread_id
-            )
-            await conn.execute(
-                "INSERT INTO agui_runs VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                thread_id, seq, facts.run_id, facts.principal, facts.key_hash, facts.nbytes, record,
-            )
-            runs, nbytes = await conn.fetchrow(
-                "UPDATE agui_threads SET updated_at = GREATEST(updated_at + 1, $1), runs = runs + 1, "
-                "nbytes = nbytes + $2, latest_run_id = $3, "
-                "title = CASE WHEN NOT title_set AND title = '' THEN $4 ELSE title END "
-                "WHERE thread_id = $5 RETURNING runs, nbytes",
-                now_ms, facts.nbytes, facts.run_id, facts.title, thread_id,
-            )
-            await conn.execute("UPDATE agui_totals SET nbytes = nbytes + $1 WHERE id = 1", facts.nbytes)
-            if runs > b.max_runs_per_thread or nbytes > b.max_thread_bytes:
-                await self._evict_runs(conn, thread_id, runs, nbytes)
-            await self._quota(conn, facts.principal, thread_id)
-            await self._total(conn, thread_id)
-
-    async def _evict_runs(self, conn: Any, thread_id: str, runs: int, nbytes: int) -> None:
-        b = self.budget
-        freed = dropped = last = 0
-        for row in await conn.fetch("SELECT seq, nbytes FROM agui_runs WHERE thread_id = $1 ORDER BY seq", thread_id):
-            if runs - dropped <= 1 or (runs - dropped <= b.max_runs_per_thread and nbytes - freed <= b.max_thread_bytes):
-                break
-            dropped += 1
-            freed += row["nbytes"]
-            last = row["seq"]
-        if dropped:
-            await conn.execute("DELETE FROM agui_runs WHERE thread_id = $1 AND seq <= $2", thread_id, last)
-            await conn.execute(
-                "UPDATE agui_threads SET runs = runs - $1, nbytes = nbytes - $2, dropped = dropped + $1 "
-                "WHERE thread_id = $3", dropped, freed, thread_id,
-            )
-            await conn.execute("UPDATE agui_totals SET nbytes = nbytes - $1 WHERE id = 1", freed)
+        await conn.execute(
+            "SELECT agui_keep_run($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            thread_id, facts.run_id, facts.principal, facts.key_hash, facts.nbytes, record, facts.title, now_ms,
+            now_ms - int(b.retention_seconds * 1000), b.max_runs_per_thread, b.max_thread_bytes, b.max_total_bytes,
+            b.max_threads_per_principal,
+        )
 
     async def _drop_threads(self, conn: Any, ids: list[str]) -> None:
-        if not ids:
-            return
-        freed = await conn.fetchval(
-            "WITH gone AS (DELETE FROM agui_threads WHERE thread_id = ANY($1::text[]) RETURNING nbytes) "
-            "SELECT COALESCE(SUM(nbytes), 0) FROM gone", ids,
-        )
-        await conn.execute("DELETE FROM agui_runs WHERE thread_id = ANY($1::text[])", ids)
-        await conn.execute("UPDATE agui_totals SET nbytes = nbytes - $1 WHERE id = 1", int(freed))
+        if ids:
+            await conn.execute("SELECT agui_drop_threads($1::text[])", ids)
 
     async def _expire(self, conn: Any, now_ms: int) -> int:
         horizon = now_ms - int(self.budget.retention_seconds * 1000)
         ids = [r[0] for r in await conn.fetch("SELECT thread_id FROM agui_threads WHERE updated_at <= $1", horizon)]
         await self._drop_threads(conn, ids)
         return len(ids)
-
-    async def _quota(self, conn: Any, principal: str, keep: str) -> None:
-        cap = self.budget.max_threads_per_principal
-        count = await conn.fetchval("SELECT COUNT(*) FROM agui_threads WHERE principal = $1", principal)
-        if count > cap:
-            ids = [r[0] for r in await conn.fetch(
-                "SELECT thread_id FROM agui_threads WHERE principal = $1 AND thread_id != $2 "
-                "ORDER BY updated_at, thread_id LIMIT $3", principal, keep, count - cap,
-            )]
-            await self._drop_threads(conn, ids)
 
     async def _total(self, conn: Any, keep: str | None) -> int:
         deleted = 0

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.threads import ThreadPage, like_pattern, page_of, record_facts
 
+from .eventlog import EventLogUnavailableError
 from .history import HistoryBudget, ThreadRuns
 from .thread_store import StoreBudget, ThreadSchemaError
 
@@ -108,7 +109,13 @@ class SqliteThreadStore:
     # -- the worker thread -------------------------------------------------------------
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        """``fn(*args)`` on the worker thread. A database error (locked past the busy timeout,
+        disk full, a file gone bad) is an EventLogUnavailableError (503), as for a shared log
+        that does not answer: never a 500 with a traceback."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        except sqlite3.Error as exc:
+            raise EventLogUnavailableError(f"thread store sqlite:{self.path}: {type(exc).__name__}: {exc}") from None
 
     def _connect(self) -> None:
         try:
@@ -183,7 +190,8 @@ class SqliteThreadStore:
             runs, nbytes = db.execute("SELECT runs, nbytes FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
             if runs > b.max_runs_per_thread or nbytes > b.max_thread_bytes:
                 self._evict_runs(db, thread_id, runs, nbytes)
-            self._quota(db, facts.principal, thread_id)
+            if row is None:  # only a new thread can take a principal past its quota
+                self._quota(db, facts.principal, thread_id)
             self._total(db, thread_id)
             db.execute("COMMIT")
         except BaseException:
@@ -302,8 +310,9 @@ class SqliteThreadStore:
             sql += " AND principal = ?"
             args.append(principal)
         if after is not None:
-            sql += " AND (updated_at < ? OR (updated_at = ? AND thread_id < ?))"
-            args += [after[0], after[0], after[1]]
+            # a row value: SQLite walks the index from the cursor (an OR of the two would scan)
+            sql += " AND (updated_at, thread_id) < (?, ?)"
+            args += [after[0], after[1]]
         if search is not None:
             sql += " AND title LIKE ? ESCAPE '\\'"
             args.append(like_pattern(search))

@@ -34,7 +34,7 @@ text/event-stream`` (or ``application/x-ndjson``, or the binary
 one event per frame, each SSE frame carrying ``id: <runId>:<seq>`` (a binary frame
 has no id: its position is the request's cursor plus its index, spec/framing.md).
 
-The stream handler is a loop over a :class:`~transports.runs.Subscription`:
+The stream handler is a loop over a :class:`~transports.subscription.Subscription`:
 every event that is ready is framed and the whole batch goes out in **one**
 write; when nothing arrives for ``keepalive_seconds`` a comment line (``:
 keep-alive``; a blank line in NDJSON) is written instead. A client that goes
@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -78,6 +79,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
+from .admission import Caller
 from .agents_app import ServedAgent, create_agents_app
 from .bearer_auth import check_bearer
 from .capabilities import served_capabilities, sse_transport
@@ -85,8 +87,8 @@ from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
-from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
+from .history import UnknownThreadError
 from .http_headers import (
     HISTORY_TRIMMED_HEADER,
     NOT_RESUMABLE_VALUES,
@@ -102,10 +104,13 @@ from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
-from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
+from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
 from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
@@ -372,12 +377,9 @@ class _Gateway:
             declared = request.headers.get(RESUMABLE_HEADER)
             resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
             if last_event_id:
-                _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.check_owner(await self.registry.find(input.run_id), _caller(request, principal))
-                sub = self.registry.subscribe(run, cursor, resumable=resumable)
-                first = await self._check(sub)
-                if self.metrics is not None:
-                    self.metrics.note_resume("sse")
+                sub, first = await self.registry.resume(
+                    input.run_id, last_event_id, _caller(request, principal), resumable=resumable, via="sse"
+                )
             else:
                 with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
                     run = await self.registry.start(
@@ -389,6 +391,53 @@ class _Gateway:
             return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first, started=not last_event_id,
                                   translate=wire_translator(wire_for(self.wire, input.protocol_version)))
+
+    # -- CopilotKit's runtime routes (transports/runtime_routes.py) --------------------
+
+    async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
+        """``POST .../agent/<id>/connect``: the thread's kept history (its body: a RunAgentInput
+        naming ``threadId``), compacted, as one SSE stream in the caller's wire; no event when
+        there is none the caller may read (the thread is then new to the page)."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            input = decode_run_input(await self._read_body(request), max_bytes=self.max_body_bytes)
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        try:
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=_caller(request, principal))
+            body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+        except UnknownThreadError:
+            body = b""
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        return web.Response(body=body, headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
+
+    async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
+        """``POST .../agent/<id>/stop/<threadId>`` with ``{runId}``: cancel that run of the thread
+        (as ``DELETE <path>/runs/<runId>``: the caller must be its principal or hold its key).
+        Answers ``{"stopped": bool}``: false when there was nothing of the caller's to stop."""
+        try:
+            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
+            raw = await self._read_body(request, what="the stop request")
+        except AguiEngineError as exc:
+            return _error_response(exc, self.metrics)
+        try:
+            asked = msgspec.json.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError:
+            asked = {}
+        run_id = asked.get("runId") if isinstance(asked, dict) else None
+        stopped = False
+        if isinstance(run_id, str):
+            caller = _caller(request, principal)
+            try:
+                run = self.registry.check_owner(await self.registry.find(run_id), caller)
+                if run.thread_id in ("", thread_id):  # "": a run another node started
+                    await self.registry.cancel(run_id, caller=caller)
+                    stopped = True
+            except AguiEngineError:
+                stopped = False
+        return web.json_response({"stopped": stopped}, headers={"Cache-Control": "no-store"})
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
@@ -487,17 +536,12 @@ class _Gateway:
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             fmt = negotiate(request.headers.get("Accept"))
-            cursor = 0
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
-            if last_event_id:
-                _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.check_owner(await self.registry.find(run_id), _caller(request, principal))
             # GET is the EventSource-style endpoint: an EventSource reconnects by
             # itself (and cannot send a header to say so), so it is resumable.
-            sub = self.registry.subscribe(run, cursor, resumable=True)
-            first = await self._check(sub)
-            if last_event_id and self.metrics is not None:
-                self.metrics.note_resume("sse")
+            sub, first = await self.registry.resume(
+                run_id, last_event_id or None, _caller(request, principal), resumable=True, via="sse"
+            )
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         if first is not None and first.finished and not first.payloads:
@@ -581,15 +625,6 @@ class _Gateway:
         return web.Response(
             body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
         )
-
-    async def _check(self, sub: Subscription) -> LogSlice | None:
-        # Validate a resume cursor before the 200 goes out, so that an expired
-        # cursor is a 410 answer and not a broken stream.
-        try:
-            return await sub.next(timeout=0.0)
-        except BaseException:
-            sub.close()
-            raise
 
     async def _stream(
         self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
@@ -743,7 +778,7 @@ def create_app(
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
     ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
-    :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
+    :class:`~transports.registry_options.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
     to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
@@ -783,7 +818,7 @@ def create_app(
     """
     if isinstance(agent, Mapping):
         return create_agents_app(
-            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
             metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
@@ -846,6 +881,12 @@ def create_app(
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
+    routes = RuntimeAgentRoutes(
+        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
+        capabilities=functools.partial(served_capabilities, registry.agent, gw.transport),
+    )
+    app[RUNTIME_ROUTES_KEY] = routes
+    add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
 

@@ -13,7 +13,7 @@ keeps its ``RUN_FINISHED`` in its record, and the interrupts open on a branch ar
 its last run (:func:`~agui_engine.protocol.threads.open_interrupts`), so every store -- and
 every node reading the same database -- answers a resume the same way after any restart.
 
-Stores (``open_thread_store(url)``, ``agui-engine serve --store``):
+Stores (:func:`~transports.open_threads.open_thread_store` ``(url)``, ``agui-engine serve --store``):
 
 * ``sqlite:PATH`` (the default of ``serve``: :func:`default_sqlite_path`) --
   :class:`~transports.sqlite_threads.SqliteThreadStore`, the standard library's ``sqlite3``
@@ -56,7 +56,6 @@ __all__ = [
     "StoreBudget",
     "ThreadSchemaError",
     "default_sqlite_path",
-    "open_thread_store",
     "store_label",
 ]
 
@@ -174,31 +173,3 @@ def store_label(url: str) -> str:
         user = creds.partition(":")[0]
         return f"{scheme}://{user}{':***' if ':' in creds else ''}@{host}"
     return url
-
-
-async def open_thread_store(url: str, budget: StoreBudget | None = None) -> DurableThreadStore:
-    """The durable store named by ``url``: ``sqlite:PATH`` (``sqlite:`` alone: the default
-    path) or ``postgresql://...`` / ``postgres://...``; opened, its schema migrated. Raises
-    UsageError (another scheme, a path that cannot be opened, the ``[postgres]`` extra
-    missing), ThreadSchemaError (the database is newer than this code),
-    EventLogUnavailableError (PostgreSQL unreachable)."""
-    scheme = url.partition(":")[0].lower()
-    if scheme == "sqlite":
-        from .sqlite_threads import SqliteThreadStore
-
-        raw = url[len("sqlite:"):]
-        path = Path(raw).expanduser() if raw else default_sqlite_path()
-        return await SqliteThreadStore.open(path, budget)
-    if scheme in ("postgresql", "postgres"):
-        try:
-            import asyncpg  # noqa: F401 - checks the optional dependency
-        except ImportError:
-            raise UsageError(
-                "a PostgreSQL thread store needs asyncpg: pip install 'agui-engine[postgres]'"
-            ) from None
-        from .postgres_threads import PostgresThreadStore
-
-        return await PostgresThreadStore.open(url, budget)
-    raise UsageError(
-        f"thread store {store_label(url)!r}: use 'memory', 'sqlite:PATH' or a postgresql://user@host/db URL"
-    )

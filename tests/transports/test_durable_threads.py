@@ -5,6 +5,7 @@ mid-conversation with its default store, an interrupt raised before a restart re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -19,10 +20,11 @@ import pytest
 from agui_engine.loops.thread import Thread
 from agui_engine.protocol.errors import AguiEngineError
 from agui_engine.protocol.events import ResumeEntry
+from agui_engine.transports.open_threads import open_thread_store
 from agui_engine.transports.runs import RunRegistry
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
-from agui_engine.transports.thread_store import DurableThreadStore, open_thread_store
+from agui_engine.transports.thread_store import DurableThreadStore
 
 from ..agui_engine.cli.test_tokens import serve
 from .interrupt_agent import agent as interrupt_agent
@@ -205,3 +207,26 @@ async def test_kill_9_mid_conversation_then_restart_keeps_every_finished_run(
             assert resp.status_code == 404 and resp.json()["error"]["code"] == "unknown_thread"
         await restored.send("third question")  # the conversation goes on where it was kept
         assert len((await Thread.restore(agent, "chat")).accumulator.runs) == 3
+
+
+async def test_agui_engine_js_lists_renames_and_deletes_threads(tmp_path: Path) -> None:
+    """agui-engine.js under node: listThreads (two pages by cursor), renameThread, deleteThread,
+    and another principal's delete rejected as 404 ``unknown_thread``."""
+    from .stop_measure import node as node_exe
+
+    script = ROOT / "tests" / "js" / "thread_list.mjs"
+    module = ROOT / "agui_engine" / "static" / "agui-engine.js"
+    async with node(f"sqlite:{tmp_path / 't.sqlite3'}") as (url, _):
+        for tid in ("js-a", "js-b"):
+            await Thread(SSEAgent(url, headers=ALICE), thread_id=tid).send(f"hello {tid}")
+        proc = await asyncio.create_subprocess_exec(
+            node_exe(), str(script), str(module), url, "token-alice", "token-bob",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, (out + err).decode()
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    assert report == {
+        "first": ["js-b"], "second": ["js-a"], "last": None, "renamed": "Renamed in JS",
+        "after": [["js-a", "Renamed in JS"]], "bob": [], "foreign": {"status": 404, "code": "unknown_thread"},
+    }

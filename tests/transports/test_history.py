@@ -54,7 +54,7 @@ from agui_engine.transports.history import (
     merge_input,
 )
 from agui_engine.transports.http_headers import HISTORY_TRIMMED_HEADER
-from agui_engine.transports.runs import RegistryOptions
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
 
@@ -472,7 +472,7 @@ async def test_agui_engine_js_restores_the_thread_it_ran(store: StoreFactory) ->
 # --------------------------------------------------------------------- property: restore == live
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=valid_streams(allow_error_end=True))
 def test_a_restored_branch_builds_the_live_thread(stream: list[Any]) -> None:
     """Random runs (agui_streams.valid_streams, the last one maybe cut by a RUN_ERROR with
@@ -507,7 +507,7 @@ def test_a_restored_branch_builds_the_live_thread(stream: list[Any]) -> None:
     assert restored.state == live.state
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     steps=st.lists(st.tuples(st.sampled_from("abcd"), st.integers(1, 120), st.integers(0, 30)), max_size=40),
     runs=st.integers(1, 4), thread_bytes=st.integers(1, 200), total=st.integers(1, 400),

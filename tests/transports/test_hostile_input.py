@@ -252,7 +252,7 @@ def _quote_path(text: str) -> bytes:
     return quote(text.encode("utf-8", "surrogatepass"), safe="").encode()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     method=st.sampled_from([b"POST", b"GET", b"DELETE", b"OPTIONS"]),
     path_run=st.none() | _run_ids,
@@ -311,7 +311,7 @@ def _ws_messages(draw: st.DrawFn) -> str:
     return msgspec.json.encode(doc).decode()  # (lone surrogates cannot be sent: WebSocket text is UTF-8)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(_ws_messages() | _bodies().map(lambda b: b.decode("utf-8", "replace")), min_size=1, max_size=4))
 def test_fuzz_websocket_messages_never_close_with_1011(servers: _Servers, messages: list[str]) -> None:
     with sync_connect(servers.ws.url, open_timeout=10, close_timeout=5) as ws:

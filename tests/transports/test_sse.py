@@ -15,8 +15,8 @@ from agui_engine.protocol.codec import SSEDecoder, decode_event, encode_event
 from agui_engine.protocol.events import RunAgentInput, RunStartedEvent
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.content_negotiation import negotiate
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.retrying_client import RemoteAgentError
-from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import REGISTRY_KEY, create_app, start_sse_server
 
@@ -413,7 +413,7 @@ async def test_closing_the_sse_agent_early_cancels_the_remote_run() -> None:
 
 def test_registry_key_is_exposed() -> None:
     app = create_app(ScriptedAgent())
-    assert app[REGISTRY_KEY].max_runs >= 1
+    assert app[REGISTRY_KEY].options.max_runs >= 1
     json.dumps({})
 
 
@@ -515,11 +515,13 @@ def test_sse_agent_decodes_any_split_of_a_recorded_stream_identically() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    from tests.hypothesis_profiles import at_most
+
     recorded, expected = asyncio.run(_record())
     assert asyncio.run(_through([recorded])) == expected
     assert asyncio.run(_through([recorded[i : i + 1] for i in range(len(recorded))])) == expected
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=at_most(60), deadline=None)  # each example runs a real server
     @given(st.lists(st.integers(0, 10_000), max_size=40))
     def prop(cuts: list[int]) -> None:
         assert asyncio.run(_through(_split(recorded, cuts))) == expected

@@ -9,7 +9,6 @@ import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
@@ -28,12 +27,12 @@ from agui_engine.protocol.events import (
 )
 from agui_engine.protocol.threads import decode_cursor, open_interrupts
 from agui_engine.transports.history import HistoryBudget, MemoryThreadStore, build_record, decode_records
+from agui_engine.transports.open_threads import open_thread_store
 from agui_engine.transports.thread_store import (
     DurableThreadStore,
     StoreBudget,
     ThreadSchemaError,
     default_sqlite_path,
-    open_thread_store,
 )
 
 DAY = 86400.0
@@ -219,7 +218,7 @@ async def test_a_database_newer_than_the_code_is_refused(open_store: Opener) -> 
         conn = await asyncpg.connect(url)
         await conn.execute("INSERT INTO agui_thread_schema VALUES (99)")
         await conn.close()
-    with pytest.raises(ThreadSchemaError, match="schema version 99, newer than this agui-engine's 1"):
+    with pytest.raises(ThreadSchemaError, match=r"schema version 99, newer than this agui-engine's [12]:"):
         await open_store()
 
 
@@ -253,5 +252,63 @@ def test_record_json_stays_what_build_record_wrote() -> None:
     assert msgspec.json.decode(rec)["runId"] == "r"
 
 
-def _unused(*_: Any) -> None:  # keep the imports honest for linters
-    return None
+async def test_a_version_1_postgresql_database_is_migrated_to_version_2(postgres_url: str) -> None:
+    """A database a version-1 node wrote (its tables and a thread) is migrated at open, under the
+    advisory lock, and its threads stay: keeping a run then goes through migration 2's function."""
+    import asyncpg
+
+    from agui_engine.transports.postgres_threads import MIGRATIONS, SCHEMA_VERSION
+
+    conn = await asyncpg.connect(postgres_url)
+    await conn.execute("CREATE TABLE agui_thread_schema (version INTEGER NOT NULL)")
+    await conn.execute(MIGRATIONS[0])
+    await conn.execute("INSERT INTO agui_thread_schema VALUES (1)")
+    await conn.execute(
+        "INSERT INTO agui_threads (thread_id, principal, title, created_at, updated_at, runs, nbytes, latest_run_id) "
+        "VALUES ('old', 'alice', 'from version 1', $1, $1, 1, $2, 'r0')", int(T0 * 1000), len(record("old", "r0")))
+    await conn.execute("INSERT INTO agui_runs VALUES ('old', 1, 'r0', 'alice', 'h-r0', $1, $2)",
+                       len(record("old", "r0")), record("old", "r0"))
+    store = await open_thread_store(postgres_url)
+    try:
+        assert await conn.fetchval("SELECT MAX(version) FROM agui_thread_schema") == SCHEMA_VERSION == 2
+        await store.keep_run("old", record("old", "r1", parent="r0"), T0 + 1)
+        assert [r.run_id for r in decode_records((await store.thread_runs("old", T0 + 1)).records)] == ["r0", "r1"]
+        assert (await store.list_threads("alice", limit=5, now=T0 + 1)).threads[0].title == "from version 1"
+    finally:
+        await store.aclose()
+        await conn.close()
+
+
+def test_serve_refuses_a_newer_store_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agui_engine.cli import main
+
+    path = tmp_path / "threads.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 7")
+    db.close()
+    assert main(["serve", "--port", "0", "--store", f"sqlite:{path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "schema version 7, newer than this agui-engine's 1: upgrade agui-engine" in err[0], err
+
+
+async def test_a_locked_sqlite_file_is_a_503_never_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding the file's write lock past the busy timeout: keeping and reading
+    are EventLogUnavailableError (503, saying why), and work again once it lets go."""
+    from agui_engine.transports import sqlite_threads
+    from agui_engine.transports.eventlog import EventLogUnavailableError
+
+    monkeypatch.setattr(sqlite_threads, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "threads.sqlite3"
+    store = await open_thread_store(f"sqlite:{path}")
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(EventLogUnavailableError, match="locked") as info:
+            await store.keep_run("t", record("t", "r1"), T0)
+        assert info.value.http_status == 503
+        other.execute("ROLLBACK")
+        other.close()
+        await store.keep_run("t", record("t", "r1"), T0)
+        assert len((await store.thread_runs("t", T0)).records) == 1
+    finally:
+        await store.aclose()

@@ -78,6 +78,11 @@ def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
     assert any(re.fullmatch(r"\s+⚙ roll_dice\(sides=20\).*", line) for line in lines), done.stdout
     assert any(re.fullmatch(r"\s+↳ roll_dice → rolled \d+ on a 20-sided die", line) for line in lines), done.stdout
     assert f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)" in lines
+    # the app is announced when the call starts, and its input shown as the model types it
+    opened = lines.index(f"    ▣ app {DICE_APP_URI} opens: its input streams to it as the model types")
+    partial = [line for line in lines[opened:] if line.startswith("    ▣ app input so far: ")]
+    assert partial and partial[-1] == '    ▣ app input so far: {"sides": 20}', done.stdout
+    assert opened < lines.index(f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)")
     assert _server_pids() - before == set()  # the stdio server went with the demo
 
     ndjson = subprocess.run([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
@@ -110,7 +115,7 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         await page.goto(url)
         await page.wait_for_selector(".mcp-app iframe", timeout=DEADLINE_MS)
-        frame = page.frame_locator(".mcp-app iframe")
+        frame = page.frame_locator(".mcp-app iframe").frame_locator("iframe")  # the app inside the sandbox proxy
         detail = frame.locator("#detail")
         await detail.filter(has_text="sided die").wait_for(timeout=DEADLINE_MS)
         assert re.fullmatch(r"rolled \d+ on a 20-sided die", await detail.text_content() or "")

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from agui_engine.transports import start_sse_server
+from tests.helpers import free_port
 
 from ..thread_agents import ApprovalAgent, client_tools_agent
 
@@ -73,19 +74,13 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _http_server_subprocess(tmp_path: Any) -> tuple[asyncio.subprocess.Process, int]:
     """``python -m http.server`` on a free loopback port, once it answers."""
     import httpx
 
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                                 cwd=tmp_path, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.DEVNULL)
@@ -223,3 +218,26 @@ async def test_capabilities_prints_the_endpoints_document_and_starts_no_run() ->
     finally:
         await ws.close()
         await sse.close()
+
+
+def test_debug_shows_the_traceback_of_a_connection_error_and_without_it_one_line() -> None:
+    # issue 30: --debug promised tracebacks, and run's connection errors showed only the line
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_ENGINE_DEBUG"}
+    line = (f"agui-engine run: cannot reach http://127.0.0.1:{port}/ (ConnectError): is an AG-UI server running "
+            f"there? (agui-engine serve --port {port} starts one)")
+    for argv in (["--debug", "run"], ["run", "--debug"]):
+        done = subprocess.run([sys.executable, "-m", "agui_engine", *argv, "--url", f"http://127.0.0.1:{port}/", "hi"],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 2
+        assert "Traceback (most recent call last)" in done.stderr and "httpx.ConnectError" in done.stderr
+        assert done.stderr.splitlines()[-1] == line
+    plain = subprocess.run([sys.executable, "-m", "agui_engine", "run", "--url", f"http://127.0.0.1:{port}/", "hi"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert plain.returncode == 2 and plain.stderr.splitlines() == [line]

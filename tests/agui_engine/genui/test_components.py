@@ -681,7 +681,7 @@ def _check_strict_form(node: Any) -> None:
         _check_strict_form(node["items"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(props=st.dictionaries(_keys, _schemas, max_size=5), data=st.data())
 def test_random_schemas_strict_form_and_idempotence(props: dict[str, Any], data: st.DataObject) -> None:
     required = data.draw(st.lists(st.sampled_from(sorted(props)), unique=True) if props else st.just([]))

@@ -40,6 +40,7 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
+from tests.hypothesis_profiles import at_most
 
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
@@ -325,7 +326,7 @@ trees = st.recursive(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=at_most(80), deadline=None)
 @given(root=st.lists(trees, max_size=3), seed=st.integers(0, 2**16), n=st.integers(1, 12))
 def test_byte_at_a_time_and_random_splits_give_identical_trees(root: list[Any], seed: int, n: int) -> None:
     spec = {"root": [_order(n, random.Random(seed)) for n in root]}  # members in any order

@@ -701,7 +701,7 @@ def _normalised(events: list[Any]) -> list[tuple[str, Any]]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=CARD_DOCS, cuts=st.lists(st.integers(0, 300), max_size=12), spaced=st.booleans())
 def test_any_split_gives_the_component_events_the_decision_loop_gives(doc: dict[str, Any], cuts: list[int],
                                                                         spaced: bool) -> None:

@@ -59,19 +59,12 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports import ThreadedToolRunner
+from tests.helpers import collect, run_input
+from tests.hypothesis_profiles import at_most
 
 from ...waiting import eventually
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
-
-
-def run_input(text_: str = "hello", *, tools: list[Tool] | None = None, **kw: Any) -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content=text_)],
-                         tools=tools or [], **kw)
-
-
-async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
-    return [e async for e in agent.run(input_)]
 
 
 def demo_agent(**kw: Any) -> LLMAgent:
@@ -684,7 +677,7 @@ def scripted_steps(draw: st.DrawFn) -> tuple[list[list[Any]], list[dict[str, Any
     return steps, shown
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=scripted_steps())
 async def test_any_scripted_run_verifies_and_components_match(script: tuple[list[list[Any]], list[dict[str, Any]]]) -> None:
     steps, shown = script
@@ -711,7 +704,7 @@ _JSON = st.recursive(_JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=3),
                                                                      max_size=4)), max_leaves=20)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=st.dictionaries(_SCHEMA_KEYS, _JSON, max_size=5), value=_JSON)
 async def test_any_client_schema_is_refused_before_the_run_or_the_run_ends_cleanly(schema: dict[str, Any],
                                                                                     value: Any) -> None:

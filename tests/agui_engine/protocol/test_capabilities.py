@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import types
 import typing
@@ -39,6 +38,7 @@ from agui_engine.protocol.capabilities import (
 )
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import MAX_SAFE_INTEGER, Tool
+from tests.helpers import node_with
 
 NAMES = [name for name in sdk.__all__ if name != "SubAgentInfo"]  # SubAgentInfo: the SDK's 0.x alias
 PAIRS: list[tuple[type, type[BaseModel]]] = [(getattr(caps, name), getattr(sdk, name)) for name in NAMES]
@@ -106,7 +106,7 @@ def test_fields_match_the_sdk_in_order_and_required_ness(ours: type, theirs: typ
     assert ours.__name__ == theirs.__name__
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(documents)
 def test_ours_encoded_validate_with_the_sdk_and_come_back_equal(value: AgentCapabilities) -> None:
     data = encode_capabilities(value)
@@ -116,7 +116,7 @@ def test_ours_encoded_validate_with_the_sdk_and_come_back_equal(value: AgentCapa
     assert decode_capabilities(model.model_dump_json(by_alias=True)) == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(documents)
 def test_sdk_models_built_with_python_names_decode_with_ours_equal(value: AgentCapabilities) -> None:
     # Build the SDK's model from Python (snake_case) names, as an SDK user does, then dump it.
@@ -228,9 +228,7 @@ JS_DIR = Path(__file__).resolve().parents[2] / "js"
 
 def _zod(documents: list[Any]) -> list[dict[str, Any]]:
     """@ag-ui/core 1.0.0's AgentCapabilitiesSchema.safeParse of each document, in one node process."""
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "core").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/core")
     done = subprocess.run([node, "capabilities_schema.mjs"], cwd=JS_DIR, input=json.dumps(documents),
                           capture_output=True, text=True, timeout=120, check=True)
     results: list[dict[str, Any]] = json.loads(done.stdout)

@@ -311,7 +311,7 @@ def _apply(w: EventWriter, op: tuple[Any, ...], out: list[Event], known_calls: l
         w.close_all(out, tools=op[1])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(_OPS, max_size=40))
 def test_any_sequence_of_writer_calls_verifies(ops: list[tuple[Any, ...]]) -> None:
     w = EventWriter(counter_ids())
