@@ -51,6 +51,7 @@ negotiation in :mod:`~transports.content_negotiation`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import logging
@@ -123,6 +124,7 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "MAX_RECONNECTABLE_THREADS",
     "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
@@ -173,6 +175,10 @@ _FORMATS: dict[str, tuple[str, bytes, Any]] = {
 #: agents to stop, then each stream still has to write its RUN_ERROR{shutdown};
 #: well inside the 30 s an orchestrator (Kubernetes) grants before SIGKILL.
 SHUTDOWN_TIMEOUT = 10.0
+
+#: Threads whose latest run a gateway remembers for CopilotKit's connect to follow live (the
+#: oldest is forgotten first): a thread id and a run id each, about 200 bytes an entry.
+MAX_RECONNECTABLE_THREADS = 10_000
 
 
 #: Request bodies are read in pieces of this size so the size limit is enforced
@@ -305,6 +311,9 @@ class _Gateway:
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
         self.metrics = registry.metrics
+        #: The latest run started here of each thread (newest last; at most
+        #: MAX_RECONNECTABLE_THREADS): what CopilotKit's connect reattaches to while it runs.
+        self.thread_runs: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     # -- CORS ----------------------------------------------------------------------------
 
@@ -387,6 +396,10 @@ class _Gateway:
                     )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
+                self.thread_runs[input.thread_id] = input.run_id
+                self.thread_runs.move_to_end(input.thread_id)
+                if len(self.thread_runs) > MAX_RECONNECTABLE_THREADS:
+                    self.thread_runs.popitem(last=False)
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first, started=not last_event_id,
@@ -404,13 +417,26 @@ class _Gateway:
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        caller = _caller(request, principal)
+        kept: set[str] = set()
         try:
-            found, payloads = await self.registry.thread_history(input.thread_id, caller=_caller(request, principal))
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=caller)
             body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+            kept = {r.run_id for r in found.runs}
         except UnknownThreadError:
             body = b""
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
+        # the thread's latest run, while it is not in the history yet (running): followed live
+        latest = self.thread_runs.get(input.thread_id)
+        if latest is not None and latest not in kept:
+            try:
+                run = self.registry.check_owner(await self.registry.find(latest), caller)
+                sub = self.registry.subscribe(run, 0, resumable=True)
+            except AguiEngineError:
+                pass  # not the caller's, or gone: the history is all there is
+            else:
+                return await self._stream(request, sub, "sse", None, translate=translate, prefix=body)
         return web.Response(body=body, headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
 
     async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
@@ -628,7 +654,7 @@ class _Gateway:
 
     async def _stream(
         self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
-        translate: Callable[[bytes], bytes] | None = None,
+        translate: Callable[[bytes], bytes] | None = None, prefix: bytes = b"",
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
@@ -651,6 +677,9 @@ class _Gateway:
 
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
+
+            if prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
+                await write(prefix)
 
             await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
