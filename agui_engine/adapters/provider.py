@@ -55,7 +55,6 @@ from typing import Any, ClassVar
 
 import httpx
 import msgspec
-from httpx_aiohttp import AiohttpTransport
 
 from agui_engine.adapters.redaction import redact
 from agui_engine.llm import (
@@ -881,6 +880,8 @@ class StreamingLLMClient(abc.ABC):
             # An AsyncClient's pooled connections belong to one event loop. httpx's interface on
             # aiohttp's connection and C parser: a provider streams each token as a chunk, which
             # httpx's own transport (h11) parses in pure Python (spec/benchmarks.md)
+            from httpx_aiohttp import AiohttpTransport  # imports aiohttp: only when a stream is read
+
             self._own_client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=self._timeout)
             self._own_loop = loop
         return self._own_client

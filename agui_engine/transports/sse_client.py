@@ -27,7 +27,6 @@ from urllib.parse import quote
 
 import httpx
 import msgspec
-from httpx_aiohttp import AiohttpTransport
 
 from agui_engine.genui.resources import ResourceTimeoutError
 from agui_engine.loops.observe import trace_headers
@@ -98,6 +97,8 @@ def _stream_client(timeout: httpx.Timeout) -> httpx.AsyncClient:
     chunk of a streamed answer in pure Python (h11), and an AG-UI server writes each event as a
     chunk: a proxy hop spent about a quarter of its CPU there (spec/benchmarks.md). One-shot
     requests (queries, capabilities, history, cancel) keep httpx's transport: cheaper to create."""
+    from httpx_aiohttp import AiohttpTransport  # imports aiohttp: only when a run is read
+
     return httpx.AsyncClient(transport=AiohttpTransport(verify=_ssl_context()), timeout=timeout)
 
 
