@@ -36,6 +36,10 @@ from agui_engine.transports.sse_server import start_sse_server
 from ..otel_sdk import counter_total, sdk, spans_of
 from ..waiting import eventually
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 CLIENT_SPAN = 0x00F067AA0BA902B7
 
 

@@ -36,6 +36,10 @@ from agui_engine.transports.sse_server import start_sse_server
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 #: a run of the embedded demo model through the CLI and node: seconds, not minutes
 RUN_TIMEOUT = 120
