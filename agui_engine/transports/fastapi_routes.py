@@ -106,6 +106,10 @@ def add_agui_routes(
         async def authenticated(request: Request, principal: Any = Depends(auth)) -> Response:  # noqa: B008 - FastAPI's idiom
             return _Delegate(subpath(request), principal, True)
 
+        # this module's annotations are strings (PEP 563) and Request is a local name: FastAPI
+        # reads the parameters from these real objects instead
+        anonymous.__annotations__ = {"request": Request, "return": Response}
+        authenticated.__annotations__ = {"request": Request, "principal": Any, "return": Response}
         return anonymous if auth is None else authenticated
 
     for template, methods, param in ROUTES:
