@@ -4,7 +4,7 @@ The agent loop sits between every framework adapter or remote agent and the clie
 is paid on every event of every wrapped run. Target (issue 10): at most 2 µs per event on top of
 the inner agent. The inner agent is a pass-through async generator over pre-built events (no
 JSON, no IO), so what is left is the loop itself: the async generator hop, the repair checks, the
-Verifier, and for tool calls the argument parse (:class:`~agui_engine.loops.decision.ToolCallTransformer`).
+Verifier, and for tool calls the argument parse (:class:`~agui_engine.loops.tool_calls.ToolCallTransformer`).
 
 Workloads (decoded events, as an adapter yields them):
 

@@ -40,7 +40,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from agui_engine.cli.bench import make_documents, split_chunks
+from agui_engine.cli.bench_corpus import make_documents, split_chunks
 from agui_engine.genui.component_stream import (
     COMPONENT_PROPS_DELTA,
     COMPONENT_START,

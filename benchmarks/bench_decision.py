@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import make_documents, split_chunks
+from agui_engine.cli.bench_corpus import make_documents, split_chunks
 from agui_engine.genui.component_stream import ComponentStream
 from agui_engine.genui.components import Component
 from agui_engine.llm import (

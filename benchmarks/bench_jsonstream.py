@@ -1,9 +1,9 @@
 """Incremental JSON -> JSON Patch: PatchStream against re-parsing the prefix, side by side in one run.
 
-Workloads (``agui_engine.cli.bench.make_documents``, seeded): a 200 B weather card, the dashboard
+Workloads (``agui_engine.cli.bench_corpus.make_documents``, seeded): a 200 B weather card, the dashboard
 shape at 1, 4, 5, 16 and 64 KB, a 12.5 and a 50 KB markdown string, a 50 and a 200 KB table,
 nesting 50 and 200 deep; each split into 1-8 character chunks by a seeded generator
-(``agui_engine.cli.bench.split_chunks``), so escapes, numbers and literals are cut anywhere.
+(``agui_engine.cli.bench_corpus.split_chunks``), so escapes, numbers and literals are cut anywhere.
 
 Members of each group (one group per document):
 
@@ -32,15 +32,8 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import (
-    CONTENDERS,
-    QUADRATIC_LIMITS,
-    Contender,
-    available_contenders,
-    make_documents,
-    quadratic_limit,
-    split_chunks,
-)
+from agui_engine.cli.bench import CONTENDERS, QUADRATIC_LIMITS, Contender, available_contenders, quadratic_limit
+from agui_engine.cli.bench_corpus import make_documents, split_chunks
 
 DOCUMENTS = make_documents()
 CHUNKS = {name: split_chunks(text) for name, text in DOCUMENTS.items()}

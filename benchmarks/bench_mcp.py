@@ -36,7 +36,8 @@ import pytest
 
 from agui_engine.adapters.mcp import MCPServer, mcp_connections
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from agui_engine.loops.llm_agent import LLMAgent, tool_outcome
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.loops.tool_runner import tool_outcome
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, run_source_tools
 from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, UserMessage
 

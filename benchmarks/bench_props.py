@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import make_documents, split_chunks
+from agui_engine.cli.bench_corpus import make_documents, split_chunks
 from agui_engine.cli.bench_props import (
     CPU_SIZES,
     TARGET_PROPS_RATIO,

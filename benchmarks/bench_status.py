@@ -6,7 +6,7 @@ not imply (``statusChanges``; spec/components.md, "Status"). ``top-level-map`` i
 with the status code it replaced (kept here as the baseline, verbatim): ``streamingStatus``, the
 status of every top-level prop, repeated whole in every delta -- what Tambo sends, minus its quirks.
 
-Both run over the corpus documents (``agui_engine.cli.bench.make_documents``, the standard
+Both run over the corpus documents (``agui_engine.cli.bench_corpus.make_documents``, the standard
 parameters first) cut into 1-8 character chunks (``split_chunks``), each event encoded as the
 gateway's SSE frame (``encode_sse``):
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import make_documents, split_chunks
+from agui_engine.cli.bench_corpus import make_documents, split_chunks
 from agui_engine.genui.component_stream import COMPONENT_PROPS_DELTA, ComponentStream
 from agui_engine.genui.components import Component
 from agui_engine.protocol.codec import encode_sse

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import split_chunks
+from agui_engine.cli.bench_corpus import split_chunks
 from agui_engine.genui.component_stream import ComponentStream
 from agui_engine.genui.components import Component
 from agui_engine.genui.tree import GenUISpecError, tree_document, validate_spec, validate_tree

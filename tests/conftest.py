@@ -4,9 +4,26 @@ from pathlib import Path
 
 import pytest
 
+from tests.hypothesis_profiles import load_profile
+
 DATA = Path(__file__).parent / "data"
+#: the Hypothesis profile of this run (``ci`` when CI=true, else ``dev``: tests/hypothesis_profiles.py)
+HYPOTHESIS_PROFILE = load_profile()
 
 
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_data_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every ``agui-engine serve`` a test starts (in process or as a subprocess, which inherits
+    the environment) keeps its threads under a temp XDG_DATA_HOME, never in the user's own."""
+    import os
+
+    os.environ["XDG_DATA_HOME"] = str(tmp_path_factory.mktemp("xdg-data"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE} (tests/hypothesis_profiles.py)"

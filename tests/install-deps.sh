@@ -18,6 +18,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# PostgreSQL for the durable thread store (tests/postgres_server.py runs its own server, as
+# the postgres user when root, on a free port in a temp directory; nothing is configured)
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  echo "+ apt-get install postgresql"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+fi
+
 if [ ! -d js/node_modules/@ag-ui/client ] || [ js/package.json -nt js/node_modules/.package-lock.json ]; then
   echo "+ npm install (tests/js)"
   (cd js && npm install --no-audit --no-fund --loglevel=error)
@@ -30,9 +39,23 @@ if [ ! -d js/v0/node_modules/@ag-ui/client ] || [ js/v0/package-lock.json -nt js
   (cd js/v0 && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# CopilotKit's own runtime client (@copilotkit/core 1.74, what @copilotkit/react-core runs in the page),
+# pointed at the gateway's CopilotKit runtime routes (spec/runtime-routes.md)
+if [ ! -d js/copilotkit/node_modules/@copilotkit/core ] || [ js/copilotkit/package-lock.json -nt js/copilotkit/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (tests/js/copilotkit)"
+  (cd js/copilotkit && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
 # committed bundle from their lock file and compares
 if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then
   echo "+ npm ci (scripts/a2ui_lit)"
   (cd ../scripts/a2ui_lit && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# the official MCP Apps SDK (@modelcontextprotocol/ext-apps): the app the hosts (mcp-apps.js,
+# agui-engine.js) are checked with in Chromium, from its own folder's lock file
+if [ ! -d js-ext-apps/node_modules/@modelcontextprotocol/ext-apps ]; then
+  echo "+ npm ci (tests/js-ext-apps)"
+  (cd js-ext-apps && npm ci --no-audit --no-fund --loglevel=error)
 fi

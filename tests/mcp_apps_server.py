@@ -30,8 +30,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, TextContent
+
+from agui_engine.adapters.mcp_sdk import FastServer, new_server
 
 APP_URI = "ui://counter/app.html"
 PLAIN_URI = "ui://counter/plain.html"
@@ -94,9 +95,9 @@ send("ui/initialize", {appInfo: {name: "counter", version: "1"}, appCapabilities
 """
 
 
-def build_server() -> FastMCP:
-    """The FastMCP server."""
-    server = FastMCP("counter", log_level="CRITICAL")
+def build_server() -> FastServer:
+    """The FastMCP (SDK 1.x) or MCPServer (2.x) server."""
+    server = new_server("counter", log_level="CRITICAL")
 
     @server.tool(description="Show a counter app starting at start.",
                  meta={"ui": {"resourceUri": APP_URI}})
@@ -138,7 +139,7 @@ def build_server() -> FastMCP:
     return server
 
 
-def serve(transport: str, server: FastMCP | None = None) -> None:
+def serve(transport: str, server: FastServer | None = None) -> None:
     """Serve ``server`` (default: :func:`build_server`'s) on a free loopback port until stdin closes."""
     import anyio
     import uvicorn

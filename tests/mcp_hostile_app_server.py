@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from mcp.server.fastmcp import FastMCP
-
+from agui_engine.adapters.mcp_sdk import FastServer, new_server
 from tests.mcp_apps_server import APP_MIME, serve
 
 HOSTILE_URI = "ui://hostile/app.html"
@@ -84,9 +83,9 @@ show();
 """
 
 
-def build_server(trap: str) -> FastMCP:
+def build_server(trap: str) -> FastServer:
     """The FastMCP server whose app tries to reach ``trap``."""
-    server = FastMCP("hostile", log_level="CRITICAL")
+    server = new_server("hostile", log_level="CRITICAL")
 
     @server.tool(description="Show the hostile app.", meta={"ui": {"resourceUri": HOSTILE_URI}})
     def show_hostile() -> str:

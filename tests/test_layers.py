@@ -31,7 +31,11 @@ An import is read wherever it is written: a module-level or a lazy (in-function)
 ``import``, a relative one, a literal ``importlib.import_module("...")`` /
 ``__import__("...")``, and any string literal naming a project module
 (``"agui_engine.cli.agent_spec:load_sse"`` in the agent-spec table), so that an
-import by string cannot hide a dependency.
+import by string cannot hide a dependency; a logger's name (``logging.getLogger("agui_engine.transports")``)
+names a channel, not a module, and is not an import.
+
+The modules import one another without a cycle (``test_no_module_imports_itself_through_others``):
+every import counts, type-checking-only, lazy and string ones included.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,6 +140,13 @@ def imports_of(module: str, path: Path | None = None) -> Iterator[tuple[int, str
     default its source file) writes; see the module docstring."""
     path = path or _files()[module]
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    logger_names = {
+        id(node.args[0])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and node.args
+        and (isinstance(node.func, ast.Attribute) and node.func.attr == "getLogger"
+             or isinstance(node.func, ast.Name) and node.func.id == "getLogger")
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -154,7 +167,8 @@ def imports_of(module: str, path: Path | None = None) -> Iterator[tuple[int, str
             )
         ):
             yield node.lineno, node.args[0].value
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and PROJECT_MODULE_STRING.match(node.value):
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in logger_names
+              and PROJECT_MODULE_STRING.match(node.value)):
             named = node.value.partition(":")[0]
             if _existing(named) == named:  # a module's name, not an event name such as "agui_engine.tool_call.status"
                 yield node.lineno, named
@@ -243,6 +257,86 @@ def test_the_rules_catch_lazy_relative_and_string_imports(tmp_path: Path) -> Non
     probe.write_text(sample, encoding="utf-8")
     found = {t for _, t in imports_of("agui_engine.transports.probe", probe)}
     assert {"agui_engine.adapters", "agui_engine.cli.agent_spec", "agui_engine.cli", "agui_engine.adapters.models"} <= found
+
+
+def _imported_modules(module: str) -> set[str]:
+    """The project modules ``module`` imports. ``from agui_engine.adapters import mcp_sdk`` imports
+    the submodule: the package it names on the way is Python's import order, not an edge (a name
+    the package itself exports, ``from agui_engine.adapters import MCPServer``, is one)."""
+    by_line: dict[int, set[str]] = {}
+    for line, target in imports_of(module):
+        found = _existing(target)
+        if found is not None:
+            by_line.setdefault(line, set()).add(found)
+    return {found for names in by_line.values() for found in names
+            if not any(other.startswith(found + ".") for other in names)}
+
+
+def import_cycles() -> list[list[str]]:
+    """The import cycles of the package: each a strongly connected component (more than one
+    module, every import counted; see the module docstring) of the graph module -> the project
+    modules it imports, found by Tarjan's algorithm. Importing a submodule runs its package's
+    ``__init__`` too, but that is Python's import order, not a dependency the module wrote:
+    only the imports written in the source are edges."""
+    graph = {module: sorted(_imported_modules(module) - {module}) for module in _files()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for root in graph:  # iterative Tarjan: the import graph may be deeper than the recursion limit
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(graph[successor])))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+def test_the_cycle_count_sees_lazy_string_and_type_checking_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counter itself: a cycle written with a lazy import, a string or under ``TYPE_CHECKING``
+    is a cycle; a logger's name is not an import."""
+    ring = {
+        "agui_engine.genui.ring_a": "def f():\n    from . import ring_b\n",
+        "agui_engine.genui.ring_b": 'import importlib\nimportlib.import_module("agui_engine.genui.ring_c")\n',
+        "agui_engine.genui.ring_c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .ring_a import f\n",
+        "agui_engine.genui.logs_a": 'import logging\nlogging.getLogger("agui_engine.genui.logs_b")\n',
+        "agui_engine.genui.logs_b": "from . import logs_a\n",
+    }
+    files = dict(_files())
+    for module, source in ring.items():
+        path = tmp_path / f"{module.rpartition('.')[2]}.py"
+        path.write_text(source, encoding="utf-8")
+        files[module] = path
+    monkeypatch.setattr(sys.modules[__name__], "_files", lambda: files)
+    assert ["agui_engine.genui.ring_a", "agui_engine.genui.ring_b", "agui_engine.genui.ring_c"] in import_cycles()
+    assert not [cycle for cycle in import_cycles() if "agui_engine.genui.logs_a" in cycle]
 
 
 def _import_closure(start: str) -> set[str]:

@@ -148,3 +148,12 @@ def test_the_numbers_in_the_prose_are_the_codes() -> None:
     assert f"`MAX_TOOL_ROUNDS` = {MAX_TOOL_ROUNDS} per turn" in prose
     assert f'`RUN_ERROR{{code: "owner_lost"}}` within {OWNER_LOST_BOUND_SECONDS:g} s' in prose
     assert f"concurrency limit full for {QUERY_QUEUE_TIMEOUT_SECONDS:g} s 503" in prose
+
+
+def test_the_command_table_names_the_extra_each_command_needs() -> None:
+    # issue 30: a first day's `demo --mcp` / `bench` without their extras failed or silently ran less
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(agui-engine [^`]+)` \| (.*) \|$", README, re.M)}
+    needs = {"agui-engine demo --mcp": "`[mcp]`", "agui-engine bench": "`[bench]`"}
+    for command, extra in needs.items():
+        assert command in rows, f"no row for {command}"
+        assert f"needs the {extra} extra" in rows[command], rows[command]

@@ -128,9 +128,11 @@ from agui_engine.protocol.events import (
     StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    TextMessageStartEvent,
     ToolCallResultEvent,
 )
 from agui_engine.protocol.ids import Ids, new_id
+from agui_engine.protocol.verify import TOOL
 from agui_engine.protocol.writer import EventWriter
 
 __all__ = [
@@ -346,12 +348,14 @@ def _with_state_now(event: Any) -> Any:
 
 
 class _StreamedCall:
-    __slots__ = ("args", "id", "name", "started")
+    """A tool call the model streams in the open message: its id and name as they come and the
+    arguments so far. Whether it is open is the run's writer's to say (``is_open(TOOL, id)``)."""
+
+    __slots__ = ("args", "id", "name")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.id = call_id
         self.name = name
-        self.started = False
         #: the arguments received so far (sent as TOOL_CALL_ARGS once the call started)
         self.args = ""
 
@@ -406,6 +410,8 @@ class CrewEventTranslator:
         #: what is open (text and reasoning on lanes of their own: both may be open while the
         #: model streams) and the ids: ``{runId}-{kind}-{n}``
         self._writer = EventWriter(Ids.sequential(run_id))
+        #: the text of the last assistant message streamed (the closing output is compared with it)
+        self._last_message: list[str] = []
         self._steps: list[str] = []
         #: calls the model is streaming: by index (CrewAI's chunks) or by id (ag-ui-crewai's)
         self._streamed: dict[int | str, _StreamedCall] = {}
@@ -425,12 +431,18 @@ class CrewEventTranslator:
         out: list[Event] = []
         self._writer.close_all(out, tools=False)  # the text, then the reasoning
         for call in self._streamed.values():
-            if call.started and call.id is not None:
+            if self._is_open(call):
+                assert call.id is not None
                 out.append(self._writer.end_tool(call.id))
                 self._awaiting.setdefault(call.name or "", []).append(call.id)
         self._streamed.clear()
         self._chunk_call = None
         return out
+
+    def _is_open(self, call: _StreamedCall) -> bool:
+        """Whether the writer has ``call`` open (a streamed call is open from its START until its
+        message closes, when its record is dropped)."""
+        return call.id is not None and self._writer.is_open(TOOL, call.id)
 
     def _open_step(self, name: str) -> list[Event]:
         self._steps.append(name)
@@ -513,6 +525,9 @@ class CrewEventTranslator:
             return []
         out: list[Event] = []
         self._writer.text(chunk, out, lane=_TEXT_LANE)
+        if any(isinstance(e, TextMessageStartEvent) for e in out):
+            self._last_message.clear()
+        self._last_message.append(chunk)
         self.text_seen = True
         return out
 
@@ -532,12 +547,13 @@ class CrewEventTranslator:
         new = _new_arguments(call.args, chunk, arguments)
         call.args += new
         out: list[Event] = []
-        if not call.started and call.name:
+        if not self._is_open(call) and call.name:
             start = self._writer.open_tool(call.name, tool_call_id=call.id)  # no id: one is minted
-            call.id, call.started = start.tool_call_id, True
+            call.id = start.tool_call_id
             out.append(start)
             new = call.args  # what arrived before the name, and this chunk's
-        if call.started and call.id is not None and new:
+        if self._is_open(call) and new:
+            assert call.id is not None
             out.append(self._writer.tool_args(call.id, new))
         return out
 
@@ -556,11 +572,10 @@ class CrewEventTranslator:
             call = self._streamed[call_id] = _StreamedCall(call_id, getattr(event, "tool_call_name", None))
         call.name = call.name or getattr(event, "tool_call_name", None)
         out: list[Event] = []
-        if not call.started and call.name:
-            call.started = True
+        if not self._is_open(call) and call.name:
             out.append(self._writer.open_tool(call.name, tool_call_id=call_id))
         delta = getattr(event, "delta", None)
-        if call.started and isinstance(delta, str) and delta:
+        if self._is_open(call) and isinstance(delta, str) and delta:
             out.append(self._writer.tool_args(call_id, delta))
         return out
 
@@ -684,7 +699,8 @@ class CrewEventTranslator:
         text = getattr(output, "raw", output)
         if text is not None and not isinstance(text, str):
             text = json.dumps(_jsonable(text), ensure_ascii=False)
-        if text:
+        if text and text.strip() != "".join(self._last_message).strip():
+            # (the output the last message already streamed word for word is not said twice)
             self._writer.text(text, out, lane=_TEXT_LANE)  # the lanes were closed: a new message
             self._writer.close_lane(out, _TEXT_LANE)
         return out + [RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, outcome=outcome)]

@@ -145,7 +145,7 @@ from agui_engine.protocol.events import (
     VideoPart,
 )
 from agui_engine.protocol.ids import Ids, new_id
-from agui_engine.protocol.verify import REASONING, TEXT
+from agui_engine.protocol.verify import REASONING, TEXT, TOOL
 from agui_engine.protocol.writer import EventWriter
 
 __all__ = [
@@ -505,14 +505,15 @@ _NODE_LANE: Final = ("node messages",)
 
 
 class _Call:
-    __slots__ = ("id", "name", "pending", "started", "ended")
+    """A tool call the model streams: its id and name as they come, and the argument fragments
+    that came before both did. Whether it is open or ended is the run's writer's to say."""
+
+    __slots__ = ("id", "name", "pending")
 
     def __init__(self) -> None:
         self.id: str | None = None
         self.name: str | None = None
         self.pending: list[str] = []  # argument fragments before START could be sent
-        self.started = False
-        self.ended = False
 
 
 class _Message:
@@ -777,17 +778,20 @@ class GraphStreamTranslator:
             call.id = str(call_id)
         if name and call.name is None:
             call.name = str(name)
-        if not call.started:
+        if not self._started(call):
             if isinstance(args, str) and args:
                 call.pending.append(args)
             if call.id is not None and call.name is not None:
                 self._start_call(message, call, out)
-        elif isinstance(args, str) and args and not call.ended and call.id is not None:
+        elif isinstance(args, str) and args and call.id is not None and self._writer.is_open(TOOL, call.id):
             out.append(self._writer.tool_args(call.id, args))
+
+    def _started(self, call: _Call) -> bool:
+        """Whether the writer opened ``call`` (it may have ended since)."""
+        return call.id is not None and (self._writer.is_open(TOOL, call.id) or self._writer.tool_ended(call.id))
 
     def _start_call(self, message: _Message, call: _Call, out: list[Event]) -> None:
         self._writer.close_lane(out, message.id)  # the message's text ends where its calls begin
-        call.started = True
         assert call.id is not None and call.name is not None
         out.append(self._writer.open_tool(call.name, tool_call_id=call.id, parent_message_id=message.id,
                                           lane=message.id))
@@ -808,12 +812,11 @@ class GraphStreamTranslator:
                 del self._by_task[message.task]
         self._writer.close_lane(out, message.id)
         for call in message.calls.values():
-            if not call.started:  # a call whose id or name never came: finish it as well as we can
+            if not self._started(call):  # a call whose id or name never came: finish it as well as we can
                 call.id = call.id or f"call_{self._new_id()}"
                 call.name = call.name or "unknown"
                 self._start_call(message, call, out)
-            if not call.ended and call.id is not None:
-                call.ended = True
+            if call.id is not None and self._writer.is_open(TOOL, call.id):
                 out.append(self._writer.end_tool(call.id))
 
     def _on_tool_result(self, m: Any, out: list[Event]) -> None:

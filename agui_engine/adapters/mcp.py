@@ -53,6 +53,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
+from agui_engine.adapters import mcp_sdk as sdk
 from agui_engine.genui.mcp_apps import AppServer
 from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, result_text
@@ -308,23 +309,20 @@ def _app_log_notification(doc: dict[str, Any]) -> Any:
     server as @ag-ui/mcp-apps-middleware does) as a client notification, or None for anything else.
     The SDK's client schema has no such notification; the session only serializes what it sends, so
     the checked message goes in the schema's union that holds it."""
-    from mcp import types
     from pydantic import ValidationError
 
     if doc.get("method") != "notifications/message":
         return None
     try:
-        message = types.LoggingMessageNotification.model_validate(doc)
+        return sdk.logging_notification(doc)
     except ValidationError:
         return None
-    return types.ServerNotification(message)
 
 
 def _tool_of(tool: Any) -> SourceTool:
     """An SDK ``Tool`` as a :class:`SourceTool` (``_meta`` kept as it came)."""
-    schema = dict(tool.inputSchema or {})
-    return SourceTool(name=tool.name, description=tool.description or "", input_schema=schema,
-                      meta=dict(tool.meta) if tool.meta else None)
+    name, description, schema, meta = sdk.tool_parts(tool)
+    return SourceTool(name=name, description=description, input_schema=schema, meta=meta)
 
 
 class MCPConnection:
@@ -438,21 +436,17 @@ class MCPConnection:
                 # to it any more, so every call in flight fails now rather than at its timeout
                 self._break(f"malformed message from the server ({type(message).__name__})")
                 return
-            if isinstance(message, types.ServerNotification) and isinstance(
-                message.root, types.ToolListChangedNotification
-            ):
+            if isinstance(sdk.notification_of(message), types.ToolListChangedNotification):
                 _log.info("MCP server %s: tools changed, listing them again at the next run", self.server.source_id)
                 self._tools = None
 
         try:
             async with contextlib.AsyncExitStack() as stack:
                 read, write = await self._transport(stack)
-                session = await stack.enter_async_context(_session_class()(
-                    read, write, message_handler=on_message,
-                    client_info=types.Implementation(name=_CLIENT_NAME, version="1"),
-                ))
                 self._count("initialize")
-                await session.initialize()
+                session = await sdk.open_session(
+                    stack, read, write, on_message, client_name=_CLIENT_NAME,
+                    extensions={_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}})
                 if not ready.done():
                     ready.set_result(session)
                 closed: asyncio.Future[Any] = asyncio.ensure_future(closing.wait())
@@ -477,27 +471,20 @@ class MCPConnection:
         server = self.server
         if server.transport == "stdio":
             return await stack.enter_async_context(_stdio_transport(server, self._too_large, self._exit))
-        import httpx
+        httpx = sdk.http_module()  # httpx (SDK 1.x) or httpx2 (2.x): the same API
 
-        def client(headers: dict[str, str] | None = None, timeout: httpx.Timeout | None = None,
-                   auth: httpx.Auth | None = None) -> httpx.AsyncClient:
+        def client(headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None) -> Any:
             # every response read through a per-message size limit (an SSE event, a JSON body)
-            limited = _limited_transport_class()(self._too_large, self._lost)
+            limited = _limited_transport_class(httpx)(self._too_large, self._lost)
             return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, transport=limited)
 
         if server.transport == "sse":
-            from mcp.client.sse import sse_client
-
-            read, write = await stack.enter_async_context(
-                sse_client(server.url, headers=dict(server.headers) or None, timeout=server.connect_timeout,
-                           sse_read_timeout=_SSE_READ_TIMEOUT_SECONDS, httpx_client_factory=client))
-            return read, write
-        from mcp.client.streamable_http import streamable_http_client
-
+            return await sdk.sse_streams(stack, server.url, headers=dict(server.headers) or None,
+                                         timeout=server.connect_timeout, read_timeout=_SSE_READ_TIMEOUT_SECONDS,
+                                         client_factory=client)
         http = await stack.enter_async_context(
             client(dict(server.headers), httpx.Timeout(server.connect_timeout, read=None)))
-        read, write, _ = await stack.enter_async_context(streamable_http_client(server.url, http_client=http))
-        return read, write
+        return await sdk.streamable_http_streams(stack, server.url, http)
 
     def _exit(self, status: int) -> None:
         self._exited = status
@@ -571,14 +558,18 @@ class MCPConnection:
         exc = task.exception()
         if exc is None:
             return task.result()
-        from mcp.shared.exceptions import McpError
-        from mcp.types import CONNECTION_CLOSED
-
-        if isinstance(exc, McpError):
-            if exc.error.code == CONNECTION_CLOSED:
+        if isinstance(exc, sdk.error_class()):
+            error = exc.error  # type: ignore[attr-defined]
+            if error.code == sdk.CONNECTION_CLOSED_CODE:
                 self._break("the connection closed")
                 raise MCPConnectionError(f"MCP server {self.server.source_id}: connection lost during {method}")
-            if self.server.transport == "http" and (exc.error.code, exc.error.message) == _SESSION_TERMINATED:
+            if error.code == _PARSE_ERROR and str(error.message).startswith(_UNPARSED_ANSWER):
+                # SDK 2.x answers the call with this when the server's answer was not JSON-RPC
+                # (1.x hands the transport error to the message handler instead): broken the same way
+                self._break(f"malformed message from the server ({_PARSE_ERROR})")
+                raise MCPConnectionError(f"MCP server {self.server.source_id}: malformed message from the "
+                                         f"server during {method}")
+            if self.server.transport == "http" and (error.code, error.message) in _SESSION_TERMINATED:
                 # The server never ran the request (404 for the session id): the MCP spec has the
                 # client start a new session, so the request goes once more, on a new one.
                 self._break("the server ended the session (HTTP 404); a new session")
@@ -586,7 +577,7 @@ class MCPConnection:
                     return await self._call(method, send, again=False)
                 raise MCPConnectionError(f"MCP server {self.server.source_id}: the server ended the session "
                                          f"during {method}")
-            raise MCPError(f"MCP server {self.server.source_id}: {method}: {exc.error.message}", code="mcp_error")
+            raise MCPError(f"MCP server {self.server.source_id}: {method}: {error.message}", code="mcp_error")
         self._break(_describe(exc))
         raise MCPConnectionError(f"MCP server {self.server.source_id}: {method} failed: {_describe(exc)}")
 
@@ -604,7 +595,7 @@ class MCPConnection:
             if len(tools) > MAX_MCP_TOOLS:
                 raise MCPToolLimitError(f"MCP server {self.server.source_id} lists more than "
                                         f"MAX_MCP_TOOLS={MAX_MCP_TOOLS} tools")
-            cursor = page.nextCursor
+            cursor = sdk.next_cursor(page)
             if not cursor:
                 return tools
 
@@ -645,39 +636,35 @@ class MCPConnection:
 
     async def read_resource(self, uri: str) -> dict[str, Any]:
         """``resources/read``: the result as JSON-ready data (``contents``). Raises the :class:`MCPError` family."""
-        from pydantic import AnyUrl
-
-        result = await self._call("resources/read", lambda s: s.read_resource(AnyUrl(uri)))
+        result = await self._call("resources/read", lambda s: sdk.read_resource(s, uri))
         return self._sized(result, "resources/read")
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any client request of the MCP schema (``tools/call``, ``resources/read``, ``ping``, ...)
         by method name, for proxying: the result as JSON-ready data. Raises :class:`UsageError`
         for a method or params the schema does not know, and the :class:`MCPError` family."""
-        from mcp import types
         from pydantic import ValidationError
 
         doc: dict[str, Any] = {"method": method}
         if params is not None:
             doc["params"] = dict(params)
         try:
-            request = types.ClientRequest.model_validate(doc)
+            request = sdk.client_request(doc)
         except ValidationError:
             raise UsageError(f"{method!r} with these params is not an MCP client request") from None
-        result = await self._call(method, lambda s: s.send_request(request, types.Result))
+        result = await self._call(method, lambda s: s.send_request(request, sdk.any_result()))
         return self._sized(result, method)
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a client notification by method name (``notifications/message``...). Raises
         :class:`UsageError` for one the schema does not know, and the :class:`MCPError` family."""
-        from mcp import types
         from pydantic import ValidationError
 
         doc: dict[str, Any] = {"method": method}
         if params is not None:
             doc["params"] = dict(params)
         try:
-            notification = types.ClientNotification.model_validate(doc)
+            notification = sdk.client_notification(doc)
         except ValidationError:
             notification = _app_log_notification(doc)
             if notification is None:
@@ -685,7 +672,8 @@ class MCPConnection:
         await self._call(method, lambda s: s.send_notification(notification))
 
     def _sized(self, result: Any, method: str) -> dict[str, Any]:
-        data = result.model_dump_json(by_alias=True, exclude_none=True)
+        data = (json.dumps(result, ensure_ascii=False) if isinstance(result, dict)
+                else sdk.result_json(result))
         if len(data) > MAX_MCP_RESULT_BYTES:
             raise MCPResultTooLargeError(
                 f"MCP server {self.server.source_id}: the {method} result is {len(data)} bytes, more than "
@@ -697,9 +685,15 @@ class MCPConnection:
 #: How the SDK's session reports an answer whose request nobody waits for any more (``BaseSession``).
 _LATE_ANSWER: Final = "Received response with an unknown request ID"
 
-#: The error the SDK's streamable HTTP client answers a request with when the server answered
-#: HTTP 404 for the session id (the SDK's own code and message, ``_send_session_terminated_error``).
-_SESSION_TERMINATED: Final = (32600, "Session terminated")
+#: The errors a request is answered with when the server answered HTTP 404 for the session id: the
+#: SDK 1.x client's own (``_send_session_terminated_error``; 2.x's when the body is not JSON-RPC) and
+#: the JSON-RPC error body the SDK 2.x server sends, which the 2.x client passes on.
+_SESSION_TERMINATED: Final = frozenset({(32600, "Session terminated"), (-32600, "Session terminated"),
+                                        (-32600, "Session not found")})
+#: JSON-RPC's parse error, and how the SDK 2.x client's answer starts when the server's answer was not
+#: JSON-RPC (``_handle_json_response``).
+_PARSE_ERROR: Final = -32700
+_UNPARSED_ANSWER: Final = "Failed to parse JSON response"
 
 
 def _describe(exc: BaseException) -> str:
@@ -752,39 +746,11 @@ class MessageSizeGauge:
 
 
 @functools.cache
-def _session_class() -> Any:
-    """The SDK's ``ClientSession`` declaring the MCP Apps extension in ``initialize``, as
-    ``@ag-ui/mcp-apps-middleware`` does (``capabilities.extensions["io.modelcontextprotocol/ui"]``):
-    a server may offer its UI tools only to a host that draws them (made on first use)."""
-    from mcp import ClientSession, types
-    from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+def _limited_transport_class(httpx: Any) -> Any:
+    """The ``httpx`` (or ``httpx2``: the SDK's line decides) transport whose every response is read
+    through a per-message size limit (made on first use, once per HTTP library)."""
 
-    class AppsSession(ClientSession):
-        async def initialize(self) -> types.InitializeResult:
-            # an extra field of the model (extra="allow"): the SDK's schema predates extensions
-            capabilities = types.ClientCapabilities.model_validate(
-                {"extensions": {_APPS_EXTENSION: {"mimeTypes": [_APP_MIME_TYPE]}}})
-            result = await self.send_request(
-                types.ClientRequest(types.InitializeRequest(params=types.InitializeRequestParams(
-                    protocolVersion=types.LATEST_PROTOCOL_VERSION, capabilities=capabilities,
-                    clientInfo=types.Implementation(name=_CLIENT_NAME, version="1")))),
-                types.InitializeResult)
-            if result.protocolVersion not in SUPPORTED_PROTOCOL_VERSIONS:
-                raise MCPConnectionError(f"the server speaks MCP {result.protocolVersion}, which this client does not")
-            self._server_capabilities = result.capabilities
-            await self.send_notification(types.ClientNotification(types.InitializedNotification()))
-            return result
-
-    return AppsSession
-
-
-@functools.cache
-def _limited_transport_class() -> Any:
-    """The httpx transport whose every response is read through a per-message size limit
-    (made on first use: httpx is imported with the first HTTP connection)."""
-    import httpx
-
-    class LimitedStream(httpx.AsyncByteStream):
+    class LimitedStream(httpx.AsyncByteStream):  # type: ignore[misc]
         """Stops with :class:`MCPResultTooLargeError` once more than :data:`MAX_MCP_RESULT_BYTES`
         arrive without an SSE event boundary (a blank line): the limit is per message, so a
         long-lived event stream is never cut for its total."""
@@ -810,7 +776,7 @@ def _limited_transport_class() -> Any:
         async def aclose(self) -> None:
             await self.inner.aclose()
 
-    class LimitedTransport(httpx.AsyncBaseTransport):
+    class LimitedTransport(httpx.AsyncBaseTransport):  # type: ignore[misc]
         def __init__(self, on_exceeded: Any, on_lost: Any) -> None:
             self.inner, self.on_exceeded, self.on_lost = httpx.AsyncHTTPTransport(), on_exceeded, on_lost
 
@@ -837,14 +803,11 @@ async def _stdio_transport(server: MCPServer, on_too_large: Any, on_exit: Any) -
     breaks). On exit stdin is closed, the process gets :data:`MCP_STDIO_EXIT_SECONDS` to
     exit, then SIGTERM, then SIGKILL, and is always waited for (reaped)."""
     import anyio
-    from mcp import types
-    from mcp.client.stdio import get_default_environment
-    from mcp.shared.message import SessionMessage
     from pydantic import ValidationError
 
     process = await asyncio.create_subprocess_exec(
         server.command, *server.args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        env={**get_default_environment(), **server.env}, limit=MAX_MCP_RESULT_BYTES + 1)
+        env={**sdk.default_environment(), **server.env}, limit=MAX_MCP_RESULT_BYTES + 1)
     assert process.stdin is not None and process.stdout is not None
     stdin, stdout = process.stdin, process.stdout
     read_writer, read_stream = anyio.create_memory_object_stream[Any](0)
@@ -869,11 +832,11 @@ async def _stdio_transport(server: MCPServer, on_too_large: Any, on_exit: Any) -
                 if not line.strip():
                     continue
                 try:
-                    message = types.JSONRPCMessage.model_validate_json(line)
+                    message = sdk.jsonrpc_message(line)
                 except ValidationError as exc:
                     await read_writer.send(exc)  # the session's message handler breaks the session
                     continue
-                await read_writer.send(SessionMessage(message))
+                await read_writer.send(sdk.session_message(message))
 
     async def write_loop() -> None:
         async with write_reader:

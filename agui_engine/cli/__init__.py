@@ -23,18 +23,16 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TextIO
 
 __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
-    "add_a2ui_argument",
-    "add_ui_spec_argument",
+    "after_interrupt",
     "debug_enabled",
     "main",
     "quiet_broken_pipe",
-    "seconds",
     "usage_line",
 ]
 
@@ -50,7 +48,15 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "agui_engine.cli.validate",
         "Verify a recorded AG-UI run (SSE, NDJSON or protobuf) and print the conversation it builds.",
     ),
+    "threads": (
+        "agui_engine.cli.threads",
+        "List, export (JSON lines) or prune the threads serve keeps in its durable store (SQLite, PostgreSQL).",
+    ),
     "bench": ("agui_engine.cli.bench", "Measure incremental JSON-to-patch parsing against re-parsing alternatives."),
+    "loadtest": (
+        "agui_engine.cli.loadtest",
+        "Load-test any AG-UI endpoint: concurrent runs, latency percentiles, throughput, every stream verified.",
+    ),
 }
 
 #: Exit status of a usage error (argparse's convention).
@@ -113,34 +119,19 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} ({hint})\n")
 
 
-def seconds(text: str) -> float:
-    """An argparse type: a number of seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also NaN
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return value
-
-
-def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
-    """``--ui-spec`` (``demo`` and ``serve``): the embedded agent also offers ``render_ui``."""
-    parser.add_argument("--ui-spec", action="store_true",
-                        help="also offer the render_ui tool to the embedded agent (a tree of a Stack layout and the "
-                             "demo components; try \"dashboard for Tokyo and Paris\"); default off")
-
-
-def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
-    """``--a2ui`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
-    parser.add_argument("--a2ui", action="store_true",
-                        help="also offer the render_a2ui tool (A2UI v0.9, the basic catalog) to the embedded agent; "
-                             "try \"book a table for two\"; default off")
-
-
 def usage_line(command: str | None, message: str) -> str:
     """The one line a mistake prints: ``agui-engine <command>: <message>``."""
     return f"agui-engine{' ' + command if command else ''}: {message}"
+
+
+def after_interrupt(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` (what a command says once Ctrl-C stopped it) on its own line of ``stream``
+    (stderr): on a terminal it starts on a new line, since the terminal has just echoed ``^C``
+    where the cursor was, often in the middle of a half-printed line."""
+    out = sys.stderr if stream is None else stream
+    fresh = "\n" if out.isatty() else ""
+    out.write(f"{fresh}{line}\n")
+    out.flush()
 
 
 def debug_enabled(argv: Sequence[str] = ()) -> bool:

@@ -145,7 +145,7 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
 # --------------------------------------------------------------------------- built-in loaders
 
 
-def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool = False) -> Agent:
+def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool | str | None = False) -> Agent:
     """The demo agent: the decision loop over the embedded model with the demo's
     components and its ``get_weather`` tool (and ``render_ui`` when ``ui_spec``,
     ``render_a2ui`` with the A2UI basic catalog when ``a2ui``)."""

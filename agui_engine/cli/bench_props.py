@@ -39,7 +39,7 @@ from ..llm import Finish, LLMStreamItem, LLMTool, TextDelta, ToolCallArgsDelta, 
 from ..loops.llm_agent import LLMAgent
 from ..protocol.codec import encode_sse
 from ..protocol.events import CustomEvent, Event, RunAgentInput, ToolCallArgsEvent, UserMessage
-from .bench import DOCUMENT_SEED, make_documents, split_chunks
+from .bench_corpus import DOCUMENT_SEED, make_documents, split_chunks
 
 __all__ = [
     "CPU_SIZES",
@@ -178,7 +178,7 @@ def _sse_bytes(chunks: Sequence[str], append_strings: bool) -> tuple[int, int]:
 
 
 def wire_bytes(name: str, *, strict: bool = True) -> WireBytes:
-    """Measure one corpus document (a name of :func:`~agui_engine.bench.make_documents`);
+    """Measure one corpus document (a name of :func:`~agui_engine.cli.bench_corpus.make_documents`);
     ``strict`` also runs the strict RFC 6902 mode (quadratic: seconds on the long string)."""
     text = _arguments(make_documents()[name])
     chunks = split_chunks(text)

@@ -59,6 +59,7 @@ from agui_engine.demo.weather_model import (
     EmbeddedModel,
     demo_weather,
 )
+from agui_engine.genui.a2ui import A2UI_VERSION, A2UICatalog
 from agui_engine.genui.components import Component
 from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
@@ -72,8 +73,9 @@ from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
+from . import after_interrupt
 from .mcp import require_mcp_sdk
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 
@@ -81,6 +83,7 @@ __all__ = [
     "A2UI_SCENARIO",
     "AgentContext",
     "DEFAULT_PACE_SECONDS",
+    "DEMO_MCP_START_SECONDS",
     "INSPECT_RETENTION_SECONDS",
     "InspectedGateway",
     "MCP_SCENARIO",
@@ -98,6 +101,7 @@ __all__ = [
     "production_demo_agent",
     "run",
     "run_scenarios",
+    "wait_for_demo_mcp_server",
 ]
 
 #: The prompts ``agui-engine demo`` runs when it is given none: every scenario
@@ -152,26 +156,47 @@ def demo_ui_spec() -> UISpecTool:
                        *demo_components()])
 
 
+#: Seconds ``demo --mcp`` waits for its own MCP server's ``initialize`` answer (the server's
+#: readiness signal). A healthy start is not budgeted: importing the SDK alone took 6 s on a machine
+#: at load 11, more than the adapter's usual 10 s; a server whose process exits ends the wait at once
+#: (the demo then exits 2 with one line). This bounds only a server that hangs while alive.
+DEMO_MCP_START_SECONDS: Final = 300.0
+
+
 def demo_mcp_server() -> Any:
     """The demo's MCP server (:mod:`agui_engine.cli.demo_mcp_server`) as an ``MCPServer``: this
-    Python running that module over stdio, ``server_id`` ``demo``."""
+    Python running that module over stdio, ``server_id`` ``demo``, given
+    :data:`DEMO_MCP_START_SECONDS` to answer ``initialize``."""
     from agui_engine.adapters.mcp import MCPServer
 
     return MCPServer(transport="stdio", command=sys.executable, args=("-m", "agui_engine.cli.demo_mcp_server"),
-                     server_id="demo")
+                     server_id="demo", connect_timeout=DEMO_MCP_START_SECONDS)
+
+
+async def wait_for_demo_mcp_server() -> None:
+    """Start the demo's MCP server and wait until it answers (``initialize``, then ``ping``), so
+    that the runs find its tools however long a busy machine takes to start it. Raises
+    UsageError (one line, exit 2) when it cannot start: its process exited, or it hung for
+    :data:`DEMO_MCP_START_SECONDS`."""
+    from agui_engine.adapters.mcp import MCPError, mcp_connections
+
+    try:
+        await mcp_connections().get(demo_mcp_server()).request("ping")
+    except MCPError as exc:
+        raise UsageError(f"--mcp: the demo's MCP server did not start: {exc.message}") from None
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               mcp: bool = False, a2ui: bool = False) -> LLMAgent:
+               mcp: bool = False, a2ui: bool | str | None = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
     offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`;
-    ``a2ui`` ``render_a2ui`` with the A2UI basic catalog (the table booking,
+    ``a2ui`` ``render_a2ui`` with the A2UI basic catalog (``True``: v0.9; or the version, ``"v1.0"``) (the table booking,
     :mod:`agui_engine.demo.booking`)."""
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
     return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
                     ui_spec=demo_ui_spec() if ui_spec else None, mcp_servers=[demo_mcp_server()] if mcp else (),
-                    a2ui=True if a2ui else None)
+                    a2ui=A2UICatalog.basic(a2ui if isinstance(a2ui, str) else A2UI_VERSION) if a2ui else None)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,
@@ -188,7 +213,7 @@ async def direct_demo_agent(pace_seconds: float) -> AsyncIterator[Agent]:
 
 def production_demo_agent(*, via: str = "gateway", transport: str = "sse", model_path: str = "openai",
                           inspector: bool = True, ui_spec: bool = False, mcp: bool = False,
-                          a2ui: bool = False) -> AgentContext:
+                          a2ui: bool | str | None = False) -> AgentContext:
     """An :data:`AgentContext` that builds the demo agent on the chosen path. ``inspector``:
     the SSE gateway also serves the inspector page (``<gateway>/inspect``) while it runs."""
     options = {"inspector": True} if inspector and transport == "sse" else {}
@@ -247,7 +272,7 @@ class InspectedGateway:
 
 
 def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, mcp: bool = False,
-                         a2ui: bool = False) -> AgentContext:
+                         a2ui: bool | str | None = False) -> AgentContext:
     """An :data:`AgentContext` yielding an :class:`InspectedGateway`: the gateway is up
     for as long as the context is."""
 
@@ -384,6 +409,8 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
 
     async def runs() -> int:
         status = 0
+        if mcp:  # its tools are there for the first run, or the demo stops here (exit 2, one line)
+            await wait_for_demo_mcp_server()
         async with agent_context(pace) as agent:
             # a resource-bound card's data, fetched as a front end would: through the
             # gateway's own query code (ResourceBroker), in-process
@@ -399,7 +426,7 @@ def run_scenarios(args: argparse.Namespace, agent_context: AgentContext = direct
         return asyncio.run(main())
     except KeyboardInterrupt:
         if after is not None:
-            sys.stderr.write("agui-engine demo: stopped; the gateway and the inspector are closed\n")
+            after_interrupt("agui-engine demo: stopped; the gateway and the inspector are closed")
             return 0
         return 130
 
@@ -446,8 +473,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"path: {path}", flush=True)
     if inspect:
         return run_scenarios(args, inspected_demo_agent(model_path=args.model_path, ui_spec=args.ui_spec, mcp=args.mcp,
-                                                        a2ui=args.a2ui),
+                                                        a2ui=a2ui_choice(args)),
                              after=_hold_for_the_inspector(sys.stdout if args.format == "pretty" else sys.stderr))
     return run_scenarios(args, production_demo_agent(via=args.via, transport=transport, model_path=args.model_path,
                                                      inspector=not args.no_inspect, ui_spec=args.ui_spec,
-                                                     mcp=args.mcp, a2ui=args.a2ui))
+                                                     mcp=args.mcp, a2ui=a2ui_choice(args)))

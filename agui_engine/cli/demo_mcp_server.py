@@ -16,6 +16,7 @@ but stdin and stdout.
 from __future__ import annotations
 
 import random
+import sys
 from typing import Any, Final
 
 __all__ = ["DICE_APP_HTML", "DICE_APP_URI", "build_server", "main", "roll"]
@@ -76,11 +77,12 @@ def roll(sides: int) -> dict[str, Any]:
 
 
 def build_server() -> Any:
-    """The FastMCP server (``mcp`` is imported here: it is an optional extra)."""
-    from mcp.server.fastmcp import FastMCP
+    """The FastMCP (SDK 1.x) or MCPServer (2.x) server (``mcp`` is imported here: it is an optional extra)."""
     from mcp.types import CallToolResult, TextContent
 
-    server = FastMCP("agui-engine-demo", log_level="ERROR")
+    from agui_engine.adapters.mcp_sdk import new_server
+
+    server = new_server("agui-engine-demo", log_level="ERROR")
 
     def roll_dice(sides: int = 6) -> CallToolResult:
         """Roll a die with the given number of sides and show the roll in an app."""
@@ -100,8 +102,15 @@ def build_server() -> Any:
 
 
 def main() -> None:
-    """Serve over stdio until stdin closes."""
-    build_server().run("stdio")
+    """Serve over stdio until stdin closes; without a usable ``mcp`` SDK, one line on stderr and
+    exit status 2 (the demo then says the server did not start)."""
+    try:
+        server = build_server()
+    except ImportError as exc:
+        sys.stderr.write(f"agui-engine demo MCP server: the MCP SDK cannot be used ({exc}): "
+                         "pip install 'agui-engine[mcp]'\n")
+        sys.exit(2)
+    server.run("stdio")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,11 @@ h2/hpack the request headers of HTTP/2, websockets every handshake header
    so a key the filter was not told about (a ``py:`` agent's own client) is covered.
 
 The message (with its arguments merged), a traceback and a stack are rewritten;
-nothing is dropped, so the trace stays useful. Raises nothing.
+nothing is dropped, so the trace stays useful. Raises nothing. One thing is cut: a
+message longer than MAX_LOGGED_MESSAGE_CHARS keeps its start (after the scrubbing, so
+the cut never leaves the start of a secret) and says how much was left out -- at
+``--log-level debug`` the SDKs log whole protocol messages (a 500 KB proxied MCP
+notification was one 500 KB line).
 
 Console noise: agent frameworks print to stdout as they run -- CrewAI draws boxed
 ``rich`` panels (about 60 lines a run) for every crew, task, tool and flow method. A
@@ -50,16 +54,23 @@ from agui_engine.adapters.redaction import REDACTED, redact
 __all__ = [
     "CONSOLE_LOGGER",
     "ConsoleToLog",
+    "MAX_LOGGED_MESSAGE_CHARS",
     "REDACTED",
     "SECRET_HEADER_NAMES",
     "SECRET_JSON_MEMBERS",
     "SECRET_QUERY_NAMES",
     "SecretFilter",
     "configure_logging",
+    "cut_log_text",
     "known_secrets",
     "route_console",
     "scrub_log_text",
 ]
+
+#: Characters of one log record's message; the rest is cut (with a note saying how many).
+#: 8 KiB shows a whole JSON-RPC message of any ordinary size and a full traceback line; a
+#: payload logged whole by a library at DEBUG (hundreds of KB) is not a log line.
+MAX_LOGGED_MESSAGE_CHARS = 8 * 1024
 
 #: Header names whose values are credentials (lower case): the bearer token, the
 #: providers' key headers (Anthropic ``x-api-key``, Gemini ``x-goog-api-key``,
@@ -99,6 +110,14 @@ def scrub_log_text(text: str, secrets: Sequence[str]) -> str:
     return _QUERY.sub(rf"\1{REDACTED}", text)
 
 
+def cut_log_text(text: str) -> str:
+    """``text`` cut to MAX_LOGGED_MESSAGE_CHARS, with a note of how many characters were left out."""
+    if len(text) <= MAX_LOGGED_MESSAGE_CHARS:
+        return text
+    return (f"{text[:MAX_LOGGED_MESSAGE_CHARS]}... [{len(text) - MAX_LOGGED_MESSAGE_CHARS} more characters cut: "
+            f"MAX_LOGGED_MESSAGE_CHARS={MAX_LOGGED_MESSAGE_CHARS}]")
+
+
 def known_secrets(env: Mapping[str, str], extra_env_names: Iterable[str] = ()) -> list[str]:
     """The secrets found in ``env``: every provider client's key variables
     (``key_env``) and the variables named in ``extra_env_names`` (the bearer token's)."""
@@ -122,7 +141,7 @@ class SecretFilter(logging.Filter):
             message = record.getMessage()
         except (TypeError, ValueError):  # a broken format string: logging reports it itself
             return True
-        clean = scrub_log_text(message, self.secrets)
+        clean = cut_log_text(scrub_log_text(message, self.secrets))
         if clean != message or record.args:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:

@@ -16,6 +16,7 @@ import asyncio
 import importlib.util
 import os
 import re
+import sys
 from collections.abc import Sequence
 
 import msgspec
@@ -89,8 +90,15 @@ def with_mcp(agent: Agent, servers: Sequence[MCPServer]) -> Agent:
 
 async def open_mcp(servers: Sequence[MCPServer]) -> None:
     """Connect to every server now (each logs whether it is reachable, ``/readyz`` shows it);
-    a server that cannot be reached is retried at the runs, with backoff."""
+    a server that cannot be reached is retried at the runs, with backoff, and said so on stderr
+    in one line (the server serves without its tools meanwhile)."""
     await asyncio.gather(*(server.list_tools() for server in servers))
+    for server in servers:
+        status = server.status()
+        if not status["connected"]:
+            print(f"warning: MCP server {server.source_id} cannot be reached ({status['error']}): serving "
+                  "without its tools; it is tried again at the next runs (GET /readyz shows it)",
+                  file=sys.stderr, flush=True)
 
 
 async def close_mcp() -> None:

@@ -32,6 +32,8 @@ import shutil
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, TextIO
 
+import jsonpatch
+import jsonpointer
 import msgspec
 
 from ..genui.a2ui import A2UI_ACTIVITY_TYPE, A2UI_OPERATIONS_KEY
@@ -44,9 +46,9 @@ from ..genui.component_stream import (
     find_component,
 )
 from ..genui.components import is_ui_tool
-from ..genui.mcp_apps import MCP_APPS_ACTIVITY_TYPE
+from ..genui.mcp_apps import MCP_APP_ANNOUNCE_EVENT, MCP_APP_INPUT_EVENT, MCP_APPS_ACTIVITY_TYPE
 from ..genui.uispec import UI_SPEC_COMPONENT
-from ..loops.decision import TOOL_CALL_STATUS_EVENT
+from ..loops.tool_calls import TOOL_CALL_STATUS_EVENT
 from ..protocol.accumulator import Accumulator
 from ..protocol.errors import AguiEngineError
 from ..protocol.events import (
@@ -206,6 +208,8 @@ class Renderer:
         self.ordinal = 0
         #: A2UI activity message id -> (last lifecycle status shown, the content last drawn as a tree)
         self.surfaces: dict[str, tuple[str | None, Any]] = {}
+        #: tool call id -> the arguments so far of a call whose MCP app was announced
+        self.app_inputs: dict[str, Any] = {}
 
     # -- output primitives
 
@@ -381,7 +385,9 @@ class Renderer:
         if not isinstance(operations, list) or content == drawn:
             return
         self.surfaces[message_id] = (status, json.loads(json.dumps(content)))
-        self._line(self.paint("1;36", "  ▤ A2UI surface"))
+        versions = {op.get("version") for op in operations if isinstance(op, dict)} - {None, "v0.9"}
+        label = "  ▤ A2UI surface" + "".join(f" ({v})" for v in sorted(map(str, versions)))  # says v1.0 when it is
+        self._line(self.paint("1;36", label))
         for line in surface_lines(operations, self.width - 6):
             self._line(f"  {self.paint('36', '│')} {line}")
 
@@ -414,9 +420,28 @@ class Renderer:
         text = f"    ↳ {name} → {_short(content, self.width - 12 - len(name))}"
         self._line(self.paint("31" if failed else "2", text))
 
+    def _app_input(self, name: str, value: dict[str, Any]) -> None:
+        """An MCP app announced at its call's start, and its input as the model types it."""
+        call_id = str(value.get("toolCallId"))
+        if name == MCP_APP_ANNOUNCE_EVENT:
+            self.app_inputs[call_id] = {}
+            self._line(self.paint("36", f"    ▣ app {value.get('resourceUri')} opens: its input streams to it as the model types"))
+            return
+        if call_id not in self.app_inputs:
+            return
+        try:
+            doc = jsonpatch.JsonPatchWithAppend(value.get("operations") or []).apply(self.app_inputs[call_id], in_place=True)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, ValueError):
+            return  # a terminal shows what it can; the app itself gets the final input anyway
+        self.app_inputs[call_id] = doc
+        text = json.dumps(doc, ensure_ascii=False, separators=(", ", ": "))
+        self._line(self.paint("2", f"    ▣ app input so far: {_short(text, self.width - 26)}"))
+
     def _custom(self, event: CustomEvent) -> None:
         value = event.value if isinstance(event.value, dict) else {}
-        if event.name == TOOL_CALL_STATUS_EVENT:
+        if event.name in (MCP_APP_ANNOUNCE_EVENT, MCP_APP_INPUT_EVENT):
+            self._app_input(event.name, value)
+        elif event.name == TOOL_CALL_STATUS_EVENT:
             call_id = str(value.get("toolCallId"))
             self.status[call_id] = {k: v for k, v in value.items() if k != "toolCallId" and isinstance(v, str)}
             view = self.by_tool_call.get(call_id)

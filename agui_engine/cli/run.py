@@ -32,6 +32,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -52,6 +53,8 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports.tool_runner import ThreadedToolRunner
+
+from . import debug_enabled
 
 if TYPE_CHECKING:
     from .render import Query, Renderer
@@ -262,6 +265,9 @@ def run(args: argparse.Namespace) -> int:
             status = await turns()
         except AguiEngineError as exc:
             message = exc.message if started else await _before_the_first_event(url, exc)
+            if getattr(args, "debug", False) or debug_enabled():
+                # --debug: the chain behind the line (the HTTP library's own errors), then the line
+                traceback.print_exception(exc, file=sys.stderr)
             print(f"agui-engine run: {message}", file=sys.stderr)
             return 2
         return 1 if status == "error" else 0

@@ -26,13 +26,15 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
+from urllib.parse import urlsplit
 
 from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
+from agui_engine.transports.history import ThreadStore
 from agui_engine.transports.runs import (
     DEFAULT_GRACE_SECONDS,
     DEFAULT_KEEPALIVE_SECONDS,
@@ -41,12 +43,19 @@ from agui_engine.transports.runs import (
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import add_a2ui_argument, add_ui_spec_argument, seconds
+from . import after_interrupt
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
 from .tokens import read_tokens_file
+
+if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
+    from agui_engine.transports.agents_app import ServedAgent
+
+    from .agents_config import AgentConfig
 
 __all__ = ["LOG_LEVELS", "add_arguments", "cap_count", "listen_error", "port_number", "reload_tokens", "run"]
 
@@ -134,6 +143,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-log", default="memory", metavar="URL",
                         help="where runs' events are kept for resume: memory (this process) or "
                              "redis://host:port/db (shared by several gateway nodes; needs agui-engine[redis])")
+    parser.add_argument("--store", default="sqlite:", metavar="URL",
+                        help="where threads are kept durably (listed at GET <path>/threads, resumable after a "
+                             f"restart): sqlite:PATH (default: {default_sqlite_path()}), postgresql://user@host/db "
+                             "(several nodes; needs agui-engine[postgres]), or memory (only the event log keeps "
+                             "them, until a restart)")
     parser.add_argument("--drain", type=seconds, default=DEFAULT_DRAIN_SECONDS, metavar="SECONDS",
                         help="on SIGTERM, how long running runs may take to finish before they are ended")
     parser.add_argument("--no-metrics", action="store_true", help="do not serve GET <path>/metrics (Prometheus)")
@@ -147,6 +161,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="log detail on stderr")
     parser.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True,
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="several agents in one gateway, from a TOML file with one [agents.<id>] table each "
+                             "(spec, path, description, a2ui, ui_spec, mcp, mcp_header_env, principals), served "
+                             "at <path>/<id> instead of --agent (SSE; default: none, one agent)")
     parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
                         help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
                              "CopilotKit, assistant-ui) or auto: 1.0 for a client declaring protocolVersion 1.x, "
@@ -205,17 +223,21 @@ def run(args: argparse.Namespace) -> int:
     for flag, tool, on in (("--ui-spec", "render_ui", args.ui_spec), ("--a2ui", "render_a2ui", args.a2ui)):
         if on and args.agent.strip() not in ("", "embedded"):
             raise UsageError(f"{flag} offers {tool} to the embedded agent: drop --agent or write --agent embedded")
+    configs = _configs(args)
     token = _auth_tokens(args, secrets)
     reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
     # What the agent or its framework prints (CrewAI's panels) is logged at DEBUG, from its
     # import on: stdout is not the server's log, and with stdio it carries the protocol.
     with route_console() as stdout:
-        agent = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=args.a2ui) if args.ui_spec or args.a2ui
-                 else agent_from_spec(args.agent, pace_seconds=pace))
-        servers = mcp_servers(args.mcp, args.mcp_header_env)
-        for server in servers:  # an MCP server's credentials never reach a log line either
-            secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
-        agent = with_mcp(agent, servers)
+        agent: object
+        if configs is not None:
+            agent, servers = _config_agents(configs, pace, secrets)
+        else:
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args)) if args.ui_spec or args.a2ui
+                   else agent_from_spec(args.agent, pace_seconds=pace))
+            servers = mcp_servers(args.mcp, args.mcp_header_env)
+            _mcp_secrets(servers, secrets)
+            agent = with_mcp(one, servers)
         flush = None
         if args.otel:
             from .otel import configure_otel
@@ -228,6 +250,58 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if flush is not None:
                 flush()  # what the batch still holds is exported before the process exits
+
+
+def _configs(args: argparse.Namespace) -> list[AgentConfig] | None:
+    """The agents of ``--config`` (None without it); UsageError when it is combined with a flag
+    that names the one agent, another transport or a shared event log."""
+    if args.config is None:
+        return None
+    if args.transport != "sse":
+        raise UsageError("--config serves several agents over HTTP: drop --transport (or write --transport sse)")
+    one_agent = (("--agent", args.agent.strip() not in ("", "embedded")), ("--a2ui", args.a2ui),
+                 ("--ui-spec", args.ui_spec), ("--mcp", bool(args.mcp)), ("--mcp-header-env", bool(args.mcp_header_env)))
+    for flag, given in one_agent:
+        if given:
+            raise UsageError(f"{flag} and --config both describe agents: put it in the agent's [agents.<id>] table")
+    if args.event_log != "memory":
+        raise UsageError("--event-log is for one agent: with --config each agent keeps its runs in memory")
+    if args.store.strip().lower() not in ("memory", "sqlite:"):  # the default: not a choice the user made
+        raise UsageError("--store is for one agent: with --config each agent keeps its threads in memory")
+    from .agents_config import read_agents_config
+
+    return read_agents_config(args.config)
+
+
+def _mcp_secrets(servers: Sequence[MCPServer], secrets: SecretFilter) -> None:
+    for server in servers:  # an MCP server's credentials never reach a log line either
+        secrets.secrets.extend(v for v in (*server.headers.values(), *server.env.values()) if v)
+
+
+def _config_agents(
+    configs: Sequence[AgentConfig], pace: float, secrets: SecretFilter
+) -> tuple[dict[str, ServedAgent], list[MCPServer]]:
+    """Each configured agent built as its flags would build it, and every MCP server they use."""
+    from agui_engine.transports.agents_app import ServedAgent
+
+    from .agent_spec import agent_from_spec, embedded_agent
+
+    agents: dict[str, ServedAgent] = {}
+    every: list[MCPServer] = []
+    for config in configs:
+        where = f"[agents.{config.id}]"
+        try:
+            agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui) if config.ui_spec or config.a2ui
+                     else agent_from_spec(config.spec, pace_seconds=pace))
+            servers = mcp_servers(config.mcp, config.mcp_header_env)
+        except UsageError as exc:
+            raise UsageError(f"--config {where}: {exc}") from None
+        _mcp_secrets(servers, secrets)
+        every.extend(servers)
+        principals = frozenset(config.principals) if config.principals is not None else None
+        agents[config.id] = ServedAgent(agent=with_mcp(agent, servers), path=config.path, principals=principals,
+                                        description=config.description)
+    return agents, every
 
 
 def _auth_tokens(args: argparse.Namespace, secrets: SecretFilter) -> str | dict[str, str] | None:
@@ -256,9 +330,35 @@ async def _serve_mcp(
     """Serve with the MCP servers connected first and closed last (stdio processes reaped)."""
     try:
         await open_mcp(servers)
+        await warn_if_unreachable(args.agent)
         return await _serve(agent, args, token, reload, stdout)
     finally:
         await close_mcp()
+
+
+#: Seconds ``serve`` gives a remote agent's address (``--agent http://...``) to accept a TCP
+#: connection at start-up, for its warning that the agent is not reachable yet. A check, not a
+#: bound on anything: the server starts either way (the agent may come up later).
+STARTUP_PROBE_SECONDS: Final = 3.0
+
+
+async def warn_if_unreachable(spec: str) -> None:
+    """For a remote agent (``http(s)://`` / ``ws(s)://``): one line on stderr when its address does
+    not accept a connection now -- every run would end with ``RUN_ERROR`` until it does."""
+    parts = urlsplit(spec.strip())
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    try:
+        async with asyncio.timeout(STARTUP_PROBE_SECONDS):
+            _, writer = await asyncio.open_connection(parts.hostname, port)
+        writer.close()
+    except (OSError, TimeoutError) as exc:
+        why = (f"no answer within {STARTUP_PROBE_SECONDS:g} s" if isinstance(exc, TimeoutError)
+               else os.strerror(exc.errno) if exc.errno else type(exc).__name__)
+        where = f"{parts.scheme}://{parts.hostname}:{port}{parts.path}"  # no user info, no query: no secret
+        print(f"warning: the agent at {where} cannot be reached now ({why}): serving anyway; "
+              "its runs end with RUN_ERROR until it is up", file=sys.stderr, flush=True)
 
 
 async def _serve(
@@ -279,13 +379,28 @@ async def _serve(
         keep_history=not args.no_history,
         tracing=args.otel,
     )
-    log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+    store = await _open_store(args)
     try:
-        return await _serve_with(agent, args, options, log, token, reload, stdout)
+        log = await open_event_log(args.event_log)  # UsageError (bad URL), EventLogUnavailableError (exit 1)
+        try:
+            return await _serve_with(agent, args, options, log, token, reload, stdout, store)
+        finally:
+            aclose = getattr(log, "aclose", None)
+            if aclose is not None:
+                await aclose()
     finally:
-        aclose = getattr(log, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if store is not None:
+            await store.aclose()
+
+
+async def _open_store(args: argparse.Namespace) -> Any:
+    """The durable thread store ``--store`` names (None: memory, or --no-history).
+    Raises UsageError (bad URL, unusable file, missing extra, a newer schema)."""
+    if args.no_history or args.store.strip().lower() == "memory" or args.config is not None:
+        return None  # --config: each agent's threads in memory (_configs refuses a --store)
+    from agui_engine.transports.open_threads import open_thread_store
+
+    return await open_thread_store(args.store)
 
 
 async def _serve_with(
@@ -296,11 +411,23 @@ async def _serve_with(
     token: str | dict[str, str] | None,
     reload: Callable[[], None] | None,
     stdout: TextIO,
+    store: ThreadStore | None = None,
 ) -> int:
+    from agui_engine.transports.metrics import GatewayMetrics
+    from agui_engine.transports.runs import RunRegistry
+
+    metrics = None if args.no_metrics or args.transport != "sse" else GatewayMetrics(otel=args.otel)
+    several: dict[str, Any] = {}
+    registry: RunRegistry | None = None
+    if args.config is not None:  # each agent its own registry, in memory (transports/agents_app.py)
+        several = {"agent": agent, "options": options, "metrics": metrics}
+    else:
+        registry = RunRegistry(agent, options=options, log=log, metrics=metrics, threads=store)  # type: ignore[arg-type]
     if args.transport == "stdio":
         from agui_engine.transports.stdio_server import serve_stdio
 
-        return await serve_stdio(agent, options=options, log=log, stdout=stdout.buffer)  # type: ignore[arg-type]
+        assert registry is not None  # --config is refused with --transport stdio
+        return await serve_stdio(registry=registry, stdout=stdout.buffer)
     stop = asyncio.Event()
     signals: list[int] = []
     loop = asyncio.get_running_loop()
@@ -317,22 +444,19 @@ async def _serve_with(
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
     if args.transport == "sse":
-        from agui_engine.transports.metrics import GatewayMetrics
         from agui_engine.transports.server_options import ConnectionOptions
         from agui_engine.transports.sse_server import start_sse_server
 
         try:
             server: object = await start_sse_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
                 path=args.path,
+                registry=registry,
                 auth_token=token,
                 cors_origins=args.cors,
                 keepalive_seconds=args.keepalive,
-                options=options,
-                log=log,
-                metrics=None if args.no_metrics else GatewayMetrics(otel=args.otel),
+                **several,
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
                 max_idle_connections=args.max_idle_connections,
@@ -347,29 +471,39 @@ async def _serve_with(
     else:
         from agui_engine.transports.websocket_server import start_websocket_server
 
+        assert registry is not None  # --config is refused with --transport ws
         try:
             server = await start_websocket_server(
-                agent,  # type: ignore[arg-type]
                 host=args.host,
                 port=args.port,
+                registry=registry,
                 auth_token=token,
-                options=options,
-                log=log,
                 max_idle_connections=args.max_idle_connections,
                 max_idle_per_ip=args.max_idle_per_ip,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
         url = server.url
+    served = args.agent if args.config is None else "agents " + ", ".join(agent)  # type: ignore[arg-type]
+    kept = "none" if args.no_history else (
+        "the event log" if store is None else f"sqlite:{store.path}" if hasattr(store, "path")
+        else getattr(store, "label", "a durable store"))
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s", args.agent, url, " (bearer auth)" if token else ""
+        "agui-engine serving %s on %s%s (threads kept in %s)", served, url, " (bearer auth)" if token else "", kept
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()
     if signals and signals[0] == signal.SIGTERM:
+        from agui_engine.transports.agents_app import AGENT_REGISTRIES_KEY
+
         registry = server.registry  # type: ignore[attr-defined]
-        print(f"draining ({registry.active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
-        await registry.drain(args.drain)
-    print("shutting down", file=sys.stderr, flush=True)
+        registries = ([registry] if registry is not None
+                      else list(server.runner.app[AGENT_REGISTRIES_KEY].values()))  # type: ignore[attr-defined]
+        active = sum(r.active for r in registries)
+        print(f"draining ({active} runs, up to {args.drain:g} s)", file=sys.stderr, flush=True)
+        await asyncio.gather(*(r.drain(args.drain) for r in registries))
+        print("shutting down", file=sys.stderr, flush=True)
+    else:  # Ctrl-C: after the terminal's ^C
+        after_interrupt("shutting down")
     await server.close()  # type: ignore[attr-defined]
     return 0

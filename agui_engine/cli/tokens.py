@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agui_engine.protocol.errors import UsageError
 
-__all__ = ["MAX_AUTH_TOKENS", "MAX_TOKENS_FILE_BYTES", "MAX_TOKEN_CHARS", "parse_tokens", "read_tokens_file"]
+__all__ = ["MAX_AUTH_TOKENS", "MAX_TOKENS_FILE_BYTES", "MAX_TOKEN_CHARS", "parse_tokens", "read_small_file", "read_tokens_file"]
 
 #: Bytes of a tokens file read at most: ~10,000 lines of a 64-character token and a
 #: name, far above MAX_AUTH_TOKENS; a larger file is a wrong path (a log, a binary).
@@ -91,16 +91,21 @@ def read_tokens_file(path: str | Path) -> dict[str, str]:
     """Token -> principal name from the file at ``path``. Raises UsageError (one line:
     cannot be read, too large, not UTF-8, or what :func:`parse_tokens` finds)."""
     where = f"tokens file {str(path)!r}"
+    return parse_tokens(read_small_file(path, MAX_TOKENS_FILE_BYTES, where), where)
+
+
+def read_small_file(path: str | Path, max_bytes: int, where: str) -> str:
+    """The UTF-8 text of a configuration file (``where`` names it in the errors). Raises
+    UsageError (one line) when it cannot be read, is over ``max_bytes`` or is not UTF-8."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_TOKENS_FILE_BYTES + 1)
+            data = f.read(max_bytes + 1)
     except OSError as exc:
         raise UsageError(f"cannot read the {where}: {exc.strerror or exc}") from None
-    if len(data) > MAX_TOKENS_FILE_BYTES:
-        raise UsageError(f"the {where} is larger than {MAX_TOKENS_FILE_BYTES} bytes: is it the right file?")
+    if len(data) > max_bytes:
+        raise UsageError(f"the {where} is larger than {max_bytes} bytes: is it the right file?")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UsageError(f"{where} line {line}: not UTF-8 text") from None
-    return parse_tokens(text, where)

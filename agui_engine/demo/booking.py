@@ -35,6 +35,7 @@ __all__ = [
     "availability_dashboard",
     "booking_confirmation",
     "booking_form",
+    "for_a2ui_version",
     "is_booking_request",
     "party_size",
 ]
@@ -88,6 +89,23 @@ def _text(component_id: str, text: Any, variant: str | None = None) -> dict[str,
     if variant is not None:
         out["variant"] = variant
     return out
+
+
+def for_a2ui_version(surface: dict[str, Any], version: str) -> dict[str, Any]:
+    """``surface`` (``render_a2ui`` arguments) as A2UI ``version`` allows it: v1.0's basic Text has no
+    heading variants (``caption`` and ``body`` only), so an ``hN`` heading becomes Markdown (``## text``,
+    which v1.0's Text renders); v0.9 as it is."""
+    if version != "v1.0":
+        return surface
+    components = []
+    for comp in surface.get("components", ()):
+        variant = comp.get("variant") if comp.get("component") == "Text" else None
+        if isinstance(variant, str) and len(variant) == 2 and variant[0] == "h" and variant[1].isdigit():
+            comp = {k: v for k, v in comp.items() if k != "variant"}
+            if isinstance(comp.get("text"), str):
+                comp["text"] = "#" * int(variant[1]) + " " + comp["text"]
+        components.append(comp)
+    return {**surface, "components": components}
 
 
 def booking_form(guests: int) -> dict[str, Any]:

@@ -73,7 +73,7 @@ from typing import Any
 
 import msgspec
 
-from ..genui.a2ui import A2UI_LOG_EVENT_TOOL, A2UI_TOOL
+from ..genui.a2ui import A2UI_LOG_EVENT_TOOL, A2UI_TOOL, A2UI_V1_VERSION, BASIC_CATALOG_V1_ID
 from ..genui.resources import Resource, ResourceParamsError
 from ..llm import (
     Finish,
@@ -96,6 +96,7 @@ from .booking import (
     availability_dashboard,
     booking_confirmation,
     booking_form,
+    for_a2ui_version,
     is_booking_request,
     party_size,
 )
@@ -337,6 +338,7 @@ class _Turn(msgspec.Struct, kw_only=True):
     # tool call id -> (content text, error or None)
     results: dict[str, tuple[str, str | None]] = msgspec.field(default_factory=dict)
     step: int = 0  # assistant messages since the user spoke
+    a2ui_version: str = "v0.9"  # "v1.0" when the run's A2UI catalog (in the system prompt) is v1.0's
 
     def results_for(self, tool: str) -> list[tuple[Any, str, str | None]]:
         out = []
@@ -359,6 +361,9 @@ def _read_turn(messages: Sequence[Any]) -> _Turn:
     if last_user < 0:
         return turn
     turn.user_text = message_text(message_field(messages[last_user], "content"))
+    if any(message_role(m) == "system" and BASIC_CATALOG_V1_ID in message_text(message_field(m, "content"))
+           for m in messages):
+        turn.a2ui_version = A2UI_V1_VERSION  # the catalog the model is shown is the v1.0 basic one
     for m in messages[last_user + 1 :]:
         role = message_role(m)
         if role == "assistant":
@@ -738,7 +743,8 @@ def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
             return PlannedReply(
                 reasoning="The user pressed Book the table: confirm what the form's context says.",
                 text="Booking it.",
-                calls=(PlannedCall(name=tool.name, arguments=_arguments(tool, booking_confirmation(context), None)),),
+                calls=(PlannedCall(name=tool.name, arguments=_arguments(
+                    tool, for_a2ui_version(booking_confirmation(context), turn.a2ui_version), None)),),
             )
         booked = str(context.get("guests") or "?")
         return PlannedReply(text=f"Done: a table for {booked} at {DEMO_RESTAURANT['name']}, "
@@ -748,7 +754,8 @@ def _booking_plan(turn: _Turn, tool: LLMTool) -> PlannedReply:
         return PlannedReply(
             reasoning=f"A table for {guests}: a booking form bound to /booking, and tonight's availability.",
             text=f"Here is a booking form for {guests} at {DEMO_RESTAURANT['name']}, and tonight's availability.",
-            calls=tuple(PlannedCall(name=tool.name, arguments=_arguments(tool, surface, None))
+            calls=tuple(PlannedCall(name=tool.name,
+                                    arguments=_arguments(tool, for_a2ui_version(surface, turn.a2ui_version), None))
                         for surface in (booking_form(guests), availability_dashboard())),
         )
     return PlannedReply(text="Fill in your name, check the time and press “Book the table”. (Demo data.)")

@@ -8,4 +8,4 @@ Above the protocol layer and the tokenizer (:mod:`agui_engine.jsonstream`); belo
 ``__all__`` lists the modules; each keeps its names in its own ``__all__``.
 """
 
-__all__ = ["a2ui", "component_stream", "components", "interactables", "mcp_apps", "resources", "tree", "uispec"]
+__all__ = ["a2ui", "component_stream", "components", "interactables", "mcp_apps", "resources", "schemas", "tree", "uispec"]

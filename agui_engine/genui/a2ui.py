@@ -89,15 +89,21 @@ __all__ = [
     "A2UISurfaceStream",
     "A2UITransformer",
     "A2UI_ACTIVITY_TYPE",
+    "A2UI_CLIENT_CAPABILITIES_KEY",
     "A2UI_GUIDE_CONTEXT_DESCRIPTION",
+    "A2UI_INJECT_FLAG",
     "A2UI_LOG_EVENT_TOOL",
     "A2UI_OPERATIONS_KEY",
     "A2UI_PROGRESS_TOKEN_STEP",
     "A2UI_RESOURCE_KEY",
     "A2UI_SCHEMA_CONTEXT_DESCRIPTION",
+    "A2UI_SURFACE_COMPONENT",
     "A2UI_TOOL",
+    "A2UI_V1_VERSION",
     "A2UI_VERSION",
+    "A2UI_VERSIONS",
     "BASIC_CATALOG_ID",
+    "BASIC_CATALOG_V1_ID",
     "MAX_A2UI_ARGS_BYTES",
     "MAX_A2UI_ATTEMPTS",
     "MAX_A2UI_COMPONENTS",
@@ -105,9 +111,11 @@ __all__ = [
     "MAX_A2UI_JSON_DEPTH",
     "MAX_A2UI_RESOURCE_BINDINGS",
     "a2ui_catalog_option",
+    "a2ui_client_applies",
     "a2ui_context",
     "a2ui_data_model",
     "a2ui_guide",
+    "a2ui_negotiate",
     "a2ui_resource_bindings",
     "a2ui_user_action",
     "a2ui_wire_tools",
@@ -125,10 +133,22 @@ A2UI_LOG_EVENT_TOOL: Final = "log_a2ui_event"
 A2UI_ACTIVITY_TYPE: Final = "a2ui-surface"
 #: The content key holding the operations (and the tool-result envelope's key).
 A2UI_OPERATIONS_KEY: Final = "a2ui_operations"
-#: The A2UI version every operation carries.
+#: The A2UI version every operation carries by default (v0.9.1, the production release, writes "v0.9").
 A2UI_VERSION: Final = "v0.9"
+#: A2UI v1.0 (promoted from v0.10): what a v1.0 catalog's operations carry.
+A2UI_V1_VERSION: Final = "v1.0"
+#: The versions this module writes, oldest first (a negotiation prefers the newest both sides have).
+A2UI_VERSIONS: Final = (A2UI_VERSION, A2UI_V1_VERSION)
 #: The basic catalog's id (the default when neither host nor front end names one).
 BASIC_CATALOG_ID: Final = "https://a2ui.org/specification/v0_9/basic_catalog.json"
+#: The v1.0 basic catalog's id.
+BASIC_CATALOG_V1_ID: Final = "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json"
+#: The component name v1.0 reserves for a surface's implicit container (``createSurface`` makes it,
+#: with ``child: "root"``; a catalog entry of that name only carries composition rules).
+A2UI_SURFACE_COMPONENT: Final = "Surface"
+#: Where a client declares the A2UI versions and catalogs it renders: ``forwardedProps`` member (the
+#: A2A extension's metadata key, ``{"v1.0": {"supportedCatalogIds": [...]}, "v0.9": {...}}``).
+A2UI_CLIENT_CAPABILITIES_KEY: Final = "a2uiClientCapabilities"
 #: ``description`` of the ``RunAgentInput.context`` entry holding the catalog (a wire contract:
 #: byte-identical to the middleware's and the toolkit's).
 A2UI_SCHEMA_CONTEXT_DESCRIPTION: Final = (
@@ -216,6 +236,40 @@ _BASIC: list[A2UICatalog] = []  # the basic catalog, loaded on first use
 _COMMON_TYPES: list[dict[str, Any]] = []
 
 
+#: What v1.0 changed in the basic catalog's components (the A2UI evolution guide v0.9 -> v1.0, section
+#: 2.2, and the v1.0 basic catalog itself): props added (name -> schema), props removed, enums narrowed.
+_V1_ADDED_PROPS: Final = {
+    "TextField": {"placeholder": {"$ref": "common_types.json#/$defs/DynamicString"}},
+    "Slider": {"steps": {"type": "number"}},
+    "Video": {"posterUrl": {"$ref": "common_types.json#/$defs/DynamicString"}},
+}
+_V1_REMOVED_PROPS: Final = {"TextField": ("validationRegexp",)}
+_V1_ENUMS: Final = {("Text", "variant"): ["caption", "body"]}
+
+
+def _v1_basic_components(components: Mapping[str, Any]) -> dict[str, Any]:
+    """The v1.0 basic catalog's component schemas: the v0.9 ones (``allOf`` of the common parts and the
+    component's own ``properties``) with :data:`_V1_ADDED_PROPS`, :data:`_V1_REMOVED_PROPS` and
+    :data:`_V1_ENUMS` applied to the part that has ``properties``."""
+    out: dict[str, Any] = json.loads(json.dumps(components))
+    for name, schema in out.items():
+        own = next((part for part in schema.get("allOf", ()) if _is_object(part) and "properties" in part), None)
+        if own is None:
+            continue
+        props = own["properties"]
+        props.update(_V1_ADDED_PROPS.get(name, {}))
+        for prop in _V1_REMOVED_PROPS.get(name, ()):
+            props.pop(prop, None)
+            if prop in own.get("required", ()):
+                own["required"].remove(prop)
+        for (component, prop), enum in _V1_ENUMS.items():
+            if component == name and _is_object(props.get(prop)):
+                props[prop] = {**props[prop], "enum": list(enum)}
+                if props[prop].get("default") not in enum:
+                    props[prop].pop("default", None)
+    return out
+
+
 def _common_types() -> dict[str, Any]:
     if not _COMMON_TYPES:
         _COMMON_TYPES.append(_data_json("a2ui_common_types.json"))
@@ -239,19 +293,39 @@ class A2UICatalog:
     is not an object.
     """
 
-    __slots__ = ("_document", "_registry", "_validators", "catalog_id", "check_props", "components")
+    __slots__ = ("_document", "_registry", "_validators", "allowed_children", "allowed_parents", "catalog_id",
+                 "check_props", "components", "version")
 
     def __init__(self, catalog_id: str, components: Mapping[str, Any], *, defs: Mapping[str, Any] | None = None,
-                 functions: Mapping[str, Any] | None = None, check_props: bool = True) -> None:
+                 functions: Mapping[str, Any] | None = None, check_props: bool = True,
+                 version: str = A2UI_VERSION) -> None:
         if not isinstance(catalog_id, str) or not catalog_id:
             raise UsageError(f"an A2UI catalog id is a non-empty string, got {catalog_id!r}")
+        if version not in A2UI_VERSIONS:
+            raise UsageError(f"an A2UI catalog's version is one of {list(A2UI_VERSIONS)}, got {version!r}")
         for name, schema in components.items():
             if not isinstance(name, str) or not name or not isinstance(schema, dict):
                 raise UsageError(f"an A2UI catalog maps component names to JSON Schema objects, got {name!r}")
         self.catalog_id = catalog_id
-        self.components: dict[str, dict[str, Any]] = dict(components)
+        #: The A2UI version of the catalog (``"v0.9"`` or ``"v1.0"``): what its surfaces' operations carry
+        #: and which rules apply (v1.0: the reserved ``Surface``, ``allowedParents``/``allowedChildren``).
+        self.version = version
+        #: v1.0 composition rules by component name (``"Surface"`` included when the catalog constrains the root).
+        self.allowed_parents: dict[str, list[str]] = {}
+        self.allowed_children: dict[str, list[str]] = {}
+        for name, schema in components.items():
+            for key, rules in (("allowedParents", self.allowed_parents), ("allowedChildren", self.allowed_children)):
+                value = schema.get(key)
+                if value is None:
+                    continue
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise UsageError(f"the A2UI catalog's {key} of {name!r} must be a list of component names")
+                rules[name] = list(value)
+        # the reserved container is no drawable component: its entry only carries rules
+        self.components: dict[str, dict[str, Any]] = {
+            k: v for k, v in components.items() if not (version == A2UI_V1_VERSION and k == A2UI_SURFACE_COMPONENT)}
         self.check_props = check_props
-        self._document: dict[str, Any] = {"$id": catalog_id, "components": self.components}
+        self._document: dict[str, Any] = {"$id": catalog_id, "components": dict(components)}
         if defs:
             self._document["$defs"] = dict(defs)
         if functions:
@@ -260,15 +334,23 @@ class A2UICatalog:
         self._validators: dict[str, Any] = {}
 
     def __repr__(self) -> str:
-        return f"A2UICatalog({self.catalog_id!r}, {len(self.components)} components)"
+        return f"A2UICatalog({self.catalog_id!r}, {len(self.components)} components, {self.version})"
 
     @classmethod
-    def basic(cls) -> A2UICatalog:
-        """The A2UI v0.9 basic catalog (Text, Row, Column, Card, Button, TextField, ...), shared."""
+    def basic(cls, version: str = A2UI_VERSION) -> A2UICatalog:
+        """The A2UI basic catalog (Text, Row, Column, Card, Button, TextField, ...), shared.
+
+        ``version="v1.0"``: the v1.0 basic catalog under :data:`BASIC_CATALOG_V1_ID`, with v1.0's rules
+        (the reserved ``Surface``): the v0.9 schemas with v1.0's changes to the basic catalog applied
+        (:func:`_v1_basic_components`; ``spec/a2ui.md`` says where they come from)."""
+        if version not in A2UI_VERSIONS:
+            raise UsageError(f"A2UI versions are {list(A2UI_VERSIONS)}, got {version!r}")
         if not _BASIC:
             raw = _data_json("a2ui_basic_catalog.json")
             _BASIC.append(cls(raw["catalogId"], raw["components"], defs=raw.get("$defs"), functions=raw.get("functions")))
-        return _BASIC[0]
+            _BASIC.append(cls(BASIC_CATALOG_V1_ID, _v1_basic_components(raw["components"]), defs=raw.get("$defs"),
+                              functions=raw.get("functions"), version=A2UI_V1_VERSION))
+        return _BASIC[A2UI_VERSIONS.index(version)]
 
     @classmethod
     def from_json(cls, value: Any, *, check_props: bool = True) -> A2UICatalog:
@@ -294,8 +376,17 @@ class A2UICatalog:
                                        "must be a JSON Schema object")
         defs = value.get("$defs")
         functions = value.get("functions")
-        return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None,
-                   functions=functions if isinstance(functions, dict) else None, check_props=check_props)
+        declared = value.get("protocolVersion", "0.9")  # v1.0: catalogs for 1.0 and later MUST declare it
+        version = f"v{declared}" if isinstance(declared, str) else None
+        if version not in A2UI_VERSIONS and version != "v0.9.1":
+            raise A2UICatalogError(f"the A2UI catalog's protocolVersion (at /protocolVersion) must be one of "
+                                   f"\"0.9\", \"1.0\", got {declared!r}")
+        try:
+            return cls(catalog_id, components, defs=defs if isinstance(defs, dict) else None,
+                       functions=functions if isinstance(functions, dict) else None, check_props=check_props,
+                       version=A2UI_V1_VERSION if version == A2UI_V1_VERSION else A2UI_VERSION)
+        except UsageError as exc:
+            raise A2UICatalogError(exc.message) from None
 
     @classmethod
     def from_context(cls, context: Iterable[Context]) -> A2UICatalog | None:
@@ -310,7 +401,9 @@ class A2UICatalog:
 
     def context_entry(self) -> Context:
         """The ``RunAgentInput.context`` entry that shows the model this catalog (the middleware's form)."""
-        value: dict[str, Any] = {"catalogId": self.catalog_id, "components": self.components}
+        value: dict[str, Any] = {"catalogId": self.catalog_id, "components": self._document["components"]}
+        if self.version != A2UI_VERSION:
+            value["protocolVersion"] = self.version[1:]
         for extra in ("$defs", "functions"):
             if extra in self._document:
                 value[extra] = self._document[extra]
@@ -436,14 +529,24 @@ def _schema_of(comp: Any, catalog: A2UICatalog | None) -> dict[str, Any] | None:
     return catalog.components.get(comp["component"])
 
 
-def _own_problems(comp: Any, index: int, catalog: A2UICatalog | None) -> list[A2UIProblem]:
+def _version_of(catalog: A2UICatalog | None, version: str | None) -> str:
+    return version or (catalog.version if catalog is not None else A2UI_VERSION)
+
+
+def _own_problems(comp: Any, index: int, catalog: A2UICatalog | None, version: str | None = None) -> list[A2UIProblem]:
     """What is wrong with one component on its own, in the toolkit's order: missing id, missing
-    type, unknown component or missing required props; then (this engine) its props schema."""
+    type, unknown component or missing required props; then (this engine) its props schema.
+    v1.0: the reserved ``Surface`` type first (``reserved_component``)."""
     cid = comp.get("id") if _is_object(comp) else None
     own_id = cid if isinstance(cid, str) and cid else None
     name = comp.get("component") if _is_object(comp) else None
     base = f"/components/{index}"
     out: list[A2UIProblem] = []
+    if name == A2UI_SURFACE_COMPONENT and _version_of(catalog, version) == A2UI_V1_VERSION:
+        return [A2UIProblem(code="reserved_component", path=f"components[{index}].component",
+                            message=f"Component type '{A2UI_SURFACE_COMPONENT}' is reserved in A2UI v1.0 "
+                                    "(createSurface makes it, with child 'root'); it cannot be sent",
+                            component_id=own_id, pointer=base + "/component")]
     if own_id is None:
         out.append(A2UIProblem(code="missing_id", path=f"components[{index}].id",
                                message=f"Component at index {index} is missing a string 'id'", pointer=base + "/id"))
@@ -509,6 +612,48 @@ def _cycles(components: Sequence[Any], catalog: A2UICatalog | None) -> list[list
     return list(found.values())
 
 
+def _composition_problems(components: Sequence[Any], catalog: A2UICatalog) -> list[A2UIProblem]:
+    """A2UI v1.0 composition rules (``allowedParents`` / ``allowedChildren`` of the catalog; the
+    reserved ``Surface`` is the parent of a component nobody references): ``UNALLOWED_PARENT`` /
+    ``UNALLOWED_CHILD``, the error codes of v1.0's ``renderer_to_agent.json``, worded as a2ui-core
+    words them."""
+    if not catalog.allowed_parents and not catalog.allowed_children:
+        return []
+    types: dict[str, str] = {}
+    children: dict[str, list[str]] = {}
+    for comp in components:
+        if _is_object(comp) and isinstance(comp.get("id"), str) and isinstance(comp.get("component"), str):
+            types[comp["id"]] = comp["component"]
+            children[comp["id"]] = [ref for _, ref in _ref_edges(comp, _schema_of(comp, catalog))]
+    parent: dict[str, str] = {}
+    for pid, refs in children.items():
+        for ref in refs:
+            parent[ref] = pid
+    if "root" in types:
+        children[A2UI_SURFACE_COMPONENT] = ["root"]
+        types[A2UI_SURFACE_COMPONENT] = A2UI_SURFACE_COMPONENT
+    out: list[A2UIProblem] = []
+    for cid, name in types.items():
+        allowed = catalog.allowed_parents.get(name)
+        if allowed and cid != A2UI_SURFACE_COMPONENT:
+            pid = parent.get(cid, A2UI_SURFACE_COMPONENT)
+            ptype = types.get(pid, A2UI_SURFACE_COMPONENT)
+            if ptype not in allowed:
+                out.append(A2UIProblem(code="UNALLOWED_PARENT", path=f"components[id={cid}]", component_id=cid,
+                                       message=f"Component '{cid}' ({name}) cannot be placed under parent "
+                                               f"'{pid}' ({ptype}). Allowed parents: {allowed}."))
+        allowed = catalog.allowed_children.get(name)
+        if allowed:
+            for ref in children.get(cid, ()):
+                ctype = types.get(ref)
+                if ctype is not None and ctype not in allowed:
+                    out.append(A2UIProblem(code="UNALLOWED_CHILD", path=f"components[id={cid}]",
+                                           component_id=None if cid == A2UI_SURFACE_COMPONENT else cid,
+                                           message=f"Component '{cid}' ({name}) cannot contain child '{ref}' "
+                                                   f"({ctype}). Allowed children: {allowed}."))
+    return out
+
+
 def _tree_depth_problem(components: Sequence[Any], catalog: A2UICatalog | None) -> A2UIProblem | None:
     """A child tree under ``root`` deeper than :data:`MAX_A2UI_DEPTH` (cycles are reported apart)."""
     by_id = {c["id"]: c for c in components if _is_object(c) and isinstance(c.get("id"), str)}
@@ -530,7 +675,7 @@ def _tree_depth_problem(components: Sequence[Any], catalog: A2UICatalog | None) 
 
 
 def validate_components(components: Any, catalog: A2UICatalog | None = None, *,
-                        own: Sequence[list[A2UIProblem]] | None = None) -> list[A2UIProblem]:
+                        own: Sequence[list[A2UIProblem]] | None = None, version: str | None = None) -> list[A2UIProblem]:
     """Every reason ``components`` (a flat v0.9 list) cannot be drawn; ``[]`` when it can.
 
     The toolkit's checks in its order and words (``empty_components``, ``duplicate_id``,
@@ -539,7 +684,9 @@ def validate_components(components: Any, catalog: A2UICatalog | None = None, *,
     with ``invalid_props`` (the catalog schema) after a component's own checks, and
     ``too_many_components`` / ``too_deep`` (this module's limits). ``own``: the per-component
     problems already computed (by a stream), so props are never validated twice. Binding
-    paths are not resolved (the middleware's ``validateBindings: false``). Raises nothing.
+    paths are not resolved (the middleware's ``validateBindings: false``). ``version`` (default: the
+    catalog's, else v0.9): v1.0 adds ``reserved_component`` and, with a catalog, ``UNALLOWED_PARENT`` /
+    ``UNALLOWED_CHILD`` (after the cycle check). Raises nothing.
     """
     if not isinstance(components, list) or not components:
         return [A2UIProblem(code="empty_components", path="components", pointer="/components",
@@ -558,7 +705,7 @@ def validate_components(components: Any, catalog: A2UICatalog | None = None, *,
                                             message=f"Duplicate component id '{cid}'"))
             ids.add(cid)
     for i, comp in enumerate(components):
-        problems.extend(own[i] if own is not None and i < len(own) else _own_problems(comp, i, catalog))
+        problems.extend(own[i] if own is not None and i < len(own) else _own_problems(comp, i, catalog, version))
         if _is_object(comp):
             cid = comp.get("id")
             for suffix, ref in _ref_edges(comp, _schema_of(comp, catalog)):
@@ -574,6 +721,8 @@ def validate_components(components: Any, catalog: A2UICatalog | None = None, *,
     if "root" not in ids or not any(_is_object(c) and c.get("id") == "root" for c in components):
         problems.append(A2UIProblem(code="no_root", path="components", pointer="/components",
                                     message="No component has id 'root'"))
+    if not problems and catalog is not None and _version_of(catalog, version) == A2UI_V1_VERSION:
+        problems.extend(_composition_problems(components, catalog))
     if not problems:
         deep = _tree_depth_problem(components, catalog)
         if deep is not None:
@@ -842,8 +991,8 @@ def a2ui_context(catalog: A2UICatalog | None, tool_name: str = A2UI_TOOL) -> lis
 
 
 # --------------------------------------------------------------------------- the surface stream
-def _op(kind: str, body: dict[str, Any]) -> dict[str, Any]:
-    return {"version": A2UI_VERSION, kind: body}
+def _op(kind: str, body: dict[str, Any], version: str = A2UI_VERSION) -> dict[str, Any]:
+    return {"version": version, kind: body}
 
 
 def _utf16_len(text: str) -> int:
@@ -873,13 +1022,17 @@ class A2UISurfaceStream:
     __slots__ = ("_catalog_arg", "_closed_components", "_comps", "_data", "_data_op", "_data_queue", "_emitted_tokens",
                  "_head_sent", "_ids", "_mirror", "_own", "_painted", "_ps", "_root", "_sent_components", "_u16",
                  "attempt", "catalog", "catalog_id", "closed", "components_closed", "data_closed", "max_attempts",
-                 "message_id", "problems", "progress", "quiet", "resources", "surface_id", "tool_call_id")
+                 "message_id", "problems", "progress", "quiet", "resources", "surface_id", "tool_call_id", "version")
 
     def __init__(self, tool_call_id: str, *, catalog: A2UICatalog | None = None, catalog_id: str | None = None,
                  message_id: str | None = None, attempt: int = 1, max_attempts: int = MAX_A2UI_ATTEMPTS,
-                 progress: bool = True, resources: ResourceRegistry | None = None) -> None:
+                 progress: bool = True, resources: ResourceRegistry | None = None, version: str | None = None) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive int, got {max_attempts!r}")
+        if version is not None and version not in A2UI_VERSIONS:
+            raise UsageError(f"A2UI versions are {list(A2UI_VERSIONS)}, got {version!r}")
+        #: The A2UI version the operations carry and whose rules apply (default: the catalog's, else v0.9).
+        self.version = _version_of(catalog, version)
         self.tool_call_id = tool_call_id
         self.catalog = catalog
         self.catalog_id = catalog_id or None
@@ -934,7 +1087,7 @@ class A2UISurfaceStream:
             return self.catalog_id
         if self._catalog_arg and self._catalog_arg != "basic":
             return self._catalog_arg
-        return BASIC_CATALOG_ID
+        return BASIC_CATALOG_V1_ID if self.version == A2UI_V1_VERSION else BASIC_CATALOG_ID
 
     @property
     def operations(self) -> list[dict[str, Any]] | None:
@@ -1026,10 +1179,11 @@ class A2UISurfaceStream:
 
     def _operations(self, components: list[Any], data: dict[str, Any] | None) -> list[dict[str, Any]]:
         sid = self.surface_id
-        ops = [_op("createSurface", {"surfaceId": sid, "catalogId": self.resolved_catalog_id}),
-               _op("updateComponents", {"surfaceId": sid, "components": components})]
+        v = self.version
+        ops = [_op("createSurface", {"surfaceId": sid, "catalogId": self.resolved_catalog_id}, v),
+               _op("updateComponents", {"surfaceId": sid, "components": components}, v)]
         if data is not None:
-            ops.append(_op("updateDataModel", {"surfaceId": sid, "path": "/", "value": data}))
+            ops.append(_op("updateDataModel", {"surfaceId": sid, "path": "/", "value": data}, v))
         return ops
 
     def _json_problem(self, exc: JSONStreamError) -> A2UIProblem:
@@ -1116,7 +1270,7 @@ class A2UISurfaceStream:
                     code="too_many_components", path="components", pointer=f"/components/{i}",
                     message=f"A surface holds at most {MAX_A2UI_COMPONENTS} components")])
             comp = comps[i]
-            own = _own_problems(comp, i, self.catalog)
+            own = _own_problems(comp, i, self.catalog, self.version)
             self._own.append(own)
             cid = comp.get("id") if _is_object(comp) else None
             if isinstance(cid, str):
@@ -1128,7 +1282,7 @@ class A2UISurfaceStream:
                 return self._refuse(own)
             self._closed_components = i + 1
         if self.components_closed:
-            problems = validate_components(comps, self.catalog, own=self._own)
+            problems = validate_components(comps, self.catalog, own=self._own, version=self.version)
             if problems:
                 return self._refuse(problems)
         return []
@@ -1196,7 +1350,8 @@ class A2UISurfaceStream:
                 if kind == "close" or mirror:
                     self._data_op = True
                     patch.append(AddOperation(path=base, value=_op(
-                        "updateDataModel", {"surfaceId": self.surface_id, "path": "/", "value": self._mirror_copy()})))
+                        "updateDataModel", {"surfaceId": self.surface_id, "path": "/", "value": self._mirror_copy()},
+                        self.version)))
             elif kind == "set":
                 patch.append(AddOperation(path=f"{base}/updateDataModel/value/{escape_token(key)}",
                                           value=list(value) if isinstance(value, list) else value))
@@ -1475,6 +1630,21 @@ def a2ui_user_action(run_input: RunAgentInput, *, known_surfaces: Iterable[str] 
 
 
 # --------------------------------------------------------------------------- one run, as a loop offers it
+#: The ``forwardedProps`` flag ``@ag-ui/a2ui-middleware`` sets when it injects its tool (``injectA2UITool``).
+A2UI_INJECT_FLAG: Final = "injectA2UITool"
+
+
+def a2ui_client_applies(run_input: RunAgentInput, tool_name: str = A2UI_TOOL) -> bool:
+    """Whether a client-side A2UI middleware already applies A2UI to this run: ``@ag-ui/a2ui-middleware``
+    with ``injectA2UITool`` puts its ``render_a2ui`` tool into ``RunAgentInput.tools`` (and sets
+    ``forwardedProps.injectA2UITool``) before the run reaches the agent, then turns the calls into
+    surfaces itself. Either sign says so. A loop that sees it must not apply A2UI a second time (the two
+    would write surfaces under the same message ids)."""
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    flag = props.get(A2UI_INJECT_FLAG)
+    return bool(flag) or any(tool.name == tool_name for tool in run_input.tools)
+
+
 def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICatalog | None:
     """A loop's ``a2ui=`` argument: a catalog, ``True`` (the basic catalog) or ``None``/``False``
     (no A2UI). Raises :class:`UsageError` naming ``where`` for anything else."""
@@ -1485,6 +1655,42 @@ def a2ui_catalog_option(a2ui: A2UICatalog | bool | None, where: str) -> A2UICata
     if isinstance(a2ui, A2UICatalog):
         return a2ui
     raise UsageError(f"{where}: a2ui must be an A2UICatalog or True, got {type(a2ui).__name__}")
+
+
+def a2ui_negotiate(run_input: RunAgentInput, host: A2UICatalog) -> A2UICatalog:
+    """The catalog (and so the A2UI version) a run's surfaces use, from what the client declares.
+
+    In order: the front end's catalog in ``RunAgentInput.context`` (the middleware's entry; its
+    ``protocolVersion`` says its version, absent = v0.9); else the client's renderer capabilities in
+    ``forwardedProps.a2uiClientCapabilities`` (``{"v1.0": {"supportedCatalogIds": [...]}, "v0.9": ...}``,
+    the A2A extension's shape), newest version first: the host's catalog when its version and id are
+    declared, or the basic catalog of that version when the host serves the basic catalog and the client
+    lists its id; else the host's catalog (a client that declares nothing gets what it gets today).
+    Raises :class:`A2UICatalogError` for a context entry or capabilities that are malformed."""
+    client = A2UICatalog.from_context(run_input.context)
+    if client is not None:
+        return client
+    props = run_input.forwarded_props if isinstance(run_input.forwarded_props, dict) else {}
+    caps = props.get(A2UI_CLIENT_CAPABILITIES_KEY)
+    if caps is None:
+        return host
+    if not _is_object(caps):
+        raise A2UICatalogError(f"forwardedProps.{A2UI_CLIENT_CAPABILITIES_KEY} must be an object keyed by A2UI "
+                               "version, e.g. {\"v1.0\": {\"supportedCatalogIds\": [...]}}")
+    basic_host = host.catalog_id in (BASIC_CATALOG_ID, BASIC_CATALOG_V1_ID)
+    for version in reversed(A2UI_VERSIONS):
+        entry = caps.get(version)
+        if entry is None:
+            continue
+        ids = entry.get("supportedCatalogIds") if _is_object(entry) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise A2UICatalogError(f"forwardedProps.{A2UI_CLIENT_CAPABILITIES_KEY}.{version}.supportedCatalogIds "
+                                   "must be a list of catalog ids")
+        if host.version == version and host.catalog_id in ids:
+            return host
+        if basic_host and A2UICatalog.basic(version).catalog_id in ids:
+            return A2UICatalog.basic(version)
+    return host
 
 
 def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
@@ -1500,6 +1706,8 @@ def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_nam
     Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
     catalog that is not one (remote input: the request is refused before the run)."""
     client = A2UICatalog.from_context(run_input.context)
+    if client is None:  # the version and catalog the client declares it renders (a2ui_negotiate)
+        catalog = a2ui_negotiate(run_input, catalog)
     out = a2ui_user_action(run_input, ids=ids)
     registry = resources if resources is not None and len(resources) else None
     tool = render_a2ui_tool(tool_name, resources=registry)

@@ -81,7 +81,6 @@ from ..protocol.pointer import escape_token, pointer_tokens
 from .components import (
     COMPLETION_STATUS_MESSAGE_PARAMETER,
     DROP,
-    STANDARD_PARAMETER_PREFIX,
     STATUS_MESSAGE_PARAMETER,
     Component,
     NullDefault,
@@ -90,6 +89,7 @@ from .components import (
     unstrict_value,
 )
 from .interactables import Interactable, UpdateKind, merge_update
+from .schemas import STANDARD_PARAMETER_PREFIX
 
 __all__ = [
     "ArgumentStream",

@@ -56,9 +56,8 @@ import msgspec
 from ..llm import LLMTool
 from ..protocol.errors import RemoteInputError, UsageError
 from ..protocol.pointer import escape_token, pointer_tokens, unescape_token
-
-if typing.TYPE_CHECKING:
-    from .resources import Resource, ResourceRegistry
+from .resources import PARAMS_PROP, RESOURCE_ID_PROP, Resource, ResourceRegistry
+from .schemas import STANDARD_PARAMETER_PREFIX, check_object_schema, schema_from_struct
 
 __all__ = [
     "COMPLETION_STATUS_MESSAGE_PARAMETER",
@@ -72,7 +71,6 @@ __all__ = [
     "MAX_TOOL_NAME_LENGTH",
     "NullDefault",
     "NullPolicy",
-    "STANDARD_PARAMETER_PREFIX",
     "STATUS_MESSAGE_PARAMETER",
     "STRICT_KEYWORDS",
     "STRIPPED_KEYWORDS",
@@ -83,14 +81,12 @@ __all__ = [
     "UI_TOOL_PREFIX",
     "add_standard_parameters",
     "build_llm_tool",
-    "check_object_schema",
     "check_tool_name",
     "component_from_tool",
     "component_from_tool_name",
     "component_tool_name",
     "components_from_available",
     "is_ui_tool",
-    "schema_from_struct",
     "split_standard_parameters",
     "strip_reserved_keys",
     "to_strict_schema",
@@ -163,9 +159,6 @@ def _check_component_name(name: object) -> str:
 
 # --------------------------------------------------------------- standard parameters
 
-#: Every key starting with this prefix is reserved for the engine: it never reaches
-#: a component or a tool function, and a schema may not declare one.
-STANDARD_PARAMETER_PREFIX: Final = "_tambo_"
 STATUS_MESSAGE_PARAMETER: Final = "_tambo_statusMessage"
 COMPLETION_STATUS_MESSAGE_PARAMETER: Final = "_tambo_completionStatusMessage"
 
@@ -244,27 +237,6 @@ def _status_messages_of(args: Mapping[str, Any]) -> StatusMessages:
         status_message=status if isinstance(status, str) else None,
         completion_status_message=completion if isinstance(completion, str) else None,
     )
-
-
-def check_object_schema(schema: object, what: str) -> Mapping[str, Any]:
-    """``schema`` as a mapping if it is an object schema a tool or a resource may declare
-    (``type`` object or absent, ``properties`` a mapping, ``required`` a list of strings, no
-    property with the reserved ``_tambo_`` prefix); UsageError naming ``what`` otherwise."""
-    if not isinstance(schema, Mapping):
-        raise UsageError(f"{what} must be a JSON Schema object, got {type(schema).__name__}")
-    kind = schema.get("type")
-    if kind is not None and kind != "object":
-        raise UsageError(f"{what} must be an object schema (type 'object'), got type {kind!r}")
-    props = schema.get("properties")
-    if props is not None and not isinstance(props, Mapping):
-        raise UsageError(f"{what}: 'properties' must be an object")
-    required = schema.get("required")
-    if required is not None and (not isinstance(required, list) or not all(isinstance(r, str) for r in required)):
-        raise UsageError(f"{what}: 'required' must be a list of strings")
-    for key in props or ():
-        if key.startswith(STANDARD_PARAMETER_PREFIX):
-            raise UsageError(f"{what}: property {key!r} uses the reserved prefix {STANDARD_PARAMETER_PREFIX!r}")
-    return schema
 
 
 # -------------------------------------------------------------------- strict schemas
@@ -813,28 +785,6 @@ def unstrict_value(
 # ------------------------------------------------------------------------- schemas
 
 
-def schema_from_struct(struct_type: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON Schema of a msgspec Struct type, with the root inlined.
-
-    msgspec answers ``{"$ref": "#/$defs/T", "$defs": {...}}``; tool parameters
-    need the object at the root, so ``T`` is hoisted and kept in ``$defs`` only if
-    something still refers to it (a recursive type).
-    """
-    raw = msgspec.json.schema(struct_type)
-    defs = dict(raw.get("$defs", {}))
-    ref = raw.get("$ref")
-    if not isinstance(ref, str):
-        return dict(raw)
-    name = unescape_token(ref.rsplit("/", 1)[-1])
-    root = dict(defs[name])
-    others = {k: v for k, v in defs.items() if k != name}
-    if ref in _dump([root, others]):
-        others[name] = defs[name]
-    if others:
-        root["$defs"] = others
-    return root
-
-
 def _as_schema(schema: object) -> Mapping[str, Any]:
     if isinstance(schema, type) and issubclass(schema, msgspec.Struct):
         return schema_from_struct(schema)
@@ -1002,8 +952,6 @@ class Component(_ToolSource):
         return f"{error.message} - at {error.json_path}"
 
     def _resource_problem(self, props: Mapping[str, Any]) -> str | None:
-        from .resources import PARAMS_PROP, RESOURCE_ID_PROP
-
         chosen = props.get(RESOURCE_ID_PROP)
         resource = self.resources.get(chosen) if isinstance(chosen, str) else None
         if resource is None:
@@ -1043,8 +991,6 @@ def _component_resources(
         raise UsageError(f"component {name!r}: resources must be a list of resources or ids, not one string")
     if not resources:
         return {}
-    from .resources import Resource, ResourceRegistry
-
     where = f"component {name!r}"
     if registry is None:
         strings = [r for r in resources if not isinstance(r, Resource)]
@@ -1115,8 +1061,6 @@ def _with_resources(schema: dict[str, Any], resources: list[Resource], where: st
     """A props schema with ``resourceId`` (an enum of the resources' ids) and ``params``
     (their params schemas; an ``anyOf`` when they differ) first and required.
     Raises UsageError when the schema already declares either, or its ``$defs`` clash."""
-    from .resources import PARAMS_PROP, RESOURCE_ID_PROP
-
     props = dict(schema.get("properties") or {})
     for key in (RESOURCE_ID_PROP, PARAMS_PROP):
         if key in props:
@@ -1215,7 +1159,7 @@ class ServerTool(_ToolSource):
     caller awaits.
     """
 
-    __slots__ = ("_args_type", "_policy", "_struct_param", "_tools", "description", "fn", "name", "parameters")
+    __slots__ = ("_args_type", "_policy", "_struct_param", "_tools", "app", "description", "fn", "name", "parameters")
 
     def __init__(
         self,
@@ -1225,8 +1169,11 @@ class ServerTool(_ToolSource):
         fn: Callable[..., Any],
         args_type: type[msgspec.Struct] | None,
         struct_param: str | None,
+        app: Any = None,
     ) -> None:
         self.name = check_tool_name(name)
+        #: the tool's MCP app (:class:`~agui_engine.genui.mcp_apps.AppTool`) when it has one
+        self.app = app
         self.description = description
         self.parameters = parameters
         self.fn = fn
@@ -1272,19 +1219,21 @@ class ServerTool(_ToolSource):
 
 
 def tool_from_schema(
-    name: str, description: str, parameters: Mapping[str, Any], fn: Callable[[dict[str, Any]], Any]
+    name: str, description: str, parameters: Mapping[str, Any], fn: Callable[[dict[str, Any]], Any],
+    *, app: Any = None,
 ) -> ServerTool:
     """A :class:`ServerTool` offered with the JSON Schema ``parameters`` as it is, whose
     call hands ``fn`` the arguments as one dict (standard parameters taken out, strict-mode
     nulls undone) without checking them against the schema: for a tool whose owner checks
-    them itself (an MCP server's tool). Raises :class:`UsageError` for an invalid name or a
+    them itself (an MCP server's tool; ``app``: its MCP app, an
+    :class:`~agui_engine.genui.mcp_apps.AppTool`). Raises :class:`UsageError` for an invalid name or a
     schema that is not an object schema."""
     check_tool_name(name)
     schema = dict(parameters)
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     check_object_schema(schema, f"tool {name} parameters")
-    return ServerTool(name, description, schema, fn, None, None)
+    return ServerTool(name, description, schema, fn, None, None, app)
 
 
 def tool_from_callable(

@@ -48,15 +48,25 @@ from typing import Any, Final, Protocol, runtime_checkable
 import msgspec
 
 from ..protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from ..protocol.events import ActivitySnapshotEvent, Event, RunAgentInput, RunFinishedEvent, RunStartedEvent
+from ..protocol.events import (
+    ActivitySnapshotEvent,
+    CustomEvent,
+    Event,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
 
 __all__ = [
     "AppConnection",
     "AppServer",
     "AppServerTable",
     "AppSource",
+    "AppTool",
     "AppToolResult",
     "MCP_APPS_ACTIVITY_TYPE",
+    "MCP_APP_ANNOUNCE_EVENT",
+    "MCP_APP_INPUT_EVENT",
     "MCP_APP_MIME_TYPE",
     "McpAppsProxy",
     "PROXIED_REQUEST_KEY",
@@ -79,6 +89,14 @@ __all__ = [
 
 #: The activity type of an MCP app's ``ACTIVITY_SNAPSHOT`` (the middleware's ``MCPAppsActivityType``).
 MCP_APPS_ACTIVITY_TYPE: Final = "mcp-apps"
+#: The ``CUSTOM`` event that announces a tool's app when its call starts (an agui-engine addition,
+#: spec/mcp.md "Tool input while the model types"): ``{toolCallId, toolName, resourceUri, serverHash,
+#: serverId?}``.
+MCP_APP_ANNOUNCE_EVENT: Final = "agui_engine.mcp_apps.app"
+#: The ``CUSTOM`` event that carries an announced call's arguments as the model types them:
+#: ``{toolCallId, operations}``, the JSON Patch operations (RFC 6902 plus the engine's string
+#: ``append``) of the one parse the gateway makes of them, applied to ``{}``.
+MCP_APP_INPUT_EVENT: Final = "agui_engine.mcp_apps.tool_input"
 #: The MIME type of an MCP app's HTML resource.
 MCP_APP_MIME_TYPE: Final = "text/html;profile=mcp-app"
 #: The ``forwardedProps`` key that makes a run a proxied MCP request.
@@ -278,6 +296,29 @@ class AppServer(msgspec.Struct, frozen=True, kw_only=True):
     def hash(self) -> str:
         """:func:`server_hash` of ``type`` and ``url``."""
         return server_hash(self.type, self.url)
+
+
+class AppTool(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool's app as known before the tool runs (its ``_meta.ui.resourceUri`` and server): what
+    the loops announce at the call's start and stream the input of (:meth:`announce`, :meth:`input`)."""
+
+    resource_uri: str
+    server: AppServer
+
+    def announce(self, tool_call_id: str, tool_name: str) -> CustomEvent:
+        """The :data:`MCP_APP_ANNOUNCE_EVENT` of one call of this tool."""
+        value: dict[str, Any] = {"toolCallId": tool_call_id, "toolName": tool_name,
+                                 "resourceUri": self.resource_uri, "serverHash": self.server.hash}
+        if self.server.server_id is not None:
+            value["serverId"] = self.server.server_id
+        return CustomEvent(name=MCP_APP_ANNOUNCE_EVENT, value=value)
+
+    @staticmethod
+    def input(tool_call_id: str, operations: list[dict[str, Any]]) -> CustomEvent | None:
+        """The :data:`MCP_APP_INPUT_EVENT` of one fragment's operations (standard parameters left
+        out: the app sees the tool's own arguments), or None when none is left."""
+        kept = [op for op in operations if "/_tambo_" not in op["path"]]
+        return CustomEvent(name=MCP_APP_INPUT_EVENT, value={"toolCallId": tool_call_id, "operations": kept}) if kept else None
 
 
 class AppServerTable:

@@ -59,6 +59,7 @@ from typing import Any, Final
 import msgspec
 
 from ..protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
+from .schemas import check_object_schema, schema_from_struct
 
 __all__ = [
     "DEFAULT_RESOURCE_CONCURRENCY",
@@ -283,8 +284,6 @@ class Resource:
         permission: Permission | None = None,
         max_result_bytes: int = MAX_RESOURCE_RESULT_BYTES,
     ) -> None:
-        from .components import check_object_schema, schema_from_struct  # components imports this module
-
         if not isinstance(id, str) or not _ID_RE.match(id) or len(id) > MAX_RESOURCE_ID_LENGTH:
             raise UsageError(
                 f"resource id {id!r} must be 1..{MAX_RESOURCE_ID_LENGTH} letters, digits, '_', '.', ':' or '-'"

@@ -34,7 +34,7 @@ the screen, and the final document is the same however the arguments were split)
 The call itself goes on (its arguments are valid JSON so far) and its tool result
 tells the model why, as for props that do not match a component's schema
 (:func:`ui_spec_result`). Malformed JSON and oversized arguments end the run like
-for any tool (:class:`~agui_engine.loops.decision.ToolCallArgumentsError`). At the end
+for any tool (:class:`~agui_engine.loops.tool_calls.ToolCallArgumentsError`). At the end
 the whole spec is validated by :func:`~agui_engine.genui.tree.validate_spec` into
 :attr:`UISpecStream.tree`; a node whose component is a registered
 :class:`~agui_engine.genui.components.Component` has its props checked against its schema
@@ -60,7 +60,8 @@ from .component_stream import (
     StatusTracker,
     arguments_parser,
 )
-from .components import STANDARD_PARAMETER_PREFIX, Component, build_llm_tool
+from .components import Component, build_llm_tool
+from .schemas import STANDARD_PARAMETER_PREFIX
 from .tree import (
     GenUISpecError,
     GenUIStream,

@@ -6,4 +6,4 @@ The top layer of the core: it may import the protocol, the tokenizer and generat
 lists the modules; each keeps its names in its own ``__all__``.
 """
 
-__all__ = ["a2ui_agent", "agent_loop", "decision", "llm_agent", "observe", "prompts", "thread", "tool_runner", "tool_sources"]
+__all__ = ["a2ui_agent", "agent_loop", "decision", "llm_agent", "observe", "prompts", "thread", "tool_calls", "tool_runner", "tool_sources"]

@@ -10,20 +10,35 @@ input gets the tool, the catalog and the usage guide (and a user action from
 results of unanswered surface calls, a refusal telling the model what to fix). A call of the
 tool by any agent inside -- the model's, a framework's own -- is recognised by its name; a tool
 result holding ``{"a2ui_operations": [...]}`` is drawn too.
+
+A2UI is applied once: a run that shows a client-side A2UI middleware at work (its ``render_a2ui`` in
+``RunAgentInput.tools``, or ``forwardedProps.injectA2UITool``:
+:func:`~agui_engine.genui.a2ui.a2ui_client_applies`) goes to the agent as it came, and the middleware
+draws the surfaces; the first such run of the process says so in the log (INFO, once).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import cast
 
-from ..genui.a2ui import A2UI_TOOL, A2UICatalog, a2ui_catalog_option, prepare_a2ui_run
+from ..genui.a2ui import A2UI_TOOL, A2UICatalog, a2ui_catalog_option, a2ui_client_applies, prepare_a2ui_run
 from ..genui.resources import ResourceRegistry
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..protocol.events import Event, RunAgentInput
 from ..protocol.ids import IdFactory, new_id
 
 __all__ = ["A2UIAgent", "a2ui_events"]
+
+_log = logging.getLogger(__name__)
+_said: set[str] = set()  # what was logged once already in this process (per surface tool name)
+
+
+def _say_once(key: str, message: str) -> None:
+    if key not in _said:
+        _said.add(key)
+        _log.info(message)
 
 
 async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], input: RunAgentInput,
@@ -33,13 +48,23 @@ async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], inpu
     (``$resource`` data bindings offered and checked when it is not empty). Raises, before the first event,
     :class:`~agui_engine.genui.a2ui.A2UIActionError` / ``A2UICatalogError`` for a bad user
     action or front-end catalog, and whatever ``run`` raises before its first event."""
-    inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
-    stream = run(inner_input)
+    transformer = None
+    if a2ui_client_applies(input, tool_name):
+        _say_once(f"client-a2ui:{tool_name}", f"A2UI: a client-side A2UI middleware is active (its {tool_name} tool "
+                                              "is in the run's tools): this gateway leaves A2UI to it and does not "
+                                              "apply A2UI itself (logged once)")
+        stream = run(input)
+    else:
+        inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
+        stream = run(inner_input)
     try:
         async for event in stream:
+            if transformer is None:  # the client's middleware applies A2UI
+                yield event
+                continue
             for out in transformer.feed(event):
                 yield cast(Event, out)
-        for out in transformer.close():
+        for out in transformer.close() if transformer is not None else ():
             yield cast(Event, out)
     finally:
         close = getattr(stream, "aclose", None)

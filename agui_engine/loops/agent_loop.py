@@ -12,7 +12,7 @@ client (``SSEAgent``, ``WebSocketAgent``, ``StdioAgent``), or any object with
    ``RunAgentInput.tools`` and ``forwardedProps.availableComponents``) and
    interactables (the loop's own and the ``interactables`` context entry) become
    the same tools :class:`~agui_engine.loops.llm_agent.LLMAgent` offers a model
-   (:func:`~agui_engine.loops.decision.build_tools`: standard parameters first, strict
+   (:func:`~agui_engine.loops.tool_calls.build_tools`: standard parameters first, strict
    form when the schema allows). They replace the client's ``show_component_*``
    entries in ``input.tools``; every other client tool passes unchanged. An
    invalid client component or interactable raises
@@ -23,7 +23,7 @@ client (``SSEAgent``, ``WebSocketAgent``, ``StdioAgent``), or any object with
    open entities are the :class:`~agui_engine.protocol.verify.Verifier`'s own): chunk
    events are expanded (:class:`~agui_engine.protocol.verify.ChunkExpander`), the known
    breakages are repaired (table below), tool calls go through the same
-   :class:`~agui_engine.loops.decision.ToolCallTransformer` the decision loop uses (so a
+   :class:`~agui_engine.loops.tool_calls.ToolCallTransformer` the decision loop uses (so a
    ``show_component_<Name>`` call gets the ``tambo.component.*`` events, an
    ``update_component_*_<id>`` call the interactable's, and no standard parameter
    or strict-mode ``null`` reaches ``TOOL_CALL_ARGS``), and every event that goes
@@ -150,10 +150,17 @@ from ..protocol.ids import new_id
 from ..protocol.verify import REASONING, REASONING_MESSAGE, STEP, TEXT, TOOL, ChunkExpander, Kind, Verifier
 from ..protocol.writer import end_event, end_events, start_event
 from .a2ui_agent import a2ui_events
-from .decision import ToolCallRequest, ToolCallTransformer, ToolSpec, build_tools, wire_tools
-from .llm_agent import client_tools_of, component_result, tool_outcome
 from .thread import MAX_TOOL_ROUNDS
-from .tool_runner import resolve_tool_runner
+from .tool_calls import (
+    ToolCallRequest,
+    ToolCallTransformer,
+    ToolSpec,
+    build_tools,
+    client_tools_of,
+    component_result,
+    wire_tools,
+)
+from .tool_runner import resolve_tool_runner, tool_outcome
 from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = ["AGENT_ERROR_CODE", "AgentLoop", "REPAIRS", "RepairHook", "run_agent_loop"]
@@ -548,7 +555,13 @@ class _Run:
         out: list[Event] = []
         if self.phase == _ENDED:
             return out
-        _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        if isinstance(exc, AguiEngineError):
+            # a typed failure (an upstream unreachable or refusing): its message says what happened,
+            # so one line a run; the traceback (the HTTP library's, three chained parts) only at DEBUG
+            _log.error("the inner agent of run %s failed: %s", self.input.run_id, exc.message)
+            _log.debug("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
+        else:  # anything else is a bug in the agent: its traceback is what finds it
+            _log.error("the inner agent of run %s failed", self.input.run_id, exc_info=exc)
         if isinstance(exc, AguiEngineError):
             error = RunErrorEvent.from_error(exc)
         else:
@@ -930,7 +943,7 @@ def _tool_end(call_id: str) -> ToolCallEndEvent:
     :class:`~agui_engine.protocol.writer.EventWriter`: the inner agent opened the call (its
     id, its START passed through), so what is open is the Verifier's to know, and the END
     must go through :meth:`_Run._on_tool_end`, where the
-    :class:`~agui_engine.loops.decision.ToolCallTransformer` puts events around it (the
+    :class:`~agui_engine.loops.tool_calls.ToolCallTransformer` puts events around it (the
     argument text its parser held back before, the component's closing ``tambo.component.*``
     events after), or the component waits (``args_in_snapshot``), or the END and results are
     held (``args_from_snapshot``). The writer's ``end_tool`` / ``close_all`` only return or

@@ -90,10 +90,6 @@ from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
 from ..genui.components import (
     Component,
     ServerTool,
-    check_tool_name,
-    component_from_tool,
-    components_from_available,
-    is_ui_tool,
     tool_from_callable,
 )
 from ..genui.interactables import (
@@ -104,7 +100,7 @@ from ..genui.interactables import (
 )
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
-from ..genui.uispec import UISpecTool, ui_spec_result
+from ..genui.uispec import UISpecTool
 from ..llm import LLMClient, LLMTool, Usage, model_reasoning, resolve_tool_choice
 from ..protocol.capabilities import (
     AgentCapabilities,
@@ -133,15 +129,9 @@ from ..protocol.events import (
 )
 from ..protocol.ids import new_id
 from .a2ui_agent import a2ui_events
-from .decision import (
-    Decision,
-    ToolCallRequest,
-    build_tools,
-    run_decision_loop,
-    wire_tools,
-)
-from .observe import tool_span
-from .tool_runner import ToolDeadlineExceeded, ToolRunner, require_tool_runner, resolve_tool_runner, run_tool
+from .decision import Decision, run_decision_loop
+from .tool_calls import ToolCallRequest, build_tools, client_tools_of, component_result, wire_tools
+from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, tool_outcome
 from .tool_sources import SourceToolCache, ToolSource, check_tool_sources, run_source_tools
 
 __all__ = [
@@ -149,12 +139,7 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT_SECONDS",
     "IDENTITY_TYPE",
     "LLMAgent",
-    "MAX_TOOL_RESULT_CHARS",
     "StepLimitExceededError",
-    "client_tools_of",
-    "component_result",
-    "format_tool_result",
-    "tool_outcome",
 ]
 
 #: Model calls one run may make. The longest built-in flow -- tools, then a
@@ -162,12 +147,6 @@ __all__ = [
 #: calls -- takes 7; 10 leaves headroom while stopping a model that keeps
 #: calling tools forever (each step costs a full model call).
 DEFAULT_MAX_STEPS: Final = 10
-
-#: Longest tool result (characters) sent to the client and back to the model.
-#: 1 MiB is about 250 K tokens -- more than any model context holds -- and the
-#: same bound Tambo puts on client tool arguments; a larger result becomes an
-#: error result instead of an oversized event and a failing model call.
-MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
 
 #: Seconds one server tool call may take before it becomes an error result.
 #: A user is watching the run stream: a tool slower than a minute (a slow query,
@@ -180,25 +159,11 @@ DEFAULT_TOOL_TIMEOUT_SECONDS: Final = 60.0
 #: framework field: ``"langgraph"`` and ``"crewai"`` for the adapters' agents).
 IDENTITY_TYPE: Final = "agui-engine"
 
-#: ``forwardedProps`` key of Tambo-style client components.
-_AVAILABLE_COMPONENTS_KEY: Final = "availableComponents"
-
 
 class StepLimitExceededError(LimitExceededError):
     """The model was still calling tools after ``max_steps`` model calls."""
 
     default_code = "step_limit_exceeded"
-
-
-def format_tool_result(value: Any) -> str:
-    """The string content of a tool result: a ``str`` as is, anything else as compact JSON.
-
-    AG-UI 1.0 also allows content parts, but strings are what every client and
-    validator accepts. Values msgspec cannot encode fall back to ``str()``.
-    """
-    if isinstance(value, str):
-        return value
-    return msgspec.json.encode(value, enc_hook=str).decode()
 
 
 class _RunSetup(msgspec.Struct, kw_only=True):
@@ -573,107 +538,6 @@ class LLMAgent:
             return {}
         outcomes = await asyncio.gather(*(one(call) for call in calls))
         return {call.id: outcome for call, outcome in zip(calls, outcomes)}
-
-
-async def tool_outcome(
-    runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
-    on_app: Callable[[AppToolResult], None] | None = None, call_id: str | None = None,
-) -> tuple[str, str | None]:
-    """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
-    (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
-    ``timeout`` or returned more than :data:`MAX_TOOL_RESULT_CHARS`. Never raises (but a
-    cancellation): a failing tool is a result for the model.
-
-    A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
-    text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
-    is called, so the caller shows the app after the tool result (isError or not, as
-    ``@ag-ui/mcp-apps-middleware`` does). A traced run (:mod:`~agui_engine.loops.observe`) gets an
-    ``execute_tool`` span per call (``call_id``: its ``gen_ai.tool.call.id``)."""
-    span = tool_span(tool.name, call_id, description=tool.description)  # None unless traced
-    try:
-        result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
-        app = result if isinstance(result, AppToolResult) else None
-        content = app.text if app is not None else format_tool_result(result)
-    except ToolDeadlineExceeded:
-        if span is not None:
-            span.end("timeout")
-        error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
-        return f"Error: {error}", error
-    except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
-        if span is not None:
-            span.end(type(exc).__name__)
-        error = f"{type(exc).__name__}: {exc}"
-        return f"Error: {error}", error
-    except BaseException:
-        if span is not None:
-            span.end("cancelled")
-        raise
-    if span is not None:
-        span.end("tool_error" if app is not None and app.is_error else None)
-    if len(content) > MAX_TOOL_RESULT_CHARS:
-        error = (
-            f"the result of {tool.name} is {len(content)} characters, more than "
-            f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
-        )
-        return f"Error: {error}", error
-    if app is not None:
-        if on_app is not None:
-            on_app(app)
-        return content, (content if app.is_error else None)
-    return content, None
-
-
-def client_tools_of(input: RunAgentInput) -> tuple[list[Component], list[LLMTool]]:
-    """The components and the client tools a run's input brings (spec/decision.md §2.1).
-
-    Components: ``forwardedProps.availableComponents`` entries and ``tools`` entries
-    named ``show_component_<Name>`` (a ``tools`` entry wins over an
-    ``availableComponents`` one of the same name); every other ``tools`` entry is a
-    client tool (original schema, ``strict=True``: sent strict when its schema allows).
-    Raises :class:`RemoteInputError` naming the entry (``tools[0].name: ...``).
-    """
-    client_components: dict[str, Component] = {}
-    forwarded = input.forwarded_props
-    if isinstance(forwarded, Mapping) and forwarded.get(_AVAILABLE_COMPONENTS_KEY) is not None:
-        for component in components_from_available(forwarded[_AVAILABLE_COMPONENTS_KEY]):
-            client_components[component.name] = component
-    client_tools: dict[str, LLMTool] = {}
-    for i, tool in enumerate(input.tools):
-        if is_ui_tool(tool.name):
-            component = component_from_tool(tool.name, tool.description, tool.parameters)
-            client_components[component.name] = component
-            continue
-        try:
-            check_tool_name(tool.name)
-        except UsageError as exc:
-            raise RemoteInputError(f"tools[{i}].name: {exc.message}") from None
-        if tool.name in client_tools:
-            raise RemoteInputError(f"tools[{i}].name: duplicate tool name {tool.name!r}")
-        parameters = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
-        if not isinstance(parameters, Mapping) or parameters.get("type", "object") != "object":
-            raise RemoteInputError(f"tools[{i}].parameters: expected a JSON Schema of type object")
-        client_tools[tool.name] = LLMTool(
-            name=tool.name, description=tool.description, parameters=dict(parameters), strict=True
-        )
-    return list(client_components.values()), list(client_tools.values())
-
-
-def component_result(call: ToolCallRequest) -> tuple[str, str | None]:
-    """The tool result of a component call: shown, and whether its props fit its schema.
-
-    Props that do not fit (a required prop missing, a wrong type) were still shown
-    -- they streamed to the screen as they came -- so the model is told what is
-    wrong, with the JSON path, and can show the component again; the run goes on.
-    """
-    if call.ui_spec is not None:
-        return ui_spec_result(call.ui_spec)
-    shown = f"Component {call.component_name} is shown on the user's screen."
-    assert call.component is not None
-    problem = call.component.props_problem(call.arguments)
-    if problem is None:
-        return shown, None
-    error = f"the props of {call.component_name} do not match its schema: {problem}"
-    return f"{shown} Error: {error}. Call {call.name} again with corrected props.", error
 
 
 def _assistant_messages(decision: Decision) -> list[Message]:

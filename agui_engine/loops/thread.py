@@ -76,8 +76,14 @@ from ..protocol.events import (
     UserMessage,
 )
 from ..protocol.ids import new_id
-from .llm_agent import format_tool_result
-from .tool_runner import ToolRunner, require_tool_runner, resolve_tool_runner, run_tool, supplying_tool_runner
+from .tool_runner import (
+    ToolRunner,
+    format_tool_result,
+    require_tool_runner,
+    resolve_tool_runner,
+    run_tool,
+    supplying_tool_runner,
+)
 
 __all__ = [
     "HistorySource",
@@ -216,6 +222,23 @@ class Thread:
         thread = cls(agent, thread_id=thread_id, **options)
         thread.accumulator.apply_all(events)
         return thread
+
+    async def rename(self, title: str) -> str:
+        """Set this thread's title where the agent keeps it (``SSEAgent.rename_thread``:
+        ``PATCH <url>/threads/<threadId>``); the title as kept. Raises UsageError for an
+        agent that keeps no threads, and what the agent raises (404 ``unknown_thread``)."""
+        rename = getattr(self.agent, "rename_thread", None)
+        if rename is None:
+            raise UsageError(f"{type(self.agent).__name__} keeps no threads: rename needs an SSEAgent")
+        return str(await rename(self.thread_id, title))
+
+    async def delete(self) -> None:
+        """Delete this thread where the agent keeps it (``SSEAgent.delete_thread``). Raises
+        UsageError for an agent that keeps no threads, and what the agent raises."""
+        delete = getattr(self.agent, "delete_thread", None)
+        if delete is None:
+            raise UsageError(f"{type(self.agent).__name__} keeps no threads: delete needs an SSEAgent")
+        await delete(self.thread_id)
 
     # ------------------------------------------------------------------ reading
 

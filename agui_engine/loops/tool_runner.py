@@ -49,18 +49,24 @@ sync                        the runner (worker thread)  refused (:class:`UsageEr
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
+
+import msgspec
 
 from ..genui.components import ServerTool
+from ..genui.mcp_apps import AppToolResult
 from ..protocol.errors import UpstreamError, UsageError
+from .observe import tool_span
 
 __all__ = [
+    "MAX_TOOL_RESULT_CHARS",
     "ToolDeadlineExceeded",
     "ToolRunner",
     "call_on_loop",
+    "format_tool_result",
     "needs_runner",
     "require_tool_runner",
     "resolve_tool_runner",
@@ -68,7 +74,16 @@ __all__ = [
     "supplied_tool_runner",
     "supply_tool_runner",
     "supplying_tool_runner",
+    "tool_outcome",
 ]
+
+#: Longest tool result (characters) sent to the client and back to the model.
+#: 1 MiB is about 250 K tokens -- more than any model context holds -- and the
+#: same bound Tambo puts on client tool arguments; a larger result becomes an
+#: error result instead of an oversized event and a failing model call.
+MAX_TOOL_RESULT_CHARS: Final = 1024 * 1024
+
+
 
 
 class ToolDeadlineExceeded(UpstreamError):
@@ -186,3 +201,62 @@ async def run_tool(
     if runner is None:
         return await call_on_loop(tool, arguments)
     return await runner(tool, arguments, inline=inline, timeout=timeout)
+
+
+def format_tool_result(value: Any) -> str:
+    """The string content of a tool result: a ``str`` as is, anything else as compact JSON.
+
+    AG-UI 1.0 also allows content parts, but strings are what every client and
+    validator accepts. Values msgspec cannot encode fall back to ``str()``.
+    """
+    if isinstance(value, str):
+        return value
+    return msgspec.json.encode(value, enc_hook=str).decode()
+
+
+async def tool_outcome(
+    runner: ToolRunner | None, tool: ServerTool, arguments: Mapping[str, Any], *, inline: bool, timeout: float | None,
+    on_app: Callable[[AppToolResult], None] | None = None, call_id: str | None = None,
+) -> tuple[str, str | None]:
+    """Run one server tool call -> ``(content, error)`` of its tool result: the result as text
+    (:func:`format_tool_result`), or ``"Error: <what>"`` with ``error`` set when it raised, passed
+    ``timeout`` or returned more than :data:`MAX_TOOL_RESULT_CHARS`. Never raises (but a
+    cancellation): a failing tool is a result for the model.
+
+    A tool with an MCP app returns an :class:`~agui_engine.genui.mcp_apps.AppToolResult`: its
+    text is the content (an error when the server flagged ``isError``) and ``on_app(result)``
+    is called, so the caller shows the app after the tool result (isError or not, as
+    ``@ag-ui/mcp-apps-middleware`` does). A traced run (:mod:`~agui_engine.loops.observe`) gets an
+    ``execute_tool`` span per call (``call_id``: its ``gen_ai.tool.call.id``)."""
+    span = tool_span(tool.name, call_id, description=tool.description)  # None unless traced
+    try:
+        result = await run_tool(runner, tool, arguments, inline=inline, timeout=timeout)
+        app = result if isinstance(result, AppToolResult) else None
+        content = app.text if app is not None else format_tool_result(result)
+    except ToolDeadlineExceeded:
+        if span is not None:
+            span.end("timeout")
+        error = f"the tool {tool.name} did not return within tool_timeout={timeout} s"
+        return f"Error: {error}", error
+    except Exception as exc:  # noqa: BLE001 - a failing tool is a result for the model
+        if span is not None:
+            span.end(type(exc).__name__)
+        error = f"{type(exc).__name__}: {exc}"
+        return f"Error: {error}", error
+    except BaseException:
+        if span is not None:
+            span.end("cancelled")
+        raise
+    if span is not None:
+        span.end("tool_error" if app is not None and app.is_error else None)
+    if len(content) > MAX_TOOL_RESULT_CHARS:
+        error = (
+            f"the result of {tool.name} is {len(content)} characters, more than "
+            f"MAX_TOOL_RESULT_CHARS={MAX_TOOL_RESULT_CHARS}"
+        )
+        return f"Error: {error}", error
+    if app is not None:
+        if on_app is not None:
+            on_app(app)
+        return content, (content if app.is_error else None)
+    return content, None

@@ -40,7 +40,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import msgspec
 
 from ..genui.components import MAX_TOOL_NAME_LENGTH, ServerTool, tool_from_schema
-from ..genui.mcp_apps import AppServer, AppSource, AppToolResult, is_model_visible, ui_resource_uri
+from ..genui.mcp_apps import AppServer, AppSource, AppTool, AppToolResult, is_model_visible, ui_resource_uri
 from ..protocol.errors import UpstreamError, UsageError
 
 __all__ = [
@@ -231,7 +231,8 @@ def source_server_tools(
         # as the middleware: the app's resource is named in the description (AG-UI tools carry no _meta)
         description = tool.description if app_server is None else f"{tool.description}\n[UI Resource: {uri}]"
         try:
-            out.append(tool_from_schema(model_name, description, tool.input_schema, call))
+            app = AppTool(resource_uri=uri, server=app_server) if app_server is not None and uri is not None else None
+            out.append(tool_from_schema(model_name, description, tool.input_schema, call, app=app))
         except UsageError as exc:  # a schema no model accepts: that tool is left out, the others stay
             _log.warning("tool %s of %s left out: %s", tool.name, source_id, exc.message)
     return out

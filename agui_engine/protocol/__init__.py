@@ -6,4 +6,4 @@ The bottom layer of the core: it imports nothing else of the project. ``__all__`
 :mod:`agui_engine`.
 """
 
-__all__ = ["accumulator", "agent", "capabilities", "codec", "compact", "errors", "events", "ids", "pointer", "proto", "schema", "verify", "wire", "writer"]
+__all__ = ["accumulator", "agent", "capabilities", "codec", "compact", "errors", "events", "ids", "pointer", "proto", "schema", "threads", "verify", "wire", "writer"]

@@ -25,7 +25,7 @@ Entities are the Verifier's own :class:`~agui_engine.protocol.verify.Kind`\\ s:
 * **Tool calls** (``TOOL``), any number open at once, each remembered with the
   lane it belongs to. Their methods return the one event they make instead of
   appending it, so a producer can hand it to the
-  :class:`~agui_engine.loops.decision.ToolCallTransformer`, which places it among
+  :class:`~agui_engine.loops.tool_calls.ToolCallTransformer`, which places it among
   the component events it adds. Opening a tool call does not close the lane's
   text: a model message ends its text when its calls begin, so such a producer
   calls :meth:`close_lane` first; one whose text and calls interleave does not.
@@ -189,7 +189,14 @@ class EventWriter:
         return [key for k, key in self._lanes.values() if k is lane_kind]
 
     def is_open(self, kind: Kind, key: str) -> bool:
+        """Whether the entity ``key`` of ``kind`` is open now."""
         return key in self.open_ids(kind) if kind is not TOOL else key in self._calls
+
+    def tool_ended(self, tool_call_id: str) -> bool:
+        """Whether the tool call ``tool_call_id`` was opened and has ended (its id names no other
+        call). With :meth:`is_open` this is the whole life of a call: not yet opened, open, ended;
+        a producer asks the writer instead of keeping flags of its own."""
+        return tool_call_id in self._ended_calls
 
     def any_open(self) -> bool:
         return bool(self._lanes or self._calls)

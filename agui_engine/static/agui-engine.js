@@ -793,6 +793,20 @@ export class HistoryError extends Error {
 /** The response headers of a thread history: the branch's last run, and whether runs of it are gone. */
 export const HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed";
 
+/** The HistoryError of a refused thread request: the gateway's JSON error, else the status. */
+async function refusal(response, fallbackCode) {
+  let code = fallbackCode;
+  let message = `HTTP ${response.status}`;
+  try {
+    const body = await response.json();
+    code = body?.error?.code ?? code;
+    message = body?.error?.message ?? message;
+  } catch {
+    // not our gateway's JSON error: the status says it
+  }
+  return new HistoryError(message, { status: response.status, code });
+}
+
 /**
  * Rebuild a thread from the gateway's history: `GET <url>/threads/<threadId>` (the branch ending at
  * `options.runId`, default the thread's latest run), applied to `options.store` (a new ThreadStore by
@@ -809,18 +823,7 @@ export async function restoreThread(url, threadId, options = {}) {
     headers: { ...options.headers, ...runKeyHeader(options.runKey), Accept: "application/json" },
     signal: options.signal,
   });
-  if (!response.ok) {
-    let code = "history_failed";
-    let message = `HTTP ${response.status}`;
-    try {
-      const body = await response.json();
-      code = body?.error?.code ?? code;
-      message = body?.error?.message ?? message;
-    } catch {
-      // not our gateway's JSON error: the status says it
-    }
-    throw new HistoryError(message, { status: response.status, code });
-  }
+  if (!response.ok) throw await refusal(response, "history_failed");
   let events;
   try {
     events = await response.json();
@@ -840,6 +843,42 @@ export async function restoreThread(url, threadId, options = {}) {
     runId: response.headers.get("X-AGUI-Run-Id"),
     trimmed: response.headers.get(HISTORY_TRIMMED_HEADER) === "true",
   };
+}
+
+async function threadRequest(method, url, path, options, body) {
+  const headers = { ...options.headers, ...runKeyHeader(options.runKey), Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(`${url.replace(/\/+$/, "")}${path}`, {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: options.signal,
+  });
+  if (!response.ok) throw await refusal(response, "threads_failed");
+  return response.status === 204 ? null : response.json();
+}
+
+/**
+ * `listThreads(url, {limit, cursor, search, headers})`: one page of the caller's threads, newest
+ * first (`GET <url>/threads`): `{threads: [{threadId, title, createdAt, updatedAt, runs,
+ * latestRunId}], nextCursor}` (`nextCursor` null on the last page). Needs a per-client token;
+ * throws HistoryError (`principal_required` 403, `threads_not_listed` 404, `bad_thread_request`).
+ */
+export async function listThreads(url, options = {}) {
+  const query = new URLSearchParams();
+  if (options.limit != null) query.set("limit", String(options.limit));
+  if (options.cursor) query.set("cursor", options.cursor);
+  if (options.search) query.set("q", options.search);
+  const tail = query.toString() ? `?${query}` : "";
+  return threadRequest("GET", url, `/threads${tail}`, options);
+}
+
+/** `renameThread(url, threadId, title, {runKey, headers})`: set a thread's title; the title as kept. */
+export async function renameThread(url, threadId, title, options = {}) {
+  const done = await threadRequest("PATCH", url, `/threads/${encodeURIComponent(threadId)}`, options, { title });
+  return done.title;
+}
+
+/** `deleteThread(url, threadId, {runKey, headers})`: delete a thread (404 `unknown_thread` when not yours). */
+export async function deleteThread(url, threadId, options = {}) {
+  await threadRequest("DELETE", url, `/threads/${encodeURIComponent(threadId)}`, options);
 }
 
 /** `ThreadStore.restore(url, threadId, options)`: the store of `restoreThread`. */
@@ -1420,3 +1459,14 @@ export async function a2uiData(operations, options = {}) {
   bindings.forEach((b, i) => { filled[b.path] = answers[i]; });
   return a2uiDataModel(operations, filled);
 }
+
+// ------------------------------------------------------------------------------------------ MCP Apps host
+
+// The MCP Apps host (stable 2026-01-26) for applications: `new McpAppHost(container, {endpoint, headers,
+// confirmLink?, message?})`, fed every event (`host.event(event)`), draws each app through the gateway's
+// sandbox proxy and answers every request of the spec with the user in control; `host.modelContext()` is
+// what the next run's `context` carries (mcp-apps.js has the whole contract).
+export {
+  APP_PROTOCOL_VERSION, AppError, DISPLAY_MODES, MCP_APPS_ACTIVITY, MCP_APP_ANNOUNCE_EVENT, MCP_APP_INPUT_EVENT,
+  McpApp, McpAppHost, appResource, proxyRequest,
+} from "./mcp-apps.js";

@@ -2,6 +2,15 @@
 // A2UI v0.9 Lit renderer (a2ui-lit.js: @a2ui/lit 0.11.0, vendored), or with this module's own safe
 // drawing when the renderer refuses the surface (or could not load).
 //
+// A2UI v1.0 surfaces (operations whose `version` is "v1.0") are drawn too. No renderer published on npm
+// supports v1.0 yet (@a2ui/lit 0.11.0, @a2ui/react 0.11.1 and @a2ui/web_core 0.11.0 export v0_8 and v0_9
+// only), so a v1.0 operation is handed to the v0.9 renderer in its v0.9 form (`forRenderer`: the same
+// components and data; a createSurface carrying its components and dataModel inline, as v1.0 allows, is
+// split into createSurface + updateComponents + updateDataModel; the v1.0 basic catalog id is an alias
+// of the basic catalog). Where v1.0 differs (a prop v0.9's schema lacks, e.g. TextField's placeholder),
+// the renderer refuses and the fallback drawing shows the surface. The card says which version it is
+// (`data-a2ui-version`).
+//
 // Theory of operation
 // -------------------
 // One SurfaceView per activity message, kept across renders (a surface's elements, its typed-in values
@@ -38,6 +47,9 @@
 // with agui-engine.js's sendA2UIAction (forwardedProps.a2uiAction.userAction, the middleware's convention).
 
 import { A2UI_BASIC_CATALOG_ID, a2uiContent, a2uiSurfaceId } from "./agui-engine.js";
+
+/** The A2UI v1.0 basic catalog id (agui_engine.genui.a2ui.BASIC_CATALOG_V1_ID). */
+export const A2UI_BASIC_CATALOG_V1_ID = "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json";
 import { MAX_A2UI_COMPONENTS, MAX_A2UI_DEPTH, MAX_A2UI_JSON_DEPTH } from "./a2ui-limits.js";
 
 /** Deepest component nesting the fallback drawing follows (a cycle or a very deep tree stops there). */
@@ -54,13 +66,27 @@ export function rendererError() {
   return litError;
 }
 
-// The catalogs a surface may name: the renderer's basic catalog under its own id and under the id the
-// middleware gives a surface by default (both are the A2UI v0.9 basic catalog).
+// The catalogs a surface may name: the renderer's basic catalog under its own id, under the id the
+// middleware gives a surface by default (both are the A2UI v0.9 basic catalog) and under the v1.0 basic
+// catalog's id (its components, drawn by the v0.9 renderer: see the top).
 function catalogs() {
   const basic = lit.basicCatalog;
-  const alias = new lit.Catalog(A2UI_BASIC_CATALOG_ID, [...basic.components.values()], [...basic.functions.values()],
-                                basic.themeSchema);
-  return [basic, alias];
+  const alias = (id) => new lit.Catalog(id, [...basic.components.values()], [...basic.functions.values()],
+                                        basic.themeSchema);
+  return [basic, alias(A2UI_BASIC_CATALOG_ID), alias(A2UI_BASIC_CATALOG_V1_ID)];
+}
+
+/** The operations of a v1.0 operation in their v0.9 form (what the v0.9 renderer takes); others as they are. */
+export function forRenderer(op) {
+  if (!op || op.version !== "v1.0") return [op];
+  const { version: _v, ...body } = op;
+  const create = body.createSurface;
+  if (!create || typeof create !== "object") return [{ version: "v0.9", ...body }];
+  const { components, dataModel, metadata: _m, ...head } = create;
+  const out = [{ version: "v0.9", createSurface: { ...head, catalogId: head.catalogId ?? A2UI_BASIC_CATALOG_V1_ID } }];
+  if (Array.isArray(components)) out.push({ version: "v0.9", updateComponents: { surfaceId: head.surfaceId, components } });
+  if (dataModel !== undefined) out.push({ version: "v0.9", updateDataModel: { surfaceId: head.surfaceId, path: "/", value: dataModel } });
+  return out;
 }
 
 // ------------------------------------------------------------------------------------------ the check
@@ -122,7 +148,7 @@ export function surfaceProblem(operations) {
     if (op.deleteSurface) { surfaces.delete(id); continue; }
     if (op.createSurface || !surfaces.has(id)) surfaces.set(id, { entries: 0, components: new Map() });
     const s = surfaces.get(id);
-    const list = op.updateComponents?.components;
+    const list = op.updateComponents?.components ?? op.createSurface?.components; // v1.0: inline in createSurface
     if (Array.isArray(list)) {
       s.entries += list.length;
       if (s.entries > MAX_A2UI_COMPONENTS) {
@@ -248,6 +274,7 @@ export class SurfaceView {
         return;
       }
       this.operations = content.operations;
+      this.el.dataset.a2uiVersion = content.operations.some((op) => op?.version === "v1.0") ? "v1.0" : "v0.9";
       this.draw();
     } else if (this.operations.length) {
       // a painted surface replaced by its lifecycle (a refused call is retried): nothing of it stays
@@ -327,10 +354,11 @@ export class SurfaceView {
         this.surfaces.delete(id);
       });
     }
-    const next = this.operations.map((op) => JSON.stringify(op));
+    const ops = this.operations.flatMap(forRenderer);
+    const next = ops.map((op) => JSON.stringify(op));
     next.forEach((json, i) => {
       if (this.applied[i] === json) return;
-      const op = this.operations[i];
+      const op = ops[i];
       const existing = op.createSurface && this.processor.model.getSurface(op.createSurface.surfaceId);
       if (!existing || existing.catalog.id !== op.createSurface.catalogId) this.processor.processMessages([op]);
       this.applied[i] = json;
@@ -344,7 +372,7 @@ export class SurfaceView {
   fallback(problem) {
     this.renderer("fallback", problem);
     const bySurface = new Map();
-    for (const op of this.operations) {
+    for (const op of this.operations.flatMap(forRenderer)) {
       const id = a2uiSurfaceId(op) ?? "default";
       if (!bySurface.has(id)) bySurface.set(id, { components: new Map(), data: {} });
       const s = bySurface.get(id);

@@ -75,7 +75,29 @@ const app = {
   panels,
 };
 window.__inspector = app;
-app.mcpApps = new McpAppHost($("apps"), { endpoint, headers: () => authHeaders() });
+app.mcpApps = new McpAppHost($("apps"), { endpoint, headers: () => authHeaders(), message: appMessage });
+
+// An app's ui/message: a user turn the person can send (it waits in the message box, marked as the
+// app's) or discard; the app hears which (mcp-apps.js answers {} or -32000).
+function appMessage(text, mcpApp) {
+  app.pendingAppMessage?.resolve(false); // an older one is replaced: discarded
+  return new Promise((resolve) => {
+    app.pendingAppMessage = { text, resolve, from: mcpApp.content.resourceUri };
+    $("message").value = text;
+    $("message").dataset.fromApp = mcpApp.content.resourceUri;
+    $("discard").hidden = false;
+    $("message").focus();
+  });
+}
+
+function settleAppMessage(sent) {
+  const pending = app.pendingAppMessage;
+  if (!pending) return;
+  app.pendingAppMessage = null;
+  delete $("message").dataset.fromApp;
+  $("discard").hidden = true;
+  pending.resolve(sent);
+}
 
 // ------------------------------------------------------------------------------------------ rows
 
@@ -449,8 +471,9 @@ const newId = () => Math.random().toString(36).slice(2, 12);
 function send(text) {
   if (app.running) return;
   const user = { id: "u-" + newId(), role: "user", content: text };
+  // the apps' ui/update-model-context (the last one of each app) reaches the model with this run
   const input = { threadId: app.threadId, runId: "run-" + newId(), messages: [...app.store.history(), user], tools: [],
-                  context: [], state: app.store.state, forwardedProps: {} };
+                  context: app.mcpApps.modelContext(), state: app.store.state, forwardedProps: {} };
   app.store.messages.push({ ...user });
   return startRun(input);
 }
@@ -591,10 +614,15 @@ async function attach(runIds) {
 $("send-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const text = $("message").value.trim();
-  if (text) {
+  if (text && !app.running) {
     $("message").value = "";
+    settleAppMessage(true);
     send(text);
   }
+});
+$("discard").addEventListener("click", () => {
+  $("message").value = "";
+  settleAppMessage(false);
 });
 $("recording").addEventListener("change", () => {
   const file = $("recording").files[0];

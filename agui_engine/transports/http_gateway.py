@@ -36,7 +36,9 @@ import contextlib
 import contextvars
 import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
+
+import msgspec
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
 from agui_engine.loops.tool_sources import tool_source_status
@@ -51,6 +53,7 @@ from agui_engine.protocol.proto import (
     encode_proto_frame,
     proto_frame_from_json,
 )
+from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
 from .bearer_auth import check_bearer
@@ -60,6 +63,7 @@ from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_h
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
 from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
+from .history import UnknownThreadError
 from .http_headers import (
     HISTORY_TRIMMED_HEADER,
     NOT_RESUMABLE_VALUES,
@@ -76,6 +80,7 @@ from .otel import incoming_trace
 from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -89,11 +94,13 @@ __all__ = [
     "CURRENT_RUN_ID",
     "GatewayRequest",
     "HttpGateway",
+    "READABLE_CONTENT_ENCODINGS",
     "STATUS_CLIENT_CLOSED",
     "STREAM_FORMATS",
     "StreamStart",
     "UnreadableRequestError",
     "build_gateway",
+    "check_content_encoding",
     "error_answer",
     "frame_ndjson",
     "frame_proto",
@@ -129,6 +136,23 @@ class UnreadableRequestError(RemoteInputError):
     the HTTP parser's limits, a malformed request line. The message says which."""
 
     default_code = "unreadable_request"
+
+
+#: The request body codings the gateway reads: exactly one of these, or none. aiohttp decodes one
+#: of them; any other value -- an unknown coding, or several stacked (``gzip, gzip, br, zstd``) --
+#: it would hand over undecoded, as if plain, so the body would be read as JSON it is not.
+READABLE_CONTENT_ENCODINGS: Final = frozenset({"identity", "gzip", "deflate", "br", "zstd"})
+
+
+def check_content_encoding(header: str | None) -> None:
+    """Raise :class:`UnreadableRequestError` (400) unless ``header`` (a request's
+    ``Content-Encoding``) names at most one coding of :data:`READABLE_CONTENT_ENCODINGS`."""
+    coding = (header or "").strip().lower()
+    if coding and coding not in READABLE_CONTENT_ENCODINGS:
+        shown = header[:MAX_ECHOED_HEADER_CHARS] if header else ""
+        raise UnreadableRequestError(
+            f"cannot read the request body: Content-Encoding {shown!r} is not one coding this server decodes "
+            f"(send one of {', '.join(sorted(READABLE_CONTENT_ENCODINGS))}, or none)")
 
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
@@ -242,6 +266,7 @@ def error_answer(exc: AguiEngineError, metrics: GatewayMetrics | None = None) ->
 _FIXED: Mapping[str, Mapping[str, str]] = {
     "": {"POST": "post"},
     "/data/query": {"POST": "data_query"},
+    "/threads": {"GET": "threads_list", "HEAD": "threads_list"},
     "/capabilities": {"GET": "capabilities", "HEAD": "capabilities", "*": "capabilities_method"},
     "/healthz": {"GET": "healthz", "HEAD": "healthz"},
     "/readyz": {"GET": "readyz", "HEAD": "readyz"},
@@ -251,7 +276,8 @@ _FIXED: Mapping[str, Mapping[str, str]] = {
 }
 _WITH_PARAM: Mapping[str, Mapping[str, str]] = {
     "/runs/": {"GET": "get", "HEAD": "get", "DELETE": "delete"},
-    "/threads/": {"GET": "thread", "HEAD": "thread", "*": "thread_method"},
+    "/threads/": {"GET": "thread", "HEAD": "thread", "DELETE": "thread_delete", "PATCH": "thread_patch",
+                  "*": "thread_method"},
     "/static/": {"GET": "static", "HEAD": "static"},
 }
 
@@ -335,7 +361,7 @@ class HttpGateway:
         if not self._origin_allowed(origin):
             return Answer(403)
         return Answer(204, {
-            "Access-Control-Allow-Methods": "POST, GET, DELETE, OPTIONS",
+            "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
             "Access-Control-Allow-Headers": (
                 f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
             ),
@@ -363,6 +389,7 @@ class HttpGateway:
         ctype = req.headers.get("Content-Type", "")
         if json_only and ctype.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
+        check_content_encoding(req.headers.get("Content-Encoding"))
         limit = self.max_body_bytes if limit is None else limit
         if req.content_length is not None:
             check_body_size(req.content_length, limit, what=what)
@@ -451,8 +478,95 @@ class HttpGateway:
         return self.only_get(req, "the capabilities are")
 
     async def thread_method(self, req: GatewayRequest, thread_id: str | None = None) -> Answer:
-        # a thread's history grows by its runs (POST <path>), never by a write here
-        return self.only_get(req, "a thread's history is")
+        """Any other method on ``<path>/threads/<threadId>``: 405 saying which ones it takes."""
+        answer = error_answer(MethodNotAllowedError(
+            f"{req.method} {req.path}: a thread's history is read with GET, its title set with PATCH, "
+            "the thread deleted with DELETE (nothing else is allowed here)"
+        ), self.metrics)
+        answer.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
+        return answer
+
+    async def threads_list(self, req: GatewayRequest) -> Answer:
+        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
+        try:
+            principal = self.principal(req)
+            page = await list_threads(
+                self.registry, self.caller(req, principal), limit=req.query.get("limit"),
+                cursor=req.query.get("cursor"), search=req.query.get("q"),
+            )
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        return Answer(200, {**_NO_STORE, "Content-Type": "application/json"}, msgspec.json.encode(page))
+
+    async def thread_delete(self, req: GatewayRequest, thread_id: str) -> Answer:
+        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
+        try:
+            principal = self.principal(req)
+            await delete_thread(self.registry, thread_id, self.caller(req, principal))
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        return Answer(204)
+
+    async def thread_patch(self, req: GatewayRequest, thread_id: str) -> Answer:
+        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
+        try:
+            principal = self.principal(req)
+            body = await self.read_body(req, "the thread's title")
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError as exc:
+                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
+            done = await rename_thread(self.registry, thread_id, doc, self.caller(req, principal))
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        return Answer(200, {**_NO_STORE, "Content-Type": "application/json"}, msgspec.json.encode(done))
+
+    # -- CopilotKit's runtime routes (transports/runtime_routes.py) --------------------
+
+    async def runtime_connect(self, req: GatewayRequest) -> Answer:
+        """``POST .../agent/<id>/connect``: the thread's kept history (its body: a RunAgentInput
+        naming ``threadId``), compacted, as one SSE stream in the caller's wire; no event when
+        there is none the caller may read (the thread is then new to the page)."""
+        try:
+            principal = self.principal(req)
+            input = decode_run_input(await self.read_body(req), max_bytes=self.max_body_bytes)
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        try:
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=self.caller(req, principal))
+            body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+        except UnknownThreadError:
+            body = b""
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        return Answer(200, {"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"}, body)
+
+    async def runtime_stop(self, req: GatewayRequest, thread_id: str) -> Answer:
+        """``POST .../agent/<id>/stop/<threadId>`` with ``{runId}``: cancel that run of the thread
+        (as ``DELETE <path>/runs/<runId>``: the caller must be its principal or hold its key).
+        Answers ``{"stopped": bool}``: false when there was nothing of the caller's to stop."""
+        try:
+            principal = self.principal(req)
+            raw = await self.read_body(req, what="the stop request")
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
+        try:
+            asked = msgspec.json.decode(raw) if raw.strip() else {}
+        except msgspec.DecodeError:
+            asked = {}
+        run_id = asked.get("runId") if isinstance(asked, dict) else None
+        stopped = False
+        if isinstance(run_id, str):
+            caller = self.caller(req, principal)
+            try:
+                run = self.registry.check_owner(await self.registry.find(run_id), caller)
+                if run.thread_id in ("", thread_id):  # "": a run another node started
+                    await self.registry.cancel(run_id, caller=caller)
+                    stopped = True
+            except AguiEngineError:
+                stopped = False
+        return _json_answer({"stopped": stopped})
 
     async def get(self, req: GatewayRequest, run_id: str) -> Answer | StreamStart:
         """``GET <path>/runs/<runId>``: follow a run from ``Last-Event-ID`` / ``lastEventId``."""
@@ -520,8 +634,20 @@ class HttpGateway:
         # Liveness: this process answers. Restarting it would not fix Redis.
         return _json_answer({"status": "ok"})
 
+    def authorized(self, req: GatewayRequest) -> bool:
+        """Whether the request holds a valid bearer token (always, when auth is off)."""
+        try:
+            self.principal(req)
+        except AguiEngineError:
+            return False
+        return True
+
     async def readyz(self, req: GatewayRequest) -> Answer:
         ready = await self.registry.ready()
+        if not self.authorized(req):
+            # auth on and no valid token: ready or not (a load balancer's probe needs no more),
+            # never the run counts or the MCP servers' ids and errors
+            return _json_answer({"ready": ready}, 200 if ready else 503)
         doc: dict[str, Any] = {
             "ready": ready,
             "draining": self.registry.draining,
@@ -535,6 +661,10 @@ class HttpGateway:
     async def metrics_text(self, req: GatewayRequest) -> Answer:
         if self.metrics is None:
             return error_answer(RouteNotFoundError(f"{req.path}: this gateway keeps no metrics"))
+        try:  # behind the bearer token when auth is on (a scraper sends it: bearer_token_file)
+            self.principal(req)
+        except AguiEngineError as exc:
+            return error_answer(exc, self.metrics)
         return Answer(200, {"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}, self.metrics.render())
 
     # -- streams -------------------------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_MAX_RETRIES",
+    "MAX_RECONNECTS_PER_RUN",
     "MAX_REMEMBERED_THREAD_KEYS",
     "RETRYABLE_STATUSES",
     "RemoteAgentError",
@@ -146,6 +147,14 @@ TERMINAL_EVENTS = (RunFinishedEvent, RunErrorEvent)
 #: 5 attempts with the backoff below span ~6 s: a server restart behind a load
 #: balancer or a brief network loss, not an outage (the run's grace period is 30 s).
 DEFAULT_MAX_RETRIES = 5
+
+
+#: Reconnects of one run, in all, however much each connection delivered. The per-drop count
+#: (``max_retries``) starts again after every new event, so a server that sends one event and
+#: drops, again and again, was followed forever (170 reconnects in 30 s, each repeating the
+#: request). 100 carries a run through a proxy that cuts streams every minute for well over an
+#: hour; past it the run ends with ``ConnectionLostError``.
+MAX_RECONNECTS_PER_RUN = 100
 
 
 #: First reconnect delay (seconds); doubles per attempt, with jitter. 0.2 s is
@@ -305,7 +314,7 @@ class RemoteClientBase:
                 except drops as exc:
                     failures += 1
                     stop = unresumable(self.url, exc, accepted=accepted, last_id=last_id, failures=failures,
-                                       max_retries=self.retry.max_retries)
+                                       max_retries=self.retry.max_retries, reconnects=self.reconnects)
                     if stop is not None:
                         abandoned = False
                         yield end_or_raise(stop, yielded)
@@ -354,7 +363,8 @@ class RemoteClientBase:
 
 
 def unresumable(
-    url: str, exc: BaseException, *, accepted: bool, last_id: str | None, failures: int, max_retries: int
+    url: str, exc: BaseException, *, accepted: bool, last_id: str | None, failures: int, max_retries: int,
+    reconnects: int = 0,
 ) -> UpstreamError | None:
     """Why a dropped run must not be tried again (``None``: resume it from ``last_id``).
 
@@ -363,7 +373,8 @@ def unresumable(
     agent a second time (its side effects repeated, a second ``RUN_STARTED``): such a drop
     ends the run with :class:`UpstreamStoppedError` (``upstream_stopped``). An endpoint
     that never accepted the run is unreachable (:class:`ConnectionLostError`), and so is
-    one whose drops outlast ``max_retries``."""
+    one whose drops outlast ``max_retries`` in a row, or whose run has already been
+    reconnected :data:`MAX_RECONNECTS_PER_RUN` times in all."""
     tls = tls_failure(exc)
     what = f"TLS handshake failed: {tls}" if tls else type(exc).__name__
     if not accepted:
@@ -375,6 +386,9 @@ def unresumable(
         )
     if failures > max_retries:
         return ConnectionLostError(f"connection to {url} lost ({what}) and not resumed after {failures - 1} retries")
+    if reconnects >= MAX_RECONNECTS_PER_RUN:
+        return ConnectionLostError(f"connection to {url} lost ({what}) again after {reconnects} reconnects in this run "
+                                   f"(MAX_RECONNECTS_PER_RUN={MAX_RECONNECTS_PER_RUN}): given up")
     return None
 
 

@@ -67,7 +67,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 import msgspec
 
@@ -84,6 +84,7 @@ from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
 )
+from agui_engine.protocol.threads import check_resume, open_interrupts
 from agui_engine.protocol.verify import Verifier
 
 from .clock import Clock, LoopClock, TimerHandle
@@ -158,12 +159,14 @@ __all__ = [
     "WS_CLOSE_BUSY",
     "WS_CLOSE_RUN_EXISTS",
     "client_key",
+    "may_touch",
     "run_key_hash",
 ]
 
 _log = logging.getLogger("agui_engine.transports")
 
 _LIFECYCLE = frozenset({RunStartedEvent, RunFinishedEvent, RunErrorEvent})
+_TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
 _TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
@@ -268,8 +271,10 @@ def run_key_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
-    # The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread.
+def may_touch(owner: str | None, key_hash: str, caller: Caller | None) -> bool:
+    """The one rule of spec/transports.md §2.6, for runs and for the kept runs of a thread:
+    ``caller`` may touch what ``owner`` (a principal) started with a run key hashing to
+    ``key_hash`` (None caller: the embedding program, always)."""
     if caller is None:
         return True
     if caller.key is not None and key_hash and hmac.compare_digest(run_key_hash(caller.key), key_hash):
@@ -367,6 +372,7 @@ class Run:
         "grace_timer",
         "history_parent",
         "head",
+        "kept_early",
         "input",
         "key",
         "key_hash",
@@ -408,6 +414,8 @@ class Run:
         #: there (the input's parentRunId, else the thread's latest kept run).
         self.kept = False
         self.history_parent: str | None = None
+        #: Whether its record was kept before its terminal event went out (a durable store).
+        self.kept_early = False
 
     @classmethod
     def following(cls, run_id: str) -> Run:
@@ -639,6 +647,7 @@ class RunRegistry:
         log: EventLog | None = None,
         clock: Clock | None = None,
         metrics: GatewayMetrics | None = None,
+        threads: ThreadStore | None = None,
     ) -> None:
         # a remote AG-UI agent is served inside the agent loop (remote_agents.serving_agent)
         self.agent: Agent = serving_agent(as_agent(agent, where="RunRegistry(agent)"))
@@ -676,10 +685,15 @@ class RunRegistry:
         #: request then names an unknown server, as the middleware with no servers answers).
         proxy = getattr(self.agent, "mcp_apps", None)
         self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
-        #: Where thread histories are kept (the log, when it keeps them and keep_history).
+        #: Where thread histories are kept (``threads``, a durable store, else the log when it
+        #: keeps them; none without keep_history).
         self.threads: ThreadStore | None = (
-            self.log if self.options.keep_history and isinstance(self.log, ThreadStore) else None
+            None if not self.options.keep_history
+            else threads if threads is not None
+            else self.log if isinstance(self.log, ThreadStore) else None
         )
+        #: Whether the history is kept apart from the log (a durable store: IO of its own).
+        self._store_apart = self.threads is not None and self.threads is not cast(object, self.log)
         # History retention is wall-clock time: a shared store compares it across nodes.
         self._wall: Callable[[], float] = getattr(self.clock, "wall_time", time.time)
         #: Traces the runs (RegistryOptions.tracing; loops/observe.py's hook), else None.
@@ -688,6 +702,10 @@ class RunRegistry:
             self.observer = OTelObserver()
 
     # -- queries -------------------------------------------------------------------------
+
+    def wall_time(self) -> float:
+        """Wall-clock Unix seconds of the registry's clock (what history retention counts)."""
+        return self._wall()
 
     @property
     def max_runs(self) -> int:
@@ -789,7 +807,7 @@ class RunRegistry:
         (a shared log written before run keys) is checked by principal alone.
         Raises UnknownRunError otherwise -- the same 404 as for a run that does not
         exist, so ids cannot be probed."""
-        if _may_touch(run.owner, run.key_hash, caller):
+        if may_touch(run.owner, run.key_hash, caller):
             return run
         raise UnknownRunError(run.run_id)
 
@@ -806,7 +824,9 @@ class RunRegistry:
         (:func:`~transports.history.merge_input`; spec/transports.md §4.4).
         Raises ServerBusyError (a limit reached -- concurrent runs, the client's
         runs, the buffered-bytes budget -- or shutting down), RunExistsError
-        (``runId`` already known), EventLogUnavailableError."""
+        (``runId`` already known), ResumeRejectedError (422: ``input.resume`` does not
+        answer the interrupts the thread's branch ended with; spec/transports.md §4.4),
+        EventLogUnavailableError."""
         if not self.gateway.admits:
             raise ServerBusyError("the server is shutting down", retry_after=RETRY_AFTER_SHUTDOWN_SECONDS)
         check_run_id(input.run_id)
@@ -875,14 +895,19 @@ class RunRegistry:
         if self.threads is None or len(input.thread_id) > MAX_RUN_ID_LENGTH:
             return False, None, input  # a thread id longer than a run id may be is not a store key
         runs = await self._kept_runs(input.thread_id)
-        if runs and not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if runs and not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # Another client's thread: served, but neither kept there nor given its messages.
             return False, None, input
         named = input.parent_run_id
         if named is None:
+            if runs:
+                check_resume(open_interrupts(runs[-1].events), input, self._wall())
             return True, runs[-1].run_id if runs else None, input
-        if any(r.run_id == named for r in runs):
-            return True, named, merge_input(branch(runs, named).runs, input)
+        for r in runs:
+            if r.run_id == named:
+                # AG-UI 1.0: a resume answers the interrupts the branch it continues ended with
+                check_resume(open_interrupts(r.events), input, self._wall())
+                return True, named, merge_input(branch(runs, named).runs, input)
         return True, named, input  # a parent not kept (evicted, or never ran here): the input as sent
 
     async def thread_history(
@@ -900,7 +925,7 @@ class RunRegistry:
         if run_id is not None and len(run_id) > MAX_RUN_ID_LENGTH:  # nor echoed back whole
             raise UnknownThreadError(f"no run id is longer than {MAX_RUN_ID_LENGTH} characters here (MAX_RUN_ID_LENGTH)")
         runs = await self._kept_runs(thread_id)
-        if not any(_may_touch(r.principal, r.key_hash, caller) for r in runs):
+        if not any(may_touch(r.principal, r.key_hash, caller) for r in runs):
             # the same words whether the thread is unknown or another's: thread ids cannot be probed
             raise UnknownThreadError(
                 f"unknown thread {thread_id!r}: it has no history here that you may read (present the run key "
@@ -909,9 +934,26 @@ class RunRegistry:
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 
-    async def _keep(self, run: Run) -> None:
+    async def _keep_shielded(self, run: Run, terminal: bytes | None) -> None:
+        """:meth:`_keep`, carried to its end even when the run's task is cancelled meanwhile
+        (its client left after the terminal event): an ended run's record is not lost to a
+        store that awaits IO. Bounded by the store's own timeouts."""
+        keep = asyncio.ensure_future(self._keep(run, terminal))
+        while True:
+            try:
+                await asyncio.shield(keep)
+                return
+            except asyncio.CancelledError:
+                if keep.done():
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+
+    async def _keep(self, run: Run, terminal: bytes | None = None) -> None:
         """Read the ended run's log whole -- up to its terminal event, the last one, which a
-        write-behind log may still be storing -- and keep it in its thread's history."""
+        write-behind log may still be storing -- and keep it in its thread's history.
+        ``terminal``: the terminal event about to be appended (the log holds the rest)."""
         assert self.threads is not None
         log, rid = self.log, run.run_id
         loop = asyncio.get_running_loop()
@@ -932,6 +974,9 @@ class RunRegistry:
             if sl.finished:
                 break
             if not sl.payloads:
+                if terminal is not None:  # everything appended so far is read: add the terminal
+                    payloads.append(terminal)
+                    break
                 left = deadline - loop.time()
                 if left <= 0 or not await log.wait(rid, after, left):
                     break
@@ -1173,6 +1218,11 @@ class RunRegistry:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
                     payload = encode_event(ev)
+                    if cls in _TERMINALS and run.kept and self._store_apart:
+                        # A durable store writes with IO: keep the record before the terminal event
+                        # goes out, so a client that saw the end reads the history with it.
+                        await self._keep_shielded(run, payload)
+                        run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
                     run.head = seq
@@ -1258,11 +1308,11 @@ class RunRegistry:
                         error = RunErrorEvent(message=message, code=lifecycle.terminal_code)
                     await self._append(run, error)
                 elif effect is Effect.FINISH_LOG:
-                    if run.kept:
+                    if run.kept and not run.kept_early:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self._keep(run)
+                            await self._keep_shielded(run, None)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:

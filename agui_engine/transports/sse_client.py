@@ -33,9 +33,10 @@ from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import SSE_CONTENT_TYPE, EventStreamDecoder, decode_event_list
-from agui_engine.protocol.errors import LimitExceededError, RemoteInputError
+from agui_engine.protocol.errors import LimitExceededError, RemoteInputError, UpstreamError
 from agui_engine.protocol.events import PROTOCOL_VERSION, AnyEvent, RunAgentInput
 from agui_engine.protocol.proto import PROTO_CONTENT_TYPE, ProtoDecodeError, ProtoEventDecoder
+from agui_engine.protocol.threads import ThreadPage
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, MAX_CAPABILITIES_BYTES, read_capabilities
 from .data import QUERY_REQUEST_TIMEOUT_SECONDS, QueryRequest, query_error_from_body
@@ -200,6 +201,69 @@ class SSEAgent(RemoteClientBase):
             frames.close()
             return list(events)
         return decode_event_list(body, where=f"GET {url}", tolerant=self.tolerant)
+
+    async def list_threads(
+        self, *, limit: int | None = None, cursor: str | None = None, search: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
+    ) -> ThreadPage:
+        """One page of this principal's threads, newest first (``GET <url>/threads``): at most
+        ``limit``, after ``cursor`` (the previous page's ``next_cursor``), whose title holds
+        ``search``. Raises RemoteAgentError (403 ``principal_required``: the gateway has no
+        per-client tokens; 404 ``threads_not_listed``: no durable store; 400 a bad cursor or
+        limit), ConnectionLostError, UpstreamError (``invalid_threads``: an answer that is no page)."""
+        params = {k: str(v) for k, v in (("limit", limit), ("cursor", cursor), ("q", search)) if v is not None}
+        body = await self._thread_request("GET", "/threads", None, params, timeout)
+        try:
+            return msgspec.json.decode(body, type=ThreadPage)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise UpstreamError(f"GET {self.url.rstrip('/')}/threads: not a page of threads ({exc})",
+                                code="invalid_threads") from None
+
+    async def delete_thread(
+        self, thread_id: str, *, run_key: str | None = None, timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS
+    ) -> None:
+        """Delete one of this client's threads (``DELETE <url>/threads/<threadId>``), presenting
+        ``run_key`` (else the thread's latest run key this agent knows). Raises RemoteAgentError
+        (404 ``unknown_thread``: unknown, already deleted or not yours), ConnectionLostError."""
+        await self._thread_request("DELETE", "/threads/" + quote(thread_id, safe=""), None, None, timeout,
+                                   key=run_key or self.thread_key(thread_id))
+
+    async def rename_thread(
+        self, thread_id: str, title: str, *, run_key: str | None = None,
+        timeout: float = HISTORY_REQUEST_TIMEOUT_SECONDS,
+    ) -> str:
+        """Set one of this client's threads' title (``PATCH <url>/threads/<threadId>``); the
+        title as kept (whitespace collapsed). Raises RemoteAgentError (400 a bad title, 404
+        ``unknown_thread``), ConnectionLostError."""
+        body = await self._thread_request(
+            "PATCH", "/threads/" + quote(thread_id, safe=""), msgspec.json.encode({"title": title}), None, timeout,
+            key=run_key or self.thread_key(thread_id),
+        )
+        return str(msgspec.json.decode(body).get("title", title))
+
+    async def _thread_request(
+        self, method: str, tail: str, content: bytes | None, params: Mapping[str, str] | None, timeout: float,
+        *, key: str | None = None,
+    ) -> bytes:
+        url = self.url.rstrip("/") + tail
+        headers = {**self.headers, "Accept": "application/json"}
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        if key:
+            headers[RUN_KEY_HEADER] = key
+        try:
+            async with self._one_client() as client:
+                resp = await client.request(
+                    method, url, content=content, params=params, headers=headers,
+                    timeout=httpx.Timeout(timeout, connect=self.connect_timeout),
+                )
+        except httpx.TransportError as exc:
+            raise ConnectionLostError(f"cannot reach {url} ({type(exc).__name__})") from None
+        if resp.status_code >= 300:
+            raise remote_error_from_body(
+                resp.status_code, resp.content, where=f"{method} {url}", content_type=resp.headers.get("Content-Type")
+            )
+        return resp.content
 
     async def query(self, resource_id: str, params: Any = None, *, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS) -> Any:
         """A resource's data: ``POST <url>/data/query {resourceId, params}``.

@@ -13,10 +13,12 @@ Server: :func:`create_app` builds an aiohttp application around a
     GET     <path>/capabilities  the served agent's AgentCapabilities with this server's transport
                                  (transports/capabilities.py; 401 as for runs, 405 for another
                                  method, 502 when a remote agent's cannot be had)
-    GET     <path>/healthz       liveness: 200 while the process serves
+    GET     <path>/healthz       liveness: 200 while the process serves (open even with auth on)
     GET     <path>/readyz        readiness: 200, or 503 when draining or the event log is unreachable;
-                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503)
-    GET     <path>/metrics       Prometheus text format (when metrics are enabled)
+                                 ``mcp``: each MCP server's connection (an unreachable one does not make it 503);
+                                 with auth on and no valid bearer token, only ``{"ready": ...}``
+    GET     <path>/metrics       Prometheus text format (when metrics are enabled; 401 without the
+                                 bearer token when auth is on)
     GET     <path>/static/...    the JavaScript applier (agui-engine.js); <path>/inspect: the
                                  inspector page, when enabled (transports/inspector.py)
     OPTIONS *                    CORS preflight (when CORS is configured)
@@ -64,6 +66,8 @@ from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.protocol.agent import Agent, AgentFunction
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 
+from .agents_app import ServedAgent, create_agents_app
+from .capabilities import served_capabilities
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS
@@ -74,6 +78,7 @@ from .http_gateway import (
     BODY_TIMEOUT_SECONDS,
     CORS_MAX_AGE,
     CURRENT_RUN_ID,
+    READABLE_CONTENT_ENCODINGS,
     STATUS_CLIENT_CLOSED,
     Answer,
     AppKeywords,
@@ -82,6 +87,7 @@ from .http_gateway import (
     StreamStart,
     UnreadableRequestError,
     build_gateway,
+    check_content_encoding,
     error_answer,
     frame_ndjson,
     frame_proto,
@@ -91,6 +97,7 @@ from .input_decoding import DEFAULT_MAX_BODY_BYTES
 from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .runs import DEFAULT_KEEPALIVE_SECONDS, RegistryOptions, RunRegistry
+from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
@@ -105,11 +112,13 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
     "SSEServer",
     "STATUS_CLIENT_CLOSED",
     "UnreadableRequestError",
+    "check_content_encoding",
     "create_app",
     "frame_ndjson",
     "frame_proto",
@@ -223,6 +232,21 @@ class _Gateway:
     async def thread(self, request: web.Request) -> web.StreamResponse:
         return _answer(await self.core.thread(_request(request), request.match_info["thread_id"]))
 
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.threads_list(_request(request)))
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.thread_delete(_request(request), request.match_info["thread_id"]))
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
+
+    async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.runtime_connect(_request(request)))
+
+    async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
+        return _answer(await self.core.runtime_stop(_request(request), thread_id))
+
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         # While its resolver works the connection is not "idle" (IdleConnectionGate), as
         # while it streams a run: a slow resource must not count against the idle caps.
@@ -334,7 +358,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 def create_app(
-    agent: Agent | AgentFunction | None = None,
+    agent: Agent | AgentFunction | Mapping[str, Agent | AgentFunction | ServedAgent] | None = None,
     *,
     path: str = "/",
     registry: RunRegistry | None = None,
@@ -393,8 +417,20 @@ def create_app(
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
     next write (at the latest one keep-alive interval later).
+    ``agent`` may be a mapping id -> agent (or :class:`~transports.agents_app.ServedAgent`):
+    one app serving each agent at ``<path>/<id>`` with its own runs
+    (:func:`~transports.agents_app.create_agents_app`; the other keywords apply to every agent).
+
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
+    if isinstance(agent, Mapping):
+        return create_agents_app(
+            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
+            cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
+            access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
+            connection=connection, data=data, websocket=websocket,
+        )
     core = build_gateway(
         agent, where="create_app", registry=registry, options=options, log=log, clock=clock, metrics=metrics,
         keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes, auth_token=auth_token,
@@ -414,6 +450,10 @@ def create_app(
     app.router.add_delete(runs, gw.delete)
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
+    app.router.add_delete(threads, gw.thread_delete)
+    app.router.add_patch(threads, gw.thread_patch)
+    thread_list = base + "/threads"
+    app.router.add_get(thread_list, gw.threads_list)
     query = base + "/data/query"
     app.router.add_post(query, gw.data_query)
     capabilities = base + "/capabilities"
@@ -431,10 +471,17 @@ def create_app(
         app.router.add_route("OPTIONS", runs, gw.preflight)
         app.router.add_route("OPTIONS", query, gw.preflight)
         app.router.add_route("OPTIONS", threads, gw.preflight)
+        app.router.add_route("OPTIONS", thread_list, gw.preflight)
         app.router.add_route("OPTIONS", capabilities, gw.preflight)
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
+    routes = RuntimeAgentRoutes(
+        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
+        capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
+    )
+    app[RUNTIME_ROUTES_KEY] = routes
+    add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
 

@@ -20,7 +20,14 @@ import asyncio
 import os
 import sys
 
-from mcp.server.fastmcp import Context, FastMCP
+from agui_engine.adapters.mcp_sdk import FastServer, new_server, run_server, sdk_major
+
+if sdk_major() >= 2:
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+else:
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp.exceptions import ToolError
 
 #: How long ``slow`` sleeps: far past any test's call timeout.
 SLOW_SECONDS = 3600.0
@@ -28,8 +35,13 @@ SLOW_SECONDS = 3600.0
 BIG_CHARS = 50 * 1024 * 1024
 
 
-def build(tools: int = 0, *, port: int = 0) -> FastMCP:
-    server = FastMCP("agui-engine-tests", host="127.0.0.1", port=port, log_level="WARNING")
+#: The stdio transport's own stdout, kept before the server starts: SDK 2.x points fd 1 elsewhere while
+#: it serves (so that stray prints cannot corrupt the protocol); ``garbage`` writes to the wire itself.
+_WIRE = os.dup(1)
+
+
+def build(tools: int = 0) -> FastServer:
+    server = new_server("agui-engine-tests", log_level="WARNING")
 
     @server.tool()
     def add(a: float, b: float) -> str:
@@ -44,7 +56,8 @@ def build(tools: int = 0, *, port: int = 0) -> FastMCP:
     @server.tool()
     def fail(why: str = "broken") -> str:
         """Always fails."""
-        raise ValueError(f"the tool failed: {why}")
+        # ToolError: its message is the result's text in both SDK lines (2.x hides any other exception's)
+        raise ToolError(f"the tool failed: {why}")
 
     @server.tool()
     async def slow() -> str:
@@ -71,7 +84,7 @@ def build(tools: int = 0, *, port: int = 0) -> FastMCP:
     @server.tool()
     def garbage() -> str:
         """Writes a line that is not JSON-RPC to stdout (the stdio transport), then hangs."""
-        os.write(1, b"{this is not json\n")
+        os.write(_WIRE, b"{this is not json\n")
         import time
 
         time.sleep(SLOW_SECONDS)
@@ -98,7 +111,10 @@ def build(tools: int = 0, *, port: int = 0) -> FastMCP:
     def client_ui(ctx: Context) -> str:  # type: ignore[type-arg]
         """The MIME types the client said it draws (MCP Apps' capability), comma-separated."""
         params = ctx.session.client_params
-        extensions = (params.capabilities.model_extra or {}).get("extensions") if params is not None else None
+        capabilities = params.capabilities if params is not None else None
+        # a declared field in SDK 2.x, an extra one in 1.x (its schema predates extensions)
+        extensions = (getattr(capabilities, "extensions", None)
+                      or (capabilities.model_extra or {}).get("extensions") if capabilities is not None else None)
         ui = (extensions or {}).get("io.modelcontextprotocol/ui") or {}
         return ",".join(ui.get("mimeTypes") or [])
 
@@ -128,13 +144,8 @@ def main() -> None:
     parser.add_argument("port", nargs="?", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
     args = parser.parse_args()
-    server = build(args.tools, port=args.port)
-    if args.transport == "stdio":
-        server.run("stdio")
-    elif args.transport == "http":
-        server.run("streamable-http")
-    else:
-        server.run("sse")
+    transport = {"stdio": "stdio", "http": "streamable-http", "sse": "sse"}[args.transport]
+    run_server(build(args.tools), transport, port=args.port)
     sys.exit(0)
 
 

@@ -22,8 +22,9 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
 )
 from agui_engine.protocol.verify import verify_events
+from tests.hypothesis_profiles import at_most
 
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=at_most(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 META = {"langgraph_node": "agent", "langgraph_checkpoint_ns": "agent:t1", "ls_provider": "p", "ls_model_name": "m"}
 TASK_START = ((), "tasks", {"id": "t1", "name": "agent", "input": {}, "triggers": ()})
 TASK_END = ((), "tasks", {"id": "t1", "name": "agent", "error": None, "result": {}, "interrupts": []})

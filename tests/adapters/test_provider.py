@@ -75,7 +75,7 @@ def test_every_fixture_keeps_the_item_contract_whole_and_byte_by_byte(provider: 
         assert parse_chunks(provider, random_splits(data, seed)) == whole
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fixture=st.sampled_from(STREAM_FIXTURES), cuts=st.lists(st.integers(min_value=0, max_value=20000), max_size=30))
 def test_any_split_gives_the_same_items(fixture: tuple[str, str], cuts: list[int]) -> None:
     provider, name = fixture
@@ -84,7 +84,7 @@ def test_any_split_gives_the_same_items(fixture: tuple[str, str], cuts: list[int
     assert parse_chunks(provider, split_at(data, cuts)) == parse_chunks(provider, [data])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(provider=st.sampled_from(sorted(PARSERS)), garbage=st.binary(max_size=300))
 def test_garbage_never_raises_and_ends_with_one_terminal_item(provider: str, garbage: bytes) -> None:
     check_contract(parse_chunks(provider, [garbage]))
@@ -109,7 +109,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     provider=st.sampled_from(sorted(PARSERS)),
     frames=st.lists(st.tuples(st.sampled_from(_EVENT_TYPES), _JSON), max_size=6),

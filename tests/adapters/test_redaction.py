@@ -21,6 +21,7 @@ from agui_engine.adapters.replay import PROVIDERS, Fixture, ReplayServer
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import RunAgentInput, UserMessage
+from tests.hypothesis_profiles import at_most
 
 from .test_provider import CLIENTS
 
@@ -153,7 +154,7 @@ async def _through_client_and_agent(provider: str, key: str, fixture: Fixture) -
     return seen + capture.lines
 
 
-@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(75), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=hostile())
 def test_the_key_never_leaves_the_adapter(case: tuple[str, str, Fixture]) -> None:
     provider, key, fixture = case

@@ -39,10 +39,11 @@ from hypothesis import strategies as st
 
 from agui_engine.jsonstream import PatchStream
 from agui_engine.protocol.pointer import escape_token
+from tests.hypothesis_profiles import at_most
 
 from .test_jsonstream import outcome
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text without lone surrogates (not valid Unicode text); includes astral
 # characters, which ensure_ascii turns into surrogate-pair escapes.
@@ -357,7 +358,7 @@ def test_any_document_any_byte_chunking(data: st.DataObject, doc: tuple[Any, str
     _check_stream(text, data.draw(chunkings(text.encode())), append)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=at_most(60), deadline=None)
 @given(data=st.data(), doc=documents(DEEP), append=st.booleans())
 def test_deep_documents(data: st.DataObject, doc: tuple[Any, str], append: bool) -> None:
     _, text = doc

@@ -24,6 +24,9 @@ What it answers (the last user message picks the scenario; a run whose ``forward
   reference cycle (in a snapshot, or formed by a later ``ACTIVITY_DELTA``), a 3,000-level child chain,
   100,000 components, 31 components that would draw 2**31 (each referenced twice), and a cycle in an ``a2ui_operations`` tool result turned into an activity by the
   engine's :class:`~agui_engine.genui.a2ui.A2UITransformer` (as the loops do for any tool's result);
+* ``v1 streamed``: the demo's booking form streamed as A2UI v1.0 (the v1.0 basic catalog, delta per
+  component); ``v1 inline``: one v1.0 ``createSurface`` carrying its components and data model inline
+  (v1.0's single-message form), with a TextField ``placeholder`` (a prop v1.0 added);
 * ``retry``: ``building``, then ``retrying`` (attempt 2 of 3, with the validation errors), then the
   painted surface; ``repaint``: the same with a partly painted surface before ``retrying``;
   ``failed``: ``building`` then ``failed`` (recovery exhausted);
@@ -39,7 +42,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agui_engine.demo.booking import availability_dashboard, booking_form
+from agui_engine.demo.booking import availability_dashboard, booking_form, for_a2ui_version
 from agui_engine.demo.scripted import user_text
 from agui_engine.genui.a2ui import A2UICatalog, A2UISurfaceStream, A2UITransformer
 from agui_engine.protocol.events import (
@@ -173,9 +176,10 @@ async def _surface(call_id: str, surface_id: str, components: list[dict[str, Any
     yield ToolCallResultEvent(message_id=f"result-{call_id}", tool_call_id=call_id, content='{"status":"rendered"}')
 
 
-async def _engine_surface(call_id: str, surface: dict[str, Any]) -> AsyncIterator[Event]:
+async def _engine_surface(call_id: str, surface: dict[str, Any], catalog: A2UICatalog | None = None,
+                          ) -> AsyncIterator[Event]:
     """A demo surface as the engine streams it: A2UISurfaceStream over the argument chunks."""
-    stream = A2UISurfaceStream(call_id, catalog=A2UICatalog.basic())
+    stream = A2UISurfaceStream(call_id, catalog=catalog or A2UICatalog.basic())
     yield ToolCallStartEvent(tool_call_id=call_id, tool_call_name="render_a2ui")
     yield stream.start()
     args = json.dumps(surface)
@@ -246,6 +250,15 @@ async def agent(input: RunAgentInput) -> AsyncIterator[Event]:
     elif "refuse" in text:
         async for e in _surface(f"call-{run}", "refused", REFUSED_SURFACE, {"evil": HOSTILE}, grow=False):
             yield e
+    elif "v1 streamed" in text:
+        async for e in _engine_surface(f"call-{run}-0", for_a2ui_version(booking_form(2), "v1.0"),
+                                       A2UICatalog.basic("v1.0")):
+            yield e
+    elif "v1 inline" in text:
+        yield _activity(f"call-{run}", {"a2ui_operations": [{"version": "v1.0", "createSurface": {
+            "surfaceId": "inline", "catalogId": "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json",
+            "components": [*FORM[:3], {**FORM[3], "placeholder": "Your name"}, *FORM[4:]],
+            "dataModel": FORM_DATA}}]})
     elif "bomb" in text:
         async for e in _bomb(run, text):
             yield e

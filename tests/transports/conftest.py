@@ -105,3 +105,29 @@ async def redis_logs(redis_server: RedisServer) -> AsyncIterator[Callable[..., A
     yield make
     for log in made:
         await log.aclose()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server (Debian's package) for the session, in a temp directory;
+    missing: a failure in CI, a skip saying what to install locally."""
+    import os
+
+    from ..postgres_server import MISSING, PostgresServer, postgres_bin
+
+    if postgres_bin() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    server = PostgresServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: Any) -> str:
+    """A fresh database on the session's PostgreSQL server."""
+    return str(postgres_server.createdb("t_" + uuid.uuid4().hex[:16]))

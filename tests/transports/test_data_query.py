@@ -594,7 +594,7 @@ def _query_bodies(draw: st.DrawFn) -> bytes:
     return draw(st.binary(max_size=200))
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=_query_bodies())
 def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, body: bytes) -> None:
     resp = httpx.post(servers.sse.url + "data/query", content=body, headers={"Content-Type": "application/json"},
@@ -604,7 +604,7 @@ def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, bod
         assert resp.json()["error"]["code"] != "internal_error"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(resource_id=_ids, params=json_values, query_id=st.text(min_size=1, max_size=8))
 def test_no_query_message_makes_the_websocket_answer_4500(
     servers: _Servers, resource_id: str, params: Any, query_id: str

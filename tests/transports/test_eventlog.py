@@ -41,6 +41,7 @@ from agui_engine.transports.eventlog import (
 )
 from agui_engine.transports.redislog import RedisEventLog
 from agui_engine.transports.runs import RegistryOptions, RunRegistry
+from tests.hypothesis_profiles import at_most
 
 from .scripted import ScriptedAgent, make_input
 
@@ -207,7 +208,7 @@ def test_in_memory_extras() -> None:
         RedisEventLog()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=at_most(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sizes=st.lists(st.integers(0, 40), max_size=60),
     max_events=st.integers(1, 20),

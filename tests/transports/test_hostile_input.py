@@ -255,7 +255,7 @@ def _quote_path(text: str) -> bytes:
     return quote(text.encode("utf-8", "surrogatepass"), safe="").encode()
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     method=st.sampled_from([b"POST", b"GET", b"DELETE", b"OPTIONS"]),
     path_run=st.none() | _run_ids,
@@ -314,7 +314,7 @@ def _ws_messages(draw: st.DrawFn) -> str:
     return msgspec.json.encode(doc).decode()  # (lone surrogates cannot be sent: WebSocket text is UTF-8)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(messages=st.lists(_ws_messages() | _bodies().map(lambda b: b.decode("utf-8", "replace")), min_size=1, max_size=4))
 def test_fuzz_websocket_messages_never_close_with_1011(servers: _Servers, messages: list[str]) -> None:
     with sync_connect(servers.ws.url, open_timeout=10, close_timeout=5) as ws:
@@ -402,3 +402,25 @@ async def test_a_body_or_header_the_server_cannot_read_gets_a_json_400_and_no_tr
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     assert agent.started == ({"enc"} if path == b"/" else set())
+
+
+@pytest.mark.parametrize("path", [b"/", b"/data/query"])
+@pytest.mark.parametrize("encoding", [b"gzip, gzip, br, zstd", b"gzip, identity", b"x-gzip", b"compress", b"zstd;q=1"])
+async def test_stacked_or_unknown_content_encodings_are_a_400_not_read_as_plain_json(
+    path: bytes, encoding: bytes
+) -> None:
+    # the body is plain JSON the server would accept: the header says it is encoded in a way the server
+    # does not decode, so reading it as plain would be reading something else than was sent
+    agent = ScriptedAgent(deltas=1)
+    good = msgspec.json.encode(make_input("plain"))
+    async with await start_sse_server(agent) as srv:
+        port = int(srv.url.rsplit(":", 1)[1].strip("/"))
+        status, head, answer = await _raw_answer(
+            port,
+            b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: "
+            + encoding + b"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(good) + good,
+        )
+    assert status == 400, (head, answer)
+    error = msgspec.json.decode(answer)["error"]
+    assert error["code"] == "unreadable_request" and encoding.decode() in error["message"], error
+    assert agent.started == set()

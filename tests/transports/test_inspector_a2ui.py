@@ -346,3 +346,31 @@ async def test_the_page_gets_the_servers_a2ui_limits(tmp_path: Path) -> None:
     assert limits.status_code == 200 and limits.headers["content-type"].startswith("text/javascript")
     for name in ("MAX_A2UI_COMPONENTS", "MAX_A2UI_DEPTH", "MAX_A2UI_JSON_DEPTH"):
         assert f"export const {name} = {getattr(a2ui, name)};" in limits.text
+
+
+@pytest.mark.parametrize(("scenario", "texts"), [
+    ("v1 streamed", ("Book a table", "Date and time", "Requests")),
+    ("v1 inline", ("Book a table", "Name", "Guests", "Book now")),
+])
+async def test_a2ui_v1_0_surfaces_are_drawn(browser: Any, tmp_path: Path, scenario: str,  # noqa: F811
+                                            texts: tuple[str, ...]) -> None:
+    """Issue 34: A2UI v1.0 operations (streamed by the engine with the v1.0 basic catalog, or one v1.0
+    createSurface with inline components and data model) are drawn; no npm renderer supports v1.0, so
+    the inspector hands them to the v0.9 Lit renderer in their v0.9 form, or draws them itself."""
+    with served(tmp_path, "--agent", AGENT) as url:
+        page = await open_inspector(browser, url)
+        await send(page, scenario)
+        for text in texts:
+            await page.wait_for_function(f"({SURFACE_TEXT_JS})(null).includes({json.dumps(text)})",
+                                         timeout=DEADLINE_MS)
+        await page.wait_for_selector("#status[data-state='done']", timeout=DEADLINE_MS)
+        card = page.locator(".a2ui-activity")
+        assert await card.get_attribute("data-a2ui-version") == "v1.0"
+        renderer = await card.get_attribute("data-renderer")
+        print(f"{scenario}: drawn by {renderer}: {await card.locator('.a2ui-problem').inner_text()}")
+        if scenario == "v1 streamed":
+            assert renderer == "lit"  # the v1.0 basic catalog's components are v0.9's
+        else:  # v1.0's TextField placeholder is no v0.9 prop: the v0.9 renderer refuses, the fallback draws
+            assert renderer == "fallback"
+            assert "placeholder" in await card.locator(".a2ui-problem").inner_text()
+        assert page.errors == []

@@ -113,7 +113,8 @@ async def test_a_hostile_app_gets_no_token_and_reaches_no_other_loopback_server(
     await view.locator("body[data-done='1']").wait_for(timeout=DEADLINE_MS)
     # the app initialized through the proxy and got its tool's input and result
     await page.wait_for_function(
-        "() => window.__inspector.mcpApps.apps.size === 1 && [...window.__inspector.mcpApps.apps.values()][0].initialized",
+        "() => { const apps = new Set(window.__inspector.mcpApps.apps.values());"
+        " return apps.size === 1 && [...apps][0].initialized; }",
         timeout=DEADLINE_MS)
     await view.locator("#seen").filter(has_text="hostile shown").wait_for(timeout=DEADLINE_MS)
     seen = json.loads(await view.locator("#seen").text_content() or "{}")

@@ -85,3 +85,23 @@ async def test_websocket_streams_are_counted() -> None:
     text = metrics.render().decode()
     assert sample(text, 'agui_events_sent_total{transport="websocket"}') == len(got)
     assert sample(text, 'agui_bytes_sent_total{transport="websocket"}') == nbytes
+
+
+async def test_with_auth_on_metrics_and_the_detailed_readiness_need_the_token_and_health_does_not() -> None:
+    # issue 30: /metrics and /readyz's run counts (and MCP server ids) answered anyone
+    token = "metrics-token-3f9a"
+    async with await start_sse_server(ScriptedAgent(), metrics=GatewayMetrics(), auth_token=token) as srv:
+        base = srv.url.rstrip("/")
+        bearer = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(timeout=10) as c:
+            assert (await c.get(base + "/healthz")).json() == {"status": "ok"}  # a liveness probe has no token
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                ready = await c.get(base + "/readyz", headers=headers)
+                assert ready.status_code == 200 and ready.json() == {"ready": True}  # ready or not, nothing more
+                scraped = await c.get(base + "/metrics", headers=headers)
+                assert scraped.status_code == 401 and scraped.json()["error"]["code"] == "unauthorized"
+                assert "agui_" not in scraped.text
+            detailed = await c.get(base + "/readyz", headers=bearer)
+            assert detailed.status_code == 200 and {"ready", "draining", "activeRuns"} <= set(detailed.json())
+            scraped = await c.get(base + "/metrics", headers=bearer)
+            assert scraped.status_code == 200 and "agui_active_runs" in scraped.text

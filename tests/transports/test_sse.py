@@ -518,11 +518,13 @@ def test_sse_agent_decodes_any_split_of_a_recorded_stream_identically() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
+    from tests.hypothesis_profiles import at_most
+
     recorded, expected = asyncio.run(_record())
     assert asyncio.run(_through([recorded])) == expected
     assert asyncio.run(_through([recorded[i : i + 1] for i in range(len(recorded))])) == expected
 
-    @settings(max_examples=60, deadline=None)
+    @settings(max_examples=at_most(60), deadline=None)  # each example runs a real server
     @given(st.lists(st.integers(0, 10_000), max_size=40))
     def prop(cuts: list[int]) -> None:
         assert asyncio.run(_through(_split(recorded, cuts))) == expected

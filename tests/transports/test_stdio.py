@@ -137,6 +137,7 @@ def test_the_server_reads_the_same_lines_however_stdin_is_cut() -> None:
     from hypothesis import strategies as st
 
     from agui_engine.transports.stdio_server import serve_stdio
+    from tests.hypothesis_profiles import at_most
 
     data = line("a") + b'{"bad json\n' + line("a") + b"\n" + line("b")[:-1]  # last line without LF
 
@@ -151,7 +152,7 @@ def test_the_server_reads_the_same_lines_however_stdin_is_cut() -> None:
     assert sorted(whole[0]) == ["a", "b"] and all(len(v) == 10 for v in whole[0].values())
     assert _normalised(serve([1])) == whole
 
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=at_most(40), deadline=None)  # each example runs a real subprocess
     @given(st.lists(st.integers(1, 300), min_size=1, max_size=20))
     def prop(sizes: list[int]) -> None:
         assert _normalised(serve(sizes)) == whole

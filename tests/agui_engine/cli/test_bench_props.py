@@ -9,7 +9,7 @@ import jsonpatch
 import pytest
 
 from agui_engine.cli import main
-from agui_engine.cli.bench import split_chunks
+from agui_engine.cli.bench_corpus import split_chunks
 from agui_engine.cli.bench_props import (
     CpuPerChunk,
     WireBytes,

@@ -5,6 +5,7 @@ by the real client, gives the same conversation as the in-process shortcut."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from typing import Any
@@ -133,6 +134,27 @@ def test_a2ui_demo_prints_the_surfaces_in_a_real_subprocess() -> None:
     plain = subprocess.run([sys.executable, "-m", "agui_engine", "demo", "--no-inspect", "book a table for two"],
                            capture_output=True, text=True, timeout=120, check=False)
     assert plain.returncode == 0 and "demo --a2ui" in plain.stdout and "A2UI surface" not in plain.stdout
+
+
+def test_a2ui_demo_shows_a_v1_0_surface() -> None:
+    """``demo --a2ui --a2ui-version 1.0`` (issue 34): the same booking, streamed as A2UI v1.0 operations
+    (checked in the NDJSON events: every operation says v1.0 and names the v1.0 basic catalog)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "demo", "--a2ui", "--a2ui-version", "1.0", "--no-inspect",
+         "book a table for two"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines.count("  ▤ A2UI surface (v1.0)") == 2 and "  │ table-booking:" in lines
+    events = subprocess.run(
+        [sys.executable, "-m", "agui_engine", "demo", "--a2ui", "--a2ui-version", "1.0", "--no-inspect",
+         "--format", "ndjson", "book a table for two"], capture_output=True, text=True, timeout=120, check=False)
+    assert events.returncode == 0, events.stderr
+    snapshots = [e for e in map(json.loads, events.stdout.splitlines())
+                 if e.get("type") == "ACTIVITY_SNAPSHOT" and "a2ui_operations" in e.get("content", {})]
+    ops = [op for e in snapshots for op in e["content"]["a2ui_operations"]]
+    assert ops and {op["version"] for op in ops} == {"v1.0"}
+    assert {op["createSurface"]["catalogId"] for op in ops if "createSurface" in op} == {
+        "https://a2ui.org/specification/v1_0/catalogs/basic/catalog.json"}
 
 
 def test_serve_a2ui_is_for_the_embedded_agent() -> None:

@@ -133,3 +133,38 @@ def test_demo_without_a_terminal_still_ends() -> None:
     done = subprocess.run([agui_engine_command(), "demo", "--pace", "0", "Hello"], capture_output=True, text=True,
                           timeout=DEADLINE, check=False, stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and "inspector:" not in done.stdout, done.stderr
+
+
+def test_ctrl_c_s_line_starts_on_a_new_line_of_the_terminal() -> None:
+    """Issue 30: on a terminal Ctrl-C echoes ``^C`` where the cursor is, often mid-line; the demo's
+    line then came glued to it. Stdout and stderr both on a real pty: the line has its own line."""
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([agui_engine_command(), "demo", "--pace", "0", "--plain", "Hello"],
+                            stdin=terminal, stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    try:
+        while b"Ctrl-C stops it" not in seen:
+            chunk = os.read(controller, 4096)
+            assert chunk, seen.decode(errors="replace")
+            seen += chunk
+        while not seen.endswith(b"\n"):  # the whole line
+            seen += os.read(controller, 4096)
+        proc.send_signal(signal.SIGINT)  # what the terminal sends on Ctrl-C (after echoing ^C)
+        status = proc.wait(timeout=DEADLINE)
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the demo ended and its terminal closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(controller)
+    assert status == 0
+    # a line break of its own before the line, whatever the terminal echoed at the cursor
+    assert b"Ctrl-C stops it\r\n\r\nagui-engine demo: stopped; the gateway and the inspector are closed\r\n" in seen, seen

@@ -14,8 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agui_engine.adapters import mcp_connections
-from agui_engine.cli.demo import MCP_SCENARIO, demo_mcp_server
+from agui_engine.adapters.mcp import MCP_CONNECT_TIMEOUT_SECONDS
+from agui_engine.cli import demo, main
+from agui_engine.cli.demo import DEMO_MCP_START_SECONDS, MCP_SCENARIO, demo_mcp_server
 from agui_engine.cli.demo_mcp_server import DICE_APP_URI, roll
 from agui_engine.genui.mcp_apps import MCP_APP_MIME_TYPE
 from tests.transports.test_inspector import DEADLINE_MS, browser  # noqa: F401 - the Chromium fixture
@@ -74,6 +78,11 @@ def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
     assert any(re.fullmatch(r"\s+⚙ roll_dice\(sides=20\).*", line) for line in lines), done.stdout
     assert any(re.fullmatch(r"\s+↳ roll_dice → rolled \d+ on a 20-sided die", line) for line in lines), done.stdout
     assert f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)" in lines
+    # the app is announced when the call starts, and its input shown as the model types it
+    opened = lines.index(f"    ▣ app {DICE_APP_URI} opens: its input streams to it as the model types")
+    partial = [line for line in lines[opened:] if line.startswith("    ▣ app input so far: ")]
+    assert partial and partial[-1] == '    ▣ app input so far: {"sides": 20}', done.stdout
+    assert opened < lines.index(f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)")
     assert _server_pids() - before == set()  # the stdio server went with the demo
 
     ndjson = subprocess.run([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
@@ -106,7 +115,7 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         await page.goto(url)
         await page.wait_for_selector(".mcp-app iframe", timeout=DEADLINE_MS)
-        frame = page.frame_locator(".mcp-app iframe")
+        frame = page.frame_locator(".mcp-app iframe").frame_locator("iframe")  # the app inside the sandbox proxy
         detail = frame.locator("#detail")
         await detail.filter(has_text="sided die").wait_for(timeout=DEADLINE_MS)
         assert re.fullmatch(r"rolled \d+ on a 20-sided die", await detail.text_content() or "")
@@ -133,3 +142,44 @@ def test_demo_mcp_piped_into_head_ends_quietly_and_reaps_the_server() -> None:
     assert json.loads(first)["type"] == "RUN_STARTED"
     assert proc.returncode == 141 and "Traceback" not in err and "Error" not in err, err
     assert _server_pids() - before == set()
+
+
+def _demo_server_started_by(code: str) -> Any:
+    """The demo's MCP server, started by ``python -c code`` (which runs the real server module)."""
+    from agui_engine.adapters.mcp import MCPServer
+
+    return MCPServer(transport="stdio", command=sys.executable, args=("-c", code), server_id="demo",
+                     connect_timeout=DEMO_MCP_START_SECONDS)
+
+
+_RUN_THE_SERVER = "import runpy; runpy.run_module('agui_engine.cli.demo_mcp_server', run_name='__main__')"
+
+
+def test_demo_mcp_waits_for_its_server_however_slow_it_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a server that takes longer to start than the adapter's usual connect budget (a busy machine
+    # took 6 s to import the SDK): the demo waits for its answer, and the model gets its tool
+    assert MCP_CONNECT_TIMEOUT_SECONDS < 11
+    monkeypatch.setattr(demo, "demo_mcp_server",
+                        lambda: _demo_server_started_by("import time; time.sleep(11); " + _RUN_THE_SERVER))
+    status = main(["demo", "--mcp", "--no-inspect", "--plain", "--pace", "0"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert any(re.fullmatch(r"\s+↳ roll_dice → rolled \d+ on a 20-sided die", line) for line in out.splitlines()), out
+
+
+def test_demo_mcp_exits_2_with_one_line_when_its_server_cannot_start(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the server's process cannot use the SDK (as with an SDK line it does not support): it says so
+    # in one line and exits; the demo stops at once with one line, exit 2, and runs nothing
+    broken = "import sys; sys.modules['mcp.types'] = None; " + _RUN_THE_SERVER
+    monkeypatch.setattr(demo, "demo_mcp_server", lambda: _demo_server_started_by(broken))
+    status = main(["demo", "--mcp", "--no-inspect", "--plain", "--pace", "0"])
+    out, err = capfd.readouterr()
+    assert status == 2
+    assert "Traceback" not in err and "you ›" not in out
+    assert err.splitlines()[-1] == ("agui-engine demo: --mcp: the demo's MCP server did not start: MCP server demo "
+                                    "is unavailable: its process exited with status 2 before answering initialize")
+    assert "the MCP SDK cannot be used" in err

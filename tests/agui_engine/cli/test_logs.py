@@ -22,7 +22,7 @@ import msgspec
 from aiohttp import web
 from websockets.asyncio.client import connect
 
-from agui_engine.cli.logs import REDACTED, SecretFilter, scrub_log_text
+from agui_engine.cli.logs import MAX_LOGGED_MESSAGE_CHARS, REDACTED, SecretFilter, scrub_log_text
 
 KEY = "sk-test-4f1c9a0b7e2d46c8a1b3e5f7a9c0d2e4"
 TOKEN = "gateway-token-6b1e0f2a9c7d4e3b8a5f"
@@ -66,6 +66,22 @@ def test_the_filter_rewrites_arguments_and_tracebacks() -> None:
     assert SecretFilter([KEY]).filter(record)
     text = logging.Formatter().format(record)
     assert KEY not in text and REDACTED in text and "RuntimeError" in text
+
+
+def test_a_huge_message_is_cut_at_the_named_size_after_the_scrubbing() -> None:
+    # what the MCP SDK logs at DEBUG for a 500 KB proxied notification: one record, the whole message
+    payload = '{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"' + "x" * 500_000 + '"}}'
+    # a secret straddling the cut: scrubbed first, so no prefix of it survives the cut
+    message = "Sending client message: " + payload[:MAX_LOGGED_MESSAGE_CHARS - 40] + KEY + payload
+    record = logging.LogRecord("mcp.client.streamable_http", logging.DEBUG, __file__, 1, "%s", (message,), None)
+    assert SecretFilter([KEY]).filter(record)
+    text = logging.Formatter().format(record)
+    assert len(text) < MAX_LOGGED_MESSAGE_CHARS + 200 and text.startswith("Sending client message: {")
+    assert KEY[:8] not in text
+    assert text.endswith(f"more characters cut: MAX_LOGGED_MESSAGE_CHARS={MAX_LOGGED_MESSAGE_CHARS}]")
+    # an ordinary record is left whole
+    short = logging.LogRecord("x", logging.INFO, __file__, 1, "POST / 200 %s", ("run=r1",), None)
+    assert SecretFilter([KEY]).filter(short) and short.getMessage() == "POST / 200 run=r1"
 
 
 # --------------------------------------------------------------------------- the real serve command

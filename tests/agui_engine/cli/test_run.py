@@ -223,3 +223,26 @@ async def test_capabilities_prints_the_endpoints_document_and_starts_no_run() ->
     finally:
         await ws.close()
         await sse.close()
+
+
+def test_debug_shows_the_traceback_of_a_connection_error_and_without_it_one_line() -> None:
+    # issue 30: --debug promised tracebacks, and run's connection errors showed only the line
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_ENGINE_DEBUG"}
+    line = (f"agui-engine run: cannot reach http://127.0.0.1:{port}/ (ConnectError): is an AG-UI server running "
+            f"there? (agui-engine serve --port {port} starts one)")
+    for argv in (["--debug", "run"], ["run", "--debug"]):
+        done = subprocess.run([sys.executable, "-m", "agui_engine", *argv, "--url", f"http://127.0.0.1:{port}/", "hi"],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 2
+        assert "Traceback (most recent call last)" in done.stderr and "httpx.ConnectError" in done.stderr
+        assert done.stderr.splitlines()[-1] == line
+    plain = subprocess.run([sys.executable, "-m", "agui_engine", "run", "--url", f"http://127.0.0.1:{port}/", "hi"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert plain.returncode == 2 and plain.stderr.splitlines() == [line]

@@ -35,3 +35,66 @@ def test_ui_spec_is_for_the_embedded_agent_only(capsys: pytest.CaptureFixture[st
     assert main(["serve", "--ui-spec", "--agent", "http://127.0.0.1:9/"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--ui-spec offers render_ui to the embedded agent" in err[0]
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _serve_lines(*args: str, runs: int) -> str:
+    """``agui-engine serve ARGS --port 0`` as a subprocess (no --debug): ``runs`` runs posted to it,
+    then stopped; everything it wrote to stderr."""
+    import asyncio
+    import os
+    import sys
+
+    import httpx
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-history", *args,
+        stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k != "AGUI_ENGINE_DEBUG"})
+    assert proc.stderr is not None
+    lines: list[bytes] = []
+    url = None
+    try:
+        while url is None:
+            line = await asyncio.wait_for(proc.stderr.readline(), 45)
+            assert line, b"".join(lines).decode()
+            lines.append(line)
+            if line.startswith(b"serving on "):
+                url = line.split()[-1].decode()
+        async with httpx.AsyncClient(timeout=30) as http:
+            for n in range(runs):
+                body = {"threadId": "t", "runId": f"down-{n}", "messages": [], "tools": [], "context": [],
+                        "state": None, "forwardedProps": None}
+                answer = await http.post(url, json=body)
+                assert b"RUN_ERROR" in answer.content and b"cannot reach" in answer.content
+    finally:
+        proc.terminate()
+        lines.append(await asyncio.wait_for(proc.stderr.read(), 30))
+        await asyncio.wait_for(proc.wait(), 30)
+    return b"".join(lines).decode()
+
+
+async def test_an_unreachable_agent_is_one_warning_at_start_and_one_line_per_failed_run() -> None:
+    # issue 30: each run logged a ~60-line traceback in three chained parts (httpcore, httpx, ours)
+    port = _closed_port()
+    log = await _serve_lines("--agent", f"http://127.0.0.1:{port}/", runs=2)
+    assert "Traceback" not in log, log
+    assert f"warning: the agent at http://127.0.0.1:{port}/ cannot be reached now (Connection refused)" in log
+    for n in range(2):
+        failed = [line for line in log.splitlines() if f"the inner agent of run down-{n} failed" in line]
+        assert len(failed) == 1 and f"cannot reach http://127.0.0.1:{port}/" in failed[0], log
+
+
+async def test_a_dead_mcp_server_is_said_clearly_at_start() -> None:
+    port = _closed_port()
+    log = await _serve_lines("--agent", f"http://127.0.0.1:{port}/", "--mcp", f"http://127.0.0.1:{port}/mcp", runs=0)
+    assert "Traceback" not in log, log
+    [line] = [line for line in log.splitlines() if line.startswith("warning: MCP server")]
+    assert "cannot be reached" in line and "serving without its tools" in line and "/readyz" in line

@@ -40,6 +40,7 @@ from agui_engine.genui.a2ui import (
 )
 from agui_engine.protocol.codec import decode_event, encode_event
 from agui_engine.protocol.events import Context, RunAgentInput
+from tests.hypothesis_profiles import at_most
 
 from .a2ui_cases import DEVIATING, FORM, INVALID, LIST, STREAMS, build_events, call
 
@@ -228,7 +229,7 @@ def final_content(args: str, pieces: list[str], catalog: A2UICatalog | None = _B
 ALL_ARGS = [c["args"] for stream in STREAMS.values() for c in stream if c["name"] == A2UI_TOOL] + list(DEVIATING.values())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=at_most(60), deadline=None)
 @given(st.sampled_from(ALL_ARGS), st.lists(st.integers(min_value=0, max_value=4000), max_size=30))
 def test_any_split_gives_the_same_surface(args: str, cuts: list[int]) -> None:
     points = sorted({c % (len(args) + 1) for c in cuts})

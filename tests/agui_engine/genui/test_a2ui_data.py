@@ -25,6 +25,7 @@ from agui_engine.genui.a2ui import (
 )
 from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.protocol.events import RunAgentInput
+from tests.hypothesis_profiles import at_most
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
         "additionalProperties": False}
@@ -119,7 +120,7 @@ def test_bindings_and_the_filled_data_model() -> None:
     assert a2ui_data_model([], {"/x/0": 1, "/y": 2, "/x/9": 3}) == {"x": {"0": 1, "9": 3}, "y": 2}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=at_most(60), deadline=None)
 @given(cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=12))
 def test_any_split_gives_the_same_verdict(cuts: list[int]) -> None:
     for data, valid in (({"w": ref("weather.current", {"city": "Paris"})}, True), ({"w": ref("nope", {})}, False)):

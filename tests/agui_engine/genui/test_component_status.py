@@ -248,7 +248,7 @@ def accumulator_maps(events: list[CustomEvent]) -> list[dict[str, str]]:
     return out
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents, spaced=st.booleans(), mode=st.sampled_from(["whole", "char", "split"]),
        append=st.booleans(), typed=st.booleans(), seed=st.integers(0, 2**32))
 def test_rebuilt_map_equals_the_full_recompute_at_every_step(doc: list[tuple[str, Any]], spaced: bool, mode: str,

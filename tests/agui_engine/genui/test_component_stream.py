@@ -44,6 +44,7 @@ from agui_engine.protocol.events import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from tests.hypothesis_profiles import at_most
 
 S = {"type": "string"}
 
@@ -455,7 +456,7 @@ def _check_no_reserved_or_dropped_nulls(props: dict[str, Any]) -> None:
         assert it.get("label", 0) is not None and it.get("extra", 0) is not None
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=props_docs, cuts=st.lists(st.integers(min_value=0, max_value=10**6), max_size=12),
        indent=st.sampled_from([None, 1]), ascii_only=st.booleans(), append=st.booleans())
 def test_random_props_and_chunkings(doc: dict[str, Any], cuts: list[int], indent: int | None, ascii_only: bool,
@@ -608,7 +609,7 @@ def test_interactable_updates_stream_as_shallow_merges() -> None:
     assert acc.problems == []
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=at_most(100), deadline=None)
 @given(update=st.fixed_dictionaries({}, optional={"title": maybe(text), "body": maybe(text),
                                                   "tags": maybe(st.lists(text, max_size=3))}),
        cuts=st.lists(st.integers(min_value=0, max_value=10**6), max_size=10))

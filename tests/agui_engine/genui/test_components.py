@@ -34,7 +34,6 @@ from agui_engine.genui.components import (
     component_tool_name,
     components_from_available,
     is_ui_tool,
-    schema_from_struct,
     split_standard_parameters,
     to_strict_schema,
     tool_from_callable,
@@ -47,6 +46,7 @@ from agui_engine.genui.interactables import (
     merge_update,
     parse_interactable_tool_name,
 )
+from agui_engine.genui.schemas import schema_from_struct
 from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.protocol.events import Context
 
@@ -681,7 +681,7 @@ def _check_strict_form(node: Any) -> None:
         _check_strict_form(node["items"])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(props=st.dictionaries(_keys, _schemas, max_size=5), data=st.data())
 def test_random_schemas_strict_form_and_idempotence(props: dict[str, Any], data: st.DataObject) -> None:
     required = data.draw(st.lists(st.sampled_from(sorted(props)), unique=True) if props else st.just([]))

@@ -29,6 +29,7 @@ from agui_engine.genui.tree import (
 from agui_engine.jsonstream import JSONStreamError
 from agui_engine.protocol.errors import LimitExceededError
 from agui_engine.protocol.events import RunErrorEvent
+from tests.hypothesis_profiles import at_most
 
 ALLOW = ["Card", "Row", "Chart", "Text"]
 
@@ -242,7 +243,7 @@ nodes = st.recursive(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=at_most(100), deadline=None)
 @given(root=st.lists(nodes, max_size=3), cuts=st.lists(st.integers(min_value=0, max_value=10**5), max_size=8))
 def test_random_trees_stream_like_they_validate(root: list[Any], cuts: list[int]) -> None:
     spec = {"root": root}
@@ -447,7 +448,7 @@ child_nodes = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(root=st.lists(child_nodes, max_size=3), flags=st.lists(st.booleans(), max_size=4),
        seed=st.integers(0, 2**16), cuts=st.lists(st.integers(min_value=0, max_value=10**5), max_size=8))
 def test_random_trees_build_the_same_document_for_any_split(root: list[Any], flags: list[bool], seed: int,

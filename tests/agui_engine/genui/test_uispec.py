@@ -21,9 +21,10 @@ from agui_engine.genui.tree import tree_document, validate_spec
 from agui_engine.genui.uispec import UI_SPEC_COMPONENT, UI_SPEC_TOOL, UISpecStream, UISpecTool
 from agui_engine.llm import Finish
 from agui_engine.loops.agent_loop import AgentLoop
-from agui_engine.loops.decision import ToolCallArgumentsError, run_decision_loop
+from agui_engine.loops.decision import run_decision_loop
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.loops.thread import Thread
+from agui_engine.loops.tool_calls import ToolCallArgumentsError
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -39,6 +40,7 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
+from tests.hypothesis_profiles import at_most
 
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
@@ -324,7 +326,7 @@ trees = st.recursive(
 )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=at_most(80), deadline=None)
 @given(root=st.lists(trees, max_size=3), seed=st.integers(0, 2**16), n=st.integers(1, 12))
 def test_byte_at_a_time_and_random_splits_give_identical_trees(root: list[Any], seed: int, n: int) -> None:
     spec = {"root": [_order(n, random.Random(seed)) for n in root]}  # members in any order

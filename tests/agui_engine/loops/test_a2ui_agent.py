@@ -166,3 +166,32 @@ def test_capabilities_list_render_a2ui() -> None:
     llm_caps, loop_caps = asyncio.run(go())
     assert [t.name for t in llm_caps.tools.items] == ["render_a2ui"]
     assert [t.name for t in loop_caps.tools.items] == ["render_a2ui"]
+
+
+@pytest.mark.parametrize("sign", ["tool", "flag"])
+def test_a_run_that_a_client_middleware_applies_a2ui_to_passes_through(sign: str, caplog: Any) -> None:
+    """Issue 31: the client's own render_a2ui in the tools (or the middleware's injectA2UITool flag): the agent
+    gets the input as it came (no second render_a2ui, no guide), its events come out untouched, and the log
+    says so once however many runs show it."""
+    from agui_engine.genui.a2ui import a2ui_client_applies
+    from agui_engine.protocol.events import RunFinishedEvent, RunStartedEvent, Tool
+
+    seen: list[RunAgentInput] = []
+
+    async def inner(run_input: RunAgentInput) -> Any:
+        seen.append(run_input)
+        yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        yield RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+
+    name = f"render_a2ui_{sign}"  # a tool name of this test's own: nothing logged for it before in this process
+    client_tool = Tool(name=name, description="the middleware's", parameters={"type": "object"})
+    run_input = msgspec.structs.replace(INPUT, tools=[client_tool]) if sign == "tool" else msgspec.structs.replace(
+        INPUT, forwarded_props={"injectA2UITool": True})
+    assert a2ui_client_applies(run_input, name) and not a2ui_client_applies(INPUT, name)
+    with caplog.at_level("INFO", logger="agui_engine.loops.a2ui_agent"):
+        for _ in range(2):
+            events = collect(A2UIAgent(inner, tool_name=name), run_input)
+            assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert [s is run_input for s in seen] == [True, True]  # as it came: nothing added, nothing replaced
+    said = [r for r in caplog.records if "client-side A2UI middleware is active" in r.getMessage()]
+    assert len(said) == 1

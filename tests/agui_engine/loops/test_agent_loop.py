@@ -26,7 +26,7 @@ from agui_engine.genui.component_stream import (
 from agui_engine.genui.components import STATUS_MESSAGE_PARAMETER, Component
 from agui_engine.genui.interactables import INTERACTABLES_CONTEXT, UPDATE_RESULT, interactables_from_context
 from agui_engine.loops.agent_loop import AGENT_ERROR_CODE, REPAIRS, run_agent_loop
-from agui_engine.loops.decision import TOOL_CALL_STATUS_EVENT
+from agui_engine.loops.tool_calls import TOOL_CALL_STATUS_EVENT
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.errors import RemoteInputError, UpstreamError, UsageError
 from agui_engine.protocol.events import (
@@ -701,7 +701,7 @@ def _normalised(events: list[Any]) -> list[tuple[str, Any]]:
     return out
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=CARD_DOCS, cuts=st.lists(st.integers(0, 300), max_size=12), spaced=st.booleans())
 def test_any_split_gives_the_component_events_the_decision_loop_gives(doc: dict[str, Any], cuts: list[int],
                                                                         spaced: bool) -> None:

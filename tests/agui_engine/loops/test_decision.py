@@ -31,16 +31,14 @@ from agui_engine.llm import (
     Usage,
     resolve_tool_choice,
 )
-from agui_engine.loops.decision import (
-    MAX_TOOL_CALLS_PER_STEP,
+from agui_engine.loops.decision import MAX_TOOL_CALLS_PER_STEP, ModelStreamError, run_decision_loop
+from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
+from agui_engine.loops.tool_calls import (
     TOOL_CALL_STATUS_EVENT,
-    ModelStreamError,
     ToolCallArgumentsError,
     ToolCallArgumentsLimitError,
     WireWriter,
-    run_decision_loop,
 )
-from agui_engine.loops.prompts import SYSTEM_MESSAGE_ID
 from agui_engine.protocol.errors import LimitExceededError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -56,6 +54,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.protocol.verify import Verifier
+from tests.hypothesis_profiles import at_most
 
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
 
@@ -454,7 +453,7 @@ def _split(text_: str, cuts: list[int]) -> list[str]:
     return [text_[a:b] for a, b in itertools.pairwise(points) if b > a]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=at_most(60), deadline=None)
 @given(a=PROPS, b=PROPS, cuts_a=st.lists(st.integers(0, 500), max_size=12),
        cuts_b=st.lists(st.integers(0, 500), max_size=12), order=st.randoms(use_true_random=False))
 async def test_parallel_components_any_split_any_interleaving(a: dict[str, Any], b: dict[str, Any],
@@ -510,7 +509,7 @@ def _wire(policy: Any, fragments: list[str]) -> tuple[str, dict[str, Any]]:
     return "".join(out), completed
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(doc=st.dictionaries(KEYS, JSON_VALUES, max_size=6), cuts=st.lists(st.integers(0, 400), max_size=15),
        style=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :  ")]))
 def test_standard_parameter_filter_any_document_any_split(doc: dict[str, Any], cuts: list[int],
@@ -584,7 +583,7 @@ NESTED_DOCS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(doc=NESTED_DOCS, cuts=st.lists(st.integers(0, 600), max_size=20), order=st.randoms(use_true_random=False),
        style=st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :  ")]))
 def test_filter_removes_strict_nulls_and_reserved_keys_at_every_depth(

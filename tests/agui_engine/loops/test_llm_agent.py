@@ -34,12 +34,8 @@ from agui_engine.llm import (
     ToolCallStart,
     Usage,
 )
-from agui_engine.loops.llm_agent import (
-    DEFAULT_MAX_STEPS,
-    MAX_TOOL_RESULT_CHARS,
-    LLMAgent,
-    format_tool_result,
-)
+from agui_engine.loops.llm_agent import DEFAULT_MAX_STEPS, LLMAgent
+from agui_engine.loops.tool_runner import MAX_TOOL_RESULT_CHARS, format_tool_result
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.errors import RemoteInputError, UsageError
@@ -63,6 +59,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports import ThreadedToolRunner
+from tests.hypothesis_profiles import at_most
 
 from ...waiting import eventually
 from ..run_checks import check_run
@@ -688,7 +685,7 @@ def scripted_steps(draw: st.DrawFn) -> tuple[list[list[Any]], list[dict[str, Any
     return steps, shown
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=scripted_steps())
 async def test_any_scripted_run_verifies_and_components_match(script: tuple[list[list[Any]], list[dict[str, Any]]]) -> None:
     steps, shown = script
@@ -715,7 +712,7 @@ _JSON = st.recursive(_JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=3),
                                                                      max_size=4)), max_leaves=20)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=st.dictionaries(_SCHEMA_KEYS, _JSON, max_size=5), value=_JSON)
 async def test_any_client_schema_is_refused_before_the_run_or_the_run_ends_cleanly(schema: dict[str, Any],
                                                                                     value: Any) -> None:
@@ -811,7 +808,7 @@ async def test_capabilities_list_what_the_model_is_offered_and_what_the_model_de
     from ag_ui.core.capabilities import AgentCapabilities as SdkCapabilities
 
     from agui_engine.genui.uispec import UISpecTool
-    from agui_engine.loops.decision import build_tools
+    from agui_engine.loops.tool_calls import build_tools
     from agui_engine.protocol.agent import agent_capabilities
     from agui_engine.protocol.capabilities import ReasoningCapabilities, encode_capabilities
 

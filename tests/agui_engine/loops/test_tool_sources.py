@@ -101,7 +101,7 @@ def test_a_name_too_long_or_still_taken_ends_with_a_hash() -> None:
 _names = st.text(alphabet="ab._-/ ", min_size=1, max_size=6)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["s1", "s2", "s3"]), _names), max_size=12),
        st.sets(st.text(alphabet="ab_", min_size=1, max_size=7), max_size=6), st.randoms())
 def test_naming_property(pairs: list[tuple[str, str]], taken: set[str], rng: random.Random) -> None:

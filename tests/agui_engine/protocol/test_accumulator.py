@@ -479,7 +479,7 @@ def test_add_message_replaces_in_place() -> None:
 
 # ----------------------------------------------------------------------------- properties
 
-PROPERTY = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _expected_text(stream: list[Any]) -> dict[str, str]:

@@ -106,7 +106,7 @@ def test_fields_match_the_sdk_in_order_and_required_ness(ours: type, theirs: typ
     assert ours.__name__ == theirs.__name__
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(documents)
 def test_ours_encoded_validate_with_the_sdk_and_come_back_equal(value: AgentCapabilities) -> None:
     data = encode_capabilities(value)
@@ -116,7 +116,7 @@ def test_ours_encoded_validate_with_the_sdk_and_come_back_equal(value: AgentCapa
     assert decode_capabilities(model.model_dump_json(by_alias=True)) == value
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(documents)
 def test_sdk_models_built_with_python_names_decode_with_ours_equal(value: AgentCapabilities) -> None:
     # Build the SDK's model from Python (snake_case) names, as an SDK user does, then dump it.

@@ -44,6 +44,7 @@ from agui_engine.protocol.events import (
     TextMessageContentEvent,
     UnknownEvent,
 )
+from tests.hypothesis_profiles import at_most
 
 from ..event_samples import ALL_EVENT_SAMPLES
 
@@ -239,7 +240,7 @@ SSE_ATOMS = st.sampled_from(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(SSE_ATOMS, max_size=40), st.booleans(), st.data())
 def test_sse_matches_the_whatwg_oracle_for_any_split(atoms: list[str], bom: bool, data: st.DataObject) -> None:
     raw = ("\ufeff" if bom else "").encode() + "".join(atoms).encode()
@@ -317,7 +318,7 @@ def test_ndjson_oversized_line_names_index_and_offset_in_every_split() -> None:
     assert error == "FrameTooLargeError: frame 1 at byte 9: NDJSON line larger than max_line_bytes=16"
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(['{"a":1}', "\n", "\r\n", " ", "\r", "[]", "é", "\u2028"]), max_size=30), st.data())
 def test_ndjson_split_invariance_property(atoms: list[str], data: st.DataObject) -> None:
     raw = "".join(atoms).encode()
@@ -348,7 +349,7 @@ def test_crlf_framed_sse_event_stream() -> None:
     assert assert_split_invariant(EventStreamDecoder, data) == (EVENTS, None)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=at_most(60), deadline=None)
 @given(st.data())
 def test_event_stream_split_invariance_property(data: st.DataObject) -> None:
     picked = data.draw(st.lists(st.sampled_from(range(len(EVENTS))), min_size=1, max_size=8))
@@ -598,7 +599,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(text=st.text(), value=JSON_VALUES, ts=st.none() | st.integers(-(2**53 - 1), 2**53 - 1))
 def test_round_trip_with_the_sdk_property(text: str, value: Any, ts: int | None) -> None:
     import ag_ui.core as sdk
@@ -634,7 +635,7 @@ GARBAGE = [
 ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.data(), st.sampled_from(["sse", "ndjson"]), st.booleans())
 def test_event_stream_errors_are_split_invariant_property(data: st.DataObject, fmt: str, tolerant: bool) -> None:
     pieces = data.draw(
@@ -672,7 +673,7 @@ BYTE_SOUP = st.lists(
 ).map(b"".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(BYTE_SOUP, st.data())
 def test_arbitrary_bytes_give_the_same_result_for_any_split(raw: bytes, data: st.DataObject) -> None:
     cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=10)))

@@ -61,6 +61,7 @@ from agui_engine.protocol.verify import (
     Violation,
     verify_events,
 )
+from tests.hypothesis_profiles import at_most
 
 from ..agui_streams import event_soup, valid_streams
 
@@ -548,7 +549,7 @@ def test_feed_returns_the_expanded_events() -> None:
 
 # ----------------------------------------------------------------------------- properties
 
-PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPERTY
@@ -557,7 +558,7 @@ def test_generated_valid_streams_pass(stream: list[Any]) -> None:
     assert verify_events(stream, include_warnings=True) == []
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=at_most(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(valid_streams())
 def test_generated_valid_streams_also_pass_ag_ui_validate(stream: list[Any]) -> None:
     # Cross-check of the generator (and of us) against the third-party validator. Its 0.x schema

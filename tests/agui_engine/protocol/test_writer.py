@@ -163,6 +163,20 @@ def test_tool_call_open_args_end() -> None:
     assert w.open_ids(TOOL) == ["c2"]
 
 
+def test_the_writer_says_where_a_tool_call_is_in_its_life() -> None:
+    """Not opened, open, ended: what a translator asks instead of keeping flags of its own."""
+    w = EventWriter(counter_ids())
+    assert (w.is_open(TOOL, "c1"), w.tool_ended("c1")) == (False, False)
+    w.open_tool("t", tool_call_id="c1")
+    assert (w.is_open(TOOL, "c1"), w.tool_ended("c1")) == (True, False)
+    w.end_tool("c1")
+    assert (w.is_open(TOOL, "c1"), w.tool_ended("c1")) == (False, True)
+    out: list[Event] = []
+    w.open_tool("t", tool_call_id="c2")
+    w.close_all(out)  # closing everything ends the call too
+    assert w.tool_ended("c2") and not w.is_open(TOOL, "c2")
+
+
 def test_a_tool_call_does_not_close_the_text() -> None:
     w = EventWriter(counter_ids())
     out: list[Event] = []
@@ -297,7 +311,7 @@ def _apply(w: EventWriter, op: tuple[Any, ...], out: list[Event], known_calls: l
         w.close_all(out, tools=op[1])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(_OPS, max_size=40))
 def test_any_sequence_of_writer_calls_verifies(ops: list[tuple[Any, ...]]) -> None:
     w = EventWriter(counter_ids())

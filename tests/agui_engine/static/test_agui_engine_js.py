@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.cli.bench import split_chunks
+from agui_engine.cli.bench_corpus import split_chunks
 from agui_engine.cli.bench_props import long_string_arguments, run_component_call
 from agui_engine.cli.demo import demo_agent
 from agui_engine.genui.component_stream import COMPONENT_HANDLERS, component_blocks

@@ -1,0 +1,42 @@
+"""Options more than one subcommand takes (``demo`` and ``serve``): their argparse types and
+arguments, in one place. Its own module so that a subcommand never imports the command line's
+package (:mod:`agui_engine.cli`), which imports the subcommands by name."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["a2ui_choice", "add_a2ui_argument", "add_ui_spec_argument", "seconds"]
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also NaN
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
+
+
+def add_ui_spec_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ui-spec`` (``demo`` and ``serve``): the embedded agent also offers ``render_ui``."""
+    parser.add_argument("--ui-spec", action="store_true",
+                        help="also offer the render_ui tool to the embedded agent (a tree of a Stack layout and the "
+                             "demo components; try \"dashboard for Tokyo and Paris\"); default off")
+
+
+def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
+    """``--a2ui`` and ``--a2ui-version`` (``demo`` and ``serve``): the embedded agent also offers ``render_a2ui``."""
+    parser.add_argument("--a2ui", action="store_true",
+                        help="also offer the render_a2ui tool (A2UI, the basic catalog) to the embedded agent; "
+                             "try \"book a table for two\"; default off")
+    parser.add_argument("--a2ui-version", choices=("0.9", "1.0"), default="0.9",
+                        help="with --a2ui: the A2UI version surfaces use unless the client declares another "
+                             "(forwardedProps.a2uiClientCapabilities or its catalog: spec/a2ui.md); default 0.9")
+
+
+def a2ui_choice(args: argparse.Namespace) -> str | None:
+    """What ``--a2ui`` / ``--a2ui-version`` ask for: ``None`` (no A2UI) or the version (``"v1.0"``)."""
+    return f"v{args.a2ui_version}" if getattr(args, "a2ui", False) else None

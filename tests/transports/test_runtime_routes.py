@@ -1,0 +1,126 @@
+"""CopilotKit's runtime routes served by the gateway (transports/runtime_routes.py): the real
+``@copilotkit/core`` 1.74 (what ``@copilotkit/react-core`` runs in the page) under node with the
+gateway as its ``runtimeUrl`` and no Node runtime, and the routes' contract over plain HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results
+from agui_engine.loops.llm_agent import LLMAgent
+from agui_engine.protocol.codec import SSEDecoder
+from agui_engine.transports.agents_app import ServedAgent
+from agui_engine.transports.sse_server import start_sse_server
+
+from .scripted import ScriptedAgent
+
+CK = Path(__file__).resolve().parents[1] / "js" / "copilotkit"
+#: a node subprocess importing @copilotkit/core and running two runs, on a shared machine
+NODE_TIMEOUT = 120
+
+
+def _booker() -> LLMAgent:
+    return LLMAgent(ScriptedModel([
+        ScriptedTurn(text="Let me check with you.", tool_calls=(ScriptedCall("confirm_booking", {"guests": 4}),)),
+        lambda messages: f"Booked: {tool_results(messages)[-1]}.",
+    ]))
+
+
+async def _core_client(runtime_url: str, agent_id: str, token: str = "") -> dict[str, Any]:
+    node = shutil.which("node")
+    if not (node and (CK / "node_modules" / "@copilotkit" / "core").is_dir()):
+        if os.environ.get("CI"):
+            pytest.fail("node or tests/js/copilotkit/node_modules missing: run tests/install-deps.sh")
+        pytest.skip("needs node and tests/js/copilotkit's npm packages: run tests/install-deps.sh")
+    proc = await asyncio.create_subprocess_exec(node, "core_client.mjs", runtime_url, agent_id, *([token] if token else []),
+                                                cwd=CK, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), NODE_TIMEOUT)
+    assert proc.returncode == 0, err.decode()
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+@pytest.mark.timeout(180)  # a node subprocess with CopilotKit's client on a shared machine
+async def test_copilotkit_core_with_the_gateway_as_runtime_runs_a_frontend_tool_round_trip() -> None:
+    agents = {"booker": ServedAgent(agent=_booker(), description="Books tables"), "other": ScriptedAgent(deltas=1)}
+    async with await start_sse_server(agents) as srv:
+        got = await _core_client(srv.url.rstrip("/"), "booker")
+    assert got["status"] == "connected" and sorted(got["agents"]) == ["booker", "other"]  # from GET /info
+    assert got["errors"] == []
+    assert got["handled"] == ["confirmed for 4 guests"]  # the page's handler ran
+    last = got["messages"][-1]
+    assert last["role"] == "assistant" and last["content"] == "Booked: confirmed for 4 guests."  # the run went on
+
+
+@pytest.mark.timeout(180)
+async def test_a_one_agent_gateway_is_copilotkits_default_agent() -> None:
+    async with await start_sse_server(_booker()) as srv:
+        got = await _core_client(srv.url.rstrip("/"), "default")
+    assert got["agents"] == ["default"] and got["errors"] == [] and got["handled"] == ["confirmed for 4 guests"]
+
+
+def _events(body: bytes) -> list[dict[str, Any]]:
+    d = SSEDecoder()
+    return [json.loads(m.data) for m in d.feed(body) + d.close()]
+
+
+async def test_info_connect_and_stop_follow_each_agents_access() -> None:
+    tokens = {"tok-alice": "alice", "tok-bob": "bob"}
+    agents = {"open": ScriptedAgent(deltas=2),
+              "mine": ServedAgent(agent=_booker(), principals=frozenset({"alice"}), description="alice's")}
+    alice, bob = {"Authorization": "Bearer tok-alice"}, {"Authorization": "Bearer tok-bob"}
+    tool = {"name": "confirm_booking", "description": "confirm", "parameters": {"type": "object"}}
+    run = {"threadId": "t1", "runId": "r1", "messages": [{"id": "u", "role": "user", "content": "book"}], "tools": [tool]}
+    async with await start_sse_server(agents, auth_token=tokens) as srv, httpx.AsyncClient(timeout=30) as c:
+        base = srv.url.rstrip("/")
+        assert (await c.get(base + "/info")).status_code == 401
+        info = (await c.get(base + "/info", headers=alice)).json()
+        assert set(info["agents"]) == {"open", "mine"} and info["agents"]["mine"]["description"] == "alice's"
+        assert "capabilities" in info["agents"]["mine"] and info["a2uiEnabled"] is False
+        assert set((await c.get(base + "/info", headers=bob)).json()["agents"]) == {"open"}  # mine is not bob's
+        assert (await c.post(base + "/agent/mine/run", json=run, headers=bob)).status_code == 401
+        ran = await c.post(base + "/agent/mine/run", json=run, headers=alice)
+        # a 0.x client (no protocolVersion): the outcome @ag-ui/client 0.0.59 accepts
+        assert _events(ran.content)[-1]["outcome"] == {"type": "success"}
+        # connect: the thread's history for its principal, nothing for another
+        again = {**run, "runId": "r2", "messages": []}
+        replay = _events((await c.post(base + "/agent/mine/connect", json=again, headers=alice)).content)
+        assert replay[0]["type"] == "RUN_STARTED" and "Let me check with you." in json.dumps(replay)
+        assert (await c.post(base + "/agent/open/connect", json=again, headers=bob)).content == b""
+        # stop: a finished run, and an unknown one, are not stopped
+        stop = await c.post(base + "/agent/mine/stop/t1", json={"runId": "r1"}, headers=alice)
+        assert stop.status_code == 200 and stop.json() == {"stopped": False}
+        unknown = await c.post(base + "/agent/nobody/run", json=run, headers=alice)
+        assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_agent"
+
+
+async def test_stop_cancels_the_callers_running_run_of_the_thread() -> None:
+    tokens = {"tok-alice": "alice"}
+    alice = {"Authorization": "Bearer tok-alice"}
+    slow = ScriptedAgent(hang=True)  # streams until cancelled
+    async with await start_sse_server({"slow": slow}, auth_token=tokens) as srv, httpx.AsyncClient(timeout=30) as c:
+        base = srv.url.rstrip("/")
+        body = {"threadId": "t9", "runId": "r9", "messages": []}
+
+        async def stream() -> list[dict[str, Any]]:
+            r = await c.post(base + "/agent/slow/run", json=body, headers={**alice, "X-AGUI-Resumable": "1"})
+            return _events(r.content)
+
+        streaming = asyncio.ensure_future(stream())
+        stopped: dict[str, Any] = {}
+        for _ in range(200):  # until the run is there (bounded; no timing assertion)
+            stopped = (await c.post(base + "/agent/slow/stop/t9", json={"runId": "r9"}, headers=alice)).json()
+            if stopped["stopped"]:
+                break
+            await asyncio.sleep(0.05)
+        events = await streaming
+    assert stopped == {"stopped": True}
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "cancelled"
