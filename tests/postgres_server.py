@@ -19,17 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.helpers import free_port
+
 #: How long the tests wait for the server to accept connections (it starts in ~2 s here; a
 #: loaded CI machine may be several times slower).
 START_TIMEOUT_SECONDS = 60.0
 
 USER = "agui"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def postgres_bin() -> Path | None:

@@ -1,8 +1,8 @@
 """A real ``redis-server`` started by the tests on a free loopback port.
 
 Used by the shared-event-log tests and the transports benchmark. Missing
-``redis-server`` is a failure, never a skip (``tests/install-deps.sh`` installs
-it). ``stop()`` / ``start()`` restart it on the same port (the Redis-restart
+``redis-server`` is a failure in CI and, locally, a skip saying to run
+``bash tests/install-deps.sh`` (``tests.helpers.require``). ``stop()`` / ``start()`` restart it on the same port (the Redis-restart
 tests); nothing is persisted (``--save '' --appendonly no``).
 """
 
@@ -13,22 +13,18 @@ import socket
 import subprocess
 import time
 
+from tests.helpers import free_port, require
+
 #: How long the tests wait for redis-server to accept connections (it starts in
 #: ~10 ms; a loaded CI machine may be 100x slower).
 START_TIMEOUT_SECONDS = 10.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class RedisServer:
     def __init__(self, port: int | None = None) -> None:
         exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed: run tests/install-deps.sh (Debian package redis-server)")
+        require(exe, "redis-server (Debian package redis-server)")
+        assert exe is not None
         self.exe = exe
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None

@@ -37,6 +37,7 @@ __all__ = ["ROUTES", "add_agui_routes"]
 ROUTES: Sequence[tuple[str, tuple[str, ...], str | None]] = (
     ("", ("POST", "OPTIONS"), None),
     ("/runs/{run_id}", ("GET", "HEAD", "DELETE", "OPTIONS"), "run_id"),
+    ("/threads", ("GET", "HEAD", "OPTIONS"), None),
     ("/threads/{thread_id}", ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), "thread_id"),
     ("/data/query", ("POST", "OPTIONS"), None),
     ("/capabilities", ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"), None),

@@ -32,6 +32,7 @@ The routes, below a front end's root (``<path>``)::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import json
@@ -56,12 +57,12 @@ from agui_engine.protocol.proto import (
 from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
+from .admission import Caller
 from .bearer_auth import check_bearer
 from .capabilities import sse_transport
 from .clock import Clock
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
-from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
 from .history import UnknownThreadError
 from .http_headers import (
@@ -77,9 +78,11 @@ from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_
 from .input_errors import MethodNotAllowedError, RequestTimeoutError, RouteNotFoundError, UnsupportedMediaTypeError
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
-from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
 from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
@@ -94,6 +97,7 @@ __all__ = [
     "CURRENT_RUN_ID",
     "GatewayRequest",
     "HttpGateway",
+    "MAX_RECONNECTABLE_THREADS",
     "READABLE_CONTENT_ENCODINGS",
     "STATUS_CLIENT_CLOSED",
     "STREAM_FORMATS",
@@ -154,6 +158,10 @@ def check_content_encoding(header: str | None) -> None:
             f"cannot read the request body: Content-Encoding {shown!r} is not one coding this server decodes "
             f"(send one of {', '.join(sorted(READABLE_CONTENT_ENCODINGS))}, or none)")
 
+
+#: Threads whose latest run a gateway remembers for CopilotKit's connect to follow live (the
+#: oldest is forgotten first): a thread id and a run id each, about 200 bytes an entry.
+MAX_RECONNECTABLE_THREADS = 10_000
 
 #: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
 #: included) and an empty NDJSON line (NDJSON readers skip blank lines).
@@ -233,7 +241,7 @@ class Answer:
 class StreamStart:
     """A run's stream about to start: the 200's ``headers`` and what :meth:`HttpGateway.pump` writes."""
 
-    __slots__ = ("first", "fmt", "headers", "sub", "translate")
+    __slots__ = ("first", "fmt", "headers", "prefix", "sub", "translate")
 
     def __init__(self, headers: dict[str, str], sub: Subscription, fmt: str, first: LogSlice | None,
                  translate: Callable[[bytes], bytes] | None) -> None:
@@ -242,6 +250,8 @@ class StreamStart:
         self.fmt = fmt
         self.first = first
         self.translate = translate
+        #: Frames a front end writes before the run's (CopilotKit's connect: the thread's history).
+        self.prefix = b""
 
 
 def _json_answer(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Answer:
@@ -334,6 +344,9 @@ class HttpGateway:
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
         self.metrics = registry.metrics
+        #: The latest run started here of each thread (newest last; at most
+        #: MAX_RECONNECTABLE_THREADS): what CopilotKit's connect reattaches to while it runs.
+        self.thread_runs: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     @property
     def cors(self) -> bool:
@@ -422,12 +435,9 @@ class HttpGateway:
             declared = req.headers.get(RESUMABLE_HEADER)
             resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
             if last_event_id:
-                _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.check_owner(await self.registry.find(input.run_id), self.caller(req, principal))
-                sub = self.registry.subscribe(run, cursor, resumable=resumable)
-                first = await self._check(sub)
-                if self.metrics is not None:
-                    self.metrics.note_resume("sse")
+                sub, first = await self.registry.resume(
+                    input.run_id, last_event_id, self.caller(req, principal), resumable=resumable, via="sse"
+                )
             else:
                 with incoming_trace(self.registry.observer, req.headers):  # the run continues the client's trace
                     run = await self.registry.start(
@@ -435,6 +445,10 @@ class HttpGateway:
                     )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
+                self.thread_runs[input.thread_id] = input.run_id
+                self.thread_runs.move_to_end(input.thread_id)
+                if len(self.thread_runs) > MAX_RECONNECTABLE_THREADS:
+                    self.thread_runs.popitem(last=False)
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
         return self._stream(sub, fmt, first, started=not last_event_id,
@@ -523,7 +537,7 @@ class HttpGateway:
 
     # -- CopilotKit's runtime routes (transports/runtime_routes.py) --------------------
 
-    async def runtime_connect(self, req: GatewayRequest) -> Answer:
+    async def runtime_connect(self, req: GatewayRequest) -> Answer | StreamStart:
         """``POST .../agent/<id>/connect``: the thread's kept history (its body: a RunAgentInput
         naming ``threadId``), compacted, as one SSE stream in the caller's wire; no event when
         there is none the caller may read (the thread is then new to the page)."""
@@ -533,13 +547,28 @@ class HttpGateway:
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
         translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        caller = self.caller(req, principal)
+        kept: set[str] = set()
         try:
-            found, payloads = await self.registry.thread_history(input.thread_id, caller=self.caller(req, principal))
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=caller)
             body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+            kept = {r.run_id for r in found.runs}
         except UnknownThreadError:
             body = b""
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
+        # the thread's latest run, while it is not in the history yet (running): followed live
+        latest = self.thread_runs.get(input.thread_id)
+        if latest is not None and latest not in kept:
+            try:
+                run = self.registry.check_owner(await self.registry.find(latest), caller)
+                sub = self.registry.subscribe(run, 0, resumable=True)
+            except AguiEngineError:
+                pass  # not the caller's, or gone: the history is all there is
+            else:
+                stream = self._stream(sub, "sse", None, translate=translate)
+                stream.prefix = body
+                return stream
         return Answer(200, {"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"}, body)
 
     async def runtime_stop(self, req: GatewayRequest, thread_id: str) -> Answer:
@@ -574,17 +603,12 @@ class HttpGateway:
         try:
             principal = self.principal(req)
             fmt = negotiate(req.headers.get("Accept"))
-            cursor = 0
             last_event_id = req.headers.get("Last-Event-ID") or req.query.get("lastEventId")
-            if last_event_id:
-                _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.check_owner(await self.registry.find(run_id), self.caller(req, principal))
             # GET is the EventSource-style endpoint: an EventSource reconnects by
             # itself (and cannot send a header to say so), so it is resumable.
-            sub = self.registry.subscribe(run, cursor, resumable=True)
-            first = await self._check(sub)
-            if last_event_id and self.metrics is not None:
-                self.metrics.note_resume("sse")
+            sub, first = await self.registry.resume(
+                run_id, last_event_id or None, self.caller(req, principal), resumable=True, via="sse"
+            )
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
         if first is not None and first.finished and not first.payloads:
@@ -668,15 +692,6 @@ class HttpGateway:
         return Answer(200, {"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}, self.metrics.render())
 
     # -- streams -------------------------------------------------------------------------
-
-    async def _check(self, sub: Subscription) -> LogSlice | None:
-        # Validate a resume cursor before the 200 goes out, so that an expired
-        # cursor is a 410 answer and not a broken stream.
-        try:
-            return await sub.next(timeout=0.0)
-        except BaseException:
-            sub.close()
-            raise
 
     def _stream(self, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
                 translate: Callable[[bytes], bytes] | None = None) -> StreamStart:

@@ -34,7 +34,7 @@ text/event-stream`` (or ``application/x-ndjson``, or the binary
 one event per frame, each SSE frame carrying ``id: <runId>:<seq>`` (a binary frame
 has no id: its position is the request's cursor plus its index, spec/framing.md).
 
-The stream handler is a loop over a :class:`~transports.runs.Subscription`:
+The stream handler is a loop over a :class:`~transports.subscription.Subscription`:
 every event that is ready is framed and the whole batch goes out in **one**
 write; when nothing arrives for ``keepalive_seconds`` a comment line (``:
 keep-alive``; a blank line in NDJSON) is written instead. A client that goes
@@ -78,6 +78,7 @@ from .http_gateway import (
     BODY_TIMEOUT_SECONDS,
     CORS_MAX_AGE,
     CURRENT_RUN_ID,
+    MAX_RECONNECTABLE_THREADS,
     READABLE_CONTENT_ENCODINGS,
     STATUS_CLIENT_CLOSED,
     Answer,
@@ -96,11 +97,13 @@ from .http_gateway import (
 from .input_decoding import DEFAULT_MAX_BODY_BYTES
 from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .runs import DEFAULT_KEEPALIVE_SECONDS, RegistryOptions, RunRegistry
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
 from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import DEFAULT_KEEPALIVE_SECONDS
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -112,6 +115,7 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "MAX_RECONNECTABLE_THREADS",
     "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
@@ -242,7 +246,7 @@ class _Gateway:
         return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
 
     async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
-        return _answer(await self.core.runtime_connect(_request(request)))
+        return await self._reply(request, await self.core.runtime_connect(_request(request)))
 
     async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
         return _answer(await self.core.runtime_stop(_request(request), thread_id))
@@ -302,6 +306,8 @@ class _Gateway:
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, send_timeout)
 
+            if stream.prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
+                await write(stream.prefix)
             await self.core.pump(stream, write)
             await send_or_stall(resp.write_eof, 0, transport, send_timeout)
         except TimeoutError:
@@ -385,7 +391,7 @@ def create_app(
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
     ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
-    :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
+    :class:`~transports.registry_options.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
     to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
@@ -425,7 +431,7 @@ def create_app(
     """
     if isinstance(agent, Mapping):
         return create_agents_app(
-            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
             metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,

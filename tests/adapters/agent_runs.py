@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.events import Event, RunAgentInput, TextMessageContentEvent
 from agui_engine.protocol.verify import verify_events
+from tests.helpers import collect as run_events
+from tests.helpers import node_with
 
 #: The API key the adapter tests hand their models: it must never reach an event.
 KEY = "sk-test-S3CRET"
@@ -39,9 +40,7 @@ def served_client_result(spec: str, script: str) -> dict[str, Any]:
     """``agui-engine serve --port 0 --agent <spec>`` in a subprocess, driven by the node
     ``script`` (in tests/js) with the real @ag-ui/client; the ``runs`` it prints. The
     server must start, the script exit 0 and the server stop cleanly on SIGTERM."""
-    node = shutil.which("node")
-    assert node, "node is required (tests/install-deps.sh)"
-    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/client")
     env = {key: value for key, value in os.environ.items() if key != "AGUI_AUTH_TOKEN"}
     server = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--agent", spec],
                               stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
@@ -79,7 +78,7 @@ def check(events: Sequence[Any]) -> None:
 
 async def collect(agent: Agent, input: RunAgentInput) -> list[Event]:
     """The whole run of ``agent`` on ``input``, checked."""
-    events = [e async for e in agent.run(input)]
+    events = await run_events(agent, input)
     check(events)
     return events
 

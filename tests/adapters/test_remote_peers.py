@@ -11,8 +11,6 @@ tool argument fragment is lost, ends with the answer (repair ``args_from_snapsho
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,15 +22,10 @@ import pytest
 
 from agui_engine.loops.thread import Thread
 from agui_engine.transports import SSEAgent
+from tests.helpers import free_port, node_with
 
 from .agent_runs import JS, SERVE_START_SECONDS, check
 from .remote_peers import WEATHER
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_for(proc: subprocess.Popen[bytes], marker: str) -> str:
@@ -60,7 +53,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(params=["pydantic_ai_app", "langgraph_app"], scope="module")
 def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, str]]:
     """(peer name, the peer's URL, the gateway's URL in front of it)."""
-    port = _free_port()
+    port = free_port()
     peer = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", f"tests.adapters.remote_peers:{request.param}", "--factory",
          "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -79,8 +72,7 @@ def served(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, str]]:
 
 
 def _client_run(url: str, thread_id: str) -> dict[str, Any]:
-    node = shutil.which("node")
-    assert node and (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/client")
     out = subprocess.run([node, str(JS / "remote_client.mjs"), url, thread_id, "weather in Paris?"],
                          capture_output=True, text=True, timeout=120, cwd=JS)
     assert out.returncode == 0, out.stderr

@@ -111,14 +111,10 @@ async def redis_logs(redis_server: RedisServer) -> AsyncIterator[Callable[..., A
 def postgres_server() -> Iterator[Any]:
     """A real PostgreSQL server (Debian's package) for the session, in a temp directory;
     missing: a failure in CI, a skip saying what to install locally."""
-    import os
+    from ..helpers import require
+    from ..postgres_server import PostgresServer, postgres_bin
 
-    from ..postgres_server import MISSING, PostgresServer, postgres_bin
-
-    if postgres_bin() is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(MISSING)
-        pytest.skip(MISSING)
+    require(postgres_bin(), "PostgreSQL (Debian package postgresql)")
     server = PostgresServer()
     try:
         server.start()

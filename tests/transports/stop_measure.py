@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ import msgspec
 from agui_engine.adapters.openai_chat import OpenAIChatClient
 from agui_engine.adapters.replay import ReplayServer, load_fixture
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, RegistryOptions
+from agui_engine.transports.registry_options import DEFAULT_GRACE_SECONDS, RegistryOptions
 from agui_engine.transports.sse_server import start_sse_server
+from tests.helpers import node_with
 
 from .scripted import make_input
 
@@ -51,10 +51,7 @@ CLIENT_TIMEOUT_SECONDS = 30.0
 
 def node() -> str:
     """The node binary; the official client must be installed (tests/install-deps.sh)."""
-    path = shutil.which("node")
-    assert path, "node is not installed: run tests/install-deps.sh"
-    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "@ag-ui/client is missing: run tests/install-deps.sh"
-    return path
+    return node_with("@ag-ui/client")
 
 
 async def _abort_with_official_client(url: str, run_id: str, headers: dict[str, str]) -> dict[str, Any]:

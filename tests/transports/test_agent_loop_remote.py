@@ -22,9 +22,9 @@ from agui_engine.protocol.events import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
-    UserMessage,
 )
 from agui_engine.transports import SSEAgent, StdioAgent, WebSocketAgent, start_sse_server, start_websocket_server
+from tests.helpers import run_input as user_input
 
 from ..agui_engine.run_checks import check_run
 
@@ -60,7 +60,7 @@ class FrameworkLike:
 
 
 def run_input() -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content="weather in Oslo?")])
+    return user_input("weather in Oslo?")
 
 
 def check_component_run(events: list[Any]) -> None:

@@ -10,7 +10,6 @@ tmp dir (its path is printed).
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from agui_engine.cli.demo import demo_agent
 from agui_engine.transports import inspector as inspector_module
 from agui_engine.transports import start_sse_server
 from agui_engine.transports.inspector import verify_recording
+from tests.helpers import chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = ROOT / "agui_engine" / "data" / "example-broken.ndjson"
@@ -30,9 +30,7 @@ DEADLINE_MS = 30_000
 
 
 def chromium_path() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "chromium is required (tests/install-deps.sh installs Debian's package)"
-    return found
+    return chromium()
 
 
 @pytest.fixture

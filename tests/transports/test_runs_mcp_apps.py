@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -43,6 +42,7 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports import SSEAgent, start_sse_server
+from tests.helpers import node_with
 from tests.mcp_apps_server import APP_URI, PLAIN_URI, running_app_server
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
@@ -62,9 +62,7 @@ def sse_app_server_url() -> Iterator[str]:
 
 
 def _middleware(servers: list[dict[str, Any]], proxied: list[dict[str, Any]]) -> dict[str, Any]:
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "mcp-apps-middleware").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/mcp-apps-middleware")
     done = subprocess.run([node, "mcp_apps_middleware.mjs"], cwd=JS_DIR, capture_output=True, text=True,
                           input=json.dumps({"servers": servers, "call": CALL, "proxied": proxied}), timeout=120)
     assert done.returncode == 0, done.stderr

@@ -32,6 +32,7 @@ from agui_engine.transports.http_headers import RUN_KEY_HEADER
 from agui_engine.transports.retrying_client import RemoteAgentError
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
+from tests.helpers import node_with
 
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
@@ -322,8 +323,7 @@ async def agui_engine_serve() -> AsyncIterator[str]:
 
 
 async def http_agent(url: str, mode: str) -> dict[str, Any]:
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
+    node = node_with("@ag-ui/client")
     proc = await asyncio.create_subprocess_exec(node, "http_agent_proto.mjs", url, "What's the weather in Tokyo?", mode,
                                                 cwd=JS_DIR, stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)

@@ -21,16 +21,12 @@ from agui_engine.demo.scripted import ScriptedModel
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.errors import UsageError
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVER_MODULE = "tests.adapters.mcp_servers"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_specs_become_servers_and_one_id_twice_is_refused() -> None:
@@ -72,7 +68,7 @@ def test_with_mcp_adds_to_an_llm_agent_or_a_loop_and_wraps_anything_else() -> No
 
 def test_serve_mcp_shows_the_servers_in_readyz_and_reaps_stdio_on_shutdown() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    gone = _free_port()
+    gone = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect",
          "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio",
@@ -121,7 +117,7 @@ def test_serve_rejects_a_bad_mcp_spec_in_one_line() -> None:
 
 def test_serve_sends_a_header_from_the_environment_and_never_logs_it() -> None:
     token = "Bearer e2e-sekret-5f1d"
-    port = _free_port()
+    port = free_port()
     mcp = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "http", str(port)], cwd=ROOT,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     serve: subprocess.Popen[str] | None = None
@@ -211,7 +207,7 @@ def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm(tra
     # gateway's loop on the MCP server, the follow-up run reads the result
     mcp: subprocess.Popen[bytes] | None = None
     if transport == "http":
-        port = _free_port()
+        port = free_port()
         mcp = subprocess.Popen([sys.executable, "-m", SERVER_MODULE, "http", str(port)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_listening(port, mcp)

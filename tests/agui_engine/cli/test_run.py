@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from agui_engine.transports import start_sse_server
+from tests.helpers import free_port
 
 from ..thread_agents import ApprovalAgent, client_tools_agent
 
@@ -73,19 +74,13 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def _http_server_subprocess(tmp_path: Any) -> tuple[asyncio.subprocess.Process, int]:
     """``python -m http.server`` on a free loopback port, once it answers."""
     import httpx
 
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
                                                 cwd=tmp_path, stdout=asyncio.subprocess.DEVNULL,
                                                 stderr=asyncio.subprocess.DEVNULL)

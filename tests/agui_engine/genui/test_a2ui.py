@@ -40,6 +40,7 @@ from agui_engine.genui.a2ui import (
 )
 from agui_engine.protocol.codec import decode_event, encode_event
 from agui_engine.protocol.events import Context, RunAgentInput
+from tests.helpers import node_with
 from tests.hypothesis_profiles import at_most
 
 from .a2ui_cases import DEVIATING, FORM, INVALID, LIST, STREAMS, build_events, call
@@ -77,9 +78,7 @@ SPLITS: dict[str, Callable[[str], list[str]]] = {"whole": whole, "chars": chars,
 
 def middleware(cases: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The official middleware's output for each case, in one node process."""
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "a2ui-middleware").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/a2ui-middleware")
     done = subprocess.run([node, "a2ui_middleware.mjs"], cwd=JS_DIR, input=json.dumps({"cases": cases}),
                           capture_output=True, text=True, timeout=300, check=True)
     results = json.loads(done.stdout)["results"]

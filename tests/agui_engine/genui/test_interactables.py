@@ -16,6 +16,7 @@ from agui_engine.llm import Finish
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.events import Context, CustomEvent, RunAgentInput, UserMessage
+from tests.helpers import collect
 
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
@@ -30,10 +31,6 @@ def run_input(props: dict[str, Any], run_id: str = "r1") -> RunAgentInput:
     value = json.dumps({"components": [{**LIST, "props": props}]})
     return RunAgentInput(thread_id="t", run_id=run_id, messages=[UserMessage(id=f"u-{run_id}", content="go")],
                          context=[Context(description="interactables", value=value)])
-
-
-async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
-    return [event async for event in agent.run(input_)]
 
 
 def final_props(events: list[Any]) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,14 +39,13 @@ from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, run_sou
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.errors import UpstreamError, UsageError
 from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, RunStartedEvent
+from tests.helpers import node_with
 
 JS_DIR = Path(__file__).resolve().parents[2] / "js"
 
 
 def _node_hashes(servers: list[dict[str, Any]]) -> list[str]:
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "mcp-apps-middleware").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/mcp-apps-middleware")
     done = subprocess.run([node, "mcp_apps_middleware.mjs"], cwd=JS_DIR, input=json.dumps({"servers": servers}),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

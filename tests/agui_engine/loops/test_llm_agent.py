@@ -59,20 +59,12 @@ from agui_engine.protocol.events import (
     UserMessage,
 )
 from agui_engine.transports import ThreadedToolRunner
+from tests.helpers import collect, run_input
 from tests.hypothesis_profiles import at_most
 
 from ...waiting import eventually
 from ..run_checks import check_run
 from ..scripted_llm import ScriptedLLM, call, counter_ids, text
-
-
-def run_input(text_: str = "hello", *, tools: list[Tool] | None = None, **kw: Any) -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content=text_)],
-                         tools=tools or [], **kw)
-
-
-async def collect(agent: LLMAgent, input_: RunAgentInput) -> list[Any]:
-    return [e async for e in agent.run(input_)]
 
 
 def demo_agent(**kw: Any) -> LLMAgent:

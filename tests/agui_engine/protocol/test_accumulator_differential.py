@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import json
 import random
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import jsonpatch
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.verify import Verifier
+from tests.helpers import node_with
 
 JS_DIR = Path(__file__).resolve().parents[2] / "js"
 #: Threads per run of the test: enough to hit every generator branch many times, a few seconds in all
@@ -283,9 +283,7 @@ def python_side(thread: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run_client(threads: list[list[dict[str, Any]]], *flags: str) -> list[dict[str, Any]]:
     """Each thread through the real client in one node process: {messages, state, pendingInterrupts, error}."""
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/client")
     stdin = "".join(json.dumps(thread) + "\n" for thread in threads)
     done = subprocess.run([node, "apply_events.mjs", *flags], cwd=JS_DIR, input=stdin, capture_output=True,
                           text=True, timeout=120, check=True)

@@ -19,6 +19,7 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
     UserMessage,
 )
+from tests.helpers import collect as run_events
 
 INPUT = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
 
@@ -34,7 +35,7 @@ class Hello:
 
 
 async def collect(agent: Agent) -> list[Event]:
-    return [e async for e in agent.run(INPUT)]
+    return await run_events(agent, INPUT)
 
 
 async def test_an_object_with_run_is_returned_as_is() -> None:

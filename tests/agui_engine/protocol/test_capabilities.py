@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import types
 import typing
@@ -39,6 +38,7 @@ from agui_engine.protocol.capabilities import (
 )
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import MAX_SAFE_INTEGER, Tool
+from tests.helpers import node_with
 
 NAMES = [name for name in sdk.__all__ if name != "SubAgentInfo"]  # SubAgentInfo: the SDK's 0.x alias
 PAIRS: list[tuple[type, type[BaseModel]]] = [(getattr(caps, name), getattr(sdk, name)) for name in NAMES]
@@ -228,9 +228,7 @@ JS_DIR = Path(__file__).resolve().parents[2] / "js"
 
 def _zod(documents: list[Any]) -> list[dict[str, Any]]:
     """@ag-ui/core 1.0.0's AgentCapabilitiesSchema.safeParse of each document, in one node process."""
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "core").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/core")
     done = subprocess.run([node, "capabilities_schema.mjs"], cwd=JS_DIR, input=json.dumps(documents),
                           capture_output=True, text=True, timeout=120, check=True)
     results: list[dict[str, Any]] = json.loads(done.stdout)

@@ -13,7 +13,6 @@ import copy
 import json
 import os
 import random
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +45,7 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
     UnknownEvent,
 )
+from tests.helpers import node_with
 
 from ..agui_streams import JSON_VALUES, event_soup, valid_streams
 from ..event_samples import ALL_EVENT_SAMPLES
@@ -64,9 +64,7 @@ class Client:
     """compactEvents in one long-lived node process: one line (a thread) in, one line out."""
 
     def __init__(self) -> None:
-        node = shutil.which("node")
-        assert node is not None, "node is required (tests/install-deps.sh)"
-        assert (JS_DIR / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+        node = node_with("@ag-ui/client")
         self.proc = subprocess.Popen([node, "compact.mjs"], cwd=JS_DIR, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, encoding="utf-8")
 

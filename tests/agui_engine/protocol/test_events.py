@@ -36,6 +36,7 @@ from agui_engine.protocol.events import (
     UrlSource,
     UserMessage,
 )
+from tests.helpers import node_with
 
 from ..event_samples import ALL_EVENT_SAMPLES, ALL_MESSAGES, EVENTS, MESSAGES, RUN_INPUT_FULL, RUN_INPUT_MIN, sample_id
 
@@ -325,15 +326,13 @@ _BINARY_PARTS = [
 
 
 def test_a_0x_binary_part_is_upgraded_exactly_as_the_official_client_upgrades_it() -> None:
-    import shutil
     import subprocess
     from pathlib import Path
 
     from agui_engine.transports.input_decoding import decode_run_input
 
     js = Path(__file__).resolve().parents[2] / "js"
-    node = shutil.which("node")
-    assert node and (js / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/client")
     wire = {"threadId": "t", "runId": "r", "state": {}, "tools": [], "context": [], "forwardedProps": {},
             "messages": [{"id": "u1", "role": "user", "content": _BINARY_PARTS},
                          {"id": "t1", "role": "tool", "toolCallId": "c1", "content": _BINARY_PARTS[1:3]}]}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from agui_engine.protocol.proto import (
     encode_proto,
     encode_proto_frame,
 )
+from tests.helpers import node_with
 from tests.hypothesis_profiles import at_most, scaled
 
 from ..event_samples import ALL_EVENT_SAMPLES
@@ -45,9 +45,7 @@ EVENTS: list[Any] = [msgspec.convert(s, Event) for s in ALL_EVENT_SAMPLES]
 
 def official(encode: list[Any] = [], decode: list[bytes] = []) -> dict[str, list[Any]]:  # noqa: B006
     """@ag-ui/proto 1.0.0's encode / decode under node, in one process."""
-    node = shutil.which("node")
-    assert node is not None, "node is required (tests/install-deps.sh)"
-    assert (JS_DIR / "node_modules" / "@ag-ui" / "proto").is_dir(), "run tests/install-deps.sh"
+    node = node_with("@ag-ui/proto")
     request = {"encode": [msgspec.to_builtins(e) for e in encode], "decode": [b.hex() for b in decode]}
     done = subprocess.run([node, "proto_codec.mjs"], cwd=JS_DIR, input=json.dumps(request), capture_output=True,
                           text=True, timeout=120, check=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import decode_event, encode_event
 from agui_engine.protocol.events import Event, RunAgentInput, UserMessage
 from agui_engine.transports import start_sse_server
+from tests.helpers import node_with
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE = ROOT / "agui_engine" / "static" / "agui-engine.js"
@@ -37,9 +37,7 @@ NODE_TIMEOUT = 60
 
 
 def node() -> str:
-    found = shutil.which("node")
-    assert found, "node is required (tests/install-deps.sh)"
-    assert (JS / "node_modules" / "@ag-ui" / "client").is_dir(), "run tests/install-deps.sh (npm install in tests/js)"
+    found = node_with("@ag-ui/client")
     return found
 
 
