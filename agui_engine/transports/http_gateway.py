@@ -321,7 +321,7 @@ class HttpGateway:
         registry: RunRegistry,
         *,
         keepalive_seconds: float,
-        max_body_bytes: int,
+        max_input_bytes: int,
         auth_token: str | Mapping[str, str] | None,
         cors_origins: Sequence[str],
         send_timeout: float,
@@ -339,7 +339,7 @@ class HttpGateway:
         self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
-        self.max_body_bytes = max_body_bytes
+        self.max_input_bytes = max_input_bytes
         self.auth_token = auth_token
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
@@ -403,7 +403,7 @@ class HttpGateway:
         if json_only and ctype.split(";")[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
         check_content_encoding(req.headers.get("Content-Encoding"))
-        limit = self.max_body_bytes if limit is None else limit
+        limit = self.max_input_bytes if limit is None else limit
         if req.content_length is not None:
             check_body_size(req.content_length, limit, what=what)
         chunks: list[bytes] = []
@@ -427,7 +427,7 @@ class HttpGateway:
         try:
             principal = self.principal(req)
             body = await self.read_body(req)
-            input = decode_run_input(body, max_bytes=self.max_body_bytes)
+            input = decode_run_input(body, max_bytes=self.max_input_bytes)
             CURRENT_RUN_ID.set(input.run_id)
             fmt = negotiate(req.headers.get("Accept"))
             last_event_id = req.headers.get("Last-Event-ID")
@@ -461,10 +461,10 @@ class HttpGateway:
             principal = self.principal(req)
             body = await self.read_body(req, "the query")
             if self.broker is None:
-                decode_query(body, max_bytes=self.max_body_bytes)  # a malformed body is still a 400
+                decode_query(body, max_bytes=self.max_input_bytes)  # a malformed body is still a 400
                 raise UnknownResourceError("this gateway serves no data resources")
             with busy() if busy is not None else contextlib.nullcontext():
-                answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+                answer = await self.broker.answer(body, principal, max_bytes=self.max_input_bytes)
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
         return Answer(200, {**_NO_STORE, "Content-Type": "application/json"}, answer)
@@ -543,7 +543,7 @@ class HttpGateway:
         there is none the caller may read (the thread is then new to the page)."""
         try:
             principal = self.principal(req)
-            input = decode_run_input(await self.read_body(req), max_bytes=self.max_body_bytes)
+            input = decode_run_input(await self.read_body(req), max_bytes=self.max_input_bytes)
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
         translate = wire_translator(wire_for(self.wire, input.protocol_version))
@@ -765,7 +765,7 @@ class AppKeywords(TypedDict, total=False):
     clock: Clock | None
     metrics: GatewayMetrics | None
     keepalive_seconds: float
-    max_body_bytes: int
+    max_input_bytes: int
     auth_token: str | Mapping[str, str] | None
     cors_origins: Sequence[str]
     inspector: bool
@@ -793,7 +793,7 @@ def build_gateway(agent: Agent | AgentFunction | None, *, where: str, **kw: Unpa
                                clock=kw.get("clock"), metrics=kw.get("metrics"))
     conn = merge_options(
         ConnectionOptions, kw.get("connection"), where=where,
-        max_input_bytes=kw.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES),
+        max_input_bytes=kw.get("max_input_bytes", DEFAULT_MAX_BODY_BYTES),
         send_timeout=kw.get("send_timeout", SEND_STALL_TIMEOUT_SECONDS),
     )
     dat = merge_options(DataOptions, kw.get("data"), where=where, resources=kw.get("resources"),
@@ -801,7 +801,7 @@ def build_gateway(agent: Agent | AgentFunction | None, *, where: str, **kw: Unpa
     return HttpGateway(
         registry,
         keepalive_seconds=kw.get("keepalive_seconds", DEFAULT_KEEPALIVE_SECONDS),
-        max_body_bytes=conn.max_input_bytes,
+        max_input_bytes=conn.max_input_bytes,
         auth_token=kw.get("auth_token"),
         cors_origins=kw.get("cors_origins", ()),
         send_timeout=conn.send_timeout,

@@ -371,7 +371,7 @@ def create_app(
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | Mapping[str, str] | None = None,
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
@@ -412,7 +412,7 @@ def create_app(
     any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
     a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
     ``connection`` / ``data``: the same settings as one value each
-    (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
+    (:class:`~transports.server_options.ConnectionOptions`: ``max_input_bytes`` is its
     ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
     fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
     server serves the same runs beside this app (it shares the ``registry``); said in
@@ -430,23 +430,23 @@ def create_app(
     if isinstance(agent, Mapping):
         return create_agents_app(
             agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
-            metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
+            metrics=metrics, keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
             connection=connection, data=data, websocket=websocket,
         )
     core = build_gateway(
         agent, where="create_app", registry=registry, options=options, log=log, clock=clock, metrics=metrics,
-        keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes, auth_token=auth_token,
+        keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes, auth_token=auth_token,
         cors_origins=cors_origins, send_timeout=send_timeout, body_timeout=body_timeout, resources=resources,
         query_queue_timeout=query_queue_timeout, connection=connection, data=data, websocket=websocket,
     )
-    registry, max_body_bytes = core.registry, core.max_body_bytes
+    registry, max_input_bytes = core.registry, core.max_input_bytes
     base = path.rstrip("/")
     gw = _Gateway(core, FrontendFiles(inspector=inspector))
     # client_max_size is aiohttp's own cap for request.read(); the body is read
-    # by _read_body, which enforces max_body_bytes with a JSON 413.
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_access_log] if access_log else [])
+    # by _read_body, which enforces max_input_bytes with a JSON 413.
+    app = web.Application(client_max_size=max_input_bytes, middlewares=[_access_log] if access_log else [])
     app[REGISTRY_KEY] = registry
     runs = path.rstrip("/") + "/runs/{run_id}"
     app.router.add_post(path, gw.post)
