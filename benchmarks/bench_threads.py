@@ -11,6 +11,9 @@ side by side in one run:
   keeping each run in the store. The gateway process's CPU per run (``time.process_time``:
   the event loop and the SQLite worker thread; the PostgreSQL server's own CPU is not in it)
   gives what keeping costs as a share of the run's own CPU, and per event of the run.
+* ``test_write_cost_served``: the same runs served over SSE by a real server in this process to
+  a client in another process (``httpx``, reading every frame): the gateway's CPU per run --
+  HTTP, framing, the subscriber -- is the baseline the keeping is compared with.
 * ``test_list_100k``: 100,000 threads of one principal (written in bulk), then pages of 20
   walked by cursor from the newest, and title searches: p50 / p99 per page.
 * ``test_restore_1000_runs``: one thread of 1,000 kept runs (each through ``keep_run``), then
@@ -24,6 +27,7 @@ code, nothing printed as a figure). Run:
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import sys
 import time
@@ -48,7 +52,8 @@ from agui_engine.transports.history import (
     decode_records,
 )
 from agui_engine.transports.open_threads import open_thread_store
-from agui_engine.transports.runs import RegistryOptions, RunRegistry
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.runs import RunRegistry
 from agui_engine.transports.thread_store import StoreBudget
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -142,6 +147,62 @@ async def test_write_cost(run: str, tmp_path: Path, request: pytest.FixtureReque
             keep = cost - base
             print(f"  {kind:8} run+keep {cost * 1e6:8,.0f} us  keep {keep * 1e6:7,.0f} us = "
                   f"{keep / base:6.1%} of the run, {keep / len(events) * 1e6:5.2f} us per event")
+
+
+_CLIENT = """
+import sys, httpx, json
+url, count, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with httpx.Client(timeout=60) as c:
+    for i in range(count):
+        body = {"threadId": f"{tag}-{i}", "runId": f"{tag}-r{i}", "messages": [
+            {"id": "u", "role": "user", "content": "show me the weather"}]}
+        with c.stream("POST", url, json=body, headers={"Accept": "text/event-stream"}) as r:
+            for _ in r.iter_bytes():
+                pass
+"""
+
+
+async def _served_runs(server_url: str, count: int, tag: str) -> float:
+    """Gateway CPU seconds per run (this process: the server; the client is another process)."""
+    start = time.process_time()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _CLIENT, server_url, str(count), tag)
+    assert await proc.wait() == 0
+    return (time.process_time() - start) / count
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("run", ["genui", "long-text"])
+async def test_write_cost_served(run: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The same as test_write_cost with the run served over SSE to a real client in another
+    process: the gateway's CPU per run (HTTP, framing, the subscriber) is the baseline."""
+    from agui_engine.transports.sse_server import start_sse_server
+
+    measuring = _measuring(request.config)
+    pg = request.getfixturevalue("postgres") if measuring or postgres_bin() is not None else None
+    count = 100 if measuring else 2
+    events = RUNS[run]
+    results = {}
+    for kind in ["none", *STORES]:
+        store = None if kind in ("none", "memory") else await _open(kind, tmp_path, pg)
+        log = InMemoryEventLog(history=HistoryBudget(max_total_bytes=1 << 34)) if kind == "memory" else None
+        options = RegistryOptions(keep_history=kind != "none", max_retained=10)
+        registry = RunRegistry(_Replay(events), options=options, log=log, threads=store)
+        srv = await start_sse_server(registry=registry, access_log=False)
+        try:
+            if measuring:
+                await _served_runs(srv.url, 3, f"warm-{kind}")
+            results[kind] = min([await _served_runs(srv.url, count, f"{kind}{k}") for k in range(2 if measuring else 1)])
+        finally:
+            await srv.close()
+            if store is not None:
+                await store.aclose()
+    if measuring:
+        base = results["none"]
+        print(f"\n[{run} served over SSE: {len(events)} events; the gateway's CPU per run without history: "
+              f"{base * 1e6:,.0f} us]")
+        for kind in STORES:
+            keep = results[kind] - base
+            print(f"  {kind:8} {results[kind] * 1e6:8,.0f} us  keep {keep * 1e6:7,.0f} us = {keep / base:6.1%} of the run")
 
 
 def _rows(n: int, record: bytes) -> list[tuple[Any, ...]]:

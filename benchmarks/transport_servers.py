@@ -100,7 +100,7 @@ async def engine_sse(shared_log: bool = False) -> None:
     from aiohttp import web
 
     from agui_engine.transports.open_log import open_event_log
-    from agui_engine.transports.runs import RegistryOptions
+    from agui_engine.transports.registry_options import RegistryOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
     log = await open_event_log(os.environ["AGUI_BENCH_REDIS"] if shared_log else None)
@@ -127,7 +127,7 @@ async def engine_sse_redis() -> None:
 async def engine_ws() -> None:
     from aiohttp import web
 
-    from agui_engine.transports.runs import RegistryOptions
+    from agui_engine.transports.registry_options import RegistryOptions
     from agui_engine.transports.sse_server import start_sse_server
     from agui_engine.transports.websocket_server import start_websocket_server
 

@@ -19,7 +19,7 @@ Built-in rows (see :data:`SCHEMES` for the one-line help of each):
   ``ws://`` / ``wss://`` -- over WebSocket;
 * ``stdio:<command>`` -- an AG-UI stdio server run as a subprocess (these three are the
   bare client agents; a server serves them inside the agent loop:
-  ``transports.remote_agents.serving_agent``);
+  ``transports.agent_host.serving_agent``);
 * ``py:<module>:<name>`` -- an Agent object, or a zero-argument factory of one,
   importable from Python (your own agent without writing a server);
 * ``langgraph:<module>:<name>`` -- a compiled LangGraph graph (or a zero-argument

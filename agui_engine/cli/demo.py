@@ -278,7 +278,7 @@ def inspected_demo_agent(*, model_path: str = "openai", ui_spec: bool = False, m
 
     @asynccontextmanager
     async def context(pace_seconds: float) -> AsyncIterator[Agent]:
-        from agui_engine.transports.runs import RegistryOptions
+        from agui_engine.transports.registry_options import RegistryOptions
         from agui_engine.transports.sse_server import start_sse_server
 
         token = secrets.token_urlsafe(16)

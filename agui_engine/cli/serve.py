@@ -35,14 +35,14 @@ from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.history import ThreadStore
-from agui_engine.transports.runs import (
+from agui_engine.transports.registry_options import (
     DEFAULT_GRACE_SECONDS,
-    DEFAULT_KEEPALIVE_SECONDS,
     DEFAULT_MAX_BUFFERED_BYTES,
     DEFAULT_MAX_RUNS,
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.subscription import DEFAULT_KEEPALIVE_SECONDS
 from agui_engine.transports.thread_store import default_sqlite_path
 
 from . import after_interrupt

@@ -20,7 +20,7 @@ has four branches, because a transport must treat them differently:
 * :class:`CapacityError` -- the request and every dependency are fine, but the
   server will not take more work now (concurrent-run limit, shutting down); maps
   to 503 (or 429) with ``Retry-After``, and a client may simply try again later.
-  ``agui_engine.transports.runs.ServerBusyError`` and ``agui_engine.transports.websocket_server._TooManyRuns``
+  ``agui_engine.transports.admission.ServerBusyError`` and ``agui_engine.transports.websocket_server._TooManyRuns``
   are its transport-level subclasses.
 
 Every error knows three things a transport needs: :attr:`~AguiEngineError.http_status`,

@@ -261,7 +261,7 @@ def page_limit(raw: str | None) -> int:
     Raises BadThreadRequestError unless it is an integer in 1..MAX_THREAD_PAGE."""
     if raw is None or raw == "":
         return DEFAULT_THREAD_PAGE
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_THREAD_PAGE:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 6 or not 1 <= int(raw) <= MAX_THREAD_PAGE:
         raise BadThreadRequestError(f"limit={raw[:32]!r}: give an integer from 1 to {MAX_THREAD_PAGE} (MAX_THREAD_PAGE)")
     return int(raw)
 

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
     from .gateway import GatewayAgent, run_via_gateway
     from .history import HistoryBudget, UnknownThreadError
+    from .registry_options import RegistryOptions
     from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
-    from .runs import RegistryOptions, RunRegistry
+    from .runs import RunRegistry
     from .server_options import ConnectionOptions, DataOptions
     from .sse_client import SSEAgent
     from .sse_server import SSEServer, create_app, start_sse_server
@@ -48,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "InMemoryEventLog": "eventlog",
     "LoopClock": "clock",
     "ManualClock": "clock",
-    "RegistryOptions": "runs",
+    "RegistryOptions": "registry_options",
     "RemoteAgentError": "retrying_client",
     "ResourceBroker": "data",
     "RunRegistry": "runs",

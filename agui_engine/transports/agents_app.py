@@ -33,7 +33,7 @@ agent: several agents each keep their runs in memory (UsageError otherwise).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
@@ -111,17 +111,19 @@ def _agent_path(agent_id: str, served: ServedAgent) -> str:
 def create_agents_app(
     agents: Mapping[str, Agent | AgentFunction | ServedAgent],
     *,
+    one_app: Callable[..., web.Application],
+    registry_key: web.AppKey[RunRegistry],
     path: str = "/",
     auth_token: str | Mapping[str, str] | None = None,
     **keywords: Any,
 ) -> web.Application:
     """One application serving every agent of ``agents`` (id -> agent or :class:`ServedAgent`),
     each as the one-agent gateway at its path (see the module docstring). ``keywords`` are
-    :func:`~transports.sse_server.create_app`'s, applied to every agent. Raises UsageError for
+    :func:`~transports.sse_server.create_app`'s, applied to every agent; ``one_app`` is that
+    function (the one-agent gateway, whose app keeps its registry at ``registry_key``), given by
+    its caller so that this module does not import the one that imports it. Raises UsageError for
     no agents, a bad id or path, two agents at one path, ``principals`` without a token ->
     principal mapping, or a keyword that is one agent's (``registry``, ``log``)."""
-    from .sse_server import REGISTRY_KEY, create_app
-
     if not agents:
         raise UsageError("create_app: the mapping of agents is empty; give at least one id -> agent")
     for one_agent in ("registry", "log"):
@@ -148,8 +150,8 @@ def create_agents_app(
                     "(auth_token={token: principal}, serve --auth-tokens-file)"
                 )
             tokens = AllowedTokens(auth_token, served.principals)
-        sub = create_app(served.agent, path="", auth_token=tokens, **keywords)
-        registries[agent_id] = sub[REGISTRY_KEY]
+        sub = one_app(served.agent, path="", auth_token=tokens, **keywords)
+        registries[agent_id] = sub[registry_key]
         runtime[agent_id] = sub[RUNTIME_ROUTES_KEY]._replace(description=served.description)
         parent.add_subapp(prefix, sub)
     parent[AGENT_REGISTRIES_KEY] = registries

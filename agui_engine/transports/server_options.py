@@ -5,7 +5,7 @@ Theory of operation
 -------------------
 Three concerns are the same on every transport, and each is one frozen struct:
 
-* :class:`~transports.runs.RegistryOptions` -- the runs: how many, grace and
+* :class:`~transports.registry_options.RegistryOptions` -- the runs: how many, grace and
   retention periods, the per-client and buffered-bytes bounds (all three servers);
 * :class:`ConnectionOptions` -- what one client connection may cost: the largest
   input (HTTP body, WebSocket message, stdio line), how long a write may wait for

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.threads import ThreadPage, like_pattern, page_of, record_facts
 
+from .eventlog import EventLogUnavailableError
 from .history import HistoryBudget, ThreadRuns
 from .thread_store import StoreBudget, ThreadSchemaError
 
@@ -108,7 +109,13 @@ class SqliteThreadStore:
     # -- the worker thread -------------------------------------------------------------
 
     async def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        """``fn(*args)`` on the worker thread. A database error (locked past the busy timeout,
+        disk full, a file gone bad) is an EventLogUnavailableError (503), as for a shared log
+        that does not answer: never a 500 with a traceback."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        except sqlite3.Error as exc:
+            raise EventLogUnavailableError(f"thread store sqlite:{self.path}: {type(exc).__name__}: {exc}") from None
 
     def _connect(self) -> None:
         try:

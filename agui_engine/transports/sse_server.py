@@ -34,7 +34,7 @@ text/event-stream`` (or ``application/x-ndjson``, or the binary
 one event per frame, each SSE frame carrying ``id: <runId>:<seq>`` (a binary frame
 has no id: its position is the request's cursor plus its index, spec/framing.md).
 
-The stream handler is a loop over a :class:`~transports.runs.Subscription`:
+The stream handler is a loop over a :class:`~transports.subscription.Subscription`:
 every event that is ready is framed and the whole batch goes out in **one**
 write; when nothing arrives for ``keepalive_seconds`` a comment line (``:
 keep-alive``; a blank line in NDJSON) is written instead. A client that goes
@@ -51,6 +51,7 @@ negotiation in :mod:`~transports.content_negotiation`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import logging
@@ -79,6 +80,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.protocol.threads import BadThreadRequestError
 from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
 
+from .admission import Caller
 from .agents_app import ServedAgent, create_agents_app
 from .bearer_auth import check_bearer
 from .capabilities import served_capabilities, sse_transport
@@ -86,7 +88,6 @@ from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
 from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
-from .event_ids import resume_cursor
 from .eventlog import EventLog, LogSlice
 from .history import UnknownThreadError
 from .http_headers import (
@@ -104,11 +105,13 @@ from .inspector import add_frontend_routes
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
-from .runs import DEFAULT_KEEPALIVE_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
 from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
 from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
@@ -121,6 +124,7 @@ __all__ = [
     "CORS_MAX_AGE",
     "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
+    "MAX_RECONNECTABLE_THREADS",
     "READABLE_CONTENT_ENCODINGS",
     "REGISTRY_KEY",
     "SHUTDOWN_TIMEOUT",
@@ -171,6 +175,10 @@ _FORMATS: dict[str, tuple[str, bytes, Any]] = {
 #: agents to stop, then each stream still has to write its RUN_ERROR{shutdown};
 #: well inside the 30 s an orchestrator (Kubernetes) grants before SIGKILL.
 SHUTDOWN_TIMEOUT = 10.0
+
+#: Threads whose latest run a gateway remembers for CopilotKit's connect to follow live (the
+#: oldest is forgotten first): a thread id and a run id each, about 200 bytes an entry.
+MAX_RECONNECTABLE_THREADS = 10_000
 
 
 #: Request bodies are read in pieces of this size so the size limit is enforced
@@ -303,6 +311,9 @@ class _Gateway:
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
         self.metrics = registry.metrics
+        #: The latest run started here of each thread (newest last; at most
+        #: MAX_RECONNECTABLE_THREADS): what CopilotKit's connect reattaches to while it runs.
+        self.thread_runs: collections.OrderedDict[str, str] = collections.OrderedDict()
 
     # -- CORS ----------------------------------------------------------------------------
 
@@ -375,12 +386,9 @@ class _Gateway:
             declared = request.headers.get(RESUMABLE_HEADER)
             resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
             if last_event_id:
-                _, cursor = resume_cursor(last_event_id, input.run_id)
-                run = self.registry.check_owner(await self.registry.find(input.run_id), _caller(request, principal))
-                sub = self.registry.subscribe(run, cursor, resumable=resumable)
-                first = await self._check(sub)
-                if self.metrics is not None:
-                    self.metrics.note_resume("sse")
+                sub, first = await self.registry.resume(
+                    input.run_id, last_event_id, _caller(request, principal), resumable=resumable, via="sse"
+                )
             else:
                 with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
                     run = await self.registry.start(
@@ -388,6 +396,10 @@ class _Gateway:
                     )
                 sub = self.registry.subscribe(run, 0, resumable=resumable)
                 first = None
+                self.thread_runs[input.thread_id] = input.run_id
+                self.thread_runs.move_to_end(input.thread_id)
+                if len(self.thread_runs) > MAX_RECONNECTABLE_THREADS:
+                    self.thread_runs.popitem(last=False)
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         return await self._stream(request, sub, fmt, first, started=not last_event_id,
@@ -405,13 +417,26 @@ class _Gateway:
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         translate = wire_translator(wire_for(self.wire, input.protocol_version))
+        caller = _caller(request, principal)
+        kept: set[str] = set()
         try:
-            found, payloads = await self.registry.thread_history(input.thread_id, caller=_caller(request, principal))
+            found, payloads = await self.registry.thread_history(input.thread_id, caller=caller)
             body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
+            kept = {r.run_id for r in found.runs}
         except UnknownThreadError:
             body = b""
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
+        # the thread's latest run, while it is not in the history yet (running): followed live
+        latest = self.thread_runs.get(input.thread_id)
+        if latest is not None and latest not in kept:
+            try:
+                run = self.registry.check_owner(await self.registry.find(latest), caller)
+                sub = self.registry.subscribe(run, 0, resumable=True)
+            except AguiEngineError:
+                pass  # not the caller's, or gone: the history is all there is
+            else:
+                return await self._stream(request, sub, "sse", None, translate=translate, prefix=body)
         return web.Response(body=body, headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
 
     async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
@@ -537,17 +562,12 @@ class _Gateway:
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             fmt = negotiate(request.headers.get("Accept"))
-            cursor = 0
             last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
-            if last_event_id:
-                _, cursor = resume_cursor(last_event_id, run_id)
-            run = self.registry.check_owner(await self.registry.find(run_id), _caller(request, principal))
             # GET is the EventSource-style endpoint: an EventSource reconnects by
             # itself (and cannot send a header to say so), so it is resumable.
-            sub = self.registry.subscribe(run, cursor, resumable=True)
-            first = await self._check(sub)
-            if last_event_id and self.metrics is not None:
-                self.metrics.note_resume("sse")
+            sub, first = await self.registry.resume(
+                run_id, last_event_id or None, _caller(request, principal), resumable=True, via="sse"
+            )
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         if first is not None and first.finished and not first.payloads:
@@ -632,18 +652,9 @@ class _Gateway:
             body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
         )
 
-    async def _check(self, sub: Subscription) -> LogSlice | None:
-        # Validate a resume cursor before the 200 goes out, so that an expired
-        # cursor is a 410 answer and not a broken stream.
-        try:
-            return await sub.next(timeout=0.0)
-        except BaseException:
-            sub.close()
-            raise
-
     async def _stream(
         self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
-        translate: Callable[[bytes], bytes] | None = None,
+        translate: Callable[[bytes], bytes] | None = None, prefix: bytes = b"",
     ) -> web.StreamResponse:
         run = sub.run
         headers = {
@@ -666,6 +677,9 @@ class _Gateway:
 
             async def write(data: bytes) -> None:
                 await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
+
+            if prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
+                await write(prefix)
 
             await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
             await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
@@ -793,7 +807,7 @@ def create_app(
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
     ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
-    :class:`~transports.runs.RegistryOptions`), ``log`` and ``clock`` build the
+    :class:`~transports.registry_options.RegistryOptions`), ``log`` and ``clock`` build the
     :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
     between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
     to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
@@ -833,7 +847,7 @@ def create_app(
     """
     if isinstance(agent, Mapping):
         return create_agents_app(
-            agent, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
+            agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
             metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,

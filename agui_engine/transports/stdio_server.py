@@ -60,8 +60,10 @@ from .envelope import (
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
 from .input_errors import InvalidInputError
-from .runs import RegistryOptions, RunRegistry, Subscription
+from .registry_options import RegistryOptions
+from .runs import RunRegistry
 from .server_options import ConnectionOptions, merge_options
+from .subscription import Subscription
 
 __all__ = ["STDIN_MAX_PENDING_LINES", "serve_stdio"]
 

@@ -27,9 +27,10 @@ from agui_engine.protocol.threads import (
     page_limit,
 )
 
+from .admission import Caller, may_touch
 from .history import UnknownThreadError
 from .input_decoding import MAX_RUN_ID_LENGTH
-from .runs import Caller, RunRegistry, may_touch
+from .runs import RunRegistry
 from .thread_store import DurableThreadStore
 
 __all__ = [

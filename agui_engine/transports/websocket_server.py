@@ -30,7 +30,7 @@ errors never close the connection, but after MAX_BAD_MESSAGES malformed
 messages in a row the server closes it with 4400.
 
 Each run started or resumed on a connection is a
-:class:`~transports.runs.Subscription` pumped by its own task; when the
+:class:`~transports.subscription.Subscription` pumped by its own task; when the
 connection drops, its subscriptions close and the registry's grace period
 applies, so a client that reconnects quickly can ``resume``. Keep-alive is the
 WebSocket ping/pong (``ping_interval``); authentication happens in the opening
@@ -64,6 +64,7 @@ from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResou
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, CapacityError, RemoteInputError, UsageError
 
+from .admission import Caller
 from .bearer_auth import UnauthorizedError, check_bearer
 from .capabilities import WEBSOCKET_TRANSPORT, served_capabilities
 from .clock import Clock
@@ -83,15 +84,16 @@ from .envelope import (
     message_run_id,
     query_result_line,
 )
-from .event_ids import resume_cursor
 from .eventlog import EventLog, UnknownRunError
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
 from .input_errors import InputTooDeepError
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .runs import CANCEL_WAIT_SECONDS, Caller, RegistryOptions, RunRegistry, Subscription
+from .registry_options import CANCEL_WAIT_SECONDS, RegistryOptions
+from .runs import RunRegistry
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
+from .subscription import Subscription
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -276,30 +278,23 @@ class _Connection:
                     # the pump sends the RUN_ERROR; do not block this loop
                     self.registry.cancel_nowait(msg.run_id, caller=caller)
                 except UnknownRunError:
-                    if self.registry.shared_log is None:
+                    if self.registry.shared is None:
                         raise
                     # Possibly a run another node owns: ask its owner through the shared
                     # log (the run's readers get the RUN_ERROR).
                     await self.registry.request_remote_cancel(msg.run_id, caller)
             else:
-                _, cursor = resume_cursor(msg.last_event_id, msg.run_id)
                 self._check_capacity()
                 if msg.run_id in self.pumps:
                     raise RemoteInputError(
                         f"run {msg.run_id!r} is already streaming on this connection", code="run_exists"
                     )
-                run = self.registry.check_owner(await self.registry.find(msg.run_id), Caller(self.principal, msg.run_key))
-                sub = self.registry.subscribe(run, cursor)
-                try:
-                    first = await sub.next(timeout=0.0)  # checks the cursor now: a clear error, no gap
-                except BaseException:
-                    sub.close()
-                    raise
+                sub, first = await self.registry.resume(
+                    msg.run_id, msg.last_event_id, Caller(self.principal, msg.run_key), via="websocket"
+                )
                 self._pump(sub, first)
                 if msg.run_key is not None:
                     self.keys[msg.run_id] = msg.run_key
-                if self.registry.metrics is not None:
-                    self.registry.metrics.note_resume("websocket")
         except AguiEngineError as exc:
             if self.registry.metrics is not None:
                 self.registry.metrics.note_error(exc.code)

@@ -98,7 +98,7 @@ async def serve_asgi(app: Any) -> None:
 
 
 async def engine() -> None:
-    from agui_engine.transports.runs import RegistryOptions
+    from agui_engine.transports.registry_options import RegistryOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
     app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000))

@@ -31,7 +31,7 @@ import msgspec
 from agui_engine.adapters.openai_chat import OpenAIChatClient
 from agui_engine.adapters.replay import ReplayServer, load_fixture
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.transports.runs import DEFAULT_GRACE_SECONDS, RegistryOptions
+from agui_engine.transports.registry_options import DEFAULT_GRACE_SECONDS, RegistryOptions
 from agui_engine.transports.sse_server import start_sse_server
 from tests.helpers import node_with
 

@@ -8,8 +8,10 @@ import asyncio
 import pytest
 
 from agui_engine.protocol.errors import UsageError
+from agui_engine.transports.admission import ServerBusyError, client_key
 from agui_engine.transports.eventlog import BUDGET_TRIM_FLOOR_BYTES, CursorExpiredError, InMemoryEventLog
-from agui_engine.transports.runs import RegistryOptions, RunRegistry, ServerBusyError, client_key
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.runs import RunRegistry
 from tests.transports.flood_agent import FloodAgent
 
 from .scripted import ScriptedAgent, make_input

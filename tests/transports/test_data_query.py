@@ -594,27 +594,46 @@ def _query_bodies(draw: st.DrawFn) -> bytes:
     return draw(st.binary(max_size=200))
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+#: Seconds one request of the property tests may wait for its answer: never reached by a sound
+#: server (an answer takes milliseconds; the slowest resource gives up after its own timeout, a
+#: 504), only by a hung one. Generous, because the machine may be far busier than this test.
+_ANSWER_WAIT_SECONDS = 120.0
+
+
+@pytest.fixture(scope="module")
+def http_client() -> Iterator[httpx.Client]:
+    """One keep-alive client for every example: no TCP connect per example, which a loaded
+    machine made slow and whose refusals were not the server's answers."""
+    with httpx.Client(timeout=_ANSWER_WAIT_SECONDS) as client:
+        yield client
+
+
+# derandomize: the same examples every run, so a failure is the input's, never the draw's; no
+# deadline: an example's duration is the machine's, not the server's (issue 30: FlakyFailure at load 9)
+@settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=_query_bodies())
-def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, body: bytes) -> None:
-    resp = httpx.post(servers.sse.url + "data/query", content=body, headers={"Content-Type": "application/json"},
-                      timeout=20)
+# Why 300 s: 100 examples, each a real HTTP round trip; 33 s with both cores busy (load 14)
+@pytest.mark.timeout(300)
+def test_no_query_body_makes_the_http_endpoint_answer_500(servers: _Servers, http_client: httpx.Client,
+                                                          body: bytes) -> None:
+    resp = http_client.post(servers.sse.url + "data/query", content=body, headers={"Content-Type": "application/json"})
     assert resp.status_code < 500 or resp.status_code in (502, 503, 504), (resp.status_code, resp.text, body[:200])
     if resp.status_code != 200:
         assert resp.json()["error"]["code"] != "internal_error"
 
 
-@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(resource_id=_ids, params=json_values, query_id=st.text(min_size=1, max_size=8))
+@pytest.mark.timeout(300)  # as the HTTP one: 100 real round trips on a machine that may be busy
 def test_no_query_message_makes_the_websocket_answer_4500(
     servers: _Servers, resource_id: str, params: Any, query_id: str
 ) -> None:
     # msgspec writes inf as null (json.dumps would write Infinity, which is not JSON: a malformed message)
     message = msgspec.json.encode({"type": "query", "queryId": query_id, "resourceId": resource_id, "params": params}).decode()
-    with sync_connect(servers.ws.url, open_timeout=10, close_timeout=5) as ws:
+    with sync_connect(servers.ws.url, open_timeout=_ANSWER_WAIT_SECONDS, close_timeout=_ANSWER_WAIT_SECONDS) as ws:
         ws.send(message)
         try:
-            reply = json.loads(ws.recv(timeout=10))
+            reply = json.loads(ws.recv(timeout=_ANSWER_WAIT_SECONDS))
         except websockets.ConnectionClosed as exc:  # pragma: no cover - the assertion's message
             raise AssertionError(f"the connection closed: {exc}") from None
     assert reply["queryId"] == query_id

@@ -40,7 +40,8 @@ from agui_engine.transports.eventlog import (
     UnknownRunError,
 )
 from agui_engine.transports.redislog import RedisEventLog
-from agui_engine.transports.runs import RegistryOptions, RunRegistry
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.runs import RunRegistry
 from tests.hypothesis_profiles import at_most
 
 from .scripted import ScriptedAgent, make_input

@@ -15,7 +15,8 @@ import pytest
 from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.eventlog import UnknownRunError
 from agui_engine.transports.gateway import run_via_gateway
-from agui_engine.transports.runs import RegistryOptions, RunRegistry
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.runs import RunRegistry
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.stdio_client import StdioAgent

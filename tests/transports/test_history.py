@@ -54,7 +54,7 @@ from agui_engine.transports.history import (
     merge_input,
 )
 from agui_engine.transports.http_headers import HISTORY_TRIMMED_HEADER
-from agui_engine.transports.runs import RegistryOptions
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
 

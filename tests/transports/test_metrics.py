@@ -10,7 +10,7 @@ import msgspec
 from websockets.asyncio.client import connect
 
 from agui_engine.transports.metrics import METRICS_CONTENT_TYPE, GatewayMetrics
-from agui_engine.transports.runs import RegistryOptions
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 

@@ -29,7 +29,7 @@ from agui_engine.adapters.openai_chat import OpenAICompatibleClient, encode_chat
 from agui_engine.llm import Finish, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, Usage
 from agui_engine.loops.observe import OBSERVER, model_span, tool_span, trace_headers
 from agui_engine.transports.metrics import GatewayMetrics
-from agui_engine.transports.runs import RegistryOptions
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
 

@@ -20,7 +20,7 @@ from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.codec import SSEDecoder, decode_event
 from agui_engine.protocol.events import RunErrorEvent, RunFinishedEvent, TextMessageContentEvent
 from agui_engine.transports import SSEAgent, StdioAgent, UpstreamStoppedError, WebSocketAgent, start_sse_server
-from agui_engine.transports.remote_agents import serving_agent
+from agui_engine.transports.agent_host import serving_agent
 from agui_engine.transports.runs import RunRegistry
 
 from .scripted import make_input

@@ -10,17 +10,14 @@ import pytest
 from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import Event, RunAgentInput, RunStartedEvent, TextMessageChunkEvent
+from agui_engine.transports.admission import RunExistsError, ServerBusyError
 from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.event_ids import resume_cursor
 from agui_engine.transports.eventlog import CursorExpiredError, InMemoryEventLog, UnknownRunError
 from agui_engine.transports.input_errors import InvalidInputError
-from agui_engine.transports.runs import (
-    RegistryOptions,
-    RunExistsError,
-    RunFinishedError,
-    RunRegistry,
-    ServerBusyError,
-)
+from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.run_lifecycle import RunFinishedError
+from agui_engine.transports.runs import RunRegistry
 
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input

@@ -124,3 +124,31 @@ async def test_stop_cancels_the_callers_running_run_of_the_thread() -> None:
         events = await streaming
     assert stopped == {"stopped": True}
     assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "cancelled"
+
+
+async def test_connect_follows_the_threads_running_run() -> None:
+    """A page reloaded mid-run: connect follows the thread's run that is still running (its ended
+    runs, replayed before it, are test_info_connect_and_stop_follow_each_agents_access's)."""
+    tokens = {"tok-alice": "alice"}
+    alice = {"Authorization": "Bearer tok-alice", "X-AGUI-Resumable": "1"}
+    agents = {"slow": ScriptedAgent(hang=True)}
+    async with await start_sse_server(agents, auth_token=tokens) as srv, httpx.AsyncClient(timeout=30) as c:
+        base = srv.url.rstrip("/")
+        body = {"threadId": "t5", "runId": "r5", "messages": []}
+        running = asyncio.ensure_future(c.post(base + "/agent/slow/run", json=body, headers=alice))
+        seen: list[dict[str, Any]] = []
+        for _ in range(200):  # bounded: until the run has streamed its first delta
+            async with c.stream("POST", base + "/agent/slow/connect", json={**body, "runId": "c"}, headers=alice) as r:
+                assert r.status_code == 200
+                decoder = SSEDecoder()
+                async for chunk in r.aiter_raw():
+                    seen += [json.loads(m.data) for m in decoder.feed(chunk)]
+                    if any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in seen):
+                        break
+            if seen:
+                break
+            await asyncio.sleep(0.05)
+        stop = await c.post(base + "/agent/slow/stop/t5", json={"runId": "r5"}, headers=alice)
+        await running
+    assert [e["type"] for e in seen][:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
+    assert seen[0]["runId"] == "r5" and stop.json() == {"stopped": True}

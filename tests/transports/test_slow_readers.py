@@ -26,7 +26,7 @@ from agui_engine.protocol.events import (
     TextMessageStartEvent,
 )
 from agui_engine.transports.eventlog import InMemoryEventLog
-from agui_engine.transports.runs import RegistryOptions
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 

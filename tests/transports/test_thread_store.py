@@ -289,3 +289,26 @@ def test_serve_refuses_a_newer_store_in_one_line(tmp_path: Path, capsys: pytest.
     assert main(["serve", "--port", "0", "--store", f"sqlite:{path}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "schema version 7, newer than this agui-engine's 1: upgrade agui-engine" in err[0], err
+
+
+async def test_a_locked_sqlite_file_is_a_503_never_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process holding the file's write lock past the busy timeout: keeping and reading
+    are EventLogUnavailableError (503, saying why), and work again once it lets go."""
+    from agui_engine.transports import sqlite_threads
+    from agui_engine.transports.eventlog import EventLogUnavailableError
+
+    monkeypatch.setattr(sqlite_threads, "SQLITE_BUSY_TIMEOUT_MS", 50)
+    path = tmp_path / "threads.sqlite3"
+    store = await open_thread_store(f"sqlite:{path}")
+    try:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(EventLogUnavailableError, match="locked") as info:
+            await store.keep_run("t", record("t", "r1"), T0)
+        assert info.value.http_status == 503
+        other.execute("ROLLBACK")
+        other.close()
+        await store.keep_run("t", record("t", "r1"), T0)
+        assert len((await store.thread_runs("t", T0)).records) == 1
+    finally:
+        await store.aclose()

@@ -10,8 +10,8 @@ import websockets
 from websockets.asyncio.client import connect
 
 from agui_engine.protocol.codec import decode_event
+from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.retrying_client import RemoteAgentError
-from agui_engine.transports.runs import RegistryOptions
 from agui_engine.transports.websocket_client import WebSocketAgent
 from agui_engine.transports.websocket_server import MAX_BAD_MESSAGES, start_websocket_server
 

@@ -1,0 +1,66 @@
+"""What a server runs for the agent it is given.
+
+**A remote AG-UI agent inside the agent loop.** A remote AG-UI endpoint behind one of this
+package's client agents (:class:`~transports.sse_client.SSEAgent`,
+:class:`~transports.websocket_client.WebSocketAgent`, :class:`~transports.stdio_client.StdioAgent`)
+is a third party's stream: served bare, a duplicated ``*_END`` or a dropped argument fragment
+ends the run with ``RUN_ERROR`` and nothing of the agent loop applies. :func:`serving_agent` is
+the one place every server (``RunRegistry``: SSE, WebSocket, stdio; ``agui-engine serve --agent
+http://...``; ``start_sse_server(SSEAgent(url))`` in code) decides that: such an agent is served
+as ``AgentLoop(agent)`` -- verified, repaired (``spec/agent-loop.md`` §3), its client's
+components and interactables turned into tools -- exactly as a LangGraph or CrewAI agent is.
+Any other agent (already an ``AgentLoop``, an ``LLMAgent``, your own) is served as it is.
+
+**MCP Apps' proxied requests around it.** A run whose ``forwardedProps`` carry a proxied MCP
+request (an MCP app's iframe calling its server, spec/mcp.md) is answered by
+:class:`AgentHost` with the agent's MCP servers (its ``mcp_apps``), for every agent and
+transport, never by the agent; the run was admitted, authenticated and owned like any other.
+Such a run is no turn of its thread's conversation: it joins no history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.loops.agent_loop import AgentLoop
+from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.events import Event, RunAgentInput
+
+from .retrying_client import RemoteClientBase
+from .stdio_client import StdioAgent
+
+__all__ = ["AgentHost", "serving_agent"]
+
+
+def serving_agent(agent: Agent) -> Agent:
+    """``AgentLoop(agent)`` for a remote AG-UI client agent, else ``agent`` itself."""
+    if isinstance(agent, (RemoteClientBase, StdioAgent)):
+        return AgentLoop(agent)
+    return agent
+
+
+class AgentHost:
+    """What a registry runs for ``agent``: ``agent`` is :func:`serving_agent`'s answer (what
+    capabilities, resources and tool sources are read from); :meth:`run` answers proxied MCP
+    requests itself and hands every other input to it."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = serving_agent(agent)
+        # The agent's MCP servers (its ``mcp_apps``), else none: every request then names an
+        # unknown server, as the middleware with no servers answers.
+        proxy = getattr(self.agent, "mcp_apps", None)
+        self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
+
+    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        """The proxied request's answer, or what ``agent.run(input)`` returns (unchecked: the
+        registry checks it is an async iterator). Raises ProxiedRequestError when malformed."""
+        request = proxied_request(input.forwarded_props)
+        if request is not None:
+            return self.mcp_apps.run(input, request)
+        return self.agent.run(input)
+
+    @staticmethod
+    def joins_history(input: RunAgentInput) -> bool:
+        """Whether a run of ``input`` is a turn of its thread's conversation (not a proxied request)."""
+        return not is_proxied(input.forwarded_props)
