@@ -877,8 +877,12 @@ class StreamingLLMClient(abc.ABC):
             return self._given_client
         loop = asyncio.get_running_loop()
         if self._own_client is None or self._own_loop is not loop:
-            # An AsyncClient's pooled connections belong to one event loop.
-            self._own_client = httpx.AsyncClient(timeout=self._timeout)
+            # An AsyncClient's pooled connections belong to one event loop. httpx's interface on
+            # aiohttp's connection and C parser: a provider streams each token as a chunk, which
+            # httpx's own transport (h11) parses in pure Python (spec/benchmarks.md)
+            from httpx_aiohttp import AiohttpTransport  # imports aiohttp: only when a stream is read
+
+            self._own_client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=self._timeout)
             self._own_loop = loop
         return self._own_client
 

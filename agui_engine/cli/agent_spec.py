@@ -145,13 +145,15 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
 # --------------------------------------------------------------------------- built-in loaders
 
 
-def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool | str | None = False) -> Agent:
+def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool | str | None = False,
+                   a2ui_snapshots: bool = False) -> Agent:
     """The demo agent: the decision loop over the embedded model with the demo's
     components and its ``get_weather`` tool (and ``render_ui`` when ``ui_spec``,
-    ``render_a2ui`` with the A2UI basic catalog when ``a2ui``)."""
+    ``render_a2ui`` with the A2UI basic catalog when ``a2ui``, its progress as whole
+    snapshots with ``a2ui_snapshots``)."""
     from .demo import demo_agent
 
-    return demo_agent(pace_seconds=pace_seconds, ui_spec=ui_spec, a2ui=a2ui)
+    return demo_agent(pace_seconds=pace_seconds, ui_spec=ui_spec, a2ui=a2ui, a2ui_snapshots=a2ui_snapshots)
 
 
 def load_embedded(spec: str, *, headers: Mapping[str, str], pace_seconds: float) -> Agent:

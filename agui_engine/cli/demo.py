@@ -186,7 +186,7 @@ async def wait_for_demo_mcp_server() -> None:
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               mcp: bool = False, a2ui: bool | str | None = False) -> LLMAgent:
+               mcp: bool = False, a2ui: bool | str | None = False, a2ui_snapshots: bool = False) -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
     offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`;
@@ -195,7 +195,8 @@ def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_sp
     model = llm if llm is not None else paced(EmbeddedModel(), pace_seconds)
     return LLMAgent(model, components=demo_components(), tools=[get_weather], tool_runner=ThreadedToolRunner(),
                     ui_spec=demo_ui_spec() if ui_spec else None, mcp_servers=[demo_mcp_server()] if mcp else (),
-                    a2ui=A2UICatalog.basic(a2ui if isinstance(a2ui, str) else A2UI_VERSION) if a2ui else None)
+                    a2ui=A2UICatalog.basic(a2ui if isinstance(a2ui, str) else A2UI_VERSION) if a2ui else None,
+                    a2ui_snapshots=a2ui_snapshots)
 
 
 #: Builds the agent the demo command talks to, inside the running event loop,

@@ -300,7 +300,7 @@ def _inputs_for(plan: LoadPlan) -> Iterator[tuple[int, RunAgentInput]]:
 #: The members every AG-UI server's input schema requires (the official SDKs' ``RunAgentInput``
 #: declares them all; a 0.0.x server such as CopilotKit's runtime refuses a body without ``tools``),
 #: with the value sent when the input leaves them empty.
-_REQUIRED_MEMBERS: Final = (("state", {}), ("messages", []), ("tools", []), ("context", []), ("forwardedProps", {}))
+_REQUIRED_MEMBERS: Final[tuple[tuple[str, Any], ...]] = (("state", {}), ("messages", []), ("tools", []), ("context", []), ("forwardedProps", {}))
 
 
 def request_body(input: RunAgentInput) -> bytes:

@@ -170,6 +170,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else 0 (default: auto; spec/wire-versions.md)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
+    parser.add_argument("--a2ui-snapshots", action="store_true",
+                        help="with --a2ui: send A2UI surfaces' progress as whole ACTIVITY_SNAPSHOT events, still "
+                             "component by component, for clients that do not apply ACTIVITY_DELTA (assistant-ui); "
+                             "more bytes (spec/a2ui.md); default: deltas")
     add_mcp_argument(parser)
 
 
@@ -222,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
     for flag, tool, on in (("--ui-spec", "render_ui", args.ui_spec), ("--a2ui", "render_a2ui", args.a2ui)):
         if on and args.agent.strip() not in ("", "embedded"):
             raise UsageError(f"{flag} offers {tool} to the embedded agent: drop --agent or write --agent embedded")
+    if args.a2ui_snapshots and not args.a2ui:
+        raise UsageError("--a2ui-snapshots changes how --a2ui's surfaces stream: add --a2ui")
     configs = _configs(args)
     token = _auth_tokens(args, secrets)
     reload = functools.partial(reload_tokens, args.auth_tokens_file, token, secrets) if isinstance(token, dict) else None
@@ -232,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
         if configs is not None:
             agent, servers = _config_agents(configs, pace, secrets)
         else:
-            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args)) if args.ui_spec or args.a2ui
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args), a2ui_snapshots=args.a2ui_snapshots)
+                   if args.ui_spec or args.a2ui
                    else agent_from_spec(args.agent, pace_seconds=pace))
             servers = mcp_servers(args.mcp, args.mcp_header_env)
             _mcp_secrets(servers, secrets)

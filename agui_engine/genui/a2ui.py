@@ -97,6 +97,7 @@ __all__ = [
     "A2UI_PROGRESS_TOKEN_STEP",
     "A2UI_RESOURCE_KEY",
     "A2UI_SCHEMA_CONTEXT_DESCRIPTION",
+    "A2UI_SNAPSHOT_GROWTH",
     "A2UI_SURFACE_COMPONENT",
     "A2UI_TOOL",
     "A2UI_V1_VERSION",
@@ -180,6 +181,11 @@ A2UI_PROGRESS_TOKEN_STEP: Final = 20
 #: query a client makes when it shows the surface; a dashboard binds a handful, 32 bounds the
 #: queries one model call can make every viewer send.
 MAX_A2UI_RESOURCE_BINDINGS: Final = 32
+#: Snapshot mode (``A2UISurfaceStream(snapshots=True)``): a new snapshot goes out once the steps (components,
+#: data members) not yet shown reach 1/this of the steps already shown, and at the end. The first 8 steps go
+#: one by one (component by component while the model types); then each snapshot shows ~12% more, so the
+#: bytes stay linear in the surface (each snapshot repeats everything before it) instead of quadratic.
+A2UI_SNAPSHOT_GROWTH: Final = 8
 #: The key of a data-model value the client fills from a server resource:
 #: ``{"$resource": {"resourceId": ..., "params": {...}}}`` (``spec/a2ui.md``, resource-bound data).
 A2UI_RESOURCE_KEY: Final = "$resource"
@@ -1011,7 +1017,11 @@ class A2UISurfaceStream:
     counts this call among the attempts at one surface (a ``retrying`` snapshot says attempt
     ``min(attempt + 1, max_attempts)``); ``progress``: ``building`` snapshots with
     ``progressTokens``; ``resources``: the server's registry, against which the ``$resource`` data
-    bindings are checked when the call ends (an unknown id or bad params refuse the call).
+    bindings are checked when the call ends (an unknown id or bad params refuse the call);
+    ``version``: the A2UI version (default the catalog's); ``snapshots``: the surface's progress as
+    whole ``ACTIVITY_SNAPSHOT`` events (``replace: true``, the whole content so far) at each step where
+    an ``ACTIVITY_DELTA`` would go, for clients that do not apply activity deltas (assistant-ui):
+    still component by component, the same final content, more bytes (``spec/a2ui.md``).
 
     :meth:`start` -> ``[building]``; :meth:`feed` (an arguments fragment) and :meth:`close`
     -> activity events. Bad arguments (malformed JSON, a limit, a refused component) are never
@@ -1020,19 +1030,26 @@ class A2UISurfaceStream:
     """
 
     __slots__ = ("_catalog_arg", "_closed_components", "_comps", "_data", "_data_op", "_data_queue", "_emitted_tokens",
-                 "_head_sent", "_ids", "_mirror", "_own", "_painted", "_ps", "_root", "_sent_components", "_u16",
+                 "_head_sent", "_ids", "_mirror", "_own", "_painted", "_ps", "_root", "_sent_components",
+                 "_steps_pending", "_steps_sent", "_u16",
                  "attempt", "catalog", "catalog_id", "closed", "components_closed", "data_closed", "max_attempts",
-                 "message_id", "problems", "progress", "quiet", "resources", "surface_id", "tool_call_id", "version")
+                 "message_id", "problems", "progress", "quiet", "resources", "snapshots", "surface_id", "tool_call_id",
+                 "version")
 
     def __init__(self, tool_call_id: str, *, catalog: A2UICatalog | None = None, catalog_id: str | None = None,
                  message_id: str | None = None, attempt: int = 1, max_attempts: int = MAX_A2UI_ATTEMPTS,
-                 progress: bool = True, resources: ResourceRegistry | None = None, version: str | None = None) -> None:
+                 progress: bool = True, resources: ResourceRegistry | None = None, version: str | None = None,
+                 snapshots: bool = False) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive int, got {max_attempts!r}")
         if version is not None and version not in A2UI_VERSIONS:
             raise UsageError(f"A2UI versions are {list(A2UI_VERSIONS)}, got {version!r}")
         #: The A2UI version the operations carry and whose rules apply (default: the catalog's, else v0.9).
         self.version = _version_of(catalog, version)
+        #: Progress as whole snapshots instead of deltas (clients without ACTIVITY_DELTA).
+        self.snapshots = snapshots
+        self._steps_sent = 0  # snapshot mode: steps the client has, and steps since its last snapshot
+        self._steps_pending = 0
         self.tool_call_id = tool_call_id
         self.catalog = catalog
         self.catalog_id = catalog_id or None
@@ -1144,6 +1161,8 @@ class A2UISurfaceStream:
             bad = _resource_problems(root["data"], self.resources)
             if bad:
                 return out + self._refuse(bad)
+        if self._steps_pending:  # snapshot mode: what the last steps added, shown at the end
+            out.append(self._whole())
         return out
 
     def tool_result(self) -> tuple[str, str | None]:
@@ -1174,8 +1193,26 @@ class A2UISurfaceStream:
         return ActivitySnapshotEvent(message_id=self.message_id, activity_type=A2UI_ACTIVITY_TYPE, content=content,
                                      replace=True)
 
-    def _delta(self, patch: JsonPatch) -> ActivityDeltaEvent:
-        return ActivityDeltaEvent(message_id=self.message_id, activity_type=A2UI_ACTIVITY_TYPE, patch=patch)
+    def _step(self, patch: JsonPatch) -> list[AnyEvent]:
+        """The events of the step ``patch`` makes: the patch itself as an ``ACTIVITY_DELTA``, or
+        (``snapshots``) the whole content after it when :data:`A2UI_SNAPSHOT_GROWTH` says a snapshot is due."""
+        if not patch:
+            return []
+        if not self.snapshots:
+            return [ActivityDeltaEvent(message_id=self.message_id, activity_type=A2UI_ACTIVITY_TYPE, patch=patch)]
+        self._steps_pending += len(patch)
+        if self._steps_pending < max(1, self._steps_sent // A2UI_SNAPSHOT_GROWTH):
+            return []
+        return [self._whole()]
+
+    def _whole(self) -> ActivitySnapshotEvent:
+        """Snapshot mode: the whole content the client should have now (the components sent, and the data
+        model when the updateDataModel operation was sent)."""
+        self._steps_sent += self._steps_pending
+        self._steps_pending = 0
+        sent = list((self._comps or [])[:self._sent_components])
+        return self._snapshot({A2UI_OPERATIONS_KEY: self._operations(
+            sent, self._mirror_copy() if self._data_op else None)})
 
     def _operations(self, components: list[Any], data: dict[str, Any] | None) -> list[dict[str, Any]]:
         sid = self.surface_id
@@ -1240,6 +1277,7 @@ class A2UISurfaceStream:
         if not self._painted:
             self._painted = True
             self._sent_components = self._closed_components
+            self._steps_sent = max(1, self._closed_components)
             self._data_op = bool(self._mirror) or self.data_closed
             content = {A2UI_OPERATIONS_KEY: self._operations(list(comps[:self._closed_components]),
                                                              self._mirror_copy() if self._data_op else None)}
@@ -1251,7 +1289,7 @@ class A2UISurfaceStream:
                       for i in range(self._sent_components, self._closed_components)]
             self._sent_components = self._closed_components
         patch += data_patch
-        return [self._delta(patch)] if patch else []
+        return self._step(patch)
 
     def _advance_components(self, comps: list[Any], open1: str | None) -> list[AnyEvent]:
         """Check each component that closed on its own (a refusal comes back at once); the whole
@@ -1448,13 +1486,15 @@ class A2UITransformer:
     """
 
     __slots__ = ("_answered", "_held", "_ids", "_outer", "_painted_surfaces", "_pending", "_retrying", "_starts",
-                 "_streams", "catalog", "catalog_id", "max_attempts", "progress", "resources", "tool_names")
+                 "_streams", "catalog", "catalog_id", "max_attempts", "progress", "resources", "snapshots", "tool_names")
 
     def __init__(self, run_input: RunAgentInput | None = None, *, catalog: A2UICatalog | None = None,
                  catalog_id: str | None = None, tool_names: Iterable[str] = (A2UI_TOOL,),
                  max_attempts: int = MAX_A2UI_ATTEMPTS, progress: bool = True, ids: IdFactory = new_id,
-                 resources: ResourceRegistry | None = None) -> None:
+                 resources: ResourceRegistry | None = None, snapshots: bool = False) -> None:
         self.tool_names = frozenset(tool_names)
+        #: Surfaces' progress as whole snapshots (:class:`A2UISurfaceStream` ``snapshots``).
+        self.snapshots = snapshots
         if not self.tool_names or not all(isinstance(n, str) and n for n in self.tool_names):
             raise UsageError(f"tool_names must be non-empty tool names, got {tool_names!r}")
         self.catalog = catalog
@@ -1492,7 +1532,7 @@ class A2UITransformer:
                 stream = A2UISurfaceStream(event.tool_call_id, catalog=self.catalog, catalog_id=self.catalog_id,
                                            message_id=f"a2ui-surface-{key}", attempt=self._starts[key],
                                            max_attempts=self.max_attempts, progress=self.progress,
-                                           resources=self.resources)
+                                           resources=self.resources, snapshots=self.snapshots)
                 self._streams[event.tool_call_id] = stream
                 self._pending.append(event.tool_call_id)
                 stream.quiet = key in self._retrying
@@ -1694,14 +1734,15 @@ def a2ui_negotiate(run_input: RunAgentInput, host: A2UICatalog) -> A2UICatalog:
 
 
 def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
-                     ids: IdFactory = new_id,
-                     resources: ResourceRegistry | None = None) -> tuple[RunAgentInput, A2UITransformer]:
+                     ids: IdFactory = new_id, resources: ResourceRegistry | None = None,
+                     snapshots: bool = False) -> tuple[RunAgentInput, A2UITransformer]:
     """What a loop does before an agent runs with A2UI, as the middleware does: the user action in
     ``forwardedProps`` becomes a ``log_a2ui_event`` call and result, ``render_a2ui`` joins the tools
     (replacing one of that name), the host's catalog replaces the front end's context entry and the
     usage guide is added. Returns the agent's input and the transformer of its events (which
     validates against the front end's catalog when it sent one, else ``catalog``). ``resources``
     (a non-empty registry): the tool offers ``$resource`` data bindings and the transformer checks them.
+    ``snapshots``: surfaces progress as whole snapshots (clients without ``ACTIVITY_DELTA``).
 
     Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
     catalog that is not one (remote input: the request is refused before the run)."""
@@ -1718,7 +1759,7 @@ def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_nam
     context += a2ui_context(catalog, tool_name)
     inner = msgspec.structs.replace(out, tools=tools, context=context)
     transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids,
-                                  resources=registry)
+                                  resources=registry, snapshots=snapshots)
     return inner, transformer
 
 

@@ -91,7 +91,7 @@ __all__ = [
 MCP_APPS_ACTIVITY_TYPE: Final = "mcp-apps"
 #: The ``CUSTOM`` event that announces a tool's app when its call starts (an agui-engine addition,
 #: spec/mcp.md "Tool input while the model types"): ``{toolCallId, toolName, resourceUri, serverHash,
-#: serverId?}``.
+#: serverId?, tool?}``.
 MCP_APP_ANNOUNCE_EVENT: Final = "agui_engine.mcp_apps.app"
 #: The ``CUSTOM`` event that carries an announced call's arguments as the model types them:
 #: ``{toolCallId, operations}``, the JSON Patch operations (RFC 6902 plus the engine's string
@@ -304,6 +304,9 @@ class AppTool(msgspec.Struct, frozen=True, kw_only=True):
 
     resource_uri: str
     server: AppServer
+    #: the MCP tool as its server lists it (``{name, description?, inputSchema}``): the app's
+    #: ``hostContext.toolInfo.tool``
+    tool: dict[str, Any] | None = None
 
     def announce(self, tool_call_id: str, tool_name: str) -> CustomEvent:
         """The :data:`MCP_APP_ANNOUNCE_EVENT` of one call of this tool."""
@@ -311,6 +314,8 @@ class AppTool(msgspec.Struct, frozen=True, kw_only=True):
                                  "resourceUri": self.resource_uri, "serverHash": self.server.hash}
         if self.server.server_id is not None:
             value["serverId"] = self.server.server_id
+        if self.tool is not None:
+            value["tool"] = self.tool
         return CustomEvent(name=MCP_APP_ANNOUNCE_EVENT, value=value)
 
     @staticmethod

@@ -43,9 +43,11 @@ def _say_once(key: str, message: str) -> None:
 
 async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], input: RunAgentInput,
                       catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
-                      ids: IdFactory = new_id, resources: ResourceRegistry | None = None) -> AsyncIterator[Event]:
+                      ids: IdFactory = new_id, resources: ResourceRegistry | None = None,
+                      snapshots: bool = False) -> AsyncIterator[Event]:
     """``run(input)`` with A2UI (see the module docstring); ``resources``: the server's registry
-    (``$resource`` data bindings offered and checked when it is not empty). Raises, before the first event,
+    (``$resource`` data bindings offered and checked when it is not empty); ``snapshots``: surfaces
+    progress as whole snapshots, not deltas (clients without ``ACTIVITY_DELTA``). Raises, before the first event,
     :class:`~agui_engine.genui.a2ui.A2UIActionError` / ``A2UICatalogError`` for a bad user
     action or front-end catalog, and whatever ``run`` raises before its first event."""
     transformer = None
@@ -55,7 +57,8 @@ async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], inpu
                                               "apply A2UI itself (logged once)")
         stream = run(input)
     else:
-        inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources)
+        inner_input, transformer = prepare_a2ui_run(input, catalog, tool_name=tool_name, ids=ids, resources=resources,
+                                                    snapshots=snapshots)
         stream = run(inner_input)
     try:
         async for event in stream:
@@ -73,16 +76,17 @@ async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], inpu
 
 
 class A2UIAgent:
-    """An agent with A2UI: ``A2UIAgent(agent, a2ui=True, *, tool_name="render_a2ui", id_factory=new_id)``.
+    """An agent with A2UI: ``A2UIAgent(agent, a2ui=True, *, tool_name="render_a2ui", id_factory=new_id,
+    snapshots=False)`` (``snapshots``: progress as whole snapshots, for clients without ``ACTIVITY_DELTA``).
 
     ``a2ui``: an :class:`~agui_engine.genui.a2ui.A2UICatalog` or ``True`` (the basic catalog).
     Raises :class:`~agui_engine.protocol.errors.UsageError` for an ``agent`` that is not one or a
     bad ``a2ui``."""
 
-    __slots__ = ("agent", "catalog", "id_factory", "tool_name")
+    __slots__ = ("agent", "catalog", "id_factory", "snapshots", "tool_name")
 
     def __init__(self, agent: Agent | AgentFunction, a2ui: A2UICatalog | bool = True, *, tool_name: str = A2UI_TOOL,
-                 id_factory: IdFactory = new_id) -> None:
+                 id_factory: IdFactory = new_id, snapshots: bool = False) -> None:
         self.agent: Agent = as_agent(agent, where="A2UIAgent(agent)")
         catalog = a2ui_catalog_option(a2ui, "A2UIAgent")
         if catalog is None:
@@ -90,7 +94,9 @@ class A2UIAgent:
         self.catalog = catalog
         self.tool_name = tool_name
         self.id_factory = id_factory
+        self.snapshots = bool(snapshots)
 
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """The agent's run with A2UI (see :func:`a2ui_events`)."""
-        return a2ui_events(self.agent.run, input, self.catalog, tool_name=self.tool_name, ids=self.id_factory)
+        return a2ui_events(self.agent.run, input, self.catalog, tool_name=self.tool_name, ids=self.id_factory,
+                           snapshots=self.snapshots)

@@ -260,6 +260,7 @@ class AgentLoop:
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
+        a2ui_snapshots: bool = False,
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
@@ -271,6 +272,9 @@ class AgentLoop:
         self.ui_spec = ui_spec
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "AgentLoop")
+        #: A2UI progress as whole ``ACTIVITY_SNAPSHOT`` events instead of deltas (``a2ui_snapshots=True``):
+        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component.
+        self.a2ui_snapshots = bool(a2ui_snapshots)
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -339,7 +343,8 @@ class AgentLoop:
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
         if self.a2ui is None:
             return self._run(input)
-        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources,
+                           snapshots=self.a2ui_snapshots)
 
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events (see the module docstring). Raises only before the first event."""

@@ -262,6 +262,7 @@ class LLMAgent:
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
+        a2ui_snapshots: bool = False,
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -298,6 +299,9 @@ class LLMAgent:
         self.ui_spec = ui_spec
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "LLMAgent")
+        #: A2UI progress as whole ``ACTIVITY_SNAPSHOT`` events instead of deltas (``a2ui_snapshots=True``):
+        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component.
+        self.a2ui_snapshots = bool(a2ui_snapshots)
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
         self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change
@@ -387,7 +391,8 @@ class LLMAgent:
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
         if self.a2ui is None:
             return self._run(input)
-        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources)
+        return a2ui_events(self._run, input, self.a2ui, ids=self.id_factory, resources=self.resources,
+                           snapshots=self.a2ui_snapshots)
 
     async def _run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events. Raises only before the first event (invalid input)."""

@@ -231,7 +231,11 @@ def source_server_tools(
         # as the middleware: the app's resource is named in the description (AG-UI tools carry no _meta)
         description = tool.description if app_server is None else f"{tool.description}\n[UI Resource: {uri}]"
         try:
-            app = AppTool(resource_uri=uri, server=app_server) if app_server is not None and uri is not None else None
+            listed: dict[str, Any] = {"name": tool.name, "inputSchema": dict(tool.input_schema)}
+            if tool.description:
+                listed["description"] = tool.description
+            app = (AppTool(resource_uri=uri, server=app_server, tool=listed)
+                   if app_server is not None and uri is not None else None)
             out.append(tool_from_schema(model_name, description, tool.input_schema, call, app=app))
         except UsageError as exc:  # a schema no model accepts: that tool is left out, the others stay
             _log.warning("tool %s of %s left out: %s", tool.name, source_id, exc.message)

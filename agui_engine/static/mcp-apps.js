@@ -303,7 +303,8 @@ export class McpApp {
         : { width: window.innerWidth, height: window.innerHeight },
       locale: navigator.language, timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
       userAgent: this.hostInfo.name,
-      ...(this.content.toolName ? { toolInfo: { id: this.content.toolCallId, tool: { name: this.content.toolName, inputSchema: { type: "object" } } } } : {}),
+      // the tool as its server lists it, when the gateway announced the call (MCP_APP_ANNOUNCE_EVENT)
+      ...(this.content.tool ? { toolInfo: { id: this.content.toolCallId, tool: this.content.tool } } : {}),
     };
   }
 

@@ -134,7 +134,13 @@ def tls_failure(exc: BaseException) -> str | None:
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, ssl.SSLError):
-            return str(seen.reason or type(seen).__name__)
+            # aiohttp's ClientConnectorSSLError is an SSLError without a reason of its own: the
+            # ssl module's error it wraps (os_error) has it
+            for error in (seen, getattr(seen, "os_error", None)):
+                reason = getattr(error, "reason", None)
+                if reason:
+                    return str(reason)
+            return type(seen).__name__
         seen = seen.__cause__ or seen.__context__
     return None
 

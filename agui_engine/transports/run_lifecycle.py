@@ -331,44 +331,51 @@ def _noop(m: RunLifecycle, arg: object) -> tuple[Effect, ...]:
     return _NONE
 
 
-_C, _O, _S, _E = RunPhase.CREATED, RunPhase.OPEN, RunPhase.STREAMING, RunPhase.ENDED
-_FG, _F, _L, _D, _W = RunPhase.FINISHING, RunPhase.FINISHED, RunPhase.LINGERING, RunPhase.DISCARDED, RunPhase.FOLLOWING
-_LIVE: Final = (_C, _O, _S, _E)
-_V = RunEvent
+#: The phases of a run still running here.
+_LIVE: Final = (RunPhase.CREATED, RunPhase.OPEN, RunPhase.STREAMING, RunPhase.ENDED)
+#: The phases of a run whose producer has ended.
+_PRODUCER_DONE: Final = (RunPhase.FINISHING, RunPhase.FINISHED, RunPhase.LINGERING, RunPhase.DISCARDED)
 
 #: THE run state machine. (phase, event) -> Row(handler, then, refuse). A missing
 #: pair raises IllegalTransition.
 RUN_TRANSITIONS: Final[dict[tuple[RunPhase, RunEvent], Row]] = {
     # -- the producer: the agent's stream
-    (_C, _V.PRODUCER_STARTED): Row(_start, then=_O),
-    (_O, _V.STARTED_LOGGED): Row(_started, then=_S),
-    (_O, _V.TERMINAL_LOGGED): Row(_terminal, then=_E),  # RUN_ERROR first (verify off, or an early failure)
-    (_S, _V.TERMINAL_LOGGED): Row(_terminal, then=_E),
-    (_S, _V.STARTED_LOGGED): Row(_noop),  # unverified stream: a nested RUN_STARTED changes nothing
-    (_E, _V.STARTED_LOGGED): Row(_started, then=_S),  # the stream's next run (AG-UI allows several)
-    (_E, _V.TERMINAL_LOGGED): Row(_terminal),  # a late RUN_ERROR after RUN_FINISHED
-    (_O, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_S, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_E, _V.PRODUCER_ENDED): Row(_producer_ended, then=_FG),
-    (_FG, _V.LOG_FINISHED): Row(_log_finished, then=_F),
+    (RunPhase.CREATED, RunEvent.PRODUCER_STARTED): Row(_start, then=RunPhase.OPEN),
+    (RunPhase.OPEN, RunEvent.STARTED_LOGGED): Row(_started, then=RunPhase.STREAMING),
+    # RUN_ERROR first (verify off, or an early failure)
+    (RunPhase.OPEN, RunEvent.TERMINAL_LOGGED): Row(_terminal, then=RunPhase.ENDED),
+    (RunPhase.STREAMING, RunEvent.TERMINAL_LOGGED): Row(_terminal, then=RunPhase.ENDED),
+    # unverified stream: a nested RUN_STARTED changes nothing
+    (RunPhase.STREAMING, RunEvent.STARTED_LOGGED): Row(_noop),
+    # the stream's next run (AG-UI allows several)
+    (RunPhase.ENDED, RunEvent.STARTED_LOGGED): Row(_started, then=RunPhase.STREAMING),
+    (RunPhase.ENDED, RunEvent.TERMINAL_LOGGED): Row(_terminal),  # a late RUN_ERROR after RUN_FINISHED
+    (RunPhase.OPEN, RunEvent.PRODUCER_ENDED): Row(_producer_ended, then=RunPhase.FINISHING),
+    (RunPhase.STREAMING, RunEvent.PRODUCER_ENDED): Row(_producer_ended, then=RunPhase.FINISHING),
+    (RunPhase.ENDED, RunEvent.PRODUCER_ENDED): Row(_producer_ended, then=RunPhase.FINISHING),
+    (RunPhase.FINISHING, RunEvent.LOG_FINISHED): Row(_log_finished, then=RunPhase.FINISHED),
     # -- cancellation: while the run is live; a client's cancel of an ended run is a 409
-    **{(p, _V.CANCEL): Row(_cancel) for p in _LIVE},
-    **{(p, _V.CANCEL): Row(refuse=RunFinishedError) for p in (_FG, _F, _L, _D)},
+    **{(p, RunEvent.CANCEL): Row(_cancel) for p in _LIVE},
+    **{(p, RunEvent.CANCEL): Row(refuse=RunFinishedError) for p in _PRODUCER_DONE},
     # -- subscribers, grace
-    **{(p, _V.SUBSCRIBE): Row(_subscribe) for p in (*_LIVE, _FG, _F, _L, _W)},
-    **{(p, _V.UNSUBSCRIBE): Row(_unsubscribe_live) for p in _LIVE},
-    (_FG, _V.UNSUBSCRIBE): Row(_unsubscribe_quiet),  # LOG_FINISHED decides about the queue
-    (_F, _V.UNSUBSCRIBE): Row(_unsubscribe_finished),
-    (_L, _V.UNSUBSCRIBE): Row(_unsubscribe_lingering),  # the handler moves to DISCARDED on the last
-    (_W, _V.UNSUBSCRIBE): Row(_unsubscribe_following),
-    **{(p, _V.GRACE_EXPIRED): Row(_grace_expired) for p in _LIVE},
-    **{(p, _V.REMOTE_READERS): Row(_remote_readers) for p in _LIVE},
+    **{
+        (p, RunEvent.SUBSCRIBE): Row(_subscribe)
+        for p in (*_LIVE, RunPhase.FINISHING, RunPhase.FINISHED, RunPhase.LINGERING, RunPhase.FOLLOWING)
+    },
+    **{(p, RunEvent.UNSUBSCRIBE): Row(_unsubscribe_live) for p in _LIVE},
+    (RunPhase.FINISHING, RunEvent.UNSUBSCRIBE): Row(_unsubscribe_quiet),  # LOG_FINISHED decides about the queue
+    (RunPhase.FINISHED, RunEvent.UNSUBSCRIBE): Row(_unsubscribe_finished),
+    (RunPhase.LINGERING, RunEvent.UNSUBSCRIBE): Row(_unsubscribe_lingering),  # the handler moves to DISCARDED on the last
+    (RunPhase.FOLLOWING, RunEvent.UNSUBSCRIBE): Row(_unsubscribe_following),
+    **{(p, RunEvent.GRACE_EXPIRED): Row(_grace_expired) for p in _LIVE},
+    **{(p, RunEvent.REMOTE_READERS): Row(_remote_readers) for p in _LIVE},
     # (a timer or a remote answer that raced with the end of the run: nothing to do)
-    **{(p, e): Row(_noop) for p in (_FG, _F, _L, _D) for e in (_V.GRACE_EXPIRED, _V.REMOTE_READERS)},
+    **{(p, e): Row(_noop) for p in _PRODUCER_DONE for e in (RunEvent.GRACE_EXPIRED, RunEvent.REMOTE_READERS)},
     # -- retention
-    (_F, _V.RETENTION_EXPIRED): Row(_retention_expired),  # -> LINGERING or DISCARDED (the handler)
-    (_F, _V.EVICTED): Row(_evicted, then=_D),
-    (_L, _V.RETENTION_EXPIRED): Row(_noop),
+    # -> LINGERING or DISCARDED (the handler decides)
+    (RunPhase.FINISHED, RunEvent.RETENTION_EXPIRED): Row(_retention_expired),
+    (RunPhase.FINISHED, RunEvent.EVICTED): Row(_evicted, then=RunPhase.DISCARDED),
+    (RunPhase.LINGERING, RunEvent.RETENTION_EXPIRED): Row(_noop),
 }
 
 
@@ -453,8 +460,8 @@ class RunLifecycle:
         return f"RunLifecycle({self.phase.name}, subscribers={self.subscribers}, cancel={self.cancel})"
 
 
-_LIVE_OR_FINISHING: Final = frozenset((*_LIVE, _FG))
-_OVER: Final = frozenset((_F, _L, _D))
+_LIVE_OR_FINISHING: Final = frozenset((*_LIVE, RunPhase.FINISHING))
+_OVER: Final = frozenset((RunPhase.FINISHED, RunPhase.LINGERING, RunPhase.DISCARDED))
 
 
 # --------------------------------------------------------------------------- the gateway
@@ -471,17 +478,15 @@ class GatewayEvent(enum.Enum):
     SHUTDOWN = enum.auto()
 
 
-_GO, _GD, _GC = GatewayPhase.OPEN, GatewayPhase.DRAINING, GatewayPhase.CLOSED
-
 #: The registry's admission: (phase, event) -> next phase. Both events are
 #: idempotent; nothing reopens a gateway.
 GATEWAY_TRANSITIONS: Final[dict[tuple[GatewayPhase, GatewayEvent], GatewayPhase]] = {
-    (_GO, GatewayEvent.DRAIN): _GD,
-    (_GD, GatewayEvent.DRAIN): _GD,
-    (_GC, GatewayEvent.DRAIN): _GC,
-    (_GO, GatewayEvent.SHUTDOWN): _GC,
-    (_GD, GatewayEvent.SHUTDOWN): _GC,
-    (_GC, GatewayEvent.SHUTDOWN): _GC,
+    (GatewayPhase.OPEN, GatewayEvent.DRAIN): GatewayPhase.DRAINING,
+    (GatewayPhase.DRAINING, GatewayEvent.DRAIN): GatewayPhase.DRAINING,
+    (GatewayPhase.CLOSED, GatewayEvent.DRAIN): GatewayPhase.CLOSED,
+    (GatewayPhase.OPEN, GatewayEvent.SHUTDOWN): GatewayPhase.CLOSED,
+    (GatewayPhase.DRAINING, GatewayEvent.SHUTDOWN): GatewayPhase.CLOSED,
+    (GatewayPhase.CLOSED, GatewayEvent.SHUTDOWN): GatewayPhase.CLOSED,
 }
 
 

@@ -61,8 +61,6 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 import msgspec
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
-from aiohttp.web_request import BaseRequest
 
 from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
 from agui_engine.loops.tool_sources import tool_source_status
@@ -945,39 +943,41 @@ class AppKeywords(TypedDict, total=False):
     websocket: bool
 
 
-def _gate_connections(server: web.Server | None, gate: IdleConnectionGate) -> None:
-    """Route aiohttp's per-connection callbacks through ``gate``: every new
-    connection is admitted (or refused) when it is made, forgotten when it is lost."""
-    assert server is not None  # set by runner.setup()
-    made, lost = server.connection_made, server.connection_lost
+class _GatewayRequestHandler(web.RequestHandler):
+    """The gateway's connection (an asyncio protocol): aiohttp's public
+    :class:`aiohttp.web.RequestHandler`, made by :func:`start_sse_server`'s own protocol
+    factory (``loop.create_server``) for ``manager``, the runner's public ``server``.
 
-    def connection_made(handler: Any, transport: asyncio.Transport) -> None:
-        made(handler, transport)
-        if type(handler) is RequestHandler:  # aiohttp's class has __slots__: no per-instance override
-            handler.__class__ = _GatewayRequestHandler
-        gate.admit(handler, transport)
+    * It is admitted by the server's :class:`~transports.connection_gate.IdleConnectionGate`
+      when the TCP connection is made (before anything is read) and forgotten when lost.
+    * A 4xx from its HTTP parser (a header over its limits, a Content-Encoding it cannot
+      decode, such as ``br`` without Brotli) is a JSON 400 ``unreadable_request`` logged as
+      one INFO line, not a plain-text answer and an ERROR traceback. A 5xx (a handler that
+      raised) keeps aiohttp's answer and its logged traceback: the server's failure.
 
-    def connection_lost(handler: Any, exc: BaseException | None = None) -> None:
-        gate.closed(handler)
-        lost(handler, exc)
+    What aiohttp lacks, and why the protocol factory is ours: ``web.Server.__call__`` (the
+    factory a ``SockSite`` / ``TCPSite`` listens with) always builds a plain
+    ``RequestHandler``, and neither ``AppRunner`` nor the sites take a handler class or a
+    per-connection hook (``handler_args`` are only the handler's keyword arguments). So the
+    listening socket is served with ``loop.create_server`` and this subclass, built with the
+    same keyword arguments ``AppRunner`` would give it; no private name of aiohttp is used."""
 
-    server.connection_made = connection_made  # type: ignore[method-assign]
-    server.connection_lost = connection_lost  # type: ignore[method-assign]
+    __slots__ = ("_gate",)
 
+    def __init__(self, manager: web.Server, gate: IdleConnectionGate, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._gate = gate
 
-class _GatewayRequestHandler(RequestHandler):
-    """aiohttp's connection handler, answering a request it could not parse the
-    gateway's way (the server's connections are switched to it when made: see
-    _gate_connections). A 4xx from its HTTP parser (a header over its limits, a
-    Content-Encoding it cannot decode, such as ``br`` without Brotli) is a JSON 400
-    ``unreadable_request`` logged as one INFO line, not a plain-text answer and an
-    ERROR traceback. A 5xx (a handler that raised) keeps aiohttp's answer and its
-    logged traceback: that is the server's failure, not the client's."""
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._gate.admit(self, transport)
 
-    __slots__ = ()
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._gate.closed(self)
+        super().connection_lost(exc)
 
     def handle_error(
-        self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
     ) -> web.StreamResponse:
         if status >= 500:
             return super().handle_error(request, status, exc, message)
@@ -1004,16 +1004,25 @@ class SSEServer(ServerHandle):
     """A running SSE gateway (see :func:`start_sse_server`): ``url``, ``registry``, ``close()``."""
 
     def __init__(
-        self, runner: web.AppRunner, url: str, registry: RunRegistry | None, gate: IdleConnectionGate | None = None
+        self,
+        runner: web.AppRunner,
+        url: str,
+        registry: RunRegistry | None,
+        gate: IdleConnectionGate | None = None,
+        listener: asyncio.Server | None = None,
     ) -> None:
         self.runner = runner
         self.url = url
         self.registry = registry
         #: The cap on connections that run nothing (counts, refusals).
         self.gate = gate
+        #: The listening socket's server (its protocol factory makes _GatewayRequestHandler).
+        self.listener = listener
 
     async def close(self) -> None:
         """Graceful shutdown: open streams get ``RUN_ERROR{code: "shutdown"}``, then close."""
+        if self.listener is not None:
+            self.listener.close()  # no new connections (what a site's stop() does)
         await self.runner.cleanup()
 
 
@@ -1053,21 +1062,20 @@ async def start_sse_server(
         raise UsageError(f"start_sse_server: {', '.join(sorted(options))} configure create_app; with app= give them to create_app")
     gate = IdleConnectionGate(conn.max_idle_per_ip, conn.max_idle_connections)
     app[_IDLE_GATE_KEY] = gate
-    runner = web.AppRunner(
-        app,
-        handler_cancellation=True,
-        access_log=None,
-        shutdown_timeout=shutdown_timeout,
-        # aiohttp's connection timer runs from connect and from the end of each
-        # response, and closes a connection whose next request's headers are not
-        # complete by then: the headers timeout and the idle keep-alive in one.
-        keepalive_timeout=idle_timeout,
-    )
+    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=shutdown_timeout)
     await runner.setup()
-    _gate_connections(runner.server, gate)
+    server = runner.server
+    assert server is not None  # set by setup()
+    loop = asyncio.get_running_loop()
+
+    def connection() -> _GatewayRequestHandler:
+        # aiohttp's connection timer (keepalive_timeout) runs from connect and from the end of
+        # each response, and closes a connection whose next request's headers are not complete
+        # by then: the headers timeout and the idle keep-alive in one.
+        return _GatewayRequestHandler(server, gate, loop=loop, access_log=None, keepalive_timeout=idle_timeout)
+
     sock = listening_socket(host, port)  # sheds connections when descriptors run out
-    # The site's own backlog (aiohttp's default: 128) is what counts: asyncio's
-    # create_server calls listen() again with it, replacing any earlier listen().
-    site = web.SockSite(runner, sock, backlog=LISTEN_BACKLOG)
-    await site.start()
-    return SSEServer(runner, server_url("http", sock), app.get(REGISTRY_KEY), gate)
+    # create_server's own backlog is what counts: it calls listen() again with it, replacing
+    # any earlier listen() (asyncio's default: 100).
+    listener = await loop.create_server(connection, sock=sock, backlog=LISTEN_BACKLOG)
+    return SSEServer(runner, server_url("http", sock), app.get(REGISTRY_KEY), gate, listener)

@@ -76,6 +76,7 @@ from .envelope import (
     EventLines,
     QueryMessage,
     RunMessage,
+    ThreadsMessage,
     capabilities_line,
     decode_client_message,
     error_line,
@@ -94,6 +95,7 @@ from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
 from .subscription import Subscription
+from .thread_api import answer_threads_message
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -264,6 +266,8 @@ class _Connection:
                 self._in_task(self._answer(msg))
             elif isinstance(msg, CapabilitiesMessage):
                 self._in_task(self._answer_capabilities())
+            elif isinstance(msg, ThreadsMessage):
+                self._in_task(self._answer_threads(msg))
             elif isinstance(msg, RunMessage):
                 input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
                 self._check_capacity()
@@ -342,6 +346,15 @@ class _Connection:
                 self.registry.metrics.note_error(exc.code)
             line = error_line(exc)
         await self._send_answer(line, "capabilities")
+
+    async def _answer_threads(self, msg: ThreadsMessage) -> None:
+        try:
+            line = query_result_line(msg.query_id, await answer_threads_message(self.registry, msg, self.principal))
+        except AguiEngineError as exc:
+            if self.registry.metrics is not None:
+                self.registry.metrics.note_error(exc.code)
+            line = error_line(exc, query_id=msg.query_id)
+        await self._send_answer(line, f"threads {msg.action}")
 
     async def _send_answer(self, line: bytes, what: str) -> None:
         try:

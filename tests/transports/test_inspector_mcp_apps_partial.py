@@ -106,6 +106,10 @@ async def test_the_app_gets_partial_input_before_the_call_ends_then_the_input_an
     try:
         probe = await view.evaluate("window.probe")
         assert probe["input"] is None and probe["result"] is None  # the call has not ended
+        # the app knows its call: hostContext.toolInfo, the tool as the server lists it
+        tool_info = probe["host"]["context"]["toolInfo"]
+        assert tool_info["id"] == "call-probe" and tool_info["tool"]["name"] == "show_sdk_probe"
+        assert set(tool_info["tool"]["inputSchema"]["properties"]) == {"count", "note"}
         assert probe["partials"][-1] == {"count": 7, "note": "typed so far"}
         assert all(p.get("count") in (None, 7) for p in probe["partials"])
         gate.set()

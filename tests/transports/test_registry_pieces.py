@@ -137,3 +137,19 @@ def test_the_registry_imports_nothing_from_genui() -> None:
     named = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not [m for m in named if m.startswith("agui_engine.genui")]
     assert not {"aiohttp", "websockets", "starlette"} & {m.split(".")[0] for m in named}
+
+
+def test_the_http_server_uses_only_aiohttps_public_names() -> None:
+    """The idle-connection gate and the JSON 400 for an unreadable request go through a
+    protocol factory of our own (``loop.create_server`` + a ``web.RequestHandler`` subclass):
+    no import of aiohttp's ``web_*`` modules, no handler class swapped, no method patched."""
+    source = (TRANSPORTS / "sse_server.py").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not [m for m in modules if m.startswith("aiohttp.")]
+    assigned = [
+        target.attr
+        for node in ast.walk(tree) if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Attribute)
+    ]
+    assert "__class__" not in assigned and "connection_made" not in assigned and "connection_lost" not in assigned
