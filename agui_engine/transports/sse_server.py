@@ -286,7 +286,7 @@ class _Gateway:
         registry: RunRegistry,
         *,
         keepalive_seconds: float,
-        max_body_bytes: int,
+        max_input_bytes: int,
         auth_token: str | Mapping[str, str] | None,
         cors_origins: Sequence[str],
         send_timeout: float,
@@ -304,7 +304,7 @@ class _Gateway:
         self.body_timeout = body_timeout
         self.keepalive = keepalive_seconds
         self.send_timeout = send_timeout
-        self.max_body_bytes = max_body_bytes
+        self.max_input_bytes = max_input_bytes
         self.auth_token = auth_token
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
@@ -349,14 +349,14 @@ class _Gateway:
             raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
         check_content_encoding(request.headers.get("Content-Encoding"))
         if request.content_length is not None:
-            check_body_size(request.content_length, self.max_body_bytes, what=what)
+            check_body_size(request.content_length, self.max_input_bytes, what=what)
         chunks: list[bytes] = []
         total = 0
         try:
             async with asyncio.timeout(self.body_timeout):
                 async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
                     total += len(chunk)
-                    check_body_size(total, self.max_body_bytes, what=what)
+                    check_body_size(total, self.max_input_bytes, what=what)
                     chunks.append(chunk)
         except web.RequestPayloadError as exc:
             # aiohttp decodes Content-Encoding while reading: a gzip / deflate body
@@ -376,7 +376,7 @@ class _Gateway:
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             body = await self._read_body(request)
-            input = decode_run_input(body, max_bytes=self.max_body_bytes)
+            input = decode_run_input(body, max_bytes=self.max_input_bytes)
             _RUN_ID.set(input.run_id)
             fmt = negotiate(request.headers.get("Accept"))
             last_event_id = request.headers.get("Last-Event-ID")
@@ -411,7 +411,7 @@ class _Gateway:
         there is none the caller may read (the thread is then new to the page)."""
         try:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            input = decode_run_input(await self._read_body(request), max_bytes=self.max_body_bytes)
+            input = decode_run_input(await self._read_body(request), max_bytes=self.max_input_bytes)
         except AguiEngineError as exc:
             return _error_response(exc, self.metrics)
         translate = wire_translator(wire_for(self.wire, input.protocol_version))
@@ -469,7 +469,7 @@ class _Gateway:
             principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
             body = await self._read_body(request, "the query")
             if self.broker is None:
-                decode_query(body, max_bytes=self.max_body_bytes)  # a malformed body is still a 400
+                decode_query(body, max_bytes=self.max_input_bytes)  # a malformed body is still a 400
                 raise UnknownResourceError("this gateway serves no data resources")
             # While its resolver works the connection is not "idle" (IdleConnectionGate), as
             # while it streams a run: a slow resource must not count against the idle caps.
@@ -477,7 +477,7 @@ class _Gateway:
             if gate is not None:
                 gate.running(request.protocol)
             try:
-                answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+                answer = await self.broker.answer(body, principal, max_bytes=self.max_input_bytes)
             finally:
                 if gate is not None:
                     gate.idle(request.protocol)
@@ -787,7 +787,7 @@ def create_app(
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | Mapping[str, str] | None = None,
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
@@ -828,7 +828,7 @@ def create_app(
     any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
     a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
     ``connection`` / ``data``: the same settings as one value each
-    (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
+    (:class:`~transports.server_options.ConnectionOptions`: ``max_input_bytes`` is its
     ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
     fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
     server serves the same runs beside this app (it shares the ``registry``); said in
@@ -846,7 +846,7 @@ def create_app(
     if isinstance(agent, Mapping):
         return create_agents_app(
             agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
-            metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
+            metrics=metrics, keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
             connection=connection, data=data, websocket=websocket,
@@ -856,16 +856,16 @@ def create_app(
             raise UsageError("create_app needs an agent or a registry")
         registry = RunRegistry(as_agent(agent, where="create_app(agent)"), options=options, log=log, clock=clock, metrics=metrics)
     conn = merge_options(
-        ConnectionOptions, connection, where="create_app", max_input_bytes=max_body_bytes, send_timeout=send_timeout
+        ConnectionOptions, connection, where="create_app", max_input_bytes=max_input_bytes, send_timeout=send_timeout
     )
     dat = merge_options(
         DataOptions, data, where="create_app", resources=resources, query_queue_timeout=query_queue_timeout
     )
-    max_body_bytes = conn.max_input_bytes
+    max_input_bytes = conn.max_input_bytes
     gw = _Gateway(
         registry,
         keepalive_seconds=keepalive_seconds,
-        max_body_bytes=max_body_bytes,
+        max_input_bytes=max_input_bytes,
         auth_token=auth_token,
         cors_origins=cors_origins,
         send_timeout=conn.send_timeout,
@@ -875,8 +875,8 @@ def create_app(
         wire=conn.wire,
     )
     # client_max_size is aiohttp's own cap for request.read(); the body is read
-    # by _read_body, which enforces max_body_bytes with a JSON 413.
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_access_log] if access_log else [])
+    # by _read_body, which enforces max_input_bytes with a JSON 413.
+    app = web.Application(client_max_size=max_input_bytes, middlewares=[_access_log] if access_log else [])
     app[REGISTRY_KEY] = registry
     runs = path.rstrip("/") + "/runs/{run_id}"
     app.router.add_post(path, gw.post)
@@ -929,7 +929,7 @@ class AppKeywords(TypedDict, total=False):
     clock: Clock | None
     metrics: GatewayMetrics | None
     keepalive_seconds: float
-    max_body_bytes: int
+    max_input_bytes: int
     auth_token: str | Mapping[str, str] | None
     cors_origins: Sequence[str]
     inspector: bool

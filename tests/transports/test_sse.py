@@ -92,7 +92,7 @@ def test_negotiate() -> None:
 )
 async def test_bad_requests_are_refused_before_the_stream(data, headers, status, code) -> None:  # type: ignore[no-untyped-def]
     agent = ScriptedAgent()
-    async with await start_sse_server(agent, max_body_bytes=1000) as srv:
+    async with await start_sse_server(agent, max_input_bytes=1000) as srv:
         r = await post(srv.url, body() if data is None else data, headers)
     assert r.status_code == status
     assert r.headers["content-type"].startswith("application/json")
