@@ -23,6 +23,9 @@ from agui_engine.transports.sse_server import REGISTRY_KEY, create_app, start_ss
 from ..waiting import WAIT_TIMEOUT, eventually
 from .scripted import ScriptedAgent, make_input
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
 
 def body(run_id: str = "run-1") -> bytes:
     return msgspec.json.encode(make_input(run_id))
