@@ -11,6 +11,8 @@ need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v ss >/dev/null 2>&1 || need_apt+=(iproute2)  # reads a listener's backlog back
+# spec/deploy.md's nginx configuration runs in front of a gateway (tests/test_deploy_guide.py)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   echo "+ apt-get install ${need_apt[*]}"

@@ -319,6 +319,10 @@ def import_cycles() -> list[list[str]]:
     return sorted(cycles)
 
 
+def test_no_module_imports_itself_through_others() -> None:
+    assert import_cycles() == []
+
+
 def test_the_cycle_count_sees_lazy_string_and_type_checking_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The counter itself: a cycle written with a lazy import, a string or under ``TYPE_CHECKING``
     is a cycle; a logger's name is not an import."""

@@ -23,14 +23,14 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any, NoReturn, TextIO
+from typing import IO, Any, NoReturn
+
+from .options import DEBUG_ENV, debug_enabled
 
 __all__ = [
     "CommandParser",
     "DefaultsHelpFormatter",
     "SUBCOMMANDS",
-    "after_interrupt",
-    "debug_enabled",
     "main",
     "quiet_broken_pipe",
     "usage_line",
@@ -66,8 +66,6 @@ EXIT_INTERRUPTED = 130
 #: Exit status when the reader of our output went away (128 + SIGPIPE, as if killed by it).
 EXIT_BROKEN_PIPE = 141
 
-#: Environment variable that turns on ``--debug``.
-DEBUG_ENV = "AGUI_ENGINE_DEBUG"
 
 
 def _version() -> str:
@@ -122,21 +120,6 @@ class CommandParser(argparse.ArgumentParser):
 def usage_line(command: str | None, message: str) -> str:
     """The one line a mistake prints: ``agui-engine <command>: <message>``."""
     return f"agui-engine{' ' + command if command else ''}: {message}"
-
-
-def after_interrupt(line: str, stream: TextIO | None = None) -> None:
-    """Write ``line`` (what a command says once Ctrl-C stopped it) on its own line of ``stream``
-    (stderr): on a terminal it starts on a new line, since the terminal has just echoed ``^C``
-    where the cursor was, often in the middle of a half-printed line."""
-    out = sys.stderr if stream is None else stream
-    fresh = "\n" if out.isatty() else ""
-    out.write(f"{fresh}{line}\n")
-    out.flush()
-
-
-def debug_enabled(argv: Sequence[str] = ()) -> bool:
-    """Whether tracebacks are shown: ``--debug`` in ``argv`` or ``AGUI_ENGINE_DEBUG`` set (not 0)."""
-    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 def quiet_broken_pipe() -> None:

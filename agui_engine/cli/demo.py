@@ -73,9 +73,8 @@ from agui_engine.transports import ThreadedToolRunner
 from agui_engine.transports.data import broker_for
 from agui_engine.transports.gateway import GatewayAgent
 
-from . import after_interrupt
 from .mcp import require_mcp_sdk
-from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, after_interrupt, seconds
 from .pacing import paced
 from .render import Query, console_modes, fetch_component_data, make_renderer
 

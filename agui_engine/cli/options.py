@@ -1,12 +1,28 @@
-"""Options more than one subcommand takes (``demo`` and ``serve``): their argparse types and
-arguments, in one place. Its own module so that a subcommand never imports the command line's
-package (:mod:`agui_engine.cli`), which imports the subcommands by name."""
+"""What more than one command shares: the options ``demo`` and ``serve`` both take (their argparse
+types and arguments), the ``--debug`` switch (:func:`debug_enabled`) and the line a command says
+after Ctrl-C (:func:`after_interrupt`). Its own module so that a subcommand never imports the
+command line's package (:mod:`agui_engine.cli`), which imports the subcommands by name."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import TextIO
 
-__all__ = ["a2ui_choice", "add_a2ui_argument", "add_ui_spec_argument", "seconds"]
+__all__ = [
+    "DEBUG_ENV",
+    "a2ui_choice",
+    "add_a2ui_argument",
+    "add_ui_spec_argument",
+    "after_interrupt",
+    "debug_enabled",
+    "seconds",
+]
+
+#: Environment variable that turns on ``--debug``.
+DEBUG_ENV = "AGUI_ENGINE_DEBUG"
 
 
 def seconds(text: str) -> float:
@@ -40,3 +56,18 @@ def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
 def a2ui_choice(args: argparse.Namespace) -> str | None:
     """What ``--a2ui`` / ``--a2ui-version`` ask for: ``None`` (no A2UI) or the version (``"v1.0"``)."""
     return f"v{args.a2ui_version}" if getattr(args, "a2ui", False) else None
+
+
+def after_interrupt(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` (what a command says once Ctrl-C stopped it) on its own line of ``stream``
+    (stderr): on a terminal it starts on a new line, since the terminal has just echoed ``^C``
+    where the cursor was, often in the middle of a half-printed line."""
+    out = sys.stderr if stream is None else stream
+    fresh = "\n" if out.isatty() else ""
+    out.write(f"{fresh}{line}\n")
+    out.flush()
+
+
+def debug_enabled(argv: Sequence[str] = ()) -> bool:
+    """Whether tracebacks are shown: ``--debug`` in ``argv`` or ``AGUI_ENGINE_DEBUG`` set (not 0)."""
+    return "--debug" in argv or os.environ.get(DEBUG_ENV, "") not in ("", "0")

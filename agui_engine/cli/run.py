@@ -54,7 +54,7 @@ from agui_engine.protocol.events import (
 )
 from agui_engine.transports.tool_runner import ThreadedToolRunner
 
-from . import debug_enabled
+from .options import debug_enabled
 
 if TYPE_CHECKING:
     from .render import Query, Renderer

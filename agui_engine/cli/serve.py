@@ -45,11 +45,10 @@ from agui_engine.transports.registry_options import (
 from agui_engine.transports.subscription import DEFAULT_KEEPALIVE_SECONDS
 from agui_engine.transports.thread_store import default_sqlite_path
 
-from . import after_interrupt
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
-from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, seconds
+from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, after_interrupt, seconds
 from .tokens import read_tokens_file
 
 if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given

@@ -311,49 +311,45 @@ class Row(NamedTuple):
 #: Wildcard event type in TRANSITIONS.
 ANY: Final = "*"
 
-_S, _R, _F, _E = Phase.START, Phase.RUNNING, Phase.FINISHED, Phase.ERRORED
-A = Action
-
 #: THE state machine. (phase, event type) -> what to do and which phase comes next.
 #: Unknown event values (tolerant decoding) are neutral: they never reach this table.
 TRANSITIONS: Final[dict[tuple[Phase, str], Row]] = {
     # -- before anything: a stream opens a run, or reports that it could not.
-    (_S, "RUN_STARTED"): Row(A.START_RUN, then=_R),
-    (_S, "RUN_ERROR"): Row(A.ERROR_RUN, then=_E),
+    (Phase.START, "RUN_STARTED"): Row(Action.START_RUN, then=Phase.RUNNING),
+    (Phase.START, "RUN_ERROR"): Row(Action.ERROR_RUN, then=Phase.ERRORED),
     # (report, then judge the event as the body of a run that was never announced)
-    (_S, ANY): Row(A.IMPLICIT_RUN, rule="lifecycle.first_event"),
+    (Phase.START, ANY): Row(Action.IMPLICIT_RUN, rule="lifecycle.first_event"),
     # -- inside a run.
-    (_R, "RUN_STARTED"): Row(A.REJECT, rule="lifecycle.nested_run"),
-    (_R, "RUN_FINISHED"): Row(A.FINISH_RUN, then=_F),
-    (_R, "RUN_ERROR"): Row(A.ERROR_RUN, then=_E),  # open entities are debris of the failure: fine
-    (_R, "TEXT_MESSAGE_START"): Row(A.OPEN, TEXT),
-    (_R, "TEXT_MESSAGE_CONTENT"): Row(A.CONTINUE, TEXT),
-    (_R, "TEXT_MESSAGE_END"): Row(A.CLOSE, TEXT),
-    (_R, "TOOL_CALL_START"): Row(A.OPEN, TOOL),
-    (_R, "TOOL_CALL_ARGS"): Row(A.CONTINUE, TOOL),
-    (_R, "TOOL_CALL_END"): Row(A.CLOSE, TOOL),
-    (_R, "TOOL_CALL_RESULT"): Row(A.TOOL_RESULT, TOOL),
-    (_R, "REASONING_START"): Row(A.OPEN, REASONING),
-    (_R, "REASONING_END"): Row(A.CLOSE, REASONING),
-    (_R, "REASONING_MESSAGE_START"): Row(A.OPEN, REASONING_MESSAGE),
-    (_R, "REASONING_MESSAGE_CONTENT"): Row(A.CONTINUE, REASONING_MESSAGE),
-    (_R, "REASONING_MESSAGE_END"): Row(A.CLOSE, REASONING_MESSAGE),
-    (_R, "STEP_STARTED"): Row(A.OPEN, STEP),
-    (_R, "STEP_FINISHED"): Row(A.CLOSE, STEP),
-    (_R, "SUBAGENT_STARTED"): Row(A.OPEN, SUBAGENT),
-    (_R, "SUBAGENT_FINISHED"): Row(A.CLOSE, SUBAGENT),
-    (_R, "SUBAGENT_ERROR"): Row(A.CLOSE, SUBAGENT),
-    (_R, "MESSAGES_SNAPSHOT"): Row(A.SNAPSHOT),
-    (_R, ANY): Row(A.ACCEPT),  # state, activity, custom, raw, encrypted values: no ordering rules
+    (Phase.RUNNING, "RUN_STARTED"): Row(Action.REJECT, rule="lifecycle.nested_run"),
+    (Phase.RUNNING, "RUN_FINISHED"): Row(Action.FINISH_RUN, then=Phase.FINISHED),
+    (Phase.RUNNING, "RUN_ERROR"): Row(Action.ERROR_RUN, then=Phase.ERRORED),  # open entities are debris of the failure: fine
+    (Phase.RUNNING, "TEXT_MESSAGE_START"): Row(Action.OPEN, TEXT),
+    (Phase.RUNNING, "TEXT_MESSAGE_CONTENT"): Row(Action.CONTINUE, TEXT),
+    (Phase.RUNNING, "TEXT_MESSAGE_END"): Row(Action.CLOSE, TEXT),
+    (Phase.RUNNING, "TOOL_CALL_START"): Row(Action.OPEN, TOOL),
+    (Phase.RUNNING, "TOOL_CALL_ARGS"): Row(Action.CONTINUE, TOOL),
+    (Phase.RUNNING, "TOOL_CALL_END"): Row(Action.CLOSE, TOOL),
+    (Phase.RUNNING, "TOOL_CALL_RESULT"): Row(Action.TOOL_RESULT, TOOL),
+    (Phase.RUNNING, "REASONING_START"): Row(Action.OPEN, REASONING),
+    (Phase.RUNNING, "REASONING_END"): Row(Action.CLOSE, REASONING),
+    (Phase.RUNNING, "REASONING_MESSAGE_START"): Row(Action.OPEN, REASONING_MESSAGE),
+    (Phase.RUNNING, "REASONING_MESSAGE_CONTENT"): Row(Action.CONTINUE, REASONING_MESSAGE),
+    (Phase.RUNNING, "REASONING_MESSAGE_END"): Row(Action.CLOSE, REASONING_MESSAGE),
+    (Phase.RUNNING, "STEP_STARTED"): Row(Action.OPEN, STEP),
+    (Phase.RUNNING, "STEP_FINISHED"): Row(Action.CLOSE, STEP),
+    (Phase.RUNNING, "SUBAGENT_STARTED"): Row(Action.OPEN, SUBAGENT),
+    (Phase.RUNNING, "SUBAGENT_FINISHED"): Row(Action.CLOSE, SUBAGENT),
+    (Phase.RUNNING, "SUBAGENT_ERROR"): Row(Action.CLOSE, SUBAGENT),
+    (Phase.RUNNING, "MESSAGES_SNAPSHOT"): Row(Action.SNAPSHOT),
+    (Phase.RUNNING, ANY): Row(Action.ACCEPT),  # state, activity, custom, raw, encrypted values: no ordering rules
     # -- after RUN_FINISHED: a late RUN_ERROR (1.0 clients deliver it) or the next run.
-    (_F, "RUN_STARTED"): Row(A.START_RUN, then=_R),
-    (_F, "RUN_ERROR"): Row(A.ERROR_RUN, then=_E),
-    (_F, ANY): Row(A.REJECT, rule="lifecycle.after_finished"),
+    (Phase.FINISHED, "RUN_STARTED"): Row(Action.START_RUN, then=Phase.RUNNING),
+    (Phase.FINISHED, "RUN_ERROR"): Row(Action.ERROR_RUN, then=Phase.ERRORED),
+    (Phase.FINISHED, ANY): Row(Action.REJECT, rule="lifecycle.after_finished"),
     # -- after RUN_ERROR: only the next run.
-    (_E, "RUN_STARTED"): Row(A.START_RUN, then=_R),
-    (_E, ANY): Row(A.REJECT, rule="lifecycle.after_error"),
+    (Phase.ERRORED, "RUN_STARTED"): Row(Action.START_RUN, then=Phase.RUNNING),
+    (Phase.ERRORED, ANY): Row(Action.REJECT, rule="lifecycle.after_error"),
 }
-del A
 
 
 

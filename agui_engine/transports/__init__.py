@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 from agui_engine._lazy import export_names, load_export
 
 if TYPE_CHECKING:
+    from .asgi_server import AsgiGateway, create_asgi_app
     from .clock import Clock, LoopClock, ManualClock
     from .data import ResourceBroker
     from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
+    from .fastapi_routes import add_agui_routes
     from .gateway import GatewayAgent, run_via_gateway
     from .history import HistoryBudget, UnknownThreadError
     from .registry_options import RegistryOptions
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
+    "AsgiGateway": "asgi_server",
+    "add_agui_routes": "fastapi_routes",
+    "create_asgi_app": "asgi_server",
     "Clock": "clock",
     "ConnectionOptions": "server_options",
     "DataOptions": "server_options",
@@ -70,6 +75,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AsgiGateway",
     "Clock",
     "ConnectionLostError",
     "ConnectionOptions",
@@ -98,7 +104,9 @@ __all__ = [
     "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
+    "add_agui_routes",
     "create_app",
+    "create_asgi_app",
     "open_event_log",
     "run_agent",
     "run_via_gateway",

@@ -11,6 +11,7 @@ by ``"type"``::
     {"type": "resume", "runId": "...", "lastEventId": "...", "runKey": "..."}  ResumeMessage
     {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
     {"type": "capabilities"}                                  CapabilitiesMessage (stdio too)
+    {"type": "threads", "queryId": "...", "action": "list"|"rename"|"delete", ...}  ThreadsMessage
 
 Server -> client, one JSON object per line (:class:`ServerLine`)::
 
@@ -32,7 +33,7 @@ the transport.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, NamedTuple
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import msgspec
 
@@ -54,6 +55,7 @@ __all__ = [
     "ResumeMessage",
     "RunMessage",
     "ServerLine",
+    "ThreadsMessage",
     "capabilities_line",
     "decode_client_message",
     "decode_protocol_line",
@@ -127,8 +129,24 @@ class CapabilitiesMessage(msgspec.Struct, tag="capabilities", tag_field="type", 
     {...}}`` (:func:`capabilities_line`), or an error line naming no run."""
 
 
+class ThreadsMessage(msgspec.Struct, tag="threads", tag_field="type", frozen=True, kw_only=True, rename="camel"):
+    """The thread API (spec/transports.md §4.4, "Durable threads") on a WebSocket: ``action``
+    ``list`` (``limit``, ``cursor``, ``q``), ``rename`` (``threadId``, ``title``) or ``delete``
+    (``threadId``), presenting ``runKey`` when given. Answered as a query is: one line carrying
+    ``queryId`` with ``result`` (a page; ``{"threadId", "title"}``; ``null``) or ``error``."""
+
+    query_id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_ID_LENGTH)]
+    action: Literal["list", "rename", "delete"]
+    thread_id: str | None = None
+    title: Any = None
+    limit: int | None = None
+    cursor: str | None = None
+    q: str | None = None
+    run_key: str | None = None
+
+
 #: A message a client sends; the ``"type"`` member says which.
-ClientMessage = RunMessage | CancelMessage | ResumeMessage | QueryMessage | CapabilitiesMessage
+ClientMessage = RunMessage | CancelMessage | ResumeMessage | QueryMessage | CapabilitiesMessage | ThreadsMessage
 
 _CLIENT_DECODER: Final = msgspec.json.Decoder(ClientMessage)
 _ENCODER: Final = msgspec.json.Encoder()
@@ -163,7 +181,7 @@ def decode_client_message(data: str | bytes) -> ClientMessage:
     try:
         return _CLIENT_DECODER.decode(data)
     except msgspec.ValidationError as exc:
-        raise RemoteInputError(f"not a run, cancel, resume, query or capabilities message: {exc}") from None
+        raise RemoteInputError(f"not a run, cancel, resume, query, capabilities or threads message: {exc}") from None
     except msgspec.DecodeError as exc:
         raise RemoteInputError(f"the message is not valid JSON: {exc}", code="malformed_json") from None
 

@@ -18,6 +18,7 @@ __all__ = [
     "MethodNotAllowedError",
     "NotAcceptableError",
     "RequestTimeoutError",
+    "RouteNotFoundError",
     "UnsupportedMediaTypeError",
     "WS_CLOSE_INVALID_INPUT",
 ]
@@ -66,6 +67,15 @@ class MethodNotAllowedError(RemoteInputError):
 
     http_status = 405
     default_code = "method_not_allowed"
+
+
+class RouteNotFoundError(RemoteInputError):
+    """Nothing is served at the request's path (HTTP 404): the ASGI gateway's answer to a path
+    below its root that is none of its routes, or a route it does not serve (no metrics, no
+    inspector), in the gateway's JSON error form."""
+
+    http_status = 404
+    default_code = "not_found"
 
 
 class NotAcceptableError(RemoteInputError):

@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-:func:`add_frontend_routes` adds to an aiohttp application (the SSE gateway's,
-see :func:`agui_engine.transports.sse_server.create_app`)::
+:class:`FrontendFiles` and :func:`verify_answer` answer, below a gateway's root, whatever the
+front end (aiohttp's :func:`~agui_engine.transports.sse_server.create_app`, the ASGI
+:func:`~agui_engine.transports.asgi_server.create_asgi_app`)::
 
     GET   <path>/static/<name>   agui-engine.js (the applier, an ES module) and the inspector's files
     GET   <path>/inspect         the inspector page                        (only with inspector=True)
@@ -40,27 +41,27 @@ CSP built from its ``_meta.ui.csp``; the app's JSON-RPC messages are bridged the
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import AsyncIterator, Mapping
 from importlib import resources
 from typing import Any, Final
-
-from aiohttp import web
 
 from agui_engine.genui import a2ui
 from agui_engine.protocol.codec import EventDecodeError, EventStreamDecoder
 from agui_engine.protocol.errors import AguiEngineError, LimitExceededError
 from agui_engine.protocol.verify import Verifier
 
-from .bearer_auth import check_bearer
+from .http_gateway import Answer, GatewayRequest, HttpGateway, error_answer
 
 __all__ = [
     "A2UI_CHECKS_MODULE",
+    "FrontendFiles",
     "INSPECTOR_PAGE",
     "MAX_RECORDING_BYTES",
     "SANDBOX_PROXY_HEADERS",
     "STATIC_FILES",
     "a2ui_limits_module",
-    "add_frontend_routes",
+    "verify_answer",
     "verify_recording",
 ]
 
@@ -156,49 +157,61 @@ def a2ui_limits_module() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _file_handler(body: bytes, content_type: str, extra: Mapping[str, str] | None = None) -> Callable[[web.Request], Any]:
+def _file(body: bytes, content_type: str, extra: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, str]]:
     etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", **(extra or {})}
-        if request.headers.get("If-None-Match") == etag:
-            return web.Response(status=304, headers=headers)
-        return web.Response(body=body, headers={**headers, "Content-Type": content_type})
-
-    return handler
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff", **(extra or {}),
+               "Content-Type": content_type}
+    return body, headers
 
 
-def add_frontend_routes(
-    app: web.Application,
-    path: str,
-    *,
-    inspector: bool,
-    auth_token: str | Mapping[str, str] | None,
-    error_response: Callable[[AguiEngineError], web.Response],
-) -> None:
-    """Add the static files (always) and the inspector (``inspector=True``) under ``path``."""
-    base = path.rstrip("/")
-    for name, content_type in STATIC_FILES.items():
-        app.router.add_get(f"{base}/static/{name}", _file_handler(_load(name), content_type, _FILE_HEADERS.get(name)))
-    app.router.add_get(f"{base}/static/{A2UI_CHECKS_MODULE}",
-                       _file_handler(a2ui_limits_module(), "text/javascript; charset=utf-8"))
-    if not inspector:
-        return
-    app.router.add_get(f"{base}/inspect", _file_handler(_load(INSPECTOR_PAGE), "text/html; charset=utf-8"))
+class FrontendFiles:
+    """The front-end files a gateway serves below its root (``/static/<name>`` always,
+    ``/inspect`` with ``inspector``), read once, answered with an ``ETag`` (304 for a
+    matching ``If-None-Match``), whatever the web framework."""
 
-    async def verify(request: web.Request) -> web.StreamResponse:
-        try:
-            check_bearer(request.headers.get("Authorization"), auth_token)
-            chunks: list[bytes] = []
-            total = 0
-            async for chunk in request.content.iter_chunked(64 * 1024):
-                total += len(chunk)
-                if total > MAX_RECORDING_BYTES:
-                    raise LimitExceededError(
-                        f"the recording is over {MAX_RECORDING_BYTES} bytes (MAX_RECORDING_BYTES)")
-                chunks.append(chunk)
-        except AguiEngineError as exc:
-            return error_response(exc)
-        return web.json_response(verify_recording(b"".join(chunks)), headers={"Cache-Control": "no-store"})
+    def __init__(self, *, inspector: bool) -> None:
+        files = {f"/static/{name}": _file(_load(name), ctype, _FILE_HEADERS.get(name)) for name, ctype in STATIC_FILES.items()}
+        files[f"/static/{A2UI_CHECKS_MODULE}"] = _file(a2ui_limits_module(), "text/javascript; charset=utf-8")
+        if inspector:
+            files["/inspect"] = _file(_load(INSPECTOR_PAGE), "text/html; charset=utf-8")
+        self._files = files
+        #: Whether the inspector (its page and ``/inspect/verify``) is served.
+        self.inspector = inspector
 
-    app.router.add_post(f"{base}/inspect/verify", verify)
+    @property
+    def paths(self) -> list[str]:
+        """Every path served, below the gateway's root."""
+        return list(self._files)
+
+    def answer(self, subpath: str, if_none_match: str | None) -> Answer | None:
+        """The file at ``subpath`` (None: no such file)."""
+        found = self._files.get(subpath)
+        if found is None:
+            return None
+        body, headers = found
+        if if_none_match == headers["ETag"]:
+            return Answer(304, {k: v for k, v in headers.items() if k != "Content-Type"})
+        return Answer(200, dict(headers), body)
+
+
+async def verify_answer(gateway: HttpGateway, req: GatewayRequest) -> Answer:
+    """``POST <path>/inspect/verify``: the Verifier's findings for a recorded stream (the bearer
+    token as for runs; the body up to MAX_RECORDING_BYTES)."""
+    try:
+        gateway.principal(req)
+        chunks: list[bytes] = []
+        total = 0
+        async for chunk in req.chunks() if req.chunks is not None else _nothing():
+            total += len(chunk)
+            if total > MAX_RECORDING_BYTES:
+                raise LimitExceededError(f"the recording is over {MAX_RECORDING_BYTES} bytes (MAX_RECORDING_BYTES)")
+            chunks.append(chunk)
+    except AguiEngineError as exc:
+        return error_answer(exc)
+    return Answer(200, {"Cache-Control": "no-store", "Content-Type": "application/json; charset=utf-8"},
+                  json.dumps(verify_recording(b"".join(chunks))).encode())
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield  # pragma: no cover

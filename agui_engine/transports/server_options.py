@@ -45,8 +45,8 @@ class ConnectionOptions(msgspec.Struct, frozen=True, kw_only=True):
     """What one client connection may cost a server.
 
     ``max_input_bytes``: the largest RunAgentInput (HTTP body, WebSocket message,
-    stdio line; ``create_app(max_body_bytes=)``, ``start_websocket_server(max_size=)``,
-    ``serve_stdio(max_line_bytes=)`` fill it). ``send_timeout``: seconds one write
+    stdio line; the keyword ``max_input_bytes=`` of ``create_app``, ``start_websocket_server``
+    and ``serve_stdio`` fills it: one name everywhere). ``send_timeout``: seconds one write
     may wait for a client that stopped reading before it is cut.
     ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
     the server / one client address may hold (0 or None: no cap).

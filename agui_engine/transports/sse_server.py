@@ -51,66 +51,57 @@ negotiation in :mod:`~transports.content_negotiation`.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextvars
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Unpack
 
-import msgspec
 from aiohttp import web
 
-from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
-from agui_engine.loops.tool_sources import tool_source_status
-from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
-from agui_engine.protocol.capabilities import TransportCapabilities, encode_capabilities
-from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, encode_ndjson, encode_sse
-from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
-from agui_engine.protocol.events import RunErrorEvent
-from agui_engine.protocol.proto import (
-    PROTO_CONTENT_TYPE,
-    PROTO_KEEPALIVE_FRAME,
-    encode_proto_frame,
-    proto_frame_from_json,
-)
-from agui_engine.protocol.threads import BadThreadRequestError
-from agui_engine.protocol.wire import WireChoice, wire_for, wire_translator
+from agui_engine.genui.resources import Resource, ResourceRegistry
+from agui_engine.protocol.agent import Agent, AgentFunction
+from agui_engine.protocol.errors import AguiEngineError, UsageError
 
-from .admission import Caller
 from .agents_app import ServedAgent, create_agents_app
-from .bearer_auth import check_bearer
-from .capabilities import served_capabilities, sse_transport
+from .capabilities import served_capabilities
 from .clock import Clock
 from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
-from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
-from .eventlog import EventLog, LogSlice
-from .history import UnknownThreadError
-from .http_headers import (
-    HISTORY_TRIMMED_HEADER,
-    NOT_RESUMABLE_VALUES,
-    RESUMABLE_HEADER,
-    RUN_ID_HEADER,
-    RUN_KEY_HEADER,
-    RUN_KEY_QUERY,
-    THREAD_ID_HEADER,
+from .content_negotiation import MAX_ECHOED_HEADER_CHARS
+from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker
+from .eventlog import EventLog
+from .http_gateway import (
+    BODY_READ_CHUNK,
+    BODY_TIMEOUT_SECONDS,
+    CORS_MAX_AGE,
+    CURRENT_RUN_ID,
+    MAX_RECONNECTABLE_THREADS,
+    READABLE_CONTENT_ENCODINGS,
+    STATUS_CLIENT_CLOSED,
+    Answer,
+    AppKeywords,
+    GatewayRequest,
+    HttpGateway,
+    StreamStart,
+    UnreadableRequestError,
+    build_gateway,
+    check_content_encoding,
+    error_answer,
+    frame_ndjson,
+    frame_proto,
+    frame_sse,
 )
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
-from .input_errors import MethodNotAllowedError, RequestTimeoutError, UnsupportedMediaTypeError
-from .inspector import add_frontend_routes
+from .input_decoding import DEFAULT_MAX_BODY_BYTES
+from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .metrics import METRICS_CONTENT_TYPE
-from .otel import incoming_trace
 from .registry_options import RegistryOptions
 from .runs import RunRegistry
 from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
-from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
-from .thread_api import delete_thread, list_threads, rename_thread
+from .subscription import DEFAULT_KEEPALIVE_SECONDS
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -141,32 +132,6 @@ _log = logging.getLogger("agui_engine.transports")
 #: One INFO line per HTTP request (see :func:`create_app`'s ``access_log``).
 _access_logger = logging.getLogger("agui_engine.access")
 
-#: The status an access-log line shows for a request whose client closed the
-#: connection before the answer ended (a stream cut after its ``200``): nginx's
-#: "client closed request", so log tools that know nginx read it right.
-STATUS_CLIENT_CLOSED = 499
-
-#: The run the current request is about, noted by the handlers for the access log
-#: (a context variable: the handler runs in its middleware's task and context).
-_RUN_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("agui_engine_run_id", default=None)
-
-
-def _caller(request: web.Request, principal: str | None) -> Caller:
-    """Who is asking: the request's principal and the run key it presents, if any."""
-    return Caller(principal, request.headers.get(RUN_KEY_HEADER) or request.query.get(RUN_KEY_QUERY) or None)
-
-
-#: The keep-alive frames: an SSE comment (ignored by every SSE parser, AG-UI's
-#: included) and an empty NDJSON line (NDJSON readers skip blank lines).
-_KEEPALIVE_SSE = b": keep-alive\n\n"
-_KEEPALIVE_NDJSON = b"\n"
-#: Per stream format (negotiate's answer): the Content-Type, the keep-alive frame and how
-#: an event that is not in the log (a RUN_ERROR the stream itself writes) is framed.
-_FORMATS: dict[str, tuple[str, bytes, Any]] = {
-    "sse": (SSE_CONTENT_TYPE, _KEEPALIVE_SSE, encode_sse),
-    "ndjson": (NDJSON_CONTENT_TYPE, _KEEPALIVE_NDJSON, encode_ndjson),
-    "proto": (PROTO_CONTENT_TYPE, PROTO_KEEPALIVE_FRAME, encode_proto_frame),
-}
 
 #: Seconds aiohttp waits on shutdown for open handlers to finish (then cancels
 #: them). Twice runs.CANCEL_WAIT_SECONDS: the registry first waits up to that for
@@ -174,15 +139,7 @@ _FORMATS: dict[str, tuple[str, bytes, Any]] = {
 #: well inside the 30 s an orchestrator (Kubernetes) grants before SIGKILL.
 SHUTDOWN_TIMEOUT = 10.0
 
-#: Threads whose latest run a gateway remembers for CopilotKit's connect to follow live (the
-#: oldest is forgotten first): a thread id and a run id each, about 200 bytes an entry.
-MAX_RECONNECTABLE_THREADS = 10_000
 
-
-#: Request bodies are read in pieces of this size so the size limit is enforced
-#: while reading, not after buffering a body of any size (64 KiB: a typical
-#: socket read).
-BODY_READ_CHUNK = 64 * 1024
 #: Seconds a connection may go without a complete set of request headers: from
 #: connect, and again from the end of each response (idle keep-alive). aiohttp's
 #: own connection timer (``keepalive_timeout``; its default, 3,630 s, let 2,400
@@ -190,43 +147,10 @@ BODY_READ_CHUNK = 64 * 1024
 #: keep-alive default and above the 60 s idle timeout of common load balancers, so
 #: a balancer never reuses a connection the gateway has just closed.
 HTTP_IDLE_TIMEOUT_SECONDS = 75.0
-#: Seconds to receive a whole request body, from the end of its headers: past it
-#: the answer is 408 (``RequestTimeoutError``) and nothing is started. A typical
-#: body is a few KiB; 60 s still takes the 8 MiB limit at ~140 KiB/s, while a
-#: client trickling an 8 MiB body cannot hold it for longer than this.
-BODY_TIMEOUT_SECONDS = 60.0
-#: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
-CORS_MAX_AGE = 600
-
 #: Characters of the HTTP parser's own complaint (a header line over its limit, a
 #: body whose Content-Encoding does not decode) quoted in an unreadable_request
 #: answer: enough to say what was wrong, never the whole hostile header.
 MAX_PARSER_MESSAGE_CHARS = 200
-
-
-class UnreadableRequestError(RemoteInputError):
-    """The server cannot read the request (HTTP 400 ``unreadable_request``): a body
-    whose ``Content-Encoding`` (gzip, deflate, br) does not decode, a header over
-    the HTTP parser's limits, a malformed request line. The message says which."""
-
-    default_code = "unreadable_request"
-
-
-#: The request body codings the gateway reads: exactly one of these, or none. aiohttp decodes one
-#: of them; any other value -- an unknown coding, or several stacked (``gzip, gzip, br, zstd``) --
-#: it would hand over undecoded, as if plain, so the body would be read as JSON it is not.
-READABLE_CONTENT_ENCODINGS: Final = frozenset({"identity", "gzip", "deflate", "br", "zstd"})
-
-
-def check_content_encoding(header: str | None) -> None:
-    """Raise :class:`UnreadableRequestError` (400) unless ``header`` (a request's
-    ``Content-Encoding``) names at most one coding of :data:`READABLE_CONTENT_ENCODINGS`."""
-    coding = (header or "").strip().lower()
-    if coding and coding not in READABLE_CONTENT_ENCODINGS:
-        shown = header[:MAX_ECHOED_HEADER_CHARS] if header else ""
-        raise UnreadableRequestError(
-            f"cannot read the request body: Content-Encoding {shown!r} is not one coding this server decodes "
-            f"(send one of {', '.join(sorted(READABLE_CONTENT_ENCODINGS))}, or none)")
 
 
 def _parser_complaint(exc: BaseException | None, fallback: str) -> str:
@@ -244,443 +168,146 @@ REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRe
 _IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
 
 
-def frame_sse(run_id: str, first_seq: int, payloads: Sequence[bytes]) -> bytes:
-    """One buffer holding an SSE frame per payload: byte for byte
-    ``codec.encode_sse(payload, id=f"{run_id}:{seq}")`` (tested), built with one
-    bytes template per frame. The codec's per-frame checks are done once instead:
-    the run id was checked by ``check_run_id`` (no CR, LF, NUL) when the run
-    started, and payloads come from ``encode_event`` (JSON never holds a raw CR/LF).
-    This is the gateway's hottest loop, hence no per-frame function call."""
-    head = b"id: " + run_id.encode() + b":"
-    return b"".join([b"%b%d\ndata: %b\n\n" % (head, first_seq + i, p) for i, p in enumerate(payloads)])
-
-
-def frame_ndjson(payloads: Sequence[bytes]) -> bytes:
-    """One buffer holding one NDJSON line per payload."""
-    return b"\n".join(payloads) + b"\n"
-
-
-def frame_proto(payloads: Sequence[bytes]) -> bytes:
-    """One buffer holding one length-prefixed protobuf frame per (JSON) payload. A binary
-    frame has no id: a frame's position is the request's cursor plus its index (spec/framing.md)."""
-    return b"".join([proto_frame_from_json(p) for p in payloads])
-
-
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
-    headers = {"Cache-Control": "no-store"}
-    if metrics is not None:
-        metrics.note_error(exc.code)
-    retry_after = getattr(exc, "retry_after", None)  # ServerBusyError, EventLogUnavailableError
-    if isinstance(retry_after, int):
-        headers["Retry-After"] = str(retry_after)
-    if exc.http_status == 401:
-        headers["WWW-Authenticate"] = 'Bearer realm="agui-engine"'
-    return web.json_response(exc.to_json(), status=exc.http_status, headers=headers)
+    return _answer(error_answer(exc, metrics))
+
+
+def _answer(answer: Answer) -> web.Response:
+    """A gateway answer as an aiohttp response."""
+    return web.Response(status=answer.status, headers=answer.headers, body=answer.body or None)
+
+
+async def _body_chunks(request: web.Request) -> AsyncIterator[bytes]:
+    """The request body in pieces; a Content-Encoding that does not decode is UnreadableRequestError."""
+    try:
+        async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
+            yield chunk
+    except web.RequestPayloadError as exc:
+        # aiohttp decodes Content-Encoding while reading: a gzip / deflate body
+        # that does not decode (or is cut short) surfaces here.
+        raise UnreadableRequestError(
+            f"cannot read the request body (Content-Encoding "
+            f"{request.headers.get('Content-Encoding', 'identity')[:MAX_ECHOED_HEADER_CHARS]!r}): "
+            f"{_parser_complaint(exc.__cause__ or exc, 'it does not decode')}"
+        ) from None
+
+
+def _request(request: web.Request) -> GatewayRequest:
+    """An aiohttp request as the gateway reads it."""
+    return GatewayRequest(
+        request.method, request.path, request.headers, request.query, content_length=request.content_length,
+        peer=peer_address(request.transport), chunks=lambda: _body_chunks(request),
+    )
 
 
 class _Gateway:
-    """The request handlers of one app (state: the registry and the options)."""
+    """The aiohttp front end of one gateway: each handler hands the request to the shared
+    :class:`~transports.http_gateway.HttpGateway` and writes its answer or its stream."""
 
-    def __init__(
-        self,
-        registry: RunRegistry,
-        *,
-        keepalive_seconds: float,
-        max_body_bytes: int,
-        auth_token: str | Mapping[str, str] | None,
-        cors_origins: Sequence[str],
-        send_timeout: float,
-        body_timeout: float,
-        broker: ResourceBroker | None = None,
-        transport: TransportCapabilities | None = None,
-        wire: WireChoice = "auto",
-    ) -> None:
-        self.registry = registry
-        #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
-        self.wire: WireChoice = wire
-        self.broker = broker
-        #: What this server speaks, in its capabilities document.
-        self.transport = transport or sse_transport()
-        self.body_timeout = body_timeout
-        self.keepalive = keepalive_seconds
-        self.send_timeout = send_timeout
-        self.max_body_bytes = max_body_bytes
-        self.auth_token = auth_token
-        self.cors_any = "*" in cors_origins
-        self.cors_origins = frozenset(cors_origins)
-        self.metrics = registry.metrics
-        #: The latest run started here of each thread (newest last; at most
-        #: MAX_RECONNECTABLE_THREADS): what CopilotKit's connect reattaches to while it runs.
-        self.thread_runs: collections.OrderedDict[str, str] = collections.OrderedDict()
+    def __init__(self, core: HttpGateway, files: FrontendFiles) -> None:
+        self.core = core
+        self.registry = core.registry
+        self.files = files
 
-    # -- CORS ----------------------------------------------------------------------------
+    async def frontend_file(self, subpath: str, request: web.Request) -> web.StreamResponse:
+        answer = self.files.answer(subpath, request.headers.get("If-None-Match"))
+        return _answer(answer) if answer is not None else web.Response(status=404)
 
-    def _origin_allowed(self, origin: str | None) -> bool:
-        return origin is not None and (self.cors_any or origin in self.cors_origins)
+    async def inspect_verify(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await verify_answer(self.core, _request(request)))
 
     async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:
-        origin = request.headers.get("Origin")
-        if self._origin_allowed(origin):
-            response.headers["Access-Control-Allow-Origin"] = "*" if self.cors_any and not self.auth_token else origin  # type: ignore[assignment]
-            response.headers["Vary"] = "Origin"
-            response.headers["Access-Control-Expose-Headers"] = (
-                f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
-            )
+        response.headers.update(self.core.cors_headers(request.headers.get("Origin")))
 
     async def preflight(self, request: web.Request) -> web.StreamResponse:
-        if not self._origin_allowed(request.headers.get("Origin")):
-            return web.Response(status=403)
-        return web.Response(
-            status=204,
-            headers={
-                "Access-Control-Allow-Methods": "POST, GET, PATCH, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": (
-                    f"Content-Type, Accept, Authorization, Last-Event-ID, {RESUMABLE_HEADER}, {RUN_KEY_HEADER}"
-                ),
-                "Access-Control-Max-Age": str(CORS_MAX_AGE),
-            },
-        )
-
-    # -- handlers ------------------------------------------------------------------------
-
-    async def _read_body(self, request: web.Request, what: str = "the RunAgentInput") -> bytes:
-        ctype = request.headers.get("Content-Type", "")
-        if ctype.split(";")[0].strip().lower() != "application/json":
-            raise UnsupportedMediaTypeError(f"Content-Type must be application/json, got {ctype[:MAX_ECHOED_HEADER_CHARS]!r}")
-        check_content_encoding(request.headers.get("Content-Encoding"))
-        if request.content_length is not None:
-            check_body_size(request.content_length, self.max_body_bytes, what=what)
-        chunks: list[bytes] = []
-        total = 0
-        try:
-            async with asyncio.timeout(self.body_timeout):
-                async for chunk in request.content.iter_chunked(BODY_READ_CHUNK):
-                    total += len(chunk)
-                    check_body_size(total, self.max_body_bytes, what=what)
-                    chunks.append(chunk)
-        except web.RequestPayloadError as exc:
-            # aiohttp decodes Content-Encoding while reading: a gzip / deflate body
-            # that does not decode (or is cut short) surfaces here.
-            raise UnreadableRequestError(
-                f"cannot read the request body (Content-Encoding "
-                f"{request.headers.get('Content-Encoding', 'identity')[:MAX_ECHOED_HEADER_CHARS]!r}): "
-                f"{_parser_complaint(exc.__cause__ or exc, 'it does not decode')}"
-            ) from None
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"the request body did not arrive within {self.body_timeout:g} s ({total} bytes came)"
-            ) from None
-        return b"".join(chunks)
+        return _answer(self.core.preflight(request.headers.get("Origin")))
 
     async def post(self, request: web.Request) -> web.StreamResponse:
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            body = await self._read_body(request)
-            input = decode_run_input(body, max_bytes=self.max_body_bytes)
-            _RUN_ID.set(input.run_id)
-            fmt = negotiate(request.headers.get("Accept"))
-            last_event_id = request.headers.get("Last-Event-ID")
-            # A client resuming now evidently resumes; otherwise it must say so.
-            declared = request.headers.get(RESUMABLE_HEADER)
-            resumable = bool(last_event_id) or (declared is not None and declared.strip().lower() not in NOT_RESUMABLE_VALUES)
-            if last_event_id:
-                sub, first = await self.registry.resume(
-                    input.run_id, last_event_id, _caller(request, principal), resumable=resumable, via="sse"
-                )
-            else:
-                with incoming_trace(self.registry.observer, request.headers):  # the run continues the client's trace
-                    run = await self.registry.start(
-                        input, owner=principal, address=peer_address(request.transport), key=_caller(request, principal).key
-                    )
-                sub = self.registry.subscribe(run, 0, resumable=resumable)
-                first = None
-                self.thread_runs[input.thread_id] = input.run_id
-                self.thread_runs.move_to_end(input.thread_id)
-                if len(self.thread_runs) > MAX_RECONNECTABLE_THREADS:
-                    self.thread_runs.popitem(last=False)
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return await self._stream(request, sub, fmt, first, started=not last_event_id,
-                                  translate=wire_translator(wire_for(self.wire, input.protocol_version)))
+        return await self._reply(request, await self.core.post(_request(request)))
 
-    # -- CopilotKit's runtime routes (transports/runtime_routes.py) --------------------
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        return await self._reply(request, await self.core.get(_request(request), request.match_info["run_id"]))
+
+    async def delete(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.delete(_request(request), request.match_info["run_id"]))
+
+    async def thread(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.thread(_request(request), request.match_info["thread_id"]))
+
+    async def threads_list(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.threads_list(_request(request)))
+
+    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.thread_delete(_request(request), request.match_info["thread_id"]))
+
+    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
+        return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
 
     async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
-        """``POST .../agent/<id>/connect``: the thread's kept history (its body: a RunAgentInput
-        naming ``threadId``), compacted, as one SSE stream in the caller's wire; no event when
-        there is none the caller may read (the thread is then new to the page)."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            input = decode_run_input(await self._read_body(request), max_bytes=self.max_body_bytes)
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        translate = wire_translator(wire_for(self.wire, input.protocol_version))
-        caller = _caller(request, principal)
-        kept: set[str] = set()
-        try:
-            found, payloads = await self.registry.thread_history(input.thread_id, caller=caller)
-            body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
-            kept = {r.run_id for r in found.runs}
-        except UnknownThreadError:
-            body = b""
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        # the thread's latest run, while it is not in the history yet (running): followed live
-        latest = self.thread_runs.get(input.thread_id)
-        if latest is not None and latest not in kept:
-            try:
-                run = self.registry.check_owner(await self.registry.find(latest), caller)
-                sub = self.registry.subscribe(run, 0, resumable=True)
-            except AguiEngineError:
-                pass  # not the caller's, or gone: the history is all there is
-            else:
-                return await self._stream(request, sub, "sse", None, translate=translate, prefix=body)
-        return web.Response(body=body, headers={"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"})
+        return await self._reply(request, await self.core.runtime_connect(_request(request)))
 
     async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
-        """``POST .../agent/<id>/stop/<threadId>`` with ``{runId}``: cancel that run of the thread
-        (as ``DELETE <path>/runs/<runId>``: the caller must be its principal or hold its key).
-        Answers ``{"stopped": bool}``: false when there was nothing of the caller's to stop."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            raw = await self._read_body(request, what="the stop request")
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        try:
-            asked = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError:
-            asked = {}
-        run_id = asked.get("runId") if isinstance(asked, dict) else None
-        stopped = False
-        if isinstance(run_id, str):
-            caller = _caller(request, principal)
-            try:
-                run = self.registry.check_owner(await self.registry.find(run_id), caller)
-                if run.thread_id in ("", thread_id):  # "": a run another node started
-                    await self.registry.cancel(run_id, caller=caller)
-                    stopped = True
-            except AguiEngineError:
-                stopped = False
-        return web.json_response({"stopped": stopped}, headers={"Cache-Control": "no-store"})
+        return _answer(await self.core.runtime_stop(_request(request), thread_id))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
-        """``POST <path>/data/query``: a component's data (transports/data.py does the work)."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            body = await self._read_body(request, "the query")
-            if self.broker is None:
-                decode_query(body, max_bytes=self.max_body_bytes)  # a malformed body is still a 400
-                raise UnknownResourceError("this gateway serves no data resources")
-            # While its resolver works the connection is not "idle" (IdleConnectionGate), as
-            # while it streams a run: a slow resource must not count against the idle caps.
-            gate = request.config_dict.get(_IDLE_GATE_KEY)
+        # While its resolver works the connection is not "idle" (IdleConnectionGate), as
+        # while it streams a run: a slow resource must not count against the idle caps.
+        gate = request.config_dict.get(_IDLE_GATE_KEY)
+
+        @contextlib.contextmanager
+        def busy() -> Iterator[None]:
             if gate is not None:
                 gate.running(request.protocol)
             try:
-                answer = await self.broker.answer(body, principal, max_bytes=self.max_body_bytes)
+                yield
             finally:
                 if gate is not None:
                     gate.idle(request.protocol)
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(body=answer, content_type="application/json", headers={"Cache-Control": "no-store"})
+
+        return _answer(await self.core.data_query(_request(request), busy))
 
     async def capabilities(self, request: web.Request) -> web.StreamResponse:
-        """``GET <path>/capabilities``: the served agent's capabilities, this server's transport."""
-        try:
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
-            document = await served_capabilities(self.registry.agent, self.transport)
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(
-            body=encode_capabilities(document), content_type="application/json", headers={"Cache-Control": "no-store"}
-        )
+        return _answer(await self.core.capabilities(_request(request)))
 
     async def capabilities_method(self, request: web.Request) -> web.StreamResponse:
-        """Any other method on ``<path>/capabilities``: 405 saying which one reads it."""
-        return self._only_get(request, "the capabilities are")
+        return _answer(await self.core.capabilities_method(_request(request)))
 
     async def thread_method(self, request: web.Request) -> web.StreamResponse:
-        """Any other method on ``<path>/threads/<threadId>``: 405 saying which one reads it
-        (a thread's history grows by its runs, ``POST <path>``, never by a write here)."""
-        resp = _error_response(MethodNotAllowedError(
-            f"{request.method} {request.path}: a thread's history is read with GET, its title set with PATCH, "
-            "the thread deleted with DELETE (nothing else is allowed here)"
-        ), self.metrics)
-        resp.headers["Allow"] = "GET, HEAD, PATCH, DELETE" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
-        return resp
-
-    async def threads_list(self, request: web.Request) -> web.StreamResponse:
-        """``GET <path>/threads[?limit=&cursor=&q=]``: the caller's threads, newest first."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            page = await list_threads(
-                self.registry, _caller(request, principal), limit=request.query.get("limit"),
-                cursor=request.query.get("cursor"), search=request.query.get("q"),
-            )
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(body=msgspec.json.encode(page), content_type="application/json",
-                            headers={"Cache-Control": "no-store"})
-
-    async def thread_delete(self, request: web.Request) -> web.StreamResponse:
-        """``DELETE <path>/threads/<threadId>``: delete the caller's thread (204)."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            await delete_thread(self.registry, request.match_info["thread_id"], _caller(request, principal))
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(status=204)
-
-    async def thread_patch(self, request: web.Request) -> web.StreamResponse:
-        """``PATCH <path>/threads/<threadId>`` ``{"title": "..."}``: set the caller's thread's title."""
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            body = await self._read_body(request, "the thread's title")
-            try:
-                doc = msgspec.json.decode(body)
-            except msgspec.DecodeError as exc:
-                raise BadThreadRequestError(f"the body is not JSON: {exc}") from None
-            done = await rename_thread(self.registry, request.match_info["thread_id"], doc, _caller(request, principal))
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(body=msgspec.json.encode(done), content_type="application/json",
-                            headers={"Cache-Control": "no-store"})
-
-    def _only_get(self, request: web.Request, what: str) -> web.StreamResponse:
-        resp = _error_response(MethodNotAllowedError(
-            f"{request.method} {request.path}: {what} read with GET (nothing else is allowed here)"
-        ), self.metrics)
-        resp.headers["Allow"] = "GET, HEAD" + (", OPTIONS" if self.cors_origins or self.cors_any else "")
-        return resp
-
-    async def get(self, request: web.Request) -> web.StreamResponse:
-        run_id = request.match_info["run_id"]
-        _RUN_ID.set(run_id)
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            fmt = negotiate(request.headers.get("Accept"))
-            last_event_id = request.headers.get("Last-Event-ID") or request.query.get("lastEventId")
-            # GET is the EventSource-style endpoint: an EventSource reconnects by
-            # itself (and cannot send a header to say so), so it is resumable.
-            sub, first = await self.registry.resume(
-                run_id, last_event_id or None, _caller(request, principal), resumable=True, via="sse"
-            )
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        if first is not None and first.finished and not first.payloads:
-            # Nothing after the cursor and the run is over: 204 tells an
-            # EventSource to stop reconnecting (WHATWG), instead of looping.
-            sub.close()
-            return web.Response(status=204)
-        # the wire the run's input declared (a run another node started: its input is not here, 0.x)
-        translate = wire_translator(wire_for(self.wire, sub.run.input.protocol_version))
-        return await self._stream(request, sub, fmt, first, translate=translate)
-
-    async def thread(self, request: web.Request) -> web.StreamResponse:
-        """``GET <path>/threads/<threadId>[?runId=]``: the thread's compacted history, the
-        branch ending at ``runId`` (default: its latest kept run), as a JSON array of
-        events or, when Accept prefers it, length-prefixed protobuf frames."""
-        thread_id = request.match_info["thread_id"]
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            fmt = negotiate_history(request.headers.get("Accept"))
-            found, payloads = await self.registry.thread_history(
-                thread_id, run_id=request.query.get("runId") or None, caller=_caller(request, principal)
-            )
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        headers = {
-            "Cache-Control": "no-store",
-            THREAD_ID_HEADER: thread_id,
-            RUN_ID_HEADER: found.tip,
-            HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
-        }
-        if fmt == "proto":
-            headers["Content-Type"] = PROTO_CONTENT_TYPE
-            return web.Response(body=frame_proto(payloads), headers=headers)
-        headers["Content-Type"] = "application/json"
-        return web.Response(body=b"[" + b",".join(payloads) + b"]", headers=headers)
-
-    async def delete(self, request: web.Request) -> web.StreamResponse:
-        _RUN_ID.set(request.match_info["run_id"])
-        try:
-            principal = check_bearer(request.headers.get("Authorization"), self.auth_token)
-            await self.registry.cancel(request.match_info["run_id"], caller=_caller(request, principal))
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(status=204)
+        return _answer(await self.core.thread_method(_request(request)))
 
     async def healthz(self, request: web.Request) -> web.StreamResponse:
-        # Liveness: this process answers. Restarting it would not fix Redis.
-        return web.json_response({"status": "ok"}, headers={"Cache-Control": "no-store"})
-
-    def _authorized(self, request: web.Request) -> bool:
-        """Whether the request holds a valid bearer token (always, when auth is off)."""
-        try:
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
-        except AguiEngineError:
-            return False
-        return True
+        return _answer(await self.core.healthz(_request(request)))
 
     async def readyz(self, request: web.Request) -> web.StreamResponse:
-        ready = await self.registry.ready()
-        if not self._authorized(request):
-            # auth on and no valid token: ready or not (a load balancer's probe needs no more),
-            # never the run counts or the MCP servers' ids and errors
-            return web.json_response({"ready": ready}, status=200 if ready else 503,
-                                     headers={"Cache-Control": "no-store"})
-        doc: dict[str, Any] = {
-            "ready": ready,
-            "draining": self.registry.draining,
-            "activeRuns": self.registry.active,
-        }
-        sources = tool_source_status(self.registry.agent)
-        if sources:  # an MCP server that cannot be reached makes its tools absent, not the gateway unready
-            doc["mcp"] = sources
-        return web.json_response(doc, status=200 if ready else 503, headers={"Cache-Control": "no-store"})
+        return _answer(await self.core.readyz(_request(request)))
 
     async def metrics_text(self, request: web.Request) -> web.StreamResponse:
-        assert self.metrics is not None
-        try:  # behind the bearer token when auth is on (a scraper sends it: bearer_token_file)
-            check_bearer(request.headers.get("Authorization"), self.auth_token)
-        except AguiEngineError as exc:
-            return _error_response(exc, self.metrics)
-        return web.Response(
-            body=self.metrics.render(), headers={"Content-Type": METRICS_CONTENT_TYPE, "Cache-Control": "no-store"}
-        )
+        return _answer(await self.core.metrics_text(_request(request)))
 
-    async def _stream(
-        self, request: web.Request, sub: Subscription, fmt: str, first: LogSlice | None, *, started: bool = False,
-        translate: Callable[[bytes], bytes] | None = None, prefix: bytes = b"",
-    ) -> web.StreamResponse:
+    async def _reply(self, request: web.Request, answer: Answer | StreamStart) -> web.StreamResponse:
+        return _answer(answer) if isinstance(answer, Answer) else await self._stream(request, answer)
+
+    async def _stream(self, request: web.Request, stream: StreamStart) -> web.StreamResponse:
+        sub = stream.sub
         run = sub.run
-        headers = {
-            "Content-Type": _FORMATS[fmt][0],
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-            RUN_ID_HEADER: run.run_id,
-        }
-        if started and run.key is not None:
-            headers[RUN_KEY_HEADER] = run.key  # only to the client that started the run
-        resp = web.StreamResponse(status=200, headers=headers)
+        resp = web.StreamResponse(status=200, headers=stream.headers)
         # While it streams a run the connection is not "idle": the cap on connections
         # that run nothing does not count it (see IdleConnectionGate).
         gate = request.config_dict.get(_IDLE_GATE_KEY)
         if gate is not None:
             gate.running(request.protocol)
+        send_timeout = self.core.send_timeout
         try:
             await resp.prepare(request)
             transport = request.transport
 
             async def write(data: bytes) -> None:
-                await send_or_stall(lambda: resp.write(data), len(data), transport, self.send_timeout)
+                await send_or_stall(lambda: resp.write(data), len(data), transport, send_timeout)
 
-            if prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
-                await write(prefix)
-
-            await _pump(write, sub, fmt, self.keepalive, first, self.metrics, translate)
-            await send_or_stall(resp.write_eof, 0, transport, self.send_timeout)
+            if stream.prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
+                await write(stream.prefix)
+            await self.core.pump(stream, write)
+            await send_or_stall(resp.write_eof, 0, transport, send_timeout)
         except TimeoutError:
             # The client stopped reading for send_timeout: cut it (the run goes on).
             _log.info("run %s: client stopped reading at event %d; closing its stream", run.run_id, sub.cursor)
@@ -702,50 +329,7 @@ class _Gateway:
         return resp
 
     async def on_shutdown(self, app: web.Application) -> None:
-        await self.registry.shutdown()
-        if self.broker is not None:
-            self.broker.close()  # its resolver pools
-
-
-async def _pump(
-    write: Any, sub: Subscription, fmt: str, keepalive: float, first: LogSlice | None, metrics: GatewayMetrics | None,
-    translate: Callable[[bytes], bytes] | None = None,
-) -> None:
-    """Write the subscription's events until the run's last one (the shared hot
-    loop of the HTTP streams): one ``write`` per ready batch. ``translate``: applied to
-    each encoded event first (the 0.x wire: ``protocol.wire.to_wire0``)."""
-    run_id = sub.run.run_id
-    sse = fmt == "sse"
-    _, keepalive_frame, frame_one = _FORMATS[fmt]
-    sl = first
-    while True:
-        if sl is None:
-            try:
-                sl = await sub.next(keepalive)
-            except AguiEngineError as exc:
-                # This subscriber fell further behind than the log holds (410
-                # cursor_expired), or the shared log went away (event_log_unavailable):
-                # say so (no id: it does not move the client's cursor) and end the stream.
-                if metrics is not None:
-                    metrics.note_error(exc.code)
-                err = RunErrorEvent.from_error(exc)
-                await write(frame_one(err))
-                return
-            if sl is None:
-                await write(keepalive_frame)
-                continue
-        if sl.payloads:
-            payloads = sl.payloads if translate is None else [translate(p) for p in sl.payloads]
-            if sse:
-                data = frame_sse(run_id, sl.first_seq, payloads)
-            else:
-                data = frame_ndjson(payloads) if fmt == "ndjson" else frame_proto(payloads)
-            await write(data)
-            if metrics is not None:
-                metrics.note_sent(fmt, len(payloads), len(data))
-        if sl.finished:
-            return
-        sl = None
+        await self.core.shutdown()
 
 
 @web.middleware
@@ -754,7 +338,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
     Refusals (4xx) included; a stream the client cut is logged as STATUS_CLIENT_CLOSED."""
     start = time.perf_counter()
     status = 500
-    _RUN_ID.set(None)
+    CURRENT_RUN_ID.set(None)
     try:
         response: web.StreamResponse = await handler(request)
         status = response.status
@@ -772,7 +356,7 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
             request.method,
             request.path,
             status,
-            _RUN_ID.get() or "-",
+            CURRENT_RUN_ID.get() or "-",
             (time.perf_counter() - start) * 1000.0,
         )
 
@@ -787,7 +371,7 @@ def create_app(
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
     keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     auth_token: str | Mapping[str, str] | None = None,
     cors_origins: Sequence[str] = (),
     inspector: bool = False,
@@ -828,7 +412,7 @@ def create_app(
     any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
     a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
     ``connection`` / ``data``: the same settings as one value each
-    (:class:`~transports.server_options.ConnectionOptions`: ``max_body_bytes`` is its
+    (:class:`~transports.server_options.ConnectionOptions`: ``max_input_bytes`` is its
     ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
     fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
     server serves the same runs beside this app (it shares the ``registry``); said in
@@ -846,43 +430,28 @@ def create_app(
     if isinstance(agent, Mapping):
         return create_agents_app(
             agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
-            metrics=metrics, keepalive_seconds=keepalive_seconds, max_body_bytes=max_body_bytes,
+            metrics=metrics, keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes,
             cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
             access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
             connection=connection, data=data, websocket=websocket,
         )
-    if registry is None:
-        if agent is None:
-            raise UsageError("create_app needs an agent or a registry")
-        registry = RunRegistry(as_agent(agent, where="create_app(agent)"), options=options, log=log, clock=clock, metrics=metrics)
-    conn = merge_options(
-        ConnectionOptions, connection, where="create_app", max_input_bytes=max_body_bytes, send_timeout=send_timeout
+    core = build_gateway(
+        agent, where="create_app", registry=registry, options=options, log=log, clock=clock, metrics=metrics,
+        keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes, auth_token=auth_token,
+        cors_origins=cors_origins, send_timeout=send_timeout, body_timeout=body_timeout, resources=resources,
+        query_queue_timeout=query_queue_timeout, connection=connection, data=data, websocket=websocket,
     )
-    dat = merge_options(
-        DataOptions, data, where="create_app", resources=resources, query_queue_timeout=query_queue_timeout
-    )
-    max_body_bytes = conn.max_input_bytes
-    gw = _Gateway(
-        registry,
-        keepalive_seconds=keepalive_seconds,
-        max_body_bytes=max_body_bytes,
-        auth_token=auth_token,
-        cors_origins=cors_origins,
-        send_timeout=conn.send_timeout,
-        body_timeout=body_timeout,
-        broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
-        transport=sse_transport(websocket=websocket),
-        wire=conn.wire,
-    )
+    registry, max_input_bytes = core.registry, core.max_input_bytes
+    base = path.rstrip("/")
+    gw = _Gateway(core, FrontendFiles(inspector=inspector))
     # client_max_size is aiohttp's own cap for request.read(); the body is read
-    # by _read_body, which enforces max_body_bytes with a JSON 413.
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_access_log] if access_log else [])
+    # by _read_body, which enforces max_input_bytes with a JSON 413.
+    app = web.Application(client_max_size=max_input_bytes, middlewares=[_access_log] if access_log else [])
     app[REGISTRY_KEY] = registry
     runs = path.rstrip("/") + "/runs/{run_id}"
     app.router.add_post(path, gw.post)
     app.router.add_get(runs, gw.get)
     app.router.add_delete(runs, gw.delete)
-    base = path.rstrip("/")
     threads = base + "/threads/{thread_id}"
     app.router.add_get(threads, gw.thread)
     app.router.add_delete(threads, gw.thread_delete)
@@ -897,7 +466,10 @@ def create_app(
     app.router.add_get(base + "/readyz", gw.readyz)
     if registry.metrics is not None:
         app.router.add_get(base + "/metrics", gw.metrics_text)
-    add_frontend_routes(app, path, inspector=inspector, auth_token=auth_token, error_response=_error_response)
+    for subpath in gw.files.paths:
+        app.router.add_get(base + subpath, functools.partial(gw.frontend_file, subpath))
+    if inspector:
+        app.router.add_post(base + "/inspect/verify", gw.inspect_verify)
     if cors_origins:
         app.router.add_route("OPTIONS", path, gw.preflight)
         app.router.add_route("OPTIONS", runs, gw.preflight)
@@ -910,38 +482,13 @@ def create_app(
     app.router.add_route("*", threads, gw.thread_method)
     routes = RuntimeAgentRoutes(
         run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
-        capabilities=functools.partial(served_capabilities, registry.agent, gw.transport),
+        capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
         preflight=gw.preflight if cors_origins else None, cors_headers=gw.on_prepare if cors_origins else None,
     )
     app[RUNTIME_ROUTES_KEY] = routes
     add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
-
-
-class AppKeywords(TypedDict, total=False):
-    """:func:`create_app`'s keyword arguments, as :func:`start_sse_server` takes them
-    (``**options: Unpack[AppKeywords]``: checked by type checkers, completed by editors)."""
-
-    path: str
-    registry: RunRegistry | None
-    options: RegistryOptions | None
-    log: EventLog | None
-    clock: Clock | None
-    metrics: GatewayMetrics | None
-    keepalive_seconds: float
-    max_body_bytes: int
-    auth_token: str | Mapping[str, str] | None
-    cors_origins: Sequence[str]
-    inspector: bool
-    send_timeout: float
-    body_timeout: float
-    access_log: bool
-    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None
-    query_queue_timeout: float
-    connection: ConnectionOptions | None
-    data: DataOptions | None
-    websocket: bool
 
 
 class _GatewayRequestHandler(web.RequestHandler):

@@ -73,7 +73,7 @@ _log = logging.getLogger("agui_engine.transports")
 #: are pending the reader thread blocks, so a writer flooding stdin is held back
 #: by the pipe (backpressure) instead of growing our memory. Read-ahead only has
 #: to hide one readline's latency; 4 does that while the worst case stays
-#: 4 x max_line_bytes (32 MiB at DEFAULT_MAX_BODY_BYTES).
+#: 4 x max_input_bytes (32 MiB at DEFAULT_MAX_BODY_BYTES).
 STDIN_MAX_PENDING_LINES = 4
 
 _EOF = object()
@@ -231,7 +231,7 @@ async def serve_stdio(
     registry: RunRegistry | None = None,
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
-    max_line_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     connection: ConnectionOptions | None = None,
@@ -240,12 +240,12 @@ async def serve_stdio(
 
     ``options`` and ``log`` build the :class:`~transports.runs.RunRegistry`.
     ``connection``: the :class:`~transports.server_options.ConnectionOptions` the
-    network servers take; stdio reads its ``max_input_bytes`` (= ``max_line_bytes``;
+    network servers take; stdio reads its ``max_input_bytes`` (the keyword;
     a setting given both ways is a UsageError). Raises UsageError when neither
     ``agent`` nor ``registry`` is given.
     """
-    max_line_bytes = merge_options(
-        ConnectionOptions, connection, where="serve_stdio", max_input_bytes=max_line_bytes
+    max_input_bytes = merge_options(
+        ConnectionOptions, connection, where="serve_stdio", max_input_bytes=max_input_bytes
     ).max_input_bytes
     if registry is None:
         if agent is None:
@@ -265,7 +265,7 @@ async def serve_stdio(
     server = _StdioServer(registry, stdout if stdout is not None else sys.stdout.buffer, queue)
     threading.Thread(
         target=_reader_thread,
-        args=(source, loop, queue, max_line_bytes, slots, stop),
+        args=(source, loop, queue, max_input_bytes, slots, stop),
         name="agui-stdin",
         daemon=True,
     ).start()
@@ -277,7 +277,7 @@ async def serve_stdio(
                 break
             slots.release()
             line_no += 1
-            await server.handle(line, line_no, max_line_bytes)
+            await server.handle(line, line_no, max_input_bytes)
             await asyncio.sleep(0)  # let the runs just started stream before the next line is read
     finally:
         stop.set()

@@ -20,6 +20,7 @@ import msgspec
 
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.threads import (
+    BadThreadRequestError,
     ThreadPage,
     check_search,
     check_title,
@@ -28,6 +29,7 @@ from agui_engine.protocol.threads import (
 )
 
 from .admission import Caller, may_touch
+from .envelope import ThreadsMessage
 from .history import UnknownThreadError
 from .input_decoding import MAX_RUN_ID_LENGTH
 from .runs import RunRegistry
@@ -37,6 +39,7 @@ __all__ = [
     "PrincipalRequiredError",
     "ThreadTitle",
     "ThreadsNotListedError",
+    "answer_threads_message",
     "delete_thread",
     "list_threads",
     "rename_thread",
@@ -122,3 +125,21 @@ async def rename_thread(registry: RunRegistry, thread_id: str, body: Any, caller
     if not await store.set_title(thread_id, title):  # deleted meanwhile
         raise UnknownThreadError(f"unknown thread {thread_id!r}: it was deleted")
     return ThreadTitle(thread_id=thread_id, title=title)
+
+
+async def answer_threads_message(registry: RunRegistry, msg: ThreadsMessage, principal: str | None) -> bytes:
+    """The encoded result of a WebSocket ``threads`` message (a page, ``{"threadId", "title"}``,
+    or ``null``). Raises what :func:`list_threads`, :func:`rename_thread` and
+    :func:`delete_thread` raise, and BadThreadRequestError for a rename or delete without
+    ``threadId``."""
+    caller = Caller(principal, msg.run_key)
+    if msg.action == "list":
+        page = await list_threads(registry, caller, limit=None if msg.limit is None else str(msg.limit),
+                                  cursor=msg.cursor, search=msg.q)
+        return msgspec.json.encode(page)
+    if msg.thread_id is None:
+        raise BadThreadRequestError(f"a {msg.action} of a thread names its threadId")
+    if msg.action == "rename":
+        return msgspec.json.encode(await rename_thread(registry, msg.thread_id, {"title": msg.title}, caller))
+    await delete_thread(registry, msg.thread_id, caller)
+    return b"null"

@@ -26,6 +26,7 @@ from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper
 from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import RunAgentInput
+from agui_engine.protocol.threads import ThreadPage
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, capabilities_answer
 from .data import QUERY_REQUEST_TIMEOUT_SECONDS, query_error_from_line
@@ -36,6 +37,7 @@ from .envelope import (
     QueryMessage,
     ResumeMessage,
     ServerLine,
+    ThreadsMessage,
     decode_protocol_line,
     encode_client_message,
     run_message,
@@ -122,6 +124,42 @@ class WebSocketAgent(RemoteClientBase):
         except TimeoutError:
             raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
         return msgspec.json.decode(answer)
+
+    async def list_threads(
+        self, *, limit: int | None = None, cursor: str | None = None, search: str | None = None,
+        timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS,
+    ) -> ThreadPage:
+        """One page of this principal's threads over a ``threads`` message (as
+        ``SSEAgent.list_threads``). Raises RemoteAgentError for a refusal (403
+        ``principal_required``, 404 ``threads_not_listed``, 400), ConnectionLostError."""
+        answer = await self._threads(ThreadsMessage(query_id=uuid.uuid4().hex, action="list", limit=limit,
+                                                    cursor=cursor, q=search), timeout)
+        return msgspec.json.decode(answer, type=ThreadPage)
+
+    async def rename_thread(
+        self, thread_id: str, title: str, *, run_key: str | None = None, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS
+    ) -> str:
+        """Set a thread's title (as ``SSEAgent.rename_thread``); the title as kept."""
+        answer = await self._threads(ThreadsMessage(
+            query_id=uuid.uuid4().hex, action="rename", thread_id=thread_id, title=title,
+            run_key=run_key or self.thread_key(thread_id)), timeout)
+        return str(msgspec.json.decode(answer)["title"])
+
+    async def delete_thread(
+        self, thread_id: str, *, run_key: str | None = None, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS
+    ) -> None:
+        """Delete a thread (as ``SSEAgent.delete_thread``): 404 ``unknown_thread`` when not yours."""
+        await self._threads(ThreadsMessage(query_id=uuid.uuid4().hex, action="delete", thread_id=thread_id,
+                                           run_key=run_key or self.thread_key(thread_id)), timeout)
+
+    async def _threads(self, message: ThreadsMessage, timeout: float) -> bytes:
+        where = f"WebSocket {self.url}"
+        try:
+            answer = await self._ask(message, lambda line: _decode_answer(line, message.query_id, where),
+                                     timeout=timeout, what=f"threads {message.action}")
+        except TimeoutError:
+            raise ConnectionLostError(f"{where} did not answer threads {message.action} within {timeout:g} s") from None
+        return bytes(answer)
 
     async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
         """The remote agent's capabilities, asked with a ``capabilities`` message (on a

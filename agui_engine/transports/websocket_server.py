@@ -36,7 +36,7 @@ applies, so a client that reconnects quickly can ``resume``. Keep-alive is the
 WebSocket ping/pong (``ping_interval``); authentication happens in the opening
 handshake (``Authorization: Bearer`` header, or ``?access_token=`` for browsers,
 which cannot set headers): a refused handshake is an HTTP 401 with a JSON body.
-Messages over ``max_size`` close the connection with 1009 (the library's
+Messages over ``max_input_bytes`` close the connection with 1009 (the library's
 check). Compression is off: it costs ~50 KiB per connection and AG-UI frames
 are small.
 
@@ -76,6 +76,7 @@ from .envelope import (
     EventLines,
     QueryMessage,
     RunMessage,
+    ThreadsMessage,
     capabilities_line,
     decode_client_message,
     error_line,
@@ -94,6 +95,7 @@ from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
 from .subscription import Subscription
+from .thread_api import answer_threads_message
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -146,7 +148,7 @@ MAX_QUERIES_PER_CONNECTION = 64
 #: messages (run / cancel / resume) are handled as they arrive, so the buffer only
 #: fills when a client floods; then TCP pushes back on that client. 16 (the
 #: library's default) lets a UI pipeline a burst of cancels without a stall.
-#: Worst case per connection: DEFAULT_MAX_QUEUE frames of at most ``max_size``.
+#: Worst case per connection: DEFAULT_MAX_QUEUE frames of at most ``max_input_bytes``.
 DEFAULT_MAX_QUEUE = 16
 
 #: Bytes of outgoing data the transport may hold before ``send()`` waits for the
@@ -201,7 +203,7 @@ class _Connection:
         self,
         ws: ServerConnection,
         registry: RunRegistry,
-        max_size: int,
+        max_input_bytes: int,
         send_timeout: float,
         principal: str | None,
         broker: ResourceBroker | None = None,
@@ -217,7 +219,7 @@ class _Connection:
         #: Who authenticated this connection (check_bearer): its runs are bound to it.
         self.principal = principal
         self.registry = registry
-        self.max_size = max_size
+        self.max_input_bytes = max_input_bytes
         self.send_timeout = send_timeout
         query = parse_qs(urlsplit(ws.request.path).query) if ws.request is not None else {}
         self.batch = query.get("batch", ["1"])[0] != "0"
@@ -264,8 +266,10 @@ class _Connection:
                 self._in_task(self._answer(msg))
             elif isinstance(msg, CapabilitiesMessage):
                 self._in_task(self._answer_capabilities())
+            elif isinstance(msg, ThreadsMessage):
+                self._in_task(self._answer_threads(msg))
             elif isinstance(msg, RunMessage):
-                input = decode_run_input(bytes(msg.input), max_bytes=self.max_size, depth_checked=True)
+                input = decode_run_input(bytes(msg.input), max_bytes=self.max_input_bytes, depth_checked=True)
                 self._check_capacity()
                 run = await self.registry.start(
                     input, owner=self.principal, address=peer_address(self.ws.transport), key=msg.run_key
@@ -342,6 +346,15 @@ class _Connection:
                 self.registry.metrics.note_error(exc.code)
             line = error_line(exc)
         await self._send_answer(line, "capabilities")
+
+    async def _answer_threads(self, msg: ThreadsMessage) -> None:
+        try:
+            line = query_result_line(msg.query_id, await answer_threads_message(self.registry, msg, self.principal))
+        except AguiEngineError as exc:
+            if self.registry.metrics is not None:
+                self.registry.metrics.note_error(exc.code)
+            line = error_line(exc, query_id=msg.query_id)
+        await self._send_answer(line, f"threads {msg.action}")
 
     async def _send_answer(self, line: bytes, what: str) -> None:
         try:
@@ -464,7 +477,7 @@ async def start_websocket_server(
     port: int = 0,
     registry: RunRegistry | None = None,
     auth_token: str | Mapping[str, str] | None = None,
-    max_size: int = DEFAULT_MAX_BODY_BYTES,
+    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ping_interval: float | None = DEFAULT_PING_INTERVAL,
     ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
     max_queue: int = DEFAULT_MAX_QUEUE,
@@ -484,7 +497,7 @@ async def start_websocket_server(
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
-    ``max_size``: largest incoming message (a ``run`` message carries a whole
+    ``max_input_bytes``: largest incoming message (a ``run`` message carries a whole
     RunAgentInput); larger closes with 1009. ``max_queue`` / ``write_limit``:
     the library's incoming-frame and outgoing-byte high-water marks (see
     spec/transports.md, Backpressure). ``metrics``: a
@@ -502,7 +515,7 @@ async def start_websocket_server(
     (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap).
     ``connection`` / ``data``: the same settings as one value each
     (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
-    is ``max_size``; :class:`~transports.server_options.DataOptions`), as for
+    is ``max_input_bytes``; :class:`~transports.server_options.DataOptions`), as for
     :func:`~transports.sse_server.create_app`; a setting given both ways is a UsageError.
     ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
@@ -517,7 +530,7 @@ async def start_websocket_server(
         ConnectionOptions,
         connection,
         where="start_websocket_server",
-        max_input_bytes=max_size,
+        max_input_bytes=max_input_bytes,
         send_timeout=send_timeout,
         max_idle_connections=max_idle_connections,
         max_idle_per_ip=max_idle_per_ip,
@@ -525,7 +538,7 @@ async def start_websocket_server(
     data_options = merge_options(
         DataOptions, data, where="start_websocket_server", resources=resources, query_queue_timeout=query_queue_timeout
     )
-    max_size, send_timeout = conn_options.max_input_bytes, conn_options.send_timeout
+    max_input_bytes, send_timeout = conn_options.max_input_bytes, conn_options.send_timeout
     connections: set[_Connection] = set()
     broker = broker_for(registry.agent, data_options.resources, queue_timeout=data_options.query_queue_timeout)
     gate = IdleConnectionGate(conn_options.max_idle_per_ip, conn_options.max_idle_connections)
@@ -554,7 +567,7 @@ async def start_websocket_server(
     async def handler(ws: ServerConnection) -> None:
         # The handshake passed process_request: this names its principal, not raises.
         principal = check_bearer(authorization(ws.request), auth_token) if ws.request is not None else None
-        conn = _Connection(ws, registry, max_size, send_timeout, principal, broker, gate)
+        conn = _Connection(ws, registry, max_input_bytes, send_timeout, principal, broker, gate)
         connections.add(conn)
         try:
             await conn.serve()
@@ -565,7 +578,7 @@ async def start_websocket_server(
         handler,
         sock=listening_socket(host, port),  # sheds connections when descriptors run out
         process_request=process_request,
-        max_size=max_size,
+        max_size=max_input_bytes,  # the websockets library's name for it
         ping_interval=ping_interval,
         ping_timeout=ping_timeout,
         max_queue=max_queue,

@@ -10,6 +10,7 @@ import pytest
 from agui_engine.transports.redislog import RedisEventLog
 
 from ..redis_server import RedisServer
+from .frontends import front_end  # noqa: F401 - the two front ends' fixture (issue 33)
 
 
 class DropProxy:

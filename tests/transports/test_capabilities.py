@@ -47,6 +47,10 @@ from agui_engine.transports.stdio_client import StdioAgent
 from agui_engine.transports.websocket_client import WebSocketAgent
 from agui_engine.transports.websocket_server import start_websocket_server
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 SERVE = [sys.executable, "-m", "agui_engine", "serve"]
 #: The child's environment: no token of the caller's shell, the project importable.
 ENV = {k: v for k, v in os.environ.items() if k != "AGUI_AUTH_TOKEN"}

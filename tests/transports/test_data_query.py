@@ -255,7 +255,7 @@ async def test_each_refusal_has_its_status_and_typed_error(
     ],
 )
 async def test_malformed_bodies_are_refused_as_run_bodies_are(raw: bytes, content_type: str, status: int, code: str) -> None:
-    async with gateway(resources=make_registry(Calls()), max_body_bytes=4096) as server:
+    async with gateway(resources=make_registry(Calls()), max_input_bytes=4096) as server:
         resp = await post(server.url, None, raw=raw, content_type=content_type)
         assert resp.status_code == status, resp.text
         assert resp.json()["error"]["code"] == code
@@ -554,7 +554,7 @@ class _Servers(LoopThread):
     def __init__(self) -> None:
         super().__init__()
         registry = self.call(self._registry)
-        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), resources=registry, max_body_bytes=64 * 1024)
+        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), resources=registry, max_input_bytes=64 * 1024)
         self.ws = self.start(start_websocket_server, ScriptedAgent(deltas=1), resources=registry)
 
     @staticmethod

@@ -230,3 +230,38 @@ async def test_agui_engine_js_lists_renames_and_deletes_threads(tmp_path: Path) 
         "first": ["js-b"], "second": ["js-a"], "last": None, "renamed": "Renamed in JS",
         "after": [["js-a", "Renamed in JS"]], "bob": [], "foreign": {"status": 404, "code": "unknown_thread"},
     }
+
+
+async def test_the_thread_api_over_websocket(tmp_path: Path) -> None:
+    """The same registry served over SSE and WebSocket: WebSocketAgent lists, renames and deletes
+    what SSE clients ran, and another principal's delete is the same 404 ``unknown_thread``."""
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
+
+    store = await open_thread_store(f"sqlite:{tmp_path / 't.sqlite3'}")
+    registry = RunRegistry(EchoAgent(), threads=store)
+    sse = await start_sse_server(registry=registry, auth_token=TOKENS)
+    ws = await start_websocket_server(registry=registry, auth_token=TOKENS)
+    try:
+        for tid in ("w1", "w2"):
+            await Thread(SSEAgent(sse.url, headers=ALICE), thread_id=tid).send(f"about {tid}")
+        await Thread(WebSocketAgent(ws.url, headers=ALICE), thread_id="w3").send("over the socket")
+        alice = WebSocketAgent(ws.url, headers=ALICE)
+        first = await alice.list_threads(limit=2)
+        rest = await alice.list_threads(limit=2, cursor=first.next_cursor)
+        assert [t.thread_id for t in first.threads + rest.threads] == ["w3", "w2", "w1"]
+        assert [t.title for t in (await alice.list_threads(search="SOCKET")).threads] == ["over the socket"]
+        assert await alice.rename_thread("w1", " first  one ") == "first one"
+        await alice.delete_thread("w2")
+        assert [(t.thread_id, t.title) for t in (await alice.list_threads()).threads] == [
+            ("w3", "over the socket"), ("w1", "first one")]
+        bob = WebSocketAgent(ws.url, headers=BOB)
+        assert (await bob.list_threads()).threads == []
+        for call in (bob.delete_thread("w1"), bob.rename_thread("w1", "mine"), alice.delete_thread("w2")):
+            with pytest.raises(AguiEngineError) as info:
+                await call
+            assert info.value.code == "unknown_thread", info.value
+    finally:
+        await ws.close()
+        await sse.close()
+        await store.aclose()

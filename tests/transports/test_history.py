@@ -63,6 +63,10 @@ from ..agui_engine.protocol.test_accumulator_differential import run_client
 from .scripted import ScriptedAgent
 from .stop_measure import node
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 TOKENS = {"token-alice": "alice", "token-bob": "bob"}
 ALICE = {"Authorization": "Bearer token-alice"}
 BOB = {"Authorization": "Bearer token-bob"}

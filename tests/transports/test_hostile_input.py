@@ -23,8 +23,11 @@ from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
 
-
 # A RunAgentInput whose state nests ``depth`` arrays: state is level 2 of the body.
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 def deep_state_body(depth: int, run_id: str = "deep") -> bytes:
     state = "[" * depth + "]" * depth
     return (
@@ -351,7 +354,7 @@ async def _raw_answer(port: int, request: bytes) -> tuple[int, bytes, bytes]:
 
 @pytest.mark.parametrize("path", [b"/", b"/data/query"])
 async def test_a_body_or_header_the_server_cannot_read_gets_a_json_400_and_no_traceback(
-    path: bytes, caplog: pytest.LogCaptureFixture
+    path: bytes, caplog: pytest.LogCaptureFixture, front_end: str
 ) -> None:
     import gzip
     import logging
@@ -378,8 +381,9 @@ async def test_a_body_or_header_the_server_cannot_read_gets_a_json_400_and_no_tr
             error = msgspec.json.decode(answer)["error"]
             # a gzip body cut short decodes as far as it goes: then the JSON is incomplete
             assert error["code"] in ("unreadable_request", "malformed_json") and error["message"], error
-        # a header line over aiohttp's limit (8190 bytes) and too many header bytes
-        for header in (b"X-Big: " + b"a" * 20_000, b"\r\n".join(b"X-H%d: %s" % (i, b"b" * 100) for i in range(400))):
+        # a header line over aiohttp's limit (8190 bytes) and too many header bytes (under ASGI the
+        # server's own HTTP parser answers these before any application runs: uvicorn's plain 400)
+        for header in () if front_end == "asgi" else (b"X-Big: " + b"a" * 20_000, b"\r\n".join(b"X-H%d: %s" % (i, b"b" * 100) for i in range(400))):
             status, head, answer = await _raw_answer(
                 port, b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n" + header + b"\r\nContent-Length: 0\r\n\r\n"
             )

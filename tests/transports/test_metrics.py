@@ -7,6 +7,7 @@ import asyncio
 
 import httpx
 import msgspec
+import pytest
 from websockets.asyncio.client import connect
 
 from agui_engine.transports.metrics import METRICS_CONTENT_TYPE, GatewayMetrics
@@ -15,6 +16,9 @@ from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
+
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
 
 
 def sample(text: str, name: str) -> float:

@@ -36,6 +36,10 @@ from agui_engine.transports.sse_server import start_sse_server
 from ..otel_sdk import counter_total, sdk, spans_of
 from ..waiting import eventually
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 CLIENT_SPAN = 0x00F067AA0BA902B7
 
 
@@ -243,12 +247,13 @@ async def test_untraced_gateway_and_client_without_traceparent() -> None:
         await server.close()
     assert not [s for s in exporter.get_finished_spans()[before:] if s.attributes.get("agui.run.id") == "r-off"]
     server = await start_sse_server(hello, options=RegistryOptions(tracing=True))
+    root_run = f"r-root-{uuid.uuid4().hex}"  # the exporter is the process's: one run id per test
     try:
-        await _post(server.url, _input("t-root", "r-root"))
-        await eventually(lambda: [s for s in exporter.get_finished_spans() if s.attributes.get("agui.run.id") == "r-root"])
+        await _post(server.url, _input("t-root", root_run))
+        await eventually(lambda: [s for s in exporter.get_finished_spans() if s.attributes.get("agui.run.id") == root_run])
     finally:
         await server.close()
-    (root,) = [s for s in exporter.get_finished_spans() if s.attributes.get("agui.run.id") == "r-root"]
+    (root,) = [s for s in exporter.get_finished_spans() if s.attributes.get("agui.run.id") == root_run]
     assert root.parent is None
 
 

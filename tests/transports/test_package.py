@@ -16,6 +16,7 @@ from tests.public_api import check_every_public_name_is_in_all, check_module, ch
 MODULES = public_modules("agui_engine.transports", set())
 
 EXPECTED_ALL = [
+    "AsgiGateway",
     "Clock",
     "ConnectionLostError",
     "ConnectionOptions",
@@ -44,7 +45,9 @@ EXPECTED_ALL = [
     "UpstreamStoppedError",
     "WebSocketAgent",
     "WebSocketServer",
+    "add_agui_routes",
     "create_app",
+    "create_asgi_app",
     "open_event_log",
     "run_agent",
     "run_via_gateway",

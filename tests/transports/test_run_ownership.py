@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 from websockets.asyncio.client import connect
 
 from agui_engine.transports.registry_options import RegistryOptions
@@ -20,6 +21,10 @@ from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 
 from .scripted import ScriptedAgent, make_input
+
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
 
 TOKENS = {"token-alice": "alice", "token-bob": "bob"}
 ALICE = {"Authorization": "Bearer token-alice"}
@@ -205,9 +210,12 @@ async def test_the_project_clients_carry_the_run_key_through_a_drop_and_a_cancel
             seen.append(event)
             if len(seen) == 5:
                 # cut the server side of the connection: the client must resume
-                if client == "sse":
+                if client == "sse" and hasattr(srv, "runner"):
                     for conn in srv.runner.server.connections:  # type: ignore[attr-defined]
                         conn.transport.abort()  # type: ignore[union-attr]
+                elif client == "sse":  # the ASGI front end under uvicorn
+                    for conn in list(srv.server.server_state.connections):  # type: ignore[attr-defined]
+                        conn.transport.abort()
                 else:
                     for c in list(srv._connections):  # type: ignore[attr-defined]
                         c.ws.transport.abort()

@@ -42,7 +42,7 @@ async def test_connection_options_or_the_keywords_set_the_same_limits() -> None:
     big = msgspec.json.encode(make_input("big", text="x" * 2000))
     for server in (
         await start_sse_server(ScriptedAgent(), connection=ConnectionOptions(max_input_bytes=1000, max_idle_per_ip=7)),
-        await start_sse_server(ScriptedAgent(), max_body_bytes=1000, max_idle_per_ip=7),
+        await start_sse_server(ScriptedAgent(), max_input_bytes=1000, max_idle_per_ip=7),
     ):
         async with server:
             assert server.gate is not None and server.gate.per_ip == 7

@@ -23,6 +23,9 @@ from agui_engine.transports.sse_server import REGISTRY_KEY, create_app, start_ss
 from ..waiting import WAIT_TIMEOUT, eventually
 from .scripted import ScriptedAgent, make_input
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
 
 def body(run_id: str = "run-1") -> bytes:
     return msgspec.json.encode(make_input(run_id))
@@ -92,7 +95,7 @@ def test_negotiate() -> None:
 )
 async def test_bad_requests_are_refused_before_the_stream(data, headers, status, code) -> None:  # type: ignore[no-untyped-def]
     agent = ScriptedAgent()
-    async with await start_sse_server(agent, max_body_bytes=1000) as srv:
+    async with await start_sse_server(agent, max_input_bytes=1000) as srv:
         r = await post(srv.url, body() if data is None else data, headers)
     assert r.status_code == status
     assert r.headers["content-type"].startswith("application/json")

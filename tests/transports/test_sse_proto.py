@@ -37,6 +37,10 @@ from tests.helpers import node_with
 from ..waiting import eventually
 from .scripted import ScriptedAgent, make_input
 
+#: One conformance suite, two front ends (tests/transports/frontends.py): aiohttp and ASGI under uvicorn.
+pytestmark = pytest.mark.usefixtures("front_end")
+
+
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 #: a run of the embedded demo model through the CLI and node: seconds, not minutes
 RUN_TIMEOUT = 120

@@ -96,7 +96,7 @@ async def test_too_many_malformed_messages_close_with_4400_and_binary_with_1003(
 
 
 async def test_max_message_size_closes_with_1009() -> None:
-    async with await start_websocket_server(ScriptedAgent(), max_size=1000) as srv:
+    async with await start_websocket_server(ScriptedAgent(), max_input_bytes=1000) as srv:
         async with connect(srv.url) as ws:
             await ws.send("x" * 5000)
             with pytest.raises(websockets.ConnectionClosed) as ei:
