@@ -55,6 +55,14 @@ if [ ! -d js/copilotkit-page/node_modules/@copilotkit/react-core ] || [ js/copil
   (cd js/copilotkit-page && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# a React page with assistant-ui's AG-UI runtime (@assistant-ui/react-ag-ui 0.0.58, @assistant-ui/react
+# 0.15, @ag-ui/client 0.0.59; an `overrides` entry pins @assistant-ui/react-generative-ui 0.0.16, as
+# 0.0.17 is not on the registry): bundled once per session, driven in Chromium (test_assistant_ui_page.py)
+if [ ! -d js/assistant-ui-page/node_modules/@assistant-ui/react-ag-ui ] || [ js/assistant-ui-page/package-lock.json -nt js/assistant-ui-page/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (tests/js/assistant-ui-page)"
+  (cd js/assistant-ui-page && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
 # committed bundle from their lock file and compares
 if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then

@@ -17,6 +17,7 @@ import asyncio
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -63,33 +64,57 @@ class PausedAfterFirstDelta:
                 await self.resume.wait()
 
 
-@pytest.fixture(scope="session")
-def page_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The page bundled from the installed packages into a temp dir (index.html, page.js, page.css)."""
-    esbuild = PAGE / "node_modules" / ".bin" / "esbuild"
-    require((PAGE / "node_modules" / "@copilotkit" / "react-core").is_dir() and esbuild.exists(),
-            "the npm packages of tests/js/copilotkit-page")
-    out = tmp_path_factory.mktemp("copilotkit-page")
+async def shown_mid_run(page: Any, agent: PausedAfterFirstDelta, text_js: str) -> None:
+    """Streaming: part of the first answer (``text_js``'s text) is shown while ``agent`` is paused
+    mid-text; then the run goes on."""
+    partial = await page.wait_for_function(f"""() => {{
+        const text = ({text_js})();
+        return text.length > 0 ? text : null;
+    }}""", timeout=DEADLINE_MS)
+    shown = str(await partial.json_value())
+    assert FIRST_TEXT.startswith(shown) and shown != FIRST_TEXT
+    agent.resume.set()
+
+
+def bundle_page(folder: Path, out: Path) -> Path:
+    """Bundle ``folder``'s page.jsx with its own installed esbuild into ``out`` (with its index.html)."""
+    esbuild = folder / "node_modules" / ".bin" / "esbuild"
+    require(esbuild.exists(), f"the npm packages of tests/js/{folder.name}")
     subprocess.run(
         [str(esbuild), "page.jsx", "--bundle", "--minify", f"--outfile={out / 'page.js'}", "--jsx=automatic",
          '--define:process.env.NODE_ENV="production"', "--loader:.woff=empty", "--loader:.woff2=empty",
          "--loader:.ttf=empty", "--log-level=error"],
-        cwd=PAGE, check=True, timeout=BUILD_TIMEOUT,
+        cwd=folder, check=True, timeout=BUILD_TIMEOUT,
     )
-    shutil.copy(PAGE / "index.html", out / "index.html")
+    shutil.copy(folder / "index.html", out / "index.html")
     return out
 
 
-@pytest.fixture
-def page_url(page_bundle: Path) -> Iterator[str]:
+@contextmanager
+def static_site(root: Path) -> Iterator[str]:
+    """Serve the files of ``root`` on loopback (another origin than the gateway's)."""
+
     class Static(SimpleHTTPRequestHandler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, directory=str(page_bundle), **kwargs)
+            super().__init__(*args, directory=str(root), **kwargs)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
 
     with serving_handler(Static) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def page_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page bundled from the installed packages into a temp dir (index.html, page.js, page.css)."""
+    require((PAGE / "node_modules" / "@copilotkit" / "react-core").is_dir(), "the npm packages of tests/js/copilotkit-page")
+    return bundle_page(PAGE, tmp_path_factory.mktemp("copilotkit-page"))
+
+
+@pytest.fixture
+def page_url(page_bundle: Path) -> Iterator[str]:
+    with static_site(page_bundle) as url:
         yield url
 
 
@@ -129,21 +154,14 @@ async def test_copilotkit_chat_streams_runs_a_frontend_tool_and_a_second_turn(
             await page.goto(f"{page_url}/index.html?runtime={srv.url.rstrip('/')}&thread=t-page")
             await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
             await send(page, "book a table for 4")
-            # streaming: part of the first answer is in the chat while the run is paused mid-text
-            partial = await page.wait_for_function(f"""() => {{
-                const text = ({ASSISTANT_TEXT_JS})();
-                return text.length > 0 ? text : null;
-            }}""", timeout=DEADLINE_MS)
-            shown = str(await partial.json_value())
-            assert FIRST_TEXT.startswith(shown) and shown != FIRST_TEXT
-            agent.resume.set()
+            await shown_mid_run(page, agent, ASSISTANT_TEXT_JS)  # streaming: text shown mid-run
             # the frontend tool's handler ran in the page and its result continued the run
             await page.wait_for_function("""() => document.querySelector('#handled li')""", timeout=DEADLINE_MS)
             await page.wait_for_function(f"""() => ({ASSISTANT_TEXT_JS})().includes(
                 "Booked: confirmed for 4 guests.")""", timeout=DEADLINE_MS)
             assert await page.eval_on_selector_all("#handled li", "ls => ls.map(l => l.textContent)") == [
                 "confirmed for 4 guests"]
-            assert FIRST_TEXT in str(await page.evaluate(ASSISTANT_TEXT_JS))
+            await page.wait_for_function(f"() => ({ASSISTANT_TEXT_JS})().includes({FIRST_TEXT!r})", timeout=DEADLINE_MS)
             # a second turn on the same thread
             await send(page, "and a window seat")
             await page.wait_for_function(f"""() => ({ASSISTANT_TEXT_JS})().includes(
