@@ -48,6 +48,13 @@ if [ ! -d js/copilotkit/node_modules/@copilotkit/core ] || [ js/copilotkit/packa
   (cd js/copilotkit && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# a React page with CopilotKit's v2 chat (@copilotkit/react-core 1.74, react, react-dom, esbuild):
+# bundled once per test session and driven in Chromium against the gateway (test_copilotkit_page.py)
+if [ ! -d js/copilotkit-page/node_modules/@copilotkit/react-core ] || [ js/copilotkit-page/package-lock.json -nt js/copilotkit-page/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (tests/js/copilotkit-page)"
+  (cd js/copilotkit-page && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # the build-time packages of the vendored A2UI renderer (@a2ui/lit, esbuild): a test rebuilds the
 # committed bundle from their lock file and compares
 if [ ! -d ../scripts/a2ui_lit/node_modules/esbuild ]; then

@@ -23,6 +23,9 @@ runs) apply unchanged. A one-agent gateway serves its agent as ``default`` (Copi
 agent id); ``create_app({id: agent})`` serves every agent by its id. An agent another principal
 may not use is left out of that principal's ``/info`` and answers its routes 401, as at its path.
 
+With CORS on (``cors_origins``), the four routes answer the browser's preflight (OPTIONS) and
+carry the CORS headers, as the agent path does: a page served from another origin works.
+
 Nothing here parses a run: the agents' gateways do.
 """
 
@@ -58,6 +61,10 @@ class RuntimeAgentRoutes(NamedTuple):
     capabilities: Callable[[], Awaitable[AgentCapabilities]]
     auth: str | Mapping[str, str] | None
     description: str = ""
+    #: CORS, when the gateway allows other origins: its preflight answer (OPTIONS) and the hook
+    #: that adds the CORS headers to every response (None: CORS is off).
+    preflight: _Handler | None = None
+    cors_headers: Callable[[web.Request, web.StreamResponse], Awaitable[None]] | None = None
 
 
 #: The app key under which a gateway app keeps its agent's :class:`RuntimeAgentRoutes`.
@@ -161,4 +168,11 @@ def add_runtime_routes(app: web.Application, path: str, agents: Mapping[str, Run
     app.router.add_post(base + "/agent/{agent_id}/run", run)
     app.router.add_post(base + "/agent/{agent_id}/connect", connect)
     app.router.add_post(base + "/agent/{agent_id}/stop/{thread_id}", stop)
+    # CORS: a page on another origin (a dev server) preflights its JSON POSTs and reads /info
+    cors = next((r for r in agents.values() if r.preflight is not None), None)
+    if cors is not None and cors.preflight is not None:
+        for route in ("/info", "/agent/{agent_id}/run", "/agent/{agent_id}/connect", "/agent/{agent_id}/stop/{thread_id}"):
+            app.router.add_route("OPTIONS", base + route, cors.preflight)
+        if cors.cors_headers is not None and cors.cors_headers not in app.on_response_prepare:
+            app.on_response_prepare.append(cors.cors_headers)
 

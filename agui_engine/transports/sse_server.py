@@ -483,6 +483,7 @@ def create_app(
     routes = RuntimeAgentRoutes(
         run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
         capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
+        preflight=gw.preflight if cors_origins else None, cors_headers=gw.on_prepare if cors_origins else None,
     )
     app[RUNTIME_ROUTES_KEY] = routes
     add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})

@@ -152,3 +152,21 @@ async def test_connect_follows_the_threads_running_run() -> None:
         await running
     assert [e["type"] for e in seen][:2] == ["RUN_STARTED", "TEXT_MESSAGE_START"]
     assert seen[0]["runId"] == "r5" and stop.json() == {"stopped": True}
+
+
+async def test_a_page_on_another_origin_may_call_the_routes() -> None:
+    """CORS (``cors_origins``): the browser's preflight of each route is answered and /info carries
+    the CORS headers, with one agent and with several (a page served from a dev server)."""
+    page = "http://127.0.0.1:5173"
+    preflight = {"Origin": page, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    for agents, agent_id in ((ScriptedAgent(deltas=1), "default"), ({"a": ScriptedAgent(deltas=1), "b": _booker()}, "b")):
+        async with await start_sse_server(agents, cors_origins=[page]) as srv, httpx.AsyncClient(timeout=30) as c:
+            base = srv.url.rstrip("/")
+            for route in ("/info", f"/agent/{agent_id}/run", f"/agent/{agent_id}/connect", f"/agent/{agent_id}/stop/t1"):
+                answer = await c.options(base + route, headers=preflight)
+                assert answer.status_code == 204, route
+                assert "Content-Type" in answer.headers["Access-Control-Allow-Headers"]
+            info = await c.get(base + "/info", headers={"Origin": page})
+            assert info.headers["Access-Control-Allow-Origin"] == page and agent_id in info.json()["agents"]
+            other = await c.options(base + "/info", headers={**preflight, "Origin": "http://elsewhere.test"})
+            assert other.status_code == 403
