@@ -11,6 +11,9 @@ Stacks:
 * ``engine-ws`` -- this project's WebSocket gateway (``transports.websocket_server``).
 * ``ref-ws`` -- FastAPI + uvicorn WebSocket, one text message per event
   (``model_dump_json(by_alias=True, exclude_none=True)``, what EventEncoder writes).
+* ``engine-sse-otel`` -- ``engine-sse`` with every run traced and the OpenTelemetry counters on
+  (``benchmarks/bench_frontends.py``).
+* ``engine-asgi`` -- the same gateway as an ASGI app (``create_asgi_app``) under uvicorn.
 * ``engine-sse-redis`` -- ``engine-sse`` with the shared Redis event log
   (``AGUI_BENCH_REDIS`` = its URL; ``benchmarks/bench_scaleout.py``).
 
@@ -96,7 +99,7 @@ class BenchAgent:
         return script(agui_engine.protocol.events, input)
 
 
-async def engine_sse(shared_log: bool = False) -> None:
+async def engine_sse(shared_log: bool = False, tracing: bool = False) -> None:
     from aiohttp import web
 
     from agui_engine.transports.open_log import open_event_log
@@ -104,7 +107,13 @@ async def engine_sse(shared_log: bool = False) -> None:
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
     log = await open_event_log(os.environ["AGUI_BENCH_REDIS"] if shared_log else None)
-    app = create_app(BenchAgent(), log=log, options=RegistryOptions(max_runs=100_000, verify=VERIFY))
+    metrics = None
+    if tracing:
+        from agui_engine.transports.metrics import GatewayMetrics
+
+        metrics = GatewayMetrics(otel=True)
+    app = create_app(BenchAgent(), log=log, metrics=metrics,
+                     options=RegistryOptions(max_runs=100_000, verify=VERIFY, tracing=tracing))
 
     async def stats_handler(request: web.Request) -> web.Response:
         return web.json_response(stats())
@@ -118,6 +127,56 @@ async def engine_sse(shared_log: bool = False) -> None:
     print("PORT", port, flush=True)
     print("STATS", port, flush=True)
     await asyncio.Event().wait()
+
+
+async def engine_sse_otel() -> None:
+    """``engine-sse`` with every run traced (RegistryOptions(tracing=True)) and the OpenTelemetry
+    counters on: the SDK's TracerProvider and MeterProvider, spans batched to an exporter that
+    drops them (what leaves the process is the collector's cost, not the gateway's)."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Dropping(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropping()))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider())
+    await engine_sse(tracing=True)
+
+
+async def engine_asgi() -> None:
+    """This project's gateway as an ASGI app (``transports.asgi_server.create_asgi_app``) under
+    uvicorn, the whole gateway path on, as ``engine-sse``."""
+    import socket
+
+    import uvicorn
+    from starlette.responses import JSONResponse
+
+    from agui_engine.transports.asgi_server import create_asgi_app
+    from agui_engine.transports.registry_options import RegistryOptions
+
+    gateway = create_asgi_app(BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY), access_log=False)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/__stats":
+            await JSONResponse(stats())(scope, receive, send)
+            return
+        await gateway(scope, receive, send)
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", ws_ping_interval=None)
+    server = uvicorn.Server(config)
+    print("PORT", sock.getsockname()[1], flush=True)
+    print("STATS", sock.getsockname()[1], flush=True)
+    await server.serve(sockets=[sock])
 
 
 async def engine_sse_redis() -> None:
@@ -220,6 +279,8 @@ def main() -> None:
     runner = {
         "engine-sse": engine_sse,
         "engine-sse-redis": engine_sse_redis,
+        "engine-sse-otel": engine_sse_otel,
+        "engine-asgi": engine_asgi,
         "engine-ws": engine_ws,
         "ref-sse": ref_server,
         "ref-ws": ref_server,

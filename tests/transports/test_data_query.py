@@ -323,22 +323,27 @@ async def test_identical_queries_in_flight_share_one_resolution() -> None:
 
 
 async def test_a_slow_resolver_times_out_while_other_queries_keep_flowing() -> None:
-    calls = Calls()
-    async with gateway(resources=make_registry(calls)) as server:
+    """Queries of a resolver that has not answered yet hold up no other query, and a resolver past
+    its timeout is a ResourceTimeoutError. The held resolver waits on the test's own gate (not on
+    the clock), so the ordering is asserted, never a duration."""
+    calls, gate = Calls(), asyncio.Event()
+    async with gateway(resources=make_registry(calls, gate)) as server:
         client = SSEAgent(server.url)
         started = time.monotonic()
+        held = asyncio.create_task(client.query("gated"))
         slow = asyncio.create_task(client.query("slow"))
         slow_sync = asyncio.create_task(client.query("slow.sync"))
-        await asyncio.sleep(0.05)
+        await eventually(lambda: calls.count.get("gated") == 1)
         answers = await asyncio.gather(*(client.query("fast") for _ in range(20)))
-        flowing = time.monotonic() - started
-        assert answers == [42] * 20 and not slow.done()  # all answered while the slow ones were still running
+        assert answers == [42] * 20 and not held.done()  # all answered while the held one was still running
         with pytest.raises(ResourceTimeoutError):
             await slow
         with pytest.raises(ResourceTimeoutError):
             await slow_sync
-        assert flowing < 0.5 <= time.monotonic() - started  # the fast ones finished before the 0.5 s timeout
-        assert calls.count == {"slow": 1, "slow.sync": 1, "fast": 20}
+        assert time.monotonic() - started >= 0.5  # not before the slow resolver's own timeout
+        gate.set()
+        assert await held == "opened"
+        assert calls.count == {"gated": 1, "slow": 1, "slow.sync": 1, "fast": 20}
 
 
 async def test_the_concurrency_limit_queues_then_refuses_with_503() -> None:
