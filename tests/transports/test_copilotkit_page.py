@@ -26,7 +26,15 @@ import pytest
 
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn, tool_results, user_text
 from agui_engine.loops.llm_agent import LLMAgent
-from agui_engine.protocol.events import Event, RunAgentInput, TextMessageContentEvent
+from agui_engine.protocol.events import (
+    Event,
+    RunAgentInput,
+    RunErrorEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
 from agui_engine.transports.sse_server import start_sse_server
 from tests.helpers import chromium, require
 from tests.loopback_http import serving_handler
@@ -175,6 +183,83 @@ async def test_copilotkit_chat_streams_runs_a_frontend_tool_and_a_second_turn(
             assert await page.eval_on_selector_all("#handled li", "ls => ls.length") == 1  # the tool ran once
         except BaseException:
             shot = tmp_path / "copilotkit-page.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            print(f"copilotkit page screenshot: {shot}")
+            raise
+
+
+async def open_chat(browser: Any, page_url: str, query: str) -> Any:
+    page = await browser.new_page(viewport={"width": 1000, "height": 900})
+    page.errors = []
+    page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+    await page.goto(f"{page_url}/index.html?{query}")
+    await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
+    return page
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_reloaded_copilotkit_page_reconnects_to_its_thread(browser: Any, page_url: str, tmp_path: Path) -> None:
+    """CopilotKit's ``connect`` through the gateway: a page reloaded after a finished conversation
+    shows the thread's history again (the page's principal: a bearer token) without sending anything."""
+    agent = PausedAfterFirstDelta()
+    agent.resume.set()
+    async with await start_sse_server(agent, cors_origins=[page_url], auth_token={"tok-alice": "alice"}) as srv:
+        query = f"runtime={srv.url.rstrip('/')}&thread=t-reload&token=tok-alice"
+        page = await open_chat(browser, page_url, query)
+        try:
+            await send(page, "book a table for 4")
+            await page.wait_for_function(f"""() => ({ASSISTANT_TEXT_JS})().includes(
+                "Booked: confirmed for 4 guests.")""", timeout=DEADLINE_MS)
+            await page.wait_for_function(
+                "() => !document.querySelector('[data-copilot-running=\"true\"]')", timeout=DEADLINE_MS)
+            asked: list[str] = []
+            page.on("request", lambda r: asked.append(f"{r.method} {r.url}"))
+            await page.reload()
+            await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
+            assert await page.eval_on_selector_all("#handled li", "ls => ls.length") == 0  # a fresh page
+            # the history comes back through connect: both answers, nothing run again
+            await page.wait_for_function(f"""() => ({ASSISTANT_TEXT_JS})().includes(
+                "Booked: confirmed for 4 guests.")""", timeout=DEADLINE_MS)
+            await page.wait_for_function(f"() => ({ASSISTANT_TEXT_JS})().includes({FIRST_TEXT!r})", timeout=DEADLINE_MS)
+            assert await page.eval_on_selector_all("#handled li", "ls => ls.length") == 0  # the tool did not run again
+            assert f"POST {srv.url.rstrip('/')}/agent/default/connect" in asked  # CopilotKit's connect brought it
+            assert not any(a.endswith("/agent/default/run") for a in asked)  # and no run
+            assert await page.eval_on_selector_all("#errors li", "ls => ls.map(l => l.textContent)") == []
+            assert page.errors == []
+        except BaseException:
+            shot = tmp_path / "copilotkit-page-reload.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            print(f"copilotkit page screenshot: {shot}")
+            raise
+
+
+class FailingAgent:
+    """Streams a little text, then ends the run with RUN_ERROR."""
+
+    async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+        yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+        yield TextMessageStartEvent(message_id=f"{input.run_id}-m", role="assistant")
+        yield TextMessageContentEvent(message_id=f"{input.run_id}-m", delta="Trying the kitchen")
+        yield TextMessageEndEvent(message_id=f"{input.run_id}-m")
+        yield RunErrorEvent(message="the kitchen is closed", code="kitchen_closed")
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_run_error_reaches_the_copilotkit_page(browser: Any, page_url: str, tmp_path: Path) -> None:
+    async with await start_sse_server(FailingAgent(), cors_origins=[page_url]) as srv:
+        page = await open_chat(browser, page_url, f"runtime={srv.url.rstrip('/')}&thread=t-error")
+        try:
+            await send(page, "dinner?")
+            await page.wait_for_function(f"() => ({ASSISTANT_TEXT_JS})().includes('Trying the kitchen')",
+                                         timeout=DEADLINE_MS)
+            # CopilotKit reports the run's error (its onError) with the gateway's message
+            await page.wait_for_function("""() => [...document.querySelectorAll('#errors li')]
+                .some((l) => l.textContent.includes('the kitchen is closed'))""", timeout=DEADLINE_MS)
+            await page.wait_for_function(
+                "() => !document.querySelector('[data-copilot-running=\"true\"]')", timeout=DEADLINE_MS)
+            assert page.errors == []
+        except BaseException:
+            shot = tmp_path / "copilotkit-page-error.png"
             await page.screenshot(path=str(shot), full_page=True)
             print(f"copilotkit page screenshot: {shot}")
             raise

@@ -1,7 +1,8 @@
 // A CopilotKit v2 chat page (@copilotkit/react-core 1.74) whose runtimeUrl is an agui-engine
 // gateway itself: no Node runtime in between. The test opens it as
 //   index.html?runtime=<gateway url>&thread=<thread id>
-// The page registers one frontend tool with CopilotKit's hook; its handler writes what it ran into
+// (and &token=<bearer token>, sent as CopilotKit's headers). The page registers one frontend
+// tool with CopilotKit's hook; its handler writes what it ran into
 // #handled, and every error CopilotKit reports (provider or chat) is written into #errors.
 import React from "react";
 import { createRoot } from "react-dom/client";
@@ -11,6 +12,8 @@ import { z } from "zod";
 const params = new URLSearchParams(location.search);
 const runtimeUrl = params.get("runtime");
 const threadId = params.get("thread") || undefined;
+const token = params.get("token");
+const headers = token ? { Authorization: `Bearer ${token}` } : undefined;
 
 function report(id, text) {
   const li = document.createElement("li");
@@ -38,7 +41,7 @@ function Tools() {
 
 function App() {
   return (
-    <CopilotKitProvider runtimeUrl={runtimeUrl} onError={onError} showDevConsole={false} enableInspector={false}>
+    <CopilotKitProvider runtimeUrl={runtimeUrl} headers={headers} onError={onError} showDevConsole={false} enableInspector={false}>
       <Tools />
       <CopilotChat agentId="default" threadId={threadId} onError={onError} />
     </CopilotKitProvider>
