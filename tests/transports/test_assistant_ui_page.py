@@ -24,6 +24,7 @@ from tests.helpers import require
 from .test_copilotkit_page import (  # noqa: F401 (browser: a fixture)
     DEADLINE_MS,
     FIRST_TEXT,
+    FailingAgent,
     PausedAfterFirstDelta,
     browser,
     bundle_page,
@@ -86,6 +87,30 @@ async def test_assistant_ui_streams_runs_a_frontend_tool_and_a_second_turn(
             assert page_errors == []
         except BaseException:
             shot = tmp_path / "assistant-ui-page.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            print(f"assistant-ui page screenshot: {shot}")
+            raise
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_run_error_reaches_the_assistant_ui_page(browser: Any, aui_url: str, tmp_path: Path) -> None:  # noqa: F811
+    async with await start_sse_server(FailingAgent(), cors_origins=[aui_url]) as srv:
+        page = await browser.new_page(viewport={"width": 1000, "height": 900})
+        page_errors: list[str] = []
+        page.on("pageerror", lambda exc: page_errors.append(str(exc)))
+        try:
+            await page.goto(f"{aui_url}/index.html?agent={srv.url}&thread=t-aui-error")
+            await page.wait_for_selector("#composer", timeout=DEADLINE_MS)
+            await send(page, "dinner?")
+            await page.wait_for_function(f"() => ({ASSISTANT_TEXT_JS})().includes('Trying the kitchen')",
+                                         timeout=DEADLINE_MS)
+            # the runtime reports the run's error (its onError) with the gateway's message, and stops
+            await page.wait_for_function("""() => [...document.querySelectorAll('#errors li')]
+                .some((l) => l.textContent.includes('the kitchen is closed'))""", timeout=DEADLINE_MS)
+            await page.wait_for_function("() => !document.querySelector('#running')", timeout=DEADLINE_MS)
+            assert page_errors == []
+        except BaseException:
+            shot = tmp_path / "assistant-ui-page-error.png"
             await page.screenshot(path=str(shot), full_page=True)
             print(f"assistant-ui page screenshot: {shot}")
             raise
