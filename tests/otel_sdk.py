@@ -5,6 +5,7 @@ and picks its own trace out by trace id)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -20,6 +21,12 @@ _state: dict[str, Any] = {}
 def sdk() -> tuple[InMemorySpanExporter, InMemoryMetricReader]:
     """The process's exporter and metric reader (installed on first call)."""
     if not _state:
+        # The SDK reads OTEL_SDK_DISABLED once, when a provider is built, and then records nothing:
+        # say so instead of letting every test time out waiting for its spans.
+        disabled = os.environ.get("OTEL_SDK_DISABLED", "")
+        assert disabled.strip().lower() != "true", (
+            f"OTEL_SDK_DISABLED={disabled!r} in this test process: the OpenTelemetry SDK would record nothing "
+            "(a module that sets it at import, at collection, leaks it to every test of the process)")
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))

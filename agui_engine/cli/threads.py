@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the store serve keeps threads in: sqlite:PATH (default: {default_sqlite_path()}) or "
                              "postgresql://user@host/db")
     parser.add_argument("--principal", default=None, metavar="NAME",
-                        help="only this principal's threads (a name of the tokens file; '' for runs without one)")
-    parser.add_argument("--search", default=None, metavar="TEXT", help="list: only titles containing TEXT")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="list: at most N threads")
+                        help="only this principal's threads (a name of the tokens file; '' for runs without one; default: every principal's)")
+    parser.add_argument("--search", default=None, metavar="TEXT", help="list: only titles containing TEXT (default: every title)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="list: at most N threads (default: all)")
 
 
 def run(args: argparse.Namespace) -> int:

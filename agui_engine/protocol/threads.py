@@ -43,6 +43,7 @@ from .events import (
     TextPart,
     UserMessage,
 )
+from .pointer import escape_token
 
 __all__ = [
     "AUTO_TITLE_CHARS",
@@ -345,7 +346,7 @@ def _check_payload(interrupt: Interrupt, payload: Any) -> None:
     error = best_match(Draft202012Validator(schema).iter_errors(payload))
     if error is None:
         return
-    path = "/payload" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in error.absolute_path)
+    path = "/payload" + "".join("/" + escape_token(str(p)) for p in error.absolute_path)
     raise ResumeRejectedError(
         f"the payload answering interrupt {interrupt.id!r} does not match its responseSchema at {path}: {error.message}",
         code="invalid_resume_payload",

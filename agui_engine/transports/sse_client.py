@@ -91,17 +91,6 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _stream_client(timeout: httpx.Timeout) -> httpx.AsyncClient:
-    """The client a run's event stream is read with when the caller gave none: httpx's interface
-    on aiohttp's connection and C parser (``httpx_aiohttp``). httpx's own transport parses every
-    chunk of a streamed answer in pure Python (h11), and an AG-UI server writes each event as a
-    chunk: a proxy hop spent about a quarter of its CPU there (spec/benchmarks.md). One-shot
-    requests (queries, capabilities, history, cancel) keep httpx's transport: cheaper to create."""
-    from httpx_aiohttp import AiohttpTransport  # imports aiohttp: only when a run is read
-
-    return httpx.AsyncClient(transport=AiohttpTransport(verify=_ssl_context()), timeout=timeout)
-
-
 class _QueryAnswerDoc(msgspec.Struct):
     """A 200 query answer as a client reads it (only ``data`` matters)."""
 
@@ -364,7 +353,8 @@ class SSEAgent(RemoteClientBase):
 
     async def _open(self) -> _SSESession:
         return _SSESession(
-            self._client or _stream_client(httpx.Timeout(None, connect=self.connect_timeout))
+            self._client
+            or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context())
         )
 
     async def _close(self, session: _SSESession) -> None:

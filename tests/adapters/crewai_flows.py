@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false",
+# Not OTEL_SDK_DISABLED: process-global, it would silence every other test's SDK (tests/adapters/test_crewai.py).
+os.environ.update(CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false",
                   CREWAI_DISABLE_TRACKING="true", LITELLM_LOCAL_MODEL_COST_MAP="True")
 
 from typing import Any  # noqa: E402

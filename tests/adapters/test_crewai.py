@@ -8,9 +8,11 @@ from __future__ import annotations
 import os
 
 # CrewAI offline: no telemetry, no tracing, no cost-map download (set before crewai imports).
+# Not OTEL_SDK_DISABLED: this runs at collection, so it would turn off the OpenTelemetry SDK of every
+# test of the process (under xdist, of every worker) and of their subprocesses (tests/otel_sdk.py);
+# CREWAI_DISABLE_TELEMETRY alone is crewAI's telemetry opt-out.
 os.environ.update(
     CREWAI_DISABLE_TELEMETRY="true",
-    OTEL_SDK_DISABLED="true",
     CREWAI_TRACING_ENABLED="false",
     CREWAI_DISABLE_TRACKING="true",
     LITELLM_LOCAL_MODEL_COST_MAP="True",

@@ -86,7 +86,10 @@ async def test_serve_otel_exports_the_runs_trace_and_counters_over_otlp_http(tmp
     receiver = Receiver()
     await receiver.start()
     log = tmp_path / "serve.log"
-    env = {**os.environ, "AGUI_AUTH_TOKEN": "", "PYTHONPATH": str(ROOT),
+    # The server's SDK is configured by this test's OTEL_* alone: an inherited OTEL_SDK_DISABLED (the
+    # standard opt-out, which the SDK honours) would make it record nothing.
+    inherited = {k: v for k, v in os.environ.items() if k != "OTEL_SDK_DISABLED"}
+    env = {**inherited, "AGUI_AUTH_TOKEN": "", "PYTHONPATH": str(ROOT),
            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "agui-gateway-test",
            "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test", "OTEL_BSP_SCHEDULE_DELAY": "200"}
     with log.open("wb") as err:
