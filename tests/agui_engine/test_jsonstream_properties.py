@@ -300,7 +300,11 @@ class _Writer:
 def formatted(draw: st.DrawFn) -> tuple[str, dict[str, list[Any]], list[tuple[int, int, str]]]:
     """Any node in any formatting: (text, versions of each pointer, restarts as
     ``(start, end, pointer)`` in characters)."""
-    writer = _Writer(draw(st.randoms(use_true_random=False)))
+    # The formatting's coin flips (one or more per character) come from a Random seeded by one
+    # draw: as Hypothesis draws they made thousands of choices per example, most of the test's
+    # time, so that under CI load the 60 s per-test timeout struck mid-draw (reported as
+    # FlakyStrategyDefinition). The node still shrinks; the formatting replays from its seed.
+    writer = _Writer(draw(st.randoms(use_true_random=True)))
     writer.ws()
     writer.value(draw(NODES), "")
     writer.ws()
