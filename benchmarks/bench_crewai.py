@@ -43,7 +43,8 @@ from typing import Any
 
 import pytest
 
-os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true", CREWAI_TRACING_ENABLED="false",
+# not OTEL_SDK_DISABLED: set at collection, it would silence every other test's OpenTelemetry SDK
+os.environ.update(CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false",
                   CREWAI_DISABLE_TRACKING="true", LITELLM_LOCAL_MODEL_COST_MAP="True")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ helpers when run as a script

@@ -95,10 +95,11 @@ SCHEMES: Final[dict[str, Scheme]] = {
 
 #: What a ``crewai:`` spec sets in the environment unless it is set (before crewai is
 #: imported): no telemetry, no tracing prompt or upload, litellm's bundled model cost map
-#: instead of a download -- a served crew reaches only the model it is given.
+#: instead of a download -- a served crew reaches only the model it is given. Not
+#: ``OTEL_SDK_DISABLED``: crewai's own switch is enough, and that one would turn off the
+#: OpenTelemetry SDK of the whole process (``serve --otel`` would record nothing).
 CREWAI_OFFLINE_ENV: Final = {
     "CREWAI_DISABLE_TELEMETRY": "true",
-    "OTEL_SDK_DISABLED": "true",
     "CREWAI_TRACING_ENABLED": "false",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
 }

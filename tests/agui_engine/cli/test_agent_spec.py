@@ -76,4 +76,5 @@ def test_a_crewai_spec_sets_the_offline_switches_the_environment_does_not_set(mo
         agent_from_spec("crewai:no_such_crew_module:crew")
     assert os.environ["CREWAI_TRACING_ENABLED"] == "true"
     assert {n: os.environ[n] for n in CREWAI_OFFLINE_ENV if n != "CREWAI_TRACING_ENABLED"} == {
-        "CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        "CREWAI_DISABLE_TELEMETRY": "true", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    assert "OTEL_SDK_DISABLED" not in CREWAI_OFFLINE_ENV  # process-wide: it would silence serve --otel
