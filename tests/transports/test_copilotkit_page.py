@@ -36,7 +36,7 @@ from agui_engine.protocol.events import (
     TextMessageStartEvent,
 )
 from agui_engine.transports.sse_server import start_sse_server
-from tests.helpers import chromium, require
+from tests.helpers import chromium, require, screenshot_on_failure
 from tests.loopback_http import serving_handler
 
 PAGE = Path(__file__).resolve().parents[1] / "js" / "copilotkit-page"
@@ -158,7 +158,7 @@ async def test_copilotkit_chat_streams_runs_a_frontend_tool_and_a_second_turn(
         page = await browser.new_page(viewport={"width": 1000, "height": 900})
         page_errors: list[str] = []
         page.on("pageerror", lambda exc: page_errors.append(str(exc)))
-        try:
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page.png"):
             await page.goto(f"{page_url}/index.html?runtime={srv.url.rstrip('/')}&thread=t-page")
             await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
             await send(page, "book a table for 4")
@@ -181,11 +181,6 @@ async def test_copilotkit_chat_streams_runs_a_frontend_tool_and_a_second_turn(
             assert await page.query_selector("[data-testid='copilot-error-banner']") is None
             assert page_errors == []
             assert await page.eval_on_selector_all("#handled li", "ls => ls.length") == 1  # the tool ran once
-        except BaseException:
-            shot = tmp_path / "copilotkit-page.png"
-            await page.screenshot(path=str(shot), full_page=True)
-            print(f"copilotkit page screenshot: {shot}")
-            raise
 
 
 async def open_chat(browser: Any, page_url: str, query: str) -> Any:
@@ -206,7 +201,7 @@ async def test_a_reloaded_copilotkit_page_reconnects_to_its_thread(browser: Any,
     async with await start_sse_server(agent, cors_origins=[page_url], auth_token={"tok-alice": "alice"}) as srv:
         query = f"runtime={srv.url.rstrip('/')}&thread=t-reload&token=tok-alice"
         page = await open_chat(browser, page_url, query)
-        try:
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-reload.png"):
             await send(page, "book a table for 4")
             await page.wait_for_function(f"""() => ({ASSISTANT_TEXT_JS})().includes(
                 "Booked: confirmed for 4 guests.")""", timeout=DEADLINE_MS)
@@ -226,11 +221,6 @@ async def test_a_reloaded_copilotkit_page_reconnects_to_its_thread(browser: Any,
             assert not any(a.endswith("/agent/default/run") for a in asked)  # and no run
             assert await page.eval_on_selector_all("#errors li", "ls => ls.map(l => l.textContent)") == []
             assert page.errors == []
-        except BaseException:
-            shot = tmp_path / "copilotkit-page-reload.png"
-            await page.screenshot(path=str(shot), full_page=True)
-            print(f"copilotkit page screenshot: {shot}")
-            raise
 
 
 class FailingAgent:
@@ -248,7 +238,7 @@ class FailingAgent:
 async def test_a_run_error_reaches_the_copilotkit_page(browser: Any, page_url: str, tmp_path: Path) -> None:
     async with await start_sse_server(FailingAgent(), cors_origins=[page_url]) as srv:
         page = await open_chat(browser, page_url, f"runtime={srv.url.rstrip('/')}&thread=t-error")
-        try:
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-error.png"):
             await send(page, "dinner?")
             await page.wait_for_function(f"() => ({ASSISTANT_TEXT_JS})().includes('Trying the kitchen')",
                                          timeout=DEADLINE_MS)
@@ -258,8 +248,3 @@ async def test_a_run_error_reaches_the_copilotkit_page(browser: Any, page_url: s
             await page.wait_for_function(
                 "() => !document.querySelector('[data-copilot-running=\"true\"]')", timeout=DEADLINE_MS)
             assert page.errors == []
-        except BaseException:
-            shot = tmp_path / "copilotkit-page-error.png"
-            await page.screenshot(path=str(shot), full_page=True)
-            print(f"copilotkit page screenshot: {shot}")
-            raise
