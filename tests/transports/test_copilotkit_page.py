@@ -290,6 +290,8 @@ async def open_chat(browser: Any, page_url: str, query: str) -> Any:
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
     page.warnings = []  # what CopilotKit logs when it cannot apply an event (a surface patched twice, ...)
     page.on("console", lambda m: page.warnings.append(m.text) if m.type in ("warning", "error") else None)
+    page.asked = []  # "METHOD URL" of every request the page makes
+    page.on("request", lambda r: page.asked.append(f"{r.method} {r.url}"))
     await page.goto(f"{page_url}/index.html?{query}")
     await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
     return page
@@ -521,3 +523,26 @@ async def test_copilotkit_draws_the_mcp_apps_dice_app_and_it_calls_back(
                 await no_error(page)
     finally:
         await mcp_connections().aclose()
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_copilotkit_page_with_use_single_endpoint_talks_to_the_gateway(
+    browser: Any, page_url: str, tmp_path: Path
+) -> None:
+    """``useSingleEndpoint``: the page sends every call as an envelope POSTed to ``runtimeUrl`` (the
+    gateway's agent path) and the chat works as over the REST routes: text, the frontend tool's
+    round trip, no error."""
+    agent = PausedAfterFirstDelta()
+    agent.resume.set()
+    async with await start_sse_server(agent, cors_origins=[page_url]) as srv:
+        endpoint = srv.url.rstrip("/")
+        page = await open_chat(browser, page_url, f"runtime={endpoint}&thread=t-single&single=1")
+        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-single"):
+            await send(page, "book a table for 4")
+            await shows(page, "Booked: confirmed for 4 guests.")
+            await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
+            assert await page.eval_on_selector_all("#handled li", "ls => ls.map(l => l.textContent)") == [
+                "confirmed for 4 guests"]
+            await no_error(page)
+            posts = [a for a in page.asked if a.split()[1].startswith(endpoint) and not a.startswith("OPTIONS ")]
+            assert posts and set(posts) <= {f"POST {endpoint}", f"POST {endpoint}/"}  # envelopes only
