@@ -265,3 +265,68 @@ async def test_the_thread_api_over_websocket(tmp_path: Path) -> None:
         await ws.close()
         await sse.close()
         await store.aclose()
+
+
+async def test_the_thread_api_over_stdio(tmp_path: Path) -> None:
+    """``agui-engine serve --transport stdio`` with a SQLite store: each run and each thread
+    message is a process of its own, and the store carries the threads across them -- StdioAgent
+    lists, reads back (``Thread.restore``), renames and deletes them; an unknown thread is 404."""
+    import sys
+
+    from agui_engine.transports.stdio_client import StdioAgent
+
+    db = tmp_path / "stdio.sqlite3"
+    agent = StdioAgent([sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio", "--store", f"sqlite:{db}"])
+    live = Thread(agent, thread_id="s1")
+    await live.send("Plan a trip to Kyoto")
+    await live.send("and in winter?")
+    await Thread(agent, thread_id="s2").send("What is a monad?")
+    page = await agent.list_threads()
+    assert [(t.thread_id, t.title, t.runs) for t in page.threads] == [
+        ("s2", "What is a monad?", 1), ("s1", "Plan a trip to Kyoto", 2)]
+    assert [t.thread_id for t in (await agent.list_threads(search="KYOTO")).threads] == ["s1"]
+    restored = await Thread.restore(agent, "s1")
+    assert (restored.messages, restored.state) == (live.messages, live.state)
+    assert [r.run_id for r in restored.accumulator.runs] == [r.run_id for r in live.accumulator.runs]
+    first = live.accumulator.runs[0].run_id
+    assert len((await Thread.restore(agent, "s1", run_id=first)).messages) == 2  # the branch ending at run 1
+    assert await agent.rename_thread("s1", " Kyoto  trip ") == "Kyoto trip"
+    await agent.delete_thread("s2")
+    assert [(t.thread_id, t.title) for t in (await agent.list_threads()).threads] == [("s1", "Kyoto trip")]
+    for call in (agent.history("s2"), agent.delete_thread("nope"), agent.history("s1", run_id="not-a-run")):
+        with pytest.raises(AguiEngineError) as info:
+            await call
+        assert info.value.code == "unknown_thread", info.value
+    with pytest.raises(AguiEngineError) as info:
+        await agent.list_threads(limit=0)
+    assert info.value.code == "bad_thread_request" and "limit" in str(info.value)
+
+
+async def test_a_thread_is_read_back_over_websocket(tmp_path: Path) -> None:
+    """The ``get`` of the ``threads`` message: ``Thread.restore`` over ``WebSocketAgent`` equals
+    the live thread (run over SSE), a branch by ``runId``, another principal's read 404."""
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
+
+    store = await open_thread_store(f"sqlite:{tmp_path / 't.sqlite3'}")
+    registry = RunRegistry(EchoAgent(), threads=store)
+    sse = await start_sse_server(registry=registry, auth_token=TOKENS)
+    ws = await start_websocket_server(registry=registry, auth_token=TOKENS)
+    try:
+        live = Thread(SSEAgent(sse.url, headers=ALICE), thread_id="g1")
+        await live.send("first")
+        await live.send("second")
+        alice = WebSocketAgent(ws.url, headers=ALICE)
+        restored = await Thread.restore(alice, "g1")
+        assert (restored.messages, restored.state) == (live.messages, live.state)
+        one = await Thread.restore(alice, "g1", run_id=live.accumulator.runs[0].run_id)
+        assert one.messages == live.messages[:2]
+        await restored.send("third, over the socket")  # continues the branch it was restored from
+        assert len((await Thread.restore(SSEAgent(sse.url, headers=ALICE), "g1")).accumulator.runs) == 3
+        with pytest.raises(AguiEngineError) as info:
+            await WebSocketAgent(ws.url, headers=BOB).history("g1")
+        assert info.value.code == "unknown_thread"
+    finally:
+        await ws.close()
+        await sse.close()
+        await store.aclose()
