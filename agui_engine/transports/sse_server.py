@@ -5,7 +5,8 @@ Theory of operation
 Server: :func:`create_app` builds an aiohttp application around a
 :class:`~transports.runs.RunRegistry`. Routes (``<path>`` defaults to ``/``)::
 
-    POST    <path>               start a run (or resume it, with Last-Event-ID)
+    POST    <path>               start a run (or resume it, with Last-Event-ID); a CopilotKit
+                                 single-endpoint envelope {method, params, body} (runtime_routes)
     GET     <path>/runs/<runId>  subscribe to a run (EventSource-style resume)
     DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
     POST    <path>/data/query    a component's data: {resourceId, params} -> {resourceId, data}
@@ -97,7 +98,14 @@ from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .registry_options import RegistryOptions
 from .runs import RunRegistry
-from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
+from .runtime_routes import (
+    DEFAULT_AGENT_ID,
+    RUNTIME_ROUTES_KEY,
+    RuntimeAgentRoutes,
+    SingleRouteHandler,
+    add_runtime_routes,
+    single_route_call,
+)
 from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions, DataOptions, merge_options
@@ -192,8 +200,17 @@ async def _body_chunks(request: web.Request) -> AsyncIterator[bytes]:
         ) from None
 
 
-def _request(request: web.Request) -> GatewayRequest:
-    """An aiohttp request as the gateway reads it."""
+async def _given_body(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def _request(request: web.Request, body: bytes | None = None) -> GatewayRequest:
+    """An aiohttp request as the gateway reads it (its body ``body`` when that was read already)."""
+    if body is not None:
+        return GatewayRequest(
+            request.method, request.path, request.headers, request.query, content_length=len(body),
+            peer=peer_address(request.transport), chunks=lambda: _given_body(body),
+        )
     return GatewayRequest(
         request.method, request.path, request.headers, request.query, content_length=request.content_length,
         peer=peer_address(request.transport), chunks=lambda: _body_chunks(request),
@@ -208,6 +225,8 @@ class _Gateway:
         self.core = core
         self.registry = core.registry
         self.files = files
+        #: CopilotKit's single-endpoint dispatcher (runtime_routes), for envelopes POSTed to the path.
+        self.single: SingleRouteHandler | None = None
 
     async def frontend_file(self, subpath: str, request: web.Request) -> web.StreamResponse:
         answer = self.files.answer(subpath, request.headers.get("If-None-Match"))
@@ -222,8 +241,20 @@ class _Gateway:
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         return _answer(self.core.preflight(request.headers.get("Origin")))
 
-    async def post(self, request: web.Request) -> web.StreamResponse:
-        return await self._reply(request, await self.core.post(_request(request)))
+    async def post(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        """A run; or, at a path that is also CopilotKit's single endpoint, an envelope
+        ``{method, params, body}`` (runtime_routes.single_route_call) handed to its dispatcher."""
+        if body is None and self.single is not None:
+            req = _request(request)
+            try:
+                self.core.principal(req)  # 401 before the body is read, as a run answers
+                body = await self.core.read_body(req)
+                call = single_route_call(body)
+            except AguiEngineError as exc:
+                return _error_response(exc, self.core.metrics)
+            if call is not None:
+                return await self.single(request, call)
+        return await self._reply(request, await self.core.post(_request(request, body)))
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         return await self._reply(request, await self.core.get(_request(request), request.match_info["run_id"]))
@@ -243,11 +274,15 @@ class _Gateway:
     async def thread_patch(self, request: web.Request) -> web.StreamResponse:
         return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
 
-    async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
-        return await self._reply(request, await self.core.runtime_connect(_request(request)))
+    async def runtime_connect(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        return await self._reply(request, await self.core.runtime_connect(_request(request, body)))
 
-    async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
-        return _answer(await self.core.runtime_stop(_request(request), thread_id))
+    async def runtime_stop(self, request: web.Request, thread_id: str, body: bytes | None = None) -> web.StreamResponse:
+        return _answer(await self.core.runtime_stop(_request(request, body), thread_id))
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The request's body as the gateway reads a run's (content type, size, time: its errors)."""
+        return await self.core.read_body(_request(request))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         # While its resolver works the connection is not "idle" (IdleConnectionGate), as
@@ -481,12 +516,13 @@ def create_app(
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
     routes = RuntimeAgentRoutes(
-        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
+        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token, read_body=gw.read_body,
         capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
         preflight=gw.preflight if cors_origins else None, cors_headers=gw.on_prepare if cors_origins else None,
     )
     app[RUNTIME_ROUTES_KEY] = routes
-    add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
+    # the agent's path is also CopilotKit's single endpoint: gw.post hands envelopes to this dispatcher
+    gw.single = add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
