@@ -233,8 +233,11 @@ async def copilot_runtime(agents: Mapping[str, str], log: Path) -> AsyncIterator
                         return match
                 return None
 
-            match = await asyncio.wait_for(ready(proc.stdout), RUNTIME_START_SECONDS)
-            assert match, f"the node runtime did not start; see {log}"
+            try:
+                match = await asyncio.wait_for(ready(proc.stdout), RUNTIME_START_SECONDS)
+            except TimeoutError:
+                match = None
+            assert match, f"the node runtime did not listen within {RUNTIME_START_SECONDS} s; see {log}"
 
             async def drain(stream: asyncio.StreamReader) -> None:
                 while await stream.readline():
