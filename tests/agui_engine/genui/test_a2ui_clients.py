@@ -38,8 +38,8 @@ def run_input(run_id: str) -> RunAgentInput:
 
 @pytest.mark.parametrize(("run_id", "assistant_ui"), [
     ("F3wXrCN", True), ("0000000", True), ("zzzzzzz", True),  # @assistant-ui/core's generateId
-    (str(uuid.uuid4()), False),  # @ag-ui/client, CopilotKit
-    (uuid.uuid4().hex, False),  # this engine's own clients
+    ("3b241101-e2bb-4255-8caf-4136c566a962", False),  # @ag-ui/client, CopilotKit: UUIDs
+    ("3b241101e2bb42558caf4136c566a962", False),  # this engine's own clients: 32 hex digits
     ("F3wXrC", False), ("F3wXrCNN", False), ("F3w-rCN", False), ("r", False),
 ])
 def test_assistant_uis_runs_are_told_apart_by_their_run_id(run_id: str, assistant_ui: bool) -> None:
