@@ -58,7 +58,7 @@ from agui_engine.protocol.events import (
     ToolCallStartEvent,
 )
 from agui_engine.transports.sse_server import start_sse_server
-from tests.helpers import chromium, require
+from tests.helpers import chromium, require, screenshot_on_failure
 from tests.loopback_http import serving_handler
 
 PAGE = Path(__file__).resolve().parents[1] / "js" / "copilotkit-page"
@@ -290,20 +290,11 @@ async def open_chat(browser: Any, page_url: str, query: str) -> Any:
     page.on("pageerror", lambda exc: page.errors.append(str(exc)))
     page.warnings = []  # what CopilotKit logs when it cannot apply an event (a surface patched twice, ...)
     page.on("console", lambda m: page.warnings.append(m.text) if m.type in ("warning", "error") else None)
+    page.asked = []  # "METHOD URL" of every request the page makes
+    page.on("request", lambda r: page.asked.append(f"{r.method} {r.url}"))
     await page.goto(f"{page_url}/index.html?{query}")
     await page.wait_for_selector("[data-testid='copilot-chat-textarea']", timeout=DEADLINE_MS)
     return page
-
-
-@asynccontextmanager
-async def screenshot_on_failure(page: Any, tmp_path: Path, name: str) -> AsyncIterator[None]:
-    try:
-        yield
-    except BaseException:
-        shot = tmp_path / f"{name}.png"
-        await page.screenshot(path=str(shot), full_page=True)
-        print(f"copilotkit page screenshot: {shot}")
-        raise
 
 
 async def shows(page: Any, text: str) -> None:
@@ -331,7 +322,7 @@ async def test_copilotkit_chat_streams_runs_a_frontend_tool_and_a_second_turn(
     async with await start_sse_server(agent, cors_origins=[page_url]) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-page")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page.png"):
             await send(page, "book a table for 4")
             await shown_mid_run(page, agent, ASSISTANT_TEXT_JS)  # streaming: text shown mid-run
             # the frontend tool's handler ran in the page and its result continued the run
@@ -361,7 +352,7 @@ async def test_a_reloaded_copilotkit_page_reconnects_to_its_thread(
     async with await start_sse_server(agent, cors_origins=[page_url], auth_token={"tok-alice": "alice"}) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-reload&token=tok-alice")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-reload"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-reload.png"):
             await send(page, "book a table for 4")
             await shows(page, "Booked: confirmed for 4 guests.")
             await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
@@ -395,7 +386,7 @@ async def test_a_run_error_reaches_the_copilotkit_page(browser: Any, page_url: s
     async with await start_sse_server(FailingAgent(), cors_origins=[page_url]) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-error")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-error"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-error.png"):
             await send(page, "dinner?")
             await shows(page, "Trying the kitchen")
             # CopilotKit reports the run's error (its onError) with the gateway's message
@@ -418,7 +409,7 @@ async def test_a_copilotkit_tool_renderer_sees_the_arguments_grow(
     async with await start_sse_server(agent, cors_origins=[page_url]) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-weather")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-weather"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-weather.png"):
             await send(page, "What's the weather in Tokyo?")
             partial = await page.wait_for_function("""() => [...document.querySelectorAll('#weather li')]
                 .map((l) => l.textContent).find((t) => t.includes('"Tokyo"'))""", timeout=DEADLINE_MS)
@@ -459,7 +450,7 @@ async def test_copilotkit_shares_state_with_the_agent(browser: Any, page_url: st
     async with await start_sse_server(SharedStateAgent(), cors_origins=[page_url]) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-state")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-state"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-state.png"):
             state_js = "() => JSON.parse(document.querySelector('#state').textContent)"
             await send(page, "a table by the window")
             await page.wait_for_function(f"() => ({state_js})()?.items?.length === 1", timeout=DEADLINE_MS)
@@ -486,7 +477,7 @@ async def test_copilotkit_draws_the_a2ui_booking_surface_and_its_action_complete
     async with await start_sse_server(demo_agent(a2ui=True), cors_origins=[page_url]) as srv, \
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-a2ui")
-        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-a2ui"):
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-a2ui.png"):
             await send(page, "Book a table for 4")
             book = page.get_by_role("button", name="Book the table")
             await book.wait_for(timeout=DEADLINE_MS)
@@ -513,7 +504,7 @@ async def test_copilotkit_draws_the_mcp_apps_dice_app_and_it_calls_back(
         async with await start_sse_server(demo_agent(mcp=True), cors_origins=[page_url]) as srv, \
                 runtime_url(mode, srv.url, tmp_path) as runtime:
             page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-mcp")
-            async with screenshot_on_failure(page, tmp_path, "copilotkit-page-mcp"):
+            async with screenshot_on_failure(page, tmp_path / "copilotkit-page-mcp.png"):
                 await send(page, "Roll dice with 20 sides")
                 app = page.frame_locator("iframe").frame_locator("iframe")  # the app inside the sandbox proxy
                 detail = app.locator("#detail")
@@ -532,3 +523,26 @@ async def test_copilotkit_draws_the_mcp_apps_dice_app_and_it_calls_back(
                 await no_error(page)
     finally:
         await mcp_connections().aclose()
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_copilotkit_page_with_use_single_endpoint_talks_to_the_gateway(
+    browser: Any, page_url: str, tmp_path: Path
+) -> None:
+    """``useSingleEndpoint``: the page sends every call as an envelope POSTed to ``runtimeUrl`` (the
+    gateway's agent path) and the chat works as over the REST routes: text, the frontend tool's
+    round trip, no error."""
+    agent = PausedAfterFirstDelta()
+    agent.resume.set()
+    async with await start_sse_server(agent, cors_origins=[page_url]) as srv:
+        endpoint = srv.url.rstrip("/")
+        page = await open_chat(browser, page_url, f"runtime={endpoint}&thread=t-single&single=1")
+        async with screenshot_on_failure(page, tmp_path, "copilotkit-page-single"):
+            await send(page, "book a table for 4")
+            await shows(page, "Booked: confirmed for 4 guests.")
+            await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
+            assert await page.eval_on_selector_all("#handled li", "ls => ls.map(l => l.textContent)") == [
+                "confirmed for 4 guests"]
+            await no_error(page)
+            posts = [a for a in page.asked if a.split()[1].startswith(endpoint) and not a.startswith("OPTIONS ")]
+            assert posts and set(posts) <= {f"POST {endpoint}", f"POST {endpoint}/"}  # envelopes only
