@@ -17,7 +17,10 @@ client (``SSEAgent``, ``WebSocketAgent``, ``StdioAgent``), or any object with
    entries in ``input.tools``; every other client tool passes unchanged. An
    invalid client component or interactable raises
    :class:`~agui_engine.protocol.errors.RemoteInputError` before any event (a transport
-   answers 4xx), as ``LLMAgent`` does.
+   answers 4xx), as ``LLMAgent`` does. The tools of ``mcp_servers`` are added as client
+   tools with their servers' own schemas; the loop runs them (:meth:`AgentLoop._rounds`), and
+   those with an MCP app are tracked like the loop's own tools so their calls' apps are announced
+   at ``TOOL_CALL_START`` and get their input as it streams (``spec/mcp.md``).
 2. **Events out.** Every event of the inner agent goes through one small state
    machine, :class:`_Run` (phase: before ``RUN_STARTED`` / running / ended; the
    open entities are the :class:`~agui_engine.protocol.verify.Verifier`'s own): chunk
@@ -109,12 +112,14 @@ from typing import Any, Final, Protocol, cast
 import msgspec
 
 from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
+from ..genui.a2ui_clients import A2UISnapshots, a2ui_snapshots_option
 from ..genui.components import Component, ServerTool, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool
 from ..jsonstream import MAX_BYTES
+from ..llm import LLMTool
 from ..protocol.accumulator import Accumulator
 from ..protocol.agent import Agent, AgentFunction, agent_capabilities, as_agent
 from ..protocol.capabilities import AgentCapabilities, ToolsCapabilities, merge_capabilities
@@ -260,7 +265,7 @@ class AgentLoop:
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
-        a2ui_snapshots: bool = False,
+        a2ui_snapshots: A2UISnapshots = "auto",
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
@@ -273,8 +278,9 @@ class AgentLoop:
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "AgentLoop")
         #: A2UI progress as whole ``ACTIVITY_SNAPSHOT`` events instead of deltas (``a2ui_snapshots=True``):
-        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component.
-        self.a2ui_snapshots = bool(a2ui_snapshots)
+        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component;
+        #: ``"auto"`` (the default): for the runs of such a client (``genui/a2ui_clients.py``).
+        self.a2ui_snapshots = a2ui_snapshots_option(a2ui_snapshots, "AgentLoop")
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -338,6 +344,14 @@ class AgentLoop:
             return inner
         return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
 
+    @property
+    def verifies_output(self) -> bool:
+        """Whether every event :meth:`run` yields has been accepted by the run's Verifier (the
+        loop's own, built on the run's input): true without ``a2ui``, whose surface events are
+        added after the loop's stream. A gateway in front of the loop then verifies nothing
+        again (``transports.agent_host.AgentHost.verifies``)."""
+        return self.a2ui is None
+
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
@@ -358,7 +372,8 @@ class AgentLoop:
                      *(Tool(name=t.name, description=t.description, parameters=t.parameters) for t in remote.values())]
             inner_input = msgspec.structs.replace(inner_input, tools=tools)
         stream: AsyncIterator[Any] = self._rounds(inner_input, remote) if remote else self.agent.run(inner_input)
-        state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
+        state = _Run(input, {**plan.specs, **_app_specs(remote)}, self.id_factory, self.on_repair,
+                     self.append_strings)
         received = False
         continues, passing = state.verifier.continues, state.passing
         try:
@@ -440,6 +455,19 @@ class AgentLoop:
                 return
             inner = msgspec.structs.replace(first, run_id=self.id_factory(), parent_run_id=first.run_id,
                                             messages=conversation.messages_as_structs(), state=conversation.state)
+
+
+def _app_specs(remote: Mapping[str, ServerTool]) -> dict[str, ToolSpec]:
+    """The loop's own tools whose MCP app is known before they run, as the run's
+    :class:`~agui_engine.loops.tool_calls.ToolCallTransformer` tracks them: each call is announced at
+    its ``TOOL_CALL_START`` and its arguments' operations stream to the app as the inner agent sends
+    them, from the call's one parse (:class:`~agui_engine.loops.tool_calls.ToolCallRequest`, the
+    code ``LLMAgent`` runs; spec/mcp.md "Tool input while the model types"). No null policy: the
+    inner agent was offered the server's own schema (not the strict form), so a ``null`` it sends
+    is meant and stays."""
+    return {name: ToolSpec(llm_tool=LLMTool(name=name, description=tool.description, parameters=tool.parameters),
+                           app=tool.app)
+            for name, tool in remote.items() if tool.app is not None}
 
 
 def _unanswered_calls(
