@@ -57,7 +57,7 @@ from .tool_runner import STANDARD_TOOL_RUNNER
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["PRODUCER_YIELD_EVERY", "RunProducer"]
+__all__ = ["PRODUCER_YIELD_EVERY", "RECORD_REUSE_MIN_BYTES", "RunProducer"]
 
 _log = logging.getLogger("agui_engine.transports")
 
@@ -70,10 +70,10 @@ _TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: rare enough not to split the bursts a real model stream delivers.
 PRODUCER_YIELD_EVERY = 256
 
-# An event encoded in more bytes than this is written into its run's history record with the
-# encoding already made (a snapshot, a component's props), not encoded again; smaller ones
-# cost less to encode again than to remember.
-_REUSED_ENCODING_BYTES = 256
+#: An event encoded in more bytes than this is written into its run's history record with the
+#: encoding already made (a snapshot, a component's props), not encoded again; smaller ones
+#: cost less to encode again than to remember.
+RECORD_REUSE_MIN_BYTES = 256
 
 
 
@@ -196,7 +196,7 @@ class RunProducer:
                         if recorded > max_bytes or recorded_events > max_events:
                             recorder.overflow()  # longer than its log holds: kept trimmed, the fold let go
                         recorder.feed(ev)
-                        if size > _REUSED_ENCODING_BYTES:
+                        if size > RECORD_REUSE_MIN_BYTES:
                             recorder.encoded(ev, payload)
                     if cls in _TERMINALS and threads is not None:
                         # A durable store writes with IO: keep the record before the terminal event
