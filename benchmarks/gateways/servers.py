@@ -99,12 +99,14 @@ async def serve_asgi(app: Any) -> None:
 
 async def engine() -> None:
     from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
-    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000))
     # one load generator address opens up to 1,000 streams at once: the per-address idle cap
     # would refuse that burst by design (not what this measures; the global cap stays on)
-    server = await start_sse_server(app=app, max_idle_per_ip=0)
+    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000),
+                     connection=ConnectionOptions(max_idle_per_ip=0))
+    server = await start_sse_server(app=app)
     print("PORT", server.url.rstrip("/").rpartition(":")[2], flush=True)
     await asyncio.Event().wait()
 
