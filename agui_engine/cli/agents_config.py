@@ -7,6 +7,7 @@ The file has one table per agent under ``agents``; the table's name is the agent
     path = "/weather"            # default: /<id>
     description = "Weather"      # listed by /info
     a2ui = true                  # as --a2ui (the embedded agent only); ui_spec = true as --ui-spec
+    a2ui_snapshots = "auto"      # as --a2ui-snapshots: true, false or "auto" (default)
     mcp = ["http://127.0.0.1:9000/mcp"]          # as --mcp (repeatable there)
     mcp_header_env = ["Authorization=MCP_TOKEN"] # as --mcp-header-env
     principals = ["alice"]       # only these principals of --auth-tokens-file may use it
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
+from agui_engine.genui.a2ui_clients import A2UISnapshots
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.agents_app import AGENT_ID_PATTERN
 
@@ -45,6 +47,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     path: str | None = None
     description: str = ""
     a2ui: bool = False
+    a2ui_snapshots: A2UISnapshots = "auto"
     ui_spec: bool = False
     mcp: tuple[str, ...] = ()
     mcp_header_env: tuple[str, ...] = ()
@@ -53,7 +56,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 #: The keys an agent's table may have, and the type each takes.
 AGENT_KEYS: Final[Mapping[str, type]] = {
-    "a2ui": bool, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
+    "a2ui": bool, "a2ui_snapshots": object, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
     "spec": str, "ui_spec": bool,
 }
 _TYPE_NAMES: Final = {bool: "true or false", str: "a string", list: "a list of strings"}
@@ -70,7 +73,11 @@ def _agent(where: str, agent_id: str, table: Any) -> AgentConfig:
         kind: type | None = AGENT_KEYS.get(key)
         if kind is None:
             raise UsageError(f"{at} key {key!r}: unknown; the keys are {', '.join(sorted(AGENT_KEYS))}")
-        if isinstance(value, list):
+        if key == "a2ui_snapshots":
+            if value is not True and value is not False and value != "auto":
+                raise UsageError(f"{at} key {key!r}: must be true, false or \"auto\"")
+            values[key] = value
+        elif isinstance(value, list):
             if kind is not list or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"{at} key {key!r}: must be {_TYPE_NAMES[kind]}")
             values[key] = tuple(value)
@@ -79,6 +86,8 @@ def _agent(where: str, agent_id: str, table: Any) -> AgentConfig:
         else:
             raise UsageError(f"{at} key {key!r}: must be {_TYPE_NAMES[kind]}")
     config = AgentConfig(id=agent_id, **values)
+    if "a2ui_snapshots" in values and not config.a2ui:
+        raise UsageError(f"{at} key 'a2ui_snapshots': changes how a2ui's surfaces stream: add a2ui = true")
     if (config.a2ui or config.ui_spec) and config.spec.strip() not in ("", "embedded"):
         flag = "a2ui" if config.a2ui else "ui_spec"
         raise UsageError(f"{at} key {flag!r}: offered to the embedded agent only; drop it or write spec = \"embedded\"")

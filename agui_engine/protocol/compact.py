@@ -80,7 +80,7 @@ from .events import (
     UnknownEvent,
 )
 
-__all__ = ["compact_events"]
+__all__ = ["Compactor", "compact_events"]
 
 
 class _Stream:
@@ -202,59 +202,102 @@ def compact_events(events: Iterable[Event]) -> list[Event]:
     Raises :class:`~agui_engine.protocol.errors.UsageError` when an item is not an event
     (an :class:`~agui_engine.protocol.events.UnknownEvent` is one: it passes through).
     """
-    out: list[Any] = []
-    lanes: tuple[dict[str, _Stream], dict[str, _Stream]] = ({}, {})
-    texts, tools = lanes
-    window: list[Any] = []
-    role_of = _ROLE.get
-    items: Iterable[Any] = events  # dispatched on the role table, not on the union's narrowing
-    for index, event in enumerate(items):
-        role = role_of(type(event))
+    compactor = Compactor()
+    feed = compactor.feed
+    for event in events:
+        feed(event)
+    return compactor.close()
+
+
+class Compactor:
+    """:func:`compact_events` fed one event at a time, as a stream arrives (feed-style: the
+    gateway folds a run while it streams, so keeping it costs no second pass). ``feed`` each
+    event, then ``close()`` once for the compacted list (the same as ``compact_events`` of
+    every event fed). ``moved``: whether compaction may have moved an event past another
+    stream's or a held one (the conservative form of "the run streamed something
+    interleaved": an open stream saw another stream start, a run boundary, an event it
+    holds, a delta of a stream never started, or was never ended). A closed compactor
+    raises UsageError."""
+
+    __slots__ = ("_count", "_lanes", "_out", "_window", "moved")
+
+    def __init__(self) -> None:
+        self._out: list[Any] | None = []
+        self._lanes: tuple[dict[str, _Stream], dict[str, _Stream]] = ({}, {})
+        self._window: list[Any] = []
+        self._count = 0
+        self.moved = False
+
+    def feed(self, event: Event) -> None:
+        """Fold one more event. Raises UsageError for an item that is not an event."""
+        out = self._out
+        if out is None:
+            raise UsageError("Compactor.feed after close()")
+        item: Any = event  # dispatched on the role table, not on the union's narrowing
+        role = _ROLE.get(type(item))
         if role is None:
-            role = _role(index, event)
+            role = _role(self._count, item)
+        self._count += 1
+        texts, tools = self._lanes
         if role == _TEXT_DELTA or role == _TOOL_DELTA:  # the bulk of any stream: one append
-            streams, key = (texts, event.message_id) if role == _TEXT_DELTA else (tools, event.tool_call_id)
+            streams, key = (texts, item.message_id) if role == _TEXT_DELTA else (tools, item.tool_call_id)
             stream = streams.get(key)
             if stream is None:
                 stream = streams[key] = _Stream()
-            stream.deltas.append(event.delta)
-            if event.metadata is not None:
-                stream.meta = merge_metadata(stream.meta, event.metadata)
+                self.moved = True  # a delta of a stream never started
+            stream.deltas.append(item.delta)
+            if item.metadata is not None:
+                stream.meta = merge_metadata(stream.meta, item.metadata)
         elif role < _RUN:
             lane = 0 if role < _TOOL_START else 1
-            streams, key = (texts, event.message_id) if lane == 0 else (tools, event.tool_call_id)
+            streams, key = (texts, item.message_id) if lane == 0 else (tools, item.tool_call_id)
             stream = streams.get(key)
             if stream is None:
+                if texts or tools:
+                    self.moved = True  # another stream is open
                 stream = streams[key] = _Stream()
             if role == _TEXT_START or role == _TOOL_START:
-                _start(stream, event)
+                _start(stream, item)
             else:
                 del streams[key]
-                _flush_stream(lane, key, stream, event, out)
+                _flush_stream(lane, key, stream, item, out)
         elif role == _STATE:
-            window.append(event)
+            self._window.append(item)
         elif role == _RUN:
-            if window:
-                _flush_state(window, out)
-                window = []
-            out.append(event)
+            if texts or tools:
+                self.moved = True
+            if self._window:
+                _flush_state(self._window, out)
+                self._window = []
+            out.append(item)
         else:
             # Held by the first stream (text messages before tool calls) that has a START; an
             # entry exists only until its END, so "started and not ended" is "has a START".
             for stream in texts.values():
                 if stream.start is not None:
-                    stream.held.append(event)
+                    stream.held.append(item)
+                    self.moved = True
                     break
             else:
                 for stream in tools.values():
                     if stream.start is not None:
-                        stream.held.append(event)
+                        stream.held.append(item)
+                        self.moved = True
                         break
                 else:
-                    out.append(event)
-    for lane, streams in enumerate(lanes):
-        for key, stream in streams.items():
-            _flush_stream(lane, key, stream, None, out)
-    if window:
-        _flush_state(window, out)
-    return out
+                    out.append(item)
+
+    def close(self) -> list[Event]:
+        """The compacted events (streams never ended written at the end, text messages
+        first). Raises UsageError when already closed."""
+        out = self._out
+        if out is None:
+            raise UsageError("Compactor.close() called twice")
+        self._out = None
+        for lane, streams in enumerate(self._lanes):
+            for key, stream in streams.items():
+                self.moved = True  # never ended
+                _flush_stream(lane, key, stream, None, out)
+        if self._window:
+            _flush_state(self._window, out)
+        return out

@@ -21,7 +21,9 @@ the effects that need no await go back to the registry (``apply``).
 Cancellation cancels the producer task; the ``CancelledError`` is raised inside the agent's
 generator where it is suspended (typically reading the model's HTTP stream), and the
 producer then calls ``aclose()`` on the generator, so the upstream call is aborted before
-``cancel()`` returns. A finished run that joins its thread's history is kept
+``cancel()`` returns. A run that joins its thread's history has its record folded while it
+streams (a :class:`~transports.history.RunRecorder` fed each event as it is logged: compaction
+as the events pass, nothing decoded or read back) and is kept
 (:class:`~transports.thread_history.ThreadHistory`) before its log ends.
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +46,7 @@ from agui_engine.protocol.verify import Verifier
 
 from .agent_host import APP_EVENTS, AgentHost
 from .eventlog import EventLog
+from .history import HISTORY_MAX_RUN_BYTES, RunRecorder
 from .otel import OTelObserver, run_span
 from .run_lifecycle import Effect, RunEvent
 from .run_record import Run
@@ -93,9 +97,16 @@ class RunProducer:
         self._apply = apply
         # Plain-function fast path of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(log, "appender", None)
+        # A run is kept whole while the log could hold it whole (its per-run bounds), as when
+        # its record was read back from the log; a log that names no bounds: HISTORY_MAX_RUN_BYTES.
+        self._record_bounds: tuple[int, int] = (
+            getattr(log, "max_events", None) or sys.maxsize, getattr(log, "max_bytes", None) or HISTORY_MAX_RUN_BYTES
+        )
 
     async def _append(self, run: Run, event: Any) -> None:
         # Synthetic events (RUN_STARTED prelude, RUN_ERROR) and agent events share this.
+        if run.recorder is not None:
+            run.recorder.feed(event)
         seq = await self.log.append(run.run_id, encode_event(event))
         if seq > run.head:
             run.head = seq
@@ -127,6 +138,12 @@ class RunProducer:
     async def produce(self, run: Run) -> None:
         """Drive the run's agent to the end of its log (the run's task)."""
         lifecycle = run.lifecycle
+        if run.kept and self.threads is not None:
+            # its history record is folded as the run streams (nothing is read back at its end)
+            run.recorder = RunRecorder(run.input, run.history_parent)
+        recorder = run.recorder
+        recorded = recorded_events = 0
+        max_events, max_bytes = self._record_bounds
         if Effect.END_AT_ONCE in lifecycle.fire(RunEvent.PRODUCER_STARTED):
             await self._finish(run, None)  # cancelled before the producer ran: the pending cancel ends it
             return
@@ -167,10 +184,16 @@ class RunProducer:
                     if cls in APP_EVENTS:  # an MCP app shown: the owner's proxied requests may reach it
                         saw(owner, ev)
                     payload = encode_event(ev)
+                    if recorder is not None:
+                        recorded += len(payload)
+                        recorded_events += 1
+                        if recorded > max_bytes or recorded_events > max_events:
+                            recorder.overflow()  # longer than its log holds: kept trimmed, the fold let go
+                        recorder.feed(ev)
                     if cls in _TERMINALS and threads is not None:
                         # A durable store writes with IO: keep the record before the terminal event
                         # goes out, so a client that saw the end reads the history with it.
-                        await threads.keep_shielded(self.log, run, payload)
+                        await threads.keep_shielded(run)
                         run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
@@ -256,7 +279,7 @@ class RunProducer:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self.threads.keep_shielded(self.log, run)
+                            await self.threads.keep_shielded(run)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:

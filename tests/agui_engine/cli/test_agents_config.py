@@ -33,8 +33,13 @@ principals = ["alice"]
 def test_a_config_gives_one_agent_per_table() -> None:
     assert parse_agents_config(CONFIG, "agents.toml") == [
         AgentConfig(id="weather", description="The weather demo"),
-        AgentConfig(id="booking", a2ui=True, path="/book", principals=("alice",)),
+        AgentConfig(id="booking", a2ui=True, path="/book", principals=("alice",)),  # a2ui_snapshots "auto"
     ]
+
+
+def test_an_agent_table_fixes_or_leaves_the_a2ui_snapshot_mode() -> None:
+    text = "[agents.a]\na2ui = true\na2ui_snapshots = true\n[agents.b]\na2ui = true\na2ui_snapshots = false\n"
+    assert [c.a2ui_snapshots for c in parse_agents_config(text, "agents.toml")] == [True, False]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -42,9 +47,13 @@ def test_a_config_gives_one_agent_per_table() -> None:
     ("", r"^agents.toml: no agents; add a table per agent"),
     ("port = 1\n[agents.a]\n", r"^agents.toml: unknown top-level key 'port'; put each agent in an \[agents.<id>\] table$"),
     ("[agents.a]\nspce = 'embedded'\n",
-     r"^agents.toml: \[agents.a\] key 'spce': unknown; the keys are a2ui, description, mcp, mcp_header_env, path, "
+     r"^agents.toml: \[agents.a\] key 'spce': unknown; the keys are a2ui, a2ui_snapshots, description, mcp, mcp_header_env, path, "
      r"principals, spec, ui_spec$"),
     ("[agents.a]\na2ui = 'yes'\n", r"^agents.toml: \[agents.a\] key 'a2ui': must be true or false$"),
+    ("[agents.a]\na2ui = true\na2ui_snapshots = 'on'\n",
+     r"^agents.toml: \[agents.a\] key 'a2ui_snapshots': must be true, false or \"auto\"$"),
+    ("[agents.a]\na2ui_snapshots = false\n",
+     r"^agents.toml: \[agents.a\] key 'a2ui_snapshots': changes how a2ui's surfaces stream: add a2ui = true$"),
     ("[agents.a]\nmcp = 'http://x/mcp'\n", r"^agents.toml: \[agents.a\] key 'mcp': must be a list of strings$"),
     ("[agents.a]\nprincipals = [1]\n", r"^agents.toml: \[agents.a\] key 'principals': must be a list of strings$"),
     ("[agents.a]\npath = 'a'\n", r"^agents.toml: \[agents.a\] key 'path': must start with '/', got 'a'$"),
