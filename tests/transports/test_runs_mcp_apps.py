@@ -287,7 +287,8 @@ def test_a_failing_server_answers_proxied_requests_with_the_fixed_error_and_noth
     importing the MCP SDK) is waited for. No assertion depends on timing."""
     def fault_server(server_id: str, call_timeout: float) -> MCPServer:
         return MCPServer(transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
-                         server_id=server_id, call_timeout=call_timeout, env={"FAULT_TOKEN": "t0ps3cret"})
+                         server_id=server_id, call_timeout=call_timeout, env={"FAULT_TOKEN": "t0ps3cret"},
+                         connect_timeout=120.0)  # a new Python process importing the SDK, at any load
 
     hang, faults = fault_server("hang", 2.0), fault_server("faults", 60.0)
     failed = {"error": "Error: MCP request failed"}
