@@ -11,6 +11,11 @@ as ``AgentLoop(agent)`` -- verified, repaired (``spec/agent-loop.md`` §3), its 
 components and interactables turned into tools -- exactly as a LangGraph or CrewAI agent is.
 Any other agent (already an ``AgentLoop``, an ``LLMAgent``, your own) is served as it is.
 
+**Verified once.** The events of an ``AgentLoop`` (without A2UI) have all been fed to the run's
+Verifier inside the loop, which repairs by it; the registry's producer verifies them no second
+time (:meth:`AgentHost.verifies`). Every other agent's events, and a proxied MCP request's
+answer, are verified by the producer.
+
 **MCP Apps' proxied requests around it.** A run whose ``forwardedProps`` carry a proxied MCP
 request (an MCP app's iframe calling its server, spec/mcp.md) is answered by
 :class:`AgentHost` with the agent's MCP servers (its ``mcp_apps``), for every agent and
@@ -75,6 +80,15 @@ class AgentHost:
         """An event of ``principal``'s run went out (one of :data:`APP_EVENTS`; any other is
         ignored): the app it announces or shows is now theirs to reach."""
         self.shown.note(principal, event)
+
+    def verifies(self, input: RunAgentInput) -> bool:
+        """Whether the stream :meth:`run` returns for ``input`` is verified already: the agent
+        is an :class:`~agui_engine.loops.agent_loop.AgentLoop` whose every event went through
+        the run's Verifier (``AgentLoop.verifies_output``: a remote AG-UI agent, a LangGraph or
+        CrewAI agent) and the input is no proxied MCP request (its answer is not the agent's).
+        The registry's producer then feeds no second Verifier: each event is verified once."""
+        return (isinstance(self.agent, AgentLoop) and self.agent.verifies_output
+                and not is_proxied(input.forwarded_props))
 
     @staticmethod
     def joins_history(input: RunAgentInput) -> bool:

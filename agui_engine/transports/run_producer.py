@@ -7,7 +7,8 @@ Each event the agent yields goes through:
 
 1. the :class:`~agui_engine.protocol.verify.Verifier` (protocol rules; chunk events are
    expanded). A violation ends the run with ``RUN_ERROR`` (code of the error)
-   and closes the agent's generator;
+   and closes the agent's generator. Not for an ``AgentLoop``'s events (a remote AG-UI
+   agent's too): its own Verifier has seen each (``AgentHost.verifies``);
 2. :func:`~agui_engine.protocol.codec.encode_event`, once, to compact JSON bytes;
 3. ``log.append`` -- which numbers it (``seq``) and bounds the run's memory;
 4. a wake-up of the subscribers waiting for it.
@@ -152,7 +153,9 @@ class RunProducer:
         started_at = asyncio.get_running_loop().time() if metrics is not None else 0.0
         # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
         # earlier run (human in the loop: the client sends them back in the messages).
-        verifier = Verifier(input=run.input) if self.verify else None
+        # An AgentLoop's events (a remote AG-UI agent's among them) were verified inside it:
+        # once is enough (agent_host.AgentHost.verifies).
+        verifier = Verifier(input=run.input) if self.verify and not self.host.verifies(run.input) else None
         error: RunErrorEvent | None = None
         count = 0
         feed = verifier.feed if verifier is not None else None
