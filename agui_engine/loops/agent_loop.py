@@ -344,6 +344,14 @@ class AgentLoop:
             return inner
         return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
 
+    @property
+    def verifies_output(self) -> bool:
+        """Whether every event :meth:`run` yields has been accepted by the run's Verifier (the
+        loop's own, built on the run's input): true without ``a2ui``, whose surface events are
+        added after the loop's stream. A gateway in front of the loop then verifies nothing
+        again (``transports.agent_host.AgentHost.verifies``)."""
+        return self.a2ui is None
+
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`
         (``render_a2ui`` offered, its calls drawn as ``a2ui-surface`` activities)."""
