@@ -38,7 +38,7 @@ from .run_producer import RunProducer
 from .run_record import Run
 from .run_timers import RunTimers
 from .shared_runs import SharedRuns
-from .subscription import KeepAliveClock, Subscription
+from .subscription import KeepAliveClock, Subscription, WriteWindow
 from .thread_history import ThreadHistory
 
 if TYPE_CHECKING:
@@ -86,6 +86,8 @@ class RunRegistry:
         self.timers = RunTimers(self.options, self.clock, self.gateway, self._fire)
         #: Wakes waiting subscribers for their keep-alives, one timer for all.
         self.keepalive = KeepAliveClock()
+        #: How long after a stream's hand-out its next one waits (write coalescing).
+        self.write_window = WriteWindow(self.options.write_coalesce_seconds)
         self.metrics = metrics
         if metrics is not None:
             metrics.bind(lambda: float(self._active), lambda: float(self.draining))
