@@ -32,6 +32,7 @@ import pytest
 from agui_engine.demo.weather_model import WEATHER_PARAMS_SCHEMA, weather_current
 from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.transports.data import ResourceBroker
+from agui_engine.transports.server_options import DataOptions
 from agui_engine.transports.sse_server import start_sse_server
 from tests.transports.loop_thread import LoopThread
 
@@ -81,7 +82,7 @@ def gateway() -> Iterator[Any]:
     """A loopback SSE gateway serving the resources from its own loop thread."""
     thread = LoopThread()
     try:
-        yield thread.start(start_sse_server, _no_run, resources=_registry(), access_log=False)
+        yield thread.start(start_sse_server, _no_run, data=DataOptions(resources=_registry()), access_log=False)
     finally:
         thread.close()
 

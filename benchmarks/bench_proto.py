@@ -23,11 +23,23 @@ Groups, per run:
 
 ``test_wire_bytes`` prints bytes per event, protobuf against SSE, for each run. Run:
 ``pytest benchmarks/bench_proto.py --benchmark-enable --benchmark-only -s``.
+
+Per event type, protobuf / SSE JSON side by side (issue 35: "protobuf encoding no dearer than SSE
+JSON per event"): ``python benchmarks/bench_proto.py [reps]`` prints, for each event type of the
+long-text and tool-heavy runs, the CPU time (``time.process_time``: the machine is shared) per
+event of ``encode_proto_frame`` and of ``encode_sse`` over the same events, measured interleaved
+(ours, then SSE, then ours ...) ``reps`` times, and the ratio's median and spread; then the same for
+the gateway's path from its event log (a JSON payload -> ``proto_frame_from_json`` against the SSE
+frame template ``frame_sse``). ``test_per_event_table_runs`` runs it once, tiny, as a smoke test.
 """
 
 from __future__ import annotations
 
+import statistics
 import struct
+import sys
+import time
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -35,7 +47,7 @@ from bench_codec import realistic_run  # noqa: E402  (rootdir-relative, as bench
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, struct_pb2
 
 from agui_engine.protocol import _proto_schema as schema
-from agui_engine.protocol.codec import EventStreamDecoder, encode_sse
+from agui_engine.protocol.codec import EventStreamDecoder, encode_event, encode_sse
 from agui_engine.protocol.events import (
     ReplaceOperation,
     RunFinishedEvent,
@@ -49,7 +61,14 @@ from agui_engine.protocol.events import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from agui_engine.protocol.proto import _ARMS, ProtoEventDecoder, _wire_event, decode_proto, encode_proto_frame
+from agui_engine.protocol.proto import (
+    _ARMS,
+    ProtoEventDecoder,
+    _wire_event,
+    decode_proto,
+    encode_proto_frame,
+)
+from agui_engine.transports.http_gateway import frame_proto, frame_sse
 
 # --------------------------------------------------------------------------------------------
 # the protobuf package's classes, built from the same table
@@ -216,3 +235,75 @@ def test_proto(benchmark: Any, group: str, run: str, impl: str) -> None:
     benchmark.group = f"proto-{group}-{run}"
     result = benchmark(CASES[group][impl], run)
     assert len(result) == len(RUNS[run])
+
+
+# --------------------------------------------------------------------------------------------
+# per event type: protobuf / SSE JSON, side by side in one run
+# --------------------------------------------------------------------------------------------
+
+
+def _cpu_per_item(fn: Any, items: list[Any], loops: int) -> float:
+    """CPU seconds per item of ``fn`` over ``items`` (best of 3 passes of ``loops`` rounds)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(loops):
+            for item in items:
+                fn(item)
+        best = min(best, time.process_time() - start)
+    return best / (loops * len(items))
+
+
+def _frame_proto_one(payload: bytes) -> bytes:
+    return frame_proto([payload])
+
+
+def _frame_sse_one(payload: bytes) -> bytes:
+    return frame_sse("run_1", 7, [payload])
+
+
+def per_event_rows(reps: int = 7, loops: int = 20) -> list[dict[str, Any]]:
+    """One row per event type of the long-text and tool-heavy runs, and per gateway path:
+    ``{what, events, ours_ns, sse_ns, ratios}``, ours and SSE measured alternately ``reps`` times."""
+    by_type: dict[str, list[Any]] = defaultdict(list)
+    for run in ("long-text", "tool-heavy"):
+        for event in RUNS[run]:
+            by_type[event.type.value].append(event)
+    cases: list[tuple[str, Any, Any, list[Any]]] = [
+        (kind, encode_proto_frame, encode_sse, events) for kind, events in by_type.items()]
+    token = by_type["TEXT_MESSAGE_CONTENT"] + by_type["TOOL_CALL_ARGS"]
+    cases.append(("gateway log -> frame (content + args)", _frame_proto_one, _frame_sse_one,
+                  [encode_event(e) for e in token]))
+    for run, events in RUNS.items():
+        cases.append((f"whole run: {run}", encode_proto_frame, encode_sse, events))
+    rows = []
+    for what, ours, sse, items in cases:
+        n = max(1, loops * 400 // len(items))  # ~same work per type
+        ours_ns, sse_ns = [], []
+        for _ in range(reps):
+            ours_ns.append(_cpu_per_item(ours, items, n) * 1e9)
+            sse_ns.append(_cpu_per_item(sse, items, n) * 1e9)
+        rows.append({"what": what, "events": len(items), "ours_ns": ours_ns, "sse_ns": sse_ns,
+                     "ratios": [o / s for o, s in zip(ours_ns, sse_ns)]})
+    return rows
+
+
+def print_per_event_table(rows: list[dict[str, Any]]) -> None:
+    print("| event type | events | protobuf ns/event | SSE JSON ns/event | protobuf / SSE: median [min-max] |")
+    print("| --- | --- | --- | --- | --- |")
+    for r in rows:
+        ratios = r["ratios"]
+        print(f"| {r['what']} | {r['events']:,} | {statistics.median(r['ours_ns']):.0f} | "
+              f"{statistics.median(r['sse_ns']):.0f} | {statistics.median(ratios):.2f} "
+              f"[{min(ratios):.2f}-{max(ratios):.2f}] |")
+
+
+def test_per_event_table_runs() -> None:
+    """The per-event table's code runs (tiny: one repetition, one loop); no timing is asserted."""
+    rows = per_event_rows(reps=1, loops=1)
+    assert {r["what"] for r in rows} >= {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}
+    assert all(r["ratios"][0] > 0 for r in rows)
+
+
+if __name__ == "__main__":
+    print_per_event_table(per_event_rows(reps=int(sys.argv[1]) if len(sys.argv) > 1 else 7))

@@ -104,6 +104,7 @@ async def engine_sse(shared_log: bool = False, tracing: bool = False) -> None:
 
     from agui_engine.transports.open_log import open_event_log
     from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
     log = await open_event_log(os.environ["AGUI_BENCH_REDIS"] if shared_log else None)
@@ -112,17 +113,17 @@ async def engine_sse(shared_log: bool = False, tracing: bool = False) -> None:
         from agui_engine.transports.metrics import GatewayMetrics
 
         metrics = GatewayMetrics(otel=True)
-    app = create_app(BenchAgent(), log=log, metrics=metrics,
+    # The load generator is one address opening up to 1,000 streams at once: the
+    # per-address cap on connections that run nothing would refuse that burst by
+    # design (it is not what this benchmark measures; the global cap stays on).
+    app = create_app(BenchAgent(), log=log, metrics=metrics, connection=ConnectionOptions(max_idle_per_ip=0),
                      options=RegistryOptions(max_runs=100_000, verify=VERIFY, tracing=tracing))
 
     async def stats_handler(request: web.Request) -> web.Response:
         return web.json_response(stats())
 
     app.router.add_get("/__stats", stats_handler)
-    # The load generator is one address opening up to 1,000 streams at once: the
-    # per-address cap on connections that run nothing would refuse that burst by
-    # design (it is not what this benchmark measures; the global cap stays on).
-    server = await start_sse_server(app=app, max_idle_per_ip=0)
+    server = await start_sse_server(app=app)
     port = server.url.rstrip("/").rpartition(":")[2]
     print("PORT", port, flush=True)
     print("STATS", port, flush=True)
@@ -187,11 +188,13 @@ async def engine_ws() -> None:
     from aiohttp import web
 
     from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import start_sse_server
     from agui_engine.transports.websocket_server import start_websocket_server
 
     server = await start_websocket_server(
-        BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY), max_idle_per_ip=0  # see engine_sse
+        BenchAgent(), options=RegistryOptions(max_runs=100_000, verify=VERIFY),
+        connection=ConnectionOptions(max_idle_per_ip=0),  # see engine_sse
     )
     # The stats endpoint lives on a second, plain HTTP port of the same process.
     stats_app = web.Application()

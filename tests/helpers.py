@@ -1,5 +1,5 @@
 """Helpers the test modules share (one copy each): a free loopback port, a run's input, an
-agent's whole run, and what a test needs installed.
+agent's whole run, a browser page's screenshot when a check fails, and what a test needs installed.
 
 A test that needs a program or a package outside Python (node and the npm packages in
 ``tests/js``, Chromium, Redis, PostgreSQL) asks :func:`require` (or :func:`node_with`,
@@ -10,9 +10,11 @@ line that installs it, ``bash tests/install-deps.sh``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,10 @@ import pytest
 from agui_engine.protocol.agent import Agent
 from agui_engine.protocol.events import Event, RunAgentInput, UserMessage
 
-__all__ = ["INSTALL", "JS", "chromium", "collect", "free_port", "in_ci", "node_with", "require", "run_input"]
+__all__ = [
+    "INSTALL", "JS", "chromium", "collect", "free_port", "in_ci", "node_with", "require", "run_input",
+    "screenshot_on_failure",
+]
 
 #: The one line that installs what the tests start for real.
 INSTALL = "bash tests/install-deps.sh"
@@ -81,3 +86,15 @@ def run_input(text: str = "hello", *, run_id: str = "r1", thread_id: str = "t1",
 async def collect(agent: Agent, input: RunAgentInput) -> list[Event]:
     """Every event of ``agent``'s run on ``input``."""
     return [event async for event in agent.run(input)]
+
+
+@contextlib.asynccontextmanager
+async def screenshot_on_failure(page: Any, shot: Path, *, full_page: bool = True) -> AsyncIterator[None]:
+    """Run the block; when it fails, save a screenshot of the browser ``page`` (playwright's) at
+    ``shot``, say where, and raise the failure on."""
+    try:
+        yield
+    except BaseException:
+        await page.screenshot(path=str(shot), full_page=full_page)
+        print(f"screenshot of the page when the check failed: {shot}")
+        raise

@@ -55,6 +55,14 @@ if [ ! -d js/copilotkit-page/node_modules/@copilotkit/react-core ] || [ js/copil
   (cd js/copilotkit-page && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# CopilotKit's Node runtime (@copilotkit/runtime 1.75 CopilotRuntime under Express, benchmarks/gateways/node's
+# lock file, shared with the gateway benchmark): the CopilotKit page is driven through it as well as straight at
+# the gateway (test_copilotkit_page.py, mode "runtime")
+if [ ! -d ../benchmarks/gateways/node/node_modules/@copilotkit/runtime ] || [ ../benchmarks/gateways/node/package-lock.json -nt ../benchmarks/gateways/node/node_modules/.package-lock.json ]; then
+  echo "+ npm ci (benchmarks/gateways/node)"
+  (cd ../benchmarks/gateways/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # a React page with assistant-ui's AG-UI runtime (@assistant-ui/react-ag-ui 0.0.58, @assistant-ui/react
 # 0.15, @ag-ui/client 0.0.59; an `overrides` entry pins @assistant-ui/react-generative-ui 0.0.16, as
 # 0.0.17 is not on the registry): bundled once per session, driven in Chromium (test_assistant_ui_page.py)

@@ -9,7 +9,6 @@ import asyncio
 import os
 import re
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 from agui_engine.protocol.codec import SSEDecoder, decode_event
 from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.sse_server import start_sse_server
+from tests.helpers import free_port
 
 from .transports.scripted import ScriptedAgent, make_input
 from .waiting import eventually
@@ -36,12 +36,6 @@ def guide_nginx_conf() -> str:
     return block.group(1)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def nginx_binary() -> str:
     found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -56,7 +50,7 @@ async def test_the_guides_nginx_config_streams_and_resumes_a_run(tmp_path: Path,
     agent = ScriptedAgent(deltas=30, pause=0.02)
     server = await start_sse_server(agent, options=RegistryOptions(grace_seconds=10))
     gateway_port = int(server.url.rstrip("/").rsplit(":", 1)[1])
-    listen = _free_port()
+    listen = free_port()
     site = guide_nginx_conf().replace("127.0.0.1:8000", f"127.0.0.1:{gateway_port}").replace(
         "listen 8080;", f"listen 127.0.0.1:{listen};")
     temp = tmp_path / "tmp"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agui_engine._lazy import export_names, load_export
+from agui_engine._lazy import export_names, exports_of, load_export
 
 if TYPE_CHECKING:
     from .anthropic import AnthropicClient
@@ -28,28 +28,6 @@ if TYPE_CHECKING:
     from .openai_chat import OpenAIChatClient, OpenAICompatibleClient, OpenAIPlatformClient
     from .openai_responses import OpenAIResponsesClient
     from .provider import ProviderError, StreamingLLMClient
-
-# public name -> submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "AnthropicClient": "anthropic",
-    "CrewAIAgent": "crewai",
-    "GeminiClient": "gemini",
-    "LangGraphAgent": "langgraph",
-    "MCPConnection": "mcp",
-    "MCPConnections": "mcp",
-    "MCPError": "mcp",
-    "MCPServer": "mcp",
-    "ModelSpec": "models",
-    "OpenAIChatClient": "openai_chat",
-    "OpenAICompatibleClient": "openai_chat",
-    "OpenAIPlatformClient": "openai_chat",
-    "OpenAIResponsesClient": "openai_responses",
-    "ProviderError": "provider",
-    "StreamingLLMClient": "provider",
-    "client_from_spec": "models",
-    "mcp_connections": "mcp",
-    "parse_model_spec": "models",
-}
 
 __all__ = [
     "AnthropicClient",
@@ -71,6 +49,9 @@ __all__ = [
     "mcp_connections",
     "parse_model_spec",
 ]
+
+#: name -> submodule, read from the TYPE_CHECKING imports above (the one table; agui_engine/_lazy.py)
+_EXPORTS = exports_of(__name__)
 
 
 

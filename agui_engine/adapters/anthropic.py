@@ -41,8 +41,6 @@ from agui_engine.llm import FinishReason, LLMStreamItem, ReasoningDelta, TextDel
 from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.events import (
     AssistantMessage,
-    DeveloperMessage,
-    SystemMessage,
     ToolMessage,
     UserMessage,
 )
@@ -51,8 +49,8 @@ from .prompt import (
     TextChunk,
     append_turn,
     content_parts,
-    group_turns,
     parse_arguments,
+    split_instructions,
     tool_result_text,
 )
 from .provider import (
@@ -241,18 +239,16 @@ def _user_blocks(content: Any) -> list[dict[str, Any]]:
 
 def build_anthropic_messages(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(system_blocks, messages)`` for the Messages API."""
-    system: list[dict[str, Any]] = []
+    instructions, turns = split_instructions(messages)
+    system = [{"type": "text", "text": text} for text in instructions]
     out: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
         append_turn(out, role, blocks, field="content")
 
-    for turn in group_turns(messages):
+    for turn in turns:
         message = turn.message
-        if isinstance(message, SystemMessage | DeveloperMessage):
-            if message.content:
-                system.append({"type": "text", "text": message.content})
-        elif isinstance(message, UserMessage):
+        if isinstance(message, UserMessage):
             add("user", _user_blocks(message.content))
         elif isinstance(message, ToolMessage):
             block: dict[str, Any] = {

@@ -46,8 +46,6 @@ from agui_engine.protocol.capabilities import ReasoningCapabilities
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.events import (
     AssistantMessage,
-    DeveloperMessage,
-    SystemMessage,
     ToolMessage,
     UserMessage,
 )
@@ -57,8 +55,8 @@ from .prompt import (
     TextChunk,
     append_turn,
     content_parts,
-    group_turns,
     parse_arguments,
+    split_instructions,
     text_of,
     tool_result_text,
 )
@@ -203,19 +201,17 @@ def _media_part(part: Any) -> dict[str, Any]:
 
 def build_gemini_contents(messages: Sequence[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(system_parts, contents)`` for ``generateContent``."""
-    system: list[dict[str, Any]] = []
+    instructions, turns = split_instructions(messages)
+    system = [{"text": text} for text in instructions]
     contents: list[dict[str, Any]] = []
     call_names: dict[str, str] = {}
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
         append_turn(contents, role, parts, field="parts")
 
-    for turn in group_turns(messages):
+    for turn in turns:
         message = turn.message
-        if isinstance(message, SystemMessage | DeveloperMessage):
-            if message.content:
-                system.append({"text": message.content})
-        elif isinstance(message, UserMessage):
+        if isinstance(message, UserMessage):
             add("user", [{"text": p.text} if isinstance(p, TextChunk) else _media_part(p) for p in content_parts(message.content)])
         elif isinstance(message, ToolMessage):
             name = call_names.get(message.tool_call_id)

@@ -71,11 +71,11 @@ from agui_engine.protocol.events import (
 )
 
 from .prompt import (
+    Part,
     TextChunk,
-    content_parts,
     data_url,
     group_turns,
-    only_text,
+    provider_parts,
     tool_result_text,
 )
 from .provider import (
@@ -235,25 +235,24 @@ class ChatStreamParser(StreamParser):
         return super()._at_eof()
 
 
+def _chat_part(part: Part) -> dict[str, Any] | None:
+    """One part as Chat Completions takes it; None for what Chat cannot take (video, remote
+    audio, image file handles)."""
+    if isinstance(part, TextChunk):
+        return {"type": "text", "text": part.text}
+    if part.kind == "image" and part.source in ("data", "url"):
+        return {"type": "image_url", "image_url": {"url": data_url(part)}}
+    if part.kind == "audio" and part.source == "data" and part.mime_type in _AUDIO_FORMATS:
+        return {"type": "input_audio", "input_audio": {"data": part.value, "format": _AUDIO_FORMATS[part.mime_type]}}
+    if part.kind == "document" and part.source == "data":
+        return {"type": "file", "file": {"filename": "document", "file_data": data_url(part)}}
+    if part.kind == "document" and part.source == "file":
+        return {"type": "file", "file": {"file_id": part.value}}
+    return None
+
+
 def _chat_parts(content: Any) -> str | list[dict[str, Any]]:
-    parts = content_parts(content)
-    text = only_text(parts)
-    if text is not None:
-        return text
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, TextChunk):
-            out.append({"type": "text", "text": part.text})
-        elif part.kind == "image" and part.source in ("data", "url"):
-            out.append({"type": "image_url", "image_url": {"url": data_url(part)}})
-        elif part.kind == "audio" and part.source == "data" and part.mime_type in _AUDIO_FORMATS:
-            out.append({"type": "input_audio", "input_audio": {"data": part.value, "format": _AUDIO_FORMATS[part.mime_type]}})
-        elif part.kind == "document" and part.source == "data":
-            out.append({"type": "file", "file": {"filename": "document", "file_data": data_url(part)}})
-        elif part.kind == "document" and part.source == "file":
-            out.append({"type": "file", "file": {"file_id": part.value}})
-        # Anything else (video, remote audio, image file handles) Chat cannot take: dropped.
-    return out
+    return provider_parts(content, _chat_part)
 
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}

@@ -47,11 +47,11 @@ from agui_engine.protocol.events import (
 
 from .openai_chat import OpenAIPlatformClient
 from .prompt import (
+    Part,
     TextChunk,
-    content_parts,
     data_url,
     group_turns,
-    only_text,
+    provider_parts,
     tool_result_text,
 )
 from .provider import (
@@ -221,29 +221,26 @@ class ResponsesStreamParser(TypedEventParser):
     }
 
 
+def _input_part(part: Part) -> dict[str, Any] | None:
+    """One part as a Responses input item's content takes it; None for audio and video (not
+    accepted by the Responses API input)."""
+    if isinstance(part, TextChunk):
+        return {"type": "input_text", "text": part.text}
+    if part.kind == "image":
+        if part.source == "file":
+            return {"type": "input_image", "file_id": part.value, "detail": "auto"}
+        return {"type": "input_image", "image_url": data_url(part), "detail": "auto"}
+    if part.kind == "document":
+        if part.source == "file":
+            return {"type": "input_file", "file_id": part.value}
+        if part.source == "url":
+            return {"type": "input_file", "file_url": part.value}
+        return {"type": "input_file", "filename": "document", "file_data": data_url(part)}
+    return None
+
+
 def _input_parts(content: Any) -> str | list[dict[str, Any]]:
-    parts = content_parts(content)
-    text = only_text(parts)
-    if text is not None:
-        return text
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if isinstance(part, TextChunk):
-            out.append({"type": "input_text", "text": part.text})
-        elif part.kind == "image":
-            if part.source == "file":
-                out.append({"type": "input_image", "file_id": part.value, "detail": "auto"})
-            else:
-                out.append({"type": "input_image", "image_url": data_url(part), "detail": "auto"})
-        elif part.kind == "document":
-            if part.source == "file":
-                out.append({"type": "input_file", "file_id": part.value})
-            elif part.source == "url":
-                out.append({"type": "input_file", "file_url": part.value})
-            else:
-                out.append({"type": "input_file", "filename": "document", "file_data": data_url(part)})
-        # audio and video: not accepted by the Responses API input; dropped.
-    return out
+    return provider_parts(content, _input_part)
 
 
 def build_responses_input(messages: Sequence[Any], *, send_reasoning: bool) -> list[dict[str, Any]]:

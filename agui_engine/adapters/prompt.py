@@ -13,6 +13,9 @@ that every builder reads messages the same way:
   to (the one right after them), because every provider that replays reasoning
   (Anthropic thinking, Responses reasoning items, Gemini thought signatures) wants
   it inside / next to that turn;
+* :func:`provider_parts` gives a content as OpenAI-style requests take it (a plain string
+  for text alone, else the provider's parts); :func:`split_instructions` sets the system and
+  developer messages apart for the providers that take them beside the turns;
 * :func:`tool_result_text` renders a tool message (with its ``error``) as text;
 * :func:`append_turn` builds the strictly alternating turn lists of Anthropic and
   Gemini (consecutive entries of one role are merged into one turn).
@@ -23,7 +26,7 @@ as the AG-UI spec says a peer does with a part it cannot use; see ``spec/provide
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Union
 
 import msgspec
@@ -58,6 +61,8 @@ __all__ = [
     "group_turns",
     "only_text",
     "parse_arguments",
+    "provider_parts",
+    "split_instructions",
     "text_of",
     "tool_result_text",
 ]
@@ -115,6 +120,17 @@ def only_text(parts: Sequence[Part]) -> str | None:
     if all(isinstance(p, TextChunk) for p in parts):
         return "".join(p.text for p in parts)  # type: ignore[union-attr]
     return None
+
+
+def provider_parts(content: Any, convert: Callable[[Part], dict[str, Any] | None]) -> str | list[dict[str, Any]]:
+    """A message's ``content`` as an OpenAI-style request takes it: the text alone as a plain
+    string when every part is text, else each part as ``convert`` writes it for the provider
+    (``None`` drops a part the provider cannot take)."""
+    parts = content_parts(content)
+    text = only_text(parts)
+    if text is not None:
+        return text
+    return [entry for entry in map(convert, parts) if entry is not None]
 
 
 def text_of(content: Any) -> str:
@@ -198,6 +214,21 @@ def group_turns(messages: Sequence[Any]) -> list[Turn]:
     if pending:
         turns.append(Turn(role="assistant", message=None, reasoning=pending))
     return turns
+
+
+def split_instructions(messages: Sequence[Any]) -> tuple[list[str], list[Turn]]:
+    """``(instructions, turns)``: the non-empty contents of the system and developer messages,
+    in order (Anthropic's ``system``, Gemini's ``systemInstruction``: beside the turns, not
+    among them), and the other turns (:func:`group_turns`)."""
+    instructions: list[str] = []
+    turns: list[Turn] = []
+    for turn in group_turns(messages):
+        if isinstance(turn.message, SystemMessage | DeveloperMessage):
+            if turn.message.content:
+                instructions.append(turn.message.content)
+        else:
+            turns.append(turn)
+    return instructions, turns
 
 
 def append_turn(turns: list[dict[str, Any]], role: str, entries: list[dict[str, Any]], *, field: str) -> None:

@@ -44,6 +44,7 @@ from agui_engine.transports.registry_options import (
     DEFAULT_MAX_RUNS_PER_CLIENT,
     RegistryOptions,
 )
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.subscription import DEFAULT_KEEPALIVE_SECONDS
 from agui_engine.transports.thread_store import default_sqlite_path
 
@@ -454,8 +455,13 @@ async def _serve_with(
             pass
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
+    connection = ConnectionOptions(
+        keepalive_seconds=args.keepalive,
+        max_idle_connections=args.max_idle_connections,
+        max_idle_per_ip=args.max_idle_per_ip,
+        wire=args.wire,
+    )
     if args.transport == "sse":
-        from agui_engine.transports.server_options import ConnectionOptions
         from agui_engine.transports.sse_server import start_sse_server
 
         try:
@@ -466,13 +472,10 @@ async def _serve_with(
                 registry=registry,
                 auth_token=token,
                 cors_origins=args.cors,
-                keepalive_seconds=args.keepalive,
                 **several,
                 inspector=not args.no_inspect,
                 access_log=args.access_log,
-                max_idle_connections=args.max_idle_connections,
-                max_idle_per_ip=args.max_idle_per_ip,
-                connection=ConnectionOptions(wire=args.wire),
+                connection=connection,
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc
@@ -485,12 +488,7 @@ async def _serve_with(
         assert registry is not None  # --config is refused with --transport ws
         try:
             server = await start_websocket_server(
-                host=args.host,
-                port=args.port,
-                registry=registry,
-                auth_token=token,
-                max_idle_connections=args.max_idle_connections,
-                max_idle_per_ip=args.max_idle_per_ip,
+                host=args.host, port=args.port, registry=registry, auth_token=token, connection=connection
             )
         except OSError as exc:
             raise listen_error(exc, args.host, args.port) from exc

@@ -17,7 +17,10 @@ client (``SSEAgent``, ``WebSocketAgent``, ``StdioAgent``), or any object with
    entries in ``input.tools``; every other client tool passes unchanged. An
    invalid client component or interactable raises
    :class:`~agui_engine.protocol.errors.RemoteInputError` before any event (a transport
-   answers 4xx), as ``LLMAgent`` does.
+   answers 4xx), as ``LLMAgent`` does. The tools of ``mcp_servers`` are added as client
+   tools with their servers' own schemas; the loop runs them (:meth:`AgentLoop._rounds`), and
+   those with an MCP app are tracked like the loop's own tools so their calls' apps are announced
+   at ``TOOL_CALL_START`` and get their input as it streams (``spec/mcp.md``).
 2. **Events out.** Every event of the inner agent goes through one small state
    machine, :class:`_Run` (phase: before ``RUN_STARTED`` / running / ended; the
    open entities are the :class:`~agui_engine.protocol.verify.Verifier`'s own): chunk
@@ -115,6 +118,7 @@ from ..genui.mcp_apps import AppToolResult, McpAppsProxy
 from ..genui.resources import Resource, ResourceRegistry, collect_resources
 from ..genui.uispec import UISpecTool
 from ..jsonstream import MAX_BYTES
+from ..llm import LLMTool
 from ..protocol.accumulator import Accumulator
 from ..protocol.agent import Agent, AgentFunction, agent_capabilities, as_agent
 from ..protocol.capabilities import AgentCapabilities, ToolsCapabilities, merge_capabilities
@@ -358,7 +362,8 @@ class AgentLoop:
                      *(Tool(name=t.name, description=t.description, parameters=t.parameters) for t in remote.values())]
             inner_input = msgspec.structs.replace(inner_input, tools=tools)
         stream: AsyncIterator[Any] = self._rounds(inner_input, remote) if remote else self.agent.run(inner_input)
-        state = _Run(input, plan.specs, self.id_factory, self.on_repair, self.append_strings)
+        state = _Run(input, {**plan.specs, **_app_specs(remote)}, self.id_factory, self.on_repair,
+                     self.append_strings)
         received = False
         continues, passing = state.verifier.continues, state.passing
         try:
@@ -440,6 +445,19 @@ class AgentLoop:
                 return
             inner = msgspec.structs.replace(first, run_id=self.id_factory(), parent_run_id=first.run_id,
                                             messages=conversation.messages_as_structs(), state=conversation.state)
+
+
+def _app_specs(remote: Mapping[str, ServerTool]) -> dict[str, ToolSpec]:
+    """The loop's own tools whose MCP app is known before they run, as the run's
+    :class:`~agui_engine.loops.tool_calls.ToolCallTransformer` tracks them: each call is announced at
+    its ``TOOL_CALL_START`` and its arguments' operations stream to the app as the inner agent sends
+    them, from the call's one parse (:class:`~agui_engine.loops.tool_calls.ToolCallRequest`, the
+    code ``LLMAgent`` runs; spec/mcp.md "Tool input while the model types"). No null policy: the
+    inner agent was offered the server's own schema (not the strict form), so a ``null`` it sends
+    is meant and stays."""
+    return {name: ToolSpec(llm_tool=LLMTool(name=name, description=tool.description, parameters=tool.parameters),
+                           app=tool.app)
+            for name, tool in remote.items() if tool.app is not None}
 
 
 def _unanswered_calls(

@@ -72,6 +72,7 @@ from .events import EVENT_CLASSES, AnyEvent, EventType, UnknownEvent
 
 __all__ = [
     "MAX_PROTO_DEPTH",
+    "MAX_PROTO_PREFIX_MEMO_IDS",
     "PROTO_CONTENT_TYPE",
     "PROTO_KEEPALIVE_FRAME",
     "PROTO_LENGTH_PREFIX_BYTES",
@@ -444,14 +445,17 @@ def _wire_event(event: AnyEvent) -> tuple[str, dict[str, Any]]:
 
 def _flat_plan(cls: type[Any]) -> tuple[bytes, bytes, tuple[tuple[str, bytes, bool, bool], ...]] | None:
     """For an event whose message holds only strings and bools (text, tool-call, step and
-    reasoning events): its arm tag, its baseEvent type bytes and ``(attribute, tag, implicit,
-    is_bool)`` per field in write order; None for the others."""
+    reasoning events, a tool result): its arm tag, its baseEvent type bytes and ``(attribute,
+    tag, implicit, is_bool)`` per field in write order; None for the others. A repeated field
+    the event has no attribute for is one the mapping fills from another attribute (a tool
+    result's ``contentParts`` from a ``content`` list): left out, since such an event never
+    takes this path (a list has no ``encode``: the general path writes it)."""
     kind = cls.type.value
     arm_tag, name = _ARMS[kind]
     attrs = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__))
     plan = []
     for f in _SCHEMA[name]:
-        if f.key == "baseEvent":
+        if f.key == "baseEvent" or (f.label == _REPEATED and f.key not in attrs):
             continue
         if f.kind not in (_STR, _BOOL) or f.label == _REPEATED or f.key not in attrs:
             return None
@@ -486,10 +490,97 @@ def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, b
     return _ld(arm_tag, b"".join(parts))
 
 
+def _pair_plan(cls: type[Any]) -> tuple[bytes, bytes, int, int] | None:
+    """For an event of the token stream's shape -- an id and a ``delta``, both implicit strings,
+    and an optional ``subagentRunId`` (text, tool-call-args and reasoning content): its arm tag,
+    its baseEvent bytes (field tag, length, type), and the id's and the delta's tags, each one byte.
+    None for the others. The attribute order is checked: :func:`_encode_pair` unpacks them."""
+    plan = _FLAT.get(cls)
+    if plan is None or cls.__struct_fields__[:4] != ("timestamp", "raw_event", "metadata", "subagent_run_id") \
+            or len(cls.__struct_fields__) != 6 or cls.__struct_fields__[5] != "delta":
+        return None
+    arm_tag, base, fields = plan
+    strings = [(attr, tag) for attr, tag, implicit, is_bool in fields if implicit and not is_bool]
+    if [attr for attr, _ in strings] != list(cls.__struct_fields__[4:]) or len(fields) != 3:
+        return None
+    if any(len(tag) != 1 for _, tag in strings) or not base:
+        return None
+    return arm_tag, b"\x0a" + _SMALL[len(base)] + base, strings[0][1][0], strings[1][1][0]
+
+
+#: event class -> its :func:`_pair_plan`: the events a token stream is made of
+_PAIRS: Final[dict[type[Any], tuple[bytes, bytes, int, int]]] = {
+    cls: pair for cls in EVENT_CLASSES.values() if (pair := _pair_plan(cls)) is not None
+}
+_astuple: Final[Callable[[Any], tuple[Any, ...]]] = msgspec.structs.astuple
+#: one frame whose lengths are each under 128 (one varint byte): ``<00 00 00 total><arm><message
+#: length><baseEvent><id tag><id length><id><delta tag><delta length><delta>``
+_SMALL_PAIR_FRAME: Final = b"\x00\x00\x00%c%b%c%b%c%c%b%c%c%b"
+#: How many (event class, id) pairs the token-stream writer keeps the frame prefixes of (a message
+#: or tool call being streamed: its frames differ only in the delta). Past it the memo starts
+#: afresh; a stream whose id is not kept costs the one-step write (tested equal either way).
+MAX_PROTO_PREFIX_MEMO_IDS: Final = 256
+
+#: The memo: ``(class, id) -> [class, id, prefixes]`` where ``prefixes[n]`` is the frame up to
+#: a delta of ``n`` bytes (None until one is written), and the entry used last (checked first:
+#: a token stream's events come one message at a time). Pure bookkeeping: no output depends on it.
+_prefix_memo: dict[tuple[type[Any], str], list[Any]] = {}
+_last_prefixes: list[Any] = [None, None, None]
+
+
+def _encode_pair(event: Any, plan: tuple[bytes, bytes, int, int]) -> bytes | None:
+    """The frame of a token-stream event (:data:`_PAIRS`) written in one step: the same bytes as
+    the table walk (tested), or None when the general path must write it (a timestamp, a
+    ``rawEvent``, metadata or a ``subagentRunId``; an empty string, which proto3 does not write;
+    a value that is not a string or cannot be UTF-8). A frame under 128 bytes has its prefix
+    (all but the delta) kept in the memo for the next event of the same id."""
+    global _last_prefixes
+    timestamp, raw, metadata, subagent, key, delta = _astuple(event)
+    if timestamp is not None or raw is not None or metadata is not None or subagent is not None:
+        return None
+    try:
+        k = key.encode()
+        d = delta.encode()
+    except (AttributeError, UnicodeEncodeError):
+        return None
+    a = len(k)
+    n = len(d)
+    if not a or not n:
+        return None
+    arm, base, key_tag, delta_tag = plan
+    if a < 0x80 and n < 0x80:
+        m = len(base) + 4 + a + n
+        if m < 0x80:
+            frame = _SMALL_PAIR_FRAME % (m + 1 + len(arm), arm, m, base, key_tag, a, k, delta_tag, n, d)
+            if key.__class__ is str:
+                entry = _prefix_memo.get((event.__class__, key))
+                if entry is None:
+                    if len(_prefix_memo) >= MAX_PROTO_PREFIX_MEMO_IDS:
+                        _prefix_memo.clear()
+                    entry = _prefix_memo[(event.__class__, key)] = [event.__class__, key, [None] * 0x80]
+                entry[2][n] = frame[:-n]
+                _last_prefixes = entry
+            return frame
+    message = b"".join((base, _SMALL[key_tag], _varint(a), k, _SMALL[delta_tag], _varint(n), d))
+    m = len(message)
+    head = arm + _varint(m)
+    return _U32_BE.pack(len(head) + m) + head + message
+
+
 def encode_proto(event: AnyEvent) -> bytes:
     """One event as its protobuf ``Event`` message, byte for byte what ``@ag-ui/proto``'s
     ``encode`` writes. Raises :class:`UsageError` for what has no protobuf form (an
     :class:`UnknownEvent`, a value that is not JSON, a string with a lone surrogate)."""
+    pair = _PAIRS.get(event.__class__)
+    if pair is not None:
+        frame = _encode_pair(event, pair)
+        if frame is not None:
+            return frame[4:]
+    return _encode_message(event)
+
+
+def _encode_message(event: AnyEvent) -> bytes:
+    """:func:`encode_proto` for an event the token-stream writer did not write."""
     plan = _FLAT.get(type(event))
     if plan is not None and event.raw_event is None and event.metadata is None:  # type: ignore[union-attr]
         try:
@@ -507,8 +598,27 @@ def encode_proto(event: AnyEvent) -> bytes:
 
 
 def encode_proto_frame(event: AnyEvent) -> bytes:
-    """One event as a frame of the binary stream: 4-byte big-endian length + message."""
-    message = encode_proto(event)
+    """One event as a frame of the binary stream: 4-byte big-endian length + message. The
+    events of a token stream (text, tool-call-args and reasoning content) are written in one
+    step (:func:`_encode_pair`), every other event through :func:`encode_proto`."""
+    last = _last_prefixes
+    if event.__class__ is last[0]:  # the hot path: the next token of the message written last
+        timestamp, raw, metadata, subagent, key, delta = _astuple(event)
+        if key == last[1] and timestamp is None and raw is None and metadata is None and subagent is None:
+            try:
+                d = delta.encode()
+            except (AttributeError, UnicodeEncodeError):
+                d = b""  # the general path says why
+            if 0 < len(d) < 0x80:
+                prefix = last[2][len(d)]
+                if prefix is not None:
+                    return prefix + d  # type: ignore[no-any-return]
+    pair = _PAIRS.get(event.__class__)
+    if pair is not None:
+        frame = _encode_pair(event, pair)
+        if frame is not None:
+            return frame
+    message = _encode_message(event)
     return _U32_BE.pack(len(message)) + message
 
 

@@ -10,16 +10,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agui_engine._lazy import export_names, load_export
+from agui_engine._lazy import export_names, exports_of, load_export
 
 if TYPE_CHECKING:
     from .asgi_server import AsgiGateway, create_asgi_app
     from .clock import Clock, LoopClock, ManualClock
     from .data import ResourceBroker
-    from .eventlog import CursorExpiredError, EventLog, InMemoryEventLog, UnknownRunError
+    from .eventlog import (
+        CursorExpiredError,
+        EventLog,
+        EventLogUnavailableError,
+        InMemoryEventLog,
+        SharedEventLog,
+        UnknownRunError,
+    )
     from .fastapi_routes import add_agui_routes
     from .gateway import GatewayAgent, run_via_gateway
     from .history import HistoryBudget, UnknownThreadError
+    from .metrics import GatewayMetrics
+    from .open_log import open_event_log
+    from .redislog import RedisEventLog
     from .registry_options import RegistryOptions
     from .retrying_client import ConnectionLostError, RemoteAgentError, UpstreamStoppedError
     from .runs import RunRegistry
@@ -31,48 +41,6 @@ if TYPE_CHECKING:
     from .tool_runner import ThreadedToolRunner, run_agent
     from .websocket_client import WebSocketAgent
     from .websocket_server import WebSocketServer, start_websocket_server
-
-# public name -> submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "AsgiGateway": "asgi_server",
-    "add_agui_routes": "fastapi_routes",
-    "create_asgi_app": "asgi_server",
-    "Clock": "clock",
-    "ConnectionOptions": "server_options",
-    "DataOptions": "server_options",
-    "EventLogUnavailableError": "eventlog",
-    "GatewayMetrics": "metrics",
-    "RedisEventLog": "redislog",
-    "SharedEventLog": "eventlog",
-    "ThreadedToolRunner": "tool_runner",
-    "open_event_log": "open_log",
-    "ConnectionLostError": "retrying_client",
-    "CursorExpiredError": "eventlog",
-    "EventLog": "eventlog",
-    "GatewayAgent": "gateway",
-    "HistoryBudget": "history",
-    "InMemoryEventLog": "eventlog",
-    "LoopClock": "clock",
-    "ManualClock": "clock",
-    "RegistryOptions": "registry_options",
-    "RemoteAgentError": "retrying_client",
-    "ResourceBroker": "data",
-    "RunRegistry": "runs",
-    "SSEAgent": "sse_client",
-    "SSEServer": "sse_server",
-    "StdioAgent": "stdio_client",
-    "UnknownRunError": "eventlog",
-    "UnknownThreadError": "history",
-    "UpstreamStoppedError": "retrying_client",
-    "WebSocketAgent": "websocket_client",
-    "WebSocketServer": "websocket_server",
-    "create_app": "sse_server",
-    "run_agent": "tool_runner",
-    "run_via_gateway": "gateway",
-    "serve_stdio": "stdio_server",
-    "start_sse_server": "sse_server",
-    "start_websocket_server": "websocket_server",
-}
 
 __all__ = [
     "AsgiGateway",
@@ -114,6 +82,9 @@ __all__ = [
     "start_sse_server",
     "start_websocket_server",
 ]
+
+#: name -> submodule, read from the TYPE_CHECKING imports above (the one table; agui_engine/_lazy.py)
+_EXPORTS = exports_of(__name__)
 
 
 def __getattr__(name: str) -> Any:

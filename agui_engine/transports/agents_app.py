@@ -170,5 +170,6 @@ def create_agents_app(
 
     parent.router.add_get(base + "/healthz", healthz)
     parent.router.add_get(base + "/readyz", readyz)
-    add_runtime_routes(parent, path, runtime)  # CopilotKit's /info, /agent/<id>/run, connect, stop
+    # CopilotKit's /info, /agent/<id>/run, connect, stop, and its single endpoint (POST <path>)
+    add_runtime_routes(parent, path, runtime, single_endpoint=True)
     return parent

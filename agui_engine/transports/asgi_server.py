@@ -333,7 +333,7 @@ async def _disconnected(receive: _Receive) -> None:
 def create_asgi_app(agent: Agent | AgentFunction | None = None, **options: Unpack[AppKeywords]) -> AsgiGateway:
     """The gateway of ``agent`` as an ASGI application, served at the root of wherever it is
     mounted (see the module docstring). ``options``: :func:`~transports.sse_server.create_app`'s
-    keyword arguments (:class:`~transports.sse_server.AppKeywords`: ``options``, ``registry``,
+    keyword arguments (:class:`~transports.http_gateway.AppKeywords`: ``options``, ``registry``,
     ``connection``, ``data``, ``auth_token``, ``cors_origins``, ``inspector``, ``metrics`` ...);
     ``path`` has no meaning here (the mount point is the path) and must be ``"/"`` if given.
     Raises UsageError as ``create_app`` does.

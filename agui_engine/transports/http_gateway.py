@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 import msgspec
 
-from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
+from agui_engine.genui.resources import UnknownResourceError
 from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.capabilities import TransportCapabilities, encode_capabilities
@@ -62,7 +62,7 @@ from .bearer_auth import check_bearer
 from .capabilities import sse_transport
 from .clock import Clock
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS, negotiate, negotiate_history
-from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for, decode_query
+from .data import ResourceBroker, broker_for, decode_query
 from .eventlog import EventLog, LogSlice
 from .history import UnknownThreadError
 from .http_headers import (
@@ -74,15 +74,14 @@ from .http_headers import (
     RUN_KEY_QUERY,
     THREAD_ID_HEADER,
 )
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_run_input
+from .input_decoding import check_body_size, decode_run_input
 from .input_errors import MethodNotAllowedError, RequestTimeoutError, RouteNotFoundError, UnsupportedMediaTypeError
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
 from .registry_options import RegistryOptions
 from .runs import RunRegistry
-from .send_stall import SEND_STALL_TIMEOUT_SECONDS
-from .server_options import ConnectionOptions, DataOptions, merge_options
-from .subscription import DEFAULT_KEEPALIVE_SECONDS, Subscription
+from .server_options import ConnectionOptions, DataOptions
+from .subscription import Subscription
 from .thread_api import delete_thread, list_threads, rename_thread
 
 if TYPE_CHECKING:
@@ -92,7 +91,6 @@ __all__ = [
     "Answer",
     "AppKeywords",
     "BODY_READ_CHUNK",
-    "BODY_TIMEOUT_SECONDS",
     "CORS_MAX_AGE",
     "CURRENT_RUN_ID",
     "GatewayRequest",
@@ -105,6 +103,7 @@ __all__ = [
     "UnreadableRequestError",
     "build_gateway",
     "check_content_encoding",
+    "check_keywords",
     "error_answer",
     "frame_ndjson",
     "frame_proto",
@@ -116,11 +115,6 @@ __all__ = [
 #: while reading, not after buffering a body of any size (64 KiB: a typical
 #: socket read).
 BODY_READ_CHUNK = 64 * 1024
-#: Seconds to receive a whole request body, from the end of its headers: past it
-#: the answer is 408 (``RequestTimeoutError``) and nothing is started. A typical
-#: body is a few KiB; 60 s still takes the 8 MiB limit at ~140 KiB/s, while a
-#: client trickling an 8 MiB body cannot hold it for longer than this.
-BODY_TIMEOUT_SECONDS = 60.0
 #: How long a browser may cache a CORS preflight answer (10 minutes: the usual default).
 CORS_MAX_AGE = 600
 
@@ -320,26 +314,25 @@ class HttpGateway:
         self,
         registry: RunRegistry,
         *,
-        keepalive_seconds: float,
-        max_input_bytes: int,
+        connection: ConnectionOptions,
         auth_token: str | Mapping[str, str] | None,
         cors_origins: Sequence[str],
-        send_timeout: float,
-        body_timeout: float,
         broker: ResourceBroker | None = None,
         transport: TransportCapabilities | None = None,
-        wire: WireChoice = "auto",
     ) -> None:
         self.registry = registry
+        #: What one connection may cost, and the HTTP timers (the front end reads
+        #: ``idle_timeout`` and the idle caps; this object the rest).
+        self.connection = connection
         #: The AG-UI wire of the streams ("auto": by each run input's protocolVersion).
-        self.wire: WireChoice = wire
+        self.wire: WireChoice = connection.wire
         self.broker = broker
         #: What this server speaks, in its capabilities document.
         self.transport = transport or sse_transport()
-        self.body_timeout = body_timeout
-        self.keepalive = keepalive_seconds
-        self.send_timeout = send_timeout
-        self.max_input_bytes = max_input_bytes
+        self.body_timeout = connection.body_timeout
+        self.keepalive = connection.keepalive_seconds
+        self.send_timeout = connection.send_timeout
+        self.max_input_bytes = connection.max_input_bytes
         self.auth_token = auth_token
         self.cors_any = "*" in cors_origins
         self.cors_origins = frozenset(cors_origins)
@@ -754,9 +747,29 @@ class HttpGateway:
 
 
 class AppKeywords(TypedDict, total=False):
-    """The keyword arguments of a gateway's front ends (aiohttp's ``create_app``, the ASGI
-    ``create_asgi_app``, ``start_sse_server``): ``**options: Unpack[AppKeywords]`` is checked
-    by type checkers and completed by editors. What each means: ``create_app``'s docstring."""
+    """The keyword arguments of the HTTP gateway's front ends, written once: aiohttp's
+    ``create_app``, the ASGI ``create_asgi_app``, ``start_sse_server`` and FastAPI's
+    ``add_agui_routes`` take ``**options: Unpack[AppKeywords]`` (checked by type checkers,
+    completed by editors). Every setting is one keyword or one field of its concern's struct:
+
+    ``path``: where the gateway is served (``"/"``; ``""`` to mount it; the ASGI app is served at
+    its mount point). ``registry``: a :class:`~transports.runs.RunRegistry` shared with other
+    transports, else one is built from ``options`` (limits and periods:
+    :class:`~transports.registry_options.RegistryOptions`), ``log`` (the event log runs are
+    resumed from), ``clock`` and ``metrics`` (a :class:`~transports.metrics.GatewayMetrics` to
+    fill and serve at ``<path>/metrics``; a given ``registry`` brings its own).
+    ``connection``: :class:`~transports.server_options.ConnectionOptions` (input size, send and
+    HTTP timers, idle-connection caps, wire). ``data``:
+    :class:`~transports.server_options.DataOptions` (the resources ``POST <path>/data/query``
+    answers; default: the served agent's ``resources``; without any, every query answers 404).
+    ``auth_token``: require ``Authorization: Bearer <token>``: one token, or a mapping token ->
+    principal, which binds each run to the principal that started it (stream, resume and cancel
+    answer 404 to others). ``cors_origins``: origins allowed by CORS (``"*"`` for any).
+    ``inspector``: serve the inspector page at ``GET <path>/inspect``
+    (:mod:`agui_engine.transports.inspector`). ``access_log``: one INFO line per request on the
+    ``agui_engine.access`` logger (``<client> <method> <path> <status> run=<runId> <ms>ms``),
+    refusals included. ``websocket``: a WebSocket server serves the same runs beside this app
+    (it shares the ``registry``); said in ``GET <path>/capabilities`` (``transport.websocket``)."""
 
     path: str
     registry: RunRegistry | None
@@ -764,49 +777,46 @@ class AppKeywords(TypedDict, total=False):
     log: EventLog | None
     clock: Clock | None
     metrics: GatewayMetrics | None
-    keepalive_seconds: float
-    max_input_bytes: int
+    connection: ConnectionOptions | None
+    data: DataOptions | None
     auth_token: str | Mapping[str, str] | None
     cors_origins: Sequence[str]
     inspector: bool
-    send_timeout: float
-    body_timeout: float
     access_log: bool
-    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None
-    query_queue_timeout: float
-    connection: ConnectionOptions | None
-    data: DataOptions | None
     websocket: bool
+
+
+def check_keywords(where: str, keywords: Mapping[str, object]) -> None:
+    """Raise TypeError for a keyword that is not one of :class:`AppKeywords` (a TypedDict is
+    not checked at run time), saying which struct holds it when it is a setting of one."""
+    for name in keywords:
+        if name in AppKeywords.__annotations__:
+            continue
+        home = next((cls for cls in (ConnectionOptions, DataOptions) if name in cls.__struct_fields__), None)
+        hint = f"; it is {home.__name__}.{name}: give {'connection' if home is ConnectionOptions else 'data'}=" \
+               f"{home.__name__}({name}=...)" if home is not None else ""
+        raise TypeError(f"{where}() got an unexpected keyword argument {name!r}{hint}")
 
 
 def build_gateway(agent: Agent | AgentFunction | None, *, where: str, **kw: Unpack[AppKeywords]) -> HttpGateway:
     """The gateway of ``agent`` (or of a shared ``registry``) with a front end's options
     (:class:`AppKeywords`; ``path``, ``inspector`` and ``access_log`` are the front end's own and
     not read here); ``where`` names the caller in errors. Raises UsageError when neither
-    ``agent`` nor ``registry`` is given, or for a setting given both as a keyword and in its
-    options struct."""
+    ``agent`` nor ``registry`` is given, TypeError for a keyword that is not one of them."""
+    check_keywords(where, kw)
     registry = kw.get("registry")
     if registry is None:
         if agent is None:
             raise UsageError(f"{where} needs an agent or a registry")
         registry = RunRegistry(as_agent(agent, where=f"{where}(agent)"), options=kw.get("options"), log=kw.get("log"),
                                clock=kw.get("clock"), metrics=kw.get("metrics"))
-    conn = merge_options(
-        ConnectionOptions, kw.get("connection"), where=where,
-        max_input_bytes=kw.get("max_input_bytes", DEFAULT_MAX_BODY_BYTES),
-        send_timeout=kw.get("send_timeout", SEND_STALL_TIMEOUT_SECONDS),
-    )
-    dat = merge_options(DataOptions, kw.get("data"), where=where, resources=kw.get("resources"),
-                        query_queue_timeout=kw.get("query_queue_timeout", QUERY_QUEUE_TIMEOUT_SECONDS))
+    conn = kw.get("connection") or ConnectionOptions()
+    dat = kw.get("data") or DataOptions()
     return HttpGateway(
         registry,
-        keepalive_seconds=kw.get("keepalive_seconds", DEFAULT_KEEPALIVE_SECONDS),
-        max_input_bytes=conn.max_input_bytes,
+        connection=conn,
         auth_token=kw.get("auth_token"),
         cors_origins=kw.get("cors_origins", ()),
-        send_timeout=conn.send_timeout,
-        body_timeout=kw.get("body_timeout", BODY_TIMEOUT_SECONDS),
         broker=broker_for(registry.agent, dat.resources, queue_timeout=dat.query_queue_timeout),
         transport=sse_transport(websocket=kw.get("websocket", False)),
-        wire=conn.wire,
     )

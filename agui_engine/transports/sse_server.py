@@ -5,7 +5,8 @@ Theory of operation
 Server: :func:`create_app` builds an aiohttp application around a
 :class:`~transports.runs.RunRegistry`. Routes (``<path>`` defaults to ``/``)::
 
-    POST    <path>               start a run (or resume it, with Last-Event-ID)
+    POST    <path>               start a run (or resume it, with Last-Event-ID); a CopilotKit
+                                 single-endpoint envelope {method, params, body} (runtime_routes)
     GET     <path>/runs/<runId>  subscribe to a run (EventSource-style resume)
     DELETE  <path>/runs/<runId>  cancel a run at once (on any node sharing the event log)
     POST    <path>/data/query    a component's data: {resourceId, params} -> {resourceId, data}
@@ -55,25 +56,20 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from aiohttp import web
 
-from agui_engine.genui.resources import Resource, ResourceRegistry
 from agui_engine.protocol.agent import Agent, AgentFunction
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 
 from .agents_app import ServedAgent, create_agents_app
 from .capabilities import served_capabilities
-from .clock import Clock
-from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
+from .connection_gate import IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS
-from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker
-from .eventlog import EventLog
 from .http_gateway import (
     BODY_READ_CHUNK,
-    BODY_TIMEOUT_SECONDS,
     CORS_MAX_AGE,
     CURRENT_RUN_ID,
     MAX_RECONNECTABLE_THREADS,
@@ -87,21 +83,26 @@ from .http_gateway import (
     UnreadableRequestError,
     build_gateway,
     check_content_encoding,
+    check_keywords,
     error_answer,
     frame_ndjson,
     frame_proto,
     frame_sse,
 )
-from .input_decoding import DEFAULT_MAX_BODY_BYTES
 from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
-from .registry_options import RegistryOptions
 from .runs import RunRegistry
-from .runtime_routes import DEFAULT_AGENT_ID, RUNTIME_ROUTES_KEY, RuntimeAgentRoutes, add_runtime_routes
-from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .runtime_routes import (
+    DEFAULT_AGENT_ID,
+    RUNTIME_ROUTES_KEY,
+    RuntimeAgentRoutes,
+    SingleRouteHandler,
+    add_runtime_routes,
+    single_route_call,
+)
+from .send_stall import send_or_stall
 from .server_handle import ServerHandle
-from .server_options import ConnectionOptions, DataOptions, merge_options
-from .subscription import DEFAULT_KEEPALIVE_SECONDS
+from .server_options import ConnectionOptions
 
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
@@ -109,9 +110,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AppKeywords",
     "BODY_READ_CHUNK",
-    "BODY_TIMEOUT_SECONDS",
     "CORS_MAX_AGE",
-    "HTTP_IDLE_TIMEOUT_SECONDS",
     "MAX_PARSER_MESSAGE_CHARS",
     "MAX_RECONNECTABLE_THREADS",
     "READABLE_CONTENT_ENCODINGS",
@@ -140,13 +139,6 @@ _access_logger = logging.getLogger("agui_engine.access")
 SHUTDOWN_TIMEOUT = 10.0
 
 
-#: Seconds a connection may go without a complete set of request headers: from
-#: connect, and again from the end of each response (idle keep-alive). aiohttp's
-#: own connection timer (``keepalive_timeout``; its default, 3,630 s, let 2,400
-#: trickling or silent connections sit for as long as they liked). 75 s is nginx's
-#: keep-alive default and above the 60 s idle timeout of common load balancers, so
-#: a balancer never reuses a connection the gateway has just closed.
-HTTP_IDLE_TIMEOUT_SECONDS = 75.0
 #: Characters of the HTTP parser's own complaint (a header line over its limit, a
 #: body whose Content-Encoding does not decode) quoted in an unreadable_request
 #: answer: enough to say what was wrong, never the whole hostile header.
@@ -166,6 +158,8 @@ REGISTRY_KEY: web.AppKey[RunRegistry] = web.AppKey("agui_engine_registry", RunRe
 #: The server's cap on connections that run nothing (set by start_sse_server): a
 #: stream tells it its connection is running a run, and idle again after.
 _IDLE_GATE_KEY: web.AppKey[IdleConnectionGate] = web.AppKey("agui_engine_idle_gate", IdleConnectionGate)
+#: The app's ConnectionOptions, for the server that listens for it (start_sse_server).
+_CONNECTION_KEY: web.AppKey[ConnectionOptions] = web.AppKey("agui_engine_connection", ConnectionOptions)
 
 
 def _error_response(exc: AguiEngineError, metrics: GatewayMetrics | None = None) -> web.Response:
@@ -192,8 +186,17 @@ async def _body_chunks(request: web.Request) -> AsyncIterator[bytes]:
         ) from None
 
 
-def _request(request: web.Request) -> GatewayRequest:
-    """An aiohttp request as the gateway reads it."""
+async def _given_body(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def _request(request: web.Request, body: bytes | None = None) -> GatewayRequest:
+    """An aiohttp request as the gateway reads it (its body ``body`` when that was read already)."""
+    if body is not None:
+        return GatewayRequest(
+            request.method, request.path, request.headers, request.query, content_length=len(body),
+            peer=peer_address(request.transport), chunks=lambda: _given_body(body),
+        )
     return GatewayRequest(
         request.method, request.path, request.headers, request.query, content_length=request.content_length,
         peer=peer_address(request.transport), chunks=lambda: _body_chunks(request),
@@ -208,6 +211,8 @@ class _Gateway:
         self.core = core
         self.registry = core.registry
         self.files = files
+        #: CopilotKit's single-endpoint dispatcher (runtime_routes), for envelopes POSTed to the path.
+        self.single: SingleRouteHandler | None = None
 
     async def frontend_file(self, subpath: str, request: web.Request) -> web.StreamResponse:
         answer = self.files.answer(subpath, request.headers.get("If-None-Match"))
@@ -222,8 +227,20 @@ class _Gateway:
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         return _answer(self.core.preflight(request.headers.get("Origin")))
 
-    async def post(self, request: web.Request) -> web.StreamResponse:
-        return await self._reply(request, await self.core.post(_request(request)))
+    async def post(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        """A run; or, at a path that is also CopilotKit's single endpoint, an envelope
+        ``{method, params, body}`` (runtime_routes.single_route_call) handed to its dispatcher."""
+        if body is None and self.single is not None:
+            req = _request(request)
+            try:
+                self.core.principal(req)  # 401 before the body is read, as a run answers
+                body = await self.core.read_body(req)
+                call = single_route_call(body)
+            except AguiEngineError as exc:
+                return _error_response(exc, self.core.metrics)
+            if call is not None:
+                return await self.single(request, call)
+        return await self._reply(request, await self.core.post(_request(request, body)))
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         return await self._reply(request, await self.core.get(_request(request), request.match_info["run_id"]))
@@ -243,11 +260,15 @@ class _Gateway:
     async def thread_patch(self, request: web.Request) -> web.StreamResponse:
         return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
 
-    async def runtime_connect(self, request: web.Request) -> web.StreamResponse:
-        return await self._reply(request, await self.core.runtime_connect(_request(request)))
+    async def runtime_connect(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        return await self._reply(request, await self.core.runtime_connect(_request(request, body)))
 
-    async def runtime_stop(self, request: web.Request, thread_id: str) -> web.StreamResponse:
-        return _answer(await self.core.runtime_stop(_request(request), thread_id))
+    async def runtime_stop(self, request: web.Request, thread_id: str, body: bytes | None = None) -> web.StreamResponse:
+        return _answer(await self.core.runtime_stop(_request(request, body), thread_id))
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The request's body as the gateway reads a run's (content type, size, time: its errors)."""
+        return await self.core.read_body(_request(request))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         # While its resolver works the connection is not "idle" (IdleConnectionGate), as
@@ -363,60 +384,16 @@ async def _access_log(request: web.Request, handler: Any) -> web.StreamResponse:
 
 def create_app(
     agent: Agent | AgentFunction | Mapping[str, Agent | AgentFunction | ServedAgent] | None = None,
-    *,
-    path: str = "/",
-    registry: RunRegistry | None = None,
-    options: RegistryOptions | None = None,
-    log: EventLog | None = None,
-    clock: Clock | None = None,
-    metrics: GatewayMetrics | None = None,
-    keepalive_seconds: float = DEFAULT_KEEPALIVE_SECONDS,
-    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    auth_token: str | Mapping[str, str] | None = None,
-    cors_origins: Sequence[str] = (),
-    inspector: bool = False,
-    send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
-    body_timeout: float = BODY_TIMEOUT_SECONDS,
-    access_log: bool = True,
-    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
-    query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
-    connection: ConnectionOptions | None = None,
-    data: DataOptions | None = None,
-    websocket: bool = False,
+    **options: Unpack[AppKeywords],
 ) -> web.Application:
-    """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON).
+    """An aiohttp application serving ``agent`` over HTTP (SSE / NDJSON); ``options``: the
+    gateway's keywords (:class:`~transports.http_gateway.AppKeywords`, each described there:
+    ``registry``, ``options``, ``log``, ``connection``, ``data``, ``auth_token``, ...).
 
     Run it alone (``web.run_app(create_app(agent))``, or :func:`start_sse_server`)
     or mount it: ``parent.add_subapp("/agui", create_app(agent, path=""))`` serves
-    ``POST /agui`` and ``/agui/runs/<runId>``. ``options`` (limits and periods:
-    :class:`~transports.registry_options.RegistryOptions`), ``log`` and ``clock`` build the
-    :class:`~transports.runs.RunRegistry`; pass ``registry`` instead to share one
-    between transports. ``metrics``: a :class:`~transports.metrics.GatewayMetrics`
-    to fill and serve at ``<path>/metrics`` (a given ``registry`` brings its own). ``auth_token``: require ``Authorization: Bearer <token>``: one
-    token, or a mapping token -> principal name, which binds each run to the
-    principal that started it (stream, resume and cancel answer 404 to others).
-    ``cors_origins``: origins allowed by CORS (``"*"`` for any).
-    ``GET <path>/static/agui-engine.js`` serves the JavaScript applier;
-    ``inspector=True`` adds the inspector page at ``GET <path>/inspect``
-    (:mod:`agui_engine.transports.inspector`). ``send_timeout``:
-    seconds a stream's write may wait for a client that stopped reading before the
-    stream is cut (``SEND_STALL_TIMEOUT_SECONDS``). ``body_timeout``: seconds to
-    receive a request body (408 past it; ``BODY_TIMEOUT_SECONDS``).
-    ``access_log``: one INFO line per request on the ``agui_engine.access``
-    logger (``<client> <method> <path> <status> run=<runId> <ms>ms``), refusals
-    included; shown wherever logging is configured at INFO (``agui-engine serve``).
-    ``resources``: the data resources served at ``POST <path>/data/query`` (a
-    ResourceRegistry, a list of Resource, or a shared
-    :class:`~transports.data.ResourceBroker`); default: the served agent's
-    ``resources`` (``LLMAgent`` / ``AgentLoop`` collect their components'). Without
-    any, every query answers 404. ``query_queue_timeout``: seconds a query waits for
-    a full concurrency limit before 503 (``data.QUERY_QUEUE_TIMEOUT_SECONDS``).
-    ``connection`` / ``data``: the same settings as one value each
-    (:class:`~transports.server_options.ConnectionOptions`: ``max_input_bytes`` is its
-    ``max_input_bytes``; :class:`~transports.server_options.DataOptions`); the keywords
-    fill them, and a setting given both ways is a UsageError. ``websocket``: a WebSocket
-    server serves the same runs beside this app (it shares the ``registry``); said in
-    ``GET <path>/capabilities`` (``transport.websocket``).
+    ``POST /agui`` and ``/agui/runs/<runId>``. ``GET <path>/static/agui-engine.js`` serves the
+    JavaScript applier.
 
     Run it with ``handler_cancellation=True`` (as :func:`start_sse_server` does)
     so a client disconnect is noticed at once; otherwise it is noticed at the
@@ -427,27 +404,23 @@ def create_app(
 
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
+    path = options.get("path", "/")
     if isinstance(agent, Mapping):
-        return create_agents_app(
-            agent, one_app=create_app, registry_key=REGISTRY_KEY, path=path, auth_token=auth_token, registry=registry, options=options, log=log, clock=clock,
-            metrics=metrics, keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes,
-            cors_origins=cors_origins, inspector=inspector, send_timeout=send_timeout, body_timeout=body_timeout,
-            access_log=access_log, resources=resources, query_queue_timeout=query_queue_timeout,
-            connection=connection, data=data, websocket=websocket,
-        )
-    core = build_gateway(
-        agent, where="create_app", registry=registry, options=options, log=log, clock=clock, metrics=metrics,
-        keepalive_seconds=keepalive_seconds, max_input_bytes=max_input_bytes, auth_token=auth_token,
-        cors_origins=cors_origins, send_timeout=send_timeout, body_timeout=body_timeout, resources=resources,
-        query_queue_timeout=query_queue_timeout, connection=connection, data=data, websocket=websocket,
-    )
+        check_keywords("create_app", options)
+        parent = create_agents_app(agent, one_app=create_app, registry_key=REGISTRY_KEY, **options)
+        parent[_CONNECTION_KEY] = options.get("connection") or ConnectionOptions()
+        return parent
+    core = build_gateway(agent, where="create_app", **options)
+    inspector, cors_origins = options.get("inspector", False), options.get("cors_origins", ())
     registry, max_input_bytes = core.registry, core.max_input_bytes
     base = path.rstrip("/")
     gw = _Gateway(core, FrontendFiles(inspector=inspector))
     # client_max_size is aiohttp's own cap for request.read(); the body is read
     # by _read_body, which enforces max_input_bytes with a JSON 413.
-    app = web.Application(client_max_size=max_input_bytes, middlewares=[_access_log] if access_log else [])
+    app = web.Application(client_max_size=max_input_bytes,
+                          middlewares=[_access_log] if options.get("access_log", True) else [])
     app[REGISTRY_KEY] = registry
+    app[_CONNECTION_KEY] = core.connection
     runs = path.rstrip("/") + "/runs/{run_id}"
     app.router.add_post(path, gw.post)
     app.router.add_get(runs, gw.get)
@@ -481,12 +454,14 @@ def create_app(
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
     routes = RuntimeAgentRoutes(
-        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=auth_token,
+        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=options.get("auth_token"),
+        read_body=gw.read_body,
         capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
         preflight=gw.preflight if cors_origins else None, cors_headers=gw.on_prepare if cors_origins else None,
     )
     app[RUNTIME_ROUTES_KEY] = routes
-    add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
+    # the agent's path is also CopilotKit's single endpoint: gw.post hands envelopes to this dispatcher
+    gw.single = add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
     app.on_shutdown.append(gw.on_shutdown)
     return app
 
@@ -575,39 +550,32 @@ class SSEServer(ServerHandle):
 
 
 async def start_sse_server(
-    agent: Agent | AgentFunction | None = None,
+    agent: Agent | AgentFunction | Mapping[str, Agent | AgentFunction | ServedAgent] | None = None,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
     app: web.Application | None = None,
     shutdown_timeout: float = SHUTDOWN_TIMEOUT,
-    idle_timeout: float = HTTP_IDLE_TIMEOUT_SECONDS,
-    max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
-    max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
     **options: Unpack[AppKeywords],
 ) -> SSEServer:
     """Start the gateway in this event loop (port 0: an ephemeral port) and return
     it; ``options`` are :func:`create_app`'s keyword arguments (:class:`AppKeywords`,
-    type-checked), ``connection`` among them. ``server.url`` is the endpoint
-    (an IPv6 host in brackets).
-    ``idle_timeout``: seconds a connection may go without complete request
-    headers, from connect or since its last response (``HTTP_IDLE_TIMEOUT_SECONDS``).
-    ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing
-    (reading a request, idle keep-alive) the server / one client address may hold;
-    a new one past either is answered 503 + ``Retry-After`` and closed before
-    anything is read (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap)."""
-    conn = merge_options(
-        ConnectionOptions,
-        options.get("connection"),
-        where="start_sse_server",
-        max_idle_connections=max_idle_connections,
-        max_idle_per_ip=max_idle_per_ip,
-    )
+    type-checked), or ``app`` one :func:`create_app` made. ``server.url`` is the endpoint
+    (an IPv6 host in brackets). The app's ``connection``
+    (:class:`~transports.server_options.ConnectionOptions`) sets the listening side too:
+    ``idle_timeout`` (seconds a connection may go without complete request headers, from
+    connect or since its last response) and ``max_idle_connections`` / ``max_idle_per_ip``
+    (connections that run nothing the server / one client address may hold; a new one past
+    either is answered 503 + ``Retry-After`` and closed before anything is read:
+    :class:`~transports.connection_gate.IdleConnectionGate`). Raises UsageError for ``app``
+    given with ``options`` (they configure ``create_app``)."""
     if app is None:
-        options["connection"] = conn
+        check_keywords("start_sse_server", options)
         app = create_app(agent, **options)
-    elif options:
-        raise UsageError(f"start_sse_server: {', '.join(sorted(options))} configure create_app; with app= give them to create_app")
+    elif options or agent is not None:
+        given = sorted(options) + (["agent"] if agent is not None else [])
+        raise UsageError(f"start_sse_server: {', '.join(given)} configure create_app; with app= give them to create_app")
+    conn = app.get(_CONNECTION_KEY) or ConnectionOptions()
     gate = IdleConnectionGate(conn.max_idle_per_ip, conn.max_idle_connections)
     app[_IDLE_GATE_KEY] = gate
     runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=shutdown_timeout)
@@ -620,7 +588,7 @@ async def start_sse_server(
         # aiohttp's connection timer (keepalive_timeout) runs from connect and from the end of
         # each response, and closes a connection whose next request's headers are not complete
         # by then: the headers timeout and the idle keep-alive in one.
-        return _GatewayRequestHandler(server, gate, loop=loop, access_log=None, keepalive_timeout=idle_timeout)
+        return _GatewayRequestHandler(server, gate, loop=loop, access_log=None, keepalive_timeout=conn.idle_timeout)
 
     sock = listening_socket(host, port)  # sheds connections when descriptors run out
     # create_server's own backlog is what counts: it calls listen() again with it, replacing

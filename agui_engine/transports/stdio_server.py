@@ -58,11 +58,11 @@ from .envelope import (
     message_run_id,
 )
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, decode_json_input, decode_run_input
+from .input_decoding import decode_json_input, decode_run_input
 from .input_errors import InvalidInputError
 from .registry_options import RegistryOptions
 from .runs import RunRegistry
-from .server_options import ConnectionOptions, merge_options
+from .server_options import ConnectionOptions
 from .subscription import Subscription
 
 __all__ = ["STDIN_MAX_PENDING_LINES", "serve_stdio"]
@@ -229,24 +229,20 @@ async def serve_stdio(
     agent: Agent | AgentFunction | None = None,
     *,
     registry: RunRegistry | None = None,
-    stdin: IO[bytes] | None = None,
-    stdout: IO[bytes] | None = None,
-    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     connection: ConnectionOptions | None = None,
+    stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
 ) -> int:
     """Serve runs over stdin/stdout until the end of stdin; return the exit status (0).
 
-    ``options`` and ``log`` build the :class:`~transports.runs.RunRegistry`.
-    ``connection``: the :class:`~transports.server_options.ConnectionOptions` the
-    network servers take; stdio reads its ``max_input_bytes`` (the keyword;
-    a setting given both ways is a UsageError). Raises UsageError when neither
-    ``agent`` nor ``registry`` is given.
+    ``registry``, or ``options`` and ``log`` to build one, as for the network servers.
+    ``connection``: the :class:`~transports.server_options.ConnectionOptions` the network
+    servers take; stdio reads its ``max_input_bytes`` (the longest line). Raises UsageError
+    when neither ``agent`` nor ``registry`` is given.
     """
-    max_input_bytes = merge_options(
-        ConnectionOptions, connection, where="serve_stdio", max_input_bytes=max_input_bytes
-    ).max_input_bytes
+    max_input_bytes = (connection or ConnectionOptions()).max_input_bytes
     if registry is None:
         if agent is None:
             raise UsageError("serve_stdio needs an agent or a registry")

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -60,7 +60,7 @@ import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from agui_engine.genui.resources import Resource, ResourceRegistry, UnknownResourceError
+from agui_engine.genui.resources import UnknownResourceError
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.errors import WS_CLOSE_BAD_INPUT, AguiEngineError, CapacityError, RemoteInputError, UsageError
 
@@ -68,8 +68,8 @@ from .admission import Caller
 from .bearer_auth import UnauthorizedError, check_bearer
 from .capabilities import WEBSOCKET_TRANSPORT, served_capabilities
 from .clock import Clock
-from .connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP, IdleConnectionGate, peer_address
-from .data import QUERY_QUEUE_TIMEOUT_SECONDS, ResourceBroker, broker_for
+from .connection_gate import IdleConnectionGate, peer_address
+from .data import ResourceBroker, broker_for
 from .envelope import (
     CancelMessage,
     CapabilitiesMessage,
@@ -86,14 +86,14 @@ from .envelope import (
     query_result_line,
 )
 from .eventlog import EventLog, UnknownRunError
-from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_input_depth, decode_run_input
+from .input_decoding import check_input_depth, decode_run_input
 from .input_errors import InputTooDeepError
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .registry_options import CANCEL_WAIT_SECONDS, RegistryOptions
 from .runs import RunRegistry
-from .send_stall import SEND_STALL_TIMEOUT_SECONDS, send_or_stall
+from .send_stall import send_or_stall
 from .server_handle import ServerHandle
-from .server_options import ConnectionOptions, DataOptions, merge_options
+from .server_options import ConnectionOptions, DataOptions
 from .subscription import Subscription
 from .thread_api import answer_threads_message
 
@@ -476,47 +476,36 @@ async def start_websocket_server(
     host: str = "127.0.0.1",
     port: int = 0,
     registry: RunRegistry | None = None,
-    auth_token: str | Mapping[str, str] | None = None,
-    max_input_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    ping_interval: float | None = DEFAULT_PING_INTERVAL,
-    ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
-    max_queue: int = DEFAULT_MAX_QUEUE,
-    write_limit: int = DEFAULT_WRITE_LIMIT,
     options: RegistryOptions | None = None,
     log: EventLog | None = None,
     clock: Clock | None = None,
     metrics: GatewayMetrics | None = None,
-    send_timeout: float = SEND_STALL_TIMEOUT_SECONDS,
-    open_timeout: float = WS_OPEN_TIMEOUT_SECONDS,
-    resources: ResourceRegistry | Sequence[Resource] | ResourceBroker | None = None,
-    query_queue_timeout: float = QUERY_QUEUE_TIMEOUT_SECONDS,
-    max_idle_connections: int | None = MAX_IDLE_CONNECTIONS,
-    max_idle_per_ip: int | None = MAX_IDLE_CONNECTIONS_PER_IP,
     connection: ConnectionOptions | None = None,
     data: DataOptions | None = None,
+    auth_token: str | Mapping[str, str] | None = None,
+    ping_interval: float | None = DEFAULT_PING_INTERVAL,
+    ping_timeout: float | None = DEFAULT_PING_TIMEOUT,
+    max_queue: int = DEFAULT_MAX_QUEUE,
+    write_limit: int = DEFAULT_WRITE_LIMIT,
+    open_timeout: float = WS_OPEN_TIMEOUT_SECONDS,
 ) -> WebSocketServer:
     """Start the WebSocket gateway in this event loop (port 0: ephemeral).
 
-    ``max_input_bytes``: largest incoming message (a ``run`` message carries a whole
-    RunAgentInput); larger closes with 1009. ``max_queue`` / ``write_limit``:
-    the library's incoming-frame and outgoing-byte high-water marks (see
-    spec/transports.md, Backpressure). ``metrics``: a
-    :class:`~transports.metrics.GatewayMetrics` to fill (render it yourself:
-    this server has no HTTP routes). ``send_timeout``: seconds a send may wait for
-    a client that stopped reading before the connection is cut. ``open_timeout``:
-    seconds from connect to a completed handshake. ``resources``: the data resources
-    ``query`` messages may ask for (a ResourceRegistry, a list of Resource, or a shared
-    :class:`~transports.data.ResourceBroker`; default: the served agent's
-    ``resources``); ``query_queue_timeout``: see ``data.QUERY_QUEUE_TIMEOUT_SECONDS``.
-    ``max_idle_connections`` / ``max_idle_per_ip``: connections that run nothing (in
-    the handshake, or open with no run in flight) the server / one client address may
-    hold; a new one past either gets an HTTP 503 + ``Retry-After`` instead of a
-    handshake and is closed before anything is read
-    (:class:`~transports.connection_gate.IdleConnectionGate`; 0 or None: no cap).
-    ``connection`` / ``data``: the same settings as one value each
-    (:class:`~transports.server_options.ConnectionOptions`, whose ``max_input_bytes``
-    is ``max_input_bytes``; :class:`~transports.server_options.DataOptions`), as for
-    :func:`~transports.sse_server.create_app`; a setting given both ways is a UsageError.
+    The keywords it shares with :func:`~transports.sse_server.create_app` mean the same
+    (:class:`~transports.http_gateway.AppKeywords`): ``registry`` or ``options`` / ``log`` /
+    ``clock`` / ``metrics`` (a :class:`~transports.metrics.GatewayMetrics` to fill; render it
+    yourself: this server has no HTTP routes), ``auth_token`` (also read from an
+    ``access_token`` query parameter, for browsers), ``data``
+    (:class:`~transports.server_options.DataOptions`: what ``query`` messages may ask for).
+    Of ``connection`` (:class:`~transports.server_options.ConnectionOptions`) it reads
+    ``max_input_bytes`` (the largest message: a ``run`` message carries a whole RunAgentInput;
+    larger closes with 1009), ``send_timeout`` (a send waiting on a client that stopped reading
+    cuts the connection) and ``max_idle_connections`` / ``max_idle_per_ip`` (connections in the
+    handshake or open with no run in flight; a new one past either gets an HTTP 503 +
+    ``Retry-After`` instead of a handshake). The WebSocket library's own:
+    ``ping_interval`` / ``ping_timeout``, ``max_queue`` / ``write_limit`` (the incoming-frame
+    and outgoing-byte high-water marks; spec/transports.md, Backpressure), ``open_timeout``
+    (seconds from connect to a completed handshake).
     ``server.url`` is the endpoint (an IPv6 host in brackets).
     Raises UsageError when neither ``agent`` nor ``registry`` is given.
     """
@@ -526,18 +515,8 @@ async def start_websocket_server(
         registry = RunRegistry(
             as_agent(agent, where="start_websocket_server(agent)"), options=options, log=log, clock=clock, metrics=metrics
         )
-    conn_options = merge_options(
-        ConnectionOptions,
-        connection,
-        where="start_websocket_server",
-        max_input_bytes=max_input_bytes,
-        send_timeout=send_timeout,
-        max_idle_connections=max_idle_connections,
-        max_idle_per_ip=max_idle_per_ip,
-    )
-    data_options = merge_options(
-        DataOptions, data, where="start_websocket_server", resources=resources, query_queue_timeout=query_queue_timeout
-    )
+    conn_options = connection or ConnectionOptions()
+    data_options = data or DataOptions()
     max_input_bytes, send_timeout = conn_options.max_input_bytes, conn_options.send_timeout
     connections: set[_Connection] = set()
     broker = broker_for(registry.agent, data_options.resources, queue_timeout=data_options.query_queue_timeout)

@@ -170,6 +170,7 @@ async def serve_asgi(app: Any) -> None:
 
 async def engine() -> None:
     from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
     from aiohttp import web
@@ -184,8 +185,9 @@ async def engine() -> None:
     # one load generator address opens up to 1,000 streams at once: the per-address caps (idle
     # connections, runs per client) would refuse that burst by design (not what this measures;
     # the global caps stay on)
-    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000, max_runs_per_client=0))
-    server = await start_sse_server(app=app, max_idle_per_ip=0)
+    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000, max_runs_per_client=0),
+                     connection=ConnectionOptions(max_idle_per_ip=0))
+    server = await start_sse_server(app=app)
     print("PORT", server.url.rstrip("/").rpartition(":")[2], flush=True)
     await asyncio.Event().wait()
 

@@ -57,10 +57,10 @@ from agui_engine.protocol.events import (  # noqa: E402
     ToolCallArgsEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
-    UserMessage,
 )
 from tests.adapters.agent_runs import KEY, WEATHER_CARD, check, collect, of, texts  # noqa: E402
 from tests.agui_engine.run_checks import check_run  # noqa: E402
+from tests.helpers import run_input
 
 
 class ScriptedLLM(BaseLLM):
@@ -153,10 +153,6 @@ def weather_crew(llm_a: BaseLLM, llm_b: BaseLLM, tool: BaseTool | None = None) -
     )
 
 
-def run_input(text: str = "Paris", *, run: str = "r1", **kw: Any) -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id=run, messages=[UserMessage(id="u1", content=text)], **kw)
-
-
 async def test_two_agent_crew_streams_tokens_tools_and_steps_before_it_finishes() -> None:
     crew = weather_crew(ScriptedLLM(model="a", replies=[use_tool("Paris"), final("Paris: sunny, 21 C")]),
                         ScriptedLLM(model="b", replies=[final("It is sunny in Paris.")]))
@@ -193,7 +189,7 @@ async def test_a_failing_tool_is_a_tool_result_and_the_crew_goes_on() -> None:
 async def test_a_failing_task_ends_the_run_with_run_error_and_everything_before_verifies() -> None:
     crew = weather_crew(ScriptedLLM(model="a", replies=[final("fine")]),
                         ScriptedLLM(model="b", fail_with="the model is overloaded"))
-    events = await collect(CrewAIAgent(crew), run_input())
+    events = await collect(CrewAIAgent(crew), run_input("Paris"))
     assert isinstance(events[-1], RunErrorEvent)
     assert "the model is overloaded" in events[-1].message
     assert "Traceback" not in events[-1].message
@@ -228,7 +224,7 @@ async def test_a_flow_streams_its_methods_as_steps_and_its_state_as_snapshot_the
     assert {"op": "replace", "path": "/forecast", "value": "sunny in Rome"} in ops
     assert texts(events).endswith("sunny in Rome")
     # two runs of one Flow class share no state
-    again = await collect(CrewAIAgent(TripFlow), run_input("weather in Oslo", run="r2"))
+    again = await collect(CrewAIAgent(TripFlow), run_input("weather in Oslo", run_id="r2"))
     assert of(again, StateSnapshotEvent)[0].snapshot["city"] == "Oslo"
 
 
@@ -276,7 +272,7 @@ class RoutedReviewFlow(Flow[ReviewState]):
 
 async def test_human_feedback_pauses_the_flow_as_an_interrupt_and_the_resume_finishes_it() -> None:
     agent = CrewAIAgent(ReviewFlow)
-    first = await collect(agent, run_input("cats", run="r1"))
+    first = await collect(agent, run_input("cats", run_id="r1"))
     finished = first[-1]
     assert isinstance(finished, RunFinishedEvent) and isinstance(finished.outcome, RunFinishedInterruptOutcome)
     (intr,) = finished.outcome.interrupts
@@ -288,11 +284,11 @@ async def test_human_feedback_pauses_the_flow_as_an_interrupt_and_the_resume_fin
     assert texts(first) == ""  # a pause is not an answer
     # a resume must answer a pending interrupt of this thread, before anything streams
     with pytest.raises(RemoteInputError, match="not a pending interrupt"):
-        await anext(agent.run(run_input(run="r2", resume=[ResumeEntry(interrupt_id="nope", status="resolved")])))
+        await anext(agent.run(run_input("Paris", run_id="r2", resume=[ResumeEntry(interrupt_id="nope", status="resolved")])))
     with pytest.raises(RemoteInputError, match="not a pending interrupt"):
         await anext(agent.run(RunAgentInput(thread_id="other", run_id="r2", messages=[],
                                             resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
-    second = await collect(agent, run_input(run="r2", resume=[
+    second = await collect(agent, run_input("Paris", run_id="r2", resume=[
         ResumeEntry(interrupt_id=intr.id, status="resolved", payload="ship it")]))
     assert isinstance(second[-1], RunFinishedEvent) and second[-1].outcome is None
     assert texts(second) == "published 'A post about cats.' with 'ship it'"
@@ -302,7 +298,7 @@ async def test_human_feedback_pauses_the_flow_as_an_interrupt_and_the_resume_fin
     assert ops == [{"op": "replace", "path": "/verdict", "value": "ship it"}]  # the flow finished with the feedback
     # answered once: it is no longer pending
     with pytest.raises(RemoteInputError, match="pending: none"):
-        await anext(agent.run(run_input(run="r3", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
+        await anext(agent.run(run_input("Paris", run_id="r3", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved")])))
 
 
 async def test_a_resumed_methods_state_is_taken_when_it_finishes_even_when_the_reader_is_late() -> None:
@@ -311,8 +307,8 @@ async def test_a_resumed_methods_state_is_taken_when_it_finishes_even_when_the_r
     only once the flow has run on must still see the state as the resumed method left it
     (snapshot without the verdict, then publish's delta), not the final state twice."""
     agent = CrewAIAgent(ReviewFlow)
-    (intr,) = (await collect(agent, run_input("cats", run="r1")))[-1].outcome.interrupts  # type: ignore[union-attr]
-    run = agent.run(run_input(run="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved", payload="ok")]))
+    (intr,) = (await collect(agent, run_input("cats", run_id="r1")))[-1].outcome.interrupts  # type: ignore[union-attr]
+    run = agent.run(run_input("Paris", run_id="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="resolved", payload="ok")]))
     events = [await anext(run), await anext(run)]  # RUN_STARTED, then the first event: the thread is running
     time.sleep(1.0)  # hold the loop: the rest of the flow (no model call) runs meanwhile
     events += [e async for e in run]
@@ -324,10 +320,10 @@ async def test_a_resumed_methods_state_is_taken_when_it_finishes_even_when_the_r
 
 async def test_a_cancelled_resume_takes_the_reviews_default_outcome() -> None:
     agent = CrewAIAgent(RoutedReviewFlow)
-    first = await collect(agent, run_input(run="r1"))
+    first = await collect(agent, run_input("Paris", run_id="r1"))
     (intr,) = first[-1].outcome.interrupts  # type: ignore[union-attr]
     assert intr.response_schema == {"type": "string", "enum": ["approved", "rejected"]}
-    second = await collect(agent, run_input(run="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="cancelled")]))
+    second = await collect(agent, run_input("Paris", run_id="r2", resume=[ResumeEntry(interrupt_id=intr.id, status="cancelled")]))
     assert [e.step_name for e in of(second, StepStartedEvent)] == ["method:write", "method:shelve"]
     assert texts(second).endswith("shelved")
 
@@ -342,15 +338,15 @@ async def test_two_agents_with_different_flows_pause_and_resume_side_by_side() -
     installed = flow_config.hitl_provider
     routed = CrewAIAgent(RoutedReviewFlow)
     assert installed is not None and flow_config.hitl_provider is installed  # the second agent changed nothing
-    (review_intr,) = (await collect(review, run_input("dogs", run="a1"))).pop().outcome.interrupts  # type: ignore[union-attr]
-    (routed_intr,) = (await collect(routed, run_input(run="b1"))).pop().outcome.interrupts  # type: ignore[union-attr]
+    (review_intr,) = (await collect(review, run_input("dogs", run_id="a1"))).pop().outcome.interrupts  # type: ignore[union-attr]
+    (routed_intr,) = (await collect(routed, run_input("Paris", run_id="b1"))).pop().outcome.interrupts  # type: ignore[union-attr]
     # neither agent knows the other's pause
     with pytest.raises(RemoteInputError, match="not a pending interrupt"):
-        await anext(routed.run(run_input(run="b2", resume=[ResumeEntry(interrupt_id=review_intr.id, status="resolved")])))
+        await anext(routed.run(run_input("Paris", run_id="b2", resume=[ResumeEntry(interrupt_id=review_intr.id, status="resolved")])))
     # cancelled: the review's default outcome (an answer would need CrewAI's LLM classifier)
-    routed_done = await collect(routed, run_input(run="b2", resume=[
+    routed_done = await collect(routed, run_input("Paris", run_id="b2", resume=[
         ResumeEntry(interrupt_id=routed_intr.id, status="cancelled")]))
-    review_done = await collect(review, run_input(run="a2", resume=[
+    review_done = await collect(review, run_input("Paris", run_id="a2", resume=[
         ResumeEntry(interrupt_id=review_intr.id, status="resolved", payload="fine")]))
     assert texts(routed_done).endswith("shelved")
     assert texts(review_done) == "published 'A post about dogs.' with 'fine'"
@@ -403,9 +399,9 @@ async def test_an_answer_routes_the_review_through_crewais_own_classifier(monkey
                 return "shelved"
 
         agent = CrewAIAgent(Classified)
-        first = await collect(agent, run_input(run="r1"))
+        first = await collect(agent, run_input("Paris", run_id="r1"))
         (intr,) = first[-1].outcome.interrupts  # type: ignore[union-attr]
-        second = await collect(agent, run_input(run="r2", resume=[
+        second = await collect(agent, run_input("Paris", run_id="r2", resume=[
             ResumeEntry(interrupt_id=intr.id, status="resolved", payload="Looks great, go ahead")]))
         assert server.requests, "the answer was classified by the model"
     assert [e.step_name for e in of(second, StepStartedEvent)] == ["method:write", "method:ship"]
@@ -415,7 +411,7 @@ async def test_an_answer_routes_the_review_through_crewais_own_classifier(monkey
 async def test_task_human_input_ends_the_run_saying_why_instead_of_reading_stdin() -> None:
     crew = weather_crew(ScriptedLLM(model="a", replies=[final("fine")]), ScriptedLLM(model="b", replies=[final("ok")]))
     crew.tasks[0].human_input = True
-    events = await collect(CrewAIAgent(crew), run_input())
+    events = await collect(CrewAIAgent(crew), run_input("Paris"))
     assert isinstance(events[-1], RunErrorEvent)
     assert TASK_HUMAN_INPUT_UNSUPPORTED[:60] in events[-1].message
 
@@ -426,7 +422,7 @@ async def test_two_concurrent_runs_never_see_each_others_events() -> None:
                             ScriptedLLM(model="b", replies=[final(f"sentence about {answer}")], delay=0.002))
 
     agent_a, agent_b = CrewAIAgent(crew_for("Lima")), CrewAIAgent(crew_for("Cairo"))
-    a, b = await asyncio.gather(collect(agent_a, run_input("Lima", run="ra")), collect(agent_b, run_input("Cairo", run="rb")))
+    a, b = await asyncio.gather(collect(agent_a, run_input("Lima", run_id="ra")), collect(agent_b, run_input("Cairo", run_id="rb")))
     assert "Cairo" not in texts(a) and "Lima" in texts(a)
     assert "Lima" not in texts(b) and "Cairo" in texts(b)
     assert all("Cairo" not in e.delta for e in of(a, ToolCallArgsEvent))
@@ -437,7 +433,7 @@ async def test_closing_the_iterator_stops_the_kickoff_at_its_next_event() -> Non
     crew = weather_crew(slow, ScriptedLLM(model="b", replies=[final("never")]))
     before = {t.name for t in threading.enumerate()}
     started = time.monotonic()
-    stream = CrewAIAgent(crew).run(run_input(run="rc"))
+    stream = CrewAIAgent(crew).run(run_input("Paris", run_id="rc"))
     got = []
     async for event in stream:
         got.append(event)

@@ -22,12 +22,15 @@ import pytest
 
 from agui_engine.transports.asgi_server import AsgiGateway, create_asgi_app
 from agui_engine.transports.server_handle import ServerHandle
+from agui_engine.transports.server_options import ConnectionOptions
 
 from ..waiting import eventually
 
-#: Keywords of start_sse_server that configure aiohttp's own server (its connection gate and
-#: timers): uvicorn has its own settings for these, so a test that needs them is aiohttp's.
-AIOHTTP_SERVER_KEYWORDS = frozenset({"app", "idle_timeout", "shutdown_timeout", "max_idle_connections", "max_idle_per_ip"})
+#: Keywords of start_sse_server, and fields of its ConnectionOptions, that configure aiohttp's own
+#: server (its connection gate and timers): uvicorn has its own settings for these, so a test
+#: that needs them is aiohttp's.
+AIOHTTP_SERVER_KEYWORDS = frozenset({"app", "shutdown_timeout"})
+AIOHTTP_CONNECTION_FIELDS = ("idle_timeout", "max_idle_connections", "max_idle_per_ip")
 
 
 class UvicornServer(ServerHandle):
@@ -51,7 +54,11 @@ async def start_asgi_server(agent: Any = None, *, host: str = "127.0.0.1", port:
     """``create_asgi_app(agent, **options)`` served by uvicorn on ``host:port`` (0: a free port)."""
     import uvicorn
 
-    aiohttp_only = sorted(AIOHTTP_SERVER_KEYWORDS & set(options))
+    connection, default = options.get("connection"), ConnectionOptions()
+    aiohttp_only = sorted(AIOHTTP_SERVER_KEYWORDS & set(options)) + [
+        f"ConnectionOptions.{name}" for name in AIOHTTP_CONNECTION_FIELDS
+        if connection is not None and getattr(connection, name) != getattr(default, name)
+    ]
     if aiohttp_only:
         pytest.skip(f"aiohttp's own server settings ({', '.join(aiohttp_only)}): uvicorn has its own")
     mount = options.pop("path", "/").rstrip("/")

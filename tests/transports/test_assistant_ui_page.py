@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agui_engine.transports.sse_server import start_sse_server
-from tests.helpers import require
+from tests.helpers import require, screenshot_on_failure
 
 from .test_copilotkit_page import (  # noqa: F401 (browser: a fixture)
     DEADLINE_MS,
@@ -64,7 +64,7 @@ async def test_assistant_ui_streams_runs_a_frontend_tool_and_a_second_turn(
         page = await browser.new_page(viewport={"width": 1000, "height": 900})
         page_errors: list[str] = []
         page.on("pageerror", lambda exc: page_errors.append(str(exc)))
-        try:
+        async with screenshot_on_failure(page, tmp_path / "assistant-ui-page.png"):
             await page.goto(f"{aui_url}/index.html?agent={srv.url}&thread=t-aui")
             await page.wait_for_selector("#composer", timeout=DEADLINE_MS)
             await send(page, "book a table for 4")
@@ -85,11 +85,6 @@ async def test_assistant_ui_streams_runs_a_frontend_tool_and_a_second_turn(
                 "confirmed for 4 guests"]  # the tool ran once
             assert await page.eval_on_selector_all("#errors li", "ls => ls.map(l => l.textContent)") == []
             assert page_errors == []
-        except BaseException:
-            shot = tmp_path / "assistant-ui-page.png"
-            await page.screenshot(path=str(shot), full_page=True)
-            print(f"assistant-ui page screenshot: {shot}")
-            raise
 
 
 @pytest.mark.timeout(420)  # as above
@@ -98,7 +93,7 @@ async def test_a_run_error_reaches_the_assistant_ui_page(browser: Any, aui_url: 
         page = await browser.new_page(viewport={"width": 1000, "height": 900})
         page_errors: list[str] = []
         page.on("pageerror", lambda exc: page_errors.append(str(exc)))
-        try:
+        async with screenshot_on_failure(page, tmp_path / "assistant-ui-page-error.png"):
             await page.goto(f"{aui_url}/index.html?agent={srv.url}&thread=t-aui-error")
             await page.wait_for_selector("#composer", timeout=DEADLINE_MS)
             await send(page, "dinner?")
@@ -109,8 +104,3 @@ async def test_a_run_error_reaches_the_assistant_ui_page(browser: Any, aui_url: 
                 .some((l) => l.textContent.includes('the kitchen is closed'))""", timeout=DEADLINE_MS)
             await page.wait_for_function("() => !document.querySelector('#running')", timeout=DEADLINE_MS)
             assert page_errors == []
-        except BaseException:
-            shot = tmp_path / "assistant-ui-page-error.png"
-            await page.screenshot(path=str(shot), full_page=True)
-            print(f"assistant-ui page screenshot: {shot}")
-            raise

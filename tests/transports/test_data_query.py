@@ -45,6 +45,7 @@ from agui_engine.protocol.events import CustomEvent, RunAgentInput, ToolCallResu
 from agui_engine.transports import ManualClock, SSEAgent, WebSocketAgent, start_sse_server, start_websocket_server
 from agui_engine.transports.data import ResourceBroker
 from agui_engine.transports.retrying_client import RemoteAgentError
+from agui_engine.transports.server_options import ConnectionOptions, DataOptions
 
 from ..waiting import eventually
 from .loop_thread import LoopThread, json_values
@@ -161,7 +162,7 @@ async def post(url: str, body: Any, token: str | None = "tok-alice", *, raw: byt
 
 async def test_a_query_answers_the_data_and_the_python_clients_read_it() -> None:
     calls = Calls()
-    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+    async with gateway(auth_token=TOKENS, data=DataOptions(resources=make_registry(calls))) as server:
         resp = await post(server.url, {"resourceId": "echo", "params": {"a": [1, "é"]}})
         assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("application/json")
         assert resp.headers["Cache-Control"] == "no-store"
@@ -175,7 +176,7 @@ async def test_a_query_answers_the_data_and_the_python_clients_read_it() -> None
 
 async def test_permission_is_the_hooks_answer_for_each_identity() -> None:
     calls = Calls()
-    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+    async with gateway(auth_token=TOKENS, data=DataOptions(resources=make_registry(calls))) as server:
         alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
         bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
         assert await alice.query("private.notes", {"city": "Oslo"}) == {"owner": "alice", "city": "Oslo"}
@@ -195,7 +196,7 @@ async def test_permission_is_the_hooks_answer_for_each_identity() -> None:
 
 async def test_without_auth_the_identity_is_none() -> None:
     calls = Calls()
-    async with gateway(resources=make_registry(calls)) as server:
+    async with gateway(data=DataOptions(resources=make_registry(calls))) as server:
         assert await SSEAgent(server.url).query("echo", {}) == {"params": {}, "identity": None}
         with pytest.raises(ResourcePermissionError, match="anonymous"):
             await SSEAgent(server.url).query("private.notes", {"city": "Oslo"})
@@ -219,7 +220,7 @@ async def test_each_refusal_has_its_status_and_typed_error(
     body: dict[str, Any], status: int, code: str, error: type[Exception], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, "agui_engine.transports")
-    async with gateway(auth_token=TOKENS, resources=make_registry(Calls())) as server:
+    async with gateway(auth_token=TOKENS, data=DataOptions(resources=make_registry(Calls()))) as server:
         resp = await post(server.url, body)
         assert resp.status_code == status, resp.text
         doc = resp.json()["error"]
@@ -255,7 +256,7 @@ async def test_each_refusal_has_its_status_and_typed_error(
     ],
 )
 async def test_malformed_bodies_are_refused_as_run_bodies_are(raw: bytes, content_type: str, status: int, code: str) -> None:
-    async with gateway(resources=make_registry(Calls()), max_input_bytes=4096) as server:
+    async with gateway(data=DataOptions(resources=make_registry(Calls())), connection=ConnectionOptions(max_input_bytes=4096)) as server:
         resp = await post(server.url, None, raw=raw, content_type=content_type)
         assert resp.status_code == status, resp.text
         assert resp.json()["error"]["code"] == code
@@ -269,7 +270,7 @@ async def test_a_gateway_without_resources_answers_404_to_every_query() -> None:
 
 
 async def test_the_query_path_follows_the_gateway_path_and_cors() -> None:
-    async with gateway(path="/agui", resources=make_registry(Calls()), cors_origins=["http://app.test"]) as server:
+    async with gateway(path="/agui", data=DataOptions(resources=make_registry(Calls())), cors_origins=["http://app.test"]) as server:
         url = server.url + "agui/"
         assert await SSEAgent(server.url + "agui").query("fast") == 42
         async with httpx.AsyncClient() as client:
@@ -287,7 +288,7 @@ async def test_the_cache_is_keyed_by_id_canonical_params_and_identity() -> None:
     calls = Calls()
     clock = ManualClock()
     broker = ResourceBroker(make_registry(calls), clock=clock)
-    async with gateway(auth_token=TOKENS, resources=broker) as server:
+    async with gateway(auth_token=TOKENS, data=DataOptions(resources=broker)) as server:
         alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
         bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
         first = await alice.query("echo", {"a": 1, "b": [2, 3]})
@@ -311,7 +312,7 @@ async def test_the_cache_is_keyed_by_id_canonical_params_and_identity() -> None:
 
 async def test_identical_queries_in_flight_share_one_resolution() -> None:
     calls = Calls()
-    async with gateway(auth_token=TOKENS, resources=make_registry(calls)) as server:
+    async with gateway(auth_token=TOKENS, data=DataOptions(resources=make_registry(calls))) as server:
         alice = SSEAgent(server.url, headers={"Authorization": "Bearer tok-alice"})
         bob = SSEAgent(server.url, headers={"Authorization": "Bearer tok-bob"})
         answers = await asyncio.gather(*(alice.query("cached.slow", {"q": 1}) for _ in range(6)), bob.query("cached.slow", {"q": 1}))
@@ -327,7 +328,7 @@ async def test_a_slow_resolver_times_out_while_other_queries_keep_flowing() -> N
     its timeout is a ResourceTimeoutError. The held resolver waits on the test's own gate (not on
     the clock), so the ordering is asserted, never a duration."""
     calls, gate = Calls(), asyncio.Event()
-    async with gateway(resources=make_registry(calls, gate)) as server:
+    async with gateway(data=DataOptions(resources=make_registry(calls, gate))) as server:
         client = SSEAgent(server.url)
         started = time.monotonic()
         held = asyncio.create_task(client.query("gated"))
@@ -349,7 +350,7 @@ async def test_a_slow_resolver_times_out_while_other_queries_keep_flowing() -> N
 async def test_the_concurrency_limit_queues_then_refuses_with_503() -> None:
     calls = Calls()
     gate = asyncio.Event()
-    async with gateway(resources=make_registry(calls, gate), query_queue_timeout=0.3) as server:
+    async with gateway(data=DataOptions(resources=make_registry(calls, gate), query_queue_timeout=0.3)) as server:
         client = SSEAgent(server.url)
         held = [asyncio.create_task(client.query("gated")) for _ in range(2)]
         await asyncio.sleep(0.1)
@@ -387,7 +388,7 @@ async def test_hung_sync_resolvers_hold_only_their_own_resource() -> None:
 
     resources = [Resource("hung", hung, timeout=0.2, max_concurrency=64), Resource("healthy", healthy, timeout=2.0)]
     try:
-        async with gateway(resources=resources, query_queue_timeout=0.2) as server:
+        async with gateway(data=DataOptions(resources=resources, query_queue_timeout=0.2)) as server:
             answers = await asyncio.gather(*(post(server.url, {"resourceId": "hung"}, None) for _ in range(40)))
             assert {r.status_code for r in answers} <= {503, 504} and 504 in {r.status_code for r in answers}
             for _ in range(5):
@@ -414,7 +415,7 @@ async def lines(ws: Any, count: int) -> list[dict[str, Any]]:
 
 async def test_the_websocket_query_message() -> None:
     calls = Calls()
-    async with gateway(start=start_websocket_server, auth_token=TOKENS, resources=make_registry(calls)) as server:
+    async with gateway(start=start_websocket_server, auth_token=TOKENS, data=DataOptions(resources=make_registry(calls))) as server:
         async with connect(server.url, additional_headers={"Authorization": "Bearer tok-bob"}) as ws:
             # a slow query first, then a fast one on the same connection: the fast answer comes first
             await ws.send(json.dumps({"type": "query", "queryId": "q-slow", "resourceId": "slow"}))
@@ -453,7 +454,7 @@ async def test_the_websocket_query_message() -> None:
 
 
 async def test_a_websocket_query_runs_beside_a_run_on_the_same_connection() -> None:
-    async with gateway(start=start_websocket_server, resources=make_registry(Calls())) as server:
+    async with gateway(start=start_websocket_server, data=DataOptions(resources=make_registry(Calls()))) as server:
         async with connect(server.url) as ws:
             run = RunAgentInput(thread_id="t", run_id="r1", messages=[UserMessage(id="u", content="hi")])
             await ws.send(json.dumps({"type": "run", "input": msgspec.to_builtins(run)}))
@@ -471,7 +472,7 @@ async def test_too_many_websocket_queries_in_flight(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(wsmod, "MAX_QUERIES_PER_CONNECTION", 2)
     gate = asyncio.Event()
-    async with gateway(start=start_websocket_server, resources=make_registry(Calls(), gate)) as server:
+    async with gateway(start=start_websocket_server, data=DataOptions(resources=make_registry(Calls(), gate))) as server:
         async with connect(server.url) as ws:
             for i in range(3):
                 await ws.send(json.dumps({"type": "query", "queryId": f"g{i}", "resourceId": "gated"}))
@@ -559,8 +560,8 @@ class _Servers(LoopThread):
     def __init__(self) -> None:
         super().__init__()
         registry = self.call(self._registry)
-        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), resources=registry, max_input_bytes=64 * 1024)
-        self.ws = self.start(start_websocket_server, ScriptedAgent(deltas=1), resources=registry)
+        self.sse = self.start(start_sse_server, ScriptedAgent(deltas=1), data=DataOptions(resources=registry), connection=ConnectionOptions(max_input_bytes=64 * 1024))
+        self.ws = self.start(start_websocket_server, ScriptedAgent(deltas=1), data=DataOptions(resources=registry))
 
     @staticmethod
     async def _registry() -> ResourceRegistry:
@@ -688,7 +689,7 @@ async def test_a_query_in_flight_does_not_count_as_an_idle_connection() -> None:
     """The cap on connections that run nothing (one per address here) does not count a
     connection whose query is being resolved, as it does not count one streaming a run."""
     calls, gate = Calls(), asyncio.Event()
-    async with gateway(start=start_websocket_server, resources=make_registry(calls, gate), max_idle_per_ip=1) as ws_server:
+    async with gateway(start=start_websocket_server, data=DataOptions(resources=make_registry(calls, gate)), connection=ConnectionOptions(max_idle_per_ip=1)) as ws_server:
         async with connect(ws_server.url) as first:
             await first.send(json.dumps({"type": "query", "queryId": "g", "resourceId": "gated"}))
             await eventually(lambda: calls.count.get("gated") == 1)
@@ -701,7 +702,7 @@ async def test_a_query_in_flight_does_not_count_as_an_idle_connection() -> None:
                 async with connect(ws_server.url):
                     pass
     calls, gate = Calls(), asyncio.Event()
-    async with gateway(resources=make_registry(calls, gate), max_idle_per_ip=1) as server:
+    async with gateway(data=DataOptions(resources=make_registry(calls, gate)), connection=ConnectionOptions(max_idle_per_ip=1)) as server:
         slow = asyncio.create_task(SSEAgent(server.url).query("gated"))
         await eventually(lambda: calls.count.get("gated") == 1)
         assert await SSEAgent(server.url).query("fast") == 42  # a second connection, admitted

@@ -34,14 +34,15 @@ def _booker() -> LLMAgent:
     ]))
 
 
-async def _core_client(runtime_url: str, agent_id: str, token: str = "") -> dict[str, Any]:
+async def _core_client(runtime_url: str, agent_id: str, token: str = "", transport: str = "") -> dict[str, Any]:
     node = shutil.which("node")
     if not (node and (CK / "node_modules" / "@copilotkit" / "core").is_dir()):
         if os.environ.get("CI"):
             pytest.fail("node or tests/js/copilotkit/node_modules missing: run tests/install-deps.sh")
         pytest.skip("needs node and tests/js/copilotkit's npm packages: run tests/install-deps.sh")
     proc = await asyncio.create_subprocess_exec(node, "core_client.mjs", runtime_url, agent_id, *([token] if token else []),
-                                                cwd=CK, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                                                cwd=CK, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, **({"CK_TRANSPORT": transport} if transport else {})})
     out, err = await asyncio.wait_for(proc.communicate(), NODE_TIMEOUT)
     assert proc.returncode == 0, err.decode()
     result: dict[str, Any] = json.loads(out)
@@ -65,6 +66,65 @@ async def test_a_one_agent_gateway_is_copilotkits_default_agent() -> None:
     async with await start_sse_server(_booker()) as srv:
         got = await _core_client(srv.url.rstrip("/"), "default")
     assert got["agents"] == ["default"] and got["errors"] == [] and got["handled"] == ["confirmed for 4 guests"]
+
+
+@pytest.mark.timeout(240)  # two node subprocesses with CopilotKit's client on a shared machine
+async def test_copilotkit_core_over_the_single_endpoint_runs_a_frontend_tool_round_trip() -> None:
+    """CopilotKit's single-endpoint form (``runtimeTransport: "single"``, the page's
+    ``useSingleEndpoint``): every request is a POST of an envelope to ``runtimeUrl`` itself, with one
+    agent (its path is the endpoint) and with several (``POST <path>``)."""
+    async with await start_sse_server(_booker()) as srv:
+        one = await _core_client(srv.url.rstrip("/"), "default", transport="single")
+    agents = {"booker": ServedAgent(agent=_booker(), description="Books tables"), "other": ScriptedAgent(deltas=1)}
+    async with await start_sse_server(agents) as srv:
+        several = await _core_client(srv.url.rstrip("/"), "booker", transport="single")
+        endpoint = srv.url.rstrip("/")
+    for got, listed in ((one, ["default"]), (several, ["booker", "other"])):
+        assert got["status"] == "connected" and sorted(got["agents"]) == listed and got["errors"] == []
+        assert got["handled"] == ["confirmed for 4 guests"]  # the handler ran, its result continued the run
+        assert got["messages"][-1]["content"] == "Booked: confirmed for 4 guests."
+    assert set(several["requests"]) == {f"POST {endpoint}"}  # info and both runs: envelopes, no REST route
+
+
+async def test_single_endpoint_envelopes_answer_as_their_rest_routes() -> None:
+    tokens = {"tok-alice": "alice"}
+    alice = {"Authorization": "Bearer tok-alice"}
+    run = {"threadId": "t1", "runId": "r1", "messages": [{"id": "u", "role": "user", "content": "book"}]}
+    async with await start_sse_server(ScriptedAgent(deltas=2), auth_token=tokens) as srv, \
+            httpx.AsyncClient(timeout=30) as c:
+        url = srv.url
+        assert (await c.post(url, json={"method": "info"})).status_code == 401  # the agent's auth, as its routes
+        info = (await c.post(url, json={"method": "info"}, headers=alice)).json()
+        assert list(info["agents"]) == ["default"] and info == (await c.get(url + "info", headers=alice)).json()
+        call = {"method": "agent/run", "params": {"agentId": "default"}, "body": run}
+        ran = _events((await c.post(url, json=call, headers=alice)).content)
+        assert [e["type"] for e in ran][0] == "RUN_STARTED" and ran[-1] == {**ran[-1], "type": "RUN_FINISHED"}
+        # a RunAgentInput is still a run, whatever it carries (a "method" of its own)
+        plain = {**run, "runId": "r2", "forwardedProps": {"method": "info"}}
+        assert _events((await c.post(url, json=plain, headers=alice)).content)[-1]["type"] == "RUN_FINISHED"
+        connect = {"method": "agent/connect", "params": {"agentId": "default"}, "body": {**run, "runId": "c"}}
+        replay = _events((await c.post(url, json=connect, headers=alice)).content)
+        assert replay[0]["type"] == "RUN_STARTED" and {e.get("runId") for e in replay if e["type"] == "RUN_STARTED"} == {
+            "r1", "r2"}
+        stop = {"method": "agent/stop", "params": {"agentId": "default", "threadId": "t1"}, "body": {"runId": "r1"}}
+        assert (await c.post(url, json=stop, headers=alice)).json() == {"stopped": False}  # it has ended
+        for bad, status, code in (
+            ({"method": "transcribe", "params": {"agentId": "default"}}, 404, "unknown_method"),
+            ({"method": "agent/run", "params": {"agentId": "nobody"}, "body": run}, 404, "unknown_agent"),
+            ({"method": "agent/run", "params": {}, "body": run}, 400, "bad_input"),
+            ({"method": "agent/run", "params": {"agentId": "default"}}, 400, "bad_input"),
+            ({"method": "agent/run", "params": ["default"]}, 400, "bad_input"),
+        ):
+            answer = await c.post(url, json=bad, headers=alice)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), bad
+            assert answer.json()["error"]["message"]
+    async with await start_sse_server({"a": ScriptedAgent(deltas=1)}) as srv, httpx.AsyncClient(timeout=30) as c:
+        call = {"method": "agent/run", "params": {"agentId": "a"}, "body": run}
+        assert _events((await c.post(srv.url, json=call)).content)[-1]["type"] == "RUN_FINISHED"
+        info = (await c.post(srv.url, json={"method": "info"})).json()
+        assert list(info["agents"]) == ["a"]
+        not_an_envelope = await c.post(srv.url, json=run)  # several agents: runs go to an agent's path
+        assert not_an_envelope.status_code == 400 and "/agent/<id>/run" in not_an_envelope.json()["error"]["message"]
 
 
 def _events(body: bytes) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import pytest
 import websockets
 
 from agui_engine.transports.listening_socket import LISTEN_BACKLOG
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 
@@ -83,7 +84,7 @@ async def _closed_within(reader: asyncio.StreamReader, writer: asyncio.StreamWri
 
 
 async def test_http_connections_that_send_nothing_or_trickle_headers_are_cut_within_the_idle_timeout() -> None:
-    async with await start_sse_server(ScriptedAgent(), idle_timeout=0.5) as srv:
+    async with await start_sse_server(ScriptedAgent(), connection=ConnectionOptions(idle_timeout=0.5)) as srv:
         port = port_of(srv.url)
         conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
         silent, trickler = conns
@@ -114,7 +115,7 @@ async def test_http_connections_that_send_nothing_or_trickle_headers_are_cut_wit
 
 async def test_a_trickled_request_body_is_answered_408_within_the_body_timeout_and_starts_nothing() -> None:
     agent = ScriptedAgent()
-    async with await start_sse_server(agent, body_timeout=0.5) as srv:
+    async with await start_sse_server(agent, connection=ConnectionOptions(body_timeout=0.5)) as srv:
         reader, writer = await asyncio.open_connection("127.0.0.1", port_of(srv.url))
         payload = msgspec.json.encode(make_input("slow-body"))
         writer.write(
@@ -162,10 +163,11 @@ logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 from tests.transports.scripted import ScriptedAgent
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
+from agui_engine.transports.server_options import ConnectionOptions
 
 async def main():
     if sys.argv[1] == "sse":
-        srv = await start_sse_server(ScriptedAgent(deltas=1), idle_timeout=1.0)
+        srv = await start_sse_server(ScriptedAgent(deltas=1), connection=ConnectionOptions(idle_timeout=1.0))
     else:
         srv = await start_websocket_server(ScriptedAgent(deltas=1), open_timeout=1.0)
     print(srv.url, flush=True)
@@ -307,7 +309,7 @@ async def test_http_idle_connections_of_one_address_hit_the_per_ip_cap_while_run
 ) -> None:
     agent = ScriptedAgent(deltas=1, hang=True)
     caplog.set_level(logging.WARNING, logger="agui_engine.transports")
-    async with await start_sse_server(agent, max_idle_per_ip=3, max_idle_connections=100) as srv, _connections() as ws:
+    async with await start_sse_server(agent, connection=ConnectionOptions(max_idle_per_ip=3, max_idle_connections=100)) as srv, _connections() as ws:
         port = port_of(srv.url)
         # two connections from 127.0.0.2 stream runs: they are not counted
         for i in range(2):
@@ -348,7 +350,7 @@ async def test_http_idle_connections_of_one_address_hit_the_per_ip_cap_while_run
 
 
 async def test_http_global_cap_on_connections_that_run_nothing() -> None:
-    async with await start_sse_server(ScriptedAgent(), max_idle_per_ip=100, max_idle_connections=4) as srv, _connections() as ws:
+    async with await start_sse_server(ScriptedAgent(), connection=ConnectionOptions(max_idle_per_ip=100, max_idle_connections=4)) as srv, _connections() as ws:
         port = port_of(srv.url)
         for i in range(4):
             _, w = await _open_from(f"127.0.0.{10 + i}", port)
@@ -368,7 +370,7 @@ async def test_http_global_cap_on_connections_that_run_nothing() -> None:
 
 async def test_websocket_connections_without_a_run_are_capped_at_the_handshake() -> None:
     agent = ScriptedAgent(deltas=1, hang=True)
-    async with await start_websocket_server(agent, max_idle_per_ip=2, max_idle_connections=3) as srv, _connections() as raw:
+    async with await start_websocket_server(agent, connection=ConnectionOptions(max_idle_per_ip=2, max_idle_connections=3)) as srv, _connections() as raw:
         port = port_of(srv.url)
         # a connection with a run in flight is not counted
         async with ws_connect(srv.url) as running:

@@ -27,6 +27,7 @@ from agui_engine.protocol.events import (
 )
 from agui_engine.transports.eventlog import InMemoryEventLog
 from agui_engine.transports.registry_options import RegistryOptions
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.sse_server import start_sse_server
 from agui_engine.transports.websocket_server import start_websocket_server
 
@@ -127,7 +128,7 @@ async def test_a_slow_websocket_reader_gets_the_whole_run_after_retention_expire
 
 async def test_a_client_that_stops_reading_is_cut_after_the_send_timeout() -> None:
     log = InMemoryEventLog(max_bytes=64 * 1024 * 1024)
-    async with await start_sse_server(Chatty(), log=log, send_timeout=0.3) as srv:
+    async with await start_sse_server(Chatty(), log=log, connection=ConnectionOptions(send_timeout=0.3)) as srv:
         reader, writer = await _post_with_small_buffer(srv.url, "stalled")
         run = None
         for _ in range(300):  # the server cuts the stream: its subscription is gone
@@ -137,7 +138,7 @@ async def test_a_client_that_stops_reading_is_cut_after_the_send_timeout() -> No
             await asyncio.sleep(0.02)
         assert run is not None and run.subscribers == 0
         writer.close()
-    async with await start_websocket_server(Chatty(), log=log, send_timeout=0.3) as srv:
+    async with await start_websocket_server(Chatty(), log=log, connection=ConnectionOptions(send_timeout=0.3)) as srv:
         async with connect(srv.url + "?batch=0", max_queue=1, max_size=None) as ws:
             await ws.send(msgspec.json.encode({"type": "run", "input": make_input("stalled-ws")}).decode())
             for _ in range(300):

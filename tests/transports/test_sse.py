@@ -17,6 +17,7 @@ from agui_engine.transports.clock import ManualClock
 from agui_engine.transports.content_negotiation import negotiate
 from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.retrying_client import RemoteAgentError
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import REGISTRY_KEY, create_app, start_sse_server
 
@@ -95,7 +96,7 @@ def test_negotiate() -> None:
 )
 async def test_bad_requests_are_refused_before_the_stream(data, headers, status, code) -> None:  # type: ignore[no-untyped-def]
     agent = ScriptedAgent()
-    async with await start_sse_server(agent, max_input_bytes=1000) as srv:
+    async with await start_sse_server(agent, connection=ConnectionOptions(max_input_bytes=1000)) as srv:
         r = await post(srv.url, body() if data is None else data, headers)
     assert r.status_code == status
     assert r.headers["content-type"].startswith("application/json")
@@ -166,7 +167,7 @@ async def test_cors_preflight_and_headers() -> None:
 
 async def test_keepalive_comments_on_a_silent_run() -> None:
     agent = ScriptedAgent(deltas=2, silence=0.5)
-    async with await start_sse_server(agent, keepalive_seconds=0.05) as srv:
+    async with await start_sse_server(agent, connection=ConnectionOptions(keepalive_seconds=0.05)) as srv:
         r = await post(srv.url, body())
     assert r.content.count(b": keep-alive\n\n") >= 3
     # keep-alives never carry an id: they do not move the resume cursor

@@ -30,6 +30,7 @@ from agui_engine.protocol.proto import (
 from agui_engine.transports.content_negotiation import negotiate
 from agui_engine.transports.http_headers import RUN_KEY_HEADER
 from agui_engine.transports.retrying_client import RemoteAgentError
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.sse_client import SSEAgent
 from agui_engine.transports.sse_server import start_sse_server
 from tests.helpers import node_with
@@ -131,7 +132,7 @@ async def test_unacceptable_accept_is_a_406_that_names_the_binary_type() -> None
 
 
 async def test_keepalive_frames_keep_an_idle_binary_stream_open_and_are_skipped() -> None:
-    async with await start_sse_server(ScriptedAgent(deltas=2, silence=0.3), keepalive_seconds=0.05) as srv:
+    async with await start_sse_server(ScriptedAgent(deltas=2, silence=0.3), connection=ConnectionOptions(keepalive_seconds=0.05)) as srv:
         r = await post(srv.url, body(), PROTO_CONTENT_TYPE)
     assert r.content.count(PROTO_KEEPALIVE_FRAME) >= 2
     events = decode_proto_body(r.content)

@@ -29,7 +29,6 @@ from agui_engine.protocol.events import (
     RunFinishedEvent,
     RunStartedEvent,
     ToolCallResultEvent,
-    UserMessage,
 )
 from agui_engine.protocol.verify import verify_events
 from agui_engine.transports import (
@@ -42,6 +41,7 @@ from agui_engine.transports import (
     start_sse_server,
 )
 from agui_engine.transports.tool_runner import STANDARD_TOOL_RUNNER
+from tests.helpers import run_input
 
 from .sync_tool_agent import make_agent
 
@@ -119,10 +119,6 @@ async def test_a_tools_own_timeout_error_is_not_the_deadline() -> None:
 # the tool runs in a worker thread, never on the event loop.
 
 
-def _run_input(text: str = "go") -> RunAgentInput:
-    return RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content=text)])
-
-
 def _tool_result(events: list[Event]) -> str:
     [result] = [e.content for e in events if isinstance(e, ToolCallResultEvent)]
     return result
@@ -141,7 +137,7 @@ def test_importing_the_transports_supplies_nothing_and_the_clients_carry_the_sta
 
 async def test_run_agent_runs_a_sync_tool_in_a_worker_thread_with_no_runner_given() -> None:
     events = []
-    async for event in run_agent(make_agent(), _run_input()):
+    async for event in run_agent(make_agent(), run_input("go")):
         assert supplied_tool_runner() is None  # supplied to the agent's steps only, not to the caller between them
         events.append(event)
     assert verify_events(events) == []
@@ -154,14 +150,14 @@ async def test_run_agent_takes_an_async_generator_function_and_refuses_what_is_n
         yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
         yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
 
-    assert [e.type.value async for e in run_agent(echo, _run_input())] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert [e.type.value async for e in run_agent(echo, run_input("go"))] == ["RUN_STARTED", "RUN_FINISHED"]
     with pytest.raises(UsageError, match="run_agent"):
-        _ = [e async for e in run_agent(42, _run_input())]  # type: ignore[arg-type]
+        _ = [e async for e in run_agent(42, run_input("go"))]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("transport", ["sse", "ws"])
 async def test_a_served_agent_runs_its_sync_tool_in_a_worker_thread(transport: str) -> None:
-    events = [e async for e in run_via_gateway(make_agent(), _run_input(), transport=transport)]
+    events = [e async for e in run_via_gateway(make_agent(), run_input("go"), transport=transport)]
     assert verify_events(events) == []
     _in_a_worker_thread(_tool_result(events), threading.current_thread().name)
 
@@ -169,7 +165,7 @@ async def test_a_served_agent_runs_its_sync_tool_in_a_worker_thread(transport: s
 async def test_a_stdio_served_agent_runs_its_sync_tool_in_a_worker_thread() -> None:
     command = [sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio",
                "--agent", "py:tests.transports.sync_tool_agent:agent"]
-    events = [e async for e in StdioAgent(command, cwd=str(ROOT)).run(_run_input())]
+    events = [e async for e in StdioAgent(command, cwd=str(ROOT)).run(run_input("go"))]
     assert verify_events(events) == []
     _in_a_worker_thread(_tool_result(events), "MainThread")  # the server's loop runs in its main thread
 

@@ -12,6 +12,7 @@ from websockets.asyncio.client import connect
 from agui_engine.protocol.codec import decode_event
 from agui_engine.transports.registry_options import RegistryOptions
 from agui_engine.transports.retrying_client import RemoteAgentError
+from agui_engine.transports.server_options import ConnectionOptions
 from agui_engine.transports.websocket_client import WebSocketAgent
 from agui_engine.transports.websocket_server import MAX_BAD_MESSAGES, start_websocket_server
 
@@ -96,7 +97,7 @@ async def test_too_many_malformed_messages_close_with_4400_and_binary_with_1003(
 
 
 async def test_max_message_size_closes_with_1009() -> None:
-    async with await start_websocket_server(ScriptedAgent(), max_input_bytes=1000) as srv:
+    async with await start_websocket_server(ScriptedAgent(), connection=ConnectionOptions(max_input_bytes=1000)) as srv:
         async with connect(srv.url) as ws:
             await ws.send("x" * 5000)
             with pytest.raises(websockets.ConnectionClosed) as ei:

@@ -40,6 +40,7 @@ from agui_engine.protocol.events import (
     ToolMessage,
     UserMessage,
 )
+from tests.helpers import run_input
 from tests.hypothesis_profiles import at_most
 
 from ..run_checks import check_run
@@ -78,9 +79,8 @@ def split(text_: str, n: int, seed: int = 1) -> list[str]:
     return [text_[a:b] for a, b in zip([0, *cuts], [*cuts, len(text_)])]
 
 
-def run_input(text_: str = "show me the dashboard", tools: list[Tool] | None = None) -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content=text_)],
-                         tools=tools or [])
+def dashboard_input(text: str = "show me the dashboard", tools: list[Tool] | None = None) -> RunAgentInput:
+    return run_input(text, tools=tools or [])
 
 
 def tree_ops(events: list[Any]) -> list[dict[str, Any]]:
@@ -176,7 +176,7 @@ async def test_llm_agent_renders_a_tree_and_the_run_is_valid() -> None:
     llm = ScriptedLLM(call(0, "c1", UI_SPEC_TOOL, *split(DASHBOARD_TEXT, 40)) + [Finish(reason="tool_calls")],
                       text("Here is your dashboard."))
     agent = LLMAgent(llm, components=[CARD, STAT], ui_spec=UISpecTool(ALLOW), id_factory=counter_ids())
-    events = [e async for e in agent.run(run_input())]
+    events = [e async for e in agent.run(dashboard_input())]
     acc = check_run(events)
     (block,) = component_blocks(acc)
     assert block["name"] == UI_SPEC_COMPONENT and block["streamingState"] == "done"
@@ -195,7 +195,7 @@ async def test_unknown_component_is_refused_back_to_the_model() -> None:
                       call(0, "c2", UI_SPEC_TOOL, json.dumps(good)) + [Finish(reason="tool_calls")],
                       text("Done."))
     agent = LLMAgent(llm, components=[CARD], ui_spec=UISpecTool(ALLOW), id_factory=counter_ids())
-    events = [e async for e in agent.run(run_input())]
+    events = [e async for e in agent.run(dashboard_input())]
     acc = check_run(events)
     assert isinstance(events[-1], RunFinishedEvent)
     first, second = component_blocks(acc)
@@ -218,7 +218,7 @@ async def test_props_that_do_not_fit_a_registered_component_are_told() -> None:
     spec = {"root": [{"component": "Card", "props": {"title": 5}}, {"component": "Card", "props": {}}]}
     llm = ScriptedLLM(call(0, "c1", UI_SPEC_TOOL, json.dumps(spec)) + [Finish(reason="tool_calls")], text("ok"))
     agent = LLMAgent(llm, ui_spec=UISpecTool([CARD]), id_factory=counter_ids())
-    events = [e async for e in agent.run(run_input())]
+    events = [e async for e in agent.run(dashboard_input())]
     check_run(events)
     result = next(e for e in events if isinstance(e, ToolCallResultEvent))
     assert result.content.startswith("The UI is shown on the user's screen. Error: the props of Card at /root/0 ")
@@ -228,7 +228,7 @@ async def test_props_that_do_not_fit_a_registered_component_are_told() -> None:
 async def test_malformed_json_ends_the_run_like_any_tool() -> None:
     llm = ScriptedLLM(call(0, "c1", UI_SPEC_TOOL, '{"root": [{"component": "Card"', "}}") + [Finish(reason="stop")])
     agent = LLMAgent(llm, ui_spec=UISpecTool(ALLOW), id_factory=counter_ids())
-    events = [e async for e in agent.run(run_input())]
+    events = [e async for e in agent.run(dashboard_input())]
     assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "invalid_json"
     with pytest.raises(ToolCallArgumentsError):
         async for _ in run_decision_loop(llm, [], ui_spec=UISpecTool(ALLOW)):
@@ -264,7 +264,7 @@ async def test_agent_loop_offers_the_tool_and_renders_the_tree() -> None:
     loop = AgentLoop(inner_agent(split(DASHBOARD_TEXT, 50), seen), components=[CARD], ui_spec=UISpecTool(ALLOW),
                      id_factory=counter_ids())
     client_tool = Tool(name="pick_date", description="d", parameters={"type": "object", "properties": {}})
-    input_ = run_input(tools=[client_tool])
+    input_ = dashboard_input(tools=[client_tool])
     events = [e async for e in loop.run(input_)]
     acc = check_run(events, input_=input_)
     names = [t.name for t in seen[0].tools]
@@ -281,7 +281,7 @@ async def test_agent_loop_offers_the_tool_and_renders_the_tree() -> None:
 async def test_agent_loop_refuses_an_unknown_component() -> None:
     spec = json.dumps({"root": {"component": "Card", "children": [{"component": "Evil", "props": {"x": 1}}]}})
     loop = AgentLoop(inner_agent(list(spec), []), ui_spec=UISpecTool(ALLOW), id_factory=counter_ids())
-    events = [e async for e in loop.run(run_input())]
+    events = [e async for e in loop.run(dashboard_input())]
     acc = check_run(events)
     (block,) = component_blocks(acc)
     assert block["props"]["root"] == [] and block["props"]["error"]["component"] == "Evil"

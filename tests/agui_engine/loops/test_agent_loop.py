@@ -64,6 +64,7 @@ from agui_engine.protocol.events import (
     UnknownEvent,
     UserMessage,
 )
+from tests.helpers import run_input
 
 from ..run_checks import check_run
 from ..scripted_llm import counter_ids
@@ -95,15 +96,11 @@ class Scripted:
             self.closed = True
 
 
-def run_input(**kw: Any) -> RunAgentInput:
-    return RunAgentInput(thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content="hi")], **kw)
-
-
 async def collect(inner: Any, input_: RunAgentInput | None = None, **kw: Any) -> tuple[list[Any], list[str]]:
     """The loop's events for ``inner`` and the repair ids it reported, in order."""
     repairs: list[str] = []
     loop = AgentLoop(inner, id_factory=counter_ids(), on_repair=lambda r, d: repairs.append(r), **kw)
-    events = [e async for e in loop.run(input_ or run_input())]
+    events = [e async for e in loop.run(input_ or run_input("hi"))]
     return events, repairs
 
 
@@ -164,7 +161,7 @@ async def test_component_and_interactable_tools_are_added_to_the_inner_input() -
                        parameters={"type": "object", "properties": {}})
     client_card = Tool(name="show_component_Map", description="a map",
                        parameters={"type": "object", "properties": {"lat": {"type": "number"}}})
-    input_ = run_input(tools=[client_tool, client_card],
+    input_ = run_input("hi", tools=[client_tool, client_card],
                        context=[Context(description=INTERACTABLES_CONTEXT, value=interactables_value)])
     await collect(inner, input_, components=[CARD])
     (seen,) = inner.inputs
@@ -185,7 +182,7 @@ async def test_an_invalid_client_component_is_refused_before_any_event() -> None
     bad = Tool(name="show_component_Bad", description="x", parameters={"type": "array"})
     inner = Scripted(START, FINISH)
     with pytest.raises(RemoteInputError):
-        await collect(inner, run_input(tools=[bad]))
+        await collect(inner, run_input("hi", tools=[bad]))
     assert inner.inputs == []
 
 
@@ -287,7 +284,7 @@ async def test_an_interactable_update_streams_onto_the_component() -> None:
         "propsSchema": {"type": "object", "properties": {"text": {"type": "string"}, "pinned": {"type": "boolean"}}},
         "stateSchema": {"type": "object", "properties": {"open": {"type": "boolean"}}},
     }]})
-    input_ = run_input(context=[Context(description=INTERACTABLES_CONTEXT, value=value)])
+    input_ = run_input("hi", context=[Context(description=INTERACTABLES_CONTEXT, value=value)])
     script = [START,
               *component_call("c1", '{"componentId":"note-1","newProps":{"text":"b', 'c","pinned":null}}',
                               name="update_component_props_note-1"),
@@ -647,7 +644,7 @@ async def test_closing_the_loop_closes_the_inner_agent() -> None:
             finally:
                 Slow.closed = True
 
-    stream = AgentLoop(Slow()).run(run_input())
+    stream = AgentLoop(Slow()).run(run_input("hi"))
     assert isinstance(await stream.__anext__(), RunStartedEvent)
     task = asyncio.ensure_future(stream.__anext__())
     await asyncio.wait_for(started.wait(), 5)
@@ -660,7 +657,7 @@ async def test_closing_the_loop_closes_the_inner_agent() -> None:
 
 async def test_run_agent_loop_is_the_loop() -> None:
     events = [e async for e in run_agent_loop(Scripted(START, *component_call("c1", '{"city":"A","temperature":1}'),
-                                                       FINISH), run_input(), components=[CARD])]
+                                                       FINISH), run_input("hi"), components=[CARD])]
     check_run(events)
     assert customs(events, COMPONENT_END)
 

@@ -22,7 +22,8 @@ from agui_engine.loops.tool_runner import (
     supplying_tool_runner,
 )
 from agui_engine.protocol.errors import UsageError
-from agui_engine.protocol.events import RunAgentInput, ToolCallResultEvent, UserMessage
+from agui_engine.protocol.events import ToolCallResultEvent
+from tests.helpers import run_input
 
 from ..scripted_llm import ScriptedLLM, call, text
 from ..thread_agents import client_tools_agent
@@ -36,10 +37,6 @@ def blocking(city: str) -> str:
 async def awaiting(city: str) -> str:
     """An async tool."""
     return city.lower()
-
-
-def run_input() -> RunAgentInput:
-    return RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="go")])
 
 
 @pytest.mark.parametrize(
@@ -65,7 +62,7 @@ def no_standard_runner() -> Iterator[None]:
 
 async def test_an_agent_with_a_sync_tool_and_no_runner_at_all_is_refused_when_it_runs(no_standard_runner: None) -> None:
     agent = LLMAgent(ScriptedLLM(text("never")), tools=[blocking, awaiting], tool_timeout=None)  # built: no refusal
-    events = agent.run(run_input())
+    events = agent.run(run_input("go"))
     with pytest.raises(UsageError) as info:
         await anext(events)  # before RUN_STARTED: a transport refuses it with a status, not a broken stream
     message = str(info.value)
@@ -77,7 +74,7 @@ async def test_an_agent_with_a_sync_tool_and_no_runner_at_all_is_refused_when_it
 
 async def test_the_default_deadline_needs_a_runner_even_for_async_tools(no_standard_runner: None) -> None:
     with pytest.raises(UsageError, match="'awaiting'"):
-        await anext(LLMAgent(ScriptedLLM(text("never")), tools=[awaiting]).run(run_input()))
+        await anext(LLMAgent(ScriptedLLM(text("never")), tools=[awaiting]).run(run_input("go")))
 
 
 async def test_an_agent_without_a_runner_of_its_own_uses_the_supplied_one(no_standard_runner: None) -> None:
@@ -85,12 +82,12 @@ async def test_an_agent_without_a_runner_of_its_own_uses_the_supplied_one(no_sta
     llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Oslo"}'), Finish(reason="tool_calls")], text("ok"))
     with supplying_tool_runner(runner):
         assert supplied_tool_runner() is runner
-        results = [e.content async for e in LLMAgent(llm, tools=[blocking]).run(run_input())
+        results = [e.content async for e in LLMAgent(llm, tools=[blocking]).run(run_input("go"))
                    if isinstance(e, ToolCallResultEvent)]
         # a runner given to the agent wins over the supplied one
         own = RecordingRunner()
         llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Rome"}'), Finish(reason="tool_calls")], text("ok"))
-        _ = [e async for e in LLMAgent(llm, tools=[blocking], tool_runner=own).run(run_input())]
+        _ = [e async for e in LLMAgent(llm, tools=[blocking], tool_runner=own).run(run_input("go"))]
     assert supplied_tool_runner() is None  # only inside the block
     assert results == ["OSLO"] and runner.calls == [("blocking", False, 60.0)]
     assert own.calls == [("blocking", False, 60.0)]
@@ -100,7 +97,7 @@ async def test_without_a_runner_async_and_inline_tools_run_on_the_loop(no_standa
     llm = ScriptedLLM([*call(0, "c1", "awaiting", '{"city": "Oslo"}'), *call(1, "c2", "blocking", '{"city": "Rome"}'),
                        Finish(reason="tool_calls")], text("ok"))
     agent = LLMAgent(llm, tools=[blocking, awaiting], inline_tools=["blocking"], tool_timeout=None)
-    results = {e.tool_call_id: e.content async for e in agent.run(run_input()) if isinstance(e, ToolCallResultEvent)}
+    results = {e.tool_call_id: e.content async for e in agent.run(run_input("go")) if isinstance(e, ToolCallResultEvent)}
     assert results == {"c1": "oslo", "c2": "ROME"}
 
 
@@ -136,7 +133,7 @@ async def test_an_injected_runner_gets_every_call_with_inline_and_timeout() -> N
     llm = ScriptedLLM([*call(0, "c1", "blocking", '{"city": "Oslo"}'), *call(1, "c2", "late", "{}"),
                        *call(2, "c3", "own_timeout", "{}"), Finish(reason="tool_calls")], text("ok"))
     agent = LLMAgent(llm, tools=[blocking, late, own_timeout], inline_tools=["late"], tool_timeout=7, tool_runner=runner)
-    results = {e.tool_call_id: e.content async for e in agent.run(run_input()) if isinstance(e, ToolCallResultEvent)}
+    results = {e.tool_call_id: e.content async for e in agent.run(run_input("go")) if isinstance(e, ToolCallResultEvent)}
     assert sorted(runner.calls) == [("blocking", False, 7), ("late", True, 7), ("own_timeout", False, 7)]
     assert results["c1"] == "OSLO"
     # the runner's deadline is reported as the agent's timeout; the tool's own TimeoutError as the tool's failure

@@ -19,7 +19,7 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
     UserMessage,
 )
-from tests.helpers import collect as run_events
+from tests.helpers import collect
 
 INPUT = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")])
 
@@ -34,34 +34,30 @@ class Hello:
         return hello(input)
 
 
-async def collect(agent: Agent) -> list[Event]:
-    return await run_events(agent, INPUT)
-
-
 async def test_an_object_with_run_is_returned_as_is() -> None:
     obj = Hello()
     assert as_agent(obj) is obj
-    assert [e.type.value for e in await collect(as_agent(obj))] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert [e.type.value for e in await collect(as_agent(obj), INPUT)] == ["RUN_STARTED", "RUN_FINISHED"]
 
 
 async def test_an_async_generator_function_becomes_a_function_agent() -> None:
     agent = as_agent(hello)
     assert isinstance(agent, FunctionAgent) and isinstance(agent, Agent)
     assert repr(agent) == "FunctionAgent(hello)"
-    assert await collect(agent) == await collect(Hello())
+    assert await collect(agent, INPUT) == await collect(Hello(), INPUT)
     # a bound method and a partial with the input left open are async generator functions too
     class Holder:
         async def agent(self, input: RunAgentInput) -> AsyncIterator[Event]:
             async for e in hello(input):
                 yield e
 
-    assert len(await collect(as_agent(Holder().agent))) == 2
+    assert len(await collect(as_agent(Holder().agent), INPUT)) == 2
 
     async def greeter(prefix: str, input: RunAgentInput) -> AsyncIterator[Event]:
         async for e in hello(input):
             yield e
 
-    assert len(await collect(as_agent(functools.partial(greeter, "x")))) == 2
+    assert len(await collect(as_agent(functools.partial(greeter, "x")), INPUT)) == 2
 
 
 async def not_a_generator(input: RunAgentInput) -> list[Event]:

@@ -404,6 +404,39 @@ def test_flat_encoder_equals_the_table_walk() -> None:
             assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
 
 
+def _table_walk_frame(event: Any) -> bytes:
+    kind, obj = proto._wire_event(event)
+    tag, name = proto._ARMS[kind]
+    message = proto._ld(tag, proto._enc_message(name, obj))
+    return struct.pack(">I", len(message)) + message
+
+
+_TOKEN_TEXT = st.text(st.characters(codec="utf-8"), max_size=300) | st.sampled_from(["", "a", "x" * 127, "é" * 64])
+
+
+@settings(max_examples=at_most(300), deadline=None)
+@given(st.sampled_from(sorted(proto._PAIRS, key=lambda c: c.__name__)), _TOKEN_TEXT, _TOKEN_TEXT,
+       st.none() | st.sampled_from(["sub-1", ""]), st.none() | st.sampled_from([0, 5, 1767225600123]))
+def test_token_stream_fast_path_writes_the_table_walks_bytes(
+    cls: Any, key: str, delta: str, subagent: str | None, timestamp: int | None
+) -> None:
+    """The one-step writer of text / tool-args / reasoning content (any id and delta: empty, ASCII,
+    multi-byte, either side of the one-byte varint at 128, with the optional fields or without)
+    gives the table walk's frame, through encode_proto_frame and encode_proto alike."""
+    key_attr = cls.__struct_fields__[4]
+    event = cls(**{key_attr: key, "delta": delta, "subagent_run_id": subagent, "timestamp": timestamp})
+    expected = _table_walk_frame(event)
+    assert encode_proto_frame(event) == expected
+    assert encode_proto(event) == expected[4:]
+
+
+def test_token_stream_fast_path_covers_the_token_events_and_refuses_what_the_general_path_refuses() -> None:
+    assert {c.__name__ for c in proto._PAIRS} == {"TextMessageContentEvent", "ToolCallArgsEvent",
+                                                  "ReasoningMessageContentEvent"}
+    with pytest.raises(UsageError):
+        encode_proto_frame(TextMessageContentEvent(message_id="m", delta="\ud800"))  # a lone surrogate
+
+
 # twice the profile: damage (set, insert, delete at any offset) times the frames times the splits is a
 # large space whose rare corners (a damaged length prefix) are the point
 @settings(max_examples=scaled(2), deadline=None)

@@ -22,6 +22,7 @@ from agui_engine.demo.weather_model import WEATHER_CURRENT
 from agui_engine.genui.resources import Resource
 from agui_engine.transports import start_sse_server
 from agui_engine.transports.data import ResourceBroker
+from agui_engine.transports.server_options import DataOptions
 
 from .test_agui_engine_js import node_script
 
@@ -62,8 +63,8 @@ def own_resources(calls: Counter[str]) -> list[Resource]:
 async def run_script() -> tuple[dict[str, Any], Counter[str]]:
     calls: Counter[str] = Counter()
     server = await start_sse_server(demo_agent(), port=0, auth_token=TOKENS,
-                                    resources=ResourceBroker([WEATHER_CURRENT, *own_resources(calls)],
-                                                             queue_timeout=QUEUE_TIMEOUT))
+                                    data=DataOptions(resources=ResourceBroker([WEATHER_CURRENT, *own_resources(calls)],
+                                                             queue_timeout=QUEUE_TIMEOUT)))
     try:
         out = await node_script("query.mjs", server.url, "alice-token")
     finally:
@@ -128,7 +129,7 @@ async def test_bind_query_on_a_render_ui_tree_against_the_gateway() -> None:
     queried once it is ``done`` (keyed by tree id + node id), never for other nodes' changes or the tree's end
     with the same params, and again when its own params change."""
     server = await start_sse_server(demo_agent(), port=0, auth_token=TOKENS,
-                                    resources=ResourceBroker([WEATHER_CURRENT]))
+                                    data=DataOptions(resources=ResourceBroker([WEATHER_CURRENT])))
     try:
         b = json.loads(await node_script("tree_query.mjs", server.url, "alice-token"))
     finally:
