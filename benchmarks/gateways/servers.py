@@ -169,11 +169,11 @@ async def serve_asgi(app: Any) -> None:
 
 
 async def engine() -> None:
+    from aiohttp import web
+
     from agui_engine.transports.registry_options import RegistryOptions
     from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
-
-    from aiohttp import web
 
     write = web.StreamResponse.write
 
