@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, Protocol
 from urllib.parse import urlsplit
 
+from agui_engine.genui.a2ui_clients import A2UISnapshots
 from agui_engine.protocol.agent import Agent, as_agent
 from agui_engine.protocol.errors import UsageError
 
@@ -147,7 +148,7 @@ def agent_from_spec(spec: str, *, pace_seconds: float = 0.0, headers: Mapping[st
 
 
 def embedded_agent(pace_seconds: float = 0.0, *, ui_spec: bool = False, a2ui: bool | str | None = False,
-                   a2ui_snapshots: bool = False) -> Agent:
+                   a2ui_snapshots: A2UISnapshots = "auto") -> Agent:
     """The demo agent: the decision loop over the embedded model with the demo's
     components and its ``get_weather`` tool (and ``render_ui`` when ``ui_spec``,
     ``render_a2ui`` with the A2UI basic catalog when ``a2ui``, its progress as whole

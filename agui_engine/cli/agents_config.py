@@ -3,16 +3,17 @@
 The file has one table per agent under ``agents``; the table's name is the agent's id::
 
     [agents.weather]
-    spec = "embedded"            # as --agent (default: embedded)
+    agent = "embedded"           # as --agent (default: embedded)
     path = "/weather"            # default: /<id>
     description = "Weather"      # listed by /info
     a2ui = true                  # as --a2ui (the embedded agent only); ui_spec = true as --ui-spec
+    a2ui_snapshots = "auto"      # as --a2ui-snapshots: true, false or "auto" (default)
     mcp = ["http://127.0.0.1:9000/mcp"]          # as --mcp (repeatable there)
     mcp_header_env = ["Authorization=MCP_TOKEN"] # as --mcp-header-env
     principals = ["alice"]       # only these principals of --auth-tokens-file may use it
 
     [agents.research]
-    spec = "langgraph:examples.langgraph_graph:graph"
+    agent = "langgraph:examples.langgraph_graph:graph"
 
 Every mistake is one line naming the file, the table and the key (``agents.toml: [agents.weather]
 key 'spce': unknown; the keys are ...``), raised as UsageError before anything starts.
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
+from agui_engine.genui.a2ui_clients import A2UISnapshots
 from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.agents_app import AGENT_ID_PATTERN
 
@@ -41,10 +43,11 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     """One ``[agents.<id>]`` table (see the module docstring)."""
 
     id: str
-    spec: str = "embedded"
+    agent: str = "embedded"
     path: str | None = None
     description: str = ""
     a2ui: bool = False
+    a2ui_snapshots: A2UISnapshots = "auto"
     ui_spec: bool = False
     mcp: tuple[str, ...] = ()
     mcp_header_env: tuple[str, ...] = ()
@@ -53,8 +56,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 #: The keys an agent's table may have, and the type each takes.
 AGENT_KEYS: Final[Mapping[str, type]] = {
-    "a2ui": bool, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
-    "spec": str, "ui_spec": bool,
+    "a2ui": bool, "a2ui_snapshots": object, "agent": str, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
+    "ui_spec": bool,
 }
 _TYPE_NAMES: Final = {bool: "true or false", str: "a string", list: "a list of strings"}
 
@@ -70,7 +73,11 @@ def _agent(where: str, agent_id: str, table: Any) -> AgentConfig:
         kind: type | None = AGENT_KEYS.get(key)
         if kind is None:
             raise UsageError(f"{at} key {key!r}: unknown; the keys are {', '.join(sorted(AGENT_KEYS))}")
-        if isinstance(value, list):
+        if key == "a2ui_snapshots":
+            if value is not True and value is not False and value != "auto":
+                raise UsageError(f"{at} key {key!r}: must be true, false or \"auto\"")
+            values[key] = value
+        elif isinstance(value, list):
             if kind is not list or not all(isinstance(v, str) for v in value):
                 raise UsageError(f"{at} key {key!r}: must be {_TYPE_NAMES[kind]}")
             values[key] = tuple(value)
@@ -79,9 +86,11 @@ def _agent(where: str, agent_id: str, table: Any) -> AgentConfig:
         else:
             raise UsageError(f"{at} key {key!r}: must be {_TYPE_NAMES[kind]}")
     config = AgentConfig(id=agent_id, **values)
-    if (config.a2ui or config.ui_spec) and config.spec.strip() not in ("", "embedded"):
+    if "a2ui_snapshots" in values and not config.a2ui:
+        raise UsageError(f"{at} key 'a2ui_snapshots': changes how a2ui's surfaces stream: add a2ui = true")
+    if (config.a2ui or config.ui_spec) and config.agent.strip() not in ("", "embedded"):
         flag = "a2ui" if config.a2ui else "ui_spec"
-        raise UsageError(f"{at} key {flag!r}: offered to the embedded agent only; drop it or write spec = \"embedded\"")
+        raise UsageError(f"{at} key {flag!r}: offered to the embedded agent only; drop it or write agent = \"embedded\"")
     if config.path is not None and not config.path.startswith("/"):
         raise UsageError(f"{at} key 'path': must start with '/', got {config.path!r}")
     return config
@@ -99,7 +108,7 @@ def parse_agents_config(text: str, where: str) -> list[AgentConfig]:
         raise UsageError(f"{where}: unknown top-level key {extra[0]!r}; put each agent in an [agents.<id>] table")
     agents = doc.get("agents")
     if not isinstance(agents, dict) or not agents:
-        raise UsageError(f"{where}: no agents; add a table per agent, e.g. [agents.weather] with spec = \"embedded\"")
+        raise UsageError(f"{where}: no agents; add a table per agent, e.g. [agents.weather] with agent = \"embedded\"")
     configs = [_agent(where, agent_id, table) for agent_id, table in agents.items()]
     paths: dict[str, str] = {}
     for config in configs:

@@ -60,6 +60,7 @@ from agui_engine.demo.weather_model import (
     demo_weather,
 )
 from agui_engine.genui.a2ui import A2UI_VERSION, A2UICatalog
+from agui_engine.genui.a2ui_clients import A2UISnapshots
 from agui_engine.genui.components import Component
 from agui_engine.genui.uispec import UISpecTool
 from agui_engine.llm import LLMClient
@@ -186,7 +187,8 @@ async def wait_for_demo_mcp_server() -> None:
 
 
 def demo_agent(*, pace_seconds: float = 0.0, llm: LLMClient | None = None, ui_spec: bool = False,
-               mcp: bool = False, a2ui: bool | str | None = False, a2ui_snapshots: bool = False) -> LLMAgent:
+               mcp: bool = False, a2ui: bool | str | None = False,
+               a2ui_snapshots: A2UISnapshots = "auto") -> LLMAgent:
     """The demo's agent: demo components, the ``get_weather`` server tool, and
     ``llm`` (default: the embedded model at ``pace_seconds``); ``ui_spec`` also
     offers ``render_ui`` (:func:`demo_ui_spec`); ``mcp`` the tools of :func:`demo_mcp_server`;

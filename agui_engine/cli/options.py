@@ -8,12 +8,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Final, TextIO
+
+from ..genui.a2ui_clients import A2UISnapshots
 
 __all__ = [
+    "A2UI_SNAPSHOT_CHOICES",
     "DEBUG_ENV",
     "a2ui_choice",
+    "a2ui_snapshots_choice",
     "add_a2ui_argument",
     "add_ui_spec_argument",
     "after_interrupt",
@@ -51,6 +55,15 @@ def add_a2ui_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--a2ui-version", choices=("0.9", "1.0"), default="0.9",
                         help="with --a2ui: the A2UI version surfaces use unless the client declares another "
                              "(forwardedProps.a2uiClientCapabilities or its catalog: spec/a2ui.md); default 0.9")
+
+
+#: ``--a2ui-snapshots`` (``serve``) and an agent table's ``a2ui_snapshots``: the loops' ``a2ui_snapshots=``.
+A2UI_SNAPSHOT_CHOICES: Final[Mapping[str, A2UISnapshots]] = {"auto": "auto", "on": True, "off": False}
+
+
+def a2ui_snapshots_choice(args: argparse.Namespace) -> A2UISnapshots:
+    """What ``--a2ui-snapshots`` asks for: ``True`` (on), ``False`` (off) or ``"auto"`` (the default)."""
+    return A2UI_SNAPSHOT_CHOICES[getattr(args, "a2ui_snapshots", "auto")]
 
 
 def a2ui_choice(args: argparse.Namespace) -> str | None:

@@ -51,7 +51,15 @@ from agui_engine.transports.thread_store import default_sqlite_path
 from .agent_spec import spec_help
 from .logs import SecretFilter, configure_logging, route_console
 from .mcp import add_mcp_argument, close_mcp, mcp_servers, open_mcp, with_mcp
-from .options import a2ui_choice, add_a2ui_argument, add_ui_spec_argument, after_interrupt, seconds
+from .options import (
+    A2UI_SNAPSHOT_CHOICES,
+    a2ui_choice,
+    a2ui_snapshots_choice,
+    add_a2ui_argument,
+    add_ui_spec_argument,
+    after_interrupt,
+    seconds,
+)
 from .tokens import read_tokens_file
 
 if TYPE_CHECKING:  # --config's modules import aiohttp: only when it is given
@@ -124,9 +132,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: none, the one token of the --auth-token-env variable if it is set)")
     parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                         help="allowed CORS origin, repeatable, * = any (default: none, same-origin only)")
-    parser.add_argument("--keepalive", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
+    parser.add_argument("--keepalive-seconds", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
                         help="SSE keep-alive comment interval")
-    parser.add_argument("--grace", type=seconds, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
+    parser.add_argument("--grace-seconds", type=seconds, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
                         help="how long a run outlives its last client (for resuming)")
     parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
                         help="concurrent runs before new ones are refused with 503")
@@ -168,7 +176,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="several agents in one gateway, from a TOML file with one [agents.<id>] table each "
-                             "(spec, path, description, a2ui, ui_spec, mcp, mcp_header_env, principals), served "
+                             "(agent, path, description, a2ui, a2ui_snapshots, ui_spec, mcp, mcp_header_env, "
+                             "principals), served "
                              "at <path>/<id> instead of --agent (SSE; default: none, one agent)")
     parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
                         help="AG-UI wire of the HTTP streams: 1 (AG-UI 1.0), 0 (what @ag-ui/client 0.0.5x accepts: "
@@ -176,10 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "else 0 (default: auto; spec/wire-versions.md)")
     add_ui_spec_argument(parser)
     add_a2ui_argument(parser)
-    parser.add_argument("--a2ui-snapshots", action="store_true",
-                        help="with --a2ui: send A2UI surfaces' progress as whole ACTIVITY_SNAPSHOT events, still "
-                             "component by component, for clients that do not apply ACTIVITY_DELTA (assistant-ui); "
-                             "more bytes (spec/a2ui.md); default: deltas")
+    parser.add_argument("--a2ui-snapshots", nargs="?", choices=tuple(A2UI_SNAPSHOT_CHOICES), const="on",
+                        default="auto",
+                        help="with --a2ui: A2UI surfaces' progress as whole ACTIVITY_SNAPSHOT events, still component "
+                             "by component, for clients that do not apply ACTIVITY_DELTA: on (alone: on), off "
+                             "(deltas), or auto: for the runs of assistant-ui's AG-UI runtime (more bytes; "
+                             "spec/a2ui.md); default: auto"),
     add_mcp_argument(parser)
 
 
@@ -232,7 +243,7 @@ def run(args: argparse.Namespace) -> int:
     for flag, tool, on in (("--ui-spec", "render_ui", args.ui_spec), ("--a2ui", "render_a2ui", args.a2ui)):
         if on and args.agent.strip() not in ("", "embedded"):
             raise UsageError(f"{flag} offers {tool} to the embedded agent: drop --agent or write --agent embedded")
-    if args.a2ui_snapshots and not args.a2ui:
+    if args.a2ui_snapshots != "auto" and not args.a2ui:
         raise UsageError("--a2ui-snapshots changes how --a2ui's surfaces stream: add --a2ui")
     configs = _configs(args)
     token = _auth_tokens(args, secrets)
@@ -244,7 +255,8 @@ def run(args: argparse.Namespace) -> int:
         if configs is not None:
             agent, servers = _config_agents(configs, pace, secrets)
         else:
-            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args), a2ui_snapshots=args.a2ui_snapshots)
+            one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args),
+                                  a2ui_snapshots=a2ui_snapshots_choice(args))
                    if args.ui_spec or args.a2ui
                    else agent_from_spec(args.agent, pace_seconds=pace))
             servers = mcp_servers(args.mcp, args.mcp_header_env)
@@ -303,8 +315,9 @@ def _config_agents(
     for config in configs:
         where = f"[agents.{config.id}]"
         try:
-            agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui) if config.ui_spec or config.a2ui
-                     else agent_from_spec(config.spec, pace_seconds=pace))
+            agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui,
+                                    a2ui_snapshots=config.a2ui_snapshots) if config.ui_spec or config.a2ui
+                     else agent_from_spec(config.agent, pace_seconds=pace))
             servers = mcp_servers(config.mcp, config.mcp_header_env)
         except UsageError as exc:
             raise UsageError(f"--config {where}: {exc}") from None
@@ -384,7 +397,7 @@ async def _serve(
 
     options = RegistryOptions(
         max_runs=args.max_runs,
-        grace_seconds=args.grace,
+        grace_seconds=args.grace_seconds,
         verify=not args.no_verify,
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
@@ -456,7 +469,7 @@ async def _serve_with(
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
     connection = ConnectionOptions(
-        keepalive_seconds=args.keepalive,
+        keepalive_seconds=args.keepalive_seconds,
         max_idle_connections=args.max_idle_connections,
         max_idle_per_ip=args.max_idle_per_ip,
         wire=args.wire,

@@ -78,6 +78,7 @@ from ..protocol.events import (
 )
 from ..protocol.ids import IdFactory, new_id
 from ..protocol.pointer import escape_token, unescape_token
+from .a2ui_clients import A2UISnapshots, from_assistant_ui, run_wants_snapshots, whole_surface_component
 from .resources import ResourceRegistry
 
 __all__ = [
@@ -1032,14 +1033,14 @@ class A2UISurfaceStream:
     __slots__ = ("_catalog_arg", "_closed_components", "_comps", "_data", "_data_op", "_data_queue", "_emitted_tokens",
                  "_head_sent", "_ids", "_mirror", "_own", "_painted", "_ps", "_root", "_sent_components",
                  "_steps_pending", "_steps_sent", "_u16",
-                 "attempt", "catalog", "catalog_id", "closed", "components_closed", "data_closed", "max_attempts",
+                 "aliases", "attempt", "catalog", "catalog_id", "closed", "components_closed", "data_closed", "max_attempts",
                  "message_id", "problems", "progress", "quiet", "resources", "snapshots", "surface_id", "tool_call_id",
                  "version")
 
     def __init__(self, tool_call_id: str, *, catalog: A2UICatalog | None = None, catalog_id: str | None = None,
                  message_id: str | None = None, attempt: int = 1, max_attempts: int = MAX_A2UI_ATTEMPTS,
                  progress: bool = True, resources: ResourceRegistry | None = None, version: str | None = None,
-                 snapshots: bool = False) -> None:
+                 snapshots: bool = False, aliases: bool = False) -> None:
         if not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive int, got {max_attempts!r}")
         if version is not None and version not in A2UI_VERSIONS:
@@ -1048,6 +1049,9 @@ class A2UISurfaceStream:
         self.version = _version_of(catalog, version)
         #: Progress as whole snapshots instead of deltas (clients without ACTIVITY_DELTA).
         self.snapshots = snapshots
+        #: Snapshot mode: each component also carries the aliases assistant-ui's converter reads
+        #: (:func:`~agui_engine.genui.a2ui_clients.whole_surface_component`).
+        self.aliases = aliases and snapshots
         self._steps_sent = 0  # snapshot mode: steps the client has, and steps since its last snapshot
         self._steps_pending = 0
         self.tool_call_id = tool_call_id
@@ -1215,6 +1219,8 @@ class A2UISurfaceStream:
             sent, self._mirror_copy() if self._data_op else None)})
 
     def _operations(self, components: list[Any], data: dict[str, Any] | None) -> list[dict[str, Any]]:
+        if self.aliases:
+            components = [whole_surface_component(c) for c in components]
         sid = self.surface_id
         v = self.version
         ops = [_op("createSurface", {"surfaceId": sid, "catalogId": self.resolved_catalog_id}, v),
@@ -1486,15 +1492,18 @@ class A2UITransformer:
     """
 
     __slots__ = ("_answered", "_held", "_ids", "_outer", "_painted_surfaces", "_pending", "_retrying", "_starts",
-                 "_streams", "catalog", "catalog_id", "max_attempts", "progress", "resources", "snapshots", "tool_names")
+                 "_streams", "aliases", "catalog", "catalog_id", "max_attempts", "progress", "resources", "snapshots",
+                 "tool_names")
 
     def __init__(self, run_input: RunAgentInput | None = None, *, catalog: A2UICatalog | None = None,
                  catalog_id: str | None = None, tool_names: Iterable[str] = (A2UI_TOOL,),
                  max_attempts: int = MAX_A2UI_ATTEMPTS, progress: bool = True, ids: IdFactory = new_id,
-                 resources: ResourceRegistry | None = None, snapshots: bool = False) -> None:
+                 resources: ResourceRegistry | None = None, snapshots: bool = False, aliases: bool = False) -> None:
         self.tool_names = frozenset(tool_names)
-        #: Surfaces' progress as whole snapshots (:class:`A2UISurfaceStream` ``snapshots``).
+        #: Surfaces' progress as whole snapshots (:class:`A2UISurfaceStream` ``snapshots``), with the
+        #: converter aliases (``aliases``).
         self.snapshots = snapshots
+        self.aliases = aliases
         if not self.tool_names or not all(isinstance(n, str) and n for n in self.tool_names):
             raise UsageError(f"tool_names must be non-empty tool names, got {tool_names!r}")
         self.catalog = catalog
@@ -1532,7 +1541,8 @@ class A2UITransformer:
                 stream = A2UISurfaceStream(event.tool_call_id, catalog=self.catalog, catalog_id=self.catalog_id,
                                            message_id=f"a2ui-surface-{key}", attempt=self._starts[key],
                                            max_attempts=self.max_attempts, progress=self.progress,
-                                           resources=self.resources, snapshots=self.snapshots)
+                                           resources=self.resources, snapshots=self.snapshots,
+                                           aliases=self.aliases)
                 self._streams[event.tool_call_id] = stream
                 self._pending.append(event.tool_call_id)
                 stream.quiet = key in self._retrying
@@ -1735,14 +1745,16 @@ def a2ui_negotiate(run_input: RunAgentInput, host: A2UICatalog) -> A2UICatalog:
 
 def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
                      ids: IdFactory = new_id, resources: ResourceRegistry | None = None,
-                     snapshots: bool = False) -> tuple[RunAgentInput, A2UITransformer]:
+                     snapshots: A2UISnapshots = False) -> tuple[RunAgentInput, A2UITransformer]:
     """What a loop does before an agent runs with A2UI, as the middleware does: the user action in
     ``forwardedProps`` becomes a ``log_a2ui_event`` call and result, ``render_a2ui`` joins the tools
     (replacing one of that name), the host's catalog replaces the front end's context entry and the
     usage guide is added. Returns the agent's input and the transformer of its events (which
     validates against the front end's catalog when it sent one, else ``catalog``). ``resources``
     (a non-empty registry): the tool offers ``$resource`` data bindings and the transformer checks them.
-    ``snapshots``: surfaces progress as whole snapshots (clients without ``ACTIVITY_DELTA``).
+    ``snapshots``: surfaces progress as whole snapshots (clients without ``ACTIVITY_DELTA``); ``"auto"``:
+    when the run's client is one of those (:func:`~agui_engine.genui.a2ui_clients.run_wants_snapshots`).
+    A run from assistant-ui's runtime in snapshot mode also gets the aliases its converter reads.
 
     Raises :class:`A2UIActionError` / :class:`A2UICatalogError` for a bad action or a front-end
     catalog that is not one (remote input: the request is refused before the run)."""
@@ -1758,8 +1770,10 @@ def prepare_a2ui_run(run_input: RunAgentInput, catalog: A2UICatalog, *, tool_nam
     context = [c for c in out.context if c.description not in (A2UI_SCHEMA_CONTEXT_DESCRIPTION, guide)]
     context += a2ui_context(catalog, tool_name)
     inner = msgspec.structs.replace(out, tools=tools, context=context)
+    whole = run_wants_snapshots(run_input, snapshots)
     transformer = A2UITransformer(run_input, catalog=client or catalog, tool_names=(tool_name,), ids=ids,
-                                  resources=registry, snapshots=snapshots)
+                                  resources=registry, snapshots=whole,
+                                  aliases=whole and from_assistant_ui(run_input))
     return inner, transformer
 
 

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import cast
 
 from ..genui.a2ui import A2UI_TOOL, A2UICatalog, a2ui_catalog_option, a2ui_client_applies, prepare_a2ui_run
+from ..genui.a2ui_clients import A2UISnapshots, a2ui_snapshots_option
 from ..genui.resources import ResourceRegistry
 from ..protocol.agent import Agent, AgentFunction, as_agent
 from ..protocol.events import Event, RunAgentInput
@@ -44,10 +45,11 @@ def _say_once(key: str, message: str) -> None:
 async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], input: RunAgentInput,
                       catalog: A2UICatalog, *, tool_name: str = A2UI_TOOL,
                       ids: IdFactory = new_id, resources: ResourceRegistry | None = None,
-                      snapshots: bool = False) -> AsyncIterator[Event]:
+                      snapshots: A2UISnapshots = False) -> AsyncIterator[Event]:
     """``run(input)`` with A2UI (see the module docstring); ``resources``: the server's registry
     (``$resource`` data bindings offered and checked when it is not empty); ``snapshots``: surfaces
-    progress as whole snapshots, not deltas (clients without ``ACTIVITY_DELTA``). Raises, before the first event,
+    progress as whole snapshots, not deltas (clients without ``ACTIVITY_DELTA``; ``"auto"``: for such a client,
+    ``spec/a2ui.md``). Raises, before the first event,
     :class:`~agui_engine.genui.a2ui.A2UIActionError` / ``A2UICatalogError`` for a bad user
     action or front-end catalog, and whatever ``run`` raises before its first event."""
     transformer = None
@@ -77,7 +79,8 @@ async def a2ui_events(run: Callable[[RunAgentInput], AsyncIterator[Event]], inpu
 
 class A2UIAgent:
     """An agent with A2UI: ``A2UIAgent(agent, a2ui=True, *, tool_name="render_a2ui", id_factory=new_id,
-    snapshots=False)`` (``snapshots``: progress as whole snapshots, for clients without ``ACTIVITY_DELTA``).
+    snapshots="auto")`` (``snapshots``: progress as whole snapshots, for clients without ``ACTIVITY_DELTA``:
+    ``True``, ``False``, or ``"auto"`` for the runs of such a client, ``spec/a2ui.md``).
 
     ``a2ui``: an :class:`~agui_engine.genui.a2ui.A2UICatalog` or ``True`` (the basic catalog).
     Raises :class:`~agui_engine.protocol.errors.UsageError` for an ``agent`` that is not one or a
@@ -86,7 +89,7 @@ class A2UIAgent:
     __slots__ = ("agent", "catalog", "id_factory", "snapshots", "tool_name")
 
     def __init__(self, agent: Agent | AgentFunction, a2ui: A2UICatalog | bool = True, *, tool_name: str = A2UI_TOOL,
-                 id_factory: IdFactory = new_id, snapshots: bool = False) -> None:
+                 id_factory: IdFactory = new_id, snapshots: A2UISnapshots = "auto") -> None:
         self.agent: Agent = as_agent(agent, where="A2UIAgent(agent)")
         catalog = a2ui_catalog_option(a2ui, "A2UIAgent")
         if catalog is None:
@@ -94,7 +97,7 @@ class A2UIAgent:
         self.catalog = catalog
         self.tool_name = tool_name
         self.id_factory = id_factory
-        self.snapshots = bool(snapshots)
+        self.snapshots = a2ui_snapshots_option(snapshots, "A2UIAgent")
 
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """The agent's run with A2UI (see :func:`a2ui_events`)."""

@@ -112,6 +112,7 @@ from typing import Any, Final, Protocol, cast
 import msgspec
 
 from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
+from ..genui.a2ui_clients import A2UISnapshots, a2ui_snapshots_option
 from ..genui.components import Component, ServerTool, is_ui_tool
 from ..genui.interactables import UPDATE_RESULT, Interactable, interactables_from_context
 from ..genui.mcp_apps import AppToolResult, McpAppsProxy
@@ -264,7 +265,7 @@ class AgentLoop:
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
-        a2ui_snapshots: bool = False,
+        a2ui_snapshots: A2UISnapshots = "auto",
     ) -> None:
         self.agent: Agent = as_agent(agent, where="AgentLoop(agent)")
         #: The remote tool sources (MCP servers) whose tools the inner agent gets as client
@@ -277,8 +278,9 @@ class AgentLoop:
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "AgentLoop")
         #: A2UI progress as whole ``ACTIVITY_SNAPSHOT`` events instead of deltas (``a2ui_snapshots=True``):
-        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component.
-        self.a2ui_snapshots = bool(a2ui_snapshots)
+        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component;
+        #: ``"auto"`` (the default): for the runs of such a client (``genui/a2ui_clients.py``).
+        self.a2ui_snapshots = a2ui_snapshots_option(a2ui_snapshots, "AgentLoop")
         self.components = list(components)
         #: The data resources the components show (``resources`` plus those they name),
         #: served by a gateway in front of this loop (``POST <path>/data/query``).
@@ -341,6 +343,14 @@ class AgentLoop:
         if not items:
             return inner
         return merge_capabilities(inner, AgentCapabilities(tools=ToolsCapabilities(supported=True, items=items)))
+
+    @property
+    def verifies_output(self) -> bool:
+        """Whether every event :meth:`run` yields has been accepted by the run's Verifier (the
+        loop's own, built on the run's input): true without ``a2ui``, whose surface events are
+        added after the loop's stream. A gateway in front of the loop then verifies nothing
+        again (``transports.agent_host.AgentHost.verifies``)."""
+        return self.a2ui is None
 
     def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
         """Stream one run's events; with ``a2ui`` through :func:`~agui_engine.loops.a2ui_agent.a2ui_events`

@@ -87,6 +87,7 @@ from typing import Any, Final
 import msgspec
 
 from ..genui.a2ui import A2UICatalog, a2ui_catalog_option, a2ui_wire_tools
+from ..genui.a2ui_clients import A2UISnapshots, a2ui_snapshots_option
 from ..genui.components import (
     Component,
     ServerTool,
@@ -262,7 +263,7 @@ class LLMAgent:
         ui_spec: UISpecTool | None = None,
         a2ui: A2UICatalog | bool | None = None,
         mcp_servers: Sequence[ToolSource] = (),
-        a2ui_snapshots: bool = False,
+        a2ui_snapshots: A2UISnapshots = "auto",
     ) -> None:
         if not isinstance(max_steps, int) or max_steps < 1:
             raise UsageError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -300,8 +301,9 @@ class LLMAgent:
         #: The A2UI catalog ``render_a2ui`` draws with (``a2ui=True``: the basic one), or ``None``.
         self.a2ui = a2ui_catalog_option(a2ui, "LLMAgent")
         #: A2UI progress as whole ``ACTIVITY_SNAPSHOT`` events instead of deltas (``a2ui_snapshots=True``):
-        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component.
-        self.a2ui_snapshots = bool(a2ui_snapshots)
+        #: for clients that do not apply ``ACTIVITY_DELTA`` (assistant-ui), still component by component;
+        #: ``"auto"`` (the default): for the runs of such a client (``genui/a2ui_clients.py``).
+        self.a2ui_snapshots = a2ui_snapshots_option(a2ui_snapshots, "LLMAgent")
         #: The remote tool sources (MCP servers) whose tools every run offers (``spec/mcp.md``).
         self.tool_sources: list[ToolSource] = check_tool_sources(mcp_servers)
         self._source_tools: SourceToolCache = {}  # the sources' server tools, rebuilt only when they change

@@ -229,7 +229,7 @@ class Thread:
         agent that keeps no threads, and what the agent raises (404 ``unknown_thread``)."""
         rename = getattr(self.agent, "rename_thread", None)
         if rename is None:
-            raise UsageError(f"{type(self.agent).__name__} keeps no threads: rename needs an SSEAgent")
+            raise UsageError(f"{type(self.agent).__name__} keeps no threads: rename needs an SSEAgent, WebSocketAgent or StdioAgent")
         return str(await rename(self.thread_id, title))
 
     async def delete(self) -> None:
@@ -237,7 +237,7 @@ class Thread:
         UsageError for an agent that keeps no threads, and what the agent raises."""
         delete = getattr(self.agent, "delete_thread", None)
         if delete is None:
-            raise UsageError(f"{type(self.agent).__name__} keeps no threads: delete needs an SSEAgent")
+            raise UsageError(f"{type(self.agent).__name__} keeps no threads: delete needs an SSEAgent, WebSocketAgent or StdioAgent")
         await delete(self.thread_id)
 
     # ------------------------------------------------------------------ reading

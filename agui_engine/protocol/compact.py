@@ -80,7 +80,7 @@ from .events import (
     UnknownEvent,
 )
 
-__all__ = ["compact_events"]
+__all__ = ["Compactor", "compact_events"]
 
 
 class _Stream:
@@ -115,12 +115,15 @@ _ROLE: Final[dict[type, int]] = {
 }
 
 
-def _role(index: int, event: Any) -> int:
+_ROLE_OF: Final = _ROLE.get
+
+
+def _role(event: Any) -> int:
     """The role of an item whose class is not in the table: a subclass's, or UsageError."""
     for cls in type(event).__mro__:
         if cls in _ROLE:
             return _ROLE[cls]
-    raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event")
+    raise UsageError(f"a {type(event).__name__} is not an AG-UI event")
 
 
 def _text_content(key: str, delta: str, meta: Metadata | None) -> Event:
@@ -202,59 +205,119 @@ def compact_events(events: Iterable[Event]) -> list[Event]:
     Raises :class:`~agui_engine.protocol.errors.UsageError` when an item is not an event
     (an :class:`~agui_engine.protocol.events.UnknownEvent` is one: it passes through).
     """
-    out: list[Any] = []
-    lanes: tuple[dict[str, _Stream], dict[str, _Stream]] = ({}, {})
-    texts, tools = lanes
-    window: list[Any] = []
-    role_of = _ROLE.get
-    items: Iterable[Any] = events  # dispatched on the role table, not on the union's narrowing
-    for index, event in enumerate(items):
-        role = role_of(type(event))
+    compactor = Compactor()
+    feed = compactor.feed
+    index = -1
+    try:
+        for index, event in enumerate(events):  # noqa: B007 - the index names a bad item
+            feed(event)
+    except UsageError:
+        raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event") from None
+    return compactor.close()
+
+
+class Compactor:
+    """:func:`compact_events` fed one event at a time, as a stream arrives (feed-style: the
+    gateway folds a run while it streams, so keeping it costs no second pass). ``feed`` each
+    event, then ``close()`` once for the compacted list (the same as ``compact_events`` of
+    every event fed). ``moved``: whether compaction may have moved an event past another
+    stream's or a held one (the conservative form of "the run streamed something
+    interleaved": an open stream saw another stream start, a run boundary, an event it
+    holds, a delta of a stream never started, or was never ended). A closed compactor
+    raises UsageError."""
+
+    __slots__ = ("_lanes", "_out", "_texts", "_tools", "_window", "moved")
+
+    def __init__(self) -> None:
+        self._out: list[Any] | None = []
+        self._texts: dict[str, _Stream] = {}
+        self._tools: dict[str, _Stream] = {}
+        self._lanes = (self._texts, self._tools)
+        self._window: list[Any] = []
+        self.moved = False
+
+    def feed(self, event: Event) -> None:
+        """Fold one more event. Raises UsageError for an item that is not an event, or
+        after :meth:`close`."""
+        item: Any = event  # dispatched on the role table, not on the union's narrowing
+        role = _ROLE_OF(type(item))
+        # the bulk of any stream, first: a delta of an open stream without metadata, one append
+        if role == _TEXT_DELTA:
+            stream = self._texts.get(item.message_id)
+            if stream is not None and item.metadata is None:
+                stream.deltas.append(item.delta)
+                return
+        elif role == _TOOL_DELTA:
+            stream = self._tools.get(item.tool_call_id)
+            if stream is not None and item.metadata is None:
+                stream.deltas.append(item.delta)
+                return
+        out = self._out
+        if out is None:
+            raise UsageError("Compactor.feed after close()")
         if role is None:
-            role = _role(index, event)
-        if role == _TEXT_DELTA or role == _TOOL_DELTA:  # the bulk of any stream: one append
-            streams, key = (texts, event.message_id) if role == _TEXT_DELTA else (tools, event.tool_call_id)
+            role = _role(item)
+        texts, tools = self._lanes
+        if role == _TEXT_DELTA or role == _TOOL_DELTA:
+            streams, key = (texts, item.message_id) if role == _TEXT_DELTA else (tools, item.tool_call_id)
             stream = streams.get(key)
             if stream is None:
                 stream = streams[key] = _Stream()
-            stream.deltas.append(event.delta)
-            if event.metadata is not None:
-                stream.meta = merge_metadata(stream.meta, event.metadata)
+                self.moved = True  # a delta of a stream never started
+            stream.deltas.append(item.delta)
+            if item.metadata is not None:
+                stream.meta = merge_metadata(stream.meta, item.metadata)
         elif role < _RUN:
             lane = 0 if role < _TOOL_START else 1
-            streams, key = (texts, event.message_id) if lane == 0 else (tools, event.tool_call_id)
+            streams, key = (texts, item.message_id) if lane == 0 else (tools, item.tool_call_id)
             stream = streams.get(key)
             if stream is None:
+                if texts or tools:
+                    self.moved = True  # another stream is open
                 stream = streams[key] = _Stream()
             if role == _TEXT_START or role == _TOOL_START:
-                _start(stream, event)
+                _start(stream, item)
             else:
                 del streams[key]
-                _flush_stream(lane, key, stream, event, out)
+                _flush_stream(lane, key, stream, item, out)
         elif role == _STATE:
-            window.append(event)
+            self._window.append(item)
         elif role == _RUN:
-            if window:
-                _flush_state(window, out)
-                window = []
-            out.append(event)
+            if texts or tools:
+                self.moved = True
+            if self._window:
+                _flush_state(self._window, out)
+                self._window = []
+            out.append(item)
         else:
             # Held by the first stream (text messages before tool calls) that has a START; an
             # entry exists only until its END, so "started and not ended" is "has a START".
             for stream in texts.values():
                 if stream.start is not None:
-                    stream.held.append(event)
+                    stream.held.append(item)
+                    self.moved = True
                     break
             else:
                 for stream in tools.values():
                     if stream.start is not None:
-                        stream.held.append(event)
+                        stream.held.append(item)
+                        self.moved = True
                         break
                 else:
-                    out.append(event)
-    for lane, streams in enumerate(lanes):
-        for key, stream in streams.items():
-            _flush_stream(lane, key, stream, None, out)
-    if window:
-        _flush_state(window, out)
-    return out
+                    out.append(item)
+
+    def close(self) -> list[Event]:
+        """The compacted events (streams never ended written at the end, text messages
+        first). Raises UsageError when already closed."""
+        out = self._out
+        if out is None:
+            raise UsageError("Compactor.close() called twice")
+        self._out = None
+        for lane, streams in enumerate(self._lanes):
+            for key, stream in streams.items():
+                self.moved = True  # never ended
+                _flush_stream(lane, key, stream, None, out)
+            streams.clear()  # a feed after close finds no stream open: it raises
+        if self._window:
+            _flush_state(self._window, out)
+        return out

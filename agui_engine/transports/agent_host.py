@@ -11,26 +11,38 @@ as ``AgentLoop(agent)`` -- verified, repaired (``spec/agent-loop.md`` §3), its 
 components and interactables turned into tools -- exactly as a LangGraph or CrewAI agent is.
 Any other agent (already an ``AgentLoop``, an ``LLMAgent``, your own) is served as it is.
 
+**Verified once.** The events of an ``AgentLoop`` (without A2UI) have all been fed to the run's
+Verifier inside the loop, which repairs by it; the registry's producer verifies them no second
+time (:meth:`AgentHost.verifies`). Every other agent's events, and a proxied MCP request's
+answer, are verified by the producer.
+
 **MCP Apps' proxied requests around it.** A run whose ``forwardedProps`` carry a proxied MCP
 request (an MCP app's iframe calling its server, spec/mcp.md) is answered by
 :class:`AgentHost` with the agent's MCP servers (its ``mcp_apps``), for every agent and
 transport, never by the agent; the run was admitted, authenticated and owned like any other.
-Such a run is no turn of its thread's conversation: it joins no history.
+Such a run is no turn of its thread's conversation: it joins no history. It reaches only what the
+runs of its principal were shown (:class:`~agui_engine.genui.mcp_apps.ShownApps`, fed by the run
+producer with every app announcement and ``mcp-apps`` activity of a run: :meth:`AgentHost.saw`):
+the ``ui://`` resources of those apps, and their servers' tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 
-from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.genui.mcp_apps import McpAppsProxy, ShownApps, is_proxied, proxied_request
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.agent import Agent
-from agui_engine.protocol.events import Event, RunAgentInput
+from agui_engine.protocol.events import ActivitySnapshotEvent, CustomEvent, Event, RunAgentInput
 
 from .retrying_client import RemoteClientBase
 from .stdio_client import StdioAgent
 
-__all__ = ["AgentHost", "serving_agent"]
+__all__ = ["APP_EVENTS", "AgentHost", "serving_agent"]
+
+#: The event classes that may show a principal an MCP app (:meth:`AgentHost.saw` wants them).
+APP_EVENTS: frozenset[type] = frozenset({ActivitySnapshotEvent, CustomEvent})
 
 
 def serving_agent(agent: Agent) -> Agent:
@@ -51,14 +63,32 @@ class AgentHost:
         # unknown server, as the middleware with no servers answers.
         proxy = getattr(self.agent, "mcp_apps", None)
         self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
+        #: The apps each principal's runs showed: what its proxied requests may reach.
+        self.shown = ShownApps(self.mcp_apps.table)
 
-    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput, principal: str | None) -> AsyncIterator[Event]:
         """The proxied request's answer, or what ``agent.run(input)`` returns (unchecked: the
-        registry checks it is an async iterator). Raises ProxiedRequestError when malformed."""
+        registry checks it is an async iterator). ``principal``: the run's owner (None with auth
+        off: every client is that one anonymous principal); a proxied request reaches only what its
+        runs were shown (:meth:`saw`). Raises ProxiedRequestError when malformed."""
         request = proxied_request(input.forwarded_props)
         if request is not None:
-            return self.mcp_apps.run(input, request)
+            return self.mcp_apps.run(input, request, partial(self.shown.refusal, principal))
         return self.agent.run(input)
+
+    def saw(self, principal: str | None, event: Event) -> None:
+        """An event of ``principal``'s run went out (one of :data:`APP_EVENTS`; any other is
+        ignored): the app it announces or shows is now theirs to reach."""
+        self.shown.note(principal, event)
+
+    def verifies(self, input: RunAgentInput) -> bool:
+        """Whether the stream :meth:`run` returns for ``input`` is verified already: the agent
+        is an :class:`~agui_engine.loops.agent_loop.AgentLoop` whose every event went through
+        the run's Verifier (``AgentLoop.verifies_output``: a remote AG-UI agent, a LangGraph or
+        CrewAI agent) and the input is no proxied MCP request (its answer is not the agent's).
+        The registry's producer then feeds no second Verifier: each event is verified once."""
+        return (isinstance(self.agent, AgentLoop) and self.agent.verifies_output
+                and not is_proxied(input.forwarded_props))
 
     @staticmethod
     def joins_history(input: RunAgentInput) -> bool:

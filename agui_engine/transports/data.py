@@ -72,7 +72,7 @@ from agui_engine.genui.resources import (
 from agui_engine.protocol.errors import AguiEngineError, CapacityError, RemoteInputError, UpstreamError, UsageError
 
 from .clock import Clock, LoopClock
-from .envelope import ErrorBody
+from .envelope import ErrorBody, ServerLine
 from .input_decoding import DEFAULT_MAX_BODY_BYTES, check_body_size, decode_json_input
 from .input_errors import InvalidInputError
 from .retrying_client import remote_error_from_body, remote_error_from_line
@@ -90,6 +90,7 @@ __all__ = [
     "broker_for",
     "decode_query",
     "encode_answer",
+    "query_answer",
     "query_error_from_body",
     "query_error_from_line",
 ]
@@ -429,3 +430,26 @@ def query_error_from_line(err: ErrorBody, *, where: str) -> AguiEngineError:
     :func:`query_error_from_body`)."""
     typed = error_for_code(err.code, err.message, path=err.path)
     return typed if typed is not None else remote_error_from_line(err, where=where)
+
+
+_LINE_DECODER = msgspec.json.Decoder(ServerLine)
+
+
+def query_answer(line: bytes, query_id: str, where: str) -> bytes | None:
+    """The data bytes of the answer to ``query_id`` in one WebSocket / stdio server line
+    (``{"queryId", "result"}``), None for any other line. Raises the query's typed error
+    (:func:`query_error_from_line`) when the line refuses it, or refuses a message the
+    server could not read at all (no ``queryId`` to echo); RemoteInputError
+    (``malformed_json``) for a line that is not a protocol line."""
+    try:
+        head = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise RemoteInputError(f"{where}: not a protocol line", code="malformed_json") from None
+    if head.query_id == query_id:
+        if head.error is not None:
+            raise query_error_from_line(head.error, where=where)
+        return bytes(head.result) if len(head.result) else b"null"
+    if head.query_id is None and head.run_id is None and head.error is not None:
+        # the server could not read the message at all (no queryId to echo)
+        raise query_error_from_line(head.error, where=where)
+    return None

@@ -11,7 +11,7 @@ by ``"type"``::
     {"type": "resume", "runId": "...", "lastEventId": "...", "runKey": "..."}  ResumeMessage
     {"type": "query",  "queryId": "...", "resourceId": "...", "params": {...}}  QueryMessage
     {"type": "capabilities"}                                  CapabilitiesMessage (stdio too)
-    {"type": "threads", "queryId": "...", "action": "list"|"rename"|"delete", ...}  ThreadsMessage
+    {"type": "threads", "queryId": "...", "action": "list"|"get"|"rename"|"delete", ...}  ThreadsMessage
 
 Server -> client, one JSON object per line (:class:`ServerLine`)::
 
@@ -130,14 +130,17 @@ class CapabilitiesMessage(msgspec.Struct, tag="capabilities", tag_field="type", 
 
 
 class ThreadsMessage(msgspec.Struct, tag="threads", tag_field="type", frozen=True, kw_only=True, rename="camel"):
-    """The thread API (spec/transports.md §4.4, "Durable threads") on a WebSocket: ``action``
-    ``list`` (``limit``, ``cursor``, ``q``), ``rename`` (``threadId``, ``title``) or ``delete``
-    (``threadId``), presenting ``runKey`` when given. Answered as a query is: one line carrying
-    ``queryId`` with ``result`` (a page; ``{"threadId", "title"}``; ``null``) or ``error``."""
+    """The thread API (spec/transports.md §4.4, "Durable threads") on a WebSocket or stdio:
+    ``action`` ``list`` (``limit``, ``cursor``, ``q``), ``get`` (``threadId``, ``runId``: the
+    branch's history), ``rename`` (``threadId``, ``title``) or ``delete`` (``threadId``),
+    presenting ``runKey`` when given. Answered as a query is: one line carrying ``queryId``
+    with ``result`` (a page; a JSON array of events; ``{"threadId", "title"}``; ``null``) or
+    ``error``."""
 
     query_id: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_ID_LENGTH)]
-    action: Literal["list", "rename", "delete"]
+    action: Literal["delete", "get", "list", "rename"]
     thread_id: str | None = None
+    run_id: str | None = None
     title: Any = None
     limit: int | None = None
     cursor: str | None = None

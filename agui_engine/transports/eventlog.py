@@ -293,6 +293,13 @@ class SharedEventLog(EventLog, Protocol):
         finished. Raises UnknownRunError, EventLogUnavailableError."""
         ...
 
+    async def live_run(self, thread_id: str) -> str | None:
+        """The latest run any node started on ``thread_id`` while the log still holds it
+        (running, or finished within the retention), None when there is none: what a
+        client reloading a thread reattaches to on whichever node it lands. Raises
+        EventLogUnavailableError."""
+        ...
+
     def follow(self, run_id: str) -> None:
         """A subscriber on this node started reading a run another node owns
         (keeps the owner's grace timer from expiring)."""

@@ -2,10 +2,10 @@
 
 Theory of operation
 -------------------
-When a run ends, the registry reads its whole event log and turns it into one *record*
-(:class:`HistoryRun`): the run's events, compacted by
-:func:`~agui_engine.protocol.compact.compact_events` (the same output as
-``@ag-ui/client``'s ``compactEvents``), with a ``RUN_STARTED`` that carries the run's
+While a run streams, its producer feeds each event it logs to a :class:`RunRecorder`, which
+folds them into one *record* (:class:`HistoryRun`) when the run ends: the run's events,
+compacted as they pass by a :class:`~agui_engine.protocol.compact.Compactor` (the same output
+as ``@ag-ui/client``'s ``compactEvents``; nothing is decoded or read back from the log), with a ``RUN_STARTED`` that carries the run's
 ``parentRunId`` and its exact ``input`` (AG-UI's serialization model: a thread is an
 append-only log of runs whose ``parentRunId`` links form a tree). The input's ``state``,
 when it has one, is written as a ``STATE_SNAPSHOT`` right after ``RUN_STARTED`` before
@@ -57,7 +57,7 @@ import msgspec
 
 from agui_engine.protocol.accumulator import Accumulator
 from agui_engine.protocol.codec import EventDecodeError, decode_event, encode_event
-from agui_engine.protocol.compact import compact_events
+from agui_engine.protocol.compact import Compactor
 from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
@@ -68,25 +68,20 @@ from agui_engine.protocol.events import (
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallStartEvent,
 )
 
 __all__ = [
     "Branch",
     "HISTORY_MAX_RUNS_PER_THREAD",
+    "HISTORY_MAX_RUN_BYTES",
     "HISTORY_MAX_THREAD_BYTES",
     "HISTORY_MAX_TOTAL_BYTES",
-    "HISTORY_READ_TIMEOUT_SECONDS",
     "HISTORY_RETENTION_SECONDS",
     "HISTORY_TRIMMED_EVENT",
     "HistoryBudget",
     "HistoryRun",
     "MemoryThreadStore",
+    "RunRecorder",
     "ThreadRuns",
     "ThreadStore",
     "UnknownThreadError",
@@ -117,10 +112,12 @@ HISTORY_MAX_TOTAL_BYTES = 64 * 1024 * 1024
 #: page the next day still gets the conversation; the store forgets idle threads after.
 HISTORY_RETENTION_SECONDS = 24 * 3600.0
 
-#: How long the registry waits, when a run ends, for the last of its events to be readable
-#: from a write-behind (shared) log before keeping what it has: one Redis round trip is
-#: milliseconds, REDIS_TIMEOUT_SECONDS (5 s) is what a command may take at most.
-HISTORY_READ_TIMEOUT_SECONDS = 5.0
+#: Encoded bytes of one run's events the history folds while the run streams, when its event
+#: log names no per-run bounds (the in-memory and Redis logs do: a run is kept whole while its
+#: log could hold it whole); past them the run is kept trimmed (``RUN_STARTED``, the marker, its
+#: terminal event) and what was folded is let go. The log's default per-run bound
+#: (DEFAULT_LOG_MAX_BYTES, 4 MiB).
+HISTORY_MAX_RUN_BYTES = 4 * 1024 * 1024
 
 #: The CUSTOM event that stands for the events of a run the history could not keep whole.
 HISTORY_TRIMMED_EVENT = "agui_engine.history_trimmed"
@@ -284,7 +281,6 @@ class MemoryThreadStore:
 _record_decoder = msgspec.json.Decoder(HistoryRun)
 _TERMINAL = (RunFinishedEvent, RunErrorEvent)
 _STATE_EVENTS = (StateSnapshotEvent, StateDeltaEvent)
-_DELTAS = (TextMessageContentEvent, ToolCallArgsEvent)
 
 
 def decode_records(records: Sequence[bytes]) -> list[HistoryRun]:
@@ -317,6 +313,108 @@ def _decode_all(payloads: Sequence[bytes]) -> list[Any]:
     return events
 
 
+class RunRecorder:
+    """Folds one run's events into its record while the run streams (module docstring): the
+    gateway feeds each event it logs (:meth:`feed`), then :meth:`record` once. Nothing is
+    decoded or read back from the log, and compaction (:class:`~agui_engine.protocol.compact.Compactor`)
+    happens as the events pass. ``parent_run_id``: the run's parent in its thread.
+    :meth:`overflow` (the run is over :data:`HISTORY_MAX_RUN_BYTES`, or its first events are
+    lost) lets go of what was folded: the run is kept trimmed."""
+
+    __slots__ = (
+        "_compactor", "_encoded", "_events", "_fold_one", "_input", "_keep_one", "_last", "_parent", "_reason", "feed",
+    )
+
+    def __init__(self, input: RunAgentInput, parent_run_id: str | None) -> None:
+        self._input = input
+        self._parent = parent_run_id
+        self._compactor: Compactor | None = Compactor()
+        #: the events as fed (a run compaction moved is checked against them, and kept so)
+        self._events: list[Any] = []
+        self._keep_one = self._events.append
+        self._fold_one = self._compactor.feed
+        #: encodings the gateway already made, by the event's id (the event is in _events)
+        self._encoded: dict[int, bytes] = {}
+        self._last: Any = None
+        self._reason = ""
+        #: Fold one more event (the run's first must be its RUN_STARTED, else it is kept trimmed).
+        self.feed: Any = self._first
+
+    def _first(self, event: Any) -> None:
+        if not isinstance(event, RunStartedEvent):
+            self.overflow("the event log had dropped its first events (the run was longer than the log's bound)")
+            self.feed(event)
+            return
+        input = self._input
+        self.feed = self._fold
+        self._fold(msgspec.structs.replace(event, parent_run_id=self._parent, input=input))
+        if input.state is not None:
+            self._fold(StateSnapshotEvent(snapshot=input.state))
+
+    def _fold(self, event: Any) -> None:
+        self._keep_one(event)
+        self._fold_one(event)
+
+    def _tail(self, event: Any) -> None:
+        self._last = event
+
+    def encoded(self, event: Any, payload: bytes) -> None:
+        """``payload`` is ``event``'s encoding (the gateway logged it): a record that keeps the
+        event unchanged writes it as is instead of encoding it again (worth it for large events:
+        snapshots, component props). Call after feeding it."""
+        if self._compactor is not None:
+            self._encoded[id(event)] = payload
+
+    def overflow(self, reason: str = "") -> None:
+        """Keep the run trimmed, for ``reason`` (default: over HISTORY_MAX_RUN_BYTES), and
+        let go of what was folded; later events only say how it ended."""
+        if self._compactor is None:
+            return
+        self._last = self._events[-1] if self._events else None
+        self._events, self._compactor, self._encoded = [], None, {}
+        self._keep_one = self._fold_one = self._tail  # the folded events are let go
+        self._reason = reason or (
+            "the run was longer than its event log holds (the log's max_events / max_bytes, else HISTORY_MAX_RUN_BYTES)"
+        )
+        self.feed = self._tail
+
+    def record(self, *, principal: str = "", key_hash: str = "", max_bytes: int = HISTORY_MAX_THREAD_BYTES) -> bytes:
+        """The run's record (module docstring), at most ``max_bytes`` unless even the trimmed
+        form (without the input) is larger, which only a run id near its length limit can make.
+        Call once, after the run's terminal event."""
+        input, parent = self._input, self._parent
+        compactor = self._compactor
+        if compactor is not None and self._events:
+            whole = self._events
+            compacted: list[Any] = compactor.close()
+            self._compactor = None
+            if compactor.moved and not _same_thread(whole, compacted):
+                # compactEvents moves the events of interleaved streams; in rare orders a held
+                # event lands before its stream's START and an accumulator drops it: keep the run
+                # uncompacted rather than lose what it said.
+                compacted = whole
+            done = self._encoded
+            encoded = [done.get(id(e)) or encode_event(e) for e in compacted]
+            self._encoded = {}
+            record = _encode(input.run_id, parent, principal, key_hash, False, encoded)
+            if len(record) <= max_bytes:
+                return record
+            reason = f"its compacted events ({len(record)} bytes) are over the thread's budget of {max_bytes} bytes"
+            last = whole[-1]
+        else:
+            reason = self._reason or "the event log had dropped its first events (the run was longer than the log's bound)"
+            last = self._last
+        started = RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id, parent_run_id=parent, input=input)
+        terminal = last if isinstance(last, _TERMINAL) else None
+        marker = CustomEvent(name=HISTORY_TRIMMED_EVENT, value={"runId": input.run_id, "reason": reason})
+        tail = [encode_event(marker)] + ([encode_event(terminal)] if terminal is not None else [])
+        record = _encode(input.run_id, parent, principal, key_hash, True, [encode_event(started), *tail])
+        if len(record) > max_bytes:
+            bare = msgspec.structs.replace(started, input=None)
+            record = _encode(input.run_id, parent, principal, key_hash, True, [encode_event(bare), *tail])
+        return record
+
+
 def build_record(
     input: RunAgentInput,
     parent_run_id: str | None,
@@ -327,70 +425,15 @@ def build_record(
     key_hash: str = "",
     max_bytes: int = HISTORY_MAX_THREAD_BYTES,
 ) -> bytes:
-    """The record of one ended run (module docstring). ``payloads``: its logged events
-    (encoded); ``complete``: they start at the run's first event (False: the log dropped
-    its beginning). The record is at most ``max_bytes`` unless even the trimmed form
-    (without the input) is larger, which only a run id near its length limit can make."""
-    events = _decode_all(payloads)
-    started = RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id, parent_run_id=parent_run_id, input=input)
-    if complete and events and isinstance(events[0], RunStartedEvent):
-        first = events[0]
-        started = msgspec.structs.replace(first, parent_run_id=parent_run_id, input=input)
-        body = events[1:]
-        lead: list[Any] = [started]
-        if input.state is not None:
-            lead.append(StateSnapshotEvent(snapshot=input.state))
-        whole = [*lead, *body]
-        compacted = compact_events(whole)
-        if _interleaved(whole) and not _same_thread(whole, compacted):
-            # compactEvents moves the events of interleaved streams; in rare orders a held
-            # event lands before its stream's START and an accumulator drops it: keep the run
-            # uncompacted rather than lose what it said.
-            compacted = whole
-        encoded = [encode_event(e) for e in compacted]
-        record = _encode(input.run_id, parent_run_id, principal, key_hash, False, encoded)
-        if len(record) <= max_bytes:
-            return record
-        reason = f"its compacted events ({len(record)} bytes) are over the thread's budget of {max_bytes} bytes"
-    else:
-        reason = "the event log had dropped its first events (the run was longer than the log's bound)"
-    terminal = events[-1] if events and isinstance(events[-1], _TERMINAL) else None
-    marker = CustomEvent(name=HISTORY_TRIMMED_EVENT, value={"runId": input.run_id, "reason": reason})
-    tail = [encode_event(marker)] + ([encode_event(terminal)] if terminal is not None else [])
-    record = _encode(input.run_id, parent_run_id, principal, key_hash, True, [encode_event(started), *tail])
-    if len(record) > max_bytes:
-        bare = msgspec.structs.replace(started, input=None)
-        record = _encode(input.run_id, parent_run_id, principal, key_hash, True, [encode_event(bare), *tail])
-    return record
-
-
-def _interleaved(events: Sequence[Any]) -> bool:
-    """Whether compaction may move events: something other than an open text message's or
-    tool call's own deltas and END (or state, which compaction folds in place) arrives while
-    one is open, or one is never ended. Runs that stream one thing at a time -- most -- need
-    no check (it costs an accumulator pass over both forms)."""
-    open_ids: set[tuple[int, str]] = set()
-    for event in events:
-        kind = type(event)
-        if kind is TextMessageStartEvent or kind is ToolCallStartEvent:
-            if open_ids:
-                return True
-            open_ids.add(_stream_key(event))
-        elif kind in _DELTAS:
-            if _stream_key(event) not in open_ids:
-                return True
-        elif kind is TextMessageEndEvent or kind is ToolCallEndEvent:
-            open_ids.discard(_stream_key(event))
-        elif open_ids and not isinstance(event, _STATE_EVENTS):
-            return True
-    return bool(open_ids)
-
-
-def _stream_key(event: Any) -> tuple[int, str]:
-    kind = type(event)
-    if kind in (TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent):
-        return 0, event.message_id
-    return 1, event.tool_call_id
+    """The record of one ended run from its logged events (encoded): a :class:`RunRecorder`
+    fed them. ``complete``: they start at the run's first event (False: the log dropped its
+    beginning, and the run is kept trimmed)."""
+    recorder = RunRecorder(input, parent_run_id)
+    if not complete:
+        recorder.overflow("the event log had dropped its first events (the run was longer than the log's bound)")
+    for event in _decode_all(payloads):
+        recorder.feed(event)
+    return recorder.record(principal=principal, key_hash=key_hash, max_bytes=max_bytes)
 
 
 def _same_thread(events: Sequence[Any], compacted: Sequence[Any]) -> bool:

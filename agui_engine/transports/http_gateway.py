@@ -550,8 +550,12 @@ class HttpGateway:
             body = b""
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
-        # the thread's latest run, while it is not in the history yet (running): followed live
-        latest = self.thread_runs.get(input.thread_id)
+        # the thread's latest run, while it is not in the history yet (running): followed live,
+        # on whichever node it runs (a shared log names it), else as this node remembers it
+        try:
+            latest = await self.registry.live_run(input.thread_id) or self.thread_runs.get(input.thread_id)
+        except AguiEngineError:
+            latest = self.thread_runs.get(input.thread_id)
         if latest is not None and latest not in kept:
             try:
                 run = self.registry.check_owner(await self.registry.find(latest), caller)

@@ -8,6 +8,7 @@ tag so a Redis Cluster keeps a run's keys on one shard)::
     <prefix>{<runId>}:s   stream: the events, in batches
     <prefix>{<runId>}:m   hash:   owner (node id), thread (thread id)
     <prefix>{<runId>}:r   zset:   nodes following the run -> when they last read (ms)
+    <prefix>live:{<threadId>}   string: the thread's latest run started by any node (its keys' TTL)
     <prefix>node:<node>   string: the node's heartbeat (expires after OWNER_TTL_SECONDS)
     <prefix>ctl:<node>    pub/sub channel: run ids to cancel, sent to the owner
 
@@ -221,6 +222,13 @@ redis.call('PEXPIRE', KEYS[2], ARGV[9])
 return 1
 """
 
+# Sets the TTL of a thread's live-run key while it still names the run. KEYS: the key.
+# ARGV: run id, TTL in ms.
+_LIVE_EXPIRE_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+"""
+
 # Ends a run whose owner is gone: appends the given events and the end marker,
 # only if the stream's last entry is still the one the caller saw (nobody ended
 # or extended the run in between). KEYS: stream, meta. ARGV: last id seen
@@ -368,6 +376,16 @@ class RedisEventLog:
 
     def _k(self, run_id: str, kind: str) -> str:
         return f"{self.prefix}{{{run_id}}}:{kind}"
+
+    def _live_key(self, thread_id: str) -> str:
+        return f"{self.prefix}live:{{{thread_id}}}"
+
+    async def live_run(self, thread_id: str) -> str | None:
+        try:
+            value = await self.redis.get(self._live_key(thread_id))
+        except _redis_errors() as exc:
+            raise self._unavailable(exc) from None
+        return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
 
     def _thread_key(self, thread_id: str, kind: str) -> str:
         return f"{self.prefix}thread:{{{thread_id}}}:{kind}"
@@ -592,6 +610,8 @@ class RedisEventLog:
             await self._create(
                 keys=[self._k(run_id, "m")], args=[self.node_id, thread_id, running_ttl, principal, key_hash], client=pipe
             )
+            if thread_id:  # the thread's live run, for a reload landing on any node (live_run)
+                pipe.set(self._live_key(thread_id), run_id, px=running_ttl)
         sent: list[tuple[_Owned, str, int, bool]] = []
         events = 0
         retention = self._retention_ms()
@@ -620,6 +640,9 @@ class RedisEventLog:
                 pipe.xadd(stream, {b"e": b"1"}, id=f"{last}-1")
                 pipe.pexpire(stream, retention)
                 pipe.pexpire(self._k(run_id, "m"), retention)
+                if own.thread_id:
+                    # as long as the run's keys (a newer run of the thread, set since, keeps its own)
+                    pipe.eval(_LIVE_EXPIRE_SCRIPT, 1, self._live_key(own.thread_id), run_id, retention)
             sent.append((own, run_id, last, end))
         for run_id in deleting:
             pipe.delete(self._k(run_id, "s"), self._k(run_id, "m"), self._k(run_id, "r"))
@@ -753,6 +776,8 @@ class RedisEventLog:
                     if not own.finishing and not own.broken:
                         pipe.pexpire(self._k(run_id, "s"), ttl)
                         pipe.pexpire(self._k(run_id, "m"), ttl)
+                        if own.thread_id:
+                            pipe.eval(_LIVE_EXPIRE_SCRIPT, 1, self._live_key(own.thread_id), run_id, ttl)
             if len(pipe):
                 with contextlib.suppress(*_redis_errors()):  # the heartbeat thread reports Redis loss
                     await pipe.execute()

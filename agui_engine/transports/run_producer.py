@@ -7,7 +7,8 @@ Each event the agent yields goes through:
 
 1. the :class:`~agui_engine.protocol.verify.Verifier` (protocol rules; chunk events are
    expanded). A violation ends the run with ``RUN_ERROR`` (code of the error)
-   and closes the agent's generator;
+   and closes the agent's generator. Not for an ``AgentLoop``'s events (a remote AG-UI
+   agent's too): its own Verifier has seen each (``AgentHost.verifies``);
 2. :func:`~agui_engine.protocol.codec.encode_event`, once, to compact JSON bytes;
 3. ``log.append`` -- which numbers it (``seq``) and bounds the run's memory;
 4. a wake-up of the subscribers waiting for it.
@@ -21,7 +22,9 @@ the effects that need no await go back to the registry (``apply``).
 Cancellation cancels the producer task; the ``CancelledError`` is raised inside the agent's
 generator where it is suspended (typically reading the model's HTTP stream), and the
 producer then calls ``aclose()`` on the generator, so the upstream call is aborted before
-``cancel()`` returns. A finished run that joins its thread's history is kept
+``cancel()`` returns. A run that joins its thread's history has its record folded while it
+streams (a :class:`~transports.history.RunRecorder` fed each event as it is logged: compaction
+as the events pass, nothing decoded or read back) and is kept
 (:class:`~transports.thread_history.ThreadHistory`) before its log ends.
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +45,9 @@ from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import BaseEvent, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from agui_engine.protocol.verify import Verifier
 
-from .agent_host import AgentHost
+from .agent_host import APP_EVENTS, AgentHost
 from .eventlog import EventLog
+from .history import HISTORY_MAX_RUN_BYTES, RunRecorder
 from .otel import OTelObserver, run_span
 from .run_lifecycle import Effect, RunEvent
 from .run_record import Run
@@ -52,7 +57,7 @@ from .tool_runner import STANDARD_TOOL_RUNNER
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["PRODUCER_YIELD_EVERY", "RunProducer"]
+__all__ = ["PRODUCER_YIELD_EVERY", "RECORD_REUSE_MIN_BYTES", "RunProducer"]
 
 _log = logging.getLogger("agui_engine.transports")
 
@@ -64,6 +69,11 @@ _TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: other streams. 256 events (~25 KiB) is well under one coalesced write, and
 #: rare enough not to split the bursts a real model stream delivers.
 PRODUCER_YIELD_EVERY = 256
+
+#: An event encoded in more bytes than this is written into its run's history record with the
+#: encoding already made (a snapshot, a component's props), not encoded again; smaller ones
+#: cost less to encode again than to remember.
+RECORD_REUSE_MIN_BYTES = 256
 
 
 
@@ -93,9 +103,16 @@ class RunProducer:
         self._apply = apply
         # Plain-function fast path of a log that never suspends (InMemoryEventLog).
         self._appender = getattr(log, "appender", None)
+        # A run is kept whole while the log could hold it whole (its per-run bounds), as when
+        # its record was read back from the log; a log that names no bounds: HISTORY_MAX_RUN_BYTES.
+        self._record_bounds: tuple[int, int] = (
+            getattr(log, "max_events", None) or sys.maxsize, getattr(log, "max_bytes", None) or HISTORY_MAX_RUN_BYTES
+        )
 
     async def _append(self, run: Run, event: Any) -> None:
         # Synthetic events (RUN_STARTED prelude, RUN_ERROR) and agent events share this.
+        if run.recorder is not None:
+            run.recorder.feed(event)
         seq = await self.log.append(run.run_id, encode_event(event))
         if seq > run.head:
             run.head = seq
@@ -127,6 +144,12 @@ class RunProducer:
     async def produce(self, run: Run) -> None:
         """Drive the run's agent to the end of its log (the run's task)."""
         lifecycle = run.lifecycle
+        if run.kept and self.threads is not None:
+            # its history record is folded as the run streams (nothing is read back at its end)
+            run.recorder = RunRecorder(run.input, run.history_parent)
+        recorder = run.recorder
+        recorded = recorded_events = 0
+        max_events, max_bytes = self._record_bounds
         if Effect.END_AT_ONCE in lifecycle.fire(RunEvent.PRODUCER_STARTED):
             await self._finish(run, None)  # cancelled before the producer ran: the pending cancel ends it
             return
@@ -135,7 +158,9 @@ class RunProducer:
         started_at = asyncio.get_running_loop().time() if metrics is not None else 0.0
         # The input lets the verifier accept TOOL_CALL_RESULTs for calls made in an
         # earlier run (human in the loop: the client sends them back in the messages).
-        verifier = Verifier(input=run.input) if self.verify else None
+        # An AgentLoop's events (a remote AG-UI agent's among them) were verified inside it:
+        # once is enough (agent_host.AgentHost.verifies).
+        verifier = Verifier(input=run.input) if self.verify and not self.host.verifies(run.input) else None
         error: RunErrorEvent | None = None
         count = 0
         feed = verifier.feed if verifier is not None else None
@@ -149,8 +174,9 @@ class RunProducer:
             OBSERVER.set(self.observer)
             span = run_span(self.observer, run.input, self.host.agent)
         threads = self.threads if run.kept and self.threads is not None and self.threads.apart else None
+        saw, owner = self.host.saw, run.owner
         try:
-            gen = self._open_agent(run.input)
+            gen = self._open_agent(run.input, owner)
             async for event in gen:
                 if not isinstance(event, BaseEvent):
                     check_event(event, count)  # raises NotAnEventError: nothing unchecked goes out
@@ -163,11 +189,22 @@ class RunProducer:
                     elif metrics is not None:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
+                    if cls in APP_EVENTS:  # an MCP app shown: the owner's proxied requests may reach it
+                        saw(owner, ev)
                     payload = encode_event(ev)
+                    if recorder is not None:
+                        size = len(payload)
+                        recorded += size
+                        recorded_events += 1
+                        if recorded > max_bytes or recorded_events > max_events:
+                            recorder.overflow()  # longer than its log holds: kept trimmed, the fold let go
+                        recorder.feed(ev)
+                        if size > RECORD_REUSE_MIN_BYTES:
+                            recorder.encoded(ev, payload)
                     if cls in _TERMINALS and threads is not None:
                         # A durable store writes with IO: keep the record before the terminal event
                         # goes out, so a client that saw the end reads the history with it.
-                        await threads.keep_shielded(self.log, run, payload)
+                        await threads.keep_shielded(run)
                         run.kept_early = True
                     seq = append_one(payload) if append_one is not None else await append(rid, payload)
                 if seq > run.head:  # a write-behind log returns what is stored so far
@@ -215,12 +252,12 @@ class RunProducer:
             if span is not None:
                 span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
-    def _open_agent(self, input: RunAgentInput) -> Any:
+    def _open_agent(self, input: RunAgentInput, owner: str | None) -> Any:
         # What the served agent's run(input) returned (a proxied MCP request's answer, or the
         # agent's stream: agent_host.AgentHost), checked: an ``async def run`` without a
         # yield returns a coroutine, which ``async for`` would refuse with a bare
         # TypeError. Raises UsageError saying what to write instead.
-        gen = self.host.run(input)
+        gen = self.host.run(input, owner)
         if not hasattr(gen, "__anext__"):
             close = getattr(gen, "close", None)
             if inspect.iscoroutine(gen) and close is not None:
@@ -253,7 +290,7 @@ class RunProducer:
                         # Kept before the log ends: a client that saw the end reads the history with it.
                         # Whatever happens here, the log must still end (its readers wait for that).
                         try:
-                            await self.threads.keep_shielded(self.log, run)
+                            await self.threads.keep_shielded(run)
                         except AguiEngineError as exc:  # the store is away: the run is served, not kept
                             _log.warning("run %s: not kept in its thread's history: %s", run.run_id, exc.message)
                         except asyncio.CancelledError:

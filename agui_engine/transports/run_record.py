@@ -10,6 +10,7 @@ import asyncio
 from agui_engine.protocol.events import RunAgentInput
 
 from .clock import TimerHandle
+from .history import RunRecorder
 from .run_lifecycle import RunLifecycle, RunPhase
 
 __all__ = ["Run"]
@@ -35,6 +36,7 @@ class Run:
         "kept_early",
         "lifecycle",
         "owner",
+        "recorder",
         "retention_timer",
         "run_id",
         "task",
@@ -72,6 +74,9 @@ class Run:
         self.history_parent: str | None = None
         #: Whether its record was kept before its terminal event went out (a durable store).
         self.kept_early = False
+        #: What folds its events into its history record while it streams (a kept run's,
+        #: from its producer's start until it is kept; else None).
+        self.recorder: RunRecorder | None = None
 
     @classmethod
     def following(cls, run_id: str) -> Run:

@@ -159,6 +159,14 @@ class RunRegistry:
         await self.log.head(run_id)  # raises UnknownRunError when no node has it
         return await self.shared.follower(run_id) if self.shared is not None else Run.following(run_id)
 
+    async def live_run(self, thread_id: str) -> str | None:
+        """The latest run any node of a shared log started on ``thread_id`` while the log
+        holds it (None: none, or a log of this node alone, where the transport remembers its
+        own). Raises EventLogUnavailableError."""
+        if self.shared is None:
+            return None
+        return await self.shared.log.live_run(thread_id)
+
     def check_owner(self, run: Run, caller: Caller | None) -> Run:
         """``run`` if ``caller`` may stream, resume or cancel it (:func:`~transports.admission.may_touch`),
         else UnknownRunError: the same 404 as for a run that does not exist, so ids cannot be probed."""

@@ -352,10 +352,15 @@ class SSEAgent(RemoteClientBase):
         return self.url.rstrip("/") + "/runs/" + quote(run_id, safe="")
 
     async def _open(self) -> _SSESession:
-        return _SSESession(
-            self._client
-            or httpx.AsyncClient(timeout=httpx.Timeout(None, connect=self.connect_timeout), verify=_ssl_context())
-        )
+        if self._client is not None:
+            return _SSESession(self._client)
+        # A run's stream is read on aiohttp's connection and C parser (aiohttp_transport): the
+        # events that arrived together come out of one read, not one h11 step per event.
+        from .aiohttp_transport import AiohttpTransport
+
+        return _SSESession(httpx.AsyncClient(
+            transport=AiohttpTransport(verify=_ssl_context()), timeout=httpx.Timeout(None, connect=self.connect_timeout)
+        ))
 
     async def _close(self, session: _SSESession) -> None:
         if self._client is None:

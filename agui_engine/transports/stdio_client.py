@@ -21,9 +21,18 @@ from agui_engine.protocol.errors import AguiEngineError, LimitExceededError, Usa
 from agui_engine.protocol.events import Event, RunAgentInput
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, MAX_CAPABILITIES_BYTES, capabilities_answer
-from .envelope import READ_CHUNK_BYTES, CancelMessage, CapabilitiesMessage, decode_protocol_line, encode_client_message
+from .data import query_answer
+from .envelope import (
+    READ_CHUNK_BYTES,
+    CancelMessage,
+    CapabilitiesMessage,
+    ThreadsMessage,
+    decode_protocol_line,
+    encode_client_message,
+)
 from .input_decoding import DEFAULT_MAX_BODY_BYTES
 from .retrying_client import TERMINAL_EVENTS, ConnectionLostError, end_or_raise, remote_error_from_line
+from .thread_messages import MAX_THREADS_ANSWER_BYTES, ThreadsByMessage
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 __all__ = ["STDIO_EXIT_TIMEOUT", "StdioAgent"]
@@ -36,7 +45,7 @@ _log = logging.getLogger("agui_engine.transports")
 STDIO_EXIT_TIMEOUT = 5.0
 
 
-class StdioAgent:
+class StdioAgent(ThreadsByMessage):
     """An AG-UI stdio server run as a subprocess, as an :class:`~agui_engine.protocol.agent.Agent`.
 
     ``command`` is an argv list or a shell-style string (split with ``shlex``, no
@@ -149,6 +158,49 @@ class StdioAgent:
             raise ConnectionLostError(f"{where} exited before taking the capabilities message ({type(exc).__name__})") from None
         finally:
             await self._stop(proc, "", cancel=False)
+
+    async def ask_threads(self, message: ThreadsMessage, timeout: float) -> bytes:
+        """The answer to a ``threads`` message: the command run once, the message its one
+        line, its stdin closed at once (:class:`~transports.thread_messages.ThreadsByMessage`:
+        ``list_threads``, ``history`` -- so ``Thread.restore`` -- ``rename_thread``,
+        ``delete_thread``). The stdio server's one client may touch every thread its store
+        keeps (a durable store: ``serve --transport stdio`` keeps them in its default SQLite
+        file, so they outlive each run's process). Raises RemoteAgentError for the server's
+        refusal (404 ``unknown_thread``, 400, 404 ``threads_not_listed``), ConnectionLostError
+        (the process exits without an answer, or none within ``timeout`` seconds: it is
+        killed), LimitExceededError (a line over MAX_THREADS_ANSWER_BYTES)."""
+        where = f"the stdio agent {self.argv[0]!r}"
+        proc = await self._spawn(MAX_THREADS_ANSWER_BYTES + 1)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            async with asyncio.timeout(timeout):
+                proc.stdin.write(encode_client_message(message) + b"\n")
+                await proc.stdin.drain()
+                proc.stdin.close()
+                while True:
+                    try:
+                        line = await proc.stdout.readline()
+                    except ValueError:  # asyncio's limit
+                        raise LimitExceededError(
+                            f"{where}: an output line is over {MAX_THREADS_ANSWER_BYTES} bytes (MAX_THREADS_ANSWER_BYTES)"
+                        ) from None
+                    if not line:
+                        raise ConnectionLostError(f"{where} exited without answering threads {message.action}")
+                    if line.strip():
+                        answer = query_answer(line, message.query_id, where)
+                        if answer is not None:
+                            return answer
+        except TimeoutError:
+            raise ConnectionLostError(f"{where} did not answer threads {message.action} within {timeout:g} s") from None
+        except (ConnectionError, RuntimeError) as exc:  # the pipe broke before the message went in
+            raise ConnectionLostError(
+                f"{where} exited before taking the threads message ({type(exc).__name__})"
+            ) from None
+        finally:
+            await self._stop(proc, "", cancel=False)
+
+    def _where(self) -> str:
+        return f"the stdio agent {self.argv[0]!r}"
 
     async def _stop(self, proc: asyncio.subprocess.Process, run_id: str, *, cancel: bool) -> None:
         assert proc.stdin is not None

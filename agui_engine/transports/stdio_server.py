@@ -7,7 +7,10 @@ Theory of operation
 In: one JSON object per line on stdin. A ``RunAgentInput`` starts a run;
 ``{"type": "cancel", "runId": "..."}`` cancels one; ``{"type": "capabilities"}`` asks for the
 served agent's capabilities, answered by one ``{"capabilities": {...}}`` line
-(``transports/capabilities.py``: the agent's own, with the stdio transport). Out: one JSON object per
+(``transports/capabilities.py``: the agent's own, with the stdio transport); a ``threads``
+message (:class:`~transports.envelope.ThreadsMessage`: list, get, rename, delete) is answered
+as on a WebSocket, by one ``{"queryId", "result"}`` (or error) line (``transports/thread_api.py``;
+the one client may touch every thread). Out: one JSON object per
 line on stdout, of three recognisable shapes:
 
 * a bare AG-UI event (it has ``"type"``) -- it belongs to the only run in flight;
@@ -52,10 +55,12 @@ from .envelope import (
     READ_CHUNK_BYTES,
     CancelMessage,
     EventLines,
+    ThreadsMessage,
     capabilities_line,
     decode_client_message,
     error_line,
     message_run_id,
+    query_result_line,
 )
 from .eventlog import CursorExpiredError, EventLog, UnknownRunError
 from .input_decoding import decode_json_input, decode_run_input
@@ -64,6 +69,7 @@ from .registry_options import RegistryOptions
 from .runs import RunRegistry
 from .server_options import ConnectionOptions
 from .subscription import Subscription
+from .thread_api import answer_threads_message
 
 __all__ = ["STDIN_MAX_PENDING_LINES", "serve_stdio"]
 
@@ -172,6 +178,17 @@ class _StdioServer:
             self.pumps.add(task)
             task.add_done_callback(self.pumps.discard)
             return
+        if doc.get("type") == "threads":
+            try:
+                message = decode_client_message(line)  # the WebSocket protocol's ThreadsMessage
+                assert isinstance(message, ThreadsMessage)  # "type" is "threads"
+            except AguiEngineError as exc:
+                self.error(exc, line_no)
+                return
+            task = asyncio.get_running_loop().create_task(self.answer_threads(message, line_no))
+            self.pumps.add(task)
+            task.add_done_callback(self.pumps.discard)
+            return
         if doc.get("type") == "cancel":
             try:
                 message = decode_client_message(line)  # the WebSocket protocol's CancelMessage
@@ -202,6 +219,15 @@ class _StdioServer:
             self.error(exc, line_no)
             return
         self.write(capabilities_line(document) + b"\n")
+
+    async def answer_threads(self, message: ThreadsMessage, line_no: int) -> None:
+        # stdio's one client is no network caller: it may touch every thread (thread_api)
+        try:
+            answer = await answer_threads_message(self.registry, message, None)
+        except AguiEngineError as exc:
+            self.write(error_line(exc, status=False, line=line_no, query_id=message.query_id) + b"\n")
+            return
+        self.write(query_result_line(message.query_id, answer) + b"\n")
 
     async def pump(self, sub: Subscription) -> None:
         rid = sub.run.run_id

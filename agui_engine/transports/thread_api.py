@@ -9,7 +9,8 @@ expired, deleted and another's thread are the same ``404 unknown_thread``. A lis
 principal: the threads whose first kept run the caller's named principal ran. A caller
 without a named principal (auth off, or one shared token: callers are not told apart) gets
 ``403 principal_required``; the embedding program and stdio's one client (no caller) list
-every thread.
+and touch every thread. :func:`answer_threads_message` answers the ``threads`` message of the
+WebSocket and stdio servers.
 """
 
 from __future__ import annotations
@@ -127,18 +128,22 @@ async def rename_thread(registry: RunRegistry, thread_id: str, body: Any, caller
     return ThreadTitle(thread_id=thread_id, title=title)
 
 
-async def answer_threads_message(registry: RunRegistry, msg: ThreadsMessage, principal: str | None) -> bytes:
-    """The encoded result of a WebSocket ``threads`` message (a page, ``{"threadId", "title"}``,
-    or ``null``). Raises what :func:`list_threads`, :func:`rename_thread` and
-    :func:`delete_thread` raise, and BadThreadRequestError for a rename or delete without
-    ``threadId``."""
-    caller = Caller(principal, msg.run_key)
+async def answer_threads_message(registry: RunRegistry, msg: ThreadsMessage, caller: Caller | None) -> bytes:
+    """The encoded result of a ``threads`` message (WebSocket, stdio): a page, the branch's
+    events as a JSON array (``get``, as ``GET <path>/threads/<threadId>`` answers), ``{"threadId",
+    "title"}``, or ``null``. ``caller``: who asks (None: stdio's one client, who may touch
+    every thread). Raises what :func:`list_threads`, :func:`rename_thread` and
+    :func:`delete_thread` raise, UnknownThreadError for a ``get`` of a thread the caller may
+    not read, and BadThreadRequestError for a get, rename or delete without ``threadId``."""
     if msg.action == "list":
         page = await list_threads(registry, caller, limit=None if msg.limit is None else str(msg.limit),
                                   cursor=msg.cursor, search=msg.q)
         return msgspec.json.encode(page)
     if msg.thread_id is None:
         raise BadThreadRequestError(f"a {msg.action} of a thread names its threadId")
+    if msg.action == "get":
+        _, payloads = await registry.thread_history(msg.thread_id, run_id=msg.run_id, caller=caller)
+        return b"[" + b",".join(payloads) + b"]"
     if msg.action == "rename":
         return msgspec.json.encode(await rename_thread(registry, msg.thread_id, {"title": msg.title}, caller))
     await delete_thread(registry, msg.thread_id, caller)

@@ -19,16 +19,14 @@ from agui_engine.protocol.events import RunAgentInput
 from agui_engine.protocol.threads import check_resume, open_interrupts
 
 from .admission import Caller, may_touch
-from .eventlog import CursorExpiredError, EventLog
+from .eventlog import EventLog
 from .history import (
-    HISTORY_READ_TIMEOUT_SECONDS,
     Branch,
     HistoryRun,
     ThreadStore,
     UnknownThreadError,
     branch,
     branch_payloads,
-    build_record,
     decode_records,
     merge_input,
 )
@@ -36,9 +34,6 @@ from .input_decoding import MAX_RUN_ID_LENGTH
 from .run_record import Run
 
 __all__ = ["ThreadHistory"]
-
-#: How a terminal event's encoding starts: encode_event writes the tag (``type``) first.
-_TERMINAL_PREFIXES = (b'{"type":"RUN_FINISHED"', b'{"type":"RUN_ERROR"')
 
 
 class ThreadHistory:
@@ -106,11 +101,11 @@ class ThreadHistory:
         found = branch(runs, run_id)
         return found, branch_payloads(found.runs)
 
-    async def keep_shielded(self, log: EventLog, run: Run, terminal: bytes | None = None) -> None:
+    async def keep_shielded(self, run: Run) -> None:
         """:meth:`keep`, carried to its end even when the run's task is cancelled meanwhile
         (its client left after the terminal event): an ended run's record is not lost to a
         store that awaits IO. Bounded by the store's own timeouts."""
-        keep = asyncio.ensure_future(self.keep(log, run, terminal))
+        keep = asyncio.ensure_future(self.keep(run))
         while True:
             try:
                 await asyncio.shield(keep)
@@ -122,42 +117,15 @@ class ThreadHistory:
                 if task is not None:
                     task.uncancel()
 
-    async def keep(self, log: EventLog, run: Run, terminal: bytes | None = None) -> None:
-        """Read the ended run's log whole -- up to its terminal event, the last one, which a
-        write-behind log may still be storing -- and keep it in its thread's history.
-        ``terminal``: the terminal event about to be appended (the log holds the rest)."""
-        rid = run.run_id
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HISTORY_READ_TIMEOUT_SECONDS
-        payloads: list[bytes] = []
-        after, complete = 0, True
-        while True:
-            try:
-                sl = await log.read(rid, after)
-            except CursorExpiredError as exc:
-                complete, after = False, exc.first_available - 1
-                continue
-            payloads.extend(sl.payloads)
-            if sl.payloads:
-                after = sl.last_seq
-                if sl.payloads[-1].startswith(_TERMINAL_PREFIXES):
-                    break
-            if sl.finished:
-                break
-            if not sl.payloads:
-                if terminal is not None:  # everything appended so far is read: add the terminal
-                    payloads.append(terminal)
-                    break
-                left = deadline - loop.time()
-                if left <= 0 or not await log.wait(rid, after, left):
-                    break
-        record = build_record(
-            run.input,
-            run.history_parent,
-            payloads,
-            complete=complete,
-            principal=run.owner or "",
-            key_hash=run.key_hash,
-            max_bytes=self.store.history_budget.max_thread_bytes,
+    async def keep(self, run: Run) -> None:
+        """Keep the ended run in its thread's history: the record its
+        :class:`~transports.history.RunRecorder` folded while it streamed (the producer fed it
+        every event, its terminal one included), so nothing is read back from the log."""
+        recorder = run.recorder
+        if recorder is None:
+            return
+        run.recorder = None  # kept once; its folded events are let go
+        record = recorder.record(
+            principal=run.owner or "", key_hash=run.key_hash, max_bytes=self.store.history_budget.max_thread_bytes
         )
         await self.store.keep_run(run.thread_id, record, self._wall())

@@ -24,19 +24,16 @@ from agui_engine.loops.observe import trace_headers
 from agui_engine.loops.tool_runner import ToolRunner
 from agui_engine.protocol.capabilities import AgentCapabilities
 from agui_engine.protocol.codec import LegacyThinkingMapper
-from agui_engine.protocol.errors import RemoteInputError
 from agui_engine.protocol.events import RunAgentInput
-from agui_engine.protocol.threads import ThreadPage
 
 from .capabilities import CAPABILITIES_TIMEOUT_SECONDS, capabilities_answer
-from .data import QUERY_REQUEST_TIMEOUT_SECONDS, query_error_from_line
+from .data import QUERY_REQUEST_TIMEOUT_SECONDS, query_answer
 from .envelope import (
     CancelMessage,
     CapabilitiesMessage,
     ClientMessage,
     QueryMessage,
     ResumeMessage,
-    ServerLine,
     ThreadsMessage,
     decode_protocol_line,
     encode_client_message,
@@ -53,6 +50,7 @@ from .retrying_client import (
     remote_error_from_body,
     remote_error_from_line,
 )
+from .thread_messages import ThreadsByMessage
 from .tool_runner import STANDARD_TOOL_RUNNER
 
 __all__ = ["WebSocketAgent"]
@@ -71,7 +69,7 @@ class _WebSocketSession:
         self.key: str | None = None
 
 
-class WebSocketAgent(RemoteClientBase):
+class WebSocketAgent(ThreadsByMessage, RemoteClientBase):
     """A remote AG-UI WebSocket endpoint as an :class:`~agui_engine.protocol.agent.Agent`.
 
     Each ``run()`` opens a connection, sends ``run``, and yields the events of its
@@ -119,47 +117,29 @@ class WebSocketAgent(RemoteClientBase):
         query_id = uuid.uuid4().hex
         message = QueryMessage(query_id=query_id, resource_id=resource_id, params={} if params is None else params)
         try:
-            answer = await self._ask(message, lambda line: _decode_answer(line, query_id, where),
+            answer = await self._ask(message, lambda line: query_answer(line, query_id, where),
                                      timeout=timeout, what=f"the query of {resource_id}")
         except TimeoutError:
             raise ResourceTimeoutError(f"{where} did not answer the query of {resource_id} within {timeout:g} s") from None
         return msgspec.json.decode(answer)
 
-    async def list_threads(
-        self, *, limit: int | None = None, cursor: str | None = None, search: str | None = None,
-        timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS,
-    ) -> ThreadPage:
-        """One page of this principal's threads over a ``threads`` message (as
-        ``SSEAgent.list_threads``). Raises RemoteAgentError for a refusal (403
-        ``principal_required``, 404 ``threads_not_listed``, 400), ConnectionLostError."""
-        answer = await self._threads(ThreadsMessage(query_id=uuid.uuid4().hex, action="list", limit=limit,
-                                                    cursor=cursor, q=search), timeout)
-        return msgspec.json.decode(answer, type=ThreadPage)
-
-    async def rename_thread(
-        self, thread_id: str, title: str, *, run_key: str | None = None, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS
-    ) -> str:
-        """Set a thread's title (as ``SSEAgent.rename_thread``); the title as kept."""
-        answer = await self._threads(ThreadsMessage(
-            query_id=uuid.uuid4().hex, action="rename", thread_id=thread_id, title=title,
-            run_key=run_key or self.thread_key(thread_id)), timeout)
-        return str(msgspec.json.decode(answer)["title"])
-
-    async def delete_thread(
-        self, thread_id: str, *, run_key: str | None = None, timeout: float = QUERY_REQUEST_TIMEOUT_SECONDS
-    ) -> None:
-        """Delete a thread (as ``SSEAgent.delete_thread``): 404 ``unknown_thread`` when not yours."""
-        await self._threads(ThreadsMessage(query_id=uuid.uuid4().hex, action="delete", thread_id=thread_id,
-                                           run_key=run_key or self.thread_key(thread_id)), timeout)
-
-    async def _threads(self, message: ThreadsMessage, timeout: float) -> bytes:
+    async def ask_threads(self, message: ThreadsMessage, timeout: float) -> bytes:
+        """The answer to a ``threads`` message, on a connection of its own
+        (:class:`~transports.thread_messages.ThreadsByMessage`: ``list_threads``, ``history``,
+        ``rename_thread``, ``delete_thread``)."""
         where = f"WebSocket {self.url}"
         try:
-            answer = await self._ask(message, lambda line: _decode_answer(line, message.query_id, where),
+            answer = await self._ask(message, lambda line: query_answer(line, message.query_id, where),
                                      timeout=timeout, what=f"threads {message.action}")
         except TimeoutError:
             raise ConnectionLostError(f"{where} did not answer threads {message.action} within {timeout:g} s") from None
         return bytes(answer)
+
+    def presented_key(self, thread_id: str) -> str | None:
+        return self.thread_key(thread_id)
+
+    def _where(self) -> str:
+        return f"WebSocket {self.url}"
 
     async def capabilities(self, *, timeout: float = CAPABILITIES_TIMEOUT_SECONDS) -> AgentCapabilities:
         """The remote agent's capabilities, asked with a ``capabilities`` message (on a
@@ -257,21 +237,3 @@ class WebSocketAgent(RemoteClientBase):
                 # else: another run's event on a shared connection
 
 
-_LINE_DECODER = msgspec.json.Decoder(ServerLine)
-
-
-def _decode_answer(line: bytes, query_id: str, where: str) -> bytes | None:
-    """The data bytes of the answer to ``query_id`` in ``line``, None for any other line.
-    Raises the query's typed error when the line refuses it (or refuses the message)."""
-    try:
-        head = _LINE_DECODER.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise RemoteInputError(f"{where}: not a protocol line", code="malformed_json") from None
-    if head.query_id == query_id:
-        if head.error is not None:
-            raise query_error_from_line(head.error, where=where)
-        return bytes(head.result) if len(head.result) else b"null"
-    if head.query_id is None and head.run_id is None and head.error is not None:
-        # the server could not read the message at all (no queryId to echo)
-        raise query_error_from_line(head.error, where=where)
-    return None

@@ -349,7 +349,8 @@ class _Connection:
 
     async def _answer_threads(self, msg: ThreadsMessage) -> None:
         try:
-            line = query_result_line(msg.query_id, await answer_threads_message(self.registry, msg, self.principal))
+            line = query_result_line(msg.query_id, await answer_threads_message(
+                self.registry, msg, Caller(self.principal, msg.run_key)))
         except AguiEngineError as exc:
             if self.registry.metrics is not None:
                 self.registry.metrics.note_error(exc.code)

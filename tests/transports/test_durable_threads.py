@@ -18,6 +18,8 @@ import msgspec
 import pytest
 
 from agui_engine.loops.thread import Thread
+from agui_engine.protocol.accumulator import Accumulator
+from agui_engine.protocol.codec import decode_event
 from agui_engine.protocol.errors import AguiEngineError
 from agui_engine.protocol.events import ResumeEntry
 from agui_engine.transports.open_threads import open_thread_store
@@ -265,3 +267,145 @@ async def test_the_thread_api_over_websocket(tmp_path: Path) -> None:
         await ws.close()
         await sse.close()
         await store.aclose()
+
+
+@pytest.mark.timeout(180)  # a dozen real stdio server processes, each importing the CLI (seconds each under load)
+async def test_the_thread_api_over_stdio(tmp_path: Path) -> None:
+    """``agui-engine serve --transport stdio`` with a SQLite store: each run and each thread
+    message is a process of its own, and the store carries the threads across them -- StdioAgent
+    lists, reads back (``Thread.restore``), renames and deletes them; an unknown thread is 404."""
+    import sys
+
+    from agui_engine.transports.stdio_client import StdioAgent
+
+    db = tmp_path / "stdio.sqlite3"
+    agent = StdioAgent([sys.executable, "-m", "agui_engine", "serve", "--transport", "stdio", "--store", f"sqlite:{db}"])
+    live = Thread(agent, thread_id="s1")
+    await live.send("Plan a trip to Kyoto")
+    await live.send("and in winter?")
+    await Thread(agent, thread_id="s2").send("What is a monad?")
+    page = await agent.list_threads()
+    assert [(t.thread_id, t.title, t.runs) for t in page.threads] == [
+        ("s2", "What is a monad?", 1), ("s1", "Plan a trip to Kyoto", 2)]
+    assert [t.thread_id for t in (await agent.list_threads(search="KYOTO")).threads] == ["s1"]
+    restored = await Thread.restore(agent, "s1")
+    assert (restored.messages, restored.state) == (live.messages, live.state)
+    assert [r.run_id for r in restored.accumulator.runs] == [r.run_id for r in live.accumulator.runs]
+    first = live.accumulator.runs[0].run_id
+    assert len((await Thread.restore(agent, "s1", run_id=first)).messages) == 2  # the branch ending at run 1
+    assert await agent.rename_thread("s1", " Kyoto  trip ") == "Kyoto trip"
+    await agent.delete_thread("s2")
+    assert [(t.thread_id, t.title) for t in (await agent.list_threads()).threads] == [("s1", "Kyoto trip")]
+    for call in (agent.history("s2"), agent.delete_thread("nope"), agent.history("s1", run_id="not-a-run")):
+        with pytest.raises(AguiEngineError) as info:
+            await call
+        assert info.value.code == "unknown_thread", info.value
+    with pytest.raises(AguiEngineError) as info:
+        await agent.list_threads(limit=0)
+    assert info.value.code == "bad_thread_request" and "limit" in str(info.value)
+
+
+async def test_a_thread_is_read_back_over_websocket(tmp_path: Path) -> None:
+    """The ``get`` of the ``threads`` message: ``Thread.restore`` over ``WebSocketAgent`` equals
+    the live thread (run over SSE), a branch by ``runId``, another principal's read 404."""
+    from agui_engine.transports.websocket_client import WebSocketAgent
+    from agui_engine.transports.websocket_server import start_websocket_server
+
+    store = await open_thread_store(f"sqlite:{tmp_path / 't.sqlite3'}")
+    registry = RunRegistry(EchoAgent(), threads=store)
+    sse = await start_sse_server(registry=registry, auth_token=TOKENS)
+    ws = await start_websocket_server(registry=registry, auth_token=TOKENS)
+    try:
+        live = Thread(SSEAgent(sse.url, headers=ALICE), thread_id="g1")
+        await live.send("first")
+        await live.send("second")
+        alice = WebSocketAgent(ws.url, headers=ALICE)
+        restored = await Thread.restore(alice, "g1")
+        assert (restored.messages, restored.state) == (live.messages, live.state)
+        one = await Thread.restore(alice, "g1", run_id=live.accumulator.runs[0].run_id)
+        assert one.messages == live.messages[:2]
+        await restored.send("third, over the socket")  # continues the branch it was restored from
+        assert len((await Thread.restore(SSEAgent(sse.url, headers=ALICE), "g1")).accumulator.runs) == 3
+        with pytest.raises(AguiEngineError) as info:
+            await WebSocketAgent(ws.url, headers=BOB).history("g1")
+        assert info.value.code == "unknown_thread"
+    finally:
+        await ws.close()
+        await sse.close()
+        await store.aclose()
+
+
+class _Events:
+    """The events of an SSE answer, read on demand."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        from agui_engine.protocol.codec import SSEDecoder
+
+        self.chunks = resp.aiter_raw()
+        self.decoder = SSEDecoder()
+        self.seen: list[dict[str, Any]] = []
+
+    async def until(self, done: Any = None) -> list[dict[str, Any]]:
+        """Every event so far, once ``done(events)`` holds (None: at the stream's end)."""
+        async for chunk in self.chunks:
+            self.seen += [json.loads(m.data) for m in self.decoder.feed(chunk)]
+            if done is not None and done(self.seen):
+                break
+        return self.seen
+
+
+@pytest.mark.timeout(120)  # two real server processes, each importing the CLI (seconds on a loaded machine)
+async def test_a_reload_on_another_node_reattaches_to_the_live_run(
+    tmp_path: Path, postgres_url: str, redis_server: Any
+) -> None:
+    """Two real ``agui-engine serve`` processes on one PostgreSQL (threads) and one Redis (the
+    runs' shared log). A thread's first run finishes on node A; its second is still streaming
+    there when the page reloads on node B: B's connect answers the kept history from the store,
+    then the live run's events from the shared log, the same events A's client is reading, up
+    to its end (stopped from B); a later connect on B is the history alone, nothing twice."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("token-alice alice\ntoken-bob bob\n")
+    shared = ("--store", postgres_url, "--event-log", redis_server.url, "--no-inspect")
+    hdrs = {**ALICE, "X-AGUI-Resumable": "1"}
+    async with serve(tokens, *shared) as (_, url_a, _), serve(tokens, *shared) as (_, url_b, _), \
+            httpx.AsyncClient(timeout=30) as http:
+        first = Thread(SSEAgent(url_a, headers=ALICE), thread_id="reload")
+        await first.send("hello")
+        body = {"threadId": "reload", "runId": "r-live", "parentRunId": first.accumulator.runs[-1].run_id,
+                "messages": [*first.messages, {"id": "u-hang", "role": "user", "content": "hang"}]}
+        connect_b = url_b.rstrip("/") + "/agent/default/connect"
+
+        def deltas(n: int) -> Any:
+            return lambda seen: sum(e["type"] == "TEXT_MESSAGE_CONTENT" and e["messageId"] == "r-live-m"
+                                    for e in seen) >= n
+
+        async with http.stream("POST", url_a, json=body, headers={**hdrs, "Accept": "text/event-stream"}) as on_a:
+            read_a = _Events(on_a)
+            await read_a.until(deltas(1))  # the run hangs after its first delta
+            async with http.stream("POST", connect_b, json={**body, "runId": "c1"}, headers=hdrs) as on_b:
+                assert on_b.status_code == 200
+                read_b = _Events(on_b)
+                await read_b.until(deltas(1))
+                stop = await http.post(url_b.rstrip("/") + "/agent/default/stop/reload", json={"runId": "r-live"},
+                                       headers=ALICE)
+                assert stop.json() == {"stopped": True}
+                reloaded = await read_b.until()  # to the live run's end
+            live_a = await read_a.until()
+        kept = [e for e in reloaded if e.get("runId") != "r-live" and not str(e.get("messageId", "")).startswith("r-live")]
+        i = next(k for k, e in enumerate(reloaded) if e["type"] == "RUN_STARTED" and e["runId"] == "r-live")
+        # the history first: the first run, as the store keeps it (one RUN_STARTED .. RUN_FINISHED)
+        assert [e["type"] for e in kept][0] == "RUN_STARTED" and kept[0]["runId"] == first.accumulator.runs[0].run_id
+        history = Accumulator()
+        history.apply_all([decode_event(json.dumps(e).encode()) for e in reloaded[:i]])
+        assert history.messages == first.messages and history.state == first.state
+        # then the live run, event for event what node A's client read
+        assert reloaded[i:] == live_a
+        assert live_a[-1]["type"] == "RUN_ERROR" and live_a[-1]["code"] == "cancelled"
+        # the run has ended: a later reload on B is the history alone (no run twice)
+        async with http.stream("POST", connect_b, json={**body, "runId": "c2"}, headers=hdrs) as again:
+            later = await _Events(again).until()
+        starts = [e["runId"] for e in later if e["type"] == "RUN_STARTED"]
+        assert len(starts) == len(set(starts)) and starts[0] == first.accumulator.runs[0].run_id
+        # another principal reloading the thread gets nothing of it
+        async with http.stream("POST", connect_b, json={**body, "runId": "c3"}, headers=BOB) as bob:
+            assert await _Events(bob).until() == []

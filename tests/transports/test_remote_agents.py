@@ -152,3 +152,85 @@ def test_serving_agent_wraps_every_remote_client_once_and_nothing_else() -> None
         yield  # pragma: no cover
 
     assert not isinstance(RunRegistry(own).agent, AgentLoop)
+
+
+# -- verified once: the agent loop's Verifier, not a second one in the gateway's producer
+
+
+class _CountingVerifier:
+    """Counts the Verifiers made (the gateway's producer and the agent loop each make theirs)."""
+
+    made = 0
+
+    @classmethod
+    def patch(cls, monkeypatch: pytest.MonkeyPatch) -> None:
+        import agui_engine.loops.agent_loop as agent_loop
+        import agui_engine.transports.run_producer as run_producer
+        from agui_engine.protocol.verify import Verifier
+
+        cls.made = 0
+
+        class Counting(Verifier):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                cls.made += 1
+                super().__init__(*args, **kwargs)
+
+        monkeypatch.setattr(agent_loop, "Verifier", Counting)
+        monkeypatch.setattr(run_producer, "Verifier", Counting)
+
+
+async def _through_gateway(agent: Any, run_id: str) -> list[Any]:
+    async with await start_sse_server(agent) as gateway:
+        async with httpx.AsyncClient() as http:
+            resp = await http.post(gateway.url, content=msgspec.json.encode(make_input(run_id)),
+                                   headers={"Accept": "text/event-stream", "Content-Type": "application/json"})
+    return [decode_event(f.data) for f in SSEDecoder().feed(resp.content)]
+
+
+FINE = [
+    {"type": "RUN_STARTED"},
+    {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+    *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"t{i} "} for i in range(20)),
+    {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+    {"type": "RUN_FINISHED"},
+]
+
+
+async def test_a_remote_agents_run_behind_the_gateway_is_verified_by_one_verifier(monkeypatch: pytest.MonkeyPatch) -> None:
+    _CountingVerifier.patch(monkeypatch)
+    async with CountingUpstream(FINE) as upstream:
+        events = await _through_gateway(SSEAgent(upstream.url), "r1")
+    assert [e.type.value for e in events] == [e["type"] for e in FINE]
+    assert _CountingVerifier.made == 1  # the agent loop's; the producer feeds none (AgentHost.verifies)
+
+
+async def test_any_other_agents_run_is_verified_by_the_gateways_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from .scripted import ScriptedAgent
+
+    _CountingVerifier.patch(monkeypatch)
+    events = await _through_gateway(ScriptedAgent(deltas=3), "r1")
+    assert events[-1].type.value == "RUN_FINISHED" and _CountingVerifier.made == 1
+
+
+async def test_verified_once_a_remote_agents_violation_still_ends_the_run_with_run_error() -> None:
+    """Arguments for a tool call never started: not repairable; the loop's Verifier, the only one
+    that sees the remote agent's events, refuses it."""
+    broken = [*FINE[:3], {"type": "TOOL_CALL_ARGS", "toolCallId": "nope", "delta": "{}"}, *FINE[3:]]
+    async with CountingUpstream(broken) as upstream:
+        events = await _through_gateway(SSEAgent(upstream.url), "r1")
+    assert isinstance(events[-1], RunErrorEvent) and events[-1].code == "protocol_violation"
+    assert [e.type.value for e in events][-2:] == ["TEXT_MESSAGE_END", "RUN_ERROR"]
+
+
+def test_the_host_says_which_runs_are_verified_already() -> None:
+    from agui_engine.transports.agent_host import AgentHost
+
+    from .scripted import ScriptedAgent
+
+    plain = make_input("r1")
+    proxied = msgspec.structs.replace(
+        plain, forwarded_props={"__proxiedMCPRequest": {"serverHash": "h", "method": "tools/list"}})
+    remote = AgentHost(SSEAgent("http://127.0.0.1:1/"))
+    assert remote.verifies(plain) and not remote.verifies(proxied)
+    assert not AgentHost(ScriptedAgent()).verifies(plain)
+    assert not AgentHost(AgentLoop(ScriptedAgent(), a2ui=True)).verifies(plain)  # its A2UI events come after the loop

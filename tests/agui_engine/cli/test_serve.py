@@ -3,10 +3,33 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
+import httpx
 import pytest
 
 from agui_engine.cli.serve import add_arguments
+from tests.agui_engine.genui.test_a2ui import fold
+from tests.transports.served import served
+
+
+def test_the_flags_that_set_a_servers_setting_are_named_as_its_field() -> None:
+    """One name a setting: ``--grace-seconds`` sets RegistryOptions.grace_seconds,
+    ``--keepalive-seconds`` ConnectionOptions.keepalive_seconds, and so on."""
+    from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    fields = {"grace_seconds", "max_runs", "max_runs_per_client", "max_buffered_bytes", "keepalive_seconds",
+              "max_idle_connections", "max_idle_per_ip", "wire"}
+    assert fields <= set(RegistryOptions.__struct_fields__) | set(ConnectionOptions.__struct_fields__)
+    args = vars(parser.parse_args([]))
+    for field in fields:
+        flag = "--" + field.replace("_", "-")
+        assert flag in parser.format_help() and field in args, field
+        assert vars(parser.parse_args([flag, "7" if field != "wire" else "1"]))[field] in (7, 7.0, "1")
 
 
 def test_access_log_is_on_by_default_and_can_be_turned_off() -> None:
@@ -98,3 +121,19 @@ async def test_a_dead_mcp_server_is_said_clearly_at_start() -> None:
     assert "Traceback" not in log, log
     [line] = [line for line in log.splitlines() if line.startswith("warning: MCP server")]
     assert "cannot be reached" in line and "serving without its tools" in line and "/readyz" in line
+
+
+@pytest.mark.timeout(120)  # a gateway subprocess with the embedded model
+def test_serve_a2ui_snapshots_sends_no_deltas(tmp_path: Path) -> None:
+    body = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "book a table for two"}],
+            "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+    streams = {}
+    for flags in ((), ("--a2ui-snapshots",)):
+        with served(tmp_path, "--a2ui", "--pace", "0", *flags) as url:
+            text = httpx.post(url, json=body, headers={"Accept": "text/event-stream"}, timeout=60).text
+        streams[flags] = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    snaps, deltas = streams[("--a2ui-snapshots",)], streams[()]
+    assert "ACTIVITY_DELTA" not in [e["type"] for e in snaps] and "ACTIVITY_DELTA" in [e["type"] for e in deltas]
+    assert fold(snaps)[1] == fold(deltas)[1]  # the same surfaces in the end
+    first = next(e for e in snaps if e["type"] == "ACTIVITY_SNAPSHOT" and "a2ui_operations" in e["content"])
+    assert len(first["content"]["a2ui_operations"][1]["updateComponents"]["components"]) == 1  # from the first one
