@@ -5,8 +5,9 @@ streamable HTTP on loopback, a subprocess):
 
 * ``ours`` -- the whole path an app's request takes: ``POST`` of a run whose
   ``forwardedProps.__proxiedMCPRequest`` is the call, to the SSE gateway (bearer check, the run
-  registry, the event log, SSE framing), read to ``RUN_FINISHED`` by httpx; the gateway forwards it on
-  the process's one connection to the server;
+  registry, the event log, SSE framing, the check that a run of the same principal showed an app of
+  that server), read to ``RUN_FINISHED`` by httpx; the gateway forwards it on the process's one
+  connection to the server (one run that shows the app comes first, outside the measurement);
 * ``in-process`` -- ``McpAppsProxy.answer`` on that connection: the proxy without HTTP or a run;
 * ``session-per-request`` -- what ``@ag-ui/mcp-apps-middleware`` does for each proxied request, with the
   Python SDK: a new streamable HTTP session (connect, ``initialize``, the call, session ``DELETE``).
@@ -27,7 +28,7 @@ import httpx
 import pytest
 
 from agui_engine.adapters.mcp import MCPServer, mcp_connections
-from agui_engine.demo.scripted import ScriptedModel
+from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
 from agui_engine.genui.mcp_apps import proxied_request, server_hash
 from agui_engine.loops.llm_agent import LLMAgent
 from tests.mcp_apps_server import running_app_server
@@ -60,7 +61,8 @@ def _check(result: Any) -> None:
 @pytest.mark.benchmark(group="mcp-apps-proxy")
 @pytest.mark.parametrize("impl", ["ours", "in-process", "session-per-request"])
 def test_one_proxied_tool_call(benchmark: Any, loop: asyncio.AbstractEventLoop, app_url: str, impl: str) -> None:
-    agent = LLMAgent(ScriptedModel(["unused"]), mcp_servers=[MCPServer(url=app_url)])
+    shows_the_app = ScriptedTurn(tool_calls=(ScriptedCall("show_counter", {"start": 1}),))
+    agent = LLMAgent(ScriptedModel([shows_the_app, "shown"]), mcp_servers=[MCPServer(url=app_url)])
     request = _request(app_url)
     if impl == "in-process":
         parsed = proxied_request({"__proxiedMCPRequest": request})
@@ -75,6 +77,14 @@ def test_one_proxied_tool_call(benchmark: Any, loop: asyncio.AbstractEventLoop, 
     server = loop.run_until_complete(start_sse_server(agent, auth_token="bench"))
     client = httpx.AsyncClient(headers={"Authorization": "Bearer bench", "Accept": "text/event-stream"})
     runs = iter(range(10**9))
+
+    async def show_the_app() -> None:  # a run of the same principal that shows the app (the proxy's rule)
+        body = {"threadId": "t", "runId": "shows", "messages": [{"id": "u", "role": "user", "content": "show"}],
+                "tools": [], "context": []}
+        response = await client.post(server.url, json=body)
+        assert '"ACTIVITY_SNAPSHOT"' in response.text, response.text
+
+    loop.run_until_complete(show_the_app())
 
     async def proxied() -> Any:
         body = {"threadId": "t", "runId": f"p-{next(runs)}", "messages": [], "tools": [], "context": [],

@@ -4,7 +4,11 @@ server.
 
 ``python -m tests.mcp_apps_server [http|sse]`` binds 127.0.0.1 on a free port, prints
 ``http://127.0.0.1:<port>/mcp`` (``/sse`` for SSE) on one line and serves until its stdin closes (so a
-test that dies takes it along).
+test that dies takes it along). ``python -m tests.mcp_apps_server stdio`` serves over its stdin and stdout.
+
+With ``MCP_APPS_SERVER_JOURNAL=<path>`` in its environment, the server appends one JSON line per
+request its handlers answer (``{"tool": name}`` or ``{"read": uri}``): the server's own side of what
+reached it.
 
 Tools:
 
@@ -22,6 +26,8 @@ Resources: :data:`APP_URI` (the app, ``text/html;profile=mcp-app``, with a ``_me
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -32,7 +38,7 @@ from pathlib import Path
 
 from mcp.types import CallToolResult, TextContent
 
-from agui_engine.adapters.mcp_sdk import FastServer, new_server
+from agui_engine.adapters.mcp_sdk import FastServer, new_server, run_server
 
 APP_URI = "ui://counter/app.html"
 PLAIN_URI = "ui://counter/plain.html"
@@ -95,6 +101,14 @@ send("ui/initialize", {appInfo: {name: "counter", version: "1"}, appCapabilities
 """
 
 
+def _journal(entry: dict[str, str]) -> None:
+    """Append ``entry`` to the journal ``MCP_APPS_SERVER_JOURNAL`` names, if any."""
+    path = os.environ.get("MCP_APPS_SERVER_JOURNAL")
+    if path:
+        with open(path, "a", encoding="utf-8") as journal:
+            journal.write(json.dumps(entry) + "\n")
+
+
 def build_server() -> FastServer:
     """The FastMCP (SDK 1.x) or MCPServer (2.x) server."""
     server = new_server("counter", log_level="CRITICAL")
@@ -102,38 +116,46 @@ def build_server() -> FastServer:
     @server.tool(description="Show a counter app starting at start.",
                  meta={"ui": {"resourceUri": APP_URI}})
     def show_counter(start: int) -> CallToolResult:
+        _journal({"tool": "show_counter"})
         return CallToolResult(content=[TextContent(type="text", text=f"counter at {start}")],
                               structuredContent={"count": start})
 
     @server.tool(description="Add one to the counter.", meta={"ui": {"visibility": ["app"]}})
     def increment(count: int) -> CallToolResult:
+        _journal({"tool": "increment"})
         return CallToolResult(content=[TextContent(type="text", text=f"counter at {count + 1}")],
                               structuredContent={"count": count + 1})
 
     @server.tool(description="An app the model never sees.",
                  meta={"ui": {"resourceUri": APP_URI, "visibility": ["app"]}})
     def hidden_app() -> str:
+        _journal({"tool": "hidden_app"})
         return "hidden"
 
     @server.tool(description="Show the plain page (not an app: its MIME type lacks the profile).",
                  meta={"ui": {"resourceUri": PLAIN_URI}})
     def show_plain() -> str:
+        _journal({"tool": "show_plain"})
         return "plain shown"
 
     @server.tool(description="Show the notes (not a ui:// resource).", meta={"ui": {"resourceUri": NOTES_URI}})
     def show_notes() -> str:
+        _journal({"tool": "show_notes"})
         return "notes shown"
 
     @server.resource(APP_URI, mime_type=APP_MIME, meta={"ui": {"csp": APP_CSP, "prefersBorder": True}})
     def app() -> str:
+        _journal({"read": APP_URI})
         return APP_HTML
 
     @server.resource(PLAIN_URI, mime_type="text/html")
     def plain() -> str:
+        _journal({"read": PLAIN_URI})
         return "<p>not an app</p>"
 
     @server.resource(NOTES_URI, mime_type="text/plain")
     def notes() -> str:
+        _journal({"read": NOTES_URI})
         return "notes"
 
     return server
@@ -187,4 +209,7 @@ def running_app_server(transport: str = "http", module: str = "tests.mcp_apps_se
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1] if len(sys.argv) > 1 else "http")
+    if sys.argv[1:] == ["stdio"]:
+        run_server(build_server(), "stdio")
+    else:
+        serve(sys.argv[1] if len(sys.argv) > 1 else "http")

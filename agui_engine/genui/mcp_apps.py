@@ -19,6 +19,14 @@ params}`` (:func:`proxied_request`). Such a run is not an agent run: it is answe
 (:func:`unknown_server_error`, :func:`method_not_allowed_error`, :data:`REQUEST_FAILED_ERROR`).
 Only :data:`PROXY_METHODS` are forwarded.
 
+**Only what the principal was shown** (a deliberate difference from the middleware, which forwards
+any request of any caller): :class:`ShownApps` records, per principal, the ``ui://`` resources of
+the apps its runs showed (:data:`MCP_APP_ANNOUNCE_EVENT` and the ``mcp-apps`` activity) on each
+server; a proxied request of that principal may read only those resources and may reach a server
+(``tools/call``, app-only tools included; ``ping``; ``notifications/message``) only when one of
+that server's apps was shown to it. Any other request is refused (:func:`not_shown_error`,
+:data:`NOT_UI_RESOURCE_ERROR`) before a connection is used.
+
 :class:`AppServerTable` is the middleware's lookup of a proxied request's server: by
 ``serverId`` when given and known, else by ``serverHash``; two servers on one endpoint must
 have distinct ``serverId`` values and are then reachable by id only.
@@ -42,7 +50,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
 import msgspec
@@ -64,22 +72,27 @@ __all__ = [
     "AppSource",
     "AppTool",
     "AppToolResult",
+    "MAX_SHOWN_APPS",
     "MCP_APPS_ACTIVITY_TYPE",
     "MCP_APP_ANNOUNCE_EVENT",
     "MCP_APP_INPUT_EVENT",
     "MCP_APP_MIME_TYPE",
     "McpAppsProxy",
+    "NOT_UI_RESOURCE_ERROR",
     "PROXIED_REQUEST_KEY",
     "PROXY_METHODS",
     "ProxiedRequest",
     "ProxiedRequestError",
+    "ProxyCheck",
     "REQUEST_FAILED_ERROR",
+    "ShownApps",
     "is_model_visible",
     "is_model_visible_ui_tool",
     "is_proxied",
     "js_json_stringify",
     "mcp_apps_activity",
     "method_not_allowed_error",
+    "not_shown_error",
     "proxied_request",
     "server_hash",
     "text_of_result",
@@ -107,6 +120,12 @@ PROXY_METHODS: Final = ("tools/call", "resources/read", "notifications/message",
 #: The ``result.error`` of a forwarded request the server failed (the middleware's text: the
 #: cause stays in the gateway's log, never in the iframe's answer).
 REQUEST_FAILED_ERROR: Final = "Error: MCP request failed"
+#: The ``result.error`` of a ``resources/read`` whose ``uri`` is not a ``ui://`` URI: the proxy reads
+#: apps' HTML, nothing else of a server (an agui-engine refusal: the middleware forwards any URI).
+NOT_UI_RESOURCE_ERROR: Final = "Error: MCP UI proxy reads ui:// resources only"
+#: (principal, server, ``ui://`` URI) triples :class:`ShownApps` remembers; the least recently shown
+#: or used goes first.
+MAX_SHOWN_APPS: Final = 10_000
 
 _log = logging.getLogger("agui_engine.genui.mcp_apps")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -284,6 +303,15 @@ def method_not_allowed_error(method: str) -> dict[str, str]:
     return {"error": f"Error: MCP method not allowed for UI proxy: {method}"}
 
 
+def not_shown_error(request: ProxiedRequest) -> dict[str, str]:
+    """The answer to a request beyond what the principal's runs showed (:class:`ShownApps`)."""
+    if request.method == "resources/read":
+        return {"error": "Error: MCP resource not shown in this principal's runs (the UI proxy reads only "
+                         "the ui:// resources of apps they showed)"}
+    return {"error": f"Error: MCP {request.method} refused: no app of this server was shown in this "
+                     "principal's runs"}
+
+
 class AppServer(msgspec.Struct, frozen=True, kw_only=True):
     """How a proxied request names one MCP server: its transport ``type`` ("http", "sse",
     "stdio"), its ``url`` (for stdio: the command line, see spec/mcp.md), its ``server_id``."""
@@ -358,10 +386,112 @@ class AppServerTable:
 
     def lookup(self, request: ProxiedRequest) -> AppServer | None:
         """The server ``request`` names: by ``serverId`` if given and known, else by ``serverHash``."""
-        server = self._by_id.get(request.server_id) if request.server_id else None
-        if server is None and request.server_hash is not None:
-            server = self._by_hash.get(request.server_hash)
+        return self.find(request.server_id, request.server_hash)
+
+    def find(self, server_id: str | None, server_hash: str | None) -> AppServer | None:
+        """The server named by ``server_id`` if given and known, else by ``server_hash``."""
+        server = self._by_id.get(server_id) if server_id else None
+        if server is None and server_hash is not None:
+            server = self._by_hash.get(server_hash)
         return server
+
+
+#: What a proxied request may still be refused for once its server and method are known: None to
+#: forward it, else the ``RUN_FINISHED.result`` to answer instead (``ShownApps.refusal`` of one principal).
+ProxyCheck = Callable[[AppServer, ProxiedRequest], "dict[str, str] | None"]
+
+
+class ShownApps:
+    """What each principal's runs showed of the proxy's servers' apps: the ``ui://`` resource of
+    every app announced (:data:`MCP_APP_ANNOUNCE_EVENT`) or shown (the ``mcp-apps`` activity) in
+    them, per server (looked up in ``table`` as a proxied request is). Fed every such event of a
+    principal's runs (:meth:`note`); answers whether that principal's proxied request may go on
+    (:meth:`refusal`).
+
+    A principal is whatever the transport says owns the run: a bearer token's name, ``""`` for the
+    shared token, None with auth off (every client then is the one anonymous principal). At most
+    ``limit`` (principal, server, URI) triples are kept; beyond it the least recently shown or
+    used is forgotten (its app's next request is refused).
+    """
+
+    __slots__ = ("_per_server", "_shown", "limit", "table")
+
+    def __init__(self, table: AppServerTable, limit: int = MAX_SHOWN_APPS) -> None:
+        if limit < 1:
+            raise UsageError(f"ShownApps(limit={limit}): the limit must be at least 1")
+        self.table = table
+        self.limit = limit
+        # (principal, server, uri) -> None, oldest first; and how many URIs each (principal, server) has
+        self._shown: dict[tuple[str | None, AppServer, str], None] = {}
+        self._per_server: dict[tuple[str | None, AppServer], int] = {}
+
+    def __len__(self) -> int:
+        return len(self._shown)
+
+    def note(self, principal: str | None, event: Event) -> None:
+        """Record the app ``event`` shows ``principal``, if it is an app's announcement or
+        ``mcp-apps`` activity naming a ``ui://`` resource of a known server; else nothing."""
+        if isinstance(event, CustomEvent):
+            if event.name != MCP_APP_ANNOUNCE_EVENT:
+                return
+            app: Any = event.value
+        elif isinstance(event, ActivitySnapshotEvent):
+            if event.activity_type != MCP_APPS_ACTIVITY_TYPE:
+                return
+            app = event.content
+        else:
+            return
+        if not isinstance(app, Mapping):
+            return
+        uri, server_id, hash_ = app.get("resourceUri"), app.get("serverId"), app.get("serverHash")
+        if not (isinstance(uri, str) and uri.startswith("ui://")):
+            return
+        server = self.table.find(server_id if isinstance(server_id, str) else None,
+                                 hash_ if isinstance(hash_, str) else None)
+        if server is not None:
+            self._remember((principal, server, uri))
+
+    def _remember(self, key: tuple[str | None, AppServer, str]) -> None:
+        shown = self._shown
+        if key in shown:
+            del shown[key]  # re-inserted last: the most recently shown or used
+        else:
+            while len(shown) >= self.limit:
+                self._forget(next(iter(shown)))
+            pair = (key[0], key[1])
+            self._per_server[pair] = self._per_server.get(pair, 0) + 1
+        shown[key] = None
+
+    def _forget(self, key: tuple[str | None, AppServer, str]) -> None:
+        del self._shown[key]
+        pair = (key[0], key[1])
+        left = self._per_server[pair] - 1
+        if left:
+            self._per_server[pair] = left
+        else:
+            del self._per_server[pair]
+
+    def shown(self, principal: str | None, server: AppServer) -> frozenset[str]:
+        """The ``ui://`` URIs of ``server``'s apps shown to ``principal`` (and still remembered)."""
+        return frozenset(uri for p, s, uri in self._shown if p == principal and s == server)
+
+    def refusal(self, principal: str | None, server: AppServer, request: ProxiedRequest) -> dict[str, str] | None:
+        """None when ``principal`` may send ``request`` to ``server``, else the answer refusing it:
+        ``resources/read`` of a ``ui://`` URI shown to it (:data:`NOT_UI_RESOURCE_ERROR` for
+        another scheme); any other method once an app of ``server`` was shown to it
+        (:func:`not_shown_error`)."""
+        if request.method == "resources/read":
+            uri = request.params.get("uri") if request.params is not None else None
+            if not (isinstance(uri, str) and uri.startswith("ui://")):
+                return {"error": NOT_UI_RESOURCE_ERROR}
+            key = (principal, server, uri)
+            if key not in self._shown:
+                return not_shown_error(request)
+            self._remember(key)
+            return None
+        if (principal, server) not in self._per_server:
+            return not_shown_error(request)
+        return None
 
 
 class AppConnection(Protocol):
@@ -415,8 +545,11 @@ class McpAppsProxy:
         """The connection of one of :attr:`servers`; KeyError for another server."""
         return self._connections[id(server)]
 
-    async def answer(self, request: ProxiedRequest) -> Any:
+    async def answer(self, request: ProxiedRequest, check: ProxyCheck | None = None) -> Any:
         """The ``RUN_FINISHED.result`` of ``request``: the MCP response, or ``{"error": ...}``.
+        ``check``: asked once the server and the method are known (:data:`ProxyCheck`, e.g. a
+        principal's :meth:`ShownApps.refusal`); a refusal is the answer, no connection is used.
+        None: every request to a known server with an allowed method goes on (the middleware's way).
 
         Never raises for a failing server: the failure is logged (the server's id and hash and
         the error's type; an engine error's message, which names no credential) and answered
@@ -426,6 +559,10 @@ class McpAppsProxy:
             return unknown_server_error(request)
         if request.method not in PROXY_METHODS:
             return method_not_allowed_error(request.method)
+        if check is not None:
+            refused = check(server, request)
+            if refused is not None:
+                return refused
         connection = self.connection(server)
         try:
             if request.method == "notifications/message":
@@ -438,10 +575,12 @@ class McpAppsProxy:
                          server.server_id, server.hash, type(exc).__name__, detail)
             return {"error": REQUEST_FAILED_ERROR}
 
-    async def run(self, input: RunAgentInput, request: ProxiedRequest) -> AsyncIterator[Event]:
-        """The events of a proxied run: ``RUN_STARTED`` at once, ``RUN_FINISHED`` with the answer."""
+    async def run(self, input: RunAgentInput, request: ProxiedRequest, check: ProxyCheck | None = None
+                  ) -> AsyncIterator[Event]:
+        """The events of a proxied run: ``RUN_STARTED`` at once, ``RUN_FINISHED`` with the answer
+        (:meth:`answer`, ``check`` included)."""
         yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
-        result = await self.answer(request)
+        result = await self.answer(request, check)
         yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id, result=result)
 
 

@@ -37,7 +37,7 @@ Nothing here does IO.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, NoReturn, Union
 
 import msgspec
 
@@ -484,11 +484,42 @@ class ResumeEntry(_Model, frozen=True, kw_only=True):
     metadata: Metadata | None = None
 
 
+class _NotGiven(list):  # type: ignore[type-arg]
+    """The empty list an absent ``RunAgentInput.tools`` / ``.context`` reads as: one shared,
+    read-only instance (:data:`_NOT_GIVEN`). msgspec leaves a field out when its value *is* its
+    default, so an absent list stays absent on output while a list the sender gave, ``[]``
+    included, is written back: the official SDKs' behaviour (the null-omission fixture)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("RunAgentInput.tools / .context was not given: it is a read-only empty list "
+                        "(build a new list, e.g. [*input.tools, tool], and msgspec.structs.replace the input)")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+
+    def __copy__(self) -> _NotGiven:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> _NotGiven:
+        return self
+
+    def __reduce__(self) -> str:
+        return "_NOT_GIVEN"
+
+
+#: The default of ``RunAgentInput.tools`` and ``.context`` (:class:`_NotGiven`).
+_NOT_GIVEN: list[Any] = _NotGiven()
+
+
 class RunAgentInput(_Model, frozen=True, kw_only=True):
     """What a client sends to start a run.
 
-    ``tools`` and ``context`` default to empty lists (the 1.0 spec makes an absent list
-    equivalent to an empty one); empty lists are omitted on output like any unset optional.
+    ``tools`` and ``context`` are empty lists when absent (the 1.0 spec makes an absent list
+    equivalent to an empty one); an absent one is left out on output, a given one is written back,
+    ``[]`` included, as the official SDKs write them (an absent list is a shared read-only empty
+    list: build a new list rather than append to it).
     """
 
     thread_id: str
@@ -497,8 +528,8 @@ class RunAgentInput(_Model, frozen=True, kw_only=True):
     parent_run_id: str | None = None
     state: Any = None
     messages: list[Message]
-    tools: list[Tool] = msgspec.field(default_factory=list)
-    context: list[Context] = msgspec.field(default_factory=list)
+    tools: list[Tool] = _NOT_GIVEN
+    context: list[Context] = _NOT_GIVEN
     forwarded_props: Any = None
     resume: list[ResumeEntry] | None = None
 

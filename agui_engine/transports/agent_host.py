@@ -20,22 +20,29 @@ answer, are verified by the producer.
 request (an MCP app's iframe calling its server, spec/mcp.md) is answered by
 :class:`AgentHost` with the agent's MCP servers (its ``mcp_apps``), for every agent and
 transport, never by the agent; the run was admitted, authenticated and owned like any other.
-Such a run is no turn of its thread's conversation: it joins no history.
+Such a run is no turn of its thread's conversation: it joins no history. It reaches only what the
+runs of its principal were shown (:class:`~agui_engine.genui.mcp_apps.ShownApps`, fed by the run
+producer with every app announcement and ``mcp-apps`` activity of a run: :meth:`AgentHost.saw`):
+the ``ui://`` resources of those apps, and their servers' tools.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 
-from agui_engine.genui.mcp_apps import McpAppsProxy, is_proxied, proxied_request
+from agui_engine.genui.mcp_apps import McpAppsProxy, ShownApps, is_proxied, proxied_request
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.agent import Agent
-from agui_engine.protocol.events import Event, RunAgentInput
+from agui_engine.protocol.events import ActivitySnapshotEvent, CustomEvent, Event, RunAgentInput
 
 from .retrying_client import RemoteClientBase
 from .stdio_client import StdioAgent
 
-__all__ = ["AgentHost", "serving_agent"]
+__all__ = ["APP_EVENTS", "AgentHost", "serving_agent"]
+
+#: The event classes that may show a principal an MCP app (:meth:`AgentHost.saw` wants them).
+APP_EVENTS: frozenset[type] = frozenset({ActivitySnapshotEvent, CustomEvent})
 
 
 def serving_agent(agent: Agent) -> Agent:
@@ -56,14 +63,23 @@ class AgentHost:
         # unknown server, as the middleware with no servers answers.
         proxy = getattr(self.agent, "mcp_apps", None)
         self.mcp_apps: McpAppsProxy = proxy if isinstance(proxy, McpAppsProxy) else McpAppsProxy()
+        #: The apps each principal's runs showed: what its proxied requests may reach.
+        self.shown = ShownApps(self.mcp_apps.table)
 
-    def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+    def run(self, input: RunAgentInput, principal: str | None) -> AsyncIterator[Event]:
         """The proxied request's answer, or what ``agent.run(input)`` returns (unchecked: the
-        registry checks it is an async iterator). Raises ProxiedRequestError when malformed."""
+        registry checks it is an async iterator). ``principal``: the run's owner (None with auth
+        off: every client is that one anonymous principal); a proxied request reaches only what its
+        runs were shown (:meth:`saw`). Raises ProxiedRequestError when malformed."""
         request = proxied_request(input.forwarded_props)
         if request is not None:
-            return self.mcp_apps.run(input, request)
+            return self.mcp_apps.run(input, request, partial(self.shown.refusal, principal))
         return self.agent.run(input)
+
+    def saw(self, principal: str | None, event: Event) -> None:
+        """An event of ``principal``'s run went out (one of :data:`APP_EVENTS`; any other is
+        ignored): the app it announces or shows is now theirs to reach."""
+        self.shown.note(principal, event)
 
     def verifies(self, input: RunAgentInput) -> bool:
         """Whether the stream :meth:`run` returns for ``input`` is verified already: the agent

@@ -45,7 +45,7 @@ from agui_engine.protocol.errors import AguiEngineError, UsageError
 from agui_engine.protocol.events import BaseEvent, RunAgentInput, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 from agui_engine.protocol.verify import Verifier
 
-from .agent_host import AgentHost
+from .agent_host import APP_EVENTS, AgentHost
 from .eventlog import EventLog
 from .history import HISTORY_MAX_RUN_BYTES, RunRecorder
 from .otel import OTelObserver, run_span
@@ -169,8 +169,9 @@ class RunProducer:
             OBSERVER.set(self.observer)
             span = run_span(self.observer, run.input, self.host.agent)
         threads = self.threads if run.kept and self.threads is not None and self.threads.apart else None
+        saw, owner = self.host.saw, run.owner
         try:
-            gen = self._open_agent(run.input)
+            gen = self._open_agent(run.input, owner)
             async for event in gen:
                 if not isinstance(event, BaseEvent):
                     check_event(event, count)  # raises NotAnEventError: nothing unchecked goes out
@@ -183,6 +184,8 @@ class RunProducer:
                     elif metrics is not None:
                         metrics.note_first_token(asyncio.get_running_loop().time() - started_at)
                         metrics = None
+                    if cls in APP_EVENTS:  # an MCP app shown: the owner's proxied requests may reach it
+                        saw(owner, ev)
                     payload = encode_event(ev)
                     if recorder is not None:
                         recorded += len(payload)
@@ -241,12 +244,12 @@ class RunProducer:
             if span is not None:
                 span.end(run.lifecycle.terminal_code)  # the RUN_ERROR code is the span's error.type
 
-    def _open_agent(self, input: RunAgentInput) -> Any:
+    def _open_agent(self, input: RunAgentInput, owner: str | None) -> Any:
         # What the served agent's run(input) returned (a proxied MCP request's answer, or the
         # agent's stream: agent_host.AgentHost), checked: an ``async def run`` without a
         # yield returns a coroutine, which ``async for`` would refuse with a bare
         # TypeError. Raises UsageError saying what to write instead.
-        gen = self.host.run(input)
+        gen = self.host.run(input, owner)
         if not hasattr(gen, "__anext__"):
             close = getattr(gen, "close", None)
             if inspect.iscoroutine(gen) and close is not None:

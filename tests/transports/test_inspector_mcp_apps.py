@@ -5,7 +5,8 @@ subprocess too).
 A person types "show counter 3"; the embedded model calls the MCP tool ``show_counter``; the page
 reads the app's ``ui://`` resource through the gateway's proxy (with the page's token), draws it in a
 ``sandbox="allow-scripts"`` iframe under a CSP from the resource's ``_meta.ui.csp``, and the app
-shows the tool's result; its button calls ``increment`` back through the proxy. Script in the app
+shows the tool's result; its button calls ``increment`` back through the proxy; a resource no run
+showed and one that is not ``ui://`` are refused to it by the gateway. Script in the app
 cannot read the inspector's DOM, cookies or storage. Resources that are not apps are refused with
 a clear error.
 """
@@ -99,6 +100,17 @@ async def test_the_app_appears_calls_back_through_the_proxy_and_cannot_reach_the
     requests = await page.eval_on_selector_all(".mcp-app .app-requests li",
                                                "els => els.map(e => [e.dataset.method, e.dataset.status])")
     assert requests == [["resources/read", "ok"], ["tools/call", "ok"]]
+    # the gateway's proxy reads only the ui:// resources this principal's runs showed: the app asks for
+    # another of its server's resources (ui://counter/plain.html: no run showed it) and for one that is
+    # not ui:// (data://notes), and is refused both (JSON-RPC -32603 with the gateway's reason)
+    [app] = [f for f in page.frames if f.parent_frame is not None and f.parent_frame.parent_frame is not None]
+    refused = await app.evaluate("""async () => [
+        await send("resources/read", {uri: "ui://counter/plain.html"}),
+        await send("resources/read", {uri: "data://notes"})]""")
+    assert refused == [
+        {"error": {"code": -32603, "message": "Error: MCP resource not shown in this principal's runs (the UI "
+                                              "proxy reads only the ui:// resources of apps they showed)"}},
+        {"error": {"code": -32603, "message": "Error: MCP UI proxy reads ui:// resources only"}}], refused
     # the app's script reached neither the page's DOM, nor its cookies, nor its storage
     probe = (await frame.locator("#probe").text_content() or "").split("\n")
     assert probe == ["parent-dom:blocked", "cookie:blocked", "storage:blocked", "origin:null"], probe

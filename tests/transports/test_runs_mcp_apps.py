@@ -8,6 +8,9 @@ same arguments. The tool result text, the ``mcp-apps`` activity (all but its ran
 the answers of proxied requests (``forwardedProps.__proxiedMCPRequest``: ``tools/call``,
 ``resources/read``, ``ping``, ``notifications/message``, a refused method, unknown servers, failures)
 must be equal; so must the server hash. Proxied runs pass the gateway's bearer check as runs do.
+The deliberate differences (spec/mcp.md, "Security model"): a ``ui://`` resource no run of the
+principal showed (:data:`NOT_SHOWN`) is refused by ours and read by theirs; what the principal may
+reach is tested with two principals in ``test_mcp_apps_principals.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pytest
 
 from agui_engine.adapters import MCPServer, mcp_connections
 from agui_engine.demo.scripted import ScriptedCall, ScriptedModel, ScriptedTurn
-from agui_engine.genui.mcp_apps import server_hash
+from agui_engine.genui.mcp_apps import AppTool, McpAppsProxy, server_hash
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.protocol.agent import Agent
@@ -47,6 +50,10 @@ from tests.mcp_apps_server import APP_URI, PLAIN_URI, running_app_server
 
 JS_DIR = Path(__file__).resolve().parents[1] / "js"
 CALL = {"name": "show_counter", "arguments": {"start": 3}}
+#: Our answer to a ``resources/read`` of a ``ui://`` resource no run of the principal showed; the
+#: middleware forwards it (a deliberate difference, spec/mcp.md "Security model").
+NOT_SHOWN = {"error": "Error: MCP resource not shown in this principal's runs (the UI proxy reads only "
+                      "the ui:// resources of apps they showed)"}
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +157,11 @@ def _proxied(url: str, server_id: str | None, transport: str = "http") -> list[d
     ]
 
 
+#: The requests of :func:`_proxied` ours refuses and the middleware forwards: reads of ``ui://``
+#: resources the run did not show (plain.html, missing.html).
+NOT_SHOWN_REQUESTS = (2, 13)
+
+
 @pytest.mark.parametrize(("transport", "server_id", "kind"),
                          [("http", None, "llm"), ("http", "counter", "llm"), ("http", None, "loop"), ("sse", None, "llm")])
 def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
@@ -188,9 +200,12 @@ def test_the_gateway_shows_apps_and_answers_proxied_requests_as_the_middleware(
         again = _middleware([config], [proxied[i] for i in flaky])["proxied"]
         for i, js in zip(flaky, again):
             theirs["proxied"][i] = js
-    for request, mine, js in zip(proxied, answers, theirs["proxied"]):
+    for n, (request, mine, js) in enumerate(zip(proxied, answers, theirs["proxied"])):
         assert js["error"] is None
         assert [e["type"] for e in mine] == [e["type"] for e in js["events"]] == ["RUN_STARTED", "RUN_FINISHED"], request
+        if n in NOT_SHOWN_REQUESTS:  # refused by ours, forwarded by theirs (the resource or the server's error)
+            assert mine[-1].get("result") == NOT_SHOWN and js["events"][-1].get("result") != NOT_SHOWN, request
+            continue
         assert mine[-1].get("result") == js["events"][-1].get("result"), (request, theirs["stderr"][-2000:])
 
 
@@ -208,7 +223,9 @@ def test_a_proxied_request_passes_the_bearer_check_as_runs_do(app_server_url: st
                 assert wrong.status_code == 401
                 ok = await http.post(gateway.url, json=body,
                                      headers={"Accept": "text/event-stream", "Authorization": "Bearer s3cret"})
-                assert ok.status_code == 200 and '"RUN_FINISHED"' in ok.text and '"result":{}' in ok.text
+                # through the door: the proxy answers (no run of this principal showed an app: refused)
+                assert ok.status_code == 200 and '"RUN_FINISHED"' in ok.text
+                assert "Error: MCP ping refused: no app of this server was shown" in ok.text
         finally:
             await gateway.close()
             await mcp_connections().aclose()
@@ -242,6 +259,7 @@ def test_proxied_requests_are_answered_over_the_websocket_gateway_too(app_server
         gateway = await start_websocket_server(_agent(MCPServer(url=app_server_url)))
         try:
             client = WebSocketAgent(gateway.url)
+            [e async for e in client.run(_input("turn-1"))]  # shows the app: its server may be reached
             return [[e async for e in client.run(_input(f"ws-{n}", {"__proxiedMCPRequest": r}))]
                     for n, r in enumerate(requests)]
         finally:
@@ -269,15 +287,28 @@ def test_a_failing_server_answers_proxied_requests_with_the_fixed_error_and_noth
     importing the MCP SDK) is waited for. No assertion depends on timing."""
     def fault_server(server_id: str, call_timeout: float) -> MCPServer:
         return MCPServer(transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
-                         server_id=server_id, call_timeout=call_timeout, env={"FAULT_TOKEN": "t0ps3cret"})
+                         server_id=server_id, call_timeout=call_timeout, env={"FAULT_TOKEN": "t0ps3cret"},
+                         connect_timeout=120.0)  # a new Python process importing the SDK, at any load
 
     hang, faults = fault_server("hang", 2.0), fault_server("faults", 60.0)
     failed = {"error": "Error: MCP request failed"}
 
+    class ShowsAnApp:
+        """An agent whose run announces an app of each fault server (the proxy then reaches them)."""
+
+        mcp_apps = McpAppsProxy.of_sources([hang, faults])
+
+        async def run(self, input: RunAgentInput) -> AsyncIterator[Event]:
+            yield RunStartedEvent(thread_id=input.thread_id, run_id=input.run_id)
+            for n, server in enumerate(self.mcp_apps.servers):
+                yield AppTool(resource_uri="ui://faults/app.html", server=server).announce(f"c{n}", "an_app")
+            yield RunFinishedEvent(thread_id=input.thread_id, run_id=input.run_id)
+
     async def go() -> list[Any]:
-        gateway = await start_sse_server(LLMAgent(ScriptedModel(["unused"]), mcp_servers=[hang, faults]))
+        gateway = await start_sse_server(ShowsAnApp())
         try:
             client = SSEAgent(gateway.url)
+            [e async for e in client.run(_input("shows"))]
             answers = []
             for n, (server_id, name) in enumerate([("hang", "slow"), ("faults", "big"), ("faults", "crash"),
                                                    ("faults", "add")]):
@@ -343,6 +374,9 @@ def test_a_proxied_request_belongs_to_its_principal_as_runs_do(app_server_url: s
                 stranger = await http.post(gateway.url, content=body,
                                            headers={**headers, "Authorization": "Bearer token-eve"})
                 assert stranger.status_code == 401
+                shown = await http.post(gateway.url, content=encode_event(_input("turn-alice")),
+                                        headers={**headers, **alice})  # shows Alice the app
+                assert shown.status_code == 200 and '"ACTIVITY_SNAPSHOT"' in shown.text
                 answered = await http.post(gateway.url, content=body, headers={**headers, **alice})
                 assert answered.status_code == 200 and '"count":42' in answered.text
                 theirs = await http.get(gateway.url + "runs/p-alice", headers=bob)

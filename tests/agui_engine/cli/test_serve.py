@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
+import httpx
 import pytest
 
 from agui_engine.cli.serve import add_arguments
+from tests.agui_engine.genui.test_a2ui import fold
+from tests.transports.served import served
 
 
 def test_access_log_is_on_by_default_and_can_be_turned_off() -> None:
@@ -98,3 +103,19 @@ async def test_a_dead_mcp_server_is_said_clearly_at_start() -> None:
     assert "Traceback" not in log, log
     [line] = [line for line in log.splitlines() if line.startswith("warning: MCP server")]
     assert "cannot be reached" in line and "serving without its tools" in line and "/readyz" in line
+
+
+@pytest.mark.timeout(120)  # a gateway subprocess with the embedded model
+def test_serve_a2ui_snapshots_sends_no_deltas(tmp_path: Path) -> None:
+    body = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "book a table for two"}],
+            "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+    streams = {}
+    for flags in ((), ("--a2ui-snapshots",)):
+        with served(tmp_path, "--a2ui", "--pace", "0", *flags) as url:
+            text = httpx.post(url, json=body, headers={"Accept": "text/event-stream"}, timeout=60).text
+        streams[flags] = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    snaps, deltas = streams[("--a2ui-snapshots",)], streams[()]
+    assert "ACTIVITY_DELTA" not in [e["type"] for e in snaps] and "ACTIVITY_DELTA" in [e["type"] for e in deltas]
+    assert fold(snaps)[1] == fold(deltas)[1]  # the same surfaces in the end
+    first = next(e for e in snaps if e["type"] == "ACTIVITY_SNAPSHOT" and "a2ui_operations" in e["content"])
+    assert len(first["content"]["a2ui_operations"][1]["updateComponents"]["components"]) == 1  # from the first one

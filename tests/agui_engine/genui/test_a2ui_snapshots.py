@@ -1,15 +1,13 @@
 """A2UI progress as whole snapshots (issue 31: clients without ACTIVITY_DELTA, assistant-ui): the same
 final surfaces as the delta stream on every recorded stream and chunking, no ACTIVITY_DELTA, still
 component by component while the arguments stream (a big surface's later steps grouped, bytes linear);
-and ``serve --a2ui --a2ui-snapshots`` end to end."""
+``serve --a2ui --a2ui-snapshots`` end to end is a CLI test (tests/agui_engine/cli/test_serve.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
 
@@ -81,21 +79,3 @@ def test_a_big_surfaces_snapshots_stay_linear_in_bytes() -> None:
     assert wire < 20 * len(args)
     last = events[-1].content["a2ui_operations"][1]["updateComponents"]["components"]
     assert last == comps
-
-
-@pytest.mark.timeout(120)  # a gateway subprocess with the embedded model
-def test_serve_a2ui_snapshots_sends_no_deltas(tmp_path: Path) -> None:
-    from tests.transports.served import served
-
-    body = {"threadId": "t", "runId": "r", "messages": [{"id": "u", "role": "user", "content": "book a table for two"}],
-            "tools": [], "context": [], "state": {}, "forwardedProps": {}}
-    streams = {}
-    for flags in ((), ("--a2ui-snapshots",)):
-        with served(tmp_path, "--a2ui", "--pace", "0", *flags) as url:
-            text = httpx.post(url, json=body, headers={"Accept": "text/event-stream"}, timeout=60).text
-        streams[flags] = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
-    snaps, deltas = streams[("--a2ui-snapshots",)], streams[()]
-    assert "ACTIVITY_DELTA" not in [e["type"] for e in snaps] and "ACTIVITY_DELTA" in [e["type"] for e in deltas]
-    assert fold(snaps)[1] == fold(deltas)[1]  # the same surfaces in the end
-    first = next(e for e in snaps if e["type"] == "ACTIVITY_SNAPSHOT" and "a2ui_operations" in e["content"])
-    assert len(first["content"]["a2ui_operations"][1]["updateComponents"]["components"]) == 1  # from the first one

@@ -16,16 +16,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_engine.genui.mcp_apps import (
+    MAX_SHOWN_APPS,
+    MCP_APP_ANNOUNCE_EVENT,
     MCP_APPS_ACTIVITY_TYPE,
+    NOT_UI_RESOURCE_ERROR,
     PROXY_METHODS,
     REQUEST_FAILED_ERROR,
     AppServer,
     AppServerTable,
     AppSource,
+    AppTool,
     AppToolResult,
     McpAppsProxy,
     ProxiedRequest,
     ProxiedRequestError,
+    ShownApps,
     is_model_visible_ui_tool,
     is_proxied,
     js_json_stringify,
@@ -38,7 +43,7 @@ from agui_engine.genui.mcp_apps import (
 from agui_engine.loops.tool_sources import SourceTool, SourceToolResult, run_source_tools
 from agui_engine.protocol.codec import encode_event
 from agui_engine.protocol.errors import UpstreamError, UsageError
-from agui_engine.protocol.events import RunAgentInput, RunFinishedEvent, RunStartedEvent
+from agui_engine.protocol.events import CustomEvent, RunAgentInput, RunFinishedEvent, RunStartedEvent
 from tests.helpers import node_with
 
 JS_DIR = Path(__file__).resolve().parents[2] / "js"
@@ -195,13 +200,13 @@ class _Connection:
         self.sent.append(("notify", method, params))
 
 
-def _answer(proxy: McpAppsProxy, request: dict[str, Any]) -> list[Any]:
+def _answer(proxy: McpAppsProxy, request: dict[str, Any], check: Any = None) -> list[Any]:
     input = RunAgentInput(thread_id="t", run_id="r", messages=[], forwarded_props={"__proxiedMCPRequest": request})
     parsed = proxied_request(input.forwarded_props)
     assert parsed is not None
 
     async def go() -> list[Any]:
-        return [e async for e in proxy.run(input, parsed)]
+        return [e async for e in proxy.run(input, parsed, check)]
 
     return asyncio.run(go())
 
@@ -229,6 +234,88 @@ def test_the_proxy_answers_forwards_refuses_and_hides_failures(caplog: pytest.Lo
                        )[-1].result == {"error": REQUEST_FAILED_ERROR}
     assert "UpstreamError" in caplog.text and down.hash in caplog.text
     assert set(PROXY_METHODS) == {"tools/call", "resources/read", "notifications/message", "ping"}
+
+
+def _req(method: str, **params: Any) -> ProxiedRequest:
+    return ProxiedRequest(server_hash=None, server_id="a", method=method, params=params or None)
+
+
+def test_shown_apps_record_what_each_principal_was_shown_and_refuse_the_rest() -> None:
+    a = AppServer(type="http", url="http://a/mcp", server_id="a")
+    b = AppServer(type="http", url="http://b/mcp")
+    shown = ShownApps(AppServerTable([a, b]))
+    # alice: announced (at the call's start) by id, shown (the activity) by hash; bob: nothing of a
+    shown.note("alice", AppTool(resource_uri="ui://a/one", server=a).announce("c1", "show_one"))
+    shown.note("alice", mcp_apps_activity(message_id="m", result={}, resource_uri="ui://a/two",
+                                          server_hash=a.hash, server_id=None, tool_input={}))
+    shown.note("bob", AppTool(resource_uri="ui://b/app", server=b).announce("c2", "show_b"))
+    # what names no app, no ui:// resource or no known server is no app shown
+    shown.note("bob", CustomEvent(name="other", value={"resourceUri": "ui://a/one", "serverId": "a"}))
+    shown.note("bob", CustomEvent(name=MCP_APP_ANNOUNCE_EVENT, value={"resourceUri": "data://a", "serverId": "a"}))
+    shown.note("bob", CustomEvent(name=MCP_APP_ANNOUNCE_EVENT, value={"resourceUri": "ui://a/x", "serverId": "zz"}))
+    shown.note("bob", CustomEvent(name=MCP_APP_ANNOUNCE_EVENT, value=["ui://a/one"]))
+    shown.note("bob", mcp_apps_activity(message_id="m", result={}, resource_uri="ui://a/one",
+                                        server_hash="0" * 32, server_id=None, tool_input={}))
+    assert shown.shown("alice", a) == {"ui://a/one", "ui://a/two"} and shown.shown("bob", a) == frozenset()
+    assert shown.shown("bob", b) == {"ui://b/app"} and shown.shown(None, a) == frozenset()
+    assert len(shown) == 3
+
+    assert shown.refusal("alice", a, _req("resources/read", uri="ui://a/one")) is None
+    assert shown.refusal("alice", a, _req("tools/call", name="app_only")) is None
+    assert shown.refusal("alice", a, _req("ping")) is None
+    refused_read = {"error": "Error: MCP resource not shown in this principal's runs (the UI proxy reads only "
+                             "the ui:// resources of apps they showed)"}
+    assert shown.refusal("alice", a, _req("resources/read", uri="ui://a/three")) == refused_read
+    assert shown.refusal("alice", b, _req("resources/read", uri="ui://b/app")) == refused_read
+    assert shown.refusal("alice", a, _req("resources/read", uri="file:///etc/passwd")) == {"error": NOT_UI_RESOURCE_ERROR}
+    assert shown.refusal("alice", a, _req("resources/read")) == {"error": NOT_UI_RESOURCE_ERROR}
+    assert shown.refusal("bob", a, _req("tools/call", name="app_only")) == {
+        "error": "Error: MCP tools/call refused: no app of this server was shown in this principal's runs"}
+    assert shown.refusal("bob", a, _req("notifications/message", level="info")) is not None
+    assert shown.refusal(None, a, _req("ping")) is not None  # auth off is one principal of its own
+    with pytest.raises(UsageError, match="at least 1"):
+        ShownApps(AppServerTable([a]), limit=0)
+
+
+def test_shown_apps_keep_at_most_their_limit_forgetting_the_least_recently_used() -> None:
+    a = AppServer(type="http", url="http://a/mcp", server_id="a")
+    shown = ShownApps(AppServerTable([a]), limit=3)
+    for n in range(3):
+        shown.note("p", AppTool(resource_uri=f"ui://a/{n}", server=a).announce(f"c{n}", "t"))
+    assert shown.refusal("p", a, _req("resources/read", uri="ui://a/0")) is None  # used: now the most recent
+    shown.note("q", AppTool(resource_uri="ui://a/q", server=a).announce("cq", "t"))  # forgets p's ui://a/1
+    assert len(shown) == 3 and shown.shown("p", a) == {"ui://a/0", "ui://a/2"}
+    assert shown.refusal("p", a, _req("resources/read", uri="ui://a/1")) is not None
+    for n in range(3):  # q's apps push out all of p's: p reaches the server no more
+        shown.note("q", AppTool(resource_uri=f"ui://a/q{n}", server=a).announce("c", "t"))
+    assert shown.shown("p", a) == frozenset() and len(shown) == 3
+    assert shown.refusal("p", a, _req("tools/call", name="x")) is not None
+    assert shown.refusal("q", a, _req("tools/call", name="x")) is None
+    assert MAX_SHOWN_APPS == 10_000 and ShownApps(AppServerTable([])).limit == MAX_SHOWN_APPS
+
+
+def test_a_check_refuses_after_the_server_and_method_and_before_any_connection() -> None:
+    server = AppServer(type="http", url="http://a/mcp", server_id="a")
+    conn = _Connection()
+    proxy = McpAppsProxy([(server, conn)])
+    shown = ShownApps(proxy.table)
+
+    def check(principal: str) -> Any:
+        return lambda srv, req: shown.refusal(principal, srv, req)
+
+    read = {"serverId": "a", "method": "resources/read", "params": {"uri": "ui://a/app"}}
+    assert _answer(proxy, read, check("p"))[-1].result == {
+        "error": "Error: MCP resource not shown in this principal's runs (the UI proxy reads only "
+                 "the ui:// resources of apps they showed)"}
+    # an unknown server and a refused method are answered as the middleware answers, whatever was shown
+    assert _answer(proxy, {"serverId": "zz", "method": "ping"}, check("p"))[-1].result == {"error": "Unknown server: zz"}
+    assert _answer(proxy, {"serverId": "a", "method": "tools/list"}, check("p"))[-1].result == {
+        "error": "Error: MCP method not allowed for UI proxy: tools/list"}
+    assert conn.sent == []
+    shown.note("p", AppTool(resource_uri="ui://a/app", server=server).announce("c", "t"))
+    assert _answer(proxy, read, check("p"))[-1].result == {"echo": ["resources/read", {"uri": "ui://a/app"}]}
+    assert _answer(proxy, read, check("q"))[-1].result != {"echo": ["resources/read", {"uri": "ui://a/app"}]}
+    assert len(conn.sent) == 1
 
 
 class _Source(_Connection):

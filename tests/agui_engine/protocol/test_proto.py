@@ -32,7 +32,7 @@ from agui_engine.protocol.proto import (
     encode_proto,
     encode_proto_frame,
 )
-from tests.helpers import node_with
+from tests.helpers import JS, node_with, require
 from tests.hypothesis_profiles import at_most, scaled
 
 from ..event_samples import ALL_EVENT_SAMPLES
@@ -54,7 +54,9 @@ def official(encode: list[Any] = [], decode: list[bytes] = []) -> dict[str, list
 
 
 def test_the_generated_schema_is_what_the_pinned_package_gives() -> None:
-    """scripts/gen_proto.py --check: the table and the .proto files are regenerated, not edited."""
+    """scripts/gen_proto.py --check: the table and the .proto files are regenerated, not edited
+    (from the pinned npm package @ag-ui/proto in tests/js, which it reads)."""
+    require((JS / "node_modules" / "@ag-ui" / "proto" / "package.json").is_file(), "the npm package @ag-ui/proto (tests/js)")
     script = Path(__file__).resolve().parents[3] / "scripts" / "gen_proto.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
