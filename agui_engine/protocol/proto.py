@@ -482,12 +482,17 @@ _FLAT: Final[dict[type[Any], Any]] = {
 }
 
 
+def _base_event(event: Any, base: bytes) -> list[bytes]:
+    """The parts of an event's ``baseEvent`` field: its type bytes (``base``) and its timestamp."""
+    if event.timestamp is not None:
+        base += b"\x10" + _varint(event.timestamp)
+    return [b"\x0a", _SMALL[len(base)], base]
+
+
 def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, bool, bool], ...]]) -> bytes:
     """The same bytes as the table walk, from the attributes (no dict built): the hot path."""
     arm_tag, base, fields = plan
-    if event.timestamp is not None:
-        base += b"\x10" + _varint(event.timestamp)
-    parts = [b"\x0a", _SMALL[len(base)], base]
+    parts = _base_event(event, base)
     for attr, tag, implicit, is_bool in fields:
         v = getattr(event, attr)
         if v is None or (implicit and not v):
@@ -580,9 +585,7 @@ def _encode_attrs(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, 
     Raises (UsageError, KeyError, AttributeError, TypeError, UnicodeEncodeError, RecursionError)
     for what it does not write; the caller then takes the general path."""
     arm_tag, base, fields = plan
-    if event.timestamp is not None:
-        base += b"\x10" + _varint(event.timestamp)
-    parts = [b"\x0a", _SMALL[len(base)], base]
+    parts = _base_event(event, base)
     for attr, tag, mode, implicit in fields:
         v = getattr(event, attr)
         if mode == _A_STR:
