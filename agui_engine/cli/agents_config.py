@@ -3,7 +3,7 @@
 The file has one table per agent under ``agents``; the table's name is the agent's id::
 
     [agents.weather]
-    spec = "embedded"            # as --agent (default: embedded)
+    agent = "embedded"           # as --agent (default: embedded)
     path = "/weather"            # default: /<id>
     description = "Weather"      # listed by /info
     a2ui = true                  # as --a2ui (the embedded agent only); ui_spec = true as --ui-spec
@@ -13,7 +13,7 @@ The file has one table per agent under ``agents``; the table's name is the agent
     principals = ["alice"]       # only these principals of --auth-tokens-file may use it
 
     [agents.research]
-    spec = "langgraph:examples.langgraph_graph:graph"
+    agent = "langgraph:examples.langgraph_graph:graph"
 
 Every mistake is one line naming the file, the table and the key (``agents.toml: [agents.weather]
 key 'spce': unknown; the keys are ...``), raised as UsageError before anything starts.
@@ -43,7 +43,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     """One ``[agents.<id>]`` table (see the module docstring)."""
 
     id: str
-    spec: str = "embedded"
+    agent: str = "embedded"
     path: str | None = None
     description: str = ""
     a2ui: bool = False
@@ -56,8 +56,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 #: The keys an agent's table may have, and the type each takes.
 AGENT_KEYS: Final[Mapping[str, type]] = {
-    "a2ui": bool, "a2ui_snapshots": object, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
-    "spec": str, "ui_spec": bool,
+    "a2ui": bool, "a2ui_snapshots": object, "agent": str, "description": str, "mcp": list, "mcp_header_env": list, "path": str, "principals": list,
+    "ui_spec": bool,
 }
 _TYPE_NAMES: Final = {bool: "true or false", str: "a string", list: "a list of strings"}
 
@@ -88,9 +88,9 @@ def _agent(where: str, agent_id: str, table: Any) -> AgentConfig:
     config = AgentConfig(id=agent_id, **values)
     if "a2ui_snapshots" in values and not config.a2ui:
         raise UsageError(f"{at} key 'a2ui_snapshots': changes how a2ui's surfaces stream: add a2ui = true")
-    if (config.a2ui or config.ui_spec) and config.spec.strip() not in ("", "embedded"):
+    if (config.a2ui or config.ui_spec) and config.agent.strip() not in ("", "embedded"):
         flag = "a2ui" if config.a2ui else "ui_spec"
-        raise UsageError(f"{at} key {flag!r}: offered to the embedded agent only; drop it or write spec = \"embedded\"")
+        raise UsageError(f"{at} key {flag!r}: offered to the embedded agent only; drop it or write agent = \"embedded\"")
     if config.path is not None and not config.path.startswith("/"):
         raise UsageError(f"{at} key 'path': must start with '/', got {config.path!r}")
     return config
@@ -108,7 +108,7 @@ def parse_agents_config(text: str, where: str) -> list[AgentConfig]:
         raise UsageError(f"{where}: unknown top-level key {extra[0]!r}; put each agent in an [agents.<id>] table")
     agents = doc.get("agents")
     if not isinstance(agents, dict) or not agents:
-        raise UsageError(f"{where}: no agents; add a table per agent, e.g. [agents.weather] with spec = \"embedded\"")
+        raise UsageError(f"{where}: no agents; add a table per agent, e.g. [agents.weather] with agent = \"embedded\"")
     configs = [_agent(where, agent_id, table) for agent_id, table in agents.items()]
     paths: dict[str, str] = {}
     for config in configs:

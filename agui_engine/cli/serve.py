@@ -127,9 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: none, the one token of the --auth-token-env variable if it is set)")
     parser.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                         help="allowed CORS origin, repeatable, * = any (default: none, same-origin only)")
-    parser.add_argument("--keepalive", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
+    parser.add_argument("--keepalive-seconds", type=seconds, default=DEFAULT_KEEPALIVE_SECONDS, metavar="SECONDS",
                         help="SSE keep-alive comment interval")
-    parser.add_argument("--grace", type=seconds, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
+    parser.add_argument("--grace-seconds", type=seconds, default=DEFAULT_GRACE_SECONDS, metavar="SECONDS",
                         help="how long a run outlives its last client (for resuming)")
     parser.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
                         help="concurrent runs before new ones are refused with 503")
@@ -171,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one log line per HTTP request: method, path, status, run id, duration (SSE)")
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="several agents in one gateway, from a TOML file with one [agents.<id>] table each "
-                             "(spec, path, description, a2ui, a2ui_snapshots, ui_spec, mcp, mcp_header_env, "
+                             "(agent, path, description, a2ui, a2ui_snapshots, ui_spec, mcp, mcp_header_env, "
                              "principals), served "
                              "at <path>/<id> instead of --agent (SSE; default: none, one agent)")
     parser.add_argument("--wire", choices=WIRE_CHOICES, default="auto",
@@ -312,7 +312,7 @@ def _config_agents(
         try:
             agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui,
                                     a2ui_snapshots=config.a2ui_snapshots) if config.ui_spec or config.a2ui
-                     else agent_from_spec(config.spec, pace_seconds=pace))
+                     else agent_from_spec(config.agent, pace_seconds=pace))
             servers = mcp_servers(config.mcp, config.mcp_header_env)
         except UsageError as exc:
             raise UsageError(f"--config {where}: {exc}") from None
@@ -392,7 +392,7 @@ async def _serve(
 
     options = RegistryOptions(
         max_runs=args.max_runs,
-        grace_seconds=args.grace,
+        grace_seconds=args.grace_seconds,
         verify=not args.no_verify,
         max_runs_per_client=args.max_runs_per_client,
         max_buffered_bytes=args.max_buffered_bytes,
@@ -464,7 +464,7 @@ async def _serve_with(
     if reload is not None:  # SIGHUP re-reads the tokens file
         loop.add_signal_handler(signal.SIGHUP, reload)
     connection = ConnectionOptions(
-        keepalive_seconds=args.keepalive,
+        keepalive_seconds=args.keepalive_seconds,
         max_idle_connections=args.max_idle_connections,
         max_idle_per_ip=args.max_idle_per_ip,
         wire=args.wire,

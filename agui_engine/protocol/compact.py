@@ -115,12 +115,15 @@ _ROLE: Final[dict[type, int]] = {
 }
 
 
-def _role(index: int, event: Any) -> int:
+_ROLE_OF: Final = _ROLE.get
+
+
+def _role(event: Any) -> int:
     """The role of an item whose class is not in the table: a subclass's, or UsageError."""
     for cls in type(event).__mro__:
         if cls in _ROLE:
             return _ROLE[cls]
-    raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event")
+    raise UsageError(f"a {type(event).__name__} is not an AG-UI event")
 
 
 def _text_content(key: str, delta: str, meta: Metadata | None) -> Event:
@@ -204,8 +207,12 @@ def compact_events(events: Iterable[Event]) -> list[Event]:
     """
     compactor = Compactor()
     feed = compactor.feed
-    for event in events:
-        feed(event)
+    index = -1
+    try:
+        for index, event in enumerate(events):  # noqa: B007 - the index names a bad item
+            feed(event)
+    except UsageError:
+        raise UsageError(f"compact_events: events[{index}] is a {type(event).__name__}, not an AG-UI event") from None
     return compactor.close()
 
 
@@ -219,27 +226,39 @@ class Compactor:
     holds, a delta of a stream never started, or was never ended). A closed compactor
     raises UsageError."""
 
-    __slots__ = ("_count", "_lanes", "_out", "_window", "moved")
+    __slots__ = ("_lanes", "_out", "_texts", "_tools", "_window", "moved")
 
     def __init__(self) -> None:
         self._out: list[Any] | None = []
-        self._lanes: tuple[dict[str, _Stream], dict[str, _Stream]] = ({}, {})
+        self._texts: dict[str, _Stream] = {}
+        self._tools: dict[str, _Stream] = {}
+        self._lanes = (self._texts, self._tools)
         self._window: list[Any] = []
-        self._count = 0
         self.moved = False
 
     def feed(self, event: Event) -> None:
-        """Fold one more event. Raises UsageError for an item that is not an event."""
+        """Fold one more event. Raises UsageError for an item that is not an event, or
+        after :meth:`close`."""
+        item: Any = event  # dispatched on the role table, not on the union's narrowing
+        role = _ROLE_OF(type(item))
+        # the bulk of any stream, first: a delta of an open stream without metadata, one append
+        if role == _TEXT_DELTA:
+            stream = self._texts.get(item.message_id)
+            if stream is not None and item.metadata is None:
+                stream.deltas.append(item.delta)
+                return
+        elif role == _TOOL_DELTA:
+            stream = self._tools.get(item.tool_call_id)
+            if stream is not None and item.metadata is None:
+                stream.deltas.append(item.delta)
+                return
         out = self._out
         if out is None:
             raise UsageError("Compactor.feed after close()")
-        item: Any = event  # dispatched on the role table, not on the union's narrowing
-        role = _ROLE.get(type(item))
         if role is None:
-            role = _role(self._count, item)
-        self._count += 1
+            role = _role(item)
         texts, tools = self._lanes
-        if role == _TEXT_DELTA or role == _TOOL_DELTA:  # the bulk of any stream: one append
+        if role == _TEXT_DELTA or role == _TOOL_DELTA:
             streams, key = (texts, item.message_id) if role == _TEXT_DELTA else (tools, item.tool_call_id)
             stream = streams.get(key)
             if stream is None:
@@ -298,6 +317,7 @@ class Compactor:
             for key, stream in streams.items():
                 self.moved = True  # never ended
                 _flush_stream(lane, key, stream, None, out)
+            streams.clear()  # a feed after close finds no stream open: it raises
         if self._window:
             _flush_state(self._window, out)
         return out

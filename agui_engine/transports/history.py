@@ -312,7 +312,9 @@ class RunRecorder:
     :meth:`overflow` (the run is over :data:`HISTORY_MAX_RUN_BYTES`, or its first events are
     lost) lets go of what was folded: the run is kept trimmed."""
 
-    __slots__ = ("_compactor", "_events", "_input", "_last", "_parent", "_reason", "feed")
+    __slots__ = (
+        "_compactor", "_encoded", "_events", "_fold_one", "_input", "_keep_one", "_last", "_parent", "_reason", "feed",
+    )
 
     def __init__(self, input: RunAgentInput, parent_run_id: str | None) -> None:
         self._input = input
@@ -320,6 +322,10 @@ class RunRecorder:
         self._compactor: Compactor | None = Compactor()
         #: the events as fed (a run compaction moved is checked against them, and kept so)
         self._events: list[Any] = []
+        self._keep_one = self._events.append
+        self._fold_one = self._compactor.feed
+        #: encodings the gateway already made, by the event's id (the event is in _events)
+        self._encoded: dict[int, bytes] = {}
         self._last: Any = None
         self._reason = ""
         #: Fold one more event (the run's first must be its RUN_STARTED, else it is kept trimmed).
@@ -337,12 +343,18 @@ class RunRecorder:
             self._fold(StateSnapshotEvent(snapshot=input.state))
 
     def _fold(self, event: Any) -> None:
-        self._events.append(event)
-        assert self._compactor is not None
-        self._compactor.feed(event)
+        self._keep_one(event)
+        self._fold_one(event)
 
     def _tail(self, event: Any) -> None:
         self._last = event
+
+    def encoded(self, event: Any, payload: bytes) -> None:
+        """``payload`` is ``event``'s encoding (the gateway logged it): a record that keeps the
+        event unchanged writes it as is instead of encoding it again (worth it for large events:
+        snapshots, component props). Call after feeding it."""
+        if self._compactor is not None:
+            self._encoded[id(event)] = payload
 
     def overflow(self, reason: str = "") -> None:
         """Keep the run trimmed, for ``reason`` (default: over HISTORY_MAX_RUN_BYTES), and
@@ -350,7 +362,8 @@ class RunRecorder:
         if self._compactor is None:
             return
         self._last = self._events[-1] if self._events else None
-        self._events, self._compactor = [], None
+        self._events, self._compactor, self._encoded = [], None, {}
+        self._keep_one = self._fold_one = self._tail  # the folded events are let go
         self._reason = reason or (
             "the run was longer than its event log holds (the log's max_events / max_bytes, else HISTORY_MAX_RUN_BYTES)"
         )
@@ -371,7 +384,9 @@ class RunRecorder:
                 # event lands before its stream's START and an accumulator drops it: keep the run
                 # uncompacted rather than lose what it said.
                 compacted = whole
-            encoded = [encode_event(e) for e in compacted]
+            done = self._encoded
+            encoded = [done.get(id(e)) or encode_event(e) for e in compacted]
+            self._encoded = {}
             record = _encode(input.run_id, parent, principal, key_hash, False, encoded)
             if len(record) <= max_bytes:
                 return record

@@ -175,6 +175,22 @@ MIGRATIONS: tuple[str, ...] = (
         END IF;
     END $$ LANGUAGE plpgsql;
     """,
+    # 3: a trigram index of the titles for ``?q=`` (ILIKE '%...%' is served by it), when the
+    # server has the pg_trgm extension (Debian's postgresql package does) and this role may
+    # create it (a trusted extension since PostgreSQL 13: the database owner may); else the
+    # search stays a scan of the principal's titles, as in version 2.
+    """
+    DO $$ BEGIN
+        IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') THEN
+            BEGIN
+                CREATE EXTENSION IF NOT EXISTS pg_trgm;
+                CREATE INDEX IF NOT EXISTS agui_threads_title_trgm ON agui_threads USING gin (title gin_trgm_ops);
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE NOTICE 'agui-engine: no pg_trgm (%): title search scans', SQLERRM;
+            END;
+        END IF;
+    END $$;
+    """,
 )
 
 #: The schema version this code writes.

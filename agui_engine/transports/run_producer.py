@@ -57,7 +57,7 @@ from .tool_runner import STANDARD_TOOL_RUNNER
 if TYPE_CHECKING:
     from .metrics import GatewayMetrics
 
-__all__ = ["PRODUCER_YIELD_EVERY", "RunProducer"]
+__all__ = ["PRODUCER_YIELD_EVERY", "RECORD_REUSE_MIN_BYTES", "RunProducer"]
 
 _log = logging.getLogger("agui_engine.transports")
 
@@ -69,6 +69,11 @@ _TERMINALS = frozenset({RunFinishedEvent, RunErrorEvent})
 #: other streams. 256 events (~25 KiB) is well under one coalesced write, and
 #: rare enough not to split the bursts a real model stream delivers.
 PRODUCER_YIELD_EVERY = 256
+
+#: An event encoded in more bytes than this is written into its run's history record with the
+#: encoding already made (a snapshot, a component's props), not encoded again; smaller ones
+#: cost less to encode again than to remember.
+RECORD_REUSE_MIN_BYTES = 256
 
 
 
@@ -188,11 +193,14 @@ class RunProducer:
                         saw(owner, ev)
                     payload = encode_event(ev)
                     if recorder is not None:
-                        recorded += len(payload)
+                        size = len(payload)
+                        recorded += size
                         recorded_events += 1
                         if recorded > max_bytes or recorded_events > max_events:
                             recorder.overflow()  # longer than its log holds: kept trimmed, the fold let go
                         recorder.feed(ev)
+                        if size > RECORD_REUSE_MIN_BYTES:
+                            recorder.encoded(ev, payload)
                     if cls in _TERMINALS and threads is not None:
                         # A durable store writes with IO: keep the record before the terminal event
                         # goes out, so a client that saw the end reads the history with it.

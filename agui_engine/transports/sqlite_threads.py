@@ -18,6 +18,7 @@ Tables (schema version :data:`SCHEMA_VERSION`, ``PRAGMA user_version``; the migr
         index (updated_at)                                    retention and the total
     runs(thread_id, seq, run_id, principal, key_hash, nbytes, record)  PK (thread_id, seq)
     totals(id = 1, nbytes)                                  bytes of every record
+    thread_titles  FTS5 (trigram) over threads.title, kept by triggers: the title search
 
 Keeping a run is one transaction: upsert the thread, insert the run, evict (module
 :mod:`transports.thread_store`, "Retention").
@@ -75,7 +76,27 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE totals (id INTEGER PRIMARY KEY CHECK (id = 1), nbytes INTEGER NOT NULL);
     INSERT INTO totals VALUES (1, 0);
     """,
+    # 2: an index of the titles for ``?q=`` (FTS5's trigram tokenizer, SQLite >= 3.34), kept by
+    # triggers; a title changes only on a new thread, a PATCH or the first user message.
+    """
+    CREATE VIRTUAL TABLE thread_titles USING fts5(title, content='threads', tokenize='trigram');
+    INSERT INTO thread_titles (thread_titles) VALUES ('rebuild');
+    CREATE TRIGGER thread_titles_insert AFTER INSERT ON threads BEGIN
+        INSERT INTO thread_titles (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    CREATE TRIGGER thread_titles_delete AFTER DELETE ON threads BEGIN
+        INSERT INTO thread_titles (thread_titles, rowid, title) VALUES ('delete', old.rowid, old.title);
+    END;
+    CREATE TRIGGER thread_titles_update AFTER UPDATE OF title ON threads WHEN old.title IS NOT new.title BEGIN
+        INSERT INTO thread_titles (thread_titles, rowid, title) VALUES ('delete', old.rowid, old.title);
+        INSERT INTO thread_titles (rowid, title) VALUES (new.rowid, new.title);
+    END;
+    """,
 )
+
+#: Characters of a title search from which the trigram index serves it (FTS5's trigram
+#: tokenizer indexes runs of three; a shorter search scans the principal's titles).
+_TRIGRAM = 3
 
 #: The schema version this code writes.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -134,12 +155,13 @@ class SqliteThreadStore:
                     f"{SCHEMA_VERSION}: upgrade agui-engine, or use another file"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                db.execute("BEGIN IMMEDIATE")
-                for statement in MIGRATIONS[target - 1].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                db.execute(f"PRAGMA user_version = {target}")
-                db.execute("COMMIT")
+                # one transaction per version (a script: triggers hold ";" of their own)
+                try:
+                    db.executescript(f"BEGIN IMMEDIATE; {MIGRATIONS[target - 1]}; PRAGMA user_version = {target}; COMMIT;")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
         except sqlite3.DatabaseError as exc:
             db.close()
             raise UsageError(f"thread store sqlite:{self.path}: not a usable SQLite database ({exc})") from None
@@ -314,6 +336,11 @@ class SqliteThreadStore:
             sql += " AND (updated_at, thread_id) < (?, ?)"
             args += [after[0], after[1]]
         if search is not None:
+            if len(search) >= _TRIGRAM and not any(c in search for c in "%_\\"):
+                # the trigram index finds the candidates (it takes no ESCAPE: plain text only);
+                # the LIKE below keeps exactly what a scan would
+                sql += " AND rowid IN (SELECT rowid FROM thread_titles WHERE title LIKE ?)"
+                args.append(f"%{search}%")
             sql += " AND title LIKE ? ESCAPE '\\'"
             args.append(like_pattern(search))
         sql += " ORDER BY updated_at DESC, thread_id DESC LIMIT ?"

@@ -159,7 +159,7 @@ def terminal(frame: tuple[str | None, bytes]) -> dict[str, Any]:
 def two_nodes(redis_server: RedisServer) -> Iterator[tuple[Node, Node]]:
     nodes: list[Node] = []
     try:
-        nodes = [Node(redis_server.url, "--grace", "1.5") for _ in range(2)]
+        nodes = [Node(redis_server.url, "--grace-seconds", "1.5") for _ in range(2)]
         yield nodes[0], nodes[1]
     finally:
         for node in nodes:
@@ -248,7 +248,7 @@ async def test_delete_on_the_other_node_cancels_where_the_run_runs(
 async def test_a_reader_on_the_other_node_keeps_the_run_alive_past_the_grace_period(
     two_nodes: tuple[Node, Node], client: httpx.AsyncClient
 ) -> None:
-    a, b = two_nodes  # --grace 1.5
+    a, b = two_nodes  # --grace-seconds 1.5
     abandoned = 'agui_runs_ended_total{code="abandoned",terminal="RUN_ERROR"}'
     before = metric(a.metrics(), abandoned)
     async with client.stream("POST", a.url, content=body("grace-1", "hang"), headers=JSON) as r:

@@ -218,7 +218,7 @@ async def test_a_database_newer_than_the_code_is_refused(open_store: Opener) -> 
         conn = await asyncpg.connect(url)
         await conn.execute("INSERT INTO agui_thread_schema VALUES (99)")
         await conn.close()
-    with pytest.raises(ThreadSchemaError, match=r"schema version 99, newer than this agui-engine's [12]:"):
+    with pytest.raises(ThreadSchemaError, match=r"schema version 99, newer than this agui-engine's [23]:"):
         await open_store()
 
 
@@ -254,7 +254,8 @@ def test_record_json_stays_what_build_record_wrote() -> None:
 
 async def test_a_version_1_postgresql_database_is_migrated_to_version_2(postgres_url: str) -> None:
     """A database a version-1 node wrote (its tables and a thread) is migrated at open, under the
-    advisory lock, and its threads stay: keeping a run then goes through migration 2's function."""
+    advisory lock, and its threads stay: keeping a run then goes through migration 2's function,
+    and migration 3 indexes the titles with pg_trgm (Debian's package has it), the old one too."""
     import asyncpg
 
     from agui_engine.transports.postgres_threads import MIGRATIONS, SCHEMA_VERSION
@@ -270,13 +271,48 @@ async def test_a_version_1_postgresql_database_is_migrated_to_version_2(postgres
                        len(record("old", "r0")), record("old", "r0"))
     store = await open_thread_store(postgres_url)
     try:
-        assert await conn.fetchval("SELECT MAX(version) FROM agui_thread_schema") == SCHEMA_VERSION == 2
+        assert await conn.fetchval("SELECT MAX(version) FROM agui_thread_schema") == SCHEMA_VERSION == 3
         await store.keep_run("old", record("old", "r1", parent="r0"), T0 + 1)
         assert [r.run_id for r in decode_records((await store.thread_runs("old", T0 + 1)).records)] == ["r0", "r1"]
         assert (await store.list_threads("alice", limit=5, now=T0 + 1)).threads[0].title == "from version 1"
+        assert await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'agui_threads_title_trgm'") \
+            == "CREATE INDEX agui_threads_title_trgm ON public.agui_threads USING gin (title gin_trgm_ops)"
+        found = await store.list_threads("alice", limit=5, search="VERSION 1", now=T0 + 1)
+        assert [t.thread_id for t in found.threads] == ["old"]
     finally:
         await store.aclose()
         await conn.close()
+
+
+async def test_a_version_1_sqlite_file_gets_its_titles_indexed(tmp_path: Path) -> None:
+    """Migration 2 of the SQLite store: the titles of a version-1 file (written by its own
+    migration) are indexed (FTS5 trigram), and the index follows new threads, renames and
+    deletes; a search too short for trigrams, or holding LIKE's wildcards, is still exact."""
+    from agui_engine.transports.sqlite_threads import MIGRATIONS, SCHEMA_VERSION
+
+    path = tmp_path / "v1.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(f"BEGIN; {MIGRATIONS[0]}; PRAGMA user_version = 1; COMMIT;")
+    db.execute("INSERT INTO threads (thread_id, principal, title, created_at, updated_at, runs, latest_run_id) "
+               "VALUES ('old', 'alice', 'Trip to Kyoto 100%', ?, ?, 1, 'r0')", (int(T0 * 1000), int(T0 * 1000)))
+    db.close()
+    store = await open_thread_store(f"sqlite:{path}")
+    try:
+        assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+        await store.keep_run("new", record("new", "r1", text="kyoto_in winter"), T0 + 1)
+
+        async def search(text: str) -> list[str]:
+            return [t.thread_id for t in (await store.list_threads("alice", limit=9, search=text, now=T0 + 2)).threads]
+
+        assert await search("KYOTO") == ["new", "old"]
+        assert await search("yo") == ["new", "old"]  # two characters: a scan
+        assert await search("100%") == ["old"] and await search("o_i") == ["new"]  # wildcards, taken literally
+        assert await store.set_title("old", "Osaka")
+        assert await search("kyoto") == ["new"] and await search("osaka") == ["old"]
+        await store.delete_thread("new")
+        assert await search("kyoto") == []
+    finally:
+        await store.aclose()
 
 
 def test_serve_refuses_a_newer_store_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -288,7 +324,7 @@ def test_serve_refuses_a_newer_store_in_one_line(tmp_path: Path, capsys: pytest.
     db.close()
     assert main(["serve", "--port", "0", "--store", f"sqlite:{path}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "schema version 7, newer than this agui-engine's 1: upgrade agui-engine" in err[0], err
+    assert len(err) == 1 and "schema version 7, newer than this agui-engine's 2: upgrade agui-engine" in err[0], err
 
 
 async def test_a_locked_sqlite_file_is_a_503_never_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,9 @@ every mistake one line naming the file, the table and the key; a real ``serve`` 
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -12,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agui_engine.cli.agents_config import AgentConfig, parse_agents_config, read_agents_config
+from agui_engine.cli.agents_config import AGENT_KEYS, AgentConfig, parse_agents_config, read_agents_config
+from agui_engine.cli.serve import add_arguments
 from agui_engine.protocol.errors import UsageError
 
 #: starting ``serve`` (imports, the embedded agents) on a shared 2-core machine
@@ -20,7 +23,7 @@ SERVE_START_SECONDS = 60
 
 CONFIG = """
 [agents.weather]
-spec = "embedded"
+agent = "embedded"
 description = "The weather demo"
 
 [agents.booking]
@@ -37,6 +40,15 @@ def test_a_config_gives_one_agent_per_table() -> None:
     ]
 
 
+def test_each_key_that_a_serve_flag_also_sets_is_spelled_as_that_flag() -> None:
+    """One name a setting: ``agent = ...`` is ``--agent``, ``mcp_header_env`` is ``--mcp-header-env``;
+    only ``description`` (listed by /info) and ``principals`` (from the tokens file) have no flag."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", parser.format_help()))
+    assert {key for key in AGENT_KEYS if "--" + key.replace("_", "-") not in flags} == {"description", "principals"}
+
+
 def test_an_agent_table_fixes_or_leaves_the_a2ui_snapshot_mode() -> None:
     text = "[agents.a]\na2ui = true\na2ui_snapshots = true\n[agents.b]\na2ui = true\na2ui_snapshots = false\n"
     assert [c.a2ui_snapshots for c in parse_agents_config(text, "agents.toml")] == [True, False]
@@ -47,8 +59,8 @@ def test_an_agent_table_fixes_or_leaves_the_a2ui_snapshot_mode() -> None:
     ("", r"^agents.toml: no agents; add a table per agent"),
     ("port = 1\n[agents.a]\n", r"^agents.toml: unknown top-level key 'port'; put each agent in an \[agents.<id>\] table$"),
     ("[agents.a]\nspce = 'embedded'\n",
-     r"^agents.toml: \[agents.a\] key 'spce': unknown; the keys are a2ui, a2ui_snapshots, description, mcp, mcp_header_env, path, "
-     r"principals, spec, ui_spec$"),
+     r"^agents.toml: \[agents.a\] key 'spce': unknown; the keys are a2ui, a2ui_snapshots, agent, description, mcp, mcp_header_env, "
+     r"path, principals, ui_spec$"),
     ("[agents.a]\na2ui = 'yes'\n", r"^agents.toml: \[agents.a\] key 'a2ui': must be true or false$"),
     ("[agents.a]\na2ui = true\na2ui_snapshots = 'on'\n",
      r"^agents.toml: \[agents.a\] key 'a2ui_snapshots': must be true, false or \"auto\"$"),
@@ -57,7 +69,7 @@ def test_an_agent_table_fixes_or_leaves_the_a2ui_snapshot_mode() -> None:
     ("[agents.a]\nmcp = 'http://x/mcp'\n", r"^agents.toml: \[agents.a\] key 'mcp': must be a list of strings$"),
     ("[agents.a]\nprincipals = [1]\n", r"^agents.toml: \[agents.a\] key 'principals': must be a list of strings$"),
     ("[agents.a]\npath = 'a'\n", r"^agents.toml: \[agents.a\] key 'path': must start with '/', got 'a'$"),
-    ("[agents.a]\nspec = 'gpt-4o'\na2ui = true\n", r"^agents.toml: \[agents.a\] key 'a2ui': offered to the embedded agent"),
+    ("[agents.a]\nagent = 'gpt-4o'\na2ui = true\n", r"^agents.toml: \[agents.a\] key 'a2ui': offered to the embedded agent"),
     ("[agents.'a b']\n", r"^agents.toml: \[agents.a b\]: the id must be letters"),
     ("[agents]\na = 1\n", r"^agents.toml: \[agents.a\]: must be a table"),
     ("[agents.a]\n[agents.b]\npath = '/a'\n", r"^agents.toml: \[agents.a\] and \[agents.b\] are both at /a"),

@@ -14,6 +14,24 @@ from tests.agui_engine.genui.test_a2ui import fold
 from tests.transports.served import served
 
 
+def test_the_flags_that_set_a_servers_setting_are_named_as_its_field() -> None:
+    """One name a setting: ``--grace-seconds`` sets RegistryOptions.grace_seconds,
+    ``--keepalive-seconds`` ConnectionOptions.keepalive_seconds, and so on."""
+    from agui_engine.transports.registry_options import RegistryOptions
+    from agui_engine.transports.server_options import ConnectionOptions
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    fields = {"grace_seconds", "max_runs", "max_runs_per_client", "max_buffered_bytes", "keepalive_seconds",
+              "max_idle_connections", "max_idle_per_ip", "wire"}
+    assert fields <= set(RegistryOptions.__struct_fields__) | set(ConnectionOptions.__struct_fields__)
+    args = vars(parser.parse_args([]))
+    for field in fields:
+        flag = "--" + field.replace("_", "-")
+        assert flag in parser.format_help() and field in args, field
+        assert vars(parser.parse_args([flag, "7" if field != "wire" else "1"]))[field] in (7, 7.0, "1")
+
+
 def test_access_log_is_on_by_default_and_can_be_turned_off() -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
