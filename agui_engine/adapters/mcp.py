@@ -386,6 +386,7 @@ class MCPConnection:
             if time.monotonic() < self._retry_at:
                 raise MCPConnectionError(f"MCP server {self.server.source_id} is unavailable: {self._error}")
             ready: asyncio.Future[ClientSession] = loop.create_future()
+            ready.add_done_callback(_retrieved)  # the opener may have stopped waiting (its timeout)
             self._exited = None
             self._closing = asyncio.Event()
             self._broken = loop.create_future()
@@ -696,6 +697,14 @@ _PARSE_ERROR: Final = -32700
 _UNPARSED_ANSWER: Final = "Failed to parse JSON response"
 
 
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark ``future``'s exception retrieved: the background task sets one on the session's
+    ``ready`` future after the opener gave up on it (its connect timeout), and asyncio would log
+    that nobody read it, a spurious ERROR line."""
+    if not future.cancelled():
+        future.exception()
+
+
 def _describe(exc: BaseException) -> str:
     """One line about a transport failure, without anything a request carried (headers)."""
     inner: BaseException = exc
@@ -863,12 +872,14 @@ async def _stdio_transport(server: MCPServer, on_too_large: Any, on_exit: Any) -
 async def _reap(process: asyncio.subprocess.Process) -> None:
     """End ``process`` (stdin closed, then SIGTERM, then SIGKILL, :data:`MCP_STDIO_EXIT_SECONDS`
     apart), wait for it even when cancelled, and read its stdout to the end (a pipe left with
-    data keeps the transport open past the event loop)."""
+    data keeps the transport open past the event loop). After SIGKILL the wait has no bound:
+    the process cannot refuse to die, and one given up on would stay a zombie of this process
+    (a busy machine can take seconds to schedule its exit)."""
     if process.stdin is not None:
         with contextlib.suppress(Exception):
             process.stdin.close()
     try:
-        for signal_it in (None, process.terminate, process.kill):
+        for signal_it in (None, process.terminate):
             if process.returncode is not None:
                 break
             if signal_it is not None:
@@ -876,6 +887,10 @@ async def _reap(process: asyncio.subprocess.Process) -> None:
                     signal_it()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(process.wait()), MCP_STDIO_EXIT_SECONDS)
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await asyncio.shield(process.wait())
     except asyncio.CancelledError:
         with contextlib.suppress(ProcessLookupError):
             process.kill()

@@ -4,7 +4,10 @@
 ``stdio:command args...`` a subprocess; ``id=`` before any of them names it.
 ``--mcp-header-env [ID:]NAME=ENVVAR`` (repeatable) sends the header ``NAME`` with the value of the
 environment variable ``ENVVAR`` to the HTTP server ``ID`` (to every HTTP server without ``ID:``): a
-token never shows in ``ps``, and it joins the log's secrets. The embedded
+token never shows in ``ps``, and it joins the log's secrets. ``--mcp-connect-timeout SECONDS``
+gives every server that long to answer ``initialize`` (default ``MCP_CONNECT_TIMEOUT_SECONDS``): a
+stdio server that starts slowly (``npx`` fetching its package, a busy machine) is waited for at
+start-up instead of being served without. The embedded
 agent (an ``LLMAgent``) and an ``AgentLoop`` take the servers as they are; any other agent
 is wrapped in an ``AgentLoop`` that offers their tools as client tools and runs them.
 """
@@ -21,7 +24,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from agui_engine.adapters.mcp import MCPServer, mcp_connections
+from agui_engine.adapters.mcp import MCP_CONNECT_TIMEOUT_SECONDS, MCPServer, mcp_connections
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.loops.llm_agent import LLMAgent
 from agui_engine.loops.tool_sources import check_tool_sources
@@ -40,6 +43,10 @@ def add_mcp_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mcp-header-env", action="append", default=[], metavar="[ID:]NAME=ENVVAR",
                         help="send the header NAME, its value read from the environment variable ENVVAR, to the "
                              "HTTP --mcp server ID (every HTTP one without ID:); repeatable (default: none)")
+    parser.add_argument("--mcp-connect-timeout", type=float, default=MCP_CONNECT_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="seconds each --mcp server gets to start (a stdio one) and answer initialize and "
+                             "tools/list, at start-up and at each reconnection; a server that exits or refuses "
+                             f"fails at once (default: {MCP_CONNECT_TIMEOUT_SECONDS:g})")
 
 
 def require_mcp_sdk() -> None:
@@ -50,13 +57,17 @@ def require_mcp_sdk() -> None:
         raise UsageError("--mcp needs the MCP SDK: pip install 'agui-engine[mcp]'")
 
 
-def mcp_servers(specs: Sequence[str], header_envs: Sequence[str] = ()) -> list[MCPServer]:
-    """The servers of ``--mcp`` specs with the headers of ``--mcp-header-env`` entries; raises
-    UsageError (one line) for a bad spec, two with one id, a header entry that is malformed,
-    names no HTTP server or an unset variable, or any spec while the SDK is not installed."""
+def mcp_servers(specs: Sequence[str], header_envs: Sequence[str] = (),
+                connect_timeout: float = MCP_CONNECT_TIMEOUT_SECONDS) -> list[MCPServer]:
+    """The servers of ``--mcp`` specs with the headers of ``--mcp-header-env`` entries and the
+    ``connect_timeout`` of ``--mcp-connect-timeout``; raises UsageError (one line) for a bad spec,
+    two with one id, a header entry that is malformed, names no HTTP server or an unset variable,
+    a timeout that is not a positive number, or any spec while the SDK is not installed."""
+    if not connect_timeout > 0 or connect_timeout == float("inf"):
+        raise UsageError(f"--mcp-connect-timeout {connect_timeout:g}: write a positive number of seconds")
     if specs:
         require_mcp_sdk()
-    servers = [MCPServer.parse(spec) for spec in specs]
+    servers = [msgspec.structs.replace(MCPServer.parse(spec), connect_timeout=connect_timeout) for spec in specs]
     check_tool_sources(servers)
     for entry in header_envs:
         match = re.fullmatch(r"(?:([A-Za-z0-9_-]+):)?([!#$%&'*+.^_`|~0-9A-Za-z-]+)=([A-Za-z_][A-Za-z0-9_]*)", entry)

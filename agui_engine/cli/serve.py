@@ -253,13 +253,13 @@ def run(args: argparse.Namespace) -> int:
     with route_console() as stdout:
         agent: object
         if configs is not None:
-            agent, servers = _config_agents(configs, pace, secrets)
+            agent, servers = _config_agents(configs, pace, secrets, args.mcp_connect_timeout)
         else:
             one = (embedded_agent(pace, ui_spec=args.ui_spec, a2ui=a2ui_choice(args),
                                   a2ui_snapshots=a2ui_snapshots_choice(args))
                    if args.ui_spec or args.a2ui
                    else agent_from_spec(args.agent, pace_seconds=pace))
-            servers = mcp_servers(args.mcp, args.mcp_header_env)
+            servers = mcp_servers(args.mcp, args.mcp_header_env, args.mcp_connect_timeout)
             _mcp_secrets(servers, secrets)
             agent = with_mcp(one, servers)
         flush = None
@@ -303,9 +303,10 @@ def _mcp_secrets(servers: Sequence[MCPServer], secrets: SecretFilter) -> None:
 
 
 def _config_agents(
-    configs: Sequence[AgentConfig], pace: float, secrets: SecretFilter
+    configs: Sequence[AgentConfig], pace: float, secrets: SecretFilter, connect_timeout: float
 ) -> tuple[dict[str, ServedAgent], list[MCPServer]]:
-    """Each configured agent built as its flags would build it, and every MCP server they use."""
+    """Each configured agent built as its flags would build it, and every MCP server they use
+    (each given ``connect_timeout``, ``--mcp-connect-timeout``)."""
     from agui_engine.transports.agents_app import ServedAgent
 
     from .agent_spec import agent_from_spec, embedded_agent
@@ -318,7 +319,7 @@ def _config_agents(
             agent = (embedded_agent(pace, ui_spec=config.ui_spec, a2ui=config.a2ui,
                                     a2ui_snapshots=config.a2ui_snapshots) if config.ui_spec or config.a2ui
                      else agent_from_spec(config.agent, pace_seconds=pace))
-            servers = mcp_servers(config.mcp, config.mcp_header_env)
+            servers = mcp_servers(config.mcp, config.mcp_header_env, connect_timeout)
         except UsageError as exc:
             raise UsageError(f"--config {where}: {exc}") from None
         _mcp_secrets(servers, secrets)

@@ -25,8 +25,16 @@ from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVER_MODULE = "tests.adapters.mcp_servers"
-
-
+#: ``--mcp-connect-timeout`` for every ``serve --mcp`` here: ``serve`` prints ``serving on`` only
+#: after each server answered ``initialize`` (or failed), so the tests read ``/readyz`` and the
+#: children at that line. The adapter's default (10 s) is less than a Python MCP server takes to
+#: start on a machine at load 11+ (importing the SDK alone took 6 s), and a server not started in
+#: time is served without; this bounds only a server that hangs while alive (one that exits, or a
+#: refused port, fails at once).
+MCP_START = ("--mcp-connect-timeout", "300")
+#: Seconds a test that starts ``serve`` and Python MCP servers (each process importing the SDK,
+#: several seconds apiece on a busy machine) may take, instead of the suite's 60.
+SLOW_START_TIMEOUT = 240
 
 
 def test_specs_become_servers_and_one_id_twice_is_refused() -> None:
@@ -34,6 +42,15 @@ def test_specs_become_servers_and_one_id_twice_is_refused() -> None:
     assert [(s.source_id, s.transport) for s in servers] == [("a", "http"), ("x_y", "stdio")]
     with pytest.raises(UsageError, match="distinct server_id"):
         mcp_servers(["a=http://h/mcp", "a=http://g/mcp"])
+
+
+def test_the_connect_timeout_flag_reaches_every_server_and_must_be_positive() -> None:
+    servers = mcp_servers(["a=http://h/mcp", "stdio:python3 -m x.y"], connect_timeout=120.0)
+    assert [s.connect_timeout for s in servers] == [120.0, 120.0]
+    assert [s.connect_timeout for s in mcp_servers(["a=http://h/mcp"])] == [10.0]  # MCP_CONNECT_TIMEOUT_SECONDS
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--mcp-connect-timeout .*positive number of seconds"):
+            mcp_servers(["a=http://h/mcp"], connect_timeout=bad)
 
 
 def test_header_env_entries_add_headers_to_the_http_servers(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,11 +83,12 @@ def test_with_mcp_adds_to_an_llm_agent_or_a_loop_and_wraps_anything_else() -> No
         with_mcp(agent, [server])
 
 
+@pytest.mark.timeout(SLOW_START_TIMEOUT)
 def test_serve_mcp_shows_the_servers_in_readyz_and_reaps_stdio_on_shutdown() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     gone = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect",
+        [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect", *MCP_START,
          "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio",
          "--mcp", f"gone=http://127.0.0.1:{gone}/mcp"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -115,6 +133,7 @@ def test_serve_rejects_a_bad_mcp_spec_in_one_line() -> None:
     assert out.stderr.strip().count("\n") == 0 and "--mcp 'nope'" in out.stderr
 
 
+@pytest.mark.timeout(SLOW_START_TIMEOUT)
 def test_serve_sends_a_header_from_the_environment_and_never_logs_it() -> None:
     token = "Bearer e2e-sekret-5f1d"
     port = free_port()
@@ -127,7 +146,7 @@ def test_serve_sends_a_header_from_the_environment_and_never_logs_it() -> None:
         _wait_listening(port, mcp)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_E2E_TOKEN": token}
         serve = subprocess.Popen(
-            [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect", "--log-level", "debug",
+            [sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--no-inspect", *MCP_START, "--log-level", "debug",
              "--agent", "py:tests.agui_engine.cli.mcp_agent:agent", "--mcp", f"remote=http://127.0.0.1:{port}/mcp",
              "--mcp-header-env", "remote:Authorization=MCP_E2E_TOKEN"],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -160,7 +179,7 @@ def test_serve_sends_a_header_from_the_environment_and_never_logs_it() -> None:
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
     import time
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # generous: the server imports the SDK first (seconds on a busy machine)
     while time.monotonic() < deadline:
         assert proc.poll() is None
         with socket.socket() as s:
@@ -200,6 +219,7 @@ def _children(pid: int) -> list[int]:
     return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == pid]
 
 
+@pytest.mark.timeout(SLOW_START_TIMEOUT)
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm(transport: str) -> None:
     # the command line of the issue: a remote AG-UI agent (another agui-engine serve, knowing no MCP
@@ -217,7 +237,7 @@ def test_serve_gives_a_remote_agent_the_mcp_tools_and_reaps_stdio_on_sigterm(tra
     remote, remote_url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:remote")
     gateway: subprocess.Popen[str] | None = None
     try:
-        gateway, url, _ = _serving("--agent", remote_url, "--mcp", spec)
+        gateway, url, _ = _serving("--agent", remote_url, *MCP_START, "--mcp", spec)
         children = _children(gateway.pid)
         assert bool(children) is (transport == "stdio")  # the stdio MCP server
         events = _post_run(url)
@@ -295,11 +315,12 @@ def test_the_package_and_serve_without_mcp_never_import_the_sdk() -> None:
     assert "after import: []" in log and "mcp imports: []" in log, log
 
 
+@pytest.mark.timeout(SLOW_START_TIMEOUT)
 def test_serve_stops_with_a_call_in_flight_and_reaps_the_stdio_server() -> None:
     # SIGTERM while the MCP tool `slow` hangs: the run ends (its client's stream is closed, not left
     # hanging), serve exits 0 and the stdio server's process is gone
     gateway, url, _ = _serving("--agent", "py:tests.agui_engine.cli.mcp_agent:hanging", "--drain", "1",
-                               "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio")
+                               *MCP_START, "--mcp", f"local=stdio:{sys.executable} -m {SERVER_MODULE} stdio")
     try:
         children = _children(gateway.pid)
         assert children
