@@ -33,6 +33,8 @@ from agui_engine.adapters.mcp import MCPServer
 from agui_engine.protocol.errors import UsageError
 from agui_engine.protocol.wire import WIRE_CHOICES
 from agui_engine.transports.connection_gate import MAX_IDLE_CONNECTIONS, MAX_IDLE_CONNECTIONS_PER_IP
+from agui_engine.transports.event_loop import LOOP_CHOICES, resolve_loop
+from agui_engine.transports.event_loop import run as run_loop
 from agui_engine.transports.eventlog import EventLog
 from agui_engine.transports.history import ThreadStore
 from agui_engine.transports.registry_options import (
@@ -115,6 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (0: a free one)")
     parser.add_argument("--path", default="/", help="HTTP path of the SSE endpoint")
+    parser.add_argument("--loop", choices=LOOP_CHOICES, default="auto",
+                        help="the event loop: auto = uvloop when it is installed (pip install 'agui-engine[fast]': "
+                             "about a third of asyncio's CPU per loop pass, spec/benchmarks.md), else asyncio's own")
     parser.add_argument("--agent", default="embedded", metavar="SPEC",
                         help="the agent to serve: " + spec_help())
     parser.add_argument("--pace", type=seconds, default=None, metavar="SECONDS",
@@ -263,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
 
             flush = configure_otel()
         try:
-            return asyncio.run(_serve_mcp(agent, args, token, reload, stdout, servers))
+            return run_loop(_serve_mcp(agent, args, token, reload, stdout, servers), args.loop)
         except KeyboardInterrupt:
             return 0
         finally:
@@ -506,7 +511,8 @@ async def _serve_with(
         "the event log" if store is None else f"sqlite:{store.path}" if hasattr(store, "path")
         else getattr(store, "label", "a durable store"))
     logging.getLogger("agui_engine.transports").info(
-        "agui-engine serving %s on %s%s (threads kept in %s)", served, url, " (bearer auth)" if token else "", kept
+        "agui-engine serving %s on %s%s (threads kept in %s; %s event loop)", served, url,
+        " (bearer auth)" if token else "", kept, resolve_loop(args.loop),
     )
     print(f"serving on {url}", file=sys.stderr, flush=True)
     await stop.wait()

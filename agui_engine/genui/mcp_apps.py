@@ -428,7 +428,7 @@ class ShownApps:
     def __len__(self) -> int:
         return len(self._shown)
 
-    def note(self, principal: str | None, event: Event) -> None:
+    def note(self, principal: str | None, event: object) -> None:
         """Record the app ``event`` shows ``principal``, if it is an app's announcement or
         ``mcp-apps`` activity naming a ``ui://`` resource of a known server; else nothing."""
         if isinstance(event, CustomEvent):

@@ -68,7 +68,18 @@ from .codec import (
     deliver_or_defer,
 )
 from .errors import LimitExceededError, UsageError
-from .events import EVENT_CLASSES, AnyEvent, EventType, UnknownEvent
+from .events import (
+    EVENT_CLASSES,
+    AddOperation,
+    AnyEvent,
+    CopyOperation,
+    EventType,
+    MoveOperation,
+    RemoveOperation,
+    ReplaceOperation,
+    TestOperation,
+    UnknownEvent,
+)
 
 __all__ = [
     "MAX_PROTO_DEPTH",
@@ -219,8 +230,8 @@ def _ld(tag: bytes, payload: bytes) -> bytes:
 
 def _js_keys(obj: dict[str, Any]) -> list[str] | Any:
     """The keys in JavaScript's property order: array-index keys first, ascending."""
-    index_keys = [k for k in obj if k[:1].isdigit() and k.isdigit() and (k == "0" or k[0] != "0")
-                  and int(k) < 4294967295]
+    index_keys = [k for k in obj if k[:1].isdigit() and k.isascii() and k.isdigit() and (k == "0" or k[0] != "0")
+                  and int(k) < 4294967295]  # ASCII: "²" is a digit to str.isdigit, not an index to JavaScript
     if not index_keys:
         return obj
     index_keys.sort(key=int)
@@ -471,12 +482,17 @@ _FLAT: Final[dict[type[Any], Any]] = {
 }
 
 
+def _base_event(event: Any, base: bytes) -> list[bytes]:
+    """The parts of an event's ``baseEvent`` field: its type bytes (``base``) and its timestamp."""
+    if event.timestamp is not None:
+        base += b"\x10" + _varint(event.timestamp)
+    return [b"\x0a", _SMALL[len(base)], base]
+
+
 def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, bool, bool], ...]]) -> bytes:
     """The same bytes as the table walk, from the attributes (no dict built): the hot path."""
     arm_tag, base, fields = plan
-    if event.timestamp is not None:
-        base += b"\x10" + _varint(event.timestamp)
-    parts = [b"\x0a", _SMALL[len(base)], base]
+    parts = _base_event(event, base)
     for attr, tag, implicit, is_bool in fields:
         v = getattr(event, attr)
         if v is None or (implicit and not v):
@@ -487,6 +503,110 @@ def _encode_flat(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, b
             data = v.encode()
             n = len(data)
             parts += (tag, _SMALL[n] if n < 0x80 else _varint(n), data)
+    return _ld(arm_tag, b"".join(parts))
+
+
+# field modes of an attribute plan
+_A_STR, _A_BOOL, _A_VALUE, _A_OPTIONAL_VALUE, _A_STRUCT, _A_OPS = range(6)
+
+
+def _attr_plan(cls: type[Any]) -> tuple[bytes, bytes, tuple[tuple[str, bytes, int, bool], ...]] | None:
+    """For an event (not in :data:`_FLAT`) whose message holds strings, bools, free JSON
+    (``Value`` / ``Struct``) and JSON Patch operations, read as they are from its attributes --
+    state, activity, custom and raw events: its arm tag, its baseEvent type bytes and
+    ``(attribute, tag, mode, implicit)`` per field in write order; None for the others (those the
+    mapping rewrites: run, message and subagent events, and a field whose default is not None)."""
+    if cls in _FLAT:
+        return None
+    kind = cls.type.value
+    arm_tag, name = _ARMS[kind]
+    attrs = dict(zip(cls.__struct_encode_fields__, cls.__struct_fields__))
+    defaults = dict(zip(cls.__struct_fields__[len(cls.__struct_fields__) - len(cls.__struct_defaults__):],
+                        cls.__struct_defaults__))
+    plan = []
+    for f in _SCHEMA[name]:
+        if f.key == "baseEvent":
+            continue
+        attr = attrs.get(f.key)
+        if attr is None:
+            return None
+        default = defaults.get(attr, msgspec.NODEFAULT)
+        if f.label == _REPEATED:
+            if f.child != "JsonPatchOperation":
+                return None
+            mode = _A_OPS
+        elif f.kind == _STR or f.kind == _BOOL:
+            mode = _A_STR if f.kind == _STR else _A_BOOL
+        elif f.kind == _VALUE and default is msgspec.NODEFAULT:
+            mode = _A_VALUE  # always present: ``null`` is written
+        elif f.kind == _VALUE and default is None:
+            mode = _A_OPTIONAL_VALUE  # omitted when None (the event's omit_defaults)
+        elif f.kind == _STRUCT:
+            mode = _A_STRUCT
+        else:
+            return None
+        if f.kind not in (_STR, _BOOL) and not cls.__struct_config__.omit_defaults and default is not msgspec.NODEFAULT:
+            return None
+        plan.append((attr, f.tag, mode, f.label == _IMPLICIT))
+    if set(cls.__struct_fields__) - {p[0] for p in plan} - {"timestamp", "raw_event", "metadata"}:
+        return None
+    number = _EVENT_TYPES[kind]
+    return arm_tag, b"\x08" + _varint(number) if number else b"", tuple(plan)
+
+
+_ATTRS: Final[dict[type[Any], Any]] = {
+    cls: attr_plan for cls in EVENT_CLASSES.values() if (attr_plan := _attr_plan(cls)) is not None
+}
+#: JSON Patch operation class -> its ``op`` field's bytes (``add`` is 0, proto3's default: none)
+_OP_HEADS: Final[dict[type[Any], bytes]] = {
+    cls: b"\x08" + _varint(_OPS[name]) if _OPS[name] else b""
+    for cls, name in ((AddOperation, "ADD"), (RemoveOperation, "REMOVE"), (ReplaceOperation, "REPLACE"),
+                      (MoveOperation, "MOVE"), (CopyOperation, "COPY"), (TestOperation, "TEST"))
+}
+
+
+def _enc_op(op: Any) -> bytes:
+    """One JSON Patch operation as its ``JsonPatchOperation`` message (the table walk's bytes)."""
+    parts = [_OP_HEADS[op.__class__]]  # KeyError: not an operation Struct (the general path says)
+    path = op.path.encode()
+    if path:
+        parts += (b"\x12", _varint(len(path)), path)
+    source = getattr(op, "from_", None)
+    if source is not None:
+        data = source.encode()
+        parts += (b"\x1a", _varint(len(data)), data)
+    if op.__class__ is not RemoveOperation and op.__class__ is not MoveOperation and op.__class__ is not CopyOperation:
+        parts.append(_ld(b"\x22", _enc_value(op.value)))
+    return b"".join(parts)
+
+
+def _encode_attrs(event: Any, plan: tuple[bytes, bytes, tuple[tuple[str, bytes, int, bool], ...]]) -> bytes:
+    """The table walk's bytes for an :data:`_ATTRS` event, from its attributes (no dict built).
+    Raises (UsageError, KeyError, AttributeError, TypeError, UnicodeEncodeError, RecursionError)
+    for what it does not write; the caller then takes the general path."""
+    arm_tag, base, fields = plan
+    parts = _base_event(event, base)
+    for attr, tag, mode, implicit in fields:
+        v = getattr(event, attr)
+        if mode == _A_STR:
+            if v is None or (implicit and not v):
+                continue
+            data = v.encode()
+            parts += (tag, _varint(len(data)), data)
+        elif mode == _A_BOOL:
+            if v is None or (implicit and not v):
+                continue
+            parts.append(tag + (b"\x01" if v else b"\x00"))
+        elif mode == _A_OPS:
+            parts += [_ld(tag, _enc_op(op)) for op in v]
+        elif mode == _A_STRUCT:
+            if v is None:
+                continue
+            if type(v) is not dict:
+                raise TypeError("not a dict")
+            parts.append(_ld(tag, _enc_struct(v)))
+        elif v is not None or mode == _A_VALUE:
+            parts.append(_ld(tag, _enc_value(v)))
     return _ld(arm_tag, b"".join(parts))
 
 
@@ -587,6 +707,12 @@ def _encode_message(event: AnyEvent) -> bytes:
             return _encode_flat(event, plan)
         except (AttributeError, TypeError, UnicodeEncodeError):
             pass  # a wrong-typed value: the general path reports it
+    plan = _ATTRS.get(type(event))
+    if plan is not None and event.raw_event is None and event.metadata is None:  # type: ignore[union-attr]
+        try:
+            return _encode_attrs(event, plan)
+        except (UsageError, KeyError, AttributeError, TypeError, UnicodeEncodeError, RecursionError):
+            pass  # a value it does not write as it is: the general path converts it or reports it
     kind, obj = _wire_event(event)
     tag, name = _ARMS[kind]
     try:

@@ -28,12 +28,21 @@ the ``ui://`` resources of those apps, and their servers' tools.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from functools import partial
 
-from agui_engine.genui.mcp_apps import McpAppsProxy, ShownApps, is_proxied, proxied_request
+from agui_engine.genui.mcp_apps import (
+    MCP_APP_ANNOUNCE_EVENT,
+    MCP_APPS_ACTIVITY_TYPE,
+    McpAppsProxy,
+    ShownApps,
+    is_proxied,
+    proxied_request,
+)
 from agui_engine.loops.agent_loop import AgentLoop
 from agui_engine.protocol.agent import Agent
+from agui_engine.protocol.codec import decode_event
+from agui_engine.protocol.errors import AguiEngineError
 from agui_engine.protocol.events import ActivitySnapshotEvent, CustomEvent, Event, RunAgentInput
 
 from .retrying_client import RemoteClientBase
@@ -43,6 +52,9 @@ __all__ = ["APP_EVENTS", "AgentHost", "serving_agent"]
 
 #: The event classes that may show a principal an MCP app (:meth:`AgentHost.saw` wants them).
 APP_EVENTS: frozenset[type] = frozenset({ActivitySnapshotEvent, CustomEvent})
+# What an encoded app event contains (the codec writes compact JSON): the cheap test before a decode.
+_ACTIVITY_MARK = f'"activityType":"{MCP_APPS_ACTIVITY_TYPE}"'.encode()
+_ANNOUNCE_MARK = f'"name":"{MCP_APP_ANNOUNCE_EVENT}"'.encode()
 
 
 def serving_agent(agent: Agent) -> Agent:
@@ -80,6 +92,17 @@ class AgentHost:
         """An event of ``principal``'s run went out (one of :data:`APP_EVENTS`; any other is
         ignored): the app it announces or shows is now theirs to reach."""
         self.shown.note(principal, event)
+
+    def saw_kept(self, principal: str | None, payloads: Iterable[bytes]) -> None:
+        """``principal`` read these kept events of a thread (encoded as served): the apps among
+        them are theirs to reach again, as on the node that ran them before a restart."""
+        for payload in payloads:
+            if _ACTIVITY_MARK in payload or _ANNOUNCE_MARK in payload:
+                try:
+                    event = decode_event(payload)
+                except AguiEngineError:  # not an event this codec reads: no app of it is shown
+                    continue
+                self.shown.note(principal, event)
 
     def verifies(self, input: RunAgentInput) -> bool:
         """Whether the stream :meth:`run` returns for ``input`` is verified already: the agent

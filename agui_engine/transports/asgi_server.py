@@ -40,7 +40,7 @@ import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
-from typing import Any, Unpack
+from typing import Any, Unpack, overload
 from urllib.parse import parse_qsl
 
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -59,14 +59,17 @@ from .http_gateway import (
     StreamStart,
     UnreadableRequestError,
     build_gateway,
+    check_keywords,
     error_answer,
     route,
 )
 from .input_errors import MethodNotAllowedError, RouteNotFoundError
 from .inspector import FrontendFiles, verify_answer
 from .runs import RunRegistry
+from .runtime_routes import DEFAULT_AGENT_ID, RuntimeAgent, RuntimeRouter
+from .served_agents import ServedAgent, health, plan_agents, readiness
 
-__all__ = ["AsgiGateway", "PRINCIPAL_SCOPE_KEY", "create_asgi_app"]
+__all__ = ["AsgiAgents", "AsgiGateway", "PRINCIPAL_SCOPE_KEY", "create_asgi_app"]
 
 _log = logging.getLogger("agui_engine.transports")
 _access_logger = logging.getLogger("agui_engine.access")
@@ -121,6 +124,9 @@ class AsgiGateway:
         self.registry: RunRegistry = core.registry
         self.files = files
         self.access_log = access_log
+        #: CopilotKit's runtime routes (``/info``, ``/agent/default/run|connect|stop``); the root is
+        #: also its single endpoint (runtime_routes.RuntimeRouter, shared with aiohttp).
+        self.runtime = RuntimeRouter({DEFAULT_AGENT_ID: RuntimeAgent(core)})
         self._closed = False
 
     async def drain(self, timeout: float) -> None:
@@ -140,80 +146,38 @@ class AsgiGateway:
         if kind == "http":
             await self.handle(scope, receive, send, _route_path(scope))
         elif kind == "lifespan":
-            await self._lifespan(receive, send)
+            await _lifespan(receive, send, self.close)
         elif kind == "websocket":
             await send({"type": "websocket.close", "code": 1000})
 
-    async def _lifespan(self, receive: _Receive, send: _Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                try:
-                    await self.close()
-                except Exception as exc:  # noqa: BLE001 - the server reports it
-                    await send({"type": "lifespan.shutdown.failed", "message": f"{type(exc).__name__}: {exc}"})
-                    return
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
     async def handle(self, scope: _Scope, receive: _Receive, send: _Send, subpath: str) -> None:
         """Answer one HTTP request for ``subpath`` (the path below the gateway's root)."""
-        start = time.perf_counter()
-        CURRENT_RUN_ID.set(None)
-        status = 500
-        try:
-            status = await self._dispatch(scope, receive, send, subpath)
-        except (asyncio.CancelledError, _ClientGone):
-            status = STATUS_CLIENT_CLOSED
-            raise
-        finally:
-            if self.access_log:
-                _access_logger.info("%s %s %s %d run=%s %.1fms", _peer(scope), scope.get("method"), scope.get("path"),
-                                    status, CURRENT_RUN_ID.get() or "-", (time.perf_counter() - start) * 1000.0)
+        await _logged(scope, lambda: self._dispatch(scope, receive, send, subpath), self.access_log)
 
     async def _dispatch(self, scope: _Scope, receive: _Receive, send: _Send, subpath: str) -> int:
         core = self.core
-        method = scope.get("method", "GET")
-        headers = _headers(scope)
-        query = dict(parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True))
-        length = headers.get("Content-Length")
-
-        encoding = headers.get("Content-Encoding", "identity")
-
-        async def raw() -> AsyncIterator[bytes]:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _ClientGone("the client went away while sending its request")
-                body = message.get("body") or b""
-                if body:
-                    yield body
-                if not message.get("more_body"):
-                    return
-
-        def chunks() -> AsyncIterator[bytes]:
-            return _decoded(raw(), encoding)
-
-        auth = scope.get(PRINCIPAL_SCOPE_KEY)
-        req = GatewayRequest(
-            method, scope.get("path") or subpath, headers, query,
-            content_length=int(length) if length is not None and length.isdigit() else None,
-            peer=_peer(scope), chunks=chunks,
-            principal=auth.get("principal") if isinstance(auth, Mapping) else None,
-            authenticated=isinstance(auth, Mapping),
-        )
+        req = _gateway_request(scope, receive, subpath)
+        method, headers = req.method, req.headers
         extra = core.cors_headers(headers.get("Origin")) if core.cors else {}
-        head = method == "HEAD"
         key = subpath.rstrip("/") if subpath not in ("", "/") else ""
-        found = route(method, key, cors=core.cors)
+        runtime = self.runtime.route(method, key)
+        found = route(method, key, cors=core.cors) if runtime is None else None
         answer: Answer | StreamStart
-        if found is None:
+        if runtime is not None:
+            _, answer = await self.runtime.answer(runtime, req)
+        elif found == ("post", None):  # the root is also CopilotKit's single endpoint
+            _, answer = await self.runtime.post(core, req)
+        elif found is None:
             answer = error_answer(RouteNotFoundError(f"{method} {req.path}: nothing is served here"), core.metrics)
         else:
             name, param = found
             answer = await self._answer(name, param, req, headers, key)
+        return await self.write(receive, send, answer, extra, head=method == "HEAD")
+
+    async def write(self, receive: _Receive, send: _Send, answer: Answer | StreamStart, extra: Mapping[str, str], *,
+                    head: bool = False) -> int:
+        """Send ``answer`` (a stream through this gateway's ``pump``) with the ``extra`` headers;
+        the access log's status."""
         if isinstance(answer, StreamStart):
             if head:
                 answer.sub.close()
@@ -267,6 +231,8 @@ class AsgiGateway:
                 async with asyncio.timeout(send_timeout):
                     await send({"type": "http.response.body", "body": data, "more_body": True})
 
+            if stream.prefix:  # frames before the run's (CopilotKit's connect: the thread's history)
+                await write(stream.prefix)
             pump = asyncio.ensure_future(self.core.pump(stream, write))
             watch = asyncio.ensure_future(_disconnected(receive))
             await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -292,6 +258,70 @@ class AsgiGateway:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
             sub.close()
+
+
+async def _lifespan(receive: _Receive, send: _Send, close: Callable[[], Awaitable[None]]) -> None:
+    """The ASGI lifespan: startup at once; at shutdown ``close()`` (its failure reported)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            try:
+                await close()
+            except Exception as exc:  # noqa: BLE001 - the server reports it
+                await send({"type": "lifespan.shutdown.failed", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _logged(scope: _Scope, dispatch: Callable[[], Awaitable[int]], access_log: bool) -> None:
+    """Run ``dispatch`` (which answers the request and says its status) and log one access line."""
+    start = time.perf_counter()
+    CURRENT_RUN_ID.set(None)
+    status = 500
+    try:
+        status = await dispatch()
+    except (asyncio.CancelledError, _ClientGone):
+        status = STATUS_CLIENT_CLOSED
+        raise
+    finally:
+        if access_log:
+            _access_logger.info("%s %s %s %d run=%s %.1fms", _peer(scope), scope.get("method"), scope.get("path"),
+                                status, CURRENT_RUN_ID.get() or "-", (time.perf_counter() - start) * 1000.0)
+
+
+def _gateway_request(scope: _Scope, receive: _Receive, subpath: str) -> GatewayRequest:
+    """The ASGI request as the gateway reads it (its body read from ``receive`` on demand)."""
+    method = scope.get("method", "GET")
+    headers = _headers(scope)
+    query = dict(parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True))
+    length = headers.get("Content-Length")
+    encoding = headers.get("Content-Encoding", "identity")
+
+    async def raw() -> AsyncIterator[bytes]:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _ClientGone("the client went away while sending its request")
+            body = message.get("body") or b""
+            if body:
+                yield body
+            if not message.get("more_body"):
+                return
+
+    def chunks() -> AsyncIterator[bytes]:
+        return _decoded(raw(), encoding)
+
+    auth = scope.get(PRINCIPAL_SCOPE_KEY)
+    return GatewayRequest(
+        method, scope.get("path") or subpath, headers, query,
+        content_length=int(length) if length is not None and length.isdigit() else None,
+        peer=_peer(scope), chunks=chunks,
+        principal=auth.get("principal") if isinstance(auth, Mapping) else None,
+        authenticated=isinstance(auth, Mapping),
+    )
 
 
 async def _decoded(body: AsyncIterator[bytes], encoding: str) -> AsyncIterator[bytes]:
@@ -330,9 +360,86 @@ async def _disconnected(receive: _Receive) -> None:
             return
 
 
-def create_asgi_app(agent: Agent | AgentFunction | None = None, **options: Unpack[AppKeywords]) -> AsgiGateway:
+class AsgiAgents:
+    """Several agents as one ASGI application (``create_asgi_app({id: agent, ...})``): each agent is
+    the one-agent :class:`AsgiGateway` at its path (``/<id>`` by default: every route of it there),
+    and the root answers ``GET /healthz``, ``GET /readyz`` (every agent's) and CopilotKit's runtime
+    routes for every agent by id (``/info``, ``/agent/<id>/run|connect|stop/<threadId>``, the single
+    endpoint ``POST /``), as the aiohttp gateway does (the same :class:`~transports.served_agents`
+    table and :class:`~transports.runtime_routes.RuntimeRouter`). ``gateways``: id -> the agent's
+    gateway; ``registries``: id -> its registry (``registry``: the first's); :meth:`drain`,
+    :meth:`close` apply to every agent."""
+
+    def __init__(self, places: Mapping[str, tuple[str, AsgiGateway]], descriptions: Mapping[str, str], *,
+                 access_log: bool = True) -> None:
+        self.gateways = {agent_id: gateway for agent_id, (_, gateway) in places.items()}
+        self.registries = {agent_id: gateway.registry for agent_id, gateway in self.gateways.items()}
+        first = next(iter(self.gateways.values()))
+        self.registry: RunRegistry = first.registry
+        self.access_log = access_log
+        self._places = sorted(((prefix, gateway) for prefix, gateway in places.values()), key=lambda p: -len(p[0]))
+        self._first = first
+        self._by_core = {gateway.core: gateway for gateway in self.gateways.values()}
+        self.runtime = RuntimeRouter({agent_id: RuntimeAgent(gateway.core, descriptions.get(agent_id, ""))
+                                      for agent_id, gateway in self.gateways.items()}, single_endpoint=True)
+
+    async def drain(self, timeout: float) -> None:
+        """Every agent's :meth:`AsgiGateway.drain`, at once."""
+        await asyncio.gather(*(gateway.drain(timeout) for gateway in self.gateways.values()))
+
+    async def close(self) -> None:
+        """Every agent's :meth:`AsgiGateway.close`."""
+        for gateway in self.gateways.values():
+            await gateway.close()
+
+    async def __call__(self, scope: _Scope, receive: _Receive, send: _Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            subpath = _route_path(scope)
+            for prefix, gateway in self._places:
+                if subpath == prefix or subpath.startswith(prefix + "/"):
+                    await gateway.handle(scope, receive, send, subpath[len(prefix):])
+                    return
+            await _logged(scope, lambda: self._root(scope, receive, send, subpath), self.access_log)
+        elif kind == "lifespan":
+            await _lifespan(receive, send, self.close)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+
+    async def _root(self, scope: _Scope, receive: _Receive, send: _Send, subpath: str) -> int:
+        req = _gateway_request(scope, receive, subpath)
+        key = subpath.rstrip("/") if subpath not in ("", "/") else ""
+        cors = self.runtime.cors
+        extra = cors.cors_headers(req.headers.get("Origin")) if cors is not None else {}
+        head = req.method == "HEAD"
+        found = self.runtime.route(req.method, key)
+        if found is not None:
+            core, answer = await self.runtime.answer(found, req)
+            return await self._by_core.get(core, self._first).write(receive, send, answer, extra, head=head)
+        reply: Answer
+        if key == "/healthz" and req.method in ("GET", "HEAD"):
+            reply = health()
+        elif key == "/readyz" and req.method in ("GET", "HEAD"):
+            reply = await readiness(self.registries)
+        else:
+            reply = error_answer(RouteNotFoundError(f"{req.method} {req.path}: nothing is served here"))
+        return await self._first.write(receive, send, reply, extra, head=head)
+
+
+@overload
+def create_asgi_app(agent: Mapping[str, Agent | AgentFunction | ServedAgent],
+                    **options: Unpack[AppKeywords]) -> AsgiAgents: ...
+
+
+@overload
+def create_asgi_app(agent: Agent | AgentFunction | None = None, **options: Unpack[AppKeywords]) -> AsgiGateway: ...
+
+
+def create_asgi_app(agent: Any = None, **options: Unpack[AppKeywords]) -> AsgiGateway | AsgiAgents:
     """The gateway of ``agent`` as an ASGI application, served at the root of wherever it is
-    mounted (see the module docstring). ``options``: :func:`~transports.sse_server.create_app`'s
+    mounted (see the module docstring); a mapping id -> agent (or
+    :class:`~transports.served_agents.ServedAgent`) serves them all (:class:`AsgiAgents`), as
+    ``create_app`` does. ``options``: :func:`~transports.sse_server.create_app`'s
     keyword arguments (:class:`~transports.http_gateway.AppKeywords`: ``options``, ``registry``,
     ``connection``, ``data``, ``auth_token``, ``cors_origins``, ``inspector``, ``metrics`` ...);
     ``path`` has no meaning here (the mount point is the path) and must be ``"/"`` if given.
@@ -345,6 +452,16 @@ def create_asgi_app(agent: Agent | AgentFunction | None = None, **options: Unpac
     path = options.get("path", "/")
     if path not in ("", "/"):
         raise UsageError(f"create_asgi_app serves at its mount point: mount it at {path!r} instead of path={path!r}")
+    if isinstance(agent, Mapping):
+        check_keywords("create_asgi_app", options)
+        keywords: dict[str, Any] = {k: v for k, v in options.items() if k not in ("auth_token", "path")}
+        places: dict[str, tuple[str, AsgiGateway]] = {}
+        for place in plan_agents(agent, auth_token=options.get("auth_token"), keywords=keywords):
+            one = build_gateway(place.served.agent, where="create_asgi_app", auth_token=place.auth_token, **keywords)
+            places[place.agent_id] = (place.prefix, AsgiGateway(
+                one, FrontendFiles(inspector=options.get("inspector", False)), access_log=options.get("access_log", True)))
+        return AsgiAgents(places, {p: a.description if isinstance(a, ServedAgent) else "" for p, a in agent.items()},
+                          access_log=options.get("access_log", True))
     core = build_gateway(agent, where="create_asgi_app", **options)
     return AsgiGateway(core, FrontendFiles(inspector=options.get("inspector", False)),
                        access_log=options.get("access_log", True))

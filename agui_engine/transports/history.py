@@ -61,6 +61,7 @@ from agui_engine.protocol.compact import Compactor
 from agui_engine.protocol.errors import RemoteInputError, UsageError
 from agui_engine.protocol.events import (
     CustomEvent,
+    Event,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
@@ -294,7 +295,15 @@ def decode_records(records: Sequence[bytes]) -> list[HistoryRun]:
     return out
 
 
+#: A run's logged events decoded in one call (one JSON array): half the cost of one call each.
+_events_decoder = msgspec.json.Decoder(list[Event])
+
+
 def _decode_all(payloads: Sequence[bytes]) -> list[Any]:
+    try:
+        return list(_events_decoder.decode(b"[" + b",".join(payloads) + b"]"))
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        pass  # one of them does not decode (not expected: the gateway encoded them): each alone
     events: list[Any] = []
     for p in payloads:
         try:

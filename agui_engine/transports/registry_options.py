@@ -7,6 +7,8 @@ import msgspec
 
 from agui_engine.protocol.errors import UsageError
 
+from .subscription import WRITE_COALESCE_SECONDS
+
 __all__ = [
     "CANCEL_WAIT_SECONDS",
     "DEFAULT_DISCONNECT_GRACE_SECONDS",
@@ -90,6 +92,9 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     ``tracing``: trace every run with OpenTelemetry (``transports/otel.py``: an
     ``invoke_agent`` span per run, chat and ``execute_tool`` spans under it; the
     ``[otel]`` extra, the application's configured tracer provider).
+    ``write_coalesce_seconds``: a stream's events produced within this long of its last
+    write join its next write (the first after a quiet spell goes at once;
+    ``subscription.WRITE_COALESCE_SECONDS``; 0: every ready batch at once).
     Raises UsageError (at construction) for a value out of range.
     """
 
@@ -103,6 +108,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
     keep_history: bool = True
     tracing: bool = False
+    write_coalesce_seconds: float = WRITE_COALESCE_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_runs < 1:
@@ -110,7 +116,7 @@ class RegistryOptions(msgspec.Struct, frozen=True, kw_only=True):
         for count in ("max_retained", "max_runs_per_client", "max_buffered_bytes"):
             if getattr(self, count) < 0:
                 raise UsageError(f"RegistryOptions.{count} must be >= 0, got {getattr(self, count)}")
-        for name in ("grace_seconds", "disconnect_grace_seconds", "retention_seconds"):
+        for name in ("grace_seconds", "disconnect_grace_seconds", "retention_seconds", "write_coalesce_seconds"):
             value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
                 raise UsageError(f"RegistryOptions.{name} must be >= 0, got {value}")

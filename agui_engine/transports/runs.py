@@ -38,7 +38,7 @@ from .run_producer import RunProducer
 from .run_record import Run
 from .run_timers import RunTimers
 from .shared_runs import SharedRuns
-from .subscription import KeepAliveClock, Subscription
+from .subscription import KeepAliveClock, Subscription, WriteWindow
 from .thread_history import ThreadHistory
 
 if TYPE_CHECKING:
@@ -86,6 +86,8 @@ class RunRegistry:
         self.timers = RunTimers(self.options, self.clock, self.gateway, self._fire)
         #: Wakes waiting subscribers for their keep-alives, one timer for all.
         self.keepalive = KeepAliveClock()
+        #: How long after a stream's hand-out its next one waits (write coalescing).
+        self.write_window = WriteWindow(self.options.write_coalesce_seconds)
         self.metrics = metrics
         if metrics is not None:
             metrics.bind(lambda: float(self._active), lambda: float(self.draining))
@@ -219,11 +221,15 @@ class RunRegistry:
         self, thread_id: str, *, run_id: str | None = None, caller: Caller | None = None
     ) -> tuple[Branch, list[bytes]]:
         """The branch of ``thread_id`` ending at ``run_id`` (default: its latest kept run) and
-        its events as served (:meth:`~transports.thread_history.ThreadHistory.read`). Raises
+        its events as served (:meth:`~transports.thread_history.ThreadHistory.read`); the MCP apps
+        among them count as shown to ``caller``'s principal (:meth:`AgentHost.saw_kept`). Raises
         UnknownThreadError (404: no history here that ``caller`` may read), EventLogUnavailableError."""
         if self.history is None:
             raise UnknownThreadError("this gateway keeps no thread history (it runs with keep_history=False: serve --no-history)")
-        return await self.history.read(thread_id, run_id, caller)
+        branch, payloads = await self.history.read(thread_id, run_id, caller)
+        # the apps in it are shown to the reader again (a restarted gateway, another node)
+        self.host.saw_kept(caller.principal if caller is not None else None, payloads)
+        return branch, payloads
 
     def subscribe(self, run: Run, after: int = 0, *, resumable: bool = True) -> Subscription:
         """A subscription after event ``after`` (0: from the start; checked by its first ``next()``).

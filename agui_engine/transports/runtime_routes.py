@@ -26,63 +26,67 @@ handler tells the two apart (:func:`single_route_call`: an object with a string 
 ``threadId`` is an envelope, never a RunAgentInput) and hands envelopes to the dispatcher
 :func:`add_runtime_routes` returns; a several-agent gateway serves ``POST <path>`` for it.
 
-Each agent's routes are the handlers of its own gateway (:class:`RuntimeAgentRoutes`, built by
-``sse_server``), so its auth, limits, wire, MCP Apps proxied requests and A2UI actions (both are
-runs) apply unchanged. A one-agent gateway serves its agent as ``default`` (CopilotKit's default
+Each agent's routes are the handlers of its own gateway (:class:`RuntimeAgent`: its
+:class:`~transports.http_gateway.HttpGateway`), so its auth, limits, wire, MCP Apps proxied requests
+and A2UI actions (both are runs) apply unchanged. :class:`RuntimeRouter` is the whole logic, on the
+shared :class:`~transports.http_gateway.GatewayRequest` / ``Answer`` / ``StreamStart``: it names the
+route of a method and path (:meth:`RuntimeRouter.route`) and answers it (:meth:`RuntimeRouter.answer`,
+which also says whose gateway writes a stream). The front ends only bind it: aiohttp
+(``sse_server.add_runtime_routes``, ``agents_app``) and ASGI (``asgi_server``), the same answers. A one-agent gateway serves its agent as ``default`` (CopilotKit's default
 agent id); ``create_app({id: agent})`` serves every agent by its id. An agent another principal
 may not use is left out of that principal's ``/info`` and answers its routes 401, as at its path.
 
 With CORS on (``cors_origins``), the four routes answer the browser's preflight (OPTIONS) and
 carry the CORS headers, as the agent path does: a page served from another origin works.
 
-Nothing here parses a run: the agents' gateways do.
+Nothing here parses a run or imports a web framework: the agents' gateways and the front ends do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import msgspec
-from aiohttp import web
 
-from agui_engine.protocol.capabilities import AgentCapabilities, encode_capabilities
+from agui_engine.protocol.capabilities import encode_capabilities
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 
 from .bearer_auth import check_bearer
+from .capabilities import served_capabilities
+from .http_gateway import Answer, GatewayRequest, HttpGateway, StreamStart, error_answer
 
-__all__ = ["DEFAULT_AGENT_ID", "RUNTIME_ROUTES_KEY", "RuntimeAgentRoutes", "SingleRouteCall", "SingleRouteHandler",
-           "UnknownAgentError", "UnknownRuntimeMethodError", "add_runtime_routes", "runtime_version", "single_route_call"]
+__all__ = ["DEFAULT_AGENT_ID", "RUNTIME_PATHS", "RuntimeAgent", "RuntimeAnswer", "RuntimeRoute", "RuntimeRouter",
+           "SingleRouteCall", "UnknownAgentError", "UnknownRuntimeMethodError", "runtime_version", "single_route_call",
+           "with_body"]
 
 #: The agent id a one-agent gateway answers to (CopilotKit's ``useAgent()`` default).
 DEFAULT_AGENT_ID: Final = "default"
 
-_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-#: A handler given the request's body already read (None: it reads the request's own).
-_BodyHandler = Callable[[web.Request, bytes | None], Awaitable[web.StreamResponse]]
+#: The REST routes below the runtime's path (aiohttp's route syntax; the ASGI front end matches
+#: them with :meth:`RuntimeRouter.route`), each answered by the :class:`RuntimeRoute` named alike.
+RUNTIME_PATHS: Final = {
+    "info": "/info",
+    "run": "/agent/{agent_id}/run",
+    "connect": "/agent/{agent_id}/connect",
+    "stop": "/agent/{agent_id}/stop/{thread_id}",
+}
 
 
-class RuntimeAgentRoutes(NamedTuple):
-    """One agent's handlers of the runtime routes (its gateway's; ``run``, ``connect`` and ``stop``
-    take the body when it was read already, from a single-endpoint envelope), its description, the
-    bearer tokens it admits (``check_bearer``'s ``expected``), how to read its capabilities, and
-    how its gateway reads a request body (its content type, size and time limits)."""
+class RuntimeAgent(NamedTuple):
+    """One agent of the runtime routes: its gateway and its description (listed by ``/info``)."""
 
-    run: _BodyHandler
-    connect: _BodyHandler
-    stop: Callable[[web.Request, str, bytes | None], Awaitable[web.StreamResponse]]
-    capabilities: Callable[[], Awaitable[AgentCapabilities]]
-    auth: str | Mapping[str, str] | None
-    read_body: Callable[[web.Request], Awaitable[bytes]]
+    core: HttpGateway
     description: str = ""
-    #: CORS, when the gateway allows other origins: its preflight answer (OPTIONS) and the hook
-    #: that adds the CORS headers to every response (None: CORS is off).
-    preflight: _Handler | None = None
-    cors_headers: Callable[[web.Request, web.StreamResponse], Awaitable[None]] | None = None
 
 
-#: The app key under which a gateway app keeps its agent's :class:`RuntimeAgentRoutes`.
-RUNTIME_ROUTES_KEY: Final = web.AppKey("runtime_routes", RuntimeAgentRoutes)
+class RuntimeRoute(NamedTuple):
+    """A runtime route of a request: ``name`` (``info``, ``run``, ``connect``, ``stop``, ``single``
+    -- the single endpoint -- or ``preflight``), the ``agent_id`` and ``thread_id`` of its path."""
+
+    name: str
+    agent_id: str | None = None
+    thread_id: str | None = None
 
 
 class UnknownAgentError(RemoteInputError):
@@ -120,9 +124,6 @@ class _Probe(msgspec.Struct, frozen=True):
 #: What a served single-endpoint method is answered by (an envelope's ``method``).
 _METHODS: Final = ("info", "agent/run", "agent/connect", "agent/stop")
 
-#: Dispatches one single-endpoint envelope (what :func:`add_runtime_routes` returns).
-SingleRouteHandler = Callable[[web.Request, SingleRouteCall], Awaitable[web.StreamResponse]]
-
 
 def single_route_call(body: bytes) -> SingleRouteCall | None:
     """The single-endpoint envelope ``body`` is: a JSON object with a string ``method`` and no
@@ -159,49 +160,142 @@ def runtime_version() -> str:
         return "0"
 
 
-def _admits(routes: RuntimeAgentRoutes, authorization: str | None) -> bool:
+def _admits(core: HttpGateway, authorization: str | None) -> bool:
     try:
-        check_bearer(authorization, routes.auth)
+        check_bearer(authorization, core.auth_token)
     except AguiEngineError:
         return False
     return True
 
 
-def _error(exc: AguiEngineError) -> web.Response:
-    return web.json_response(exc.to_json(), status=exc.http_status, headers={"Cache-Control": "no-store"})
+async def _given(body: bytes) -> Any:
+    yield body
 
 
-def add_runtime_routes(app: web.Application, path: str, agents: Mapping[str, RuntimeAgentRoutes], *,
-                       single_endpoint: bool = False) -> SingleRouteHandler:
-    """Serve CopilotKit's runtime routes for ``agents`` (id -> routes) under ``path`` of ``app``;
-    with ``single_endpoint`` also ``POST <path>``, the single-endpoint form (a several-agent
-    gateway; a one-agent gateway's own run handler passes envelopes to the dispatcher returned)."""
-    if not agents:
-        raise UsageError("add_runtime_routes: no agents")
-    base = path.rstrip("/")
+def with_body(req: GatewayRequest, body: bytes) -> GatewayRequest:
+    """``req`` whose body is ``body`` (read already: a single-endpoint envelope's, or the probe's)."""
+    return GatewayRequest(req.method, req.path, req.headers, req.query, content_length=len(body), peer=req.peer,
+                          chunks=lambda: _given(body), principal=req.principal, authenticated=req.authenticated)
 
-    def agent_of(request: web.Request) -> RuntimeAgentRoutes:
-        agent_id = request.match_info["agent_id"]
-        routes = agents.get(agent_id)
-        if routes is None:
-            raise UnknownAgentError(f"no agent {agent_id!r} here; GET {base}/info lists them")
-        return routes
 
-    async def info(request: web.Request) -> web.StreamResponse:
-        authorization = request.headers.get("Authorization")
-        if not any(_admits(r, authorization) for r in agents.values()):
-            try:  # the caller's token opens no agent: the gateway's own 401 words
-                check_bearer(authorization, next(iter(agents.values())).auth)
-            except AguiEngineError as exc:
-                return _error(exc)
+#: What :meth:`RuntimeRouter.answer` returns: whose gateway answered (a front end writes a stream
+#: through that gateway's ``pump``) and the answer.
+RuntimeAnswer = tuple[HttpGateway, Answer | StreamStart]
+
+
+class RuntimeRouter:
+    """CopilotKit's runtime routes over ``agents`` (id -> :class:`RuntimeAgent`), whatever the
+    front end: :meth:`route` names a request's route, :meth:`answer` answers it. ``single_endpoint``:
+    ``POST <path>`` is the single endpoint (a several-agent gateway; a one-agent gateway's run
+    handler gives envelopes POSTed to its path to :meth:`post`). Raises UsageError for no agents."""
+
+    def __init__(self, agents: Mapping[str, RuntimeAgent], *, single_endpoint: bool = False) -> None:
+        if not agents:
+            raise UsageError("RuntimeRouter: no agents")
+        self.agents = dict(agents)
+        self.single_endpoint = single_endpoint
+        first = next(iter(self.agents.values())).core
+        #: The gateway whose CORS policy the routes follow (the first with CORS on; None: off).
+        self.cors: HttpGateway | None = next((a.core for a in self.agents.values() if a.core.cors), None)
+        self._first = first
+
+    def route(self, method: str, subpath: str) -> RuntimeRoute | None:
+        """The runtime route of ``method`` on ``subpath`` (below the runtime's path, no trailing
+        ``/``), or None when it is not one (the front end routes it on)."""
+        parts = subpath.split("/")
+        found: RuntimeRoute | None = None
+        if subpath == "/info":
+            found = RuntimeRoute("info")
+        elif len(parts) == 4 and parts[1] == "agent" and parts[2] and parts[3] in ("run", "connect"):
+            found = RuntimeRoute(parts[3], parts[2])
+        elif len(parts) == 5 and parts[1] == "agent" and parts[2] and parts[3] == "stop" and parts[4]:
+            found = RuntimeRoute("stop", parts[2], parts[4])
+        elif subpath == "" and self.single_endpoint:
+            found = RuntimeRoute("single")
+        if found is None:
+            return None
+        if method == "OPTIONS" and self.cors is not None:
+            return RuntimeRoute("preflight")
+        if method != ("GET" if found.name == "info" else "POST") and not (found.name == "info" and method == "HEAD"):
+            return None
+        return found
+
+    def _agent(self, agent_id: str | None, listed_by: str) -> RuntimeAgent:
+        agent = self.agents.get(agent_id or "")
+        if agent is None:
+            raise UnknownAgentError(f"no agent {agent_id!r} here; {listed_by} lists them")
+        return agent
+
+    async def answer(self, route: RuntimeRoute, req: GatewayRequest) -> RuntimeAnswer:
+        """The answer to ``req`` on ``route`` (refusals included: never raises AguiEngineError)."""
+        try:
+            if route.name == "preflight":
+                core = self.cors or self._first
+                return core, core.preflight(req.headers.get("Origin"))
+            if route.name == "info":
+                return self._first, await self.info(req)
+            if route.name == "single":
+                call = single_route_call(await self._first.read_body(req))
+                if call is None:
+                    raise RemoteInputError(
+                        "this is CopilotKit's single endpoint: the body must be {method, params, body}; "
+                        "runs go to an agent's own path or to <path>/agent/<id>/run")
+                return await self.dispatch(req, call)
+            core = self._agent(route.agent_id, "GET <path>/info").core
+            if route.name == "run":
+                return core, await core.post(req)
+            if route.name == "connect":
+                return core, await core.runtime_connect(req)
+            return core, await core.runtime_stop(req, route.thread_id or "")
+        except AguiEngineError as exc:
+            return self._first, error_answer(exc)
+
+    async def post(self, core: HttpGateway, req: GatewayRequest) -> RuntimeAnswer:
+        """A run POSTed to a one-agent gateway's path (``core``'s), which is also CopilotKit's single
+        endpoint there: an envelope ``{method, params, body}`` is dispatched, anything else is the run."""
+        try:
+            core.principal(req)  # 401 before the body is read, as a run answers
+            body = await core.read_body(req)
+            call = single_route_call(body)
+        except AguiEngineError as exc:
+            return core, error_answer(exc, core.metrics)
+        if call is not None:
+            return await self.dispatch(req, call)
+        return core, await core.post(with_body(req, body))
+
+    async def dispatch(self, req: GatewayRequest, call: SingleRouteCall) -> RuntimeAnswer:
+        """One single-endpoint envelope, answered as its REST route."""
+        try:
+            if call.method == "info":
+                return self._first, await self.info(req)
+            if call.method not in _METHODS:
+                raise UnknownRuntimeMethodError(
+                    f"single-endpoint method {call.method!r} is not served here; the methods are {', '.join(_METHODS)}")
+            core = self._agent(_param(call, "agentId"), "the method info").core
+            body = bytes(call.body)
+            if call.method == "agent/stop":
+                return core, await core.runtime_stop(with_body(req, body), _param(call, "threadId"))
+            if not body:
+                raise RemoteInputError(f"single-endpoint call {call.method!r}: body, the RunAgentInput, is missing")
+            handler = core.post if call.method == "agent/run" else core.runtime_connect
+            return core, await handler(with_body(req, body))
+        except AguiEngineError as exc:
+            return self._first, error_answer(exc)
+
+    async def info(self, req: GatewayRequest) -> Answer:
+        """``GET <path>/info``: the agents the caller's token may use, their capabilities, A2UI."""
+        authorization = req.headers.get("Authorization")
+        if not any(_admits(a.core, authorization) for a in self.agents.values()):
+            # the caller's token opens no agent: the gateway's own 401 words
+            check_bearer(authorization, self._first.auth_token)
         listed: dict[str, Any] = {}
         a2ui = False
-        for agent_id, routes in agents.items():
-            if not _admits(routes, authorization):
+        for agent_id, agent in self.agents.items():
+            if not _admits(agent.core, authorization):
                 continue
-            entry: dict[str, Any] = {"name": agent_id, "description": routes.description, "className": "agui-engine"}
+            entry: dict[str, Any] = {"name": agent_id, "description": agent.description, "className": "agui-engine"}
             try:
-                caps = await routes.capabilities()
+                caps = await served_capabilities(agent.core.registry.agent, agent.core.transport)
             except AguiEngineError:
                 caps = None  # as CopilotKit's runtime does: an agent whose capabilities fail is listed without
             if caps is not None:
@@ -221,69 +315,5 @@ def add_runtime_routes(app: web.Application, path: str, agents: Mapping[str, Run
             "openGenerativeUIEnabled": False,
             "telemetryDisabled": True,
         }
-        return web.json_response(doc, headers={"Cache-Control": "no-store"})
-
-    def routed(pick: Callable[[RuntimeAgentRoutes, web.Request], Awaitable[web.StreamResponse]]) -> _Handler:
-        async def handle(request: web.Request) -> web.StreamResponse:
-            try:
-                routes = agent_of(request)
-            except AguiEngineError as exc:
-                return _error(exc)
-            return await pick(routes, request)
-
-        return handle
-
-    run = routed(lambda routes, request: routes.run(request, None))
-    connect = routed(lambda routes, request: routes.connect(request, None))
-    stop = routed(lambda routes, request: routes.stop(request, request.match_info["thread_id"], None))
-
-    async def single(request: web.Request, call: SingleRouteCall) -> web.StreamResponse:
-        """One single-endpoint envelope, answered as its REST route."""
-        try:
-            if call.method == "info":
-                return await info(request)
-            if call.method not in _METHODS:
-                raise UnknownRuntimeMethodError(
-                    f"single-endpoint method {call.method!r} is not served here; the methods are {', '.join(_METHODS)}")
-            agent_id = _param(call, "agentId")
-            routes = agents.get(agent_id)
-            if routes is None:
-                raise UnknownAgentError(f"no agent {agent_id!r} here; the method info lists them")
-            body = bytes(call.body)
-            if call.method == "agent/stop":
-                return await routes.stop(request, _param(call, "threadId"), body)
-            if not body:
-                raise RemoteInputError(f"single-endpoint call {call.method!r}: body, the RunAgentInput, is missing")
-            return await (routes.run if call.method == "agent/run" else routes.connect)(request, body)
-        except AguiEngineError as exc:
-            return _error(exc)
-
-    async def single_post(request: web.Request) -> web.StreamResponse:
-        try:
-            call = single_route_call(await next(iter(agents.values())).read_body(request))
-            if call is None:
-                raise RemoteInputError(
-                    f"POST {base or '/'} is CopilotKit's single endpoint: the body must be {{method, params, body}}; "
-                    f"runs go to an agent's own path or to {base}/agent/<id>/run")
-        except AguiEngineError as exc:
-            return _error(exc)
-        return await single(request, call)
-
-    app.router.add_get(base + "/info", info)
-    app.router.add_post(base + "/agent/{agent_id}/run", run)
-    app.router.add_post(base + "/agent/{agent_id}/connect", connect)
-    app.router.add_post(base + "/agent/{agent_id}/stop/{thread_id}", stop)
-    routes_paths = ["/info", "/agent/{agent_id}/run", "/agent/{agent_id}/connect", "/agent/{agent_id}/stop/{thread_id}"]
-    if single_endpoint:
-        app.router.add_post(base or "/", single_post)
-    # CORS: a page on another origin (a dev server) preflights its JSON POSTs and reads /info
-    cors = next((r for r in agents.values() if r.preflight is not None), None)
-    if cors is not None and cors.preflight is not None:
-        for route in routes_paths:
-            app.router.add_route("OPTIONS", base + route, cors.preflight)
-        if single_endpoint:
-            app.router.add_route("OPTIONS", base or "/", cors.preflight)
-        if cors.cors_headers is not None and cors.cors_headers not in app.on_response_prepare:
-            app.on_response_prepare.append(cors.cors_headers)
-    return single
-
+        return Answer(200, {"Cache-Control": "no-store", "Content-Type": "application/json"},
+                      msgspec.json.encode(doc))

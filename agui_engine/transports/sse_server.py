@@ -65,7 +65,6 @@ from agui_engine.protocol.agent import Agent, AgentFunction
 from agui_engine.protocol.errors import AguiEngineError, UsageError
 
 from .agents_app import ServedAgent, create_agents_app
-from .capabilities import served_capabilities
 from .connection_gate import IdleConnectionGate, peer_address
 from .content_negotiation import MAX_ECHOED_HEADER_CHARS
 from .http_gateway import (
@@ -92,14 +91,8 @@ from .http_gateway import (
 from .inspector import FrontendFiles, verify_answer
 from .listening_socket import LISTEN_BACKLOG, listening_socket, server_url
 from .runs import RunRegistry
-from .runtime_routes import (
-    DEFAULT_AGENT_ID,
-    RUNTIME_ROUTES_KEY,
-    RuntimeAgentRoutes,
-    SingleRouteHandler,
-    add_runtime_routes,
-    single_route_call,
-)
+from .runtime_aiohttp import RUNTIME_FRONT_KEY, RuntimeFront, add_runtime_routes
+from .runtime_routes import DEFAULT_AGENT_ID, RuntimeAgent, RuntimeRouter
 from .send_stall import send_or_stall
 from .server_handle import ServerHandle
 from .server_options import ConnectionOptions
@@ -211,8 +204,8 @@ class _Gateway:
         self.core = core
         self.registry = core.registry
         self.files = files
-        #: CopilotKit's single-endpoint dispatcher (runtime_routes), for envelopes POSTed to the path.
-        self.single: SingleRouteHandler | None = None
+        #: CopilotKit's runtime routes (runtime_routes), whose single endpoint is also the agent's path.
+        self.runtime: RuntimeRouter | None = None
 
     async def frontend_file(self, subpath: str, request: web.Request) -> web.StreamResponse:
         answer = self.files.answer(subpath, request.headers.get("If-None-Match"))
@@ -227,20 +220,13 @@ class _Gateway:
     async def preflight(self, request: web.Request) -> web.StreamResponse:
         return _answer(self.core.preflight(request.headers.get("Origin")))
 
-    async def post(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
-        """A run; or, at a path that is also CopilotKit's single endpoint, an envelope
-        ``{method, params, body}`` (runtime_routes.single_route_call) handed to its dispatcher."""
-        if body is None and self.single is not None:
-            req = _request(request)
-            try:
-                self.core.principal(req)  # 401 before the body is read, as a run answers
-                body = await self.core.read_body(req)
-                call = single_route_call(body)
-            except AguiEngineError as exc:
-                return _error_response(exc, self.core.metrics)
-            if call is not None:
-                return await self.single(request, call)
-        return await self._reply(request, await self.core.post(_request(request, body)))
+    async def post(self, request: web.Request) -> web.StreamResponse:
+        """A run; or, as the path is also CopilotKit's single endpoint, an envelope
+        ``{method, params, body}`` answered as its runtime route (RuntimeRouter.post)."""
+        if self.runtime is not None:
+            _, answer = await self.runtime.post(self.core, _request(request))
+            return await self._reply(request, answer)
+        return await self._reply(request, await self.core.post(_request(request)))
 
     async def get(self, request: web.Request) -> web.StreamResponse:
         return await self._reply(request, await self.core.get(_request(request), request.match_info["run_id"]))
@@ -259,16 +245,6 @@ class _Gateway:
 
     async def thread_patch(self, request: web.Request) -> web.StreamResponse:
         return _answer(await self.core.thread_patch(_request(request), request.match_info["thread_id"]))
-
-    async def runtime_connect(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
-        return await self._reply(request, await self.core.runtime_connect(_request(request, body)))
-
-    async def runtime_stop(self, request: web.Request, thread_id: str, body: bytes | None = None) -> web.StreamResponse:
-        return _answer(await self.core.runtime_stop(_request(request, body), thread_id))
-
-    async def read_body(self, request: web.Request) -> bytes:
-        """The request's body as the gateway reads a run's (content type, size, time: its errors)."""
-        return await self.core.read_body(_request(request))
 
     async def data_query(self, request: web.Request) -> web.StreamResponse:
         # While its resolver works the connection is not "idle" (IdleConnectionGate), as
@@ -453,15 +429,11 @@ def create_app(
         app.on_response_prepare.append(gw.on_prepare)
     app.router.add_route("*", capabilities, gw.capabilities_method)  # after GET (and OPTIONS): the rest
     app.router.add_route("*", threads, gw.thread_method)
-    routes = RuntimeAgentRoutes(
-        run=gw.post, connect=gw.runtime_connect, stop=gw.runtime_stop, auth=options.get("auth_token"),
-        read_body=gw.read_body,
-        capabilities=functools.partial(served_capabilities, registry.agent, core.transport),
-        preflight=gw.preflight if cors_origins else None, cors_headers=gw.on_prepare if cors_origins else None,
-    )
-    app[RUNTIME_ROUTES_KEY] = routes
-    # the agent's path is also CopilotKit's single endpoint: gw.post hands envelopes to this dispatcher
-    gw.single = add_runtime_routes(app, path, {DEFAULT_AGENT_ID: routes})
+    front = RuntimeFront(core=core, request=_request, reply=gw._reply)
+    app[RUNTIME_FRONT_KEY] = front
+    # CopilotKit's runtime routes; the agent's path is also its single endpoint (gw.post asks the router)
+    gw.runtime = RuntimeRouter({DEFAULT_AGENT_ID: RuntimeAgent(core)})
+    add_runtime_routes(app, path, gw.runtime, {core: front}, cors_headers=False)
     app.on_shutdown.append(gw.on_shutdown)
     return app
 

@@ -13,11 +13,13 @@ node runs it, spec/transports.md §4.1) is read from the shared log and waited o
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import Protocol, Self
 
 from agui_engine.protocol.errors import UsageError
 
+from .clock import Clock, LoopClock
 from .eventlog import READ_MAX_BYTES, READ_MAX_EVENTS, BadCursorError, EventLog, LogSlice
 from .run_record import Run
 
@@ -29,19 +31,59 @@ __all__ = [
     "KeepAliveClock",
     "RunSource",
     "Subscription",
+    "WRITE_COALESCE_SECONDS",
+    "WriteWindow",
 ]
 
 #: Idle interval before a keep-alive is sent. The WHATWG SSE authoring notes
 #: recommend a comment "every 15 seconds or so" against idle-killing proxies.
 DEFAULT_KEEPALIVE_SECONDS = 15.0
 
-#: After a waiting subscriber is woken it lets the event loop run up to this many
-#: more passes before it reads, as long as each pass brought new events (a burst
-#: in progress), so that they join the same write. A producer that went quiet
-#: costs one pass. Fewer, larger writes are most of what the gateway saves per
-#: event (see the transports benchmark); a pass is microseconds when idle.
+#: After a waiting subscriber is woken past its write window it lets the event loop run up
+#: to this many more passes before it reads, as long as each pass brought new events (a
+#: burst in progress), so that they join the same write. A producer that went quiet costs
+#: one pass. On a busy server a loop pass outlasts the window, and these passes are what
+#: still joins a fast stream's events; a pass is microseconds when idle.
 COALESCE_MAX_PASSES = 4
 
+#: Seconds a subscriber waits after handing out events before it hands out the next ones:
+#: the events that arrive meanwhile join one write. The first events after a quiet spell
+#: (nothing handed out for this long) go at once, so a lone token or a slow model stream
+#: gains no latency; a fast stream is written at most once per window, each write carrying
+#: everything produced since. 1 ms: far under what a reader can tell (a frame at 60 Hz is
+#: 16.7 ms), while a stream of a token every few microseconds writes hundreds per write.
+WRITE_COALESCE_SECONDS = 0.001
+
+
+class WriteWindow:
+    """When a subscriber may hand out its next events (see WRITE_COALESCE_SECONDS):
+    ``seconds`` after the last hand-out, on ``clock`` (default: the event loop's; a test
+    moves a :class:`~transports.clock.ManualClock` by hand). ``seconds`` 0: no window."""
+
+    __slots__ = ("clock", "seconds")
+
+    def __init__(self, seconds: float = WRITE_COALESCE_SECONDS, clock: Clock | None = None) -> None:
+        if not seconds >= 0:  # also rejects NaN
+            raise UsageError(f"WriteWindow: seconds must be >= 0, got {seconds}")
+        self.seconds = seconds
+        self.clock: Clock = clock if clock is not None else LoopClock()
+
+    def time(self) -> float:
+        return self.clock.time()
+
+    async def wait(self, delay: float) -> None:
+        """Return ``delay`` seconds from now (on the window's clock)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = self.clock.call_later(delay, functools.partial(_resolve, fut))
+        try:
+            await fut
+        finally:
+            timer.cancel()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class RunSource(Protocol):
@@ -62,6 +104,11 @@ class RunSource(Protocol):
         """Wakes waiting subscribers for their keep-alives."""
         ...
 
+    @property
+    def write_window(self) -> WriteWindow:
+        """How long after a hand-out the next one waits (write coalescing)."""
+        ...
+
     def leave(self, run: Run, resumable: bool) -> None:
         """A subscriber of ``run`` left."""
         ...
@@ -71,7 +118,7 @@ class Subscription:
     """A cursor into one run's log. Use as an async context manager (or call
     :meth:`close`) so that the registry knows when the last subscriber leaves."""
 
-    __slots__ = ("closed", "cursor", "done", "registry", "resumable", "run")
+    __slots__ = ("closed", "cursor", "done", "handed_at", "registry", "resumable", "run")
 
     def __init__(self, registry: RunSource, run: Run, cursor: int, resumable: bool = True) -> None:
         self.registry = registry
@@ -84,6 +131,8 @@ class Subscription:
         #: True once the slice holding the run's last event was returned.
         self.done = False
         self.closed = False
+        #: When events were last handed out (the write window's clock; -inf: never).
+        self.handed_at = float("-inf")
 
     async def next(self, timeout: float | None = None) -> LogSlice | None:
         """The events after the cursor that are ready (waiting until at least one
@@ -104,8 +153,16 @@ class Subscription:
             # only stored events. A live run used to wait here silently (issue 22).
             raise BadCursorError(f"run {run.run_id!r}: resume cursor {self.cursor} is ahead of its log (0..{run.head})")
         lifecycle = run.lifecycle
+        window = registry.write_window
         while True:
             if run.head > self.cursor or not lifecycle.live:
+                if window.seconds and lifecycle.live:
+                    # Events within the window of the last hand-out wait for its end, and
+                    # whatever arrives meanwhile joins them (the first after a quiet spell goes now).
+                    wait = self.handed_at + window.seconds - window.time()
+                    if wait > 0:
+                        await window.wait(wait)
+                        continue
                 read_nowait = registry.read_nowait
                 if read_nowait is not None:
                     sl: LogSlice = read_nowait(run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES)
@@ -114,6 +171,8 @@ class Subscription:
                         run.run_id, self.cursor, max_events=READ_MAX_EVENTS, max_bytes=READ_MAX_BYTES
                     )
                 if self._took(sl):
+                    if window.seconds:
+                        self.handed_at = window.time()
                     return sl
             if timeout is not None and timeout <= 0:
                 return None
@@ -133,8 +192,11 @@ class Subscription:
                         pass
             if not woke:
                 return None
-            # Let the producer run more loop passes while it keeps producing
-            # (a burst in progress): its next events join this write.
+            if window.seconds and self.handed_at + window.seconds > window.time():
+                continue  # within the window: its wait (above) gathers what comes meanwhile
+            # Past the window (a quiet spell, or a loop pass longer than the window: a busy
+            # server): let the producer run more loop passes while it keeps producing (a burst
+            # in progress), so that its next events join this write.
             for _ in range(COALESCE_MAX_PASSES):
                 before = run.head
                 await asyncio.sleep(0)

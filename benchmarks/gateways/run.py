@@ -13,7 +13,11 @@ verified. Per contender and concurrency:
   client received; for a proxy, its own process only (the upstream is measured separately);
 * **p99 gap between events** and **time to first event** as the client saw them (loadtest);
 * **RSS per open stream** -- at the largest concurrency, that many ``idle`` runs held open: the
-  server's resident memory growth divided by the streams.
+  server's resident memory growth divided by the streams;
+* **production-to-write latency** (the contenders that serve ``token_script`` in-process:
+  ``engine``, ``engine-asgi``, ``fastapi-encoder``) -- after the CPU phase, one more run per
+  stream with each delta stamped with its production time and every write of the server noting
+  the time since (``servers.py``; off while the CPU is measured): p50 / p99 / max.
 
 A repetition measures every contender at every concurrency, in a rotated order (so no contender
 always runs first or last); a fresh server process per measurement. Reported: the median of the
@@ -27,9 +31,11 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +60,8 @@ CONTENDERS: dict[str, str | None] = {
 }
 #: contender -> the path its runs are POSTed to (default: the root)
 RUN_PATHS = {"copilotkit-runtime": "agent/default/run"}
+#: contenders whose production-to-write latency is measured (servers.py's stamps and hooks)
+TIMED = frozenset({"engine", "engine-asgi", "fastapi-encoder"})
 #: seconds a contender may take to print its port
 START_TIMEOUT = 60.0
 #: streams at which the idle (RSS) phase is measured at most
@@ -74,6 +82,9 @@ class Measurement:
     p50_first_event_ms: float | None = None
     events_per_s: float = 0.0
     rss_kib_per_stream: float | None = None
+    write_p50_ms: float | None = None
+    write_p99_ms: float | None = None
+    write_max_ms: float | None = None
     error: str | None = None
 
 
@@ -82,7 +93,9 @@ class Server:
 
     def __init__(self, name: str, core: int | None, upstream: str | None = None) -> None:
         args = [sys.executable, str(SERVERS), name] + ([upstream] if upstream else [])
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "COPILOTKIT_TELEMETRY_DISABLED": "true"}
+        self.latency_file = Path(tempfile.mkstemp(prefix="agui-bench-latency-", suffix=".json")[1])
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "COPILOTKIT_TELEMETRY_DISABLED": "true",
+               "AGUI_BENCH_LATENCY_FILE": str(self.latency_file)}
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
         if core is not None and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(self.process.pid, {core})
@@ -132,7 +145,21 @@ class Server:
                 raise RuntimeError(f"no finished run within {START_TIMEOUT:g} s: {report.errors[:1]}")
             await asyncio.sleep(0.5)
 
+    async def write_latency(self, concurrency: int) -> dict[str, Any]:
+        """One run per stream with stamped deltas: the server's production-to-write latency."""
+        self.latency_file.write_text("")
+        os.kill(self.process.pid, signal.SIGUSR1)
+        await asyncio.sleep(0.2)  # the handler runs at the server's next bytecode
+        await run_load(plan(self.url, concurrency, concurrency))
+        os.kill(self.process.pid, signal.SIGUSR2)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.latency_file.read_text() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        doc: dict[str, Any] = json.loads(self.latency_file.read_text() or "{}")
+        return doc
+
     def close(self) -> None:
+        self.latency_file.unlink(missing_ok=True)
         self.process.terminate()
         try:
             self.process.wait(10)
@@ -189,6 +216,10 @@ async def measure(name: str, concurrency: int, rep: int, runs_per_stream: int, c
         result.p99_gap_ms = report.inter_event.p99_ms
         result.p50_first_event_ms = report.time_to_first_event.p50_ms
         result.events_per_s = report.events_per_s
+        if name in TIMED:
+            latency = await server.write_latency(concurrency)
+            result.write_p50_ms, result.write_p99_ms = latency.get("p50_ms"), latency.get("p99_ms")
+            result.write_max_ms = latency.get("max_ms")
         if idle:
             before = server.rss_bytes()
             held = await hold_idle_streams(server.url, min(concurrency, MAX_IDLE_STREAMS))
@@ -215,9 +246,9 @@ def _spread(values: list[float]) -> str:
 
 
 def table(results: list[Measurement], concurrencies: list[int], names: list[str]) -> str:
-    lines = ["| contender | C | server CPU µs/event | x engine | p99 gap ms | first event p50 ms | events/s | "
-             "RSS KiB/stream | outcomes |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| contender | C | server CPU µs/event | x engine | production-to-write ms p50 / p99 / max | "
+             "p99 gap ms | first event p50 ms | events/s | RSS KiB/stream | outcomes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in concurrencies:
         engine_by_rep = {m.rep: m.cpu_us_per_event for m in results
                          if m.contender == "engine" and m.concurrency == c and m.events}
@@ -226,7 +257,7 @@ def table(results: list[Measurement], concurrencies: list[int], names: list[str]
             ok = [m for m in ms if m.events and not m.error]
             if not ok:
                 errors = "; ".join(sorted({m.error or "no events" for m in ms}))
-                lines.append(f"| {name} | {c:,} | - | - | - | - | - | - | {errors} |")
+                lines.append(f"| {name} | {c:,} | - | - | - | - | - | - | - | {errors} |")
                 continue
             ratios = [m.cpu_us_per_event / engine_by_rep[m.rep] for m in ok if engine_by_rep.get(m.rep)]
             cpu = _spread([m.cpu_us_per_event for m in ok])
@@ -236,8 +267,11 @@ def table(results: list[Measurement], concurrencies: list[int], names: list[str]
             for m in ok:
                 for k, v in m.outcomes.items():
                     outcomes[k] = outcomes.get(k, 0) + v
+            timed = [m for m in ok if m.write_p99_ms is not None]
+            latency = " / ".join(_spread([getattr(m, f) for m in timed]) for f in
+                                 ("write_p50_ms", "write_p99_ms", "write_max_ms")) if timed else "-"
             lines.append(
-                f"| {name} | {c:,} | {cpu} | {_spread(ratios)} | {_spread([m.p99_gap_ms or 0.0 for m in ok])} | "
+                f"| {name} | {c:,} | {cpu} | {_spread(ratios)} | {latency} | {_spread([m.p99_gap_ms or 0.0 for m in ok])} | "
                 f"{_spread([m.p50_first_event_ms or 0.0 for m in ok])} | {_spread([m.events_per_s for m in ok])} | "
                 f"{_spread([m.rss_kib_per_stream for m in ok if m.rss_kib_per_stream is not None])} | "
                 f"{', '.join(f'{v:,} {k}' for k, v in outcomes.items())} |"
@@ -268,7 +302,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], default=[1, 100, 1000])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--runs-per-stream", type=int, default=3, help="runs per concurrent stream")
-    parser.add_argument("--only", type=lambda s: s.split(","), default=None)
+    parser.add_argument("--only", "--contenders", type=lambda s: s.split(","), default=None,
+                        help=f"comma-separated contenders (default: all of {', '.join(CONTENDERS)})")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results = asyncio.run(main_async(args))

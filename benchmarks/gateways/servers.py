@@ -23,15 +23,28 @@ Each builds its own native events the way its users do:
 
 The ASGI contenders run under uvicorn with its defaults, which take uvloop and httptools when
 they are installed (they are, in the ``[bench]`` extra): the reference stack at its fastest.
+``engine`` runs on the loop ``agui-engine serve`` picks (``transports/event_loop.py``: uvloop
+when installed, the ``[fast]`` extra).
+
+Production-to-write latency (``engine``, ``engine-asgi``, ``fastapi-encoder``): after SIGUSR1
+each delta carries the monotonic nanosecond it was produced at (``"<ns> "`` instead of
+``"token "``) and every write of the server's stream (aiohttp's ``StreamResponse.write``, an
+ASGI ``send`` of a body) notes, for each delta in it, the time since; SIGUSR2 stops and writes
+p50/p99/max and the count as JSON to ``$AGUI_BENCH_LATENCY_FILE``. Off (no stamp, no hook
+work) while the CPU is measured.
 """
 
 # No `from __future__ import annotations`: FastAPI reads route signatures at run time.
 
 import asyncio
+import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +57,46 @@ TOKENS = int(os.environ.get("AGUI_BENCH_TOKENS", "200"))
 DELTA = "token "
 IDLE_MESSAGE = "idle"
 NODE_DIR = Path(__file__).resolve().parent / "node"
+#: Whether deltas carry their production time, and the latencies (ns) noted while they do.
+_STAMPING: list[bool] = [False]
+_LATENCIES: list[int] = []
+_STAMP = re.compile(rb'"delta":"(\d+) "')
+#: (class, attribute, original, hooked): set to the hook while stamping, back after.
+_HOOKS: list[tuple[Any, str, Any, Any]] = []
+
+
+def _note_writes(data: bytes) -> None:
+    if _STAMPING[0]:
+        now = time.monotonic_ns()
+        _LATENCIES.extend(now - int(m) for m in _STAMP.findall(data))
+
+
+def _latency_signals() -> None:
+    def start(*_: Any) -> None:
+        _LATENCIES.clear()
+        for owner, attr, _, hooked in _HOOKS:
+            setattr(owner, attr, hooked)
+        _STAMPING[0] = True
+
+    def stop(*_: Any) -> None:
+        _STAMPING[0] = False
+        for owner, attr, original, _ in _HOOKS:
+            setattr(owner, attr, original)
+        values = sorted(_LATENCIES)
+
+        def at(q: float) -> float | None:
+            return round(values[min(len(values) - 1, int(q * len(values)))] / 1e6, 3) if values else None
+
+        doc = {"count": len(values), "p50_ms": at(0.5), "p99_ms": at(0.99),
+               "max_ms": round(values[-1] / 1e6, 3) if values else None}
+        Path(os.environ["AGUI_BENCH_LATENCY_FILE"]).write_text(json.dumps(doc))
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+
+
+def _delta() -> str:
+    return f"{time.monotonic_ns()} " if _STAMPING[0] else DELTA
 
 
 def _is_idle(messages: Any) -> bool:
@@ -63,7 +116,7 @@ async def token_script(events: Any, thread_id: str, run_id: str, idle: bool) -> 
     yield events.TextMessageStartEvent(message_id=message_id, role="assistant")
     for _ in range(1 if idle else TOKENS):
         await asyncio.sleep(0)
-        yield events.TextMessageContentEvent(message_id=message_id, delta=DELTA)
+        yield events.TextMessageContentEvent(message_id=message_id, delta=_delta())
     if idle:
         await asyncio.sleep(3600)
     yield events.TextMessageEndEvent(message_id=message_id)
@@ -85,9 +138,27 @@ def listening_socket() -> socket.socket:
     return sock
 
 
+def _timed_asgi(app: Any) -> Any:
+    """``app`` with every response body it sends noted (_note_writes)."""
+    async def timed(scope: Any, receive: Any, send: Any) -> None:
+        if not _STAMPING[0]:  # no hook while the CPU is measured
+            await app(scope, receive, send)
+            return
+
+        async def timed_send(message: Any) -> None:
+            if message.get("type") == "http.response.body":
+                _note_writes(message.get("body", b""))
+            await send(message)
+
+        await app(scope, receive, timed_send)
+
+    return timed
+
+
 async def serve_asgi(app: Any) -> None:
     import uvicorn
 
+    app = _timed_asgi(app)
     sock = listening_socket()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="auto", ws_ping_interval=None)
     print("PORT", sock.getsockname()[1], flush=True)
@@ -98,13 +169,23 @@ async def serve_asgi(app: Any) -> None:
 
 
 async def engine() -> None:
+    from aiohttp import web
+
     from agui_engine.transports.registry_options import RegistryOptions
     from agui_engine.transports.server_options import ConnectionOptions
     from agui_engine.transports.sse_server import create_app, start_sse_server
 
-    # one load generator address opens up to 1,000 streams at once: the per-address idle cap
-    # would refuse that burst by design (not what this measures; the global cap stays on)
-    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000),
+    write = web.StreamResponse.write
+
+    async def timed_write(self: web.StreamResponse, data: Any) -> None:
+        _note_writes(bytes(data))
+        await write(self, data)
+
+    _HOOKS.append((web.StreamResponse, "write", write, timed_write))  # set only while stamping
+    # one load generator address opens up to 1,000 streams at once: the per-address caps (idle
+    # connections, runs per client) would refuse that burst by design (not what this measures;
+    # the global caps stay on)
+    app = create_app(EngineTokenAgent(), options=RegistryOptions(max_runs=100_000, max_runs_per_client=0),
                      connection=ConnectionOptions(max_idle_per_ip=0))
     server = await start_sse_server(app=app)
     print("PORT", server.url.rstrip("/").rpartition(":")[2], flush=True)
@@ -259,6 +340,12 @@ def main() -> None:
         return
     if name not in ASYNC:
         raise SystemExit(f"unknown contender {name!r}: one of {', '.join([*ASYNC, *PROXIES])}")
+    _latency_signals()
+    if name == "engine":  # the loop `agui-engine serve` runs on
+        from agui_engine.transports.event_loop import run
+
+        run(ASYNC[name]())
+        return
     asyncio.run(ASYNC[name]())
 
 

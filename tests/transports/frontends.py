@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agui_engine.transports.asgi_server import AsgiGateway, create_asgi_app
+from agui_engine.transports.asgi_server import AsgiAgents, AsgiGateway, create_asgi_app
 from agui_engine.transports.server_handle import ServerHandle
 from agui_engine.transports.server_options import ConnectionOptions
 
@@ -34,10 +34,11 @@ AIOHTTP_CONNECTION_FIELDS = ("idle_timeout", "max_idle_connections", "max_idle_p
 
 
 class UvicornServer(ServerHandle):
-    """The ASGI gateway under uvicorn on loopback: ``url``, ``registry``, ``gateway``, ``close()``
+    """The ASGI gateway (one agent's, or several agents') under uvicorn on loopback: ``url``,
+    ``registry``, ``gateway``, ``close()``
     (the gateway's runs end first, as an application's SIGTERM handling does, then uvicorn stops)."""
 
-    def __init__(self, gateway: AsgiGateway, server: Any, task: asyncio.Task[None], url: str) -> None:
+    def __init__(self, gateway: AsgiGateway | AsgiAgents, server: Any, task: asyncio.Task[None], url: str) -> None:
         self.gateway = gateway
         self.registry = gateway.registry
         self.server = server
@@ -81,7 +82,7 @@ class _Mount:
     """``path=`` of create_app, the ASGI way: the gateway mounted at ``path`` (its ``root_path``),
     as Starlette's ``Mount`` does; 404 elsewhere."""
 
-    def __init__(self, path: str, app: AsgiGateway) -> None:
+    def __init__(self, path: str, app: AsgiGateway | AsgiAgents) -> None:
         self.path = path
         self.app = app
 

@@ -1,4 +1,5 @@
-"""Several agents behind one SSE gateway (transports/agents_app.py): ``create_app({id: agent})``,
+"""Several agents behind one SSE gateway (transports/agents_app.py, and the ASGI front end's
+``create_asgi_app({id: agent})``, transports/asgi_server.py): ``create_app({id: agent})``,
 each agent at its own path with its own runs, capabilities and access, on a real server on loopback."""
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from agui_engine.transports.agents_app import AllowedTokens, ServedAgent
 from agui_engine.transports.sse_server import create_app, start_sse_server
 
 from .scripted import ScriptedAgent
+
+pytestmark = pytest.mark.usefixtures("front_end")  # aiohttp's create_app and create_asgi_app under uvicorn
 
 
 def _says(text: str) -> LLMAgent:

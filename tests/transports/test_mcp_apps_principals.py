@@ -199,3 +199,50 @@ def test_over_the_websocket_gateway_and_with_auth_off_the_same_record_applies(tm
     assert call["structuredContent"] == {"count": 10}
     assert plain == NOT_SHOWN_READ and notes == {"error": NOT_UI_RESOURCE_ERROR}
     assert _journal(journal) == [{"tool": "show_counter"}, {"read": APP_URI}, {"tool": "increment"}]
+
+
+@pytest.mark.timeout(180)
+async def test_an_app_in_a_thread_read_back_after_a_restart_is_shown_again_to_its_reader_only(tmp_path: Path) -> None:
+    """A gateway restarted on the same SQLite store remembers no app (the record is in memory):
+    Alice's proxied read is refused until she reads her thread's kept history, whose app then counts
+    as shown to her again; Bob, who may not read that thread (404), stays refused."""
+    from agui_engine.transports.open_threads import open_thread_store
+    from agui_engine.transports.runs import RunRegistry
+    from agui_engine.transports.sse_server import start_sse_server
+
+    journal, db = tmp_path / "journal.jsonl", f"sqlite:{tmp_path / 'threads.sqlite3'}"
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    alice, bob = {"Authorization": "Bearer token-alice"}, {"Authorization": "Bearer token-bob"}
+    runs = iter(range(1000))
+
+    async def result(http: httpx.AsyncClient, url: str, who: dict[str, str]) -> Any:
+        """The answer to a proxied read of the app's resource by ``who``."""
+        body = _proxied(f"r-{next(runs)}", "resources/read", uri=APP_URI)
+        response = await http.post(url, content=body, headers={**headers, **who})
+        assert response.status_code == 200, response.text
+        return _events(response.text)[-1]["result"]
+
+    async with httpx.AsyncClient(timeout=150) as http:
+        for restart in (False, True):
+            store = await open_thread_store(db)
+            gateway = await start_sse_server(registry=RunRegistry(_agent(journal), threads=store), auth_token=TOKENS)
+            try:
+                if not restart:
+                    shown = await http.post(gateway.url, content=_turn("alice-1", "show it"),
+                                            headers={**headers, **alice})
+                    assert '"ACTIVITY_SNAPSHOT"' in shown.text
+                    assert (await result(http, gateway.url, alice))["contents"][0]["uri"] == APP_URI
+                    continue
+                assert await result(http, gateway.url, alice) == NOT_SHOWN_READ  # a new process
+                theirs = await http.get(gateway.url + "threads/t-alice-1", headers=bob)
+                assert theirs.status_code == 404
+                assert await result(http, gateway.url, bob) == NOT_SHOWN_READ
+                history = await http.get(gateway.url + "threads/t-alice-1", headers=alice)
+                assert history.status_code == 200 and any(e["type"] == "ACTIVITY_SNAPSHOT" for e in history.json())
+                assert (await result(http, gateway.url, alice))["contents"][0]["uri"] == APP_URI
+                assert await result(http, gateway.url, bob) == NOT_SHOWN_READ
+            finally:
+                await gateway.close()
+                await store.aclose()
+                await mcp_connections().aclose()
+    assert _journal(journal) == [{"tool": "show_counter"}, {"read": APP_URI}, {"read": APP_URI}]

@@ -1,6 +1,8 @@
 """CopilotKit's runtime routes served by the gateway (transports/runtime_routes.py): the real
 ``@copilotkit/core`` 1.74 (what ``@copilotkit/react-core`` runs in the page) under node with the
-gateway as its ``runtimeUrl`` and no Node runtime, and the routes' contract over plain HTTP."""
+gateway as its ``runtimeUrl`` and no Node runtime, and the routes' contract over plain HTTP; on both
+front ends (aiohttp, and ASGI under uvicorn: tests/transports/frontends.py), one agent and several,
+as both bind one RuntimeRouter."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from agui_engine.transports.agents_app import ServedAgent
 from agui_engine.transports.sse_server import start_sse_server
 
 from .scripted import ScriptedAgent
+
+pytestmark = pytest.mark.usefixtures("front_end")
 
 CK = Path(__file__).resolve().parents[1] / "js" / "copilotkit"
 #: a node subprocess importing @copilotkit/core and running two runs, on a shared machine

@@ -399,11 +399,48 @@ def test_flat_fast_path_on_damaged_bytes_is_none_or_the_general_answer(message: 
 
 
 def test_flat_encoder_equals_the_table_walk() -> None:
-    for event in [*EVENTS, *random_events(200, seed=SEED + 3)]:
-        if type(event) in proto._FLAT:
+    """The attribute encoders (string events: _FLAT; state, activity, custom, raw: _ATTRS) write the
+    table walk's bytes, on every sample and on random events (random free JSON in every Value)."""
+    assert {c.__name__ for c in proto._ATTRS} == {"ActivityDeltaEvent", "ActivitySnapshotEvent", "CustomEvent",
+                                                  "RawEvent", "StateDeltaEvent", "StateSnapshotEvent"}
+    covered = set()
+    for event in [*EVENTS, *random_events(400, seed=SEED + 3)]:
+        if type(event) in proto._FLAT or type(event) in proto._ATTRS:
+            covered.add(type(event))
             kind, obj = proto._wire_event(event)
             tag, name = proto._ARMS[kind]
             assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
+    assert set(proto._ATTRS) <= covered
+
+
+_FREE_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=at_most(60), deadline=None)
+@given(_FREE_JSON_VALUES, st.sampled_from(["add", "remove", "replace", "move", "copy", "test"]),
+       st.text(max_size=10).map(lambda t: t.replace("~", "~0").replace("/", "~1")),  # one pointer token
+       st.none() | st.integers(-(2**53) + 1, 2**53 - 1))
+def test_state_and_custom_encoders_equal_the_table_walk(value: Any, op: str, path: str, timestamp: int | None) -> None:
+    """Free JSON of any shape (NaN and infinities, big ints, index-like keys -- "²" is a digit to
+    Python, not an index to JavaScript --, empty strings) and every operation kind: the attribute
+    encoder's bytes are the table walk's."""
+    operation = {"op": op, "path": "/" + path, **({"from": "/x"} if op in ("move", "copy") else {}),
+                 **({"value": value} if op in ("add", "replace", "test") else {})}
+    samples = [{"type": "STATE_DELTA", "delta": [operation, operation]},
+               {"type": "ACTIVITY_DELTA", "messageId": "m", "activityType": "a", "patch": [operation]},
+               {"type": "CUSTOM", "name": path, "value": value},
+               {"type": "STATE_SNAPSHOT", "snapshot": value},
+               {"type": "RAW", "event": value, "source": path or None},
+               {"type": "ACTIVITY_SNAPSHOT", "messageId": "m", "activityType": "a", "content": {"v": value},
+                "replace": bool(path)}]
+    for sample in samples:
+        event = msgspec.convert({**sample, "timestamp": timestamp}, Event)
+        kind, obj = proto._wire_event(event)
+        tag, name = proto._ARMS[kind]
+        assert encode_proto(event) == proto._ld(tag, proto._enc_message(name, obj))
 
 
 def _table_walk_frame(event: Any) -> bytes:
