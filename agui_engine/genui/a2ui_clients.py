@@ -26,6 +26,17 @@ CopilotKit use UUIDs and this engine 32 hex digits. A run so recognised also get
 component with the aliases that converter reads (:func:`whole_surface_component`), beside the
 standard keys, so the same surface draws in both kinds of renderer.
 
+``"auto"`` also gives snapshots to a run from a CopilotKit page whose A2UI renderer is on
+(:func:`from_copilotkit_a2ui`: its ``A2UICatalogContext`` puts
+:data:`COPILOTKIT_A2UI_CONTEXT_DESCRIPTION` into ``RunAgentInput.context``). Such a page may sit
+behind CopilotKit's runtime with a bare ``a2ui: {}`` switch, whose ``@ag-ui/a2ui-middleware``
+injects no tool (so the run cannot show it) yet paints this engine's own ``render_a2ui`` calls on
+the same ``a2ui-surface-<call id>`` activity with whole ``replace`` snapshots (its ``building``
+progress among them): a delta of this engine would then land on the middleware's content and fail.
+With whole snapshots on both sides nothing is patched, and the activity ends with the same
+content (the differential's final content). A CopilotKit page straight at the gateway draws
+snapshots as well (only more bytes).
+
 A client that is not recognised and does not apply deltas is given snapshots by the explicit
 choice; a client recognised wrongly gets snapshots, which every AG-UI client applies (a few
 times more bytes: ``spec/a2ui.md``).
@@ -42,8 +53,10 @@ from ..protocol.events import RunAgentInput
 __all__ = [
     "A2UISnapshots",
     "ASSISTANT_UI_RUN_ID",
+    "COPILOTKIT_A2UI_CONTEXT_DESCRIPTION",
     "a2ui_snapshots_option",
     "from_assistant_ui",
+    "from_copilotkit_a2ui",
     "run_wants_snapshots",
     "whole_surface_component",
 ]
@@ -53,6 +66,11 @@ A2UISnapshots = bool | Literal["auto"]
 
 #: The run ids ``@assistant-ui/core``'s ``generateId`` makes (``customAlphabet`` of ``0-9A-Za-z``, 7).
 ASSISTANT_UI_RUN_ID: Final = re.compile(r"[0-9A-Za-z]{7}")
+
+#: The context entry CopilotKit's page adds to every run while its A2UI renderer is on
+#: (``@copilotkit/react-core`` 1.74 ``A2UICatalogContext``, byte for byte).
+COPILOTKIT_A2UI_CONTEXT_DESCRIPTION: Final = ("A2UI catalog capabilities: available catalog IDs and custom "
+                                              "component definitions the client can render.")
 
 
 def a2ui_snapshots_option(value: object, where: str) -> A2UISnapshots:
@@ -69,11 +87,19 @@ def from_assistant_ui(run_input: RunAgentInput) -> bool:
     return ASSISTANT_UI_RUN_ID.fullmatch(run_input.run_id) is not None
 
 
+def from_copilotkit_a2ui(run_input: RunAgentInput) -> bool:
+    """Whether ``run_input`` comes from a CopilotKit page with its A2UI renderer on: its context
+    holds :data:`COPILOTKIT_A2UI_CONTEXT_DESCRIPTION`."""
+    return any(entry.description == COPILOTKIT_A2UI_CONTEXT_DESCRIPTION for entry in run_input.context)
+
+
 def run_wants_snapshots(run_input: RunAgentInput, choice: A2UISnapshots) -> bool:
     """Whether this run's surfaces go as whole snapshots: ``choice`` when it is a bool, else
-    (``"auto"``) when the run comes from a client that does not apply ``ACTIVITY_DELTA``."""
+    (``"auto"``) when the run comes from a client that does not apply ``ACTIVITY_DELTA``
+    (assistant-ui) or from a CopilotKit A2UI page, which a bare runtime A2UI middleware may paint
+    for too (the module docstring)."""
     if choice == "auto":
-        return from_assistant_ui(run_input)
+        return from_assistant_ui(run_input) or from_copilotkit_a2ui(run_input)
     return bool(choice)
 
 

@@ -59,6 +59,7 @@ from .http_gateway import (
     StreamStart,
     UnreadableRequestError,
     build_gateway,
+    check_keywords,
     error_answer,
     route,
 )
@@ -452,6 +453,7 @@ def create_asgi_app(agent: Any = None, **options: Unpack[AppKeywords]) -> AsgiGa
     if path not in ("", "/"):
         raise UsageError(f"create_asgi_app serves at its mount point: mount it at {path!r} instead of path={path!r}")
     if isinstance(agent, Mapping):
+        check_keywords("create_asgi_app", options)
         keywords: dict[str, Any] = {k: v for k, v in options.items() if k not in ("auth_token", "path")}
         places: dict[str, tuple[str, AsgiGateway]] = {}
         for place in plan_agents(agent, auth_token=options.get("auth_token"), keywords=keywords):

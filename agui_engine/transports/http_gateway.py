@@ -67,6 +67,7 @@ from .eventlog import EventLog, LogSlice
 from .history import UnknownThreadError
 from .http_headers import (
     HISTORY_TRIMMED_HEADER,
+    LIVE_RUN_HEADER,
     NOT_RESUMABLE_VALUES,
     RESUMABLE_HEADER,
     RUN_ID_HEADER,
@@ -79,6 +80,7 @@ from .input_errors import MethodNotAllowedError, RequestTimeoutError, RouteNotFo
 from .metrics import METRICS_CONTENT_TYPE
 from .otel import incoming_trace
 from .registry_options import RegistryOptions
+from .run_record import Run
 from .runs import RunRegistry
 from .server_options import ConnectionOptions, DataOptions
 from .subscription import Subscription
@@ -359,7 +361,8 @@ class HttpGateway:
             "Access-Control-Allow-Origin": "*" if self.cors_any and not self.auth_token else str(origin),
             "Vary": "Origin",
             "Access-Control-Expose-Headers": (
-                f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}"
+                f"Retry-After, {RUN_ID_HEADER}, {RUN_KEY_HEADER}, {THREAD_ID_HEADER}, {HISTORY_TRIMMED_HEADER}, "
+                f"{LIVE_RUN_HEADER}"
             ),
         }
 
@@ -550,23 +553,31 @@ class HttpGateway:
             body = b""
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
-        # the thread's latest run, while it is not in the history yet (running): followed live,
-        # on whichever node it runs (a shared log names it), else as this node remembers it
-        try:
-            latest = await self.registry.live_run(input.thread_id) or self.thread_runs.get(input.thread_id)
-        except AguiEngineError:
-            latest = self.thread_runs.get(input.thread_id)
-        if latest is not None and latest not in kept:
+        # the thread's latest run, while it is not in the history yet (running): followed live
+        live = await self._live_run(input.thread_id, kept, caller)
+        if live is not None:
             try:
-                run = self.registry.check_owner(await self.registry.find(latest), caller)
-                sub = self.registry.subscribe(run, 0, resumable=True)
+                sub = self.registry.subscribe(live, 0, resumable=True)
             except AguiEngineError:
-                pass  # not the caller's, or gone: the history is all there is
+                pass  # gone meanwhile: the history is all there is
             else:
                 stream = self._stream(sub, "sse", None, translate=translate)
                 stream.prefix = body
                 return stream
         return Answer(200, {"Content-Type": SSE_CONTENT_TYPE, "Cache-Control": "no-cache"}, body)
+
+    async def _live_run(self, thread_id: str, kept: set[str], caller: Caller) -> Run | None:
+        """The thread's latest run that ``caller`` may follow and that is not in the history
+        (``kept``): on whichever node it runs (a shared log names it), else the one this node
+        remembers starting; None when there is none, or the log does not answer."""
+        try:
+            latest = await self.registry.live_run(thread_id) or self.thread_runs.get(thread_id)
+            if latest is None or latest in kept:
+                return None
+            run = self.registry.check_owner(await self.registry.find(latest), caller)
+        except AguiEngineError:
+            return None  # not the caller's, gone, or the log is away: the history is all there is
+        return run
 
     async def runtime_stop(self, req: GatewayRequest, thread_id: str) -> Answer:
         """``POST .../agent/<id>/stop/<threadId>`` with ``{runId}``: cancel that run of the thread
@@ -624,8 +635,9 @@ class HttpGateway:
         try:
             principal = self.principal(req)
             fmt = negotiate_history(req.headers.get("Accept"))
+            caller = self.caller(req, principal)
             found, payloads = await self.registry.thread_history(
-                thread_id, run_id=req.query.get("runId") or None, caller=self.caller(req, principal)
+                thread_id, run_id=req.query.get("runId") or None, caller=caller
             )
         except AguiEngineError as exc:
             return error_answer(exc, self.metrics)
@@ -635,6 +647,9 @@ class HttpGateway:
             RUN_ID_HEADER: found.tip,
             HISTORY_TRIMMED_HEADER: "true" if found.trimmed else "false",
         }
+        live = await self._live_run(thread_id, {r.run_id for r in found.runs}, caller)
+        if live is not None:
+            headers[LIVE_RUN_HEADER] = live.run_id
         if fmt == "proto":
             headers["Content-Type"] = PROTO_CONTENT_TYPE
             return Answer(200, headers, frame_proto(payloads))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "HISTORY_TRIMMED_HEADER",
+    "LIVE_RUN_HEADER",
     "NOT_RESUMABLE_VALUES",
     "RESUMABLE_HEADER",
     "RUN_ID_HEADER",
@@ -39,3 +40,8 @@ RUN_ID_HEADER = "X-AGUI-Run-Id"
 #: branch are gone (evicted by the history budget) or kept trimmed (spec/transports.md §4.4).
 HISTORY_TRIMMED_HEADER = "X-AGUI-History-Trimmed"
 THREAD_ID_HEADER = "X-AGUI-Thread-Id"
+
+#: Response header of a thread history naming the thread's run still streaming (on this node,
+#: or on any node of a shared log) that the caller may follow and that is not in the history yet:
+#: a page reloaded mid-run reads the history, then follows that run (``GET <path>/runs/<runId>``).
+LIVE_RUN_HEADER = "X-AGUI-Live-Run-Id"

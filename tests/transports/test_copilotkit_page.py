@@ -211,16 +211,17 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 
 @asynccontextmanager
-async def copilot_runtime(agents: Mapping[str, str], log: Path) -> AsyncIterator[str]:
-    """CopilotKit's Node ``CopilotRuntime`` (a node subprocess, A2UI middleware on) whose agents
-    (id -> the gateway's agent URL) are ``HttpAgent``\\ s; yields its URL. Its output goes to ``log``."""
+async def copilot_runtime(agents: Mapping[str, str], log: Path, a2ui: str = "--a2ui") -> AsyncIterator[str]:
+    """CopilotKit's Node ``CopilotRuntime`` (a node subprocess, A2UI middleware on: ``--a2ui`` with
+    its own tool, ``--a2ui-bare`` as ``a2ui: {}``) whose agents (id -> the gateway's agent URL) are
+    ``HttpAgent``\\ s; yields its URL. Its output goes to ``log``."""
     node = shutil.which("node")
     assert node is not None
     pairs = [f"{agent_id}={url}" for agent_id, url in agents.items() if agent_id != "default"]
     default = agents.get("default", next(iter(agents.values())))
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
-            node, str(RUNTIME_DIR / "runtime.mjs"), "0", default, *pairs, "--a2ui", "--ready",
+            node, str(RUNTIME_DIR / "runtime.mjs"), "0", default, *pairs, a2ui, "--ready",
             cwd=RUNTIME_DIR, stdout=asyncio.subprocess.PIPE, stderr=out,
             env={**os.environ, "COPILOTKIT_TELEMETRY_DISABLED": "true"})
         try:
@@ -471,6 +472,22 @@ async def test_copilotkit_shares_state_with_the_agent(browser: Any, page_url: st
             await no_error(page)
 
 
+async def book_a_table(page: Any) -> None:
+    """Ask the demo agent for a table: one booking form (one "Book the table" button) and tonight's
+    availability drawn; the button's action draws the confirmation; then :func:`no_error`."""
+    await send(page, "Book a table for 4")
+    book = page.get_by_role("button", name="Book the table")
+    await book.wait_for(timeout=DEADLINE_MS)
+    await page.get_by_text("Tonight at Trattoria Demo (demo data)").wait_for(timeout=DEADLINE_MS)
+    await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
+    assert await book.count() == 1  # one surface drawn
+    await book.click()
+    await page.get_by_text("Booked at Trattoria Demo").wait_for(timeout=DEADLINE_MS)
+    await page.get_by_text("A table for 4 on").wait_for(timeout=DEADLINE_MS)
+    await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
+    await no_error(page)
+
+
 @pytest.mark.timeout(420)  # as above
 async def test_copilotkit_draws_the_a2ui_booking_surface_and_its_action_completes(
     browser: Any, page_url: str, tmp_path: Path, mode: str
@@ -484,16 +501,30 @@ async def test_copilotkit_draws_the_a2ui_booking_surface_and_its_action_complete
             runtime_url(mode, srv.url, tmp_path) as runtime:
         page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-a2ui")
         async with screenshot_on_failure(page, tmp_path / "copilotkit-page-a2ui.png"):
-            await send(page, "Book a table for 4")
-            book = page.get_by_role("button", name="Book the table")
-            await book.wait_for(timeout=DEADLINE_MS)
-            await page.get_by_text("Tonight at Trattoria Demo (demo data)").wait_for(timeout=DEADLINE_MS)
-            await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
-            await book.click()
-            await page.get_by_text("Booked at Trattoria Demo").wait_for(timeout=DEADLINE_MS)
-            await page.get_by_text("A table for 4 on").wait_for(timeout=DEADLINE_MS)
-            await page.wait_for_function(NOT_RUNNING_JS, timeout=DEADLINE_MS)
-            await no_error(page)
+            await book_a_table(page)
+
+
+@pytest.mark.timeout(420)  # as above
+async def test_a_bare_runtime_a2ui_switch_in_front_of_the_gateway_draws_the_booking_surface_once(
+    browser: Any, page_url: str, tmp_path: Path
+) -> None:
+    """CopilotRuntime with a bare ``a2ui: {}`` (its middleware on, no tool of its own, so nothing in
+    the run says it is there) in front of a gateway that applies A2UI (``serve --a2ui``, the default
+    ``auto`` snapshot mode): the run carries CopilotKit's A2UI context, so the gateway paints with
+    whole snapshots, as the middleware does; both paint the same ``a2ui-surface-<call id>``
+    activity and nothing is patched on a content the other replaced. One booking form and its
+    availability are drawn, "Book the table" completes, no "Failed to apply" warning, no error
+    result (spec/a2ui.md, "Behind a bare a2ui switch"). With deltas the same page logged "Failed to
+    apply activity patch" (a gateway delta on the middleware's ``building`` snapshot)."""
+    require(shutil.which("node"), "node")
+    require((RUNTIME_DIR / "node_modules" / "@copilotkit" / "runtime").is_dir(),
+            "the npm packages of benchmarks/gateways/node (CopilotKit's runtime)")
+    async with await start_sse_server(demo_agent(a2ui=True), cors_origins=[page_url]) as srv, \
+            copilot_runtime({"default": srv.url.rstrip("/") + "/"}, tmp_path / "copilot-runtime.log",
+                            a2ui="--a2ui-bare") as runtime:
+        page = await open_chat(browser, page_url, f"runtime={runtime}&thread=t-a2ui-bare")
+        async with screenshot_on_failure(page, tmp_path / "copilotkit-page-a2ui-bare.png"):
+            await book_a_table(page)
 
 
 @pytest.mark.timeout(420)  # as above

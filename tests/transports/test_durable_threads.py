@@ -362,7 +362,9 @@ async def test_a_reload_on_another_node_reattaches_to_the_live_run(
     runs' shared log). A thread's first run finishes on node A; its second is still streaming
     there when the page reloads on node B: B's connect answers the kept history from the store,
     then the live run's events from the shared log, the same events A's client is reading, up
-    to its end (stopped from B); a later connect on B is the history alone, nothing twice."""
+    to its end (stopped from B); node B's history read (``GET <path>/threads/<id>``, our own
+    clients' reload) names that run in ``X-AGUI-Live-Run-Id`` while it runs; a later connect on B
+    is the history alone, nothing twice."""
     tokens = tmp_path / "tokens"
     tokens.write_text("token-alice alice\ntoken-bob bob\n")
     shared = ("--store", postgres_url, "--event-log", redis_server.url, "--no-inspect")
@@ -382,6 +384,9 @@ async def test_a_reload_on_another_node_reattaches_to_the_live_run(
         async with http.stream("POST", url_a, json=body, headers={**hdrs, "Accept": "text/event-stream"}) as on_a:
             read_a = _Events(on_a)
             await read_a.until(deltas(1))  # the run hangs after its first delta
+            # our own clients' reload: the history on node B names the run to follow
+            seen_b = await http.get(f"{url_b}threads/reload", headers=ALICE)
+            assert seen_b.status_code == 200 and seen_b.headers["X-AGUI-Live-Run-Id"] == "r-live"
             async with http.stream("POST", connect_b, json={**body, "runId": "c1"}, headers=hdrs) as on_b:
                 assert on_b.status_code == 200
                 read_b = _Events(on_b)
@@ -404,6 +409,9 @@ async def test_a_reload_on_another_node_reattaches_to_the_live_run(
         # the run has ended: a later reload on B is the history alone (no run twice)
         async with http.stream("POST", connect_b, json={**body, "runId": "c2"}, headers=hdrs) as again:
             later = await _Events(again).until()
+        after = await http.get(f"{url_b}threads/reload", headers=ALICE)
+        # the stopped run is kept now: the history ends with it and names no live run
+        assert after.headers["X-AGUI-Run-Id"] == "r-live" and "X-AGUI-Live-Run-Id" not in after.headers
         starts = [e["runId"] for e in later if e["type"] == "RUN_STARTED"]
         assert len(starts) == len(set(starts)) and starts[0] == first.accumulator.runs[0].run_id
         # another principal reloading the thread gets nothing of it

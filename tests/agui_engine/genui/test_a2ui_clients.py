@@ -1,6 +1,7 @@
 """Surfaces each client can draw (issue 31): ``a2ui_snapshots="auto"`` gives whole snapshots, with the
 aliases assistant-ui's converter reads, to the runs of assistant-ui's AG-UI runtime (its 7-character
-run ids) and deltas to every other client; ``True`` / ``False`` fix the mode; the same through
+run ids), whole snapshots without aliases to a CopilotKit page with its A2UI renderer on (a bare runtime
+``a2ui: {}`` middleware may paint for it too) and deltas to every other client; ``True`` / ``False`` fix the mode; the same through
 ``serve --a2ui`` (default auto) and ``--a2ui-snapshots on|off``."""
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import pytest
 
 from agui_engine.demo.booking import booking_form
 from agui_engine.demo.weather_model import EmbeddedModel
-from agui_engine.genui.a2ui import A2UICatalog, prepare_a2ui_run
+from agui_engine.genui.a2ui import A2UI_SCHEMA_CONTEXT_DESCRIPTION, A2UICatalog, prepare_a2ui_run
 from agui_engine.genui.a2ui_clients import (
+    COPILOTKIT_A2UI_CONTEXT_DESCRIPTION,
     a2ui_snapshots_option,
     from_assistant_ui,
+    from_copilotkit_a2ui,
     run_wants_snapshots,
     whole_surface_component,
 )
@@ -47,6 +50,32 @@ def test_assistant_uis_runs_are_told_apart_by_their_run_id(run_id: str, assistan
     assert run_wants_snapshots(run_input(run_id), "auto") is assistant_ui
     assert run_wants_snapshots(run_input(run_id), True) is True  # a fixed choice wins
     assert run_wants_snapshots(run_input(run_id), False) is False
+
+
+_BASIC_ENTRY = {"description": A2UI_SCHEMA_CONTEXT_DESCRIPTION,
+                "value": A2UICatalog.basic().context_entry().value}
+
+
+@pytest.mark.parametrize(("context", "copilotkit"), [
+    # what a CopilotKit 1.74 page with its A2UI renderer on sends (captured from the page, values cut)
+    ([{"description": COPILOTKIT_A2UI_CONTEXT_DESCRIPTION, "value": "Available A2UI catalog:\n- basic"},
+      _BASIC_ENTRY], True),
+    ([{"description": COPILOTKIT_A2UI_CONTEXT_DESCRIPTION, "value": ""}], True),
+    ([_BASIC_ENTRY], False),  # the catalog entry alone: the middleware's own, any client sends it
+    ([{"description": "A2UI catalog capabilities", "value": ""}], False),
+    ([], False),
+])
+def test_a_copilotkit_a2ui_page_gets_snapshots_in_auto(context: list[dict[str, str]], copilotkit: bool) -> None:
+    """CopilotKit's page with its A2UI renderer on (``A2UICatalogContext``'s context entry) may sit
+    behind a bare runtime ``a2ui: {}`` middleware that paints the same activity with whole snapshots
+    and that the run cannot show: ``auto`` gives it whole snapshots, without assistant-ui's aliases."""
+    given = msgspec.convert({"threadId": "t", "runId": "3b241101-e2bb-4255-8caf-4136c566a962", "messages": [],
+                             "tools": [], "context": context}, RunAgentInput)
+    assert from_copilotkit_a2ui(given) is copilotkit
+    assert run_wants_snapshots(given, "auto") is copilotkit
+    assert run_wants_snapshots(given, False) is False
+    _, transformer = prepare_a2ui_run(given, A2UICatalog.basic(), snapshots="auto")
+    assert transformer.snapshots is copilotkit and transformer.aliases is False
 
 
 @pytest.mark.parametrize("bad", ["on", "yes", 1, 0, None, "AUTO"])
