@@ -50,7 +50,7 @@ async def test_a_langgraph_graph_gets_mcp_tools_as_client_tools_that_the_loop_ru
     try:
         await _graph_run(MCPServer(url=served.url, server_id="remote") if served is not None else MCPServer(
             transport="stdio", command=sys.executable, args=("-m", "tests.adapters.mcp_servers", "stdio"),
-            server_id="local"))
+            server_id="local", connect_timeout=120.0))  # a new Python process importing the SDK, at any load
     finally:
         if served is not None:
             served.stop()

@@ -41,7 +41,7 @@ def running_gateway(mcp: str, token: str = TOKEN) -> Iterator[str]:
     """``agui-engine serve --port 0 --pace 0 --mcp <mcp>`` with bearer ``token``; yields its URL."""
     env = {**os.environ, "AGUI_AUTH_TOKEN": token}
     proc = subprocess.Popen([sys.executable, "-m", "agui_engine", "serve", "--port", "0", "--pace", "0",
-                             "--mcp", mcp, "--no-access-log"],
+                             "--mcp", mcp, "--mcp-connect-timeout", "120", "--no-access-log"],  # any load
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
