@@ -605,13 +605,20 @@ class RedisEventLog:
             # ever sees a run of ours without our heartbeat (and reaps it owner_lost).
             key, value, ttl = self._node_set_args()
             pipe.set(key, value, px=ttl)
+        # Where each create's reply sits among the pipeline's replies: a thread's live-run
+        # SET follows its create, so the replies are not one per create.
+        created_at: list[int] = []
+        queued = 1 if creating else 0
         for run_id, thread_id, principal, key_hash, _ in creating:
             # On a pipeline this only queues the EVALSHA (the pipeline loads the script first).
             await self._create(
                 keys=[self._k(run_id, "m")], args=[self.node_id, thread_id, running_ttl, principal, key_hash], client=pipe
             )
+            created_at.append(queued)
+            queued += 1
             if thread_id:  # the thread's live run, for a reload landing on any node (live_run)
                 pipe.set(self._live_key(thread_id), run_id, px=running_ttl)
+                queued += 1
         sent: list[tuple[_Owned, str, int, bool]] = []
         events = 0
         retention = self._retention_ms()
@@ -661,9 +668,9 @@ class RedisEventLog:
             return
         self.healthy = True
         elapsed = time.perf_counter() - started
-        for (*_, fut), created in zip(creating, results[1:] if creating else ()):
+        for (*_, fut), at in zip(creating, created_at):
             if not fut.done():
-                fut.set_result(bool(created))
+                fut.set_result(bool(results[at]))
         control = self._control
         if control is not None and events:
             control.log_append_latency(elapsed, events)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from agui_engine.protocol.errors import UsageError
 from agui_engine.transports.redislog import RedisEventLog
 from agui_engine.transports.runs import RunRegistry
 from agui_engine.transports.sse_server import start_sse_server
@@ -117,3 +118,19 @@ async def test_after_a_redis_restart_readyz_waits_for_the_heartbeat_and_no_new_r
     for own, followed in ends:
         assert own.get("type") == "RUN_FINISHED", own
         assert followed.get("type") == "RUN_FINISHED", followed
+
+
+async def test_a_run_id_another_node_has_is_refused_when_created_with_other_runs_of_threads(
+    redis_logs: Callable[..., Awaitable[RedisEventLog]],
+) -> None:
+    """Creates of one loop pass share a pipeline, where a thread's live-run SET follows
+    each create: every create must read its own reply (a duplicate id was accepted)."""
+    a, b = await redis_logs(), await redis_logs()
+    await a.open_run("dup-1", "thread-a")
+    fresh, dup = await asyncio.gather(
+        b.open_run("fresh-1", "thread-b"), b.open_run("dup-1", "thread-c"), return_exceptions=True
+    )
+    assert fresh is None
+    assert isinstance(dup, UsageError) and "already exists" in str(dup), dup
+    assert "dup-1" not in set(b.owned())
+    assert await b.live_run("thread-b") == "fresh-1"
