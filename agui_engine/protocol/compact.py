@@ -80,7 +80,7 @@ from .events import (
     UnknownEvent,
 )
 
-__all__ = ["Compactor", "compact_events"]
+__all__ = ["Compactor", "compact_events", "replay_order"]
 
 
 class _Stream:
@@ -321,3 +321,73 @@ class Compactor:
         if self._window:
             _flush_state(self._window, out)
         return out
+
+
+class _TypeOnly(msgspec.Struct):
+    """The fields :func:`replay_order` reads of a stored event."""
+
+    type: str = ""
+    messageId: str | None = None  # noqa: N815 -- the wire's name
+    toolCallId: str | None = None  # noqa: N815 -- the wire's name
+
+
+_TYPE_DECODER: Final = msgspec.json.Decoder(_TypeOnly)
+#: START type -> (END type, the id's wire field) of the streams :func:`replay_order` closes.
+_CLOSES: Final = {
+    "TEXT_MESSAGE_START": ("TEXT_MESSAGE_END", "messageId"),
+    "TOOL_CALL_START": ("TOOL_CALL_END", "toolCallId"),
+}
+_ENDS: Final = {end for end, _ in _CLOSES.values()}
+
+
+def replay_order(payloads: Iterable[bytes]) -> list[bytes]:
+    """Kept (compacted) JSON event payloads made a stream a client can replay run by run.
+
+    Compaction writes ``RUN_ERROR`` at once, so the events of a message or tool call that was
+    open when its run errored come *after* that ``RUN_ERROR`` (as ``compactEvents`` does), and
+    a stream never ended has no END; a client's verifier (``@ag-ui/client`` 0.0.x, the
+    project's ``Verifier``) rejects any event after ``RUN_ERROR``. Here each ``RUN_ERROR`` is
+    moved after the events that follow it up to the next ``RUN_STARTED`` (or the end), and the
+    text messages still open there are closed by their END just before it (a tool call's cut
+    arguments are not JSON, so it stays open and the RUN_ERROR ends it): content kept, nothing
+    dropped; runs that did not error are unchanged.
+    """
+    out: list[bytes] = []
+    held: bytes | None = None
+    open_: dict[str, tuple[str, str]] = {}  # stream id -> (END type, id field), in start order
+
+    def release() -> None:
+        nonlocal held
+        if held is not None:
+            for key, (end, field) in open_.items():
+                # a tool call's cut arguments are not JSON: ended, they would fail the verifier;
+                # left open, RUN_ERROR ends it (both verifiers accept that)
+                if end == "TEXT_MESSAGE_END":
+                    out.append(msgspec.json.encode({"type": end, field: key}))
+            out.append(held)
+            held = None
+        open_.clear()
+
+    for payload in payloads:
+        try:
+            ev = _TYPE_DECODER.decode(payload)
+        except msgspec.DecodeError:
+            ev = _TypeOnly()
+        kind = ev.type
+        if kind == "RUN_STARTED":
+            release()
+        elif kind == "RUN_ERROR":
+            if held is not None:
+                release()
+            held = payload
+            continue
+        elif kind in _CLOSES or kind in _ENDS:
+            key = ev.messageId if kind.startswith("TEXT") else ev.toolCallId
+            if key is not None:
+                if kind in _CLOSES:
+                    open_[key] = _CLOSES[kind]
+                else:
+                    open_.pop(key, None)
+        out.append(payload)
+    release()
+    return out

@@ -46,6 +46,7 @@ from agui_engine.loops.tool_sources import tool_source_status
 from agui_engine.protocol.agent import Agent, AgentFunction, as_agent
 from agui_engine.protocol.capabilities import TransportCapabilities, encode_capabilities
 from agui_engine.protocol.codec import NDJSON_CONTENT_TYPE, SSE_CONTENT_TYPE, encode_ndjson, encode_sse
+from agui_engine.protocol.compact import replay_order
 from agui_engine.protocol.errors import AguiEngineError, RemoteInputError, UsageError
 from agui_engine.protocol.events import RunErrorEvent
 from agui_engine.protocol.proto import (
@@ -547,6 +548,8 @@ class HttpGateway:
         kept: set[str] = set()
         try:
             found, payloads = await self.registry.thread_history(input.thread_id, caller=caller)
+            # an errored run's still-open streams moved before its RUN_ERROR: a replayable stream
+            payloads = replay_order(payloads)
             body = frame_sse(found.tip, 1, [translate(p) for p in payloads] if translate else payloads)
             kept = {r.run_id for r in found.runs}
         except UnknownThreadError:

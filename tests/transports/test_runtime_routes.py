@@ -234,3 +234,42 @@ async def test_a_page_on_another_origin_may_call_the_routes() -> None:
             assert info.headers["Access-Control-Allow-Origin"] == page and agent_id in info.json()["agents"]
             other = await c.options(base + "/info", headers={**preflight, "Origin": "http://elsewhere.test"})
             assert other.status_code == 403
+
+
+async def test_connect_after_a_cut_mid_message_replays_a_stream_the_verifier_accepts() -> None:
+    """A page reloaded while a run streams (issue 31): its stream closes without asking to resume,
+    the run ends in RUN_ERROR with its text message still open. The kept history (compactEvents'
+    order) has that message after the RUN_ERROR; connect must replay it before, closed, so a
+    client's verifier (@ag-ui/client 0.0.59, the project's Verifier) takes it and the page shows
+    the partial text."""
+    from agui_engine.protocol.accumulator import Accumulator
+    from agui_engine.protocol.codec import decode_event
+    from agui_engine.protocol.verify import Verifier
+
+    alice = {"Authorization": "Bearer tok-alice"}  # a thread's history is its principal's
+    agents = {"default": ScriptedAgent(hang=True)}
+    async with await start_sse_server(agents, auth_token={"tok-alice": "alice"}) as srv, httpx.AsyncClient(timeout=30) as c:
+        base = srv.url.rstrip("/")
+        body = {"threadId": "t31", "runId": "r31", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+        seen: list[dict[str, Any]] = []
+        async with c.stream("POST", base + "/agent/default/run", json=body, headers=alice) as r:
+            decoder = SSEDecoder()
+            async for chunk in r.aiter_raw():
+                seen += [json.loads(m.data) for m in decoder.feed(chunk)]
+                if any(e["type"] == "TEXT_MESSAGE_CONTENT" for e in seen):
+                    break  # the page goes away after the first fragment
+        replay: list[dict[str, Any]] = []
+        for _ in range(400):  # bounded: until the cut run is kept in the thread's history
+            got = await c.post(base + "/agent/default/connect", json={**body, "runId": "c", "messages": []}, headers=alice)
+            replay = _events(got.content)
+            if any(e["type"] == "RUN_ERROR" for e in replay):
+                break
+            await asyncio.sleep(0.05)
+    types = [e["type"] for e in replay]
+    assert types[-1] == "RUN_ERROR" and "TEXT_MESSAGE_END" in types  # the open message closed before the error
+    verifier, acc = Verifier(), Accumulator()
+    for e in replay:
+        acc.apply_all(verifier.feed(decode_event(json.dumps(e))))
+    verifier.close()
+    partial = seen[[e["type"] for e in seen].index("TEXT_MESSAGE_CONTENT")]["delta"]
+    assert [m["content"] for m in acc.messages if m["role"] == "assistant"] == [partial]

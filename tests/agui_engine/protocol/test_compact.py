@@ -480,3 +480,45 @@ def test_overlapping_streams_can_change_the_thread(client: Client, name: str) ->
         reasoning = {m["id"]: m.get("content") for m in ours["messages"] if m["role"] == "reasoning"}
         assert reasoning == {"rm": ""}
         assert {m["id"]: m.get("content") for m in original["messages"] if m["role"] == "reasoning"} == {"rm": "thinking"}
+
+
+def test_replay_order_puts_an_errored_runs_open_streams_before_its_run_error_closed() -> None:
+    """compactEvents' order (the open message after RUN_ERROR, never ended) made a stream the
+    Verifier accepts run by run, content kept; a run that finished is unchanged (issue 31)."""
+    import json
+
+    from agui_engine.protocol.codec import decode_event, encode_event
+    from agui_engine.protocol.compact import replay_order
+    from agui_engine.protocol.events import (
+        RunErrorEvent,
+        RunFinishedEvent,
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageStartEvent,
+        ToolCallArgsEvent,
+        ToolCallStartEvent,
+    )
+    from agui_engine.protocol.verify import Verifier
+
+    cut = [
+        RunStartedEvent(thread_id="t", run_id="r1"),
+        TextMessageStartEvent(message_id="m", role="assistant"),
+        ToolCallStartEvent(tool_call_id="c", tool_call_name="f"),
+        ToolCallArgsEvent(tool_call_id="c", delta="{"),
+        TextMessageContentEvent(message_id="m", delta="par"),
+        TextMessageContentEvent(message_id="m", delta="tial"),
+        RunErrorEvent(message="disconnected", code="disconnected"),
+    ]
+    second = [RunStartedEvent(thread_id="t", run_id="r2"), RunFinishedEvent(thread_id="t", run_id="r2")]
+    kept = compact_events(cut) + compact_events(second)  # a gateway compacts each run's record alone
+    assert [e.type for e in kept].index("RUN_ERROR") < [e.type for e in kept].index("TEXT_MESSAGE_START")
+    replay = [json.loads(p) for p in replay_order([encode_event(e) for e in kept])]
+    types = [e["type"] for e in replay]
+    assert types[types.index("RUN_ERROR") + 1:] == ["RUN_STARTED", "RUN_FINISHED"]
+    assert "TEXT_MESSAGE_END" in types and "TOOL_CALL_END" not in types  # cut args stay open: not JSON
+    assert any(e.get("delta") == "partial" for e in replay)
+    for run in (replay[: types.index("RUN_ERROR") + 1], replay[types.index("RUN_ERROR") + 1:]):
+        verifier = Verifier()
+        for e in run:
+            verifier.feed(decode_event(json.dumps(e)))
+        verifier.close()
