@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -104,6 +105,36 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _T = TypeVar("_T")
 
 
+
+def _wal(db: sqlite3.Connection) -> None:
+    """WAL mode. Switching a new file to it takes an exclusive lock, and SQLite answers a
+    busy one at once (no busy handler): another node opening the same new file retries
+    it, for as long as a statement waits for a lock (SQLITE_BUSY_TIMEOUT_MS)."""
+    end = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= end:
+                raise
+            time.sleep(0.01)  # the worker thread, not the event loop
+
+
+def _statements(script: str) -> list[str]:
+    """The SQL statements of ``script`` one by one (a trigger's body holds ";" of its own)."""
+    out: list[str] = []
+    buf = ""
+    for piece in script.split(";"):
+        buf += piece + ";"
+        if sqlite3.complete_statement(buf):
+            if buf.strip(" \t\n;"):
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip(" \t\n;"):
+        out.append(buf.strip())
+    return out
+
 class SqliteThreadStore:
     """The embedded :class:`~transports.thread_store.DurableThreadStore` (module docstring).
     Open it with :meth:`open`."""
@@ -146,7 +177,7 @@ class SqliteThreadStore:
             raise UsageError(f"thread store sqlite:{self.path}: cannot open it ({exc})") from None
         try:
             db.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode = WAL")
+            _wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -155,9 +186,16 @@ class SqliteThreadStore:
                     f"{SCHEMA_VERSION}: upgrade agui-engine, or use another file"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                # one transaction per version (a script: triggers hold ";" of their own)
+                # one transaction per version (a script: triggers hold ";" of their own). The
+                # version is read again under the write lock: two nodes starting together on
+                # one new file both saw the old version, and the second ran the migration again.
                 try:
-                    db.executescript(f"BEGIN IMMEDIATE; {MIGRATIONS[target - 1]}; PRAGMA user_version = {target}; COMMIT;")
+                    db.execute("BEGIN IMMEDIATE")
+                    if db.execute("PRAGMA user_version").fetchone()[0] < target:
+                        for statement in _statements(MIGRATIONS[target - 1]):  # executescript would commit first
+                            db.execute(statement)
+                        db.execute(f"PRAGMA user_version = {target}")
+                    db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
                         db.execute("ROLLBACK")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -348,3 +350,35 @@ async def test_a_locked_sqlite_file_is_a_503_never_a_traceback(tmp_path: Path, m
         assert len((await store.thread_runs("t", T0)).records) == 1
     finally:
         await store.aclose()
+
+
+def test_two_processes_opening_one_new_file_together_both_migrate_it(tmp_path: Path) -> None:
+    """Two nodes started together on one new file: each reads the schema version again under
+    the write lock, so the second does not run a migration the first already ran."""
+    from agui_engine.transports.sqlite_threads import SCHEMA_VERSION
+
+    path = tmp_path / "together.sqlite3"
+    code = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from agui_engine.transports.sqlite_threads import SqliteThreadStore\n"
+        "async def main():\n"
+        "    sys.stdin.readline()\n"
+        "    store = await SqliteThreadStore.open(Path(sys.argv[1]))\n"
+        "    await store.aclose()\n"
+        "asyncio.run(main())\n"
+    )
+    for _ in range(5):
+        path.unlink(missing_ok=True)
+        procs = [
+            subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(2)
+        ]
+        for proc in procs:  # both imported and waiting: released at once
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        errors = [proc.communicate(timeout=60)[1].decode() for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], errors
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
