@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +32,24 @@ from .test_first_five_minutes import agui_engine_command
 DEADLINE = 120
 
 
-def _server_pids() -> set[int]:
-    """Processes now running the demo MCP server module."""
+def _tagged_env() -> tuple[dict[str, str], bytes]:
+    """An environment marking the demo (and the server it starts, which inherits it) as this test's own:
+    other tests and other users run demos on this machine at the same time, and their servers are not ours."""
+    tag = f"agui-test-{uuid.uuid4().hex}"
+    return {**os.environ, "AGUI_DEMO_TEST_TAG": tag}, f"AGUI_DEMO_TEST_TAG={tag}".encode()
+
+
+def _server_pids(tag: bytes) -> set[int]:
+    """Processes now running the demo MCP server module started under ``tag``."""
     out = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmdline = (proc / "cmdline").read_bytes()
+                environ = (proc / "environ").read_bytes()
             except OSError:
                 continue
-            if b"agui_engine.cli.demo_mcp_server" in cmdline:
+            if b"agui_engine.cli.demo_mcp_server" in cmdline and tag in environ.split(b"\0"):
                 out.add(int(proc.name))
     return out
 
@@ -69,9 +79,9 @@ def test_the_demo_server_serves_its_tool_and_app_over_stdio() -> None:
 
 
 def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
-    before = _server_pids()
+    env, tag = _tagged_env()
     done = subprocess.run([agui_engine_command(), "demo", "--mcp", "--no-inspect", "--plain", "--pace", "0"],
-                          capture_output=True, text=True, timeout=DEADLINE)
+                          capture_output=True, text=True, timeout=DEADLINE, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert f"you › {MCP_SCENARIO}" in lines
@@ -83,10 +93,10 @@ def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
     partial = [line for line in lines[opened:] if line.startswith("    ▣ app input so far: ")]
     assert partial and partial[-1] == '    ▣ app input so far: {"sides": 20}', done.stdout
     assert opened < lines.index(f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)")
-    assert _server_pids() - before == set()  # the stdio server went with the demo
+    assert _server_pids(tag) == set()  # the stdio server went with the demo
 
     ndjson = subprocess.run([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
-                            capture_output=True, text=True, timeout=DEADLINE)
+                            capture_output=True, text=True, timeout=DEADLINE, env=env)
     assert ndjson.returncode == 0, ndjson.stderr
     events = [json.loads(line) for line in ndjson.stdout.splitlines()]
     activity = next(e for e in events if e["type"] == "ACTIVITY_SNAPSHOT")
@@ -94,7 +104,7 @@ def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
     content = activity["content"]
     assert content["resourceUri"] == DICE_APP_URI and content["serverId"] == "demo"
     assert content["toolInput"] == {"sides": 20} and content["serverHash"] == demo_mcp_server().server_hash
-    assert _server_pids() - before == set()
+    assert _server_pids(tag) == set()
 
 
 def test_demo_mcp_without_the_sdk_says_what_to_install() -> None:
@@ -131,9 +141,9 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
 
 def test_demo_mcp_piped_into_head_ends_quietly_and_reaps_the_server() -> None:
     # `agui-engine demo --mcp --format ndjson | head -1`: the reader goes away after one line
-    before = _server_pids()
+    env, tag = _tagged_env()
     proc = subprocess.Popen([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()
@@ -141,7 +151,7 @@ def test_demo_mcp_piped_into_head_ends_quietly_and_reaps_the_server() -> None:
     proc.wait(DEADLINE)
     assert json.loads(first)["type"] == "RUN_STARTED"
     assert proc.returncode == 141 and "Traceback" not in err and "Error" not in err, err
-    assert _server_pids() - before == set()
+    assert _server_pids(tag) == set()
 
 
 def _demo_server_started_by(code: str) -> Any:
