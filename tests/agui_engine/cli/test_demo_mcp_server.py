@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +30,27 @@ from .test_first_five_minutes import agui_engine_command
 DEADLINE = 120
 
 
-def _tagged_env() -> tuple[dict[str, str], bytes]:
-    """An environment marking the demo (and the server it starts, which inherits it) as this test's own:
+def _run_demo(*args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run the demo in a session of its own (its id is the demo's pid, inherited by the server it starts):
     other tests and other users run demos on this machine at the same time, and their servers are not ours."""
-    tag = f"agui-test-{uuid.uuid4().hex}"
-    return {**os.environ, "AGUI_DEMO_TEST_TAG": tag}, f"AGUI_DEMO_TEST_TAG={tag}".encode()
+    proc = subprocess.Popen([agui_engine_command(), "demo", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    out, err = proc.communicate(timeout=DEADLINE)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
 
 
-def _server_pids(tag: bytes) -> set[int]:
-    """Processes now running the demo MCP server module started under ``tag``."""
+def _server_pids(session: int) -> set[int]:
+    """Processes now running the demo MCP server module in the demo's session ``session``."""
     out = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmdline = (proc / "cmdline").read_bytes()
-                environ = (proc / "environ").read_bytes()
+                stat = (proc / "stat").read_text()
             except OSError:
                 continue
-            if b"agui_engine.cli.demo_mcp_server" in cmdline and tag in environ.split(b"\0"):
+            fields = stat[stat.rindex(")") + 2:].split()  # state ppid pgrp session ...
+            if b"agui_engine.cli.demo_mcp_server" in cmdline and int(fields[3]) == session:
                 out.add(int(proc.name))
     return out
 
@@ -79,9 +80,7 @@ def test_the_demo_server_serves_its_tool_and_app_over_stdio() -> None:
 
 
 def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
-    env, tag = _tagged_env()
-    done = subprocess.run([agui_engine_command(), "demo", "--mcp", "--no-inspect", "--plain", "--pace", "0"],
-                          capture_output=True, text=True, timeout=DEADLINE, env=env)
+    done, tag = _run_demo("--mcp", "--no-inspect", "--plain", "--pace", "0")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert f"you › {MCP_SCENARIO}" in lines
@@ -95,8 +94,7 @@ def test_demo_mcp_shows_the_result_and_the_app_and_reaps_the_server() -> None:
     assert opened < lines.index(f"    ▣ app {DICE_APP_URI} (mcp-apps: the inspector shows it)")
     assert _server_pids(tag) == set()  # the stdio server went with the demo
 
-    ndjson = subprocess.run([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
-                            capture_output=True, text=True, timeout=DEADLINE, env=env)
+    ndjson, tag = _run_demo("--mcp", "--format", "ndjson", "--pace", "0")
     assert ndjson.returncode == 0, ndjson.stderr
     events = [json.loads(line) for line in ndjson.stdout.splitlines()]
     activity = next(e for e in events if e["type"] == "ACTIVITY_SNAPSHOT")
@@ -141,9 +139,9 @@ async def test_demo_mcp_inspect_draws_the_dice_app(browser: Any) -> None:  # noq
 
 def test_demo_mcp_piped_into_head_ends_quietly_and_reaps_the_server() -> None:
     # `agui-engine demo --mcp --format ndjson | head -1`: the reader goes away after one line
-    env, tag = _tagged_env()
     proc = subprocess.Popen([agui_engine_command(), "demo", "--mcp", "--format", "ndjson", "--pace", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    tag = proc.pid
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()
