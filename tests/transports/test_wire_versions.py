@@ -102,6 +102,9 @@ async def test_the_0059_schemas_reject_the_1_0_shapes_the_table_lists_and_accept
 
 @pytest.mark.timeout(180)  # two node subprocesses on a shared machine
 async def test_the_0059_http_agent_runs_a_frontend_tool_round_trip_and_the_1_0_client_still_gets_1_0() -> None:
+    # Both clients are checked before either starts: a skip raised inside gather() left the other
+    # client's run streaming, and the server's close waited for it.
+    _node(V0), _node(JS)
     async with await start_sse_server(_agent()) as srv:
         v0, v1 = await asyncio.gather(_round_trip(srv.url, "t-v0", V0), _round_trip(srv.url, "t-v1", JS))
     assert v0["version"] == "0.0.59" and v1["version"].startswith("1.")
