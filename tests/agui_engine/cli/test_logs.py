@@ -122,10 +122,13 @@ async def hostile_upstream() -> AsyncIterator[tuple[str, list[str]]]:
 
 @asynccontextmanager
 async def serve(*args: str, env: dict[str, str]) -> AsyncIterator[tuple[str, list[bytes]]]:
-    """``agui-engine --debug serve --log-level debug ...``: its URL and, after the
-    block, every stderr line it wrote."""
+    """``agui-engine --debug serve --log-level debug --loop asyncio ...``: its URL and, after
+    the block, every stderr line it wrote. On asyncio's loop, not uvloop (serve's default where
+    installed): asyncio traces its selector at DEBUG, the canary that DEBUG records reach the log;
+    uvloop writes none, and a served run writes none of its own."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agui_engine", "--debug", "serve", "--log-level", "debug", "--port", "0", *args,
+        sys.executable, "-m", "agui_engine", "--debug", "serve", "--log-level", "debug", "--loop", "asyncio",
+        "--port", "0", *args,
         stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, env={**os.environ, **env},
     )
     assert proc.stderr is not None
